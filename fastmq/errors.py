@@ -1,0 +1,157 @@
+"""One exception tree for all of fastmq.
+
+Transport errors are also the builtin they resemble (a ``FrameError`` is a
+``ValueError``, a ``RemotingTimeoutError`` is a ``TimeoutError``), so callers
+that only know the standard library still catch them. Broker answers with a
+non-zero response code become :class:`BrokerError` subclasses looked up through
+:func:`BrokerError.for_code`; retry loops read ``exc.retriable`` instead of
+comparing codes.
+"""
+from __future__ import annotations
+
+from typing import ClassVar
+
+__all__ = [
+    "FastMQError",
+    "RemotingError",
+    "FrameError",
+    "RemotingCommandError",
+    "RemotingConnectError",
+    "RemotingSendRequestError",
+    "RemotingTimeoutError",
+    "RemotingTooMuchRequestError",
+    "ConfigError",
+    "BrokerError",
+]
+
+
+class FastMQError(Exception):
+    """Base class of every error fastmq raises on purpose."""
+
+
+class ConfigError(FastMQError, ValueError):
+    """A configuration file or option is invalid."""
+
+
+class RemotingError(FastMQError):
+    """Something went wrong below the request/response level."""
+
+
+class FrameError(RemotingError, ValueError):
+    """Bytes that are not a valid RemotingCommand frame.
+
+    Raised by every codec twin for: a total length over the maximum frame, a
+    header length past the frame, a truncated frame, invalid JSON or UTF-8, an
+    unknown serialize type, or a header field of the wrong type. The server
+    logs the reason and closes only the offending connection.
+    """
+
+
+class RemotingCommandError(RemotingError, ValueError):
+    """A well-framed command whose header fields are missing or malformed
+    (RocketMQ's RemotingCommandException): answered, not a reason to close."""
+
+
+class RemotingConnectError(RemotingError, ConnectionError):
+    """Could not connect to ``addr`` (or the connection was lost)."""
+
+    def __init__(self, addr: str, reason: str = "") -> None:
+        self.addr = addr
+        super().__init__(f"connect to {addr} failed" + (f": {reason}" if reason else ""))
+
+
+class RemotingSendRequestError(RemotingError, ConnectionError):
+    """The request could not be written to ``addr``."""
+
+    def __init__(self, addr: str, reason: str = "") -> None:
+        self.addr = addr
+        super().__init__(f"send request to {addr} failed" + (f": {reason}" if reason else ""))
+
+
+class RemotingTimeoutError(RemotingError, TimeoutError):
+    """No response from ``addr`` within ``timeout_ms``."""
+
+    def __init__(self, addr: str, timeout_ms: float) -> None:
+        self.addr = addr
+        self.timeout_ms = timeout_ms
+        super().__init__(f"wait response on the channel <{addr}> timeout, {timeout_ms:g}(ms)")
+
+
+class RemotingTooMuchRequestError(RemotingError):
+    """The async or oneway permits are exhausted (too many requests in flight)."""
+
+
+class BrokerError(FastMQError):
+    """A server answered with a non-zero response code.
+
+    ``code`` is the response code, ``remark`` the server's text. Subclasses
+    register themselves per code; :meth:`for_code` builds the right one.
+    """
+
+    code: int = -1
+    retriable: ClassVar[bool] = False
+    _registry: ClassVar[dict[int, type["BrokerError"]]] = {}
+
+    def __init__(self, code: int, remark: str | None = None) -> None:
+        self.code = code
+        self.remark = remark or ""
+        super().__init__(f"CODE: {code}  DESC: {self.remark}")
+
+    def __init_subclass__(cls, *, codes: tuple[int, ...] = (), **kw: object) -> None:
+        super().__init_subclass__(**kw)
+        for c in codes:
+            if c in BrokerError._registry:
+                raise RuntimeError(f"response code {c} registered twice")
+            BrokerError._registry[c] = cls
+
+    @staticmethod
+    def for_code(code: int, remark: str | None = None) -> "BrokerError":
+        """The exception for response ``code`` (a plain BrokerError if unknown)."""
+        return BrokerError._registry.get(code, BrokerError)(code, remark)
+
+
+# Retriable: the codes the 4.9 producer retries on (17, 14, 1, 16, 204, 205).
+class SystemError_(BrokerError, codes=(1,)):
+    retriable = True
+
+
+class SystemBusyError(BrokerError, codes=(2,)):
+    retriable = True
+
+
+class RequestCodeNotSupportedError(BrokerError, codes=(3,)):
+    pass
+
+
+class MessageIllegalError(BrokerError, codes=(13,)):
+    pass
+
+
+class ServiceNotAvailableError(BrokerError, codes=(14,)):
+    retriable = True
+
+
+class NoPermissionError(BrokerError, codes=(16,)):
+    retriable = True
+
+
+class TopicNotExistError(BrokerError, codes=(17,)):
+    retriable = True
+
+
+class QueryNotFoundError(BrokerError, codes=(22,)):
+    pass
+
+
+class SubscriptionError(BrokerError, codes=(23, 24, 25, 26)):
+    pass
+
+
+class ConsumerNotOnlineError(BrokerError, codes=(206,)):
+    pass
+
+
+class UnitError(BrokerError, codes=(204, 205)):
+    """NO_BUYER_ID (204) / NOT_IN_CURRENT_UNIT (205): both in the 4.9 producer's retry set."""
+
+    retriable = True

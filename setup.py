@@ -1,0 +1,41 @@
+"""Build the compiled twins in fastmq/_ext/.
+
+FASTMQ_NO_EXTENSIONS=1 skips them (pure install); otherwise a compiler error
+fails the build, because a silently pure install is an order of magnitude
+slower without saying so. FASTMQ_DEBUG=1 turns bounds checks, wraparound and
+line tracing back on and writes Cython's annotated HTML.
+"""
+import glob
+import os
+
+from setuptools import setup
+
+NO_EXTENSIONS = bool(os.environ.get("FASTMQ_NO_EXTENSIONS"))
+DEBUG = bool(os.environ.get("FASTMQ_DEBUG"))
+
+ext_modules = []
+if NO_EXTENSIONS:
+    print("*** fastmq: building pure (FASTMQ_NO_EXTENSIONS set) ***")
+else:
+    from Cython.Build import cythonize
+    from setuptools import Extension
+
+    directives = {"language_level": "3", "embedsignature": True, "warn.unused": False}
+    macros = []
+    if DEBUG:
+        directives.update(boundscheck=True, wraparound=True, linetrace=True)
+        macros.append(("CYTHON_TRACE_NOGIL", "1"))
+    sources = sorted(glob.glob("fastmq/_ext/*_c.pyx"))
+    extensions = [
+        Extension(
+            src[:-4].replace("/", "."),
+            [src],
+            define_macros=macros,
+            extra_compile_args=["-O3"] if not DEBUG else ["-O0", "-g"],
+        )
+        for src in sources
+    ]
+    ext_modules = cythonize(extensions, compiler_directives=directives, annotate=DEBUG)
+    print(f"*** fastmq: building accelerated ({len(ext_modules)} extensions) ***")
+
+setup(ext_modules=ext_modules)

@@ -1,0 +1,47 @@
+"""Shared fixtures: the twin selector, and a guard against silent pure fallback."""
+from __future__ import annotations
+
+import importlib
+import os
+
+import pytest
+
+NO_EXT = bool(os.environ.get("FASTMQ_NO_EXTENSIONS"))
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--no-extensions", action="store_true", help="skip tests of the compiled twins")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if config.getoption("--no-extensions") or NO_EXT:
+        skip = pytest.mark.skip(reason="compiled twins deselected")
+        for item in items:
+            if "c_ext" in item.keywords:
+                item.add_marker(skip)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if not NO_EXT:
+        # A test run that silently measured the pure twin would prove nothing
+        # about the compiled one: refuse it.
+        try:
+            importlib.import_module("fastmq._ext.codec_c")
+        except ImportError as exc:  # pragma: no cover - build problem
+            raise pytest.UsageError(
+                "fastmq._ext.codec_c is not built; run `pip install -e .` "
+                "or set FASTMQ_NO_EXTENSIONS=1 for a pure run"
+            ) from exc
+
+
+def _twin_params(stem: str) -> list:
+    return [
+        pytest.param(f"fastmq._ext.{stem}_py", id="py"),
+        pytest.param(f"fastmq._ext.{stem}_c", id="c", marks=pytest.mark.c_ext),
+    ]
+
+
+@pytest.fixture(params=_twin_params("codec"))
+def codec(request: pytest.FixtureRequest):
+    """Each codec twin in turn (``py`` and ``c``)."""
+    return importlib.import_module(request.param)

@@ -1,0 +1,90 @@
+"""Helpers for tests that start real fastmq processes on loopback."""
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Sequence
+
+
+def free_port() -> int:
+    """A loopback TCP port that was free a moment ago."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_port(port: int, timeout: float = 20.0, proc: subprocess.Popen | None = None) -> None:
+    """Wait (bounded) until something accepts on 127.0.0.1:port."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError(f"process exited with {proc.returncode} before listening on {port}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise TimeoutError(f"nothing listening on 127.0.0.1:{port} after {timeout}s")
+
+
+class ServerProcess:
+    """A fastmq command run as a user would run it, stopped by PID on exit.
+
+    ``argv`` starts with the console-script name (``fastmq-namesrv``); it is
+    resolved next to the running interpreter so the test uses this venv's
+    install.
+    """
+
+    def __init__(self, argv: Sequence[str], port: int, workdir: Path, env: dict[str, str] | None = None):
+        exe = Path(sys.executable).with_name(argv[0])
+        self.argv = [str(exe), *argv[1:]] if exe.exists() else list(argv)
+        self.port = port
+        self.workdir = workdir
+        self.env = {**os.environ, **(env or {})}
+        self.proc: subprocess.Popen | None = None
+        self.log_path = workdir / f"{Path(argv[0]).name}-{port}.out"
+
+    @property
+    def addr(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 20.0) -> "ServerProcess":
+        self._log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(self.argv, cwd=self.workdir, env=self.env, stdout=self._log,
+                                     stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            wait_port(self.port, timeout, self.proc)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 15.0) -> int | None:
+        if self.proc is None:
+            return None
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+        self._log.close()
+        return self.proc.returncode
+
+    def kill(self) -> None:
+        self.stop(signal.SIGKILL)
+
+    def output(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def __enter__(self) -> "ServerProcess":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
