@@ -10,7 +10,9 @@ if [ ! -x "$VENV/bin/python" ]; then
     "$PY" -m venv "$VENV"
 fi
 stamp="$VENV/.fastmq-build-stamp"
-want="$(cat pyproject.toml setup.py fastmq/_ext/*.pyx fastmq/_ext/*.pxd 2>/dev/null | sha1sum | cut -c1-40)-${FASTMQ_NO_EXTENSIONS:-}"
+# The build inputs: a glob with no match must not abort the script (pipefail).
+inputs="$(ls pyproject.toml setup.py fastmq/_ext/*.pyx fastmq/_ext/*.pxd 2>/dev/null || true)"
+want="$(cat $inputs | sha1sum | cut -c1-40)-${FASTMQ_NO_EXTENSIONS:-}"
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
     echo "fastmq: installing into $VENV (builds the extensions)" >&2
     "$VENV/bin/python" -m pip install -q --upgrade pip >&2

@@ -1,0 +1,16 @@
+"""The RemotingCommand codec the rest of fastmq imports: compiled twin, or the reference."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ._flags import NO_EXTENSIONS
+
+if TYPE_CHECKING or NO_EXTENSIONS:
+    from .codec_py import FrameDecoder, RemotingCommand, decode_frame, encode_frame, encode_frames
+else:
+    try:
+        from .codec_c import FrameDecoder, RemotingCommand, decode_frame, encode_frame, encode_frames
+    except ImportError:  # unbuilt source checkout; the test suite refuses this (tests/conftest.py)
+        from .codec_py import FrameDecoder, RemotingCommand, decode_frame, encode_frame, encode_frames
+
+__all__ = ["FrameDecoder", "RemotingCommand", "decode_frame", "encode_frame", "encode_frames"]

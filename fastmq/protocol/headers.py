@@ -1,0 +1,332 @@
+"""Typed custom headers: the ``extFields`` of a request or response, as RocketMQ names them.
+
+Each header is a slotted dataclass whose attribute names are the wire names (camelCase, as in
+RocketMQ's ``*RequestHeader`` classes, so a reader of the Java source finds them). A field with no
+default is required (``@CFNotNull`` in Java): when it is missing, :meth:`Header.decode` raises
+:class:`RemotingCommandError` with RocketMQ's text "the custom field <name> is null". Values travel
+as strings whatever their type; decoding accepts the JSON numbers the C++ client sends too, because
+the codec has already turned them into their text.
+
+SEND_MESSAGE_V2 and SEND_BATCH_MESSAGE carry :class:`SendMessageRequestHeader` under the one-letter
+names ``a``..``n`` to keep the header short; :func:`decode_send_header` reads either form.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import MISSING, dataclass
+from typing import Any, ClassVar, TypeVar
+
+from ..errors import RemotingCommandError
+from .codes import RequestCode
+from .command import RemotingCommand
+
+__all__ = [
+    "Header", "SendMessageRequestHeader", "SendMessageResponseHeader", "decode_send_header", "SEND_V2_NAMES",
+    "PullMessageRequestHeader", "PullMessageResponseHeader", "ConsumerSendMsgBackRequestHeader",
+    "QueryConsumerOffsetRequestHeader", "QueryConsumerOffsetResponseHeader", "UpdateConsumerOffsetRequestHeader",
+    "GetMaxOffsetRequestHeader", "GetMinOffsetRequestHeader", "OffsetResponseHeader", "SearchOffsetRequestHeader",
+    "GetEarliestMsgStoretimeRequestHeader", "GetEarliestMsgStoretimeResponseHeader",
+    "UnregisterClientRequestHeader", "GetConsumerListByGroupRequestHeader", "NotifyConsumerIdsChangedRequestHeader",
+    "QueryMessageRequestHeader", "QueryMessageResponseHeader", "ViewMessageRequestHeader",
+    "CreateTopicRequestHeader", "DeleteTopicRequestHeader", "GetTopicStatsInfoRequestHeader",
+    "GetConsumeStatsRequestHeader", "GetConsumerConnectionListRequestHeader", "GetRouteInfoRequestHeader",
+    "PULL_SYSFLAG_COMMIT_OFFSET", "PULL_SYSFLAG_SUSPEND", "PULL_SYSFLAG_SUBSCRIPTION", "PULL_SYSFLAG_CLASS_FILTER",
+]
+
+H = TypeVar("H", bound="Header")
+
+#: PullMessageRequestHeader.sysFlag bits (PullSysFlag).
+PULL_SYSFLAG_COMMIT_OFFSET = 0x1
+PULL_SYSFLAG_SUSPEND = 0x2
+PULL_SYSFLAG_SUBSCRIPTION = 0x4
+PULL_SYSFLAG_CLASS_FILTER = 0x8
+
+
+def _parse_int(name: str, raw: str) -> int:
+    try:
+        return int(raw.strip())
+    except ValueError:
+        raise RemotingCommandError(f"the custom field <{name}> is not a number: {raw!r}") from None
+
+
+def _parse_bool(name: str, raw: str) -> bool:
+    # Java's Boolean.parseBoolean: anything but "true" (any case) is false.
+    return raw.strip().lower() == "true"
+
+
+_PARSERS = {"int": _parse_int, "bool": _parse_bool}
+
+
+def _parser_for(annotation: str) -> Any:
+    """The parser of a field annotated ``int``, ``bool | None``...; None keeps the text as is."""
+    # Annotations are strings here (postponed evaluation); the first named type decides.
+    return _PARSERS.get(annotation.split("|")[0].strip())
+
+
+class Header:
+    """Base of every custom header; subclasses are dataclasses whose fields are wire names."""
+
+    _spec: ClassVar[tuple[tuple[str, Any, bool, Any], ...]]
+
+    @classmethod
+    def _fields_spec(cls) -> tuple[tuple[str, Any, bool, Any], ...]:
+        spec = cls.__dict__.get("_spec")
+        if spec is None:
+            out = []
+            for f in dataclasses.fields(cls):  # type: ignore[arg-type]
+                required = f.default is MISSING and f.default_factory is MISSING
+                out.append((f.name, _parser_for(f.type), required, None if required else f.default))
+            spec = tuple(out)
+            cls._spec = spec
+        return spec
+
+    @classmethod
+    def from_fields(cls: type[H], ext: dict[str, str] | None, names: dict[str, str] | None = None) -> H:
+        """Build from an ext-fields map; ``names`` maps attribute -> wire name when they differ."""
+        ext = ext or {}
+        kw: dict[str, Any] = {}
+        for name, parse, required, default in cls._fields_spec():
+            wire = names.get(name, name) if names else name
+            raw = ext.get(wire)
+            if raw is None:
+                if required:
+                    raise RemotingCommandError(f"the custom field <{wire}> is null")
+                kw[name] = default
+            else:
+                kw[name] = parse(wire, raw) if parse is not None else raw
+        return cls(**kw)
+
+    @classmethod
+    def decode(cls: type[H], cmd: RemotingCommand) -> H:
+        """The header carried by ``cmd``; raises RemotingCommandError naming the bad field."""
+        return cls.from_fields(cmd.ext_fields)
+
+    def to_fields(self, names: dict[str, str] | None = None) -> dict[str, str]:
+        """The ext-fields map, every value a string (the C++ client reads only strings)."""
+        out: dict[str, str] = {}
+        for name, _parse, _req, _default in self._fields_spec():
+            v = getattr(self, name)
+            if v is None:
+                continue
+            wire = names.get(name, name) if names else name
+            out[wire] = ("true" if v else "false") if isinstance(v, bool) else str(v)
+        return out
+
+
+# ------------------------------------------------------------------- send
+
+@dataclass(slots=True)
+class SendMessageRequestHeader(Header):
+    producerGroup: str
+    topic: str
+    defaultTopic: str
+    defaultTopicQueueNums: int
+    queueId: int
+    sysFlag: int
+    bornTimestamp: int
+    flag: int
+    properties: str | None = None
+    reconsumeTimes: int | None = None
+    unitMode: bool = False
+    maxReconsumeTimes: int | None = None
+    batch: bool = False
+    bname: str | None = None
+
+    def to_v2_fields(self) -> dict[str, str]:
+        """The one-letter form SEND_MESSAGE_V2 and SEND_BATCH_MESSAGE use."""
+        return self.to_fields(SEND_V2_NAMES)
+
+
+#: SendMessageRequestHeaderV2's field letters.
+SEND_V2_NAMES = {"producerGroup": "a", "topic": "b", "defaultTopic": "c", "defaultTopicQueueNums": "d",
+                 "queueId": "e", "sysFlag": "f", "bornTimestamp": "g", "flag": "h", "properties": "i",
+                 "reconsumeTimes": "j", "unitMode": "k", "maxReconsumeTimes": "l", "batch": "m", "bname": "n"}
+
+
+def decode_send_header(cmd: RemotingCommand) -> SendMessageRequestHeader:
+    """The send header of SEND_MESSAGE (long names) or SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE (letters)."""
+    if cmd.code in (RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE):
+        return SendMessageRequestHeader.from_fields(cmd.ext_fields, SEND_V2_NAMES)
+    return SendMessageRequestHeader.from_fields(cmd.ext_fields)
+
+
+@dataclass(slots=True)
+class SendMessageResponseHeader(Header):
+    msgId: str
+    queueId: int
+    queueOffset: int
+    transactionId: str | None = None
+
+
+# ------------------------------------------------------------------- pull
+
+@dataclass(slots=True)
+class PullMessageRequestHeader(Header):
+    consumerGroup: str
+    topic: str
+    queueId: int
+    queueOffset: int
+    maxMsgNums: int
+    sysFlag: int
+    commitOffset: int
+    suspendTimeoutMillis: int
+    subVersion: int
+    subscription: str | None = None
+    expressionType: str | None = None
+
+
+@dataclass(slots=True)
+class PullMessageResponseHeader(Header):
+    suggestWhichBrokerId: int
+    nextBeginOffset: int
+    minOffset: int
+    maxOffset: int
+
+
+@dataclass(slots=True)
+class ConsumerSendMsgBackRequestHeader(Header):
+    offset: int
+    group: str
+    delayLevel: int
+    originMsgId: str | None = None
+    originTopic: str | None = None
+    unitMode: bool = False
+    maxReconsumeTimes: int | None = None
+
+
+# ---------------------------------------------------------------- offsets
+
+@dataclass(slots=True)
+class QueryConsumerOffsetRequestHeader(Header):
+    consumerGroup: str
+    topic: str
+    queueId: int
+
+
+@dataclass(slots=True)
+class QueryConsumerOffsetResponseHeader(Header):
+    offset: int
+
+
+@dataclass(slots=True)
+class UpdateConsumerOffsetRequestHeader(Header):
+    consumerGroup: str
+    topic: str
+    queueId: int
+    commitOffset: int
+
+
+@dataclass(slots=True)
+class GetMaxOffsetRequestHeader(Header):
+    topic: str
+    queueId: int
+
+
+@dataclass(slots=True)
+class GetMinOffsetRequestHeader(Header):
+    topic: str
+    queueId: int
+
+
+@dataclass(slots=True)
+class OffsetResponseHeader(Header):
+    """GET_MAX_OFFSET, GET_MIN_OFFSET and SEARCH_OFFSET_BY_TIMESTAMP answer with one ``offset``."""
+
+    offset: int
+
+
+@dataclass(slots=True)
+class SearchOffsetRequestHeader(Header):
+    topic: str
+    queueId: int
+    timestamp: int
+
+
+@dataclass(slots=True)
+class GetEarliestMsgStoretimeRequestHeader(Header):
+    topic: str
+    queueId: int
+
+
+@dataclass(slots=True)
+class GetEarliestMsgStoretimeResponseHeader(Header):
+    timestamp: int
+
+
+# ----------------------------------------------------------------- client
+
+@dataclass(slots=True)
+class UnregisterClientRequestHeader(Header):
+    clientID: str
+    producerGroup: str | None = None
+    consumerGroup: str | None = None
+
+
+@dataclass(slots=True)
+class GetConsumerListByGroupRequestHeader(Header):
+    consumerGroup: str
+
+
+@dataclass(slots=True)
+class NotifyConsumerIdsChangedRequestHeader(Header):
+    consumerGroup: str
+
+
+@dataclass(slots=True)
+class GetConsumerConnectionListRequestHeader(Header):
+    consumerGroup: str
+
+
+# ------------------------------------------------------------------ admin
+
+@dataclass(slots=True)
+class QueryMessageRequestHeader(Header):
+    topic: str
+    key: str
+    maxNum: int
+    beginTimestamp: int
+    endTimestamp: int
+
+
+@dataclass(slots=True)
+class QueryMessageResponseHeader(Header):
+    indexLastUpdateTimestamp: int
+    indexLastUpdatePhyoffset: int
+
+
+@dataclass(slots=True)
+class ViewMessageRequestHeader(Header):
+    offset: int
+
+
+@dataclass(slots=True)
+class CreateTopicRequestHeader(Header):
+    topic: str
+    defaultTopic: str
+    readQueueNums: int
+    writeQueueNums: int
+    perm: int
+    topicFilterType: str
+    topicSysFlag: int | None = None
+    order: bool = False
+
+
+@dataclass(slots=True)
+class DeleteTopicRequestHeader(Header):
+    topic: str
+
+
+@dataclass(slots=True)
+class GetTopicStatsInfoRequestHeader(Header):
+    topic: str
+
+
+@dataclass(slots=True)
+class GetConsumeStatsRequestHeader(Header):
+    consumerGroup: str
+    topic: str | None = None
+
+
+@dataclass(slots=True)
+class GetRouteInfoRequestHeader(Header):
+    topic: str
