@@ -1,0 +1,1 @@
+"""fastmq-broker: the RocketMQ-compatible broker (send, pull, offsets, retry, delay, registration)."""

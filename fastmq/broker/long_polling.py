@@ -1,0 +1,118 @@
+"""PullRequestHoldService: pulls that found nothing wait here until a message arrives or time runs out.
+
+A consumer's pull on a caught-up queue is held for up to its ``suspendTimeoutMillis`` (15 s from
+the Java push consumer). RocketMQ re-checks held pulls every 5 s and is woken early by the
+dispatcher's ``notifyMessageArriving``; we are woken by the same notification (called once per
+dispatched batch, per topic-queue, not per message) and keep one timer per held pull for the
+deadline, so a pull is answered within the event loop's latency of the message being stored.
+
+What "answer" means is the caller's business: ``wake(request)`` re-runs the pull and writes its
+response. A request that matched nothing (its tag filter rejected the new messages) goes back on
+hold, as RocketMQ's ``notifyMessageArriving`` does when the message filter says no.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+__all__ = ["HeldPull", "PullRequestHoldService"]
+
+log = logging.getLogger("fastmq.broker")
+
+
+@dataclass(eq=False)
+class HeldPull:
+    topic: str
+    queue_id: int
+    offset: int                       # the offset the consumer asked for
+    deadline: float                   # loop time at which the pull is answered whatever happens
+    context: Any = None               # what ``wake`` needs to re-run the pull (request, connection...)
+    tag_codes: frozenset[int] | None = None   # None: every tag matches
+    timer: asyncio.TimerHandle | None = field(default=None, repr=False)
+
+
+class PullRequestHoldService:
+    """Held pulls by (topic, queue id).
+
+    ``wake(held, timed_out)`` re-runs a pull; it returns True when it answered the consumer and
+    False when there was still nothing to send (then the pull stays held until its deadline).
+    """
+
+    def __init__(self, wake: Callable[[HeldPull, bool], bool]) -> None:
+        self._wake = wake
+        self._table: dict[tuple[str, int], list[HeldPull]] = {}
+        self._closed = False
+
+    def __len__(self) -> int:
+        return sum(len(v) for v in self._table.values())
+
+    def hold(self, held: HeldPull) -> None:
+        if self._closed:
+            self._wake(held, True)
+            return
+        loop = asyncio.get_running_loop()
+        self._table.setdefault((held.topic, held.queue_id), []).append(held)
+        held.timer = loop.call_at(held.deadline, self._expire, held)
+
+    def _remove(self, held: HeldPull) -> None:
+        key = (held.topic, held.queue_id)
+        lst = self._table.get(key)
+        if lst is None:
+            return
+        try:
+            lst.remove(held)
+        except ValueError:
+            return
+        if not lst:
+            del self._table[key]
+
+    def _expire(self, held: HeldPull) -> None:
+        self._remove(held)
+        try:
+            self._wake(held, True)
+        except Exception:  # a failing answer must not kill the timer machinery of everyone else
+            log.exception("answering a timed-out held pull failed")
+
+    def notify(self, topic: str, queue_id: int, max_offset: int, tag_code: int | None = None) -> None:
+        """New messages up to ``max_offset`` (exclusive) are in the queue: wake the pulls they serve."""
+        key = (topic, queue_id)
+        lst = self._table.get(key)
+        if not lst:
+            return
+        keep: list[HeldPull] = []
+        for held in lst:
+            if held.offset >= max_offset:
+                keep.append(held)
+                continue
+            if tag_code is not None and held.tag_codes is not None and tag_code not in held.tag_codes:
+                keep.append(held)
+                continue
+            try:
+                answered = self._wake(held, False)
+            except Exception:
+                log.exception("answering a held pull failed")
+                answered = True
+            if answered:
+                if held.timer is not None:
+                    held.timer.cancel()
+            else:
+                keep.append(held)
+        if keep:
+            self._table[key] = keep
+        else:
+            self._table.pop(key, None)
+
+    def close(self) -> None:
+        """Answer every held pull now (at shutdown), so no consumer waits on a dead broker."""
+        self._closed = True
+        table, self._table = self._table, {}
+        for lst in table.values():
+            for held in lst:
+                if held.timer is not None:
+                    held.timer.cancel()
+                try:
+                    self._wake(held, True)
+                except Exception:
+                    log.exception("answering a held pull at shutdown failed")

@@ -1,0 +1,64 @@
+"""Held pulls: woken by arrivals on their queue and offset, by their deadline, and at shutdown."""
+from __future__ import annotations
+
+import asyncio
+
+from fastmq.broker.long_polling import HeldPull, PullRequestHoldService
+
+
+async def test_notify_wakes_only_matching_pulls() -> None:
+    woken: list[tuple[str, bool]] = []
+    svc = PullRequestHoldService(lambda h, timed_out: woken.append((h.context, timed_out)) or True)
+    loop = asyncio.get_running_loop()
+    far = loop.time() + 30
+    svc.hold(HeldPull("T", 0, 5, far, "q0@5"))
+    svc.hold(HeldPull("T", 1, 0, far, "q1@0"))
+    svc.hold(HeldPull("T", 0, 9, far, "q0@9"))
+    svc.hold(HeldPull("T", 0, 0, far, "tagged", tag_codes=frozenset({42})))
+    svc.notify("T", 0, 6, tag_code=7)
+    assert woken == [("q0@5", False)]
+    svc.notify("T", 0, 10, tag_code=42)
+    assert woken[1:] == [("q0@9", False), ("tagged", False)]
+    assert len(svc) == 1
+    svc.close()
+    assert woken[-1] == ("q1@0", True) and len(svc) == 0
+
+
+async def test_deadline_answers_the_pull() -> None:
+    done = asyncio.Event()
+    svc = PullRequestHoldService(lambda h, timed_out: done.set() or timed_out)
+    svc.hold(HeldPull("T", 0, 0, asyncio.get_running_loop().time() + 0.05))
+    await asyncio.wait_for(done.wait(), 5)
+    assert len(svc) == 0
+
+
+async def test_unanswered_wake_keeps_the_pull_held() -> None:
+    calls = []
+
+    def wake(h: HeldPull, timed_out: bool) -> bool:
+        calls.append(timed_out)
+        return timed_out  # nothing matched the filter until the deadline
+
+    svc = PullRequestHoldService(wake)
+    svc.hold(HeldPull("T", 0, 0, asyncio.get_running_loop().time() + 30))
+    svc.notify("T", 0, 3)
+    assert calls == [False] and len(svc) == 1
+    svc.close()
+    assert calls == [False, True]
+
+
+async def test_a_failing_wake_does_not_break_others(caplog) -> None:
+    seen = []
+
+    def wake(h: HeldPull, timed_out: bool) -> bool:
+        if h.context == "bad":
+            raise RuntimeError("boom")
+        seen.append(h.context)
+        return True
+
+    svc = PullRequestHoldService(wake)
+    far = asyncio.get_running_loop().time() + 30
+    svc.hold(HeldPull("T", 0, 0, far, "bad"))
+    svc.hold(HeldPull("T", 0, 0, far, "good"))
+    svc.notify("T", 0, 1)
+    assert seen == ["good"] and len(svc) == 0 and "boom" in caplog.text
