@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import importlib
 import os
+from pathlib import Path
 
 import pytest
 
@@ -25,13 +26,16 @@ def pytest_configure(config: pytest.Config) -> None:
     if not NO_EXT:
         # A test run that silently measured the pure twin would prove nothing
         # about the compiled one: refuse it.
-        try:
-            importlib.import_module("fastmq._ext.codec_c")
-        except ImportError as exc:  # pragma: no cover - build problem
-            raise pytest.UsageError(
-                "fastmq._ext.codec_c is not built; run `pip install -e .` "
-                "or set FASTMQ_NO_EXTENSIONS=1 for a pure run"
-            ) from exc
+        ext_dir = Path(__file__).resolve().parent.parent / "fastmq" / "_ext"
+        for pyx in sorted(ext_dir.glob("*_c.pyx")):
+            name = f"fastmq._ext.{pyx.stem}"
+            try:
+                importlib.import_module(name)
+            except ImportError as exc:  # pragma: no cover - build problem
+                raise pytest.UsageError(
+                    f"{name} is not built; run `pip install -e .` "
+                    "or set FASTMQ_NO_EXTENSIONS=1 for a pure run"
+                ) from exc
 
 
 def _twin_params(stem: str) -> list:
@@ -44,4 +48,16 @@ def _twin_params(stem: str) -> list:
 @pytest.fixture(params=_twin_params("codec"))
 def codec(request: pytest.FixtureRequest):
     """Each codec twin in turn (``py`` and ``c``)."""
+    return importlib.import_module(request.param)
+
+
+@pytest.fixture(params=_twin_params("fault"))
+def fault(request: pytest.FixtureRequest):
+    """Each latency-fault twin in turn (``py`` and ``c``)."""
+    return importlib.import_module(request.param)
+
+
+@pytest.fixture(params=_twin_params("selector"))
+def selector(request: pytest.FixtureRequest):
+    """Each queue-selection twin in turn (``py`` and ``c``)."""
     return importlib.import_module(request.param)

@@ -1,0 +1,6 @@
+import numpy as np
+import numpy.typing as npt
+
+def select_queue(queue_broker: npt.NDArray[np.int32], counter: int, last_broker: int = -1) -> int: ...
+def select_queue_fault(queue_broker: npt.NDArray[np.int32], counter: int, last_broker: int,
+                       present: npt.NDArray[np.uint8], available_from: npt.NDArray[np.int64], now_ms: int) -> int: ...

@@ -1,0 +1,51 @@
+# cython: language_level=3, embedsignature=True
+"""Queue selection for sends, compiled twin of ``selector_py`` (see it for the contract)."""
+from libc.stdint cimport int32_t, int64_t, uint8_t
+cimport cython
+
+__all__ = ["select_queue", "select_queue_fault"]
+
+
+cdef inline Py_ssize_t _pos(long long counter, Py_ssize_t i, Py_ssize_t n) noexcept nogil:
+    cdef long long v = counter + i
+    if v < 0:
+        v = -v
+    return <Py_ssize_t>(v % n)
+
+
+@cython.boundscheck(False)
+@cython.wraparound(False)
+def select_queue(const int32_t[::1] queue_broker, long long counter, long long last_broker=-1):
+    cdef Py_ssize_t n = queue_broker.shape[0]
+    cdef Py_ssize_t i, pos
+    if n == 0:
+        return -1
+    if last_broker >= 0:
+        for i in range(n):
+            pos = _pos(counter, i, n)
+            if queue_broker[pos] != last_broker:
+                return pos
+    return _pos(counter, 0, n)
+
+
+@cython.boundscheck(False)
+@cython.wraparound(False)
+def select_queue_fault(const int32_t[::1] queue_broker, long long counter, long long last_broker,
+                       const uint8_t[::1] present, const int64_t[::1] available_from, long long now_ms):
+    # Some 4.x releases accepted a queue here only when its broker *equalled* the last failed
+    # one, steering retries back to the broker that just failed. That is a defect; we skip the
+    # last failed broker instead, which is what the fault strategy is for.
+    cdef Py_ssize_t n = queue_broker.shape[0]
+    cdef Py_ssize_t cap = present.shape[0]
+    cdef Py_ssize_t i, pos
+    cdef int32_t b
+    if available_from.shape[0] < cap:
+        raise ValueError("available_from is shorter than present")
+    for i in range(n):
+        pos = _pos(counter, i, n)
+        b = queue_broker[pos]
+        if b == last_broker:
+            continue
+        if b < 0 or b >= cap or not present[b] or now_ms >= available_from[b]:
+            return pos
+    return -1
