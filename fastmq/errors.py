@@ -74,7 +74,7 @@ class RemotingTimeoutError(RemotingError, TimeoutError):
     def __init__(self, addr: str, timeout_ms: float) -> None:
         self.addr = addr
         self.timeout_ms = timeout_ms
-        super().__init__(f"wait response on the channel <{addr}> timeout, {timeout_ms:g}(ms)")
+        super().__init__(f"wait response on the channel <{addr}> timeout, {int(round(timeout_ms))}(ms)")
 
 
 class RemotingTooMuchRequestError(RemotingError):

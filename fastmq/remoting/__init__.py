@@ -1,0 +1,10 @@
+"""RocketMQ remoting over asyncio: the server, the client, and what they share.
+
+    from fastmq.remoting import RemotingServer, RemotingClient, RequestProcessor, Connection
+"""
+from .client import RemotingClient
+from .connection import Connection, ConnectionListener
+from .processor import RequestProcessor
+from .server import RemotingServer
+
+__all__ = ["RemotingServer", "RemotingClient", "RequestProcessor", "Connection", "ConnectionListener"]

@@ -1,0 +1,279 @@
+"""One TCP connection speaking RocketMQ remoting: the asyncio Protocol both ends share.
+
+Reads go through the push FrameDecoder: one ``feed`` per socket read returns every command that
+read completed, and the owner (server or client) handles them as one batch, so the responses of a
+read leave in one ``transport.write``. Responses to our own requests are matched by opaque in
+``pending`` (RocketMQ's responseTable), never by order.
+
+Backpressure: when the transport's write buffer passes its high-water mark (the peer is not
+reading), we stop reading from that peer until it drains; a peer that only sends can therefore
+never make us buffer its answers without bound. Requests still being processed count too: past
+``max_inflight`` we stop reading until some finish.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any, Callable
+
+from .._ext.codec import FrameDecoder, RemotingCommand, encode_frame, encode_frames
+from .._ext._protocols import DEFAULT_MAX_FRAME_SIZE, FLAG_ONEWAY
+from ..errors import FrameError, RemotingCommandError, RemotingSendRequestError, RemotingTimeoutError
+
+__all__ = ["Connection", "ConnectionListener", "RequestHandler"]
+
+log = logging.getLogger("fastmq.remoting")
+
+#: What a connection hands the requests of one read to: ``handler(conn, requests)``.
+RequestHandler = Callable[["Connection", list[RemotingCommand]], None]
+
+#: Write-buffer marks: past HIGH we pause reading the peer, below LOW we resume.
+WRITE_HIGH_WATER = 4 * 1024 * 1024
+WRITE_LOW_WATER = 1024 * 1024
+#: Requests of one connection being processed at once before we stop reading it.
+MAX_INFLIGHT = 65536
+
+
+class ConnectionListener:
+    """Connection events; override what you need (every method is a no-op here)."""
+
+    def on_connect(self, conn: "Connection") -> None:
+        pass
+
+    def on_close(self, conn: "Connection") -> None:
+        pass
+
+    def on_idle(self, conn: "Connection") -> None:
+        pass
+
+    def on_exception(self, conn: "Connection", exc: BaseException) -> None:
+        pass
+
+
+def _addr(peer: Any) -> str:
+    if isinstance(peer, tuple) and len(peer) >= 2:
+        return f"{peer[0]}:{peer[1]}"
+    return str(peer or "")
+
+
+class Connection(asyncio.Protocol):
+    """A remoting connection: the asyncio Protocol and the handle processors are given."""
+
+    def __init__(self, handler: RequestHandler, *, listener: ConnectionListener | None = None,
+                 max_frame_size: int = DEFAULT_MAX_FRAME_SIZE, max_inflight: int = MAX_INFLIGHT,
+                 on_lost: Callable[["Connection"], None] | None = None) -> None:
+        self._handler = handler
+        self._listener = listener
+        self._on_lost = on_lost
+        self._decoder = FrameDecoder(max_frame_size)
+        self.transport: asyncio.Transport | None = None
+        self.remote_addr = ""
+        self.local_addr = ""
+        #: Free-form per-connection state for processors.
+        self.attrs: dict[str, Any] = {}
+        self.closed = False
+        #: opaque -> (future, deadline on the loop clock, timeout ms) of our requests awaiting an answer.
+        self.pending: dict[int, tuple[asyncio.Future[RemotingCommand], float, float]] = {}
+        self.last_activity = time.monotonic()
+        self.inflight = 0
+        self.max_inflight = max_inflight
+        self._write_paused = False
+        self._read_paused = False
+        self._drain_waiters: list[asyncio.Future[None]] = []
+        self.connected: asyncio.Future[None] | None = None
+
+    # ------------------------------------------------------ Protocol API
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        transport.set_write_buffer_limits(high=WRITE_HIGH_WATER, low=WRITE_LOW_WATER)
+        self.remote_addr = _addr(transport.get_extra_info("peername"))
+        self.local_addr = _addr(transport.get_extra_info("sockname"))
+        self.last_activity = time.monotonic()
+        self._emit("on_connect")
+
+    def data_received(self, data: bytes) -> None:
+        self.last_activity = time.monotonic()
+        try:
+            cmds = self._decoder.feed(data)
+        except FrameError as exc:
+            # The stream can no longer be framed: drop this peer only.
+            log.warning("closing %s: %s", self.remote_addr, exc)
+            self._emit("on_exception", exc)
+            self.abort()
+            return
+        if not cmds:
+            return
+        requests = None
+        for cmd in cmds:
+            if cmd.flag & 1:
+                entry = self.pending.pop(cmd.opaque, None)
+                if entry is None:
+                    log.warning("response with unknown opaque %d from %s (it timed out?)", cmd.opaque,
+                                self.remote_addr)
+                elif not entry[0].done():
+                    entry[0].set_result(cmd)
+            else:
+                if requests is None:
+                    requests = [cmd]
+                else:
+                    requests.append(cmd)
+        if requests:
+            self._handler(self, requests)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        err = RemotingSendRequestError(self.remote_addr, f"connection closed{': ' + str(exc) if exc else ''}")
+        pending, self.pending = self.pending, {}
+        for fut, _, _ in pending.values():
+            if not fut.done():
+                fut.set_exception(err)
+        for w in self._drain_waiters:
+            if not w.done():
+                w.set_result(None)
+        self._drain_waiters.clear()
+        if exc is not None and not isinstance(exc, (ConnectionResetError, BrokenPipeError)):
+            self._emit("on_exception", exc)
+        self._emit("on_close")
+        if self._on_lost is not None:
+            self._on_lost(self)
+
+    def pause_writing(self) -> None:
+        self._write_paused = True
+        self._update_reading()
+
+    def resume_writing(self) -> None:
+        self._write_paused = False
+        self._update_reading()
+        waiters, self._drain_waiters = self._drain_waiters, []
+        for w in waiters:
+            if not w.done():
+                w.set_result(None)
+
+    # ----------------------------------------------------------- helpers
+
+    def _emit(self, event: str, *args: Any) -> None:
+        if self._listener is None:
+            return
+        try:
+            getattr(self._listener, event)(self, *args)
+        except Exception:  # a listener bug must not take the connection down with it
+            log.exception("connection listener %s failed", event)
+
+    def _update_reading(self) -> None:
+        t = self.transport
+        if t is None or self.closed:
+            return
+        should_pause = self._write_paused or self.inflight >= self.max_inflight
+        if should_pause and not self._read_paused:
+            t.pause_reading()
+            self._read_paused = True
+        elif not should_pause and self._read_paused:
+            t.resume_reading()
+            self._read_paused = False
+
+    def begin_request(self) -> None:
+        """A request of this peer goes off to be processed asynchronously."""
+        self.inflight += 1
+        if self.inflight >= self.max_inflight:
+            self._update_reading()
+
+    def end_request(self) -> None:
+        self.inflight -= 1
+        if self._read_paused:
+            self._update_reading()
+
+    @property
+    def reading_paused(self) -> bool:
+        return self._read_paused
+
+    # ------------------------------------------------------- public API
+
+    def send(self, cmd: RemotingCommand) -> None:
+        """Write one command (a late response, or a oneway push); dropped if the connection closed."""
+        self.send_many([cmd])
+
+    def send_many(self, cmds: list[RemotingCommand]) -> None:
+        """Write several commands with one socket write."""
+        if self.closed or self.transport is None or self.transport.is_closing():
+            log.debug("dropping %d command(s) for closed connection %s", len(cmds), self.remote_addr)
+            return
+        try:
+            data = encode_frames(cmds)
+        except RemotingCommandError:
+            data = b"".join(self._encode_each(cmds))
+        self.last_activity = time.monotonic()
+        self.transport.write(data)
+
+    def _encode_each(self, cmds: list[RemotingCommand]) -> list[bytes]:
+        from ..protocol.command import response_for  # local: protocol sits above this floor's codec use
+        out = []
+        for cmd in cmds:
+            try:
+                out.append(encode_frame(cmd))
+            except RemotingCommandError as exc:
+                log.error("cannot encode command %r: %s", cmd, exc)
+                if cmd.flag & 1:
+                    out.append(encode_frame(response_for(cmd, 1, f"response could not be encoded: {exc}")))
+        return out
+
+    async def drain(self) -> None:
+        """Wait until the write buffer is below its low-water mark."""
+        if self._write_paused and not self.closed:
+            fut = asyncio.get_running_loop().create_future()
+            self._drain_waiters.append(fut)
+            await fut
+
+    async def invoke(self, request: RemotingCommand, timeout: float,
+                     timeout_ms: float | None = None) -> RemotingCommand:
+        """Send ``request`` and wait for the response with its opaque.
+
+        Raises RemotingTimeoutError after ``timeout`` seconds (reported as ``timeout_ms``, the
+        caller's whole budget, when given), RemotingSendRequestError when the connection closes
+        first.
+        """
+        report_ms = timeout * 1000 if timeout_ms is None else timeout_ms
+        if self.closed:
+            raise RemotingSendRequestError(self.remote_addr, "connection closed")
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[RemotingCommand] = loop.create_future()
+        opaque = request.opaque
+        self.pending[opaque] = (fut, loop.time() + timeout, report_ms)
+        try:
+            self.send(request)
+            try:
+                return await asyncio.wait_for(fut, timeout)
+            except asyncio.TimeoutError:
+                raise RemotingTimeoutError(self.remote_addr, report_ms) from None
+        finally:
+            entry = self.pending.get(opaque)
+            if entry is not None and entry[0] is fut:
+                del self.pending[opaque]
+
+    def send_oneway(self, request: RemotingCommand) -> None:
+        request.flag |= FLAG_ONEWAY
+        self.send(request)
+
+    def expire_pending(self, now: float) -> int:
+        """Fail the requests past their deadline (the once-a-second scan); returns how many."""
+        expired = [(op, fut, ms) for op, (fut, deadline, ms) in self.pending.items() if deadline <= now]
+        for op, fut, ms in expired:
+            del self.pending[op]
+            if not fut.done():
+                fut.set_exception(RemotingTimeoutError(self.remote_addr, ms))
+        return len(expired)
+
+    def close(self) -> None:
+        """Close after the buffered writes are flushed."""
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.close()
+
+    def abort(self) -> None:
+        """Close now, discarding buffered writes (a peer we no longer trust)."""
+        if self.transport is not None:
+            self.transport.abort()
+
+    def __repr__(self) -> str:
+        return f"<Connection {self.local_addr} -> {self.remote_addr}{' closed' if self.closed else ''}>"
