@@ -86,9 +86,9 @@ class Connection(asyncio.Protocol):
     # ------------------------------------------------------ Protocol API
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
-        transport.set_write_buffer_limits(high=WRITE_HIGH_WATER, low=WRITE_LOW_WATER)
+        # uvloop's transports implement the Transport interface without subclassing it.
+        self.transport = transport  # type: ignore[assignment]
+        self.transport.set_write_buffer_limits(high=WRITE_HIGH_WATER, low=WRITE_LOW_WATER)
         self.remote_addr = _addr(transport.get_extra_info("peername"))
         self.local_addr = _addr(transport.get_extra_info("sockname"))
         self.last_activity = time.monotonic()

@@ -1,0 +1,93 @@
+"""``fastmq-namesrv``: start a NameServer, as ``mqnamesrv`` does.
+
+    fastmq-namesrv [-c namesrv.properties] [-p]
+
+``-c`` reads RocketMQ's keys (listenPort, kvConfigPath, orderMessageEnable, ...); without it the
+embedded defaults apply (port 9876). ``-p`` prints the effective configuration and exits. SIGTERM
+and SIGINT shut the server down cleanly (exit status 0). Logs go to stderr and to ``logPath``.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+from pathlib import Path
+
+from .. import _ext
+from ..errors import ConfigError
+from ..properties import bind, format_config, load_properties
+from ..remoting.loop import USING_UVLOOP, run
+from .config import NamesrvConfig, NamesrvServerConfig
+from .controller import NamesrvController
+
+__all__ = ["main", "load_config", "setup_logging"]
+
+log = logging.getLogger("fastmq.namesrv")
+
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s - %(message)s"
+
+
+def load_config(path: str | None) -> tuple[NamesrvConfig, NamesrvServerConfig]:
+    """The defaults, overlaid with the properties file when one is given."""
+    cfg, server = NamesrvConfig(), NamesrvServerConfig()
+    if path:
+        props = load_properties(path)
+        mine = {k: v for k, v in props.items() if hasattr(server, k)}
+        bind(server, mine, source=path)
+        bind(cfg, {k: v for k, v in props.items() if k not in mine}, source=path)
+    if not 0 <= server.listenPort <= 65535:
+        raise ConfigError(f"listenPort={server.listenPort}: not a TCP port")
+    return cfg, server
+
+
+def setup_logging(log_path: str) -> None:
+    handlers: list[logging.Handler] = [logging.StreamHandler(sys.stderr)]
+    try:
+        p = Path(log_path).expanduser()
+        p.parent.mkdir(parents=True, exist_ok=True)
+        handlers.append(logging.FileHandler(p, encoding="utf-8"))
+    except OSError as exc:
+        print(f"fastmq-namesrv: cannot open log file {log_path}: {exc}; logging to stderr only", file=sys.stderr)
+    logging.basicConfig(level=logging.INFO, format=LOG_FORMAT, handlers=handlers, force=True)
+
+
+async def _serve(controller: NamesrvController) -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await controller.start()
+    print(f"The Name Server boot success. serializeType=JSON (listening on {controller.port}, "
+          f"extensions={'compiled' if _ext.USING_EXTENSIONS else 'pure'}, uvloop={USING_UVLOOP})", flush=True)
+    await stop.wait()
+    log.info("shutdown hook was invoked")
+    await controller.shutdown()
+    log.info("The Name Server shut down cleanly")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="fastmq-namesrv", description="fastmq NameServer (RocketMQ compatible)")
+    parser.add_argument("-c", "--configFile", help="namesrv config properties file")
+    parser.add_argument("-p", "--printConfigItem", action="store_true", help="print all config items and exit")
+    args = parser.parse_args(argv)
+    try:
+        cfg, server = load_config(args.configFile)
+    except ConfigError as exc:
+        print(f"fastmq-namesrv: {exc}", file=sys.stderr)
+        return 2
+    if args.printConfigItem:
+        sys.stdout.write(format_config(cfg, server))
+        return 0
+    setup_logging(cfg.logPath)
+    try:
+        run(_serve(NamesrvController(cfg, server)))
+    except OSError as exc:
+        log.error("cannot start the Name Server: %s", exc)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

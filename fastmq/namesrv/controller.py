@@ -1,0 +1,97 @@
+"""NamesrvController: the NameServer's parts wired together, and its timers.
+
+- the remoting server on ``listenPort`` with :class:`DefaultRequestProcessor` for every code;
+- a connection listener that drops a broker the moment its connection closes, fails or idles out;
+- the liveness scan every ``scanNotActiveBrokerInterval`` (10 s), expiring brokers silent for
+  ``brokerChannelExpiredTime`` (120 s);
+- the KV table printed to the log every 10 minutes.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from ..properties import bind, format_config
+from ..remoting import Connection, ConnectionListener, RemotingServer
+from .config import NamesrvConfig, NamesrvServerConfig
+from .kv_config import KVConfigManager
+from .processor import DefaultRequestProcessor
+from .route_info import RouteInfoManager
+
+__all__ = ["NamesrvController"]
+
+log = logging.getLogger("fastmq.namesrv")
+
+KV_PRINT_INTERVAL = 600.0
+
+
+class _BrokerHousekeeping(ConnectionListener):
+    def __init__(self, route_info: RouteInfoManager) -> None:
+        self.route_info = route_info
+
+    def _drop(self, conn: Connection) -> None:
+        self.route_info.on_channel_destroy(conn.remote_addr, conn)
+
+    def on_close(self, conn: Connection) -> None:
+        self._drop(conn)
+
+    def on_exception(self, conn: Connection, exc: BaseException) -> None:
+        self._drop(conn)
+
+    def on_idle(self, conn: Connection) -> None:
+        self._drop(conn)
+
+
+class NamesrvController:
+    def __init__(self, config: NamesrvConfig | None = None, server_config: NamesrvServerConfig | None = None) -> None:
+        self.config = config or NamesrvConfig()
+        self.server_config = server_config or NamesrvServerConfig()
+        self.route_info = RouteInfoManager()
+        self.kv_config = KVConfigManager(self.config.kvConfigPath)
+        sc = self.server_config
+        self.server = RemotingServer(sc.bindAddress, sc.listenPort, idle_timeout=sc.serverChannelMaxIdleTimeSeconds,
+                                     max_frame_size=sc.maxFrameSize, listener=_BrokerHousekeeping(self.route_info))
+        self.server.register_default_processor(DefaultRequestProcessor(self))
+        self._tasks: list[asyncio.Task[Any]] = []
+
+    @property
+    def port(self) -> int:
+        return self.server.port
+
+    async def start(self) -> None:
+        self.kv_config.load()
+        await self.server.start()
+        self._tasks = [asyncio.ensure_future(self._every(self.config.scanNotActiveBrokerInterval / 1000,
+                                                         self.scan_not_active_broker)),
+                       asyncio.ensure_future(self._every(KV_PRINT_INTERVAL, self.kv_config.print_all))]
+
+    def scan_not_active_broker(self) -> None:
+        for conn in self.route_info.scan_not_active_broker(self.config.brokerChannelExpiredTime):
+            conn.close()
+
+    @staticmethod
+    async def _every(interval: float, fn: Any) -> None:
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                fn()
+            except Exception:  # one failed round must not stop the timer
+                log.exception("scheduled task %s failed", getattr(fn, "__name__", fn))
+
+    def update_config(self, props: dict[str, str]) -> None:
+        """UPDATE_NAMESRV_CONFIG: apply known keys now; unknown keys are logged and ignored."""
+        known = {k: v for k, v in props.items() if hasattr(self.config, k)}
+        bind(self.config, known, source="UPDATE_NAMESRV_CONFIG")
+        log.info("namesrv config updated: %s", known)
+
+    def config_text(self) -> str:
+        return format_config(self.config, self.server_config)
+
+    async def shutdown(self) -> None:
+        for t in self._tasks:
+            t.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks = []
+        await self.server.close()
+        self.kv_config.persist()

@@ -1,0 +1,230 @@
+"""``fastmq-namesrv`` as a separate process, started as a user would (the issue's acceptance 1, 3, 4)."""
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import socket
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from fastmq.protocol.bodies import DataVersion, KVTable, RegisterBrokerBody, TopicConfig, TopicRouteData
+from fastmq.protocol.codes import RequestCode, ResponseCode
+from fastmq.protocol.command import create_request
+from fastmq.remoting import RemotingClient
+from tests.support import ServerProcess, free_port
+
+BROKER = "127.0.0.1:10911"
+
+
+def _props(tmp: Path, port: int, **extra: object) -> Path:
+    lines = {"listenPort": port, "kvConfigPath": tmp / "kv" / "kvConfig.json", "logPath": tmp / "logs" / "ns.log",
+             **extra}
+    p = tmp / "namesrv.properties"
+    p.write_text("".join(f"{k}={v}\n" for k, v in lines.items()))
+    return p
+
+
+@pytest.fixture
+def namesrv(tmp_path):
+    port = free_port()
+    props = _props(tmp_path, port, scanNotActiveBrokerInterval=200, brokerChannelExpiredTime=1500)
+    proc = ServerProcess(["fastmq-namesrv", "-c", str(props)], port, tmp_path, env={"HOME": str(tmp_path)})
+    proc.start()
+    try:
+        yield proc
+    finally:
+        rc = proc.stop()
+        assert rc == 0, proc.output()
+
+
+def _register(topic: str, compressed: bool = False, broker: str = BROKER, name: str = "broker-a",
+              version: DataVersion | None = None):
+    body = RegisterBrokerBody({topic: TopicConfig(topic, 4, 4, 6)}, version or DataVersion())
+    return create_request(RequestCode.REGISTER_BROKER, {
+        "brokerName": name, "brokerAddr": broker, "clusterName": "DefaultCluster",
+        "haServerAddr": "127.0.0.1:10912", "brokerId": 0, "compressed": compressed}, body.encode(compressed))
+
+
+async def _route(client: RemotingClient, addr: str, topic: str):
+    return await client.invoke(addr, create_request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic}), 3)
+
+
+async def _wait_for_code(client: RemotingClient, addr: str, topic: str, code: int, seconds: float) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + seconds
+    while True:
+        resp = await _route(client, addr, topic)
+        if resp.code == code or loop.time() > deadline:
+            assert resp.code == code, resp
+            return
+        await asyncio.sleep(0.1)
+
+
+async def test_registration_makes_topic_routable(namesrv) -> None:
+    broker, reader = RemotingClient(), RemotingClient()
+    try:
+        resp = await broker.invoke(namesrv.addr, _register("TopicA"), 3)
+        assert resp.code == ResponseCode.SUCCESS and KVTable.from_json(resp.body).table == {}
+        resp = await broker.invoke(namesrv.addr, _register("TopicZ", compressed=True, broker="127.0.0.1:20911",
+                                                           name="broker-z"), 3)
+        assert resp.code == ResponseCode.SUCCESS
+        for topic, addr in (("TopicA", BROKER), ("TopicZ", "127.0.0.1:20911")):
+            resp = await _route(reader, namesrv.addr, topic)
+            assert resp.code == ResponseCode.SUCCESS
+            route = TopicRouteData.from_json(resp.body)
+            assert route.broker_datas[0].broker_addrs == {0: addr}
+            assert route.queue_datas[0].write_queue_nums == 4
+        resp = await _route(reader, namesrv.addr, "NoSuchTopic")
+        assert resp.code == ResponseCode.TOPIC_NOT_EXIST
+        assert resp.remark.startswith("No topic route info in name server for the topic: NoSuchTopic")
+        resp = await reader.invoke(namesrv.addr, create_request(RequestCode.GET_BROKER_CLUSTER_INFO), 3)
+        assert b"broker-a" in resp.body and b"broker-z" in resp.body
+    finally:
+        await broker.close()
+        await reader.close()
+
+
+async def test_bad_requests_get_clear_errors(namesrv) -> None:
+    c = RemotingClient()
+    try:
+        resp = await c.invoke(namesrv.addr, create_request(RequestCode.REGISTER_BROKER, {"brokerName": "b"}), 3)
+        assert resp.code == ResponseCode.SYSTEM_ERROR and "<" in resp.remark and "is null" in resp.remark
+        bad_crc = _register("T")
+        bad_crc.ext_fields["bodyCrc32"] = "12345"
+        resp = await c.invoke(namesrv.addr, bad_crc, 3)
+        assert (resp.code, resp.remark) == (ResponseCode.SYSTEM_ERROR, "crc32 not match")
+        broken = _register("T")
+        broken.body = b"{not json"
+        resp = await c.invoke(namesrv.addr, broken, 3)
+        assert resp.code == ResponseCode.SYSTEM_ERROR and "JSON" in resp.remark
+        resp = await c.invoke(namesrv.addr, create_request(99999), 3)
+        assert resp.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED
+        resp = await c.invoke(namesrv.addr, create_request(RequestCode.GET_KV_CONFIG, {"namespace": "n", "key": "k"}), 3)
+        assert (resp.code, resp.remark) == (ResponseCode.QUERY_NOT_FOUND, "No config item, Namespace: n Key: k")
+        resp = await c.invoke(namesrv.addr, create_request(RequestCode.UPDATE_NAMESRV_CONFIG,
+                                                           body=b"kvConfigPath=/tmp/x\n"), 3)
+        assert resp.code == ResponseCode.NO_PERMISSION
+        resp = await c.invoke(namesrv.addr, create_request(RequestCode.UPDATE_NAMESRV_CONFIG,
+                                                           body=b"orderMessageEnable=true\n"), 3)
+        assert resp.code == ResponseCode.SUCCESS
+        resp = await c.invoke(namesrv.addr, create_request(RequestCode.GET_NAMESRV_CONFIG), 3)
+        assert b"orderMessageEnable=true" in resp.body
+    finally:
+        await c.close()
+
+
+async def test_order_topic_conf_from_kv(namesrv) -> None:
+    c = RemotingClient()
+    try:
+        await c.invoke(namesrv.addr, create_request(RequestCode.UPDATE_NAMESRV_CONFIG,
+                                                    body=b"orderMessageEnable=true\n"), 3)
+        await c.invoke(namesrv.addr, create_request(RequestCode.PUT_KV_CONFIG, {
+            "namespace": "ORDER_TOPIC_CONFIG", "key": "OrderT", "value": "broker-a:4"}), 3)
+        await c.invoke(namesrv.addr, _register("OrderT"), 3)
+        route = TopicRouteData.from_json((await _route(c, namesrv.addr, "OrderT")).body)
+        assert route.order_topic_conf == "broker-a:4"
+    finally:
+        await c.close()
+
+
+async def test_silent_broker_expires(namesrv) -> None:
+    broker, reader = RemotingClient(), RemotingClient()
+    try:
+        assert (await broker.invoke(namesrv.addr, _register("Expiring"), 3)).code == 0
+        await _wait_for_code(reader, namesrv.addr, "Expiring", ResponseCode.SUCCESS, 2)
+        # brokerChannelExpiredTime=1500 ms, scan every 200 ms; keep the connection open but silent.
+        await _wait_for_code(reader, namesrv.addr, "Expiring", ResponseCode.TOPIC_NOT_EXIST, 10)
+    finally:
+        await broker.close()
+        await reader.close()
+
+
+async def test_closed_connection_removes_broker_at_once(namesrv) -> None:
+    broker, reader = RemotingClient(), RemotingClient()
+    try:
+        assert (await broker.invoke(namesrv.addr, _register("Closing"), 3)).code == 0
+        await _wait_for_code(reader, namesrv.addr, "Closing", ResponseCode.SUCCESS, 2)
+        await broker.close()
+        # Well inside the 1.5 s expiry: removal came from the close, not the scan.
+        await _wait_for_code(reader, namesrv.addr, "Closing", ResponseCode.TOPIC_NOT_EXIST, 1.0)
+    finally:
+        await reader.close()
+
+
+@pytest.mark.parametrize("garbage", [b"\x16\x03\x01\x02\x00garbage-tls-hello" * 8,
+                                     struct.pack(">II", 64 * 1024 * 1024, 0) + b"x" * 64,
+                                     struct.pack(">II", 20, 0x00000010) + b'{"code":"abc"}  \x00\x00'])
+async def test_garbage_closes_only_offender(namesrv, garbage: bytes) -> None:
+    good = RemotingClient()
+    try:
+        assert (await good.invoke(namesrv.addr, _register("Still"), 3)).code == 0
+        reader, writer = await asyncio.open_connection("127.0.0.1", namesrv.port)
+        writer.write(garbage)
+        await writer.drain()
+        assert await asyncio.wait_for(reader.read(), 5) == b""
+        writer.close()
+        resp = await _route(good, namesrv.addr, "Still")   # same connection as before: untouched
+        assert resp.code == ResponseCode.SUCCESS
+    finally:
+        await good.close()
+    assert "closing" in namesrv.output()
+
+
+def test_print_config_and_bad_config(tmp_path) -> None:
+    exe = str(Path(sys.executable).with_name("fastmq-namesrv"))
+    props = _props(tmp_path, 12345, orderMessageEnable="true")
+    out = subprocess.run([exe, "-c", str(props), "-p"], capture_output=True, text=True, timeout=30)
+    assert out.returncode == 0 and "listenPort=12345" in out.stdout and "orderMessageEnable=true" in out.stdout
+    bad = tmp_path / "bad.properties"
+    bad.write_text("listenPort=ninety\n")
+    out = subprocess.run([exe, "-c", str(bad)], capture_output=True, text=True, timeout=30)
+    assert out.returncode == 2 and "listenPort='ninety': expected an integer" in out.stderr
+    out = subprocess.run([exe, "-c", str(tmp_path / "missing.properties")], capture_output=True, text=True, timeout=30)
+    assert out.returncode == 2 and "cannot read config file" in out.stderr
+
+
+async def test_kv_survives_restart_and_sigint(tmp_path) -> None:
+    port = free_port()
+    props = _props(tmp_path, port)
+    env = {"HOME": str(tmp_path)}
+    first = ServerProcess(["fastmq-namesrv", "-c", str(props)], port, tmp_path, env=env).start()
+    c = RemotingClient()
+    try:
+        await c.invoke(first.addr, create_request(RequestCode.PUT_KV_CONFIG,
+                                                  {"namespace": "ns", "key": "k", "value": "v1"}), 3)
+    finally:
+        await c.close()
+    assert first.stop(signal.SIGINT) == 0
+    assert (tmp_path / "logs" / "ns.log").read_text().count("boot success") == 0  # stdout, not the log
+    assert "shut down cleanly" in (tmp_path / "logs" / "ns.log").read_text()
+    second = ServerProcess(["fastmq-namesrv", "-c", str(props)], port, tmp_path, env=env).start()
+    c = RemotingClient()
+    try:
+        resp = await c.invoke(second.addr, create_request(RequestCode.GET_KV_CONFIG, {"namespace": "ns", "key": "k"}), 3)
+        assert resp.ext_fields["value"] == "v1"
+    finally:
+        await c.close()
+        assert second.stop() == 0
+
+
+def test_default_port_config_is_9876() -> None:
+    exe = str(Path(sys.executable).with_name("fastmq-namesrv"))
+    out = subprocess.run([exe, "-p"], capture_output=True, text=True, timeout=30,
+                         env={**os.environ, "HOME": "/nonexistent-home"})
+    assert "listenPort=9876" in out.stdout
+
+
+def test_port_in_use_is_a_clear_failure(tmp_path) -> None:
+    with socket.socket() as s:
+        s.bind(("0.0.0.0", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        exe = str(Path(sys.executable).with_name("fastmq-namesrv"))
+        out = subprocess.run([exe, "-c", str(_props(tmp_path, port))], capture_output=True, text=True, timeout=30,
+                             env={**os.environ, "HOME": str(tmp_path)})
+    assert out.returncode == 1 and "cannot start the Name Server" in out.stderr

@@ -1,0 +1,113 @@
+"""RouteInfoManager and KVConfigManager, in process (the tables and their rules)."""
+from __future__ import annotations
+
+import json
+
+from fastmq.namesrv.kv_config import KVConfigManager
+from fastmq.namesrv.route_info import RouteInfoManager
+from fastmq.protocol.bodies import DataVersion, RegisterBrokerBody, TopicConfig
+
+M, S = "10.0.0.1:10911", "10.0.0.2:10911"
+
+
+def _body(*topics: str, version: DataVersion | None = None, sys_flag: int = 0) -> RegisterBrokerBody:
+    return RegisterBrokerBody({t: TopicConfig(t, 4, 4, 6, topic_sys_flag=sys_flag) for t in topics},
+                              version or DataVersion(1, 1))
+
+
+def test_master_and_slave_registration() -> None:
+    ri = RouteInfoManager()
+    r = ri.register_broker("c1", M, "b1", 0, "10.0.0.1:10912", _body("T"), None, conn="m")
+    assert r.master_addr is None and r.ha_server_addr is None
+    r = ri.register_broker("c1", S, "b1", 1, "10.0.0.2:10912", _body("T"), None, conn="s")
+    assert (r.master_addr, r.ha_server_addr) == (M, "10.0.0.1:10912")
+    route = ri.pickup_topic_route_data("T")
+    assert route.broker_datas[0].broker_addrs == {0: M, 1: S}
+    assert [(q.broker_name, q.write_queue_nums) for q in route.queue_datas] == [("b1", 4)]
+    assert ri.pickup_topic_route_data("unknown") is None
+    assert ri.get_all_cluster_info().cluster_addr_table == {"c1": {"b1"}}
+
+
+def test_data_version_gates_topic_updates() -> None:
+    ri = RouteInfoManager()
+    v1 = DataVersion(1, 1)
+    ri.register_broker("c", M, "b", 0, None, _body("A", version=v1), None)
+    # Same version: a changed topic table is not re-read (RocketMQ trusts the version).
+    ri.register_broker("c", M, "b", 0, None, _body("A", "B", version=DataVersion(1, 1)), None)
+    assert ri.pickup_topic_route_data("B") is None
+    assert not ri.is_broker_topic_config_changed(M, v1)
+    ri.register_broker("c", M, "b", 0, None, _body("A", "B", version=DataVersion(2, 2)), None)
+    assert ri.pickup_topic_route_data("B") is not None
+
+
+def test_expiry_and_cleanup() -> None:
+    ri = RouteInfoManager()
+    ri.register_broker("c", M, "b", 0, None, _body("T"), None, conn="mc", now_ms=1000)
+    ri.register_broker("c2", "10.0.0.9:10911", "b9", 0, None, _body("T", "U"), None, now_ms=100_000)
+    closed = ri.scan_not_active_broker(120_000, now_ms=121_001)
+    assert closed == ["mc"]
+    route = ri.pickup_topic_route_data("T")
+    assert [b.broker_name for b in route.broker_datas] == ["b9"]
+    assert "c" not in ri.cluster_addr_table  # the cluster left empty is gone
+    ri.scan_not_active_broker(120_000, now_ms=300_000)
+    assert ri.topic_queue_table == {} and ri.cluster_addr_table == {} and ri.broker_addr_table == {}
+
+
+def test_connection_close_removes_at_once_and_master_takes_queue_data() -> None:
+    ri = RouteInfoManager()
+    ri.register_broker("c", M, "b", 0, None, _body("T"), None, conn="mc")
+    ri.register_broker("c", S, "b", 1, None, _body("T"), None, conn="sc")
+    assert ri.on_channel_destroy("1.2.3.4:5", "mc") == M
+    assert ri.pickup_topic_route_data("T") is None          # master gone: its queues go too
+    assert ri.broker_addr_table["b"].broker_addrs == {1: S}  # the slave is still known
+    assert ri.on_channel_destroy(S, None) == S               # found by address as well
+    assert ri.broker_addr_table == {} and ri.cluster_addr_table == {}
+    assert ri.on_channel_destroy("nobody:1", "x") is None
+
+
+def test_unregister_and_wipe_perm() -> None:
+    ri = RouteInfoManager()
+    ri.register_broker("c", M, "b", 0, None, _body("T", "U"), None)
+    assert ri.wipe_write_perm_of_broker("b") == 2
+    assert ri.pickup_topic_route_data("T").queue_datas[0].perm == 4
+    assert ri.add_write_perm_of_broker("b") == 2
+    ri.unregister_broker("c", M, "b", 0)
+    assert ri.get_all_topic_list().topic_list == set()
+
+
+def test_topic_lists() -> None:
+    ri = RouteInfoManager()
+    ri.register_broker("c", M, "b", 0, None, _body("T"), None)
+    ri.register_broker("c", "10.0.0.3:1", "u", 0, None, _body("UNIT", sys_flag=1), None)
+    ri.register_broker("d", "10.0.0.4:1", "s", 0, None, _body("SUB", sys_flag=2), None)
+    assert ri.get_topics_by_cluster("c").topic_list == {"T", "UNIT"}
+    assert ri.get_unit_topics().topic_list == {"UNIT"}
+    assert ri.get_has_unit_sub_topic_list().topic_list == {"SUB"}
+    assert ri.get_has_unit_sub_ununit_topic_list().topic_list == {"SUB"}
+    sys_topics = ri.get_system_topic_list()
+    assert {"c", "d", "b", "u", "s"} <= sys_topics.topic_list and sys_topics.broker_addr
+    ri.delete_topic("T", "c")
+    assert ri.pickup_topic_route_data("T") is None
+
+
+def test_slave_address_reused_as_master() -> None:
+    ri = RouteInfoManager()
+    ri.register_broker("c", S, "b", 1, None, _body("T"), None)
+    ri.register_broker("c", S, "b", 0, None, _body("T"), None)  # promoted: one record per address
+    assert ri.broker_addr_table["b"].broker_addrs == {0: S}
+
+
+def test_kv_config_persists_atomically(tmp_path) -> None:
+    path = tmp_path / "namesrv" / "kvConfig.json"
+    kv = KVConfigManager(path)
+    kv.put("ORDER_TOPIC_CONFIG", "T", "b1:4;b2:4")
+    kv.put("ns", "k", "v")
+    kv.delete("ns", "k")
+    assert json.loads(path.read_text()) == {"configTable": {"ORDER_TOPIC_CONFIG": {"T": "b1:4;b2:4"}, "ns": {}}}
+    again = KVConfigManager(path)
+    again.load()
+    assert again.get("ORDER_TOPIC_CONFIG", "T") == "b1:4;b2:4" and again.get("ns", "k") is None
+    path.write_text("{ torn")  # a damaged main file: the backup still has the previous state
+    third = KVConfigManager(path)
+    third.load()
+    assert third.get("ORDER_TOPIC_CONFIG", "T") == "b1:4;b2:4"
