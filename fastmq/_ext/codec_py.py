@@ -51,6 +51,7 @@ _SERIALIZE_NAMES = ("JSON", "ROCKETMQ")
 MAX_HEADER_LENGTH = 0xFFFFFF
 
 _INT32_MIN, _INT32_MAX = -(1 << 31), (1 << 31) - 1
+_ASCII_WS = " \t\n\r\x0b\x0c"
 _json_encoder = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), check_circular=False)
 _json_decoder = json.JSONDecoder()
 _BIN_FIXED = struct.Struct(">hbhii")
@@ -106,7 +107,7 @@ def _check_int(name: str, v: object, lo: int = _INT32_MIN, hi: int = _INT32_MAX)
         raise RemotingCommandError(f"{name} must be an int, not {type(v).__name__}")
     if not lo <= v <= hi:  # type: ignore[operator]
         raise RemotingCommandError(f"{name} {v} out of range [{lo}, {hi}]")
-    return v  # type: ignore[return-value]
+    return int(v)  # type: ignore[arg-type]  # an IntEnum prints as its name on some Pythons
 
 
 def _check_ext(ext: object) -> dict[str, str]:
@@ -218,7 +219,7 @@ def _int_field(obj: dict, name: str, default: int) -> int:
     if type(v) is int:
         pass
     elif type(v) is str:
-        s = v.strip()
+        s = v.strip(_ASCII_WS)
         # int() alone would also take "1_0" and non-ASCII digits; Java would not.
         body = s[1:] if s[:1] in "+-" else s
         if not body or not body.isascii() or not body.isdigit():

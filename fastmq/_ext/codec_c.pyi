@@ -1,0 +1,32 @@
+from typing import Iterable
+
+LANGUAGE_NAMES: tuple[str, ...]
+MAX_HEADER_LENGTH: int
+
+class RemotingCommand:
+    code: int
+    language: int
+    version: int
+    opaque: int
+    flag: int
+    remark: str | None
+    ext_fields: dict[str, str] | None
+    serialize_type: int
+    body: bytes | None
+    def __init__(self, code: int = 0, *, language: int = 3, version: int = 409, opaque: int = 0, flag: int = 0,
+                 remark: str | None = None, ext_fields: dict[str, str] | None = None, serialize_type: int = 0,
+                 body: bytes | None = None) -> None: ...
+    @property
+    def is_response(self) -> bool: ...
+    @property
+    def is_oneway(self) -> bool: ...
+
+class FrameDecoder:
+    max_frame_size: int
+    def __init__(self, max_frame_size: int = 16777216) -> None: ...
+    def feed(self, data: bytes | bytearray | memoryview) -> list[RemotingCommand]: ...
+    def buffered(self) -> int: ...
+
+def encode_frame(cmd: RemotingCommand) -> bytes: ...
+def encode_frames(cmds: Iterable[RemotingCommand]) -> bytes: ...
+def decode_frame(frame: bytes | bytearray | memoryview, max_frame_size: int = 16777216) -> RemotingCommand: ...
