@@ -45,19 +45,19 @@ def _twin_params(stem: str) -> list:
     ]
 
 
-@pytest.fixture(params=_twin_params("codec"))
+@pytest.fixture(scope="module", params=_twin_params("codec"))
 def codec(request: pytest.FixtureRequest):
     """Each codec twin in turn (``py`` and ``c``)."""
     return importlib.import_module(request.param)
 
 
-@pytest.fixture(params=_twin_params("fault"))
+@pytest.fixture(scope="module", params=_twin_params("fault"))
 def fault(request: pytest.FixtureRequest):
     """Each latency-fault twin in turn (``py`` and ``c``)."""
     return importlib.import_module(request.param)
 
 
-@pytest.fixture(params=_twin_params("selector"))
+@pytest.fixture(scope="module", params=_twin_params("selector"))
 def selector(request: pytest.FixtureRequest):
     """Each queue-selection twin in turn (``py`` and ``c``)."""
     return importlib.import_module(request.param)

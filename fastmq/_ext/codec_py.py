@@ -232,9 +232,13 @@ def _int_field(obj: dict, name: str, default: int) -> int:
     return v
 
 
+class _FloatText(str):
+    """A JSON number with a fraction or exponent, kept as its own text (an ext field "1.50" stays
+    "1.50"); its own type so that a typed field (code, remark...) can still tell it is no string."""
+
+
 def _parse_float(text: str) -> str:
-    # Keep the number's own text: an ext field "1.50" must stay "1.50".
-    return text
+    return _FloatText(text)
 
 
 def _parse_constant(name: str) -> object:
@@ -290,6 +294,8 @@ def _decode_json_header(header: bytes | memoryview, body: bytes | None) -> Remot
             t = type(v)
             if t is str:
                 pass
+            elif t is _FloatText:
+                v = str(v)
             elif t is int:
                 v = str(v)
             elif t is bool:
