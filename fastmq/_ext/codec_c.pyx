@@ -25,8 +25,14 @@ from libc.stdint cimport uint8_t, uint32_t, int64_t, uint64_t
 
 from fastmq.errors import FrameError, RemotingCommandError
 
+from cpython.object cimport PyObject
+from cpython.ref cimport Py_INCREF, Py_XDECREF
+
 cdef extern from "Python.h":
     object PyUnicode_FromKindAndData(int kind, const void *buffer, Py_ssize_t size)
+    object PyUnicode_New(Py_ssize_t size, unsigned int maxchar)
+    void* PyUnicode_1BYTE_DATA(object o)
+    Py_ssize_t PyUnicode_GET_LENGTH(object o)
     dict _PyDict_NewPresized(Py_ssize_t minused)
     int PyUnicode_1BYTE_KIND
 
@@ -421,19 +427,14 @@ cdef object _err(Scan* s, const unsigned char* base, str what):
     raise FrameError(f"header is not valid JSON: {what} at byte {<Py_ssize_t>(s.p - base)}")
 
 
-cdef inline int _hexval(unsigned char c) noexcept:
-    if 48 <= c <= 57:
-        return c - 48
-    if 97 <= c <= 102:
-        return c - 87
-    if 65 <= c <= 70:
-        return c - 55
-    return -1
+cdef signed char _HEXV[256]
+for _i in range(256):
+    _HEXV[_i] = (_i - 48 if 48 <= _i <= 57 else _i - 87 if 97 <= _i <= 102 else _i - 55 if 65 <= _i <= 70 else -1)
 
 
-cdef int _hex4(const unsigned char* p) noexcept:
-    cdef int a = _hexval(p[0]), b2 = _hexval(p[1]), c = _hexval(p[2]), d = _hexval(p[3])
-    if a < 0 or b2 < 0 or c < 0 or d < 0:
+cdef inline int _hex4(const unsigned char* p) noexcept:
+    cdef int a = _HEXV[p[0]], b2 = _HEXV[p[1]], c = _HEXV[p[2]], d = _HEXV[p[3]]
+    if (a | b2 | c | d) < 0:
         return -1
     return (a << 12) | (b2 << 8) | (c << 4) | d
 
@@ -442,6 +443,14 @@ cdef int _hex4(const unsigned char* p) noexcept:
 cdef unsigned char _SCLASS[256]
 for _i in range(256):
     _SCLASS[_i] = 3 if _i < 0x20 else 1 if _i == 34 else 2 if _i == 92 else 4 if _i >= 0x80 else 0
+
+
+cdef inline bint _special8(uint64_t x) noexcept:
+    cdef uint64_t ones = 0x0101010101010101ULL
+    cdef uint64_t high = 0x8080808080808080ULL
+    cdef uint64_t q = x ^ 0x2222222222222222ULL
+    cdef uint64_t b = x ^ 0x5C5C5C5C5C5C5C5CULL
+    return ((x | ((q - ones) & ~q) | ((b - ones) & ~b) | ((x - 0x2020202020202020ULL) & ~x)) & high) != 0
 
 
 cdef struct StrTok:
@@ -456,10 +465,19 @@ cdef int _scan_string(Scan* s, const unsigned char* base, StrTok* t) except -1:
     cdef const unsigned char* p = s.p + 1
     cdef const unsigned char* end = s.end
     cdef unsigned char c, k
+    cdef uint64_t x
     t.start = p
     t.escaped = False
     t.non_ascii = False
     while p < end:
+        # Eight bytes at a time while none is a quote, a backslash, a control byte or non-ASCII.
+        while end - p >= 8:
+            memcpy(&x, p, 8)
+            if _special8(x):
+                break
+            p += 8
+        if p >= end:
+            break
         k = _SCLASS[p[0]]
         if k == 0:
             p += 1
@@ -562,6 +580,46 @@ cdef Py_ssize_t _unescape(StrTok* t, unsigned char* out, bint allow_lone) except
     return o
 
 
+cdef enum:
+    SCACHE_SIZE = 1024
+    SCACHE_MAXLEN = 40
+
+# Header values repeat from frame to frame (producer group, topic, queue numbers, flags): short
+# ASCII strings are looked up in a small direct-mapped cache before a new str is allocated.
+cdef PyObject* _scache[SCACHE_SIZE]
+
+
+cdef inline object _new_ascii(const unsigned char* p, Py_ssize_t n):
+    cdef object s = PyUnicode_New(n, 127)
+    memcpy(PyUnicode_1BYTE_DATA(s), p, n)
+    return s
+
+
+cdef object _ascii_str(const unsigned char* p, Py_ssize_t n):
+    """A str of n ASCII bytes; short ones come from (and go into) the cache."""
+    cdef uint64_t a = 0, z = 0, h
+    cdef PyObject* e
+    if n > SCACHE_MAXLEN:
+        return _new_ascii(p, n)
+    cdef Py_ssize_t i
+    if n >= 8:
+        memcpy(&a, p, 8)
+        memcpy(&z, p + n - 8, 8)
+    else:
+        for i in range(n):  # byte by byte: a partial memcpy here stalls the load that follows
+            a = (a << 8) | p[i]
+    h = (a * 0x9E3779B97F4A7C15ULL) ^ (z * 0xC2B2AE3D27D4EB4FULL) ^ (<uint64_t>n * 0x165667B19E3779F9ULL)
+    h = (h >> 40) & (SCACHE_SIZE - 1)
+    e = _scache[h]
+    if e != NULL and PyUnicode_GET_LENGTH(<object>e) == n and memcmp(PyUnicode_1BYTE_DATA(<object>e), p, n) == 0:
+        return <object>e
+    s = _new_ascii(p, n)
+    Py_INCREF(s)
+    _scache[h] = <PyObject*>s
+    Py_XDECREF(e)
+    return s
+
+
 cdef object _utf8_str(const char* p, Py_ssize_t n):
     try:
         return PyUnicode_DecodeUTF8(p, n, "strict")
@@ -577,7 +635,7 @@ cdef object _make_str(StrTok* t):
     cdef bint ascii
     if not t.escaped:
         if not t.non_ascii:
-            return PyUnicode_FromKindAndData(PyUnicode_1BYTE_KIND, t.start, t.n)
+            return _ascii_str(t.start, t.n)
         return _utf8_str(<const char*>t.start, t.n)
     if t.n <= 512:
         tmp = stack
@@ -594,7 +652,7 @@ cdef object _make_str(StrTok* t):
                     ascii = False
                     break
         if ascii:
-            return PyUnicode_FromKindAndData(PyUnicode_1BYTE_KIND, tmp, n)
+            return _new_ascii(tmp, n)
         return _utf8_str(<const char*>tmp, n)
     finally:
         if tmp != stack:
@@ -897,8 +955,12 @@ cdef object _ext_object(Scan* s, const unsigned char* base):
         _ws(s)
         if s.p >= s.end or s.p[0] != 34:
             _err(s, base, "expected a key")
-        _scan_string(s, base, &t)
-        key = _key_str(&t)
+        if s.end - s.p >= 3 and s.p[2] == 34 and 97 <= s.p[1] <= 122:
+            key = _LETTERS[s.p[1] - 97]  # SEND_MESSAGE_V2's one-letter keys, without a scan
+            s.p += 3
+        else:
+            _scan_string(s, base, &t)
+            key = _key_str(&t)
         _ws(s)
         if s.p >= s.end or s.p[0] != 58:
             _err(s, base, "expected ':'")
