@@ -1,0 +1,211 @@
+"""Admin and query requests: topics, subscription groups, offsets, stats, locks, runtime info.
+
+RocketMQ's admin tools read some bodies that are not standard JSON: fastjson writes a map keyed by
+MessageQueue objects with the object itself as the key (``{{"brokerName":..}:{...}}``). The Java
+tools parse only that form, so the stats bodies here are written the same way.
+"""
+from __future__ import annotations
+
+import json
+import time
+from typing import TYPE_CHECKING, Any
+
+from ...errors import RemotingCommandError
+from ...protocol import topic as tv
+from ...protocol.bodies import KVTable, TopicConfig, loads_lenient
+from ...protocol.codes import RequestCode, ResponseCode
+from ...protocol.command import VERSION, RemotingCommand, response_for
+from ...protocol.headers import (CreateTopicRequestHeader, DeleteTopicRequestHeader, GetConsumeStatsRequestHeader,
+                                 GetConsumerConnectionListRequestHeader, GetEarliestMsgStoretimeRequestHeader,
+                                 GetMaxOffsetRequestHeader, GetMinOffsetRequestHeader, GetTopicStatsInfoRequestHeader,
+                                 SearchOffsetRequestHeader)
+from ...remoting import Connection
+from ..subscription_group import SubscriptionGroupConfig
+from .base import CodeDispatchProcessor
+
+if TYPE_CHECKING:
+    from ..controller import BrokerController
+
+__all__ = ["AdminBrokerProcessor", "mq_keyed_json"]
+
+_LANG_NAMES = ("JAVA", "CPP", "DOTNET", "PYTHON", "DELPHI", "ERLANG", "RUBY", "OTHER", "HTTP", "GO", "PHP", "OMS",
+               "RUST", "NODE_JS")
+
+
+def _compact(obj: Any) -> str:
+    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
+
+
+def mq_keyed_json(entries: list[tuple[tuple[str, str, int], dict[str, Any]]], **top: Any) -> bytes:
+    """fastjson's form of ``Map<MessageQueue, X>``: the queue object itself is the key."""
+    table = ",".join(
+        _compact({"brokerName": b, "queueId": q, "topic": t}) + ":" + _compact(v) for (t, b, q), v in entries)
+    head = "".join(f"{_compact(k)}:{_compact(v)}," for k, v in top.items())
+    return ("{" + head + '"offsetTable":{' + table + "}}").encode("utf-8")
+
+
+class AdminBrokerProcessor(CodeDispatchProcessor):
+    def __init__(self, broker: "BrokerController") -> None:
+        super().__init__(broker)
+        self.handlers = {
+            RequestCode.UPDATE_AND_CREATE_TOPIC: self.update_and_create_topic,
+            RequestCode.DELETE_TOPIC_IN_BROKER: self.delete_topic,
+            RequestCode.GET_ALL_TOPIC_CONFIG: self.get_all_topic_config,
+            RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: self.update_and_create_subscription_group,
+            RequestCode.GET_BROKER_RUNTIME_INFO: self.get_broker_runtime_info,
+            RequestCode.GET_MAX_OFFSET: self.get_max_offset,
+            RequestCode.GET_MIN_OFFSET: self.get_min_offset,
+            RequestCode.SEARCH_OFFSET_BY_TIMESTAMP: self.search_offset_by_timestamp,
+            RequestCode.GET_EARLIEST_MSG_STORETIME: self.get_earliest_msg_storetime,
+            RequestCode.GET_CONSUMER_CONNECTION_LIST: self.get_consumer_connection_list,
+            RequestCode.GET_TOPIC_STATS_INFO: self.get_topic_stats_info,
+            RequestCode.GET_CONSUME_STATS: self.get_consume_stats,
+            RequestCode.LOCK_BATCH_MQ: self.lock_batch_mq,
+            RequestCode.UNLOCK_BATCH_MQ: self.unlock_batch_mq,
+        }
+
+    # ------------------------------------------------------------ topics
+
+    def update_and_create_topic(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        h = CreateTopicRequestHeader.decode(request)
+        if h.topic == self.broker.config.brokerClusterName:
+            return response_for(request, ResponseCode.SYSTEM_ERROR,
+                                f"the topic[{h.topic}] is conflict with system reserved words.")
+        problem = tv.validate_topic(h.topic)
+        if problem:
+            return response_for(request, ResponseCode.SYSTEM_ERROR, problem)
+        tc = TopicConfig(h.topic, read_queue_nums=h.readQueueNums, write_queue_nums=h.writeQueueNums, perm=h.perm,
+                         topic_filter_type=h.topicFilterType, topic_sys_flag=h.topicSysFlag or 0, order=h.order)
+        self.broker.topic_config.update(tc)
+        self.broker.schedule_register(force=False)
+        return response_for(request, ResponseCode.SUCCESS)
+
+    def delete_topic(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        h = DeleteTopicRequestHeader.decode(request)
+        self.broker.topic_config.delete(h.topic)
+        self.broker.offsets.remove_topic(h.topic)
+        self.broker.store.delete_topics({h.topic})
+        return response_for(request, ResponseCode.SUCCESS)
+
+    def get_all_topic_config(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        table, version = self.broker.topic_config.snapshot()
+        body = {"dataVersion": version.to_obj(), "topicConfigTable": {k: v.to_obj() for k, v in table.items()}}
+        return response_for(request, ResponseCode.SUCCESS, body=_compact(body).encode("utf-8"))
+
+    def update_and_create_subscription_group(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        sgc = SubscriptionGroupConfig.from_obj(loads_lenient(request.body or b""))
+        self.broker.subscription_groups.update(sgc)
+        return response_for(request, ResponseCode.SUCCESS)
+
+    # ----------------------------------------------------------- offsets
+
+    def get_max_offset(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        h = GetMaxOffsetRequestHeader.decode(request)
+        return response_for(request, ResponseCode.SUCCESS,
+                            ext_fields={"offset": self.broker.store.max_offset_in_queue(h.topic, h.queueId)})
+
+    def get_min_offset(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        h = GetMinOffsetRequestHeader.decode(request)
+        return response_for(request, ResponseCode.SUCCESS,
+                            ext_fields={"offset": self.broker.store.min_offset_in_queue(h.topic, h.queueId)})
+
+    def search_offset_by_timestamp(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        h = SearchOffsetRequestHeader.decode(request)
+        off = self.broker.store.offset_in_queue_by_time(h.topic, h.queueId, h.timestamp)
+        return response_for(request, ResponseCode.SUCCESS, ext_fields={"offset": off})
+
+    def get_earliest_msg_storetime(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        h = GetEarliestMsgStoretimeRequestHeader.decode(request)
+        ts = self.broker.store.earliest_message_time(h.topic, h.queueId)
+        return response_for(request, ResponseCode.SUCCESS, ext_fields={"timestamp": ts})
+
+    # ------------------------------------------------------------- stats
+
+    def _queue_ids(self, topic: str) -> range:
+        tc = self.broker.topic_config.select(topic)
+        return range(tc.write_queue_nums if tc else 0)
+
+    def get_topic_stats_info(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        h = GetTopicStatsInfoRequestHeader.decode(request)
+        if self.broker.topic_config.select(h.topic) is None:
+            return response_for(request, ResponseCode.TOPIC_NOT_EXIST, f"topic[{h.topic}] not exist")
+        store, name = self.broker.store, self.broker.config.brokerName
+        entries = []
+        for q in self._queue_ids(h.topic):
+            mx = store.max_offset_in_queue(h.topic, q)
+            last = store.message_store_time_stamp(h.topic, q, mx - 1) if mx > 0 else 0
+            entries.append(((h.topic, name, q), {"lastUpdateTimestamp": last, "maxOffset": mx,
+                                                 "minOffset": store.min_offset_in_queue(h.topic, q)}))
+        return response_for(request, ResponseCode.SUCCESS, body=mq_keyed_json(entries))
+
+    def get_consume_stats(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        h = GetConsumeStatsRequestHeader.decode(request)
+        b = self.broker
+        topics = [h.topic] if h.topic else sorted(b.offsets.topics_of_group(h.consumerGroup))
+        entries = []
+        for topic in topics:
+            if b.topic_config.select(topic) is None:
+                continue
+            for q in self._queue_ids(topic):
+                broker_off = b.store.max_offset_in_queue(topic, q)
+                consumer_off = max(b.offsets.query(h.consumerGroup, topic, q), 0)
+                last = b.store.message_store_time_stamp(topic, q, consumer_off - 1) if consumer_off > 0 else 0
+                entries.append(((topic, b.config.brokerName, q), {"brokerOffset": broker_off,
+                                                                  "consumerOffset": consumer_off,
+                                                                  "lastTimestamp": last}))
+        return response_for(request, ResponseCode.SUCCESS, body=mq_keyed_json(entries, consumeTps=0.0))
+
+    def get_consumer_connection_list(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        h = GetConsumerConnectionListRequestHeader.decode(request)
+        g = self.broker.consumer_manager.find(h.consumerGroup)
+        if g is None:
+            return response_for(request, ResponseCode.CONSUMER_NOT_ONLINE,
+                                f"the consumer group[{h.consumerGroup}] not online")
+        body = {"connectionSet": [{"clientAddr": c.conn.remote_addr, "clientId": c.client_id,
+                                   "language": _LANG_NAMES[c.language] if c.language < len(_LANG_NAMES) else "OTHER",
+                                   "version": c.version} for c in g.channels.values()],
+                "consumeFromWhere": g.consume_from_where, "consumeType": g.consume_type,
+                "messageModel": g.message_model,
+                "subscriptionTable": {t: s.to_obj() for t, s in g.subscriptions.items()}}
+        return response_for(request, ResponseCode.SUCCESS, body=_compact(body).encode("utf-8"))
+
+    def get_broker_runtime_info(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        b = self.broker
+        info = {"brokerVersionDesc": "V4_9_8", "brokerVersion": str(VERSION),
+                "bootTimestamp": str(b.boot_timestamp), "runtime": _runtime(b.boot_timestamp),
+                "brokerActive": "true", "putTps": "0", "getTotalTps": "0"}
+        info.update({k: str(v) for k, v in b.store.runtime_info().items()})
+        return response_for(request, ResponseCode.SUCCESS, body=KVTable(info).to_json())
+
+    # ------------------------------------------------------------- locks
+
+    def _mq_set(self, request: RemotingCommand) -> tuple[str, str, list[tuple[str, str, int]]]:
+        obj = loads_lenient(request.body or b"")
+        if not isinstance(obj, dict) or not isinstance(obj.get("consumerGroup"), str) \
+                or not isinstance(obj.get("clientId"), str) or not isinstance(obj.get("mqSet"), list):
+            raise RemotingCommandError("lock body needs consumerGroup, clientId and mqSet")
+        mqs = []
+        for mq in obj["mqSet"]:
+            if not isinstance(mq, dict):
+                raise RemotingCommandError("mqSet entries must be objects")
+            mqs.append((str(mq.get("topic")), str(mq.get("brokerName")), int(mq.get("queueId", -1))))
+        return obj["consumerGroup"], obj["clientId"], mqs
+
+    def lock_batch_mq(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        group, client, mqs = self._mq_set(request)
+        got = self.broker.rebalance_locks.try_lock_batch(group, mqs, client)
+        body = {"lockOKMQSet": [{"brokerName": b, "queueId": q, "topic": t} for t, b, q in sorted(got)]}
+        return response_for(request, ResponseCode.SUCCESS, body=_compact(body).encode("utf-8"))
+
+    def unlock_batch_mq(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        group, client, mqs = self._mq_set(request)
+        self.broker.rebalance_locks.unlock_batch(group, mqs, client)
+        return response_for(request, ResponseCode.SUCCESS)
+
+
+def _runtime(boot_ms: int) -> str:
+    secs = int(time.time() - boot_ms / 1000)
+    d, rem = divmod(secs, 86400)
+    h, rem = divmod(rem, 3600)
+    m, s = divmod(rem, 60)
+    return f"[ {d} days, {h} hours, {m} minutes, {s} seconds ]"

@@ -1,0 +1,124 @@
+"""SubscriptionGroupManager: per consumer group settings (retry queues, max retries), persisted.
+
+A group is created on first use when ``autoCreateSubscriptionGroup`` is on (RocketMQ's default);
+its ``retryMaxTimes`` (16) decides when a message that keeps failing goes to ``%DLQ%group``.
+Stored as ``config/subscriptionGroup.json`` in RocketMQ's format.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..errors import RemotingCommandError
+from ..protocol.bodies import DataVersion, loads_lenient
+from ..store.json_file import read_json, write_json_atomic
+
+__all__ = ["SubscriptionGroupConfig", "SubscriptionGroupManager", "SYSTEM_GROUPS"]
+
+log = logging.getLogger("fastmq.broker")
+
+#: The groups RocketMQ's tools and proxies use, present on every broker.
+SYSTEM_GROUPS = ("TOOLS_CONSUMER", "FILTERSRV_CONSUMER", "SELF_TEST_C_GROUP", "CID_ONS-HTTP-PROXY",
+                 "CID_ONSAPI_PULL", "CID_ONSAPI_PERMISSION", "CID_ONSAPI_OWNER")
+
+_JSON_KEYS = {"group_name": "groupName", "consume_enable": "consumeEnable",
+              "consume_from_min_enable": "consumeFromMinEnable", "consume_broadcast_enable": "consumeBroadcastEnable",
+              "retry_queue_nums": "retryQueueNums", "retry_max_times": "retryMaxTimes", "broker_id": "brokerId",
+              "which_broker_when_consume_slowly": "whichBrokerWhenConsumeSlowly",
+              "notify_consumer_ids_changed_enable": "notifyConsumerIdsChangedEnable"}
+
+
+@dataclass
+class SubscriptionGroupConfig:
+    """One group's settings; the JSON body of UPDATE_AND_CREATE_SUBSCRIPTIONGROUP."""
+
+    group_name: str
+    consume_enable: bool = True
+    consume_from_min_enable: bool = True
+    consume_broadcast_enable: bool = True
+    retry_queue_nums: int = 1
+    retry_max_times: int = 16
+    broker_id: int = 0
+    which_broker_when_consume_slowly: int = 1
+    notify_consumer_ids_changed_enable: bool = True
+
+    def to_obj(self) -> dict[str, Any]:
+        return {j: getattr(self, a) for a, j in _JSON_KEYS.items()}
+
+    @classmethod
+    def from_obj(cls, obj: Any) -> "SubscriptionGroupConfig":
+        if not isinstance(obj, dict) or not isinstance(obj.get("groupName"), str):
+            raise RemotingCommandError("subscription group config needs a string groupName")
+        kw: dict[str, Any] = {}
+        for attr, key in _JSON_KEYS.items():
+            if key in obj and obj[key] is not None:
+                default = getattr(cls, attr, None)
+                v = obj[key]
+                if isinstance(default, bool) and not isinstance(v, bool):
+                    raise RemotingCommandError(f"subscription group field {key} must be a boolean")
+                if isinstance(default, int) and not isinstance(default, bool) and (
+                        isinstance(v, bool) or not isinstance(v, int)):
+                    raise RemotingCommandError(f"subscription group field {key} must be an integer")
+                kw[attr] = v
+        return cls(**kw)
+
+    @classmethod
+    def from_json(cls, data: bytes | str) -> "SubscriptionGroupConfig":
+        return cls.from_obj(loads_lenient(data))
+
+
+class SubscriptionGroupManager:
+    def __init__(self, path: str | Path, auto_create: bool = True) -> None:
+        self.path = Path(path)
+        self.auto_create = auto_create
+        self.table: dict[str, SubscriptionGroupConfig] = {g: SubscriptionGroupConfig(g) for g in SYSTEM_GROUPS}
+        self.data_version = DataVersion()
+        self._lock = threading.RLock()
+
+    def find(self, group: str) -> SubscriptionGroupConfig | None:
+        """The group's config, created with defaults on first use when auto-creation is on."""
+        sgc = self.table.get(group)
+        if sgc is None and self.auto_create:
+            with self._lock:
+                sgc = self.table.get(group)
+                if sgc is None:
+                    sgc = SubscriptionGroupConfig(group)
+                    self.table[group] = sgc
+                    log.info("auto create a subscription group, %s", sgc)
+                    self.data_version.next_version()
+                    self.persist()
+        return sgc
+
+    def update(self, sgc: SubscriptionGroupConfig) -> None:
+        with self._lock:
+            old = self.table.get(sgc.group_name)
+            self.table[sgc.group_name] = sgc
+            log.info("%s subscription group config, old: %s new: %s", "update" if old else "create", old, sgc)
+            self.data_version.next_version()
+            self.persist()
+
+    def delete(self, group: str) -> bool:
+        with self._lock:
+            if self.table.pop(group, None) is None:
+                return False
+            self.data_version.next_version()
+            self.persist()
+            return True
+
+    def load(self) -> None:
+        obj = read_json(self.path, loads_lenient)
+        if not obj:
+            return
+        for name, cfg in (obj.get("subscriptionGroupTable") or {}).items():
+            self.table[name] = SubscriptionGroupConfig.from_obj(cfg)
+        if obj.get("dataVersion"):
+            self.data_version = DataVersion.from_obj(obj["dataVersion"])
+
+    def persist(self) -> None:
+        with self._lock:
+            obj = {"dataVersion": self.data_version.to_obj(),
+                   "subscriptionGroupTable": {k: v.to_obj() for k, v in self.table.items()}}
+        write_json_atomic(self.path, obj)
