@@ -1,0 +1,473 @@
+"""The commit log: every message of every topic, appended in arrival order to mapped files.
+
+Appends take records already in the store format (:func:`fastmq.protocol.message.encode_record`)
+and patch the three fields only the store knows -- queue offset, physical offset, store
+timestamp -- straight into the mapping, so a batch of N messages costs N memory copies and
+3N ``pack_into`` calls under one lock, and a PULL response is later a slice of the same bytes.
+
+Flushing follows RocketMQ: ASYNC_FLUSH runs :class:`FlushService` (a thread: every
+``flushIntervalCommitLog`` ms when at least ``flushCommitLogLeastPages`` pages are dirty,
+everything every ``flushCommitLogThoroughInterval`` ms); SYNC_FLUSH runs
+:class:`GroupCommitService`, where every appender waits on a future and one ``fdatasync``
+answers all the waiters it covers (group commit). Threads, because ``fdatasync`` blocks and
+releases the GIL; asyncio callers bridge with :meth:`CommitLog.wait_flushed`.
+"""
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import struct
+import threading
+import time
+from pathlib import Path
+from typing import Callable, Iterable, NamedTuple, Sequence
+
+from ..protocol.message import (
+    BLANK_MAGIC, MAGIC_V1, PHYS_OFFSET_POS, QUEUE_OFFSET_POS, MessageExt, MessageSysFlag,
+    decode_record, store_timestamp_pos, tags_code,
+)
+from . import FlushTimeoutError, MessageTooLargeError, StoreError
+from .config import MessageStoreConfig
+from .mapped_file import MappedFile, MappedFileQueue
+
+__all__ = ["AppendRequest", "DispatchRequest", "CommitLog", "FlushService", "GroupCommitService"]
+
+log = logging.getLogger("fastmq.store")
+
+END_FILE_MIN_BLANK_LENGTH = 8  # int32 size + int32 BLANK magic
+_I32 = struct.Struct(">i")
+_I64 = struct.Struct(">q")
+_SIZE_MAGIC = struct.Struct(">iI")
+_TX_MASK = 0xC
+
+
+class AppendRequest(NamedTuple):
+    """One encoded record to append and where its queue offset comes from."""
+
+    record: bytes | bytearray | memoryview
+    topic: str
+    queue_id: int
+    tags_code: int = 0
+
+
+class DispatchRequest(NamedTuple):
+    """What a consume queue (and later the index) needs about one appended record."""
+
+    topic: str
+    queue_id: int
+    commit_log_offset: int
+    size: int
+    tags_code: int
+    store_timestamp: int
+    queue_offset: int
+    sys_flag: int
+
+
+def _is_prepared_or_rollback(sys_flag: int) -> bool:
+    t = sys_flag & _TX_MASK
+    return t == MessageSysFlag.TRANSACTION_PREPARED_TYPE or t == MessageSysFlag.TRANSACTION_ROLLBACK_TYPE
+
+
+class CommitLog:
+    """Mapped files under ``config.commit_log_dir`` plus the next queue offset of each queue."""
+
+    def __init__(self, config: MessageStoreConfig) -> None:
+        self.config = config
+        self.mfq = MappedFileQueue(Path(config.commit_log_dir), config.mappedFileSizeCommitLog,
+                                   preload=config.preloadMappedFile)
+        # (topic, queue id) -> next queue offset; rebuilt from the consume queues at recovery.
+        self.topic_queue_table: dict[tuple[str, int], int] = {}
+        self._lock = threading.Lock()
+        self.last_store_timestamp = 0
+        self.flushed_store_timestamp = 0
+        self.flush_service: FlushService | GroupCommitService | None = None
+
+    # -- lifetime ------------------------------------------------------------------------
+    def load(self) -> None:
+        """Map the existing files (each marked full until :meth:`recover` sets the end)."""
+        self.mfq.load()
+
+    def start(self) -> None:
+        """Start the flush thread the configured flushDiskType asks for."""
+        if self.flush_service is None:
+            self.flush_service = (GroupCommitService(self) if self.config.sync_flush
+                                  else FlushService(self))
+            self.flush_service.start()
+
+    def shutdown(self) -> None:
+        """Stop the flush thread and flush everything."""
+        if self.flush_service is not None:
+            self.flush_service.stop()
+            self.flush_service = None
+        self.flush(0)
+
+    def close(self) -> None:
+        self.mfq.close()
+
+    # -- offsets -------------------------------------------------------------------------
+    @property
+    def min_offset(self) -> int:
+        return self.mfq.min_offset
+
+    @property
+    def max_offset(self) -> int:
+        return self.mfq.max_offset
+
+    @property
+    def flushed_offset(self) -> int:
+        return self.mfq.flushed_where
+
+    # -- append --------------------------------------------------------------------------
+    def put_records(self, requests: Sequence[AppendRequest],
+                    store_timestamp: int | None = None) -> list[DispatchRequest]:
+        """Append every record, in order; return one DispatchRequest per record.
+
+        The whole batch gets one store timestamp (a clock read per message would cost more
+        than the copy of a small record). Prepared and rolled-back transactional records get
+        queue offset 0 and do not advance their queue, as in RocketMQ.
+
+        Raises:
+            MessageTooLargeError: a record over maxMessageSize or that cannot fit in one file.
+            StoreError: a record that is not an encoded v1 message. Both are checked for the
+                whole batch before anything is written.
+        """
+        limit = min(self.config.maxMessageSize + 512,  # a maxMessageSize body plus its header fields
+                    self.config.mappedFileSizeCommitLog - END_FILE_MIN_BLANK_LENGTH)
+        for r in requests:
+            n = len(r.record)
+            if n > limit:
+                raise MessageTooLargeError(f"message of {n} bytes exceeds the limit of {limit} bytes")
+            if n < 8 or _SIZE_MAGIC.unpack_from(r.record, 0) != (n, MAGIC_V1):
+                raise StoreError(f"record of {n} bytes is not an encoded v1 message")
+        ts = int(time.time() * 1000) if store_timestamp is None else store_timestamp
+        out: list[DispatchRequest] = []
+        table = self.topic_queue_table
+        with self._lock:
+            mf = self.mfq.get_last_mapped_file()
+            buf = mf.buffer
+            for r in requests:
+                rec = r.record
+                n = len(rec)
+                if n + END_FILE_MIN_BLANK_LENGTH > mf.remaining:
+                    self._seal(mf)
+                    mf = self.mfq.get_last_mapped_file()
+                    buf = mf.buffer
+                pos = mf.wrote_position
+                end = pos + n
+                buf[pos:end] = rec
+                sys_flag = _I32.unpack_from(buf, pos + 36)[0]
+                key = (r.topic, r.queue_id)
+                if _is_prepared_or_rollback(sys_flag):
+                    qoff = 0
+                else:
+                    qoff = table.get(key, 0)
+                    table[key] = qoff + 1
+                phys = mf.file_from_offset + pos
+                _I64.pack_into(buf, pos + QUEUE_OFFSET_POS, qoff)
+                _I64.pack_into(buf, pos + PHYS_OFFSET_POS, phys)
+                _I64.pack_into(buf, pos + store_timestamp_pos(sys_flag), ts)
+                mf.wrote_position = end
+                out.append(DispatchRequest(r.topic, r.queue_id, phys, n, r.tags_code, ts, qoff, sys_flag))
+            mf.store_timestamp = ts
+            self.last_store_timestamp = ts
+            if mf.wrote_position > mf.file_size // 2:
+                self.mfq.prepare_next()
+        if self.flush_service is not None:
+            self.flush_service.wakeup()
+        return out
+
+    def _seal(self, mf: MappedFile) -> None:
+        """Fill the end of a file with the BLANK marker so readers skip to the next file."""
+        remaining = mf.remaining
+        _SIZE_MAGIC.pack_into(mf.buffer, mf.wrote_position, remaining, BLANK_MAGIC)
+        mf.wrote_position = mf.file_size
+
+    # -- read ----------------------------------------------------------------------------
+    def get_data(self, offset: int, size: int) -> memoryview:
+        """Zero-copy view of ``size`` bytes at physical ``offset`` (one record or a run of
+        records; never crosses a file).
+
+        Raises:
+            StoreError: the range is not in the log.
+        """
+        mf = self.mfq.find_mapped_file_by_offset(offset)
+        if mf is None:
+            raise StoreError(f"offset {offset} is outside the commit log [{self.min_offset}, {self.max_offset})")
+        return mf.select(offset - mf.file_from_offset, size)
+
+    def read_from(self, offset: int, max_bytes: int) -> memoryview:
+        """View from ``offset`` to the end of what its file holds, at most ``max_bytes``."""
+        mf = self.mfq.find_mapped_file_by_offset(offset)
+        if mf is None:
+            raise StoreError(f"offset {offset} is outside the commit log [{self.min_offset}, {self.max_offset})")
+        pos = offset - mf.file_from_offset
+        return mf.select(pos, max(0, min(max_bytes, mf.wrote_position - pos)))
+
+    def get_message(self, offset: int, size: int | None = None) -> MessageExt:
+        """Decode the record at ``offset`` (its size is read from the record if not given)."""
+        if size is None:
+            size = _I32.unpack(self.get_data(offset, 4))[0]
+        return decode_record(self.get_data(offset, size), verify_crc=False)
+
+    def store_timestamp_at(self, offset: int, size: int) -> int:
+        """STORETS of the record at ``offset`` (consume-queue lookup by time)."""
+        mv = self.get_data(offset, size)
+        sys_flag = _I32.unpack_from(mv, 36)[0]
+        return int(_I64.unpack_from(mv, store_timestamp_pos(sys_flag))[0])
+
+    # -- flush ---------------------------------------------------------------------------
+    def flush(self, least_pages: int = 0) -> int:
+        """Flush and return the flushed offset; records the flushed store timestamp."""
+        ts = self.last_store_timestamp  # read before the sync: it then covers only flushed data
+        self.mfq.flush(least_pages)
+        if self.mfq.flushed_where >= self.max_offset and ts:
+            self.flushed_store_timestamp = ts
+        return self.mfq.flushed_where
+
+    def flush_waiter(self, offset: int) -> concurrent.futures.Future[bool]:
+        """A future set to True once the log is on disk up to ``offset`` (SYNC_FLUSH)."""
+        svc = self.flush_service
+        if isinstance(svc, GroupCommitService):
+            return svc.request(offset)
+        fut: concurrent.futures.Future[bool] = concurrent.futures.Future()
+        self.flush(0)
+        fut.set_result(self.flushed_offset >= offset)
+        return fut
+
+    async def wait_flushed(self, offset: int, timeout: float | None = None) -> None:
+        """Wait until ``offset`` is on disk.
+
+        Raises:
+            FlushTimeoutError: not flushed within ``timeout`` seconds (syncFlushTimeout by
+                default); the broker answers FLUSH_DISK_TIMEOUT.
+        """
+        if self.flushed_offset >= offset:
+            return
+        t = self.config.syncFlushTimeout / 1000 if timeout is None else timeout
+        fut = self.flush_waiter(offset)
+        try:
+            ok = await asyncio.wait_for(asyncio.wrap_future(fut), t)
+        except asyncio.TimeoutError:
+            raise FlushTimeoutError(f"flush to offset {offset} not done within {t:.3f}s") from None
+        if not ok:
+            raise FlushTimeoutError(f"flush to offset {offset} failed")
+
+    # -- recovery ------------------------------------------------------------------------
+    def check_record(self, buf: memoryview, pos: int, check_crc: bool,
+                     file_from: int) -> tuple[int, DispatchRequest | None]:
+        """Validate the record at ``buf[pos]`` of one file.
+
+        Returns ``(size, request)``: size > 0 and a request for a good message; size > 0 and
+        None for the BLANK end-of-file marker; size 0 for the end of the data; size -1 for a
+        torn or corrupt record.
+        """
+        n = len(buf)
+        if pos + 8 > n:
+            return 0, None
+        size, magic = _SIZE_MAGIC.unpack_from(buf, pos)
+        if magic == BLANK_MAGIC:
+            return (size, None) if size == n - pos else (-1, None)
+        if size == 0 and magic == 0:
+            return 0, None
+        if magic != MAGIC_V1 or size <= 0 or pos + size > n:
+            return -1, None
+        rec = buf[pos:pos + size]
+        try:
+            msg = decode_record(rec, verify_crc=check_crc, with_body=False)
+        except ValueError:
+            return -1, None
+        if msg.commit_log_offset != file_from + pos:
+            return -1, None  # a well-formed record that was not written here: stale bytes
+        tags = msg.properties.get("TAGS")
+        return size, DispatchRequest(msg.topic, msg.queue_id, msg.commit_log_offset, size,
+                                     tags_code(tags), msg.store_timestamp, msg.queue_offset,
+                                     msg.sys_flag)
+
+    def _first_store_timestamp(self, mf: MappedFile) -> int:
+        buf = mf.buffer
+        size, magic = _SIZE_MAGIC.unpack_from(buf, 0)
+        if magic != MAGIC_V1 or size <= 0:
+            return 0
+        sys_flag = _I32.unpack_from(buf, 36)[0]
+        return int(_I64.unpack_from(buf, store_timestamp_pos(sys_flag))[0])
+
+    def recover(self, *, abnormal: bool, min_timestamp: int = 0,
+                dispatch: Callable[[list[DispatchRequest]], None] | None = None) -> tuple[int, int]:
+        """Find the real end of the log, cut everything after it, redispatch what was scanned.
+
+        A clean stop scans the last 3 files (RocketMQ's normal recovery). After a crash the
+        scan starts at the last file whose first message is older than ``min_timestamp``
+        (the checkpoint's, minus a safety margin), so every record that may be missing from
+        the consume queues is seen again. ``dispatch`` gets the good records one file at a
+        time (bounded memory for 1 GiB files).
+
+        Returns:
+            ``(scan_start_offset, end_offset)``.
+        """
+        files = self.mfq.files
+        if not files:
+            return 0, 0
+        check_crc = self.config.checkCRCOnRecover
+        if abnormal:
+            start_idx = 0
+            for i in range(len(files) - 1, -1, -1):
+                ts = self._first_store_timestamp(files[i])
+                if ts and ts <= min_timestamp:
+                    start_idx = i
+                    break
+        else:
+            start_idx = max(0, len(files) - 3)
+        scan_start = files[start_idx].file_from_offset
+        end = scan_start
+        for mf in files[start_idx:]:
+            buf = mf.buffer
+            pos = 0
+            batch: list[DispatchRequest] = []
+            stop = False
+            while pos < mf.file_size:
+                size, req = self.check_record(buf, pos, check_crc, mf.file_from_offset)
+                if size > 0 and req is None:  # BLANK: the file is complete
+                    pos = mf.file_size
+                    break
+                if size <= 0:
+                    stop = True
+                    if size < 0:
+                        log.warning("commit log: torn or corrupt record at %d, cutting the log there",
+                                    mf.file_from_offset + pos)
+                    break
+                assert req is not None
+                if not _is_prepared_or_rollback(req.sys_flag):
+                    batch.append(req)
+                pos += size
+            end = mf.file_from_offset + pos
+            if batch and dispatch is not None:
+                dispatch(batch)
+            if batch:
+                self.last_store_timestamp = batch[-1].store_timestamp
+                mf.store_timestamp = batch[-1].store_timestamp
+            if stop:
+                break
+        self.mfq.truncate_dirty_files(end)
+        self.flushed_store_timestamp = self.last_store_timestamp
+        return scan_start, end
+
+    def check_consistency(self) -> list[str]:
+        """Scan the whole log (magic, CRC, offsets); return the problems found."""
+        problems: list[str] = []
+        for mf in self.mfq.files:
+            pos = 0
+            view = mf.buffer[:mf.wrote_position]
+            while pos < mf.wrote_position:
+                size, req = self.check_record(view, pos, True, mf.file_from_offset)
+                if size > 0 and req is None:
+                    break
+                if size <= 0:
+                    if size < 0 or mf is not self.mfq.last:
+                        problems.append(f"bad record at {mf.file_from_offset + pos}")
+                    break
+                pos += size
+            view.release()
+        return problems
+
+
+class FlushService(threading.Thread):
+    """ASYNC_FLUSH: flush every interval when enough pages are dirty, everything now and then."""
+
+    def __init__(self, commit_log: CommitLog) -> None:
+        super().__init__(name="fastmq-commitlog-flush", daemon=True)
+        self.commit_log = commit_log
+        self._stop_event = threading.Event()
+
+    def wakeup(self) -> None:
+        """Appends do not wake an async flusher; the interval is the point."""
+
+    def run(self) -> None:
+        cfg = self.commit_log.config
+        last_thorough = time.monotonic()
+        while not self._stop_event.wait(cfg.flushIntervalCommitLog / 1000):
+            least = cfg.flushCommitLogLeastPages
+            now = time.monotonic()
+            if (now - last_thorough) * 1000 >= cfg.flushCommitLogThoroughInterval:
+                last_thorough = now
+                least = 0
+            try:
+                self.commit_log.flush(least)
+            except Exception:  # pragma: no cover - disk errors must not kill the flusher
+                log.exception("commit log flush failed")
+
+    def stop(self) -> None:
+        self._stop_event.set()
+        self.join(timeout=10)
+
+
+class GroupCommitService(threading.Thread):
+    """SYNC_FLUSH with group commit: waiters queue up; one fdatasync answers all it covers."""
+
+    def __init__(self, commit_log: CommitLog) -> None:
+        super().__init__(name="fastmq-group-commit", daemon=True)
+        self.commit_log = commit_log
+        self._cond = threading.Condition()
+        self._requests: list[tuple[int, concurrent.futures.Future[bool]]] = []
+        self._stopping = False
+        self.flushes = 0  # number of syncs, for tests and stats: << waiters under load
+
+    def request(self, offset: int) -> concurrent.futures.Future[bool]:
+        fut: concurrent.futures.Future[bool] = concurrent.futures.Future()
+        with self._cond:
+            if self._stopping:
+                fut.set_result(False)
+                return fut
+            self._requests.append((offset, fut))
+            self._cond.notify()
+        return fut
+
+    def wakeup(self) -> None:
+        """Nothing to do: a waiter's request is the wake-up."""
+
+    def run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._requests and not self._stopping:
+                    self._cond.wait(0.01)
+                batch, self._requests = self._requests, []
+                stopping = self._stopping
+            if batch:
+                self._complete(batch)
+            if stopping:
+                return
+
+    def _complete(self, batch: Iterable[tuple[int, concurrent.futures.Future[bool]]]) -> None:
+        try:
+            self.commit_log.flush(0)
+            self.flushes += 1
+            flushed = self.commit_log.flushed_offset
+            for offset, fut in batch:
+                if not fut.done():
+                    fut.set_result(flushed >= offset)
+        except Exception as exc:  # pragma: no cover - a disk error fails the waiters, not the thread
+            log.exception("group commit flush failed")
+            for _, fut in batch:
+                if not fut.done():
+                    fut.set_exception(exc)
+
+    def stop(self) -> None:
+        with self._cond:
+            self._stopping = True
+            self._cond.notify()
+        self.join(timeout=10)
+
+
+def requests_from_messages(msgs: Iterable[MessageExt], encode: Callable[..., bytearray]) -> list[AppendRequest]:
+    """Helper for tests and tools: AppendRequests from MessageExt objects via ``encode``."""
+    out = []
+    for m in msgs:
+        rec = encode(topic=m.topic, body=m.body, properties=m.properties, queue_id=m.queue_id,
+                     flag=m.flag, sys_flag=m.sys_flag, born_timestamp=m.born_timestamp,
+                     born_host=m.born_host, store_host=m.store_host,
+                     reconsume_times=m.reconsume_times)
+        out.append(AppendRequest(rec, m.topic, m.queue_id, tags_code(m.tags)))
+    return out
+
+
+__all__ += ["requests_from_messages", "END_FILE_MIN_BLANK_LENGTH"]

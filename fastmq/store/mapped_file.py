@@ -1,0 +1,388 @@
+"""Fixed-size memory-mapped files, and the queue of them that makes one log.
+
+A log (the commit log, one consume queue) is a directory of equally sized files, each named by
+the 20-digit zero-padded log offset of its first byte (RocketMQ's naming, so a directory can be
+read by either implementation). Files are created at full size with ``ftruncate`` (sparse, so
+an unwritten tail reads as zeros) and mapped whole.
+
+Durability goes through ``os.fdatasync`` on the file descriptor rather than ``mmap.flush``:
+on Linux both write back the same dirty page-cache pages (a shared mapping *is* the page
+cache), but CPython's ``mmap.flush`` holds the GIL during ``msync`` while ``os.fdatasync``
+releases it, so a flush thread does not stall the event loop for the length of a disk sync.
+"""
+from __future__ import annotations
+
+import concurrent.futures
+import logging
+import mmap
+import os
+import threading
+from pathlib import Path
+from typing import Iterator
+
+from . import StoreCorruptError, StoreError
+
+__all__ = ["MappedFile", "MappedFileQueue", "OS_PAGE_SIZE", "offset_to_file_name"]
+
+log = logging.getLogger("fastmq.store")
+
+OS_PAGE_SIZE = 4096
+_ZERO_CHUNK = 64 * 1024
+_WARM_CHUNK = 1 << 20
+
+
+def offset_to_file_name(offset: int) -> str:
+    """RocketMQ's file name for a file starting at log offset ``offset``."""
+    return f"{offset:020d}"
+
+
+class MappedFile:
+    """One fixed-size file mapped read/write.
+
+    ``wrote_position`` is where the next append goes; ``flushed_position`` how far the file is
+    known to be on disk. (RocketMQ also has a committed position for its off-heap transient
+    pool; we always write straight into the mapping, so committed == wrote.)
+    """
+
+    def __init__(self, path: str | Path, file_size: int) -> None:
+        self.path = Path(path)
+        try:
+            self.file_from_offset = int(self.path.name)
+        except ValueError:
+            raise StoreCorruptError(f"{self.path}: not a 20-digit offset file name") from None
+        if file_size <= 0:
+            raise StoreError(f"mapped file size must be positive, got {file_size}")
+        self.file_size = file_size
+        existed = self.path.exists()
+        self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            size = os.fstat(self._fd).st_size
+            if existed and size != file_size:
+                raise StoreCorruptError(
+                    f"{self.path}: size {size} differs from the configured mapped file size {file_size}")
+            if size < file_size:
+                os.ftruncate(self._fd, file_size)
+            self._mm = mmap.mmap(self._fd, file_size)
+        except BaseException:
+            os.close(self._fd)
+            raise
+        self._mv = memoryview(self._mm)
+        self.wrote_position = 0
+        self.flushed_position = 0
+        self.store_timestamp = 0  # of the last message appended (checkpoint input)
+        self._closed = False
+
+    # -- state ---------------------------------------------------------------------------
+    @property
+    def committed_position(self) -> int:
+        return self.wrote_position
+
+    @property
+    def remaining(self) -> int:
+        return self.file_size - self.wrote_position
+
+    @property
+    def is_full(self) -> bool:
+        return self.wrote_position >= self.file_size
+
+    @property
+    def buffer(self) -> memoryview:
+        """The whole mapping (writers in the store use it with ``struct.pack_into``)."""
+        return self._mv
+
+    # -- write / read --------------------------------------------------------------------
+    def append(self, data: bytes | bytearray | memoryview) -> int:
+        """Copy ``data`` at the wrote position and return the position it went to.
+
+        Raises:
+            StoreError: it does not fit (the caller decides about rolling).
+        """
+        pos = self.wrote_position
+        end = pos + len(data)
+        if end > self.file_size:
+            raise StoreError(f"{self.path.name}: {len(data)} bytes do not fit at {pos}")
+        self._mv[pos:end] = data
+        self.wrote_position = end
+        return pos
+
+    def select(self, pos: int, size: int | None = None) -> memoryview:
+        """A zero-copy view of ``[pos, pos+size)`` (to the wrote position if ``size`` is None).
+
+        The view keeps the mapping alive: release it (or drop it) before the file is closed.
+
+        Raises:
+            StoreError: the range is outside what was written.
+        """
+        end = self.wrote_position if size is None else pos + size
+        if pos < 0 or end > self.wrote_position or end < pos:
+            raise StoreError(
+                f"{self.path.name}: range [{pos}, {end}) outside written [0, {self.wrote_position})")
+        return self._mv[pos:end]
+
+    # -- flush ---------------------------------------------------------------------------
+    def is_able_to_flush(self, least_pages: int) -> bool:
+        """RocketMQ's rule: enough whole pages dirty, or anything when ``least_pages`` <= 0,
+        or the file is full (its tail must reach disk before we move on)."""
+        wrote, flushed = self.wrote_position, self.flushed_position
+        if wrote <= flushed:
+            return False
+        if self.is_full:
+            return True
+        if least_pages > 0:
+            return (wrote // OS_PAGE_SIZE) - (flushed // OS_PAGE_SIZE) >= least_pages
+        return True
+
+    def flush(self, least_pages: int = 0) -> int:
+        """fdatasync when :meth:`is_able_to_flush`; returns the flushed position."""
+        if self.is_able_to_flush(least_pages) and not self._closed:
+            target = self.wrote_position  # read once: appends may race ahead of the sync
+            os.fdatasync(self._fd)
+            if target > self.flushed_position:
+                self.flushed_position = target
+        return self.flushed_position
+
+    def warm(self) -> None:
+        """Read the unwritten part of the file once so its pages sit in the page cache.
+
+        A first write to a page of a fresh sparse file costs a page fault that allocates and
+        zeroes it; measured here that caps 1 KiB appends at ~270k/s, against ~2.8M/s once the
+        pages are cached. ``os.preadv`` releases the GIL, so this runs in a background thread
+        without stalling appenders (RocketMQ pre-touches with writes for the same reason).
+        """
+        buf = bytearray(_WARM_CHUNK)
+        start = self.wrote_position - self.wrote_position % _WARM_CHUNK
+        for off in range(start, self.file_size, _WARM_CHUNK):
+            if self._closed:
+                return
+            try:
+                os.preadv(self._fd, [buf], off)
+            except OSError:  # closed under us: warming is only an optimisation
+                return
+
+    # -- recovery ------------------------------------------------------------------------
+    def truncate_to(self, pos: int) -> None:
+        """Make ``pos`` the end of the file's content and zero whatever was written after it.
+
+        Zeroing matters: a torn tail may hold complete older records right after the cut; a
+        later append of exactly the cut length would otherwise make them look valid again to
+        the next recovery. Only non-zero chunks are written, so the sparse unwritten part of a
+        big file is read but not dirtied.
+        """
+        pos = max(0, min(pos, self.file_size))
+        i = pos
+        while i < self.file_size:
+            end = min(self.file_size, (i // _ZERO_CHUNK + 1) * _ZERO_CHUNK)
+            chunk = self._mm[i:end]
+            if chunk.count(0) != len(chunk):
+                self._mv[i:end] = bytes(end - i)
+            i = end
+        self.wrote_position = pos
+        self.flushed_position = pos
+        os.fdatasync(self._fd)
+
+    # -- lifetime ------------------------------------------------------------------------
+    def close(self) -> None:
+        """Unmap and close. Views still held by readers keep the mapping until they go away."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self._mv.release()
+            self._mm.close()
+        except BufferError:  # a reader still holds a view; the GC unmaps it when it goes
+            log.debug("%s: mapping still referenced at close", self.path)
+        os.close(self._fd)
+
+    def destroy(self) -> None:
+        """Close and delete the file."""
+        self.close()
+        try:
+            self.path.unlink()
+        except FileNotFoundError:
+            pass
+
+    def __repr__(self) -> str:
+        return (f"MappedFile({self.path.name}, wrote={self.wrote_position}, "
+                f"flushed={self.flushed_position}, size={self.file_size})")
+
+
+class MappedFileQueue:
+    """The files of one log, in offset order, contiguous."""
+
+    def __init__(self, store_path: str | Path, mapped_file_size: int, *, preload: bool = False) -> None:
+        self.store_path = Path(store_path)
+        self.mapped_file_size = mapped_file_size
+        self.files: list[MappedFile] = []
+        self.flushed_where = 0
+        # preload: create the next file ahead of need and warm it (see MappedFile.warm), the
+        # job of RocketMQ's AllocateMappedFileService; only the commit log needs it.
+        self.preload = preload
+        self._next: tuple[int, concurrent.futures.Future[MappedFile]] | None = None
+
+    def load(self) -> None:
+        """Map the existing files. Each is marked full; recovery then sets the real end.
+
+        Raises:
+            StoreCorruptError: a file of the wrong size or name, or a gap between files.
+        """
+        self.store_path.mkdir(parents=True, exist_ok=True)
+        names = sorted(p for p in self.store_path.iterdir() if p.is_file() and not p.name.startswith("."))
+        for p in names:
+            if len(p.name) != 20 or not p.name.isdigit():
+                raise StoreCorruptError(f"{p}: unexpected file in a log directory")
+            mf = MappedFile(p, self.mapped_file_size)
+            if self.files and mf.file_from_offset != self.files[-1].file_from_offset + self.mapped_file_size:
+                mf.close()
+                raise StoreCorruptError(f"{p}: gap after {self.files[-1].path.name}")
+            if mf.file_from_offset % self.mapped_file_size:
+                mf.close()
+                raise StoreCorruptError(f"{p}: offset is not a multiple of the file size")
+            mf.wrote_position = mf.flushed_position = self.mapped_file_size
+            self.files.append(mf)
+        if self.files:
+            self.flushed_where = self.max_offset
+
+    # -- lookup --------------------------------------------------------------------------
+    @property
+    def min_offset(self) -> int:
+        return self.files[0].file_from_offset if self.files else 0
+
+    @property
+    def max_offset(self) -> int:
+        """End of the written content (the next append's offset)."""
+        if not self.files:
+            return 0
+        last = self.files[-1]
+        return last.file_from_offset + last.wrote_position
+
+    @property
+    def last(self) -> MappedFile | None:
+        return self.files[-1] if self.files else None
+
+    def get_last_mapped_file(self, start_offset: int = 0) -> MappedFile:
+        """The file appends go to, creating the next one when there is none or it is full.
+
+        ``start_offset`` places the first file of an empty log (a consume queue that starts
+        past zero after retention).
+        """
+        last = self.files[-1] if self.files else None
+        if last is not None and not last.is_full:
+            return last
+        if last is None:
+            from_offset = start_offset - start_offset % self.mapped_file_size
+        else:
+            from_offset = last.file_from_offset + self.mapped_file_size
+        mf = self._take_prepared(from_offset)
+        if mf is None:
+            mf = self._new_file(from_offset)
+            if self.preload:
+                threading.Thread(target=mf.warm, name="fastmq-warm", daemon=True).start()
+        if last is None:
+            self.flushed_where = from_offset
+        self.files.append(mf)
+        return mf
+
+    def _new_file(self, from_offset: int) -> MappedFile:
+        self.store_path.mkdir(parents=True, exist_ok=True)
+        return MappedFile(self.store_path / offset_to_file_name(from_offset), self.mapped_file_size)
+
+    def _take_prepared(self, from_offset: int) -> MappedFile | None:
+        nxt, self._next = self._next, None
+        if nxt is None:
+            return None
+        off, fut = nxt
+        try:
+            mf = fut.result()  # normally long done: it started half a file ago
+        except Exception:
+            log.exception("preparing %s failed; creating it now", offset_to_file_name(off))
+            return None
+        if off == from_offset:
+            return mf
+        mf.destroy()  # prepared for an offset the log no longer needs (a truncation)
+        return None
+
+    def prepare_next(self) -> None:
+        """Start creating and warming the file after the last one (idempotent, preload only)."""
+        last = self.files[-1] if self.files else None
+        if not self.preload or last is None:
+            return
+        off = last.file_from_offset + self.mapped_file_size
+        if self._next is not None:
+            return
+        fut: concurrent.futures.Future[MappedFile] = concurrent.futures.Future()
+        self._next = (off, fut)
+
+        def work() -> None:
+            try:
+                mf = self._new_file(off)
+                mf.warm()
+                fut.set_result(mf)
+            except BaseException as exc:  # reported by _take_prepared
+                fut.set_exception(exc)
+
+        threading.Thread(target=work, name="fastmq-prepare-file", daemon=True).start()
+
+    def find_mapped_file_by_offset(self, offset: int) -> MappedFile | None:
+        """The file holding log offset ``offset`` (None outside the log)."""
+        if not self.files:
+            return None
+        first = self.files[0].file_from_offset
+        idx = (offset - first) // self.mapped_file_size
+        if offset < first or idx >= len(self.files):
+            return None
+        return self.files[idx]
+
+    def __iter__(self) -> Iterator[MappedFile]:
+        return iter(self.files)
+
+    def __len__(self) -> int:
+        return len(self.files)
+
+    # -- flush ---------------------------------------------------------------------------
+    def flush(self, least_pages: int = 0) -> bool:
+        """Flush from ``flushed_where`` on; True when something was written to disk."""
+        did = False
+        for mf in list(self.files):
+            if mf.file_from_offset + mf.file_size <= self.flushed_where:
+                continue
+            before = mf.flushed_position
+            after = mf.flush(least_pages)
+            if after > before:
+                did = True
+            where = mf.file_from_offset + after
+            if where > self.flushed_where:
+                self.flushed_where = where
+            if not mf.is_full:
+                break
+        return did
+
+    # -- recovery ------------------------------------------------------------------------
+    def truncate_dirty_files(self, offset: int) -> None:
+        """Make ``offset`` the end of the log: cut the file holding it, delete files after it."""
+        keep: list[MappedFile] = []
+        for mf in self.files:
+            end = mf.file_from_offset + self.mapped_file_size
+            if end <= offset:
+                keep.append(mf)
+            elif mf.file_from_offset <= offset:
+                mf.truncate_to(offset - mf.file_from_offset)
+                keep.append(mf)
+            else:
+                log.info("deleting %s past the log end %d", mf.path.name, offset)
+                mf.destroy()
+        self.files = keep
+        self.flushed_where = min(self.flushed_where, offset) if keep else 0
+        self._drop_prepared()
+
+    def _drop_prepared(self) -> None:
+        nxt, self._next = self._next, None
+        if nxt is not None:
+            try:
+                nxt[1].result(timeout=60).destroy()
+            except Exception:
+                pass
+
+    def close(self) -> None:
+        self._drop_prepared()
+        for mf in self.files:
+            mf.close()
