@@ -290,3 +290,29 @@ def test_reencoded_answers_are_what_the_client_accepted(codec) -> None:
         assert ours.get("extFields", {}) == recorded.get("extFields", {})
         assert all(isinstance(v, str) for v in ours.get("extFields", {}).values())
         assert again[8 + (mark & 0xFFFFFF):] == (c.body or b"")
+
+
+canon_value = st.one_of(text, st.integers(-(2**33), 2**33), st.sampled_from([0, -0.0, 1.5, True, False, None]))
+
+
+@pytest.mark.c_ext
+@settings(max_examples=400, deadline=None)
+@given(code=st.integers(-(2**32), 2**32), ext=st.one_of(st.none(), st.lists(st.tuples(text, canon_value), max_size=6)),
+       lang=st.sampled_from(["JAVA", "CPP", "PYTHON", "NODE_JS", "COBOL", ""]),
+       remark=st.one_of(st.none(), text), ser=st.sampled_from(["JSON", "ROCKETMQ", None]), tail=st.sampled_from(["", "\n", " x"]),
+       ascii_only=st.booleans())
+def test_twins_agree_on_the_compact_layout(code, ext, lang, remark, ser, tail, ascii_only) -> None:
+    """Headers in the exact layout Java and fastmq write (the compiled fast path), with hostile values."""
+    py, c = _both()
+    d = lambda v: json.dumps(v, ensure_ascii=ascii_only, separators=(",", ":"))  # noqa: E731
+    parts = ['{"code":' + d(code)]
+    if ext is not None:
+        parts.append(',"extFields":{' + ",".join(d(k) + ":" + d(v) for k, v in ext) + "}")
+    parts.append(',"flag":0,"language":' + d(lang) + ',"opaque":7')
+    if remark is not None:
+        parts.append(',"remark":' + d(remark))
+    if ser is not None:
+        parts.append(',"serializeTypeCurrentRPC":' + d(ser))
+    parts.append(',"version":409}' + tail)
+    frame = _frame("".join(parts).encode("utf-8"))
+    assert _decode_or_error(py, frame) == _decode_or_error(c, frame)

@@ -34,6 +34,7 @@ cdef extern from "Python.h":
     void* PyUnicode_1BYTE_DATA(object o)
     Py_ssize_t PyUnicode_GET_LENGTH(object o)
     dict _PyDict_NewPresized(Py_ssize_t minused)
+    Py_ssize_t PyDict_GET_SIZE(object d)
     int PyUnicode_1BYTE_KIND
 
 __all__ = ["RemotingCommand", "FrameDecoder", "encode_frame", "encode_frames", "decode_frame",
@@ -54,8 +55,16 @@ cdef int64_t I32_MIN = -2147483648
 cdef int64_t I32_MAX = 2147483647
 
 cdef tuple _LANG_BYTES = tuple(n.encode("ascii") for n in LANGUAGE_NAMES)
+cdef const char* _LANG_C[14]
+cdef Py_ssize_t _LANG_LEN[14]
+for _i in range(14):
+    _LANG_C[_i] = PyBytes_AS_STRING(<bytes>_LANG_BYTES[_i])  # the tuple keeps the bytes alive
+    _LANG_LEN[_i] = len(<bytes>_LANG_BYTES[_i])
 # The one-letter keys of SEND_MESSAGE_V2 come from this table instead of being allocated per frame.
 cdef list _LETTERS = [chr(ord("a") + i) for i in range(26)]
+cdef PyObject* _LETTER_P[26]
+for _i in range(26):
+    _LETTER_P[_i] = <PyObject*>_LETTERS[_i]  # the list keeps them alive
 
 
 @cython.final
@@ -585,8 +594,16 @@ cdef enum:
     SCACHE_MAXLEN = 40
 
 # Header values repeat from frame to frame (producer group, topic, queue numbers, flags): short
-# ASCII strings are looked up in a small direct-mapped cache before a new str is allocated.
-cdef PyObject* _scache[SCACHE_SIZE]
+# ASCII strings are looked up in a small direct-mapped cache before a new str is allocated. An
+# entry keeps the string's first and last 8 bytes, which for up to 16 bytes is the whole string,
+# so most hits cost two word compares and no memcmp.
+cdef struct CacheEntry:
+    PyObject* s
+    uint64_t a
+    uint64_t z
+    Py_ssize_t n
+
+cdef CacheEntry _scache[SCACHE_SIZE]
 
 
 cdef inline object _new_ascii(const unsigned char* p, Py_ssize_t n):
@@ -598,10 +615,10 @@ cdef inline object _new_ascii(const unsigned char* p, Py_ssize_t n):
 cdef object _ascii_str(const unsigned char* p, Py_ssize_t n):
     """A str of n ASCII bytes; short ones come from (and go into) the cache."""
     cdef uint64_t a = 0, z = 0, h
-    cdef PyObject* e
+    cdef CacheEntry* e
+    cdef Py_ssize_t i
     if n > SCACHE_MAXLEN:
         return _new_ascii(p, n)
-    cdef Py_ssize_t i
     if n >= 8:
         memcpy(&a, p, 8)
         memcpy(&z, p + n - 8, 8)
@@ -609,14 +626,17 @@ cdef object _ascii_str(const unsigned char* p, Py_ssize_t n):
         for i in range(n):  # byte by byte: a partial memcpy here stalls the load that follows
             a = (a << 8) | p[i]
     h = (a * 0x9E3779B97F4A7C15ULL) ^ (z * 0xC2B2AE3D27D4EB4FULL) ^ (<uint64_t>n * 0x165667B19E3779F9ULL)
-    h = (h >> 40) & (SCACHE_SIZE - 1)
-    e = _scache[h]
-    if e != NULL and PyUnicode_GET_LENGTH(<object>e) == n and memcmp(PyUnicode_1BYTE_DATA(<object>e), p, n) == 0:
-        return <object>e
+    e = &_scache[(h >> 40) & (SCACHE_SIZE - 1)]
+    if e.s != NULL and e.n == n and e.a == a and e.z == z and (
+            n <= 16 or _same(PyUnicode_1BYTE_DATA(<object>e.s), p, n)):
+        return <object>e.s
     s = _new_ascii(p, n)
     Py_INCREF(s)
-    _scache[h] = <PyObject*>s
-    Py_XDECREF(e)
+    Py_XDECREF(e.s)
+    e.s = <PyObject*>s
+    e.a = a
+    e.z = z
+    e.n = n
     return s
 
 
@@ -984,6 +1004,243 @@ cdef inline bint _keyis(StrTok* t, const char* name, Py_ssize_t n) noexcept:
     return t.n == n and memcmp(t.start, name, n) == 0
 
 
+
+# ---------------------------------------------------------------- the fast path
+#
+# Java clients, fastmq and most peers write the header compactly and in one key order:
+#   {"code":N,"extFields":{...},"flag":N,"language":"X","opaque":N,"remark":"..",
+#    "serializeTypeCurrentRPC":"JSON","version":N}
+# _decode_json_fast reads exactly that layout with literal compares instead of a key scan per
+# token, and returns None at the first byte it does not expect (whitespace, another order, a
+# non-ASCII or surrogate escape, any error...): the general scanner then decodes the header
+# from the start, so both paths always agree (the differential tests hold them to it).
+
+cdef inline bint _same(const void* a, const void* b, Py_ssize_t n) noexcept:
+    """memcmp(a, b, n) == 0 for the short strings of a header, with word loads instead of a call."""
+    cdef uint64_t x, y
+    cdef uint32_t u, v
+    cdef Py_ssize_t i = 0
+    cdef const unsigned char* p = <const unsigned char*>a
+    cdef const unsigned char* r = <const unsigned char*>b
+    if n >= 8:
+        while i + 8 < n:
+            memcpy(&x, p + i, 8)
+            memcpy(&y, r + i, 8)
+            if x != y:
+                return False
+            i += 8
+        memcpy(&x, p + n - 8, 8)
+        memcpy(&y, r + n - 8, 8)
+        return x == y
+    if n >= 4:
+        memcpy(&u, p, 4)
+        memcpy(&v, r, 4)
+        if u != v:
+            return False
+        memcpy(&u, p + n - 4, 4)
+        memcpy(&v, r + n - 4, 4)
+        return u == v
+    for i in range(n):
+        if p[i] != r[i]:
+            return False
+    return True
+
+
+cdef inline bint _expect(const unsigned char** q, const unsigned char* end, const char* lit, Py_ssize_t n) noexcept:
+    if end - q[0] >= n and _same(q[0], lit, n):
+        q[0] += n
+        return True
+    return False
+
+
+cdef inline bint _fast_int(const unsigned char** q, const unsigned char* end, int* out) noexcept:
+    """A plain JSON integer within int32 (no leading zeros, no fraction or exponent)."""
+    cdef const unsigned char* p = q[0]
+    cdef bint neg = False
+    cdef int64_t v = 0
+    cdef int nd = 0
+    if p < end and p[0] == 45:
+        neg = True
+        p += 1
+    if p >= end or not (48 <= p[0] <= 57):
+        return False
+    if p[0] == 48 and p + 1 < end and 48 <= p[1] <= 57:
+        return False
+    while p < end and 48 <= p[0] <= 57:
+        v = v * 10 + (p[0] - 48)
+        nd += 1
+        if nd > 10:
+            return False
+        p += 1
+    if p < end and (p[0] == 46 or p[0] == 101 or p[0] == 69):
+        return False
+    if neg:
+        v = -v
+    if v < I32_MIN or v > I32_MAX:
+        return False
+    out[0] = <int>v
+    q[0] = p
+    return True
+
+
+cdef object _fast_string(const unsigned char** q, const unsigned char* end):
+    """A string (q is just past its opening quote) of printable ASCII with simple escapes and
+    \\u00XX below 0x80; None for anything else."""
+    cdef const unsigned char* p = q[0]
+    cdef const unsigned char* start = p
+    cdef unsigned char buf[512]
+    cdef Py_ssize_t o = 0, run
+    cdef unsigned char k, c
+    cdef int cp
+    cdef bint escaped = False
+    while p < end:
+        k = _SCLASS[p[0]]
+        if k == 0:
+            p += 1
+            continue
+        if k == 1:
+            if not escaped:
+                q[0] = p + 1
+                return _ascii_str(start, p - start)
+            run = p - start
+            if o + run > 512:
+                return None
+            memcpy(buf + o, start, run)
+            o += run
+            q[0] = p + 1
+            return _new_ascii(buf, o)
+        if k != 2 or p + 1 >= end:
+            return None
+        run = p - start
+        if o + run + 1 > 512:
+            return None
+        memcpy(buf + o, start, run)
+        o += run
+        escaped = True
+        c = p[1]
+        if c == 117:
+            if p + 6 > end:
+                return None
+            cp = _hex4(p + 2)
+            if cp < 0 or cp >= 0x80:
+                return None
+            buf[o] = <unsigned char>cp
+            p += 6
+        else:
+            if c == 110:
+                buf[o] = 10
+            elif c == 116:
+                buf[o] = 9
+            elif c == 114:
+                buf[o] = 13
+            elif c == 98:
+                buf[o] = 8
+            elif c == 102:
+                buf[o] = 12
+            elif c == 34 or c == 92 or c == 47:
+                buf[o] = c
+            else:
+                return None
+            p += 2
+        o += 1
+        start = p
+    return None
+
+
+cdef object _decode_json_fast(const unsigned char* p, Py_ssize_t n, object body):
+    cdef const unsigned char* q = p
+    cdef const unsigned char* end = p + n
+    cdef const unsigned char* vs
+    cdef int code, flag, opaque, version, lang = -1, i
+    cdef Py_ssize_t nkeys = 0
+    cdef object ext = None
+    cdef object remark = None
+    cdef dict d
+    cdef RemotingCommand cmd
+    cdef unsigned char c
+    if not _expect(&q, end, '{"code":', 8) or not _fast_int(&q, end, &code):
+        return None
+    if _expect(&q, end, ',"extFields":{', 14):
+        d = _PyDict_NewPresized(16)
+        if not _expect(&q, end, "}", 1):
+            while True:
+                if end - q >= 4 and q[0] == 34 and q[2] == 34 and q[3] == 58 and 97 <= q[1] <= 122:
+                    key = <object>_LETTER_P[q[1] - 97]
+                    q += 4
+                else:
+                    if q >= end or q[0] != 34:
+                        return None
+                    q += 1
+                    key = _fast_string(&q, end)
+                    if key is None or not _expect(&q, end, ":", 1):
+                        return None
+                if q >= end:
+                    return None
+                c = q[0]
+                if c == 34:
+                    q += 1
+                    val = _fast_string(&q, end)
+                    if val is None:
+                        return None
+                elif 48 <= c <= 57 or c == 45:
+                    vs = q
+                    if not _fast_int(&q, end, &i):
+                        return None
+                    if q - vs == 2 and vs[0] == 45:
+                        return None  # -0 prints as 0: the general path knows that
+                    val = _ascii_str(vs, q - vs)
+                else:
+                    return None
+                PyDict_SetItem(d, key, val)
+                nkeys += 1
+                if PyDict_GET_SIZE(d) != nkeys:
+                    return None  # a duplicate key: leave the last-one-wins rule to the general path
+                if _expect(&q, end, ",", 1):
+                    continue
+                if _expect(&q, end, "}", 1):
+                    break
+                return None
+        ext = d
+    if not _expect(&q, end, ',"flag":', 8) or not _fast_int(&q, end, &flag):
+        return None
+    if not _expect(&q, end, ',"language":"', 13):
+        return None
+    for i in range(N_LANGS):
+        if end - q > _LANG_LEN[i] and q[_LANG_LEN[i]] == 34 and _same(q, _LANG_C[i], _LANG_LEN[i]):
+            lang = i
+            q += _LANG_LEN[i] + 1
+            break
+    if lang < 0:
+        return None
+    if not _expect(&q, end, ',"opaque":', 10) or not _fast_int(&q, end, &opaque):
+        return None
+    if _expect(&q, end, ',"remark":"', 11):
+        remark = _fast_string(&q, end)
+        if remark is None:
+            return None
+    if not _expect(&q, end, ',"serializeTypeCurrentRPC":"JSON"', 33):
+        _expect(&q, end, ',"serializeTypeCurrentRPC":"ROCKETMQ"', 37)
+    if not _expect(&q, end, ',"version":', 11) or not _fast_int(&q, end, &version):
+        return None
+    if not _expect(&q, end, "}", 1):
+        return None
+    while q < end and (q[0] == 10 or q[0] == 32 or q[0] == 13 or q[0] == 9):
+        q += 1
+    if q != end:
+        return None
+    cmd = _new_cmd()
+    cmd.code = code
+    cmd.language = lang
+    cmd.version = version
+    cmd.opaque = opaque
+    cmd.flag = flag
+    cmd.remark = remark
+    cmd.ext_fields = ext
+    cmd.serialize_type = SER_JSON
+    cmd.body = body
+    return cmd
+
+
 cdef RemotingCommand _decode_json(const unsigned char* p, Py_ssize_t n, object body):
     cdef Scan s
     cdef StrTok t
@@ -1160,6 +1417,9 @@ cdef RemotingCommand _decode_payload(const unsigned char* p, uint32_t total):
     else:
         body = None
     if st == SER_JSON:
+        fast = _decode_json_fast(p + 4, hlen, body)
+        if fast is not None:
+            return <RemotingCommand>fast
         return _decode_json(p + 4, hlen, body)
     if st == SER_ROCKETMQ:
         return _decode_binary(p + 4, hlen, body)
@@ -1178,6 +1438,18 @@ def decode_frame(frame, Py_ssize_t max_frame_size=DEF_MAX_FRAME):
     """Decode one whole frame (length prefix included); it must be exactly one frame."""
     cdef Py_buffer view
     cdef uint32_t total
+    cdef const unsigned char* data
+    cdef Py_ssize_t n
+    if type(frame) is bytes:  # the common case, without the buffer protocol's round trip
+        data = <const unsigned char*>PyBytes_AS_STRING(frame)
+        n = len(<bytes>frame)
+        if n < 8:
+            raise FrameError(f"frame of {n} bytes is truncated")
+        total = _rd32(data)
+        _check_total(total, max_frame_size)
+        if total != n - 4:
+            raise FrameError(f"frame length field says {total} but {n - 4} bytes follow it")
+        return _decode_payload(data + 4, total)
     PyObject_GetBuffer(frame, &view, PyBUF_SIMPLE)
     try:
         if view.len < 8:

@@ -74,6 +74,7 @@ class RemotingClient:
         self._namesrv_chosen: str | None = None
         self._scan_task: asyncio.Task[None] | None = None
         self._closed = False
+        self._drain_tasks: set[asyncio.Task[None]] = set()
 
     # ------------------------------------------------------ connections
 
@@ -107,6 +108,9 @@ class RemotingClient:
             raise RemotingConnectError(addr, "connect timeout") from None
         except OSError as exc:
             raise RemotingConnectError(addr, exc.strerror or str(exc)) from exc
+        if self._closed:  # close() ran while we were connecting
+            conn.abort()
+            raise RemotingConnectError(addr, "client is closed")
         self._conns[addr] = conn
         log.debug("connected to %s", addr)
         return conn
@@ -166,7 +170,7 @@ class RemotingClient:
         """
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
-        await self._acquire(self._async_permits, timeout, "invokeAsyncImpl")
+        await self._acquire(self._async_permits, timeout, "invokeAsyncImpl", "semaphoreAsyncValue")
         try:
             resp = await self.invoke(addr, request, max(0.0, deadline - loop.time()))
         finally:
@@ -177,24 +181,44 @@ class RemotingClient:
 
     async def invoke_oneway(self, addr: str, request: RemotingCommand, timeout: float) -> None:
         """Send without waiting for any response (the oneway flag is set)."""
-        await self._acquire(self._oneway_permits, timeout, "invokeOnewayImpl")
+        await self._acquire(self._oneway_permits, timeout, "invokeOnewayImpl", "semaphoreOnewayValue")
         try:
             conn = await self._connection(addr, timeout)
             request.flag |= FLAG_ONEWAY
             conn.send(request)
+        except BaseException:
+            self._oneway_permits.release()
+            raise
+        if conn.write_paused:
+            # Like Netty's write listener: the permit comes back once the bytes have left, so a
+            # peer that stops reading throttles oneway senders instead of growing our buffer.
+            task = asyncio.ensure_future(self._release_after_drain(conn))
+            self._drain_tasks.add(task)
+            task.add_done_callback(self._drain_tasks.discard)
+        else:
+            self._oneway_permits.release()
+
+    async def _release_after_drain(self, conn: Connection) -> None:
+        try:
+            await conn.drain()
         finally:
             self._oneway_permits.release()
 
     @staticmethod
-    async def _acquire(sem: asyncio.Semaphore, timeout: float, what: str) -> None:
+    async def _acquire(sem: asyncio.Semaphore, timeout: float, what: str, value_name: str) -> None:
+        """Take a permit within ``timeout`` or raise RemotingTooMuchRequestError (RocketMQ's texts)."""
         if not sem.locked():
             await sem.acquire()
             return
+        if timeout <= 0:
+            raise RemotingTooMuchRequestError(f"{what} invoke too fast")
         try:
             await asyncio.wait_for(sem.acquire(), timeout)
         except asyncio.TimeoutError:
+            waiting = len(getattr(sem, "_waiters", None) or ())  # asyncio keeps no public queue length
             raise RemotingTooMuchRequestError(
-                f"{what} invoke too fast: no permit free within {int(timeout * 1000)}ms") from None
+                f"{what} tryAcquire semaphore timeout, {int(timeout * 1000)}ms, waiting thread nums: "
+                f"{waiting} {value_name}: 0") from None
 
     # -------------------------------------------------------- namesrv
 
@@ -247,9 +271,23 @@ class RemotingClient:
                 await self._scan_task
             except asyncio.CancelledError:
                 pass
-        for fut in list(self._connecting.values()):
+        connecting = list(self._connecting.values())
+        for fut in connecting:
             fut.cancel()
+        if connecting:
+            await asyncio.gather(*connecting, return_exceptions=True)
+        conns = list(self._conns.values())
         for addr in list(self._conns):
             self.close_connection(addr)
         await self._dispatcher.cancel_all()
-        await asyncio.sleep(0)
+        # Wait (bounded) for connection_lost, aborting peers that will not take our last bytes,
+        # so no transport outlives the loop and leaks a ResourceWarning.
+        for conn, ok in zip(conns, await asyncio.gather(*(c.wait_closed(1.0) for c in conns))):
+            if not ok:
+                conn.abort()
+        if conns:
+            await asyncio.gather(*(c.wait_closed(1.0) for c in conns))
+        for task in list(self._drain_tasks):
+            task.cancel()
+        if self._drain_tasks:
+            await asyncio.gather(*self._drain_tasks, return_exceptions=True)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 import time
 from typing import Any, Callable
 
@@ -81,13 +82,18 @@ class Connection(asyncio.Protocol):
         self._write_paused = False
         self._read_paused = False
         self._drain_waiters: list[asyncio.Future[None]] = []
-        self.connected: asyncio.Future[None] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._loop_thread = 0
+        # Set once connection_lost has run; close()/owners wait on it so no transport outlives its loop.
+        self._lost = asyncio.Event()
 
     # ------------------------------------------------------ Protocol API
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # uvloop's transports implement the Transport interface without subclassing it.
         self.transport = transport  # type: ignore[assignment]
+        self._loop = asyncio.get_running_loop()
+        self._loop_thread = threading.get_ident()
         self.transport.set_write_buffer_limits(high=WRITE_HIGH_WATER, low=WRITE_LOW_WATER)
         self.remote_addr = _addr(transport.get_extra_info("peername"))
         self.local_addr = _addr(transport.get_extra_info("sockname"))
@@ -102,6 +108,13 @@ class Connection(asyncio.Protocol):
             # The stream can no longer be framed: drop this peer only.
             log.warning("closing %s: %s", self.remote_addr, exc)
             self._emit("on_exception", exc)
+            self.abort()
+            return
+        except Exception as exc:  # a codec bug must still cost only this connection
+            log.exception("closing %s: decoder failed", self.remote_addr)
+            err = FrameError(f"decoder failed: {exc!r}")
+            err.__cause__ = exc
+            self._emit("on_exception", err)
             self.abort()
             return
         if not cmds:
@@ -125,10 +138,13 @@ class Connection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
-        err = RemotingSendRequestError(self.remote_addr, f"connection closed{': ' + str(exc) if exc else ''}")
         pending, self.pending = self.pending, {}
         for fut, _, _ in pending.values():
             if not fut.done():
+                # One error object per future: a shared one would collect every caller's traceback.
+                err = RemotingSendRequestError(self.remote_addr,
+                                               f"connection closed{': ' + str(exc) if exc else ''}")
+                err.__cause__ = exc
                 fut.set_exception(err)
         for w in self._drain_waiters:
             if not w.done():
@@ -139,12 +155,15 @@ class Connection(asyncio.Protocol):
         self._emit("on_close")
         if self._on_lost is not None:
             self._on_lost(self)
+        self._lost.set()
 
     def pause_writing(self) -> None:
+        """The write buffer passed its high-water mark: stop reading this peer until it drains."""
         self._write_paused = True
         self._update_reading()
 
     def resume_writing(self) -> None:
+        """The write buffer fell below its low-water mark: read again, wake drain() waiters."""
         self._write_paused = False
         self._update_reading()
         waiters, self._drain_waiters = self._drain_waiters, []
@@ -181,12 +200,14 @@ class Connection(asyncio.Protocol):
             self._update_reading()
 
     def end_request(self) -> None:
+        """An asynchronously processed request finished (its response, if any, is written)."""
         self.inflight -= 1
         if self._read_paused:
             self._update_reading()
 
     @property
     def reading_paused(self) -> bool:
+        """True while we are not reading this peer (backpressure or too many requests in flight)."""
         return self._read_paused
 
     # ------------------------------------------------------- public API
@@ -196,7 +217,12 @@ class Connection(asyncio.Protocol):
         self.send_many([cmd])
 
     def send_many(self, cmds: list[RemotingCommand]) -> None:
-        """Write several commands with one socket write."""
+        """Write several commands with one socket write (callable from any thread)."""
+        if self._loop_thread and threading.get_ident() != self._loop_thread:
+            # An executor processor answering by itself: transports are not thread-safe.
+            assert self._loop is not None
+            self._loop.call_soon_threadsafe(self.send_many, cmds)
+            return
         if self.closed or self.transport is None or self.transport.is_closing():
             log.debug("dropping %d command(s) for closed connection %s", len(cmds), self.remote_addr)
             return
@@ -253,6 +279,7 @@ class Connection(asyncio.Protocol):
                 del self.pending[opaque]
 
     def send_oneway(self, request: RemotingCommand) -> None:
+        """Push ``request`` with the oneway flag set: the peer will not answer it."""
         request.flag |= FLAG_ONEWAY
         self.send(request)
 
@@ -274,6 +301,21 @@ class Connection(asyncio.Protocol):
         """Close now, discarding buffered writes (a peer we no longer trust)."""
         if self.transport is not None:
             self.transport.abort()
+
+    @property
+    def write_paused(self) -> bool:
+        """True while the transport's buffer is over its high-water mark."""
+        return self._write_paused
+
+    async def wait_closed(self, timeout: float | None = None) -> bool:
+        """Wait until ``connection_lost`` has run; False if ``timeout`` passed first."""
+        if self.transport is None:
+            return True
+        try:
+            await asyncio.wait_for(self._lost.wait(), timeout)
+        except asyncio.TimeoutError:
+            return False
+        return True
 
     def __repr__(self) -> str:
         return f"<Connection {self.local_addr} -> {self.remote_addr}{' closed' if self.closed else ''}>"

@@ -79,8 +79,11 @@ class RemotingServer:
                             log.exception("connection listener on_idle failed")
                     conn.close()
 
-    async def close(self) -> None:
-        """Stop accepting, close every connection, cancel requests still being processed."""
+    async def close(self, close_grace: float = 1.0) -> None:
+        """Stop accepting, close every connection, cancel requests still being processed.
+
+        Connections that cannot flush within ``close_grace`` seconds are aborted.
+        """
         if self._idle_task is not None:
             self._idle_task.cancel()
             try:
@@ -90,14 +93,19 @@ class RemotingServer:
             self._idle_task = None
         if self._server is not None:
             self._server.close()
-        for conn in list(self.connections):
+        conns = list(self.connections)
+        for conn in conns:
             conn.close()
         await self.dispatcher.cancel_all()
+        # A graceful close waits for the peer to take our buffered writes; a peer that never
+        # reads would hold us forever, so after a grace period such connections are aborted.
+        if conns:
+            done = await asyncio.gather(*(c.wait_closed(close_grace) for c in conns))
+            for conn, ok in zip(conns, done):
+                if not ok:
+                    log.info("aborting %s: it did not take its last writes", conn.remote_addr)
+                    conn.abort()
+            await asyncio.gather(*(c.wait_closed(1.0) for c in conns))
         if self._server is not None:
             await self._server.wait_closed()
             self._server = None
-        # Let the transports run their connection_lost callbacks before the loop goes away.
-        for _ in range(3):
-            if not self.connections:
-                break
-            await asyncio.sleep(0)

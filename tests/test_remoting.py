@@ -1,0 +1,679 @@
+"""RemotingServer / RemotingClient on loopback: dispatch, opaque matching, push, timeouts, permits,
+NameServer failover, idle close, listener events, batched writes and read pausing under backpressure.
+
+Every server listens on 127.0.0.1 port 0; every loop is bounded in rounds and time.
+"""
+from __future__ import annotations
+
+import asyncio
+import random
+import struct
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import pytest
+
+from fastmq._ext.codec import FrameDecoder, RemotingCommand, encode_frame, encode_frames
+from fastmq.errors import (RemotingConnectError, RemotingSendRequestError, RemotingTimeoutError,
+                           RemotingTooMuchRequestError)
+from fastmq.protocol.command import create_request, create_response, response_for
+from fastmq.remoting import Connection, ConnectionListener, RemotingClient, RemotingServer, RequestProcessor
+from fastmq.remoting.loop import new_event_loop, run
+from tests.support import free_port
+
+ECHO, BOOM, BUSY, SLOW, POOLED, BARE, SILENT = 101, 102, 103, 104, 105, 106, 107
+
+
+class Echo(RequestProcessor):
+    def process_request(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        return response_for(request, 0, ext_fields={"v": (request.ext_fields or {}).get("v", ""),
+                                                    "thread": threading.current_thread().name},
+                            body=request.body)
+
+
+class Boom(RequestProcessor):
+    def process_request(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        raise ValueError("disk on fire")
+
+
+class Busy(RequestProcessor):
+    def reject_request(self) -> bool:
+        return True
+
+    def process_request(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        raise AssertionError("a rejected request must not be processed")
+
+
+class Slow(RequestProcessor):
+    """Async processor: sleeps ``sleep`` seconds, so answers come back out of order."""
+
+    async def process_request(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        await asyncio.sleep(float((request.ext_fields or {}).get("sleep", "0")))
+        return response_for(request, 0, ext_fields={"v": (request.ext_fields or {}).get("v", "")})
+
+
+class Bare(RequestProcessor):
+    """Builds its answer with create_response: the server must bind it to the request."""
+
+    def process_request(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        return create_response(0, remark="bare")
+
+
+class Silent(RequestProcessor):
+    def process_request(self, conn: Connection, request: RemotingCommand) -> None:
+        return None
+
+
+class Recorder(ConnectionListener):
+    def __init__(self) -> None:
+        self.events: list[tuple[str, Any]] = []
+
+    def on_connect(self, conn: Connection) -> None:
+        self.events.append(("connect", conn.remote_addr))
+
+    def on_close(self, conn: Connection) -> None:
+        self.events.append(("close", conn.remote_addr))
+
+    def on_idle(self, conn: Connection) -> None:
+        self.events.append(("idle", conn.remote_addr))
+
+    def on_exception(self, conn: Connection, exc: BaseException) -> None:
+        self.events.append(("exception", type(exc).__name__))
+
+    def kinds(self) -> list[str]:
+        return [e[0] for e in self.events]
+
+
+async def wait_for_condition(cond, rounds: int = 200, delay: float = 0.02) -> bool:
+    for _ in range(rounds):
+        if cond():
+            return True
+        await asyncio.sleep(delay)
+    return cond()
+
+
+@pytest.fixture
+async def pool():
+    ex = ThreadPoolExecutor(2, thread_name_prefix="remoting-test")
+    try:
+        yield ex
+    finally:
+        ex.shutdown(wait=True)
+
+
+@pytest.fixture
+async def server(pool):
+    rec = Recorder()
+    srv = RemotingServer("127.0.0.1", 0, listener=rec)
+    srv.register_processor(ECHO, Echo())
+    srv.register_processor(BOOM, Boom())
+    srv.register_processor(BUSY, Busy())
+    srv.register_processor(SLOW, Slow())
+    srv.register_processor(POOLED, Echo(), executor=pool)
+    srv.register_processor(BARE, Bare())
+    srv.register_processor(SILENT, Silent())
+    await srv.start()
+    srv.rec = rec  # type: ignore[attr-defined]
+    try:
+        yield srv
+    finally:
+        await srv.close()
+
+
+@pytest.fixture
+async def client():
+    c = RemotingClient(connect_timeout=2)
+    try:
+        yield c
+    finally:
+        await c.close()
+
+
+def addr_of(srv: RemotingServer) -> str:
+    return f"127.0.0.1:{srv.port}"
+
+
+async def read_commands(reader: asyncio.StreamReader, n: int, timeout: float = 5) -> list[RemotingCommand]:
+    """Read exactly ``n`` commands from a raw stream."""
+    dec = FrameDecoder()
+    out: list[RemotingCommand] = []
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while len(out) < n:
+        chunk = await asyncio.wait_for(reader.read(65536), max(0.01, deadline - loop.time()))
+        if not chunk:
+            break
+        out.extend(dec.feed(chunk))
+    return out
+
+
+async def close_writer(writer: asyncio.StreamWriter) -> None:
+    writer.close()
+    try:
+        await writer.wait_closed()
+    except (ConnectionError, OSError):
+        pass
+
+
+# ----------------------------------------------------------------- request / response
+
+
+async def test_round_trip(server: RemotingServer, client: RemotingClient) -> None:
+    req = create_request(ECHO, {"v": "hello"}, body=b"payload")
+    resp = await client.invoke(addr_of(server), req, 5)
+    assert resp.is_response and resp.code == 0
+    assert resp.opaque == req.opaque
+    assert resp.ext_fields["v"] == "hello" and resp.body == b"payload"
+    assert resp.ext_fields["thread"] == "MainThread"  # inline processors run on the loop
+
+
+async def test_binary_serialize_type_is_mirrored(server: RemotingServer, client: RemotingClient) -> None:
+    resp = await client.invoke(addr_of(server), create_request(ECHO, {"v": "b"}, serialize_type=1), 5)
+    assert resp.serialize_type == 1 and resp.ext_fields["v"] == "b"
+
+
+async def test_many_concurrent_requests_matched_by_opaque(server: RemotingServer, client: RemotingClient) -> None:
+    rnd = random.Random(7)
+    reqs = [create_request(SLOW, {"v": str(i), "sleep": f"{rnd.random() * 0.05:.3f}"}) for i in range(300)]
+    resps = await asyncio.gather(*(client.invoke(addr_of(server), r, 10) for r in reqs))
+    assert [r.ext_fields["v"] for r in resps] == [str(i) for i in range(300)]
+    assert all(resp.opaque == req.opaque for req, resp in zip(reqs, resps))
+    assert list(client._conns) == [addr_of(server)]  # one reused connection per address
+    assert client._conns[addr_of(server)].pending == {}
+
+
+async def test_unknown_code_not_supported(server: RemotingServer, client: RemotingClient) -> None:
+    resp = await client.invoke(addr_of(server), create_request(999), 5)
+    assert resp.code == 3
+    assert resp.remark == " request type 999 not supported"
+
+
+async def test_default_processor_takes_unknown_codes(pool) -> None:
+    srv = RemotingServer("127.0.0.1", 0)
+    srv.register_default_processor(Echo())
+    await srv.start()
+    c = RemotingClient()
+    try:
+        resp = await c.invoke(addr_of(srv), create_request(4321, {"v": "dflt"}), 5)
+        assert resp.code == 0 and resp.ext_fields["v"] == "dflt"
+    finally:
+        await c.close()
+        await srv.close()
+
+
+async def test_processor_exception_is_system_error(server: RemotingServer, client: RemotingClient,
+                                                   caplog: pytest.LogCaptureFixture) -> None:
+    resp = await client.invoke(addr_of(server), create_request(BOOM), 5)
+    assert resp.code == 1 and "disk on fire" in resp.remark
+    assert any("disk on fire" in (r.exc_text or "") or "failed" in r.getMessage() for r in caplog.records)
+    # The connection survived the exception.
+    again = await client.invoke(addr_of(server), create_request(ECHO, {"v": "alive"}), 5)
+    assert again.ext_fields["v"] == "alive"
+    assert "exception" not in server.rec.kinds()
+
+
+async def test_reject_is_system_busy(server: RemotingServer, client: RemotingClient) -> None:
+    resp = await client.invoke(addr_of(server), create_request(BUSY), 5)
+    assert resp.code == 2
+    assert resp.remark == "[REJECTREQUEST]system busy, start flow control for a while"
+
+
+async def test_create_response_gets_bound_to_request(server: RemotingServer, client: RemotingClient) -> None:
+    req = create_request(BARE, serialize_type=1)
+    resp = await client.invoke(addr_of(server), req, 5)
+    assert resp.opaque == req.opaque and resp.is_response and resp.remark == "bare"
+    assert resp.serialize_type == 1
+
+
+async def test_async_processor(server: RemotingServer, client: RemotingClient) -> None:
+    resp = await client.invoke(addr_of(server), create_request(SLOW, {"v": "later", "sleep": "0.05"}), 5)
+    assert resp.code == 0 and resp.ext_fields["v"] == "later"
+
+
+async def test_executor_processor_runs_off_the_loop(server: RemotingServer, client: RemotingClient) -> None:
+    resps = await asyncio.gather(*(client.invoke(addr_of(server), create_request(POOLED, {"v": str(i)}), 5)
+                                   for i in range(20)))
+    assert [r.ext_fields["v"] for r in resps] == [str(i) for i in range(20)]
+    assert all(r.ext_fields["thread"].startswith("remoting-test") for r in resps)
+
+
+async def test_oneway_gets_no_response(server: RemotingServer) -> None:
+    """On the raw wire: oneway requests (even failing or unknown ones) produce no frame at all."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+    try:
+        oneways = [create_request(code) for code in (ECHO, BOOM, 999, BUSY)]
+        for r in oneways:
+            r.flag |= 2
+        last = create_request(ECHO, {"v": "last"})
+        writer.write(encode_frames([*oneways, last]))
+        await writer.drain()
+        (resp,) = await read_commands(reader, 1)
+        assert resp.opaque == last.opaque
+        with pytest.raises(asyncio.TimeoutError):
+            await asyncio.wait_for(reader.read(1), 0.2)
+    finally:
+        await close_writer(writer)
+
+
+async def test_client_oneway(server: RemotingServer, client: RemotingClient) -> None:
+    await client.invoke_oneway(addr_of(server), create_request(ECHO), 5)
+    resp = await client.invoke(addr_of(server), create_request(ECHO, {"v": "after"}), 5)
+    assert resp.ext_fields["v"] == "after"
+
+
+async def test_processor_returning_none_sends_nothing(server: RemotingServer, client: RemotingClient) -> None:
+    with pytest.raises(RemotingTimeoutError):
+        await client.invoke(addr_of(server), create_request(SILENT), 0.2)
+
+
+async def test_inline_responses_of_one_read_leave_in_one_write(server: RemotingServer) -> None:
+    writes: list[int] = []
+
+    class CountingTransport:
+        def __init__(self, inner: Any) -> None:
+            self._inner = inner
+
+        def write(self, data: bytes) -> None:
+            writes.append(len(data))
+            self._inner.write(data)
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self._inner, name)
+
+    reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+    try:
+        assert await wait_for_condition(lambda: len(server.connections) == 1)
+        (conn,) = server.connections
+        conn.transport = CountingTransport(conn.transport)  # type: ignore[assignment]
+        reqs = [create_request(ECHO, {"v": str(i)}) for i in range(50)]
+        writer.write(encode_frames(reqs))  # ~5 KB in one send: one read on loopback
+        await writer.drain()
+        resps = await read_commands(reader, 50)
+        assert [r.opaque for r in resps] == [r.opaque for r in reqs]
+        assert 1 <= len(writes) <= 3, writes  # one write per read, not one per response
+    finally:
+        await close_writer(writer)
+
+
+async def test_frames_split_across_reads(server: RemotingServer) -> None:
+    reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+    try:
+        reqs = [create_request(ECHO, {"v": str(i)}, body=b"x" * i) for i in range(5)]
+        data = encode_frames(reqs)
+        for i in range(0, len(data), 7):  # byte dribble: frames straddle reads
+            writer.write(data[i:i + 7])
+            await writer.drain()
+            await asyncio.sleep(0)
+        resps = await read_commands(reader, 5)
+        assert [r.ext_fields["v"] for r in resps] == [str(i) for i in range(5)]
+    finally:
+        await close_writer(writer)
+
+
+# ----------------------------------------------------------------------- server push
+
+
+class Notified(RequestProcessor):
+    def __init__(self) -> None:
+        self.seen: list[tuple[int, str]] = []
+
+    def process_request(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        self.seen.append((request.code, (request.ext_fields or {}).get("consumerGroup", "")))
+        return response_for(request, 0, remark="noted")
+
+
+async def test_server_pushes_request_to_client(server: RemotingServer) -> None:
+    proc = Notified()
+    c = RemotingClient(processor=proc)
+    try:
+        await c.invoke(addr_of(server), create_request(ECHO), 5)
+        (srv_conn,) = server.connections
+        resp = await srv_conn.invoke(create_request(40, {"consumerGroup": "G1"}), 5)  # NOTIFY_CONSUMER_IDS_CHANGED
+        assert resp.code == 0 and resp.remark == "noted"
+        assert srv_conn.pending == {}
+        srv_conn.send_oneway(create_request(40, {"consumerGroup": "G2"}))
+        assert await wait_for_condition(lambda: len(proc.seen) == 2)
+        assert proc.seen == [(40, "G1"), (40, "G2")]
+    finally:
+        await c.close()
+
+
+async def test_push_without_client_processor_is_not_supported(server: RemotingServer,
+                                                              client: RemotingClient) -> None:
+    await client.invoke(addr_of(server), create_request(ECHO), 5)
+    (srv_conn,) = server.connections
+    resp = await srv_conn.invoke(create_request(40), 5)
+    assert resp.code == 3 and resp.remark == " request type 40 not supported"
+    # A oneway push gets no answer at all: nothing arrives, nothing is pending.
+    srv_conn.send_oneway(create_request(40))
+    ok = await client.invoke(addr_of(server), create_request(ECHO, {"v": "fine"}), 5)
+    assert ok.ext_fields["v"] == "fine" and srv_conn.pending == {}
+
+
+async def test_executor_processor_may_send_from_its_thread(pool) -> None:
+    """Connection.send is safe off the loop: an executor processor pushes before it answers."""
+    class PushThenAnswer(RequestProcessor):
+        def process_request(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+            push = create_request(40, {"consumerGroup": threading.current_thread().name})
+            push.flag |= 2
+            conn.send(push)
+            return response_for(request, 0)
+
+    srv = RemotingServer("127.0.0.1", 0)
+    srv.register_processor(ECHO, PushThenAnswer(), executor=pool)
+    await srv.start()
+    proc = Notified()
+    c = RemotingClient(processor=proc)
+    try:
+        assert (await c.invoke(addr_of(srv), create_request(ECHO), 5)).code == 0
+        assert await wait_for_condition(lambda: len(proc.seen) == 1)
+        assert proc.seen[0][1].startswith("remoting-test")
+    finally:
+        await c.close()
+        await srv.close()
+
+
+# ---------------------------------------------------------------- timeouts and errors
+
+
+async def test_timeout_raises_and_leaves_nothing_pending(server: RemotingServer, client: RemotingClient) -> None:
+    a = addr_of(server)
+    with pytest.raises(RemotingTimeoutError) as info:
+        await client.invoke(a, create_request(SLOW, {"sleep": "1"}), 0.2)
+    assert str(info.value) == f"wait response on the channel <{a}> timeout, 200(ms)"
+    assert client._conns[a].pending == {}
+    # The late answer is dropped quietly; the connection keeps working.
+    await asyncio.sleep(0.9)
+    resp = await client.invoke(a, create_request(ECHO, {"v": "next"}), 5)
+    assert resp.ext_fields["v"] == "next"
+
+
+async def test_scan_expires_requests_past_deadline(server: RemotingServer, client: RemotingClient) -> None:
+    """A request whose waiter never times out by itself is still failed by the once-a-second scan."""
+    a = addr_of(server)
+    await client.invoke(a, create_request(ECHO), 5)
+    conn = client._conns[a]
+    loop = asyncio.get_running_loop()
+    fut: asyncio.Future[RemotingCommand] = loop.create_future()
+    conn.pending[424242] = (fut, loop.time() + 0.1, 100)
+    with pytest.raises(RemotingTimeoutError, match=r"100\(ms\)"):
+        await asyncio.wait_for(fut, 3)
+    assert 424242 not in conn.pending
+
+
+async def test_connection_loss_fails_pending(server: RemotingServer, client: RemotingClient) -> None:
+    a = addr_of(server)
+    fut = asyncio.ensure_future(client.invoke(a, create_request(SLOW, {"sleep": "5"}), 10))
+    assert await wait_for_condition(lambda: a in client._conns and client._conns[a].pending != {})
+    for conn in list(server.connections):
+        conn.abort()
+    with pytest.raises(RemotingSendRequestError):
+        await asyncio.wait_for(fut, 5)
+    # The next request reconnects by itself.
+    resp = await client.invoke(a, create_request(ECHO, {"v": "back"}), 5)
+    assert resp.ext_fields["v"] == "back"
+
+
+async def test_connect_failure() -> None:
+    dead = f"127.0.0.1:{free_port()}"
+    c = RemotingClient(connect_timeout=1)
+    try:
+        with pytest.raises(RemotingConnectError, match=f"connect to {dead} failed"):
+            await c.invoke(dead, create_request(ECHO), 2)
+        with pytest.raises(RemotingConnectError):
+            await c.invoke_oneway(dead, create_request(ECHO), 2)
+        assert c._conns == {}
+    finally:
+        await c.close()
+
+
+async def test_namesrv_failover_remembers_the_working_one(server: RemotingServer) -> None:
+    dead = f"127.0.0.1:{free_port()}"
+    good = addr_of(server)
+    c = RemotingClient(namesrv_addrs=[dead, good], connect_timeout=1)
+    try:
+        resp = await c.invoke_namesrv(create_request(ECHO, {"v": "ns"}), 5)
+        assert resp.ext_fields["v"] == "ns"
+        assert c._namesrv_chosen == good
+        tried: list[str] = []
+        real = c._connection
+
+        async def spy(addr: str, timeout: float) -> Connection:
+            tried.append(addr)
+            return await real(addr, timeout)
+
+        c._connection = spy  # type: ignore[method-assign]
+        await c.invoke_namesrv(create_request(ECHO), 5)
+        assert tried == [good]  # the remembered one first, the dead one not retried
+        c.set_namesrv_addrs([dead])
+        with pytest.raises(RemotingConnectError):
+            await c.invoke_namesrv(create_request(ECHO), 2)
+        c.set_namesrv_addrs([])
+        with pytest.raises(RemotingConnectError, match="No name server address"):
+            await c.invoke_namesrv(create_request(ECHO), 1)
+    finally:
+        await c.close()
+
+
+# ---------------------------------------------------------------------------- permits
+
+
+async def test_async_permits_bound_in_flight_requests(server: RemotingServer) -> None:
+    c = RemotingClient(max_async=1)
+    try:
+        got: list[RemotingCommand] = []
+        first = asyncio.ensure_future(c.invoke_async(addr_of(server), create_request(SLOW, {"sleep": "0.4"}), 5,
+                                                     callback=got.append))
+        await asyncio.sleep(0.1)
+        with pytest.raises(RemotingTooMuchRequestError,
+                           match=r"invokeAsyncImpl tryAcquire semaphore timeout, 100ms"):
+            await c.invoke_async(addr_of(server), create_request(ECHO), 0.1)
+        resp = await first
+        assert got == [resp]
+        # The permit came back: the next one goes through.
+        assert (await c.invoke_async(addr_of(server), create_request(ECHO), 5)).code == 0
+    finally:
+        await c.close()
+
+
+async def test_oneway_permit_held_while_peer_does_not_read() -> None:
+    """max_oneway=1 and a peer that never reads: the permit stays out until the bytes leave."""
+    transports: list[asyncio.Transport] = []
+
+    class Deaf(asyncio.Protocol):
+        def connection_made(self, transport: asyncio.BaseTransport) -> None:
+            transports.append(transport)  # type: ignore[arg-type]
+
+        def data_received(self, data: bytes) -> None:
+            # Pausing here, not in connection_made: uvloop starts reading after connection_made.
+            transports[-1].pause_reading()
+
+    loop = asyncio.get_running_loop()
+    deaf = await loop.create_server(Deaf, "127.0.0.1", 0)
+    addr = f"127.0.0.1:{deaf.sockets[0].getsockname()[1]}"
+    c = RemotingClient(max_oneway=1)
+    try:
+        body = b"o" * (1024 * 1024)
+        raised = False
+        for _ in range(64):  # at most 64 MB before the kernel buffers and the 4 MB mark are full
+            try:
+                await c.invoke_oneway(addr, create_request(ECHO, body=body), 0.1)
+            except RemotingTooMuchRequestError:
+                raised = True
+                break
+        assert raised
+        assert c._conns[addr].write_paused
+    finally:
+        await c.close()
+        for t in transports:
+            t.close()
+        deaf.close()
+        await deaf.wait_closed()
+
+
+# -------------------------------------------------------------- connection lifecycle
+
+
+async def test_listener_events(server: RemotingServer) -> None:
+    rec: Recorder = server.rec
+    c = RemotingClient()
+    try:
+        await c.invoke(addr_of(server), create_request(ECHO), 5)
+        assert rec.kinds() == ["connect"]
+        (srv_conn,) = server.connections
+        assert srv_conn.local_addr == addr_of(server)
+        assert rec.events[0][1] == srv_conn.remote_addr
+    finally:
+        await c.close()
+    assert await wait_for_condition(lambda: "close" in rec.kinds())
+    assert rec.kinds() == ["connect", "close"]
+    assert server.connections == set()
+
+
+async def test_idle_connection_closed_after_on_idle() -> None:
+    rec = Recorder()
+    srv = RemotingServer("127.0.0.1", 0, listener=rec, idle_timeout=0.3)
+    srv.register_processor(ECHO, Echo())
+    await srv.start()
+    c = RemotingClient(idle_timeout=0)
+    try:
+        await c.invoke(addr_of(srv), create_request(ECHO), 5)
+        assert await wait_for_condition(lambda: "close" in rec.kinds(), rounds=100, delay=0.05)
+        assert rec.kinds() == ["connect", "idle", "close"]
+        assert await wait_for_condition(lambda: c._conns == {})  # the client saw it go
+    finally:
+        await c.close()
+        await srv.close()
+
+
+async def test_active_connection_is_not_idle() -> None:
+    rec = Recorder()
+    srv = RemotingServer("127.0.0.1", 0, listener=rec, idle_timeout=0.4)
+    srv.register_processor(ECHO, Echo())
+    await srv.start()
+    c = RemotingClient()
+    try:
+        for _ in range(10):  # 1 s of traffic every 0.1 s
+            await c.invoke(addr_of(srv), create_request(ECHO), 5)
+            await asyncio.sleep(0.1)
+        assert "idle" not in rec.kinds()
+    finally:
+        await c.close()
+        await srv.close()
+
+
+async def test_peer_that_never_reads_is_bounded(server: RemotingServer, client: RemotingClient) -> None:
+    """A raw client floods requests and never reads: the server stops reading it, its write
+    buffer stays bounded, and another client is still answered."""
+    frame = encode_frame(create_request(ECHO, {"v": "x"}, body=b"z" * 16384))
+    chunk = frame * 16
+    reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+    sock = writer.get_extra_info("socket")
+    local = "127.0.0.1:%d" % sock.getsockname()[1]
+    loop = asyncio.get_running_loop()
+    try:
+        reader._transport.pause_reading()  # type: ignore[attr-defined]  # really never read
+        sent = 0
+        deadline = loop.time() + 15
+        while loop.time() < deadline and sent < 512 * 1024 * 1024:
+            writer.write(chunk)
+            sent += len(chunk)
+            try:
+                await asyncio.wait_for(writer.drain(), 0.5)
+            except asyncio.TimeoutError:
+                break  # the server stopped reading us: our own buffers are full
+        assert sent < 512 * 1024 * 1024, "the server kept reading a peer that never reads"
+        (conn,) = [c for c in server.connections if c.remote_addr == local]
+        assert conn.reading_paused and conn.write_paused
+        assert conn.transport.get_write_buffer_size() < 8 * 1024 * 1024
+        resp = await client.invoke(addr_of(server), create_request(ECHO, {"v": "others fine"}), 5)
+        assert resp.ext_fields["v"] == "others fine"
+        # Once the peer reads again the server drains and resumes reading it.
+        reader._transport.resume_reading()  # type: ignore[attr-defined]
+        drained = 0
+        while drained < 64 * 1024 * 1024 and conn.reading_paused:
+            data = await asyncio.wait_for(reader.read(1 << 20), 5)
+            if not data:
+                break
+            drained += len(data)
+        assert not conn.reading_paused
+    finally:
+        writer.transport.abort()
+        await asyncio.sleep(0)
+
+
+async def test_server_close_with_non_reading_peer_does_not_hang() -> None:
+    srv = RemotingServer("127.0.0.1", 0)
+    srv.register_processor(ECHO, Echo())
+    await srv.start()
+    reader, writer = await asyncio.open_connection("127.0.0.1", srv.port)
+    try:
+        reader._transport.pause_reading()  # type: ignore[attr-defined]
+        writer.write(encode_frame(create_request(ECHO, body=b"q" * (1 << 20))) * 16)
+        await asyncio.sleep(0.2)
+        await asyncio.wait_for(srv.close(close_grace=0.2), 5)
+        assert srv.connections == set()
+    finally:
+        writer.transport.abort()
+        await asyncio.sleep(0)
+
+
+async def test_client_close_fails_pending_and_refuses_new(server: RemotingServer) -> None:
+    c = RemotingClient()
+    fut = asyncio.ensure_future(c.invoke(addr_of(server), create_request(SLOW, {"sleep": "5"}), 10))
+    await asyncio.sleep(0.1)
+    await c.close()
+    with pytest.raises(RemotingSendRequestError):
+        await fut
+    with pytest.raises(RemotingConnectError):
+        await c.invoke(addr_of(server), create_request(ECHO), 1)
+
+
+# ------------------------------------------------------------------------------- loop
+
+
+def test_loop_helpers_and_uvloop_smoke() -> None:
+    """``run`` uses uvloop when importable: the main paths must work on it too."""
+    async def main() -> tuple[bool, list[int]]:
+        loop_kind = type(asyncio.get_running_loop()).__module__.startswith("uvloop")
+        srv = RemotingServer("127.0.0.1", 0)
+        srv.register_processor(ECHO, Echo())
+        srv.register_processor(SLOW, Slow())
+        srv.register_processor(BOOM, Boom())
+        await srv.start()
+        proc = Notified()
+        c = RemotingClient(processor=proc)
+        codes: list[int] = []
+        try:
+            a = addr_of(srv)
+            resps = await asyncio.gather(*(c.invoke(a, create_request(SLOW, {"v": str(i), "sleep": "0.01"}), 5)
+                                           for i in range(50)))
+            assert [r.ext_fields["v"] for r in resps] == [str(i) for i in range(50)]
+            codes.append((await c.invoke(a, create_request(999), 5)).code)
+            codes.append((await c.invoke(a, create_request(BOOM), 5)).code)
+            (srv_conn,) = srv.connections
+            codes.append((await srv_conn.invoke(create_request(40), 5)).code)
+            with pytest.raises(RemotingTimeoutError):
+                await c.invoke(a, create_request(SLOW, {"sleep": "1"}), 0.1)
+            assert c._conns[a].pending == {}
+            return loop_kind, codes
+        finally:
+            await c.close()
+            await srv.close()
+
+    from fastmq.remoting.loop import USING_UVLOOP
+    on_uvloop, codes = run(main())
+    assert on_uvloop == USING_UVLOOP
+    assert codes == [3, 1, 0]
+    loop = new_event_loop()
+    try:
+        assert isinstance(loop, asyncio.AbstractEventLoop)
+    finally:
+        loop.close()
+
+
+def test_frame_header_layout_sanity() -> None:
+    frame = encode_frame(create_request(ECHO))
+    total, mark = struct.unpack(">II", frame[:8])
+    assert total == len(frame) - 4 and mark >> 24 == 0
