@@ -10,7 +10,7 @@ from ..properties import parse_properties
 from ..protocol.bodies import DataVersion, KVTable, RegisterBrokerBody
 from ..protocol.codes import RequestCode, ResponseCode
 from ..protocol.command import RemotingCommand, ext_bool, ext_int, ext_str, response_for
-from ..remoting import Connection, RequestProcessor
+from ..remoting import CodeDispatchProcessor, Connection
 from .config import CONFIG_BLACK_LIST
 from .kv_config import ORDER_TOPIC_CONFIG
 
@@ -43,13 +43,14 @@ def _crc32_signed(data: bytes) -> int:
     return v - (1 << 32) if v >= 1 << 31 else v
 
 
-class DefaultRequestProcessor(RequestProcessor):
+class DefaultRequestProcessor(CodeDispatchProcessor):
     """Answers NameServer requests; a malformed one gets SYSTEM_ERROR with the reason, as in RocketMQ."""
 
     def __init__(self, controller: "NamesrvController") -> None:
+        super().__init__()
         self.c = controller
         R = RequestCode
-        self._handlers: dict[int, Callable[[Connection, RemotingCommand], RemotingCommand]] = {
+        self.handlers: dict[int, Callable[[Connection, RemotingCommand], RemotingCommand]] = {
             R.PUT_KV_CONFIG: self.put_kv_config, R.GET_KV_CONFIG: self.get_kv_config,
             R.DELETE_KV_CONFIG: self.delete_kv_config, R.QUERY_DATA_VERSION: self.query_data_version,
             R.REGISTER_BROKER: self.register_broker, R.UNREGISTER_BROKER: self.unregister_broker,
@@ -66,17 +67,6 @@ class DefaultRequestProcessor(RequestProcessor):
                 lambda c, r: self._topics(r, self.c.route_info.get_has_unit_sub_ununit_topic_list()),
             R.UPDATE_NAMESRV_CONFIG: self.update_config, R.GET_NAMESRV_CONFIG: self.get_config,
         }
-
-    def process_request(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
-        handler = self._handlers.get(request.code)
-        if handler is None:
-            return response_for(request, ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
-                                f" request type {request.code} not supported")
-        try:
-            return handler(conn, request)
-        except RemotingCommandError as exc:
-            log.warning("bad request %d from %s: %s", request.code, conn.remote_addr, exc)
-            return response_for(request, ResponseCode.SYSTEM_ERROR, str(exc))
 
     # -------------------------------------------------------------- KV
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import RemotingCommandError
+from .message import java_string_hash
 
 __all__ = ["SubscriptionData", "ConsumerData", "ProducerData", "HeartbeatData", "build_subscription",
            "java_string_hash", "SUB_ALL", "CONSUME_TYPES", "MESSAGE_MODELS", "CONSUME_FROM_WHERE"]
@@ -23,15 +24,6 @@ MESSAGE_MODELS = ("BROADCASTING", "CLUSTERING")
 CONSUME_FROM_WHERE = ("CONSUME_FROM_LAST_OFFSET", "CONSUME_FROM_LAST_OFFSET_AND_FROM_MIN_WHEN_BOOT_FIRST",
                       "CONSUME_FROM_MIN_OFFSET", "CONSUME_FROM_MAX_OFFSET", "CONSUME_FROM_FIRST_OFFSET",
                       "CONSUME_FROM_TIMESTAMP")
-
-
-def java_string_hash(s: str) -> int:
-    """Java's ``String.hashCode()``: over UTF-16 code units, wrapped to a signed 32-bit int."""
-    h = 0
-    data = s.encode("utf-16-be", "surrogatepass")
-    for i in range(0, len(data), 2):
-        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
-    return h - (1 << 32) if h & 0x80000000 else h
 
 
 def _enum(value: Any, names: tuple[str, ...], what: str) -> str:

@@ -4,7 +4,7 @@
 """
 from .client import RemotingClient
 from .connection import Connection, ConnectionListener
-from .processor import RequestProcessor
+from .processor import CodeDispatchProcessor, RequestProcessor
 from .server import RemotingServer
 
-__all__ = ["RemotingServer", "RemotingClient", "RequestProcessor", "Connection", "ConnectionListener"]
+__all__ = ["RemotingServer", "RemotingClient", "RequestProcessor", "CodeDispatchProcessor", "Connection", "ConnectionListener"]

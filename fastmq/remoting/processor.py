@@ -22,11 +22,12 @@ from concurrent.futures import Executor
 from typing import Any, Awaitable
 
 from .._ext.codec import RemotingCommand
+from ..errors import RemotingCommandError
 from ..protocol.codes import ResponseCode
 from ..protocol.command import response_for
 from .connection import Connection
 
-__all__ = ["RequestProcessor", "Dispatcher"]
+__all__ = ["RequestProcessor", "CodeDispatchProcessor", "Dispatcher"]
 
 log = logging.getLogger("fastmq.remoting")
 
@@ -43,6 +44,32 @@ class RequestProcessor:
     def reject_request(self) -> bool:
         """True to answer SYSTEM_BUSY instead of processing (flow control)."""
         return False
+
+
+class CodeDispatchProcessor(RequestProcessor):
+    """A processor for several request codes: ``handlers`` maps each code to a method.
+
+    A malformed header (:class:`RemotingCommandError`) is answered as RocketMQ answers a
+    RemotingCommandException: SYSTEM_ERROR with the reason; the connection stays open.
+    """
+
+    def __init__(self) -> None:
+        self.handlers: dict[int, Any] = {}
+
+    @property
+    def codes(self) -> list[int]:
+        return list(self.handlers)
+
+    def process_request(self, conn: Connection, request: RemotingCommand) -> Any:
+        handler = self.handlers.get(request.code)
+        if handler is None:
+            return response_for(request, ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
+                                f" request type {request.code} not supported")
+        try:
+            return handler(conn, request)
+        except RemotingCommandError as exc:
+            log.warning("bad request %d from %s: %s", request.code, conn.remote_addr, exc)
+            return response_for(request, ResponseCode.SYSTEM_ERROR, str(exc))
 
 
 def _error_text(exc: BaseException) -> str:
