@@ -1,0 +1,745 @@
+"""The message store facade: what the broker calls to put and get messages.
+
+It owns a :class:`CommitLog`, the :class:`ConsumeQueueTable` and the checkpoint, and follows
+RocketMQ 4.9's ``DefaultMessageStore``: ``load`` recovers (clean or after a crash, decided by
+the abort file), ``start`` starts the flushers and creates the abort file, ``shutdown`` flushes
+everything and removes it.
+
+Dispatch to the consume queues happens right after each append, on the caller's thread and
+before anything is awaited: the append and the queue entries of one batch are therefore never
+interleaved with another batch, and a PULL sees a message as soon as its send returns (the
+job RocketMQ's ReputMessageService does ~1 ms later, on another thread).
+
+Delay levels: a message whose DELAY property is > 0 (and that is not a prepared or rolled-back
+transactional message) is stored in ``SCHEDULE_TOPIC_XXXX`` queue ``level - 1`` with its real
+topic and queue in REAL_TOPIC / REAL_QID, and its consume-queue tag code is the time it is due;
+:mod:`fastmq.broker.schedule` moves it back when due.
+"""
+from __future__ import annotations
+
+import asyncio
+import enum
+import logging
+import os
+import re
+import shutil
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Iterable, Sequence
+
+import numpy as np
+
+from ..protocol.message import (
+    MessageConst, MessageExt, MessageFormatError, MessageSysFlag,
+    encode_properties, encode_record, pack_host, record_length, tags_code,
+)
+from . import FlushTimeoutError, MessageTooLargeError, StoreError
+from .checkpoint import StoreCheckpoint, create_abort_file, recover_store, remove_abort_file
+from .commit_log import AppendRequest, CommitLog, DispatchRequest
+from .config import CQ_STORE_UNIT_SIZE, MessageStoreConfig
+from .consume_queue import ConsumeQueue, ConsumeQueueTable, FlushConsumeQueueService
+from .retention import RetentionService
+
+__all__ = [
+    "PutStatus", "PutResult", "GetStatus", "GetResult", "MessageStore",
+    "SCHEDULE_TOPIC", "DEFAULT_DELAY_LEVELS", "parse_delay_levels", "disk_used_ratio",
+]
+
+log = logging.getLogger("fastmq.store")
+
+SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"  # RocketMQ's TopicValidator.RMQ_SYS_SCHEDULE_TOPIC
+DEFAULT_DELAY_LEVELS = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
+DISK_SPACE_WARNING_RATIO = 0.90  # RocketMQ's diskSpaceWarningLevelRatio: sends refused above it
+_DISK_CHECK_INTERVAL = 1.0       # seconds between statvfs calls on the put path
+_TX_MASK = 0xC
+_MAX_PROPERTIES = 0x7FFF
+_MAX_TOPIC = 127
+_RECORD_FIXED = record_length(0, 0, 0, 0)  # a record's size without body, topic, properties
+
+# RocketMQ MessageStoreConfig pull limits (not yet keys of our MessageStoreConfig)
+_PULL_DEFAULTS = {
+    "maxTransferBytesOnMessageInMemory": 256 * 1024,
+    "maxTransferCountOnMessageInMemory": 32,
+    "maxTransferBytesOnMessageInDisk": 64 * 1024,
+    "maxTransferCountOnMessageInDisk": 8,
+    "accessMessageInMemoryMaxRatio": 40,
+}
+
+try:
+    TOTAL_PHYSICAL_MEMORY = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+except (ValueError, OSError, AttributeError):  # pragma: no cover - non-POSIX
+    TOTAL_PHYSICAL_MEMORY = 8 << 30
+
+
+class PutStatus(enum.Enum):
+    PUT_OK = "PUT_OK"
+    FLUSH_DISK_TIMEOUT = "FLUSH_DISK_TIMEOUT"
+    SERVICE_NOT_AVAILABLE = "SERVICE_NOT_AVAILABLE"
+    MESSAGE_ILLEGAL = "MESSAGE_ILLEGAL"
+    PROPERTIES_SIZE_EXCEEDED = "PROPERTIES_SIZE_EXCEEDED"
+    UNKNOWN_ERROR = "UNKNOWN_ERROR"
+
+
+@dataclass
+class PutResult:
+    """One batch's outcome. Offsets describe the first message; ``msg_id`` holds all ids."""
+
+    status: PutStatus
+    msg_id: str = ""
+    queue_offset: int = 0
+    wrote_offset: int = 0
+    wrote_bytes: int = 0
+    msg_num: int = 0
+    remark: str | None = None
+    store_timestamp: int = 0
+
+    @property
+    def ok(self) -> bool:
+        """Stored (FLUSH_DISK_TIMEOUT is stored too, just not known durable)."""
+        return self.status in (PutStatus.PUT_OK, PutStatus.FLUSH_DISK_TIMEOUT)
+
+
+class GetStatus(enum.Enum):
+    FOUND = "FOUND"
+    NO_MATCHED_MESSAGE = "NO_MATCHED_MESSAGE"
+    MESSAGE_WAS_REMOVING = "MESSAGE_WAS_REMOVING"
+    OFFSET_FOUND_NULL = "OFFSET_FOUND_NULL"
+    OFFSET_OVERFLOW_BADLY = "OFFSET_OVERFLOW_BADLY"
+    OFFSET_OVERFLOW_ONE = "OFFSET_OVERFLOW_ONE"
+    OFFSET_TOO_SMALL = "OFFSET_TOO_SMALL"
+    NO_MATCHED_LOGIC_QUEUE = "NO_MATCHED_LOGIC_QUEUE"
+    NO_MESSAGE_IN_QUEUE = "NO_MESSAGE_IN_QUEUE"
+
+
+@dataclass
+class GetResult:
+    """A pull's worth of stored records (``buffers`` concatenate into a PULL body)."""
+
+    status: GetStatus
+    next_begin_offset: int
+    min_offset: int = 0
+    max_offset: int = 0
+    buffers: list[memoryview] = field(default_factory=list)
+    msg_count: int = 0
+    buffer_total_size: int = 0
+    queue_offsets: list[int] = field(default_factory=list)
+    tag_codes_seen: list[int] = field(default_factory=list)
+    suggest_pulling_from_slave: bool = False
+
+
+_UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+_LEVEL_RE = re.compile(r"^(\d+)(ms|s|m|h|d)$")
+
+
+def parse_delay_levels(spec: str) -> dict[int, int]:
+    """``messageDelayLevel`` -> {level (1-based): delay in ms}.
+
+    RocketMQ's units s/m/h/d, plus ``ms`` (fastmq's, so tests can run levels in milliseconds).
+
+    Raises:
+        ValueError: an item that is not ``<digits><unit>``.
+    """
+    table: dict[int, int] = {}
+    for i, item in enumerate(spec.split(), start=1):
+        m = _LEVEL_RE.match(item.strip().lower())
+        if m is None:
+            raise ValueError(f"bad messageDelayLevel item {item!r} (want e.g. 10s, 1m, 2h, 1d)")
+        table[i] = int(m.group(1)) * _UNIT_MS[m.group(2)]
+    if not table:
+        raise ValueError("messageDelayLevel is empty")
+    return table
+
+
+def disk_used_ratio(path: str) -> float:
+    """Used fraction of the filesystem holding ``path`` (-1 when it cannot be read)."""
+    p = path
+    while p and not os.path.exists(p):
+        parent = os.path.dirname(p)
+        if parent == p:
+            break
+        p = parent
+    try:
+        st = os.statvfs(p or ".")
+    except OSError:
+        return -1.0
+    total = st.f_blocks * st.f_frsize
+    if total <= 0:
+        return -1.0
+    free = st.f_bavail * st.f_frsize
+    return (total - free) / total
+
+
+def _parse_host(addr: str) -> tuple[str, int]:
+    host, sep, port = addr.rpartition(":")
+    if not sep:
+        raise ValueError(f"store host must be 'ip:port', got {addr!r}")
+    return host.strip("[]"), int(port)
+
+
+class MessageStore:
+    """RocketMQ's DefaultMessageStore over the fastmq commit log and consume queues.
+
+    Args:
+        config: the store keys.
+        store_host: ``"ip:port"`` stamped into every record's STOREHOST (and message ids).
+        on_arrival: called ``(topic, queue_id, new_max_offset, tags_code | None)`` once per
+            queue a put touched (tags_code None when the batch mixed tags), for long polling.
+    """
+
+    def __init__(self, config: MessageStoreConfig, store_host: str,
+                 on_arrival: Callable[[str, int, int, int | None], None] | None = None) -> None:
+        self.config = config
+        self.store_host = _parse_host(store_host)
+        self._store_host_packed = pack_host(*self.store_host)
+        # offset msg id = hex(store ip + port) + hex(int64 offset): the prefix never changes
+        self._msg_id_prefix = self._store_host_packed.hex().upper()
+        self._born_hosts: dict[tuple[str, int], bytes] = {}  # packing parses the IP: ~2 us
+        self.on_arrival = on_arrival
+        self.delay_level_table = parse_delay_levels(
+            getattr(config, "messageDelayLevel", DEFAULT_DELAY_LEVELS) or DEFAULT_DELAY_LEVELS)
+        self.max_delay_level = max(self.delay_level_table)
+        self.commit_log = CommitLog(config)
+        self.queues = ConsumeQueueTable(config.consume_queue_dir, config.mappedFileSizeConsumeQueue)
+        self.checkpoint: StoreCheckpoint | None = None
+        self._cq_flusher: FlushConsumeQueueService | None = None
+        self._loaded = False
+        self._running = False
+        self._shutdown = False
+        self._ckpt_lock = threading.Lock()
+        # disk-full check, cached (a statvfs per put would be a syscall per send)
+        self.disk_ratio_fn: Callable[[str], float] = disk_used_ratio
+        self._disk_checked_at = -1e9
+        self._disk_ratio = 0.0
+        self.boot_timestamp = int(time.time() * 1000)
+        self.stats = {"putMessageTimesTotal": 0, "putMessageSizeTotal": 0, "putMessageFailedTimes": 0,
+                      "getMessageTimesTotalFound": 0, "getMessageTimesTotalMiss": 0,
+                      "getMessageTransferedMsgCount": 0, "putMessageEntireTimeMax": 0,
+                      "getMessageEntireTimeMax": 0}
+        self.recovery = None
+        self.retention = RetentionService(self)
+        self._min_cache: dict[tuple[str, int], tuple[int, int, int]] = {}
+        self._retention_task: asyncio.Task[None] | None = None
+
+    # ------------------------------------------------------------------ lifetime
+    def load(self) -> None:
+        """Recover the store from disk (abort file present: crash recovery from the checkpoint).
+
+        Raises:
+            StoreCorruptError: the files cannot make a store.
+        """
+        if self._loaded:
+            return
+        os.makedirs(self.config.storePathRootDir, exist_ok=True)
+        self.checkpoint = StoreCheckpoint(self.config.checkpoint_path)
+        self.recovery = recover_store(self.config, self.commit_log, self.queues, self.checkpoint)
+        self._loaded = True
+
+    def start(self) -> None:
+        """Start the flush threads and mark the store running (abort file)."""
+        if not self._loaded:
+            self.load()
+        if self._running:
+            return
+        create_abort_file(self.config)
+        self.commit_log.start()
+        cfg = self.config
+        self._cq_flusher = FlushConsumeQueueService(
+            self.queues, interval_ms=cfg.flushIntervalConsumeQueue,
+            least_pages=cfg.flushConsumeQueueLeastPages,
+            thorough_interval_ms=cfg.flushConsumeQueueThoroughInterval,
+            on_flushed=self._on_queues_flushed)
+        self._cq_flusher.start()
+        try:  # retention rounds run on the loop, between puts and gets (see retention.py)
+            self._retention_task = asyncio.get_running_loop().create_task(
+                self.retention.run(), name="fastmq-store-retention")
+        except RuntimeError:  # started outside a loop (tools, tests): call retention.run_once()
+            self._retention_task = None
+        self._running = True
+        self._shutdown = False
+
+    def _on_queues_flushed(self, logics_ts: int, thorough: bool) -> None:
+        """Advance the checkpoint after a consume-queue flush (from the flusher thread)."""
+        cp = self.checkpoint
+        if cp is None:
+            return
+        with self._ckpt_lock:
+            if logics_ts > cp.logics_msg_timestamp:
+                cp.logics_msg_timestamp = logics_ts
+            phys = self.commit_log.flushed_store_timestamp
+            if phys > cp.physic_msg_timestamp:
+                cp.physic_msg_timestamp = phys
+            try:
+                cp.flush()  # one 4 KiB page a second: cheap, and crash recovery scans less
+            except ValueError:  # closed by shutdown meanwhile
+                pass
+
+    def shutdown(self) -> None:
+        """Flush the commit log and the queues, write the checkpoint, remove the abort file."""
+        if self._shutdown:
+            return
+        self._shutdown = True
+        was_running = self._running
+        self._running = False
+        if self._retention_task is not None:
+            self._retention_task.cancel()
+            self._retention_task = None
+        if self._cq_flusher is not None:
+            self._cq_flusher.stop()  # its last round is a thorough flush
+            self._cq_flusher = None
+        self.commit_log.shutdown()
+        logics = self.queues.flush(0)
+        cp = self.checkpoint
+        if cp is not None:
+            with self._ckpt_lock:
+                cp.physic_msg_timestamp = max(cp.physic_msg_timestamp,
+                                              self.commit_log.flushed_store_timestamp)
+                cp.logics_msg_timestamp = max(cp.logics_msg_timestamp, logics)
+                cp.close()
+            self.checkpoint = None
+        self.queues.close()
+        self.commit_log.close()
+        if was_running:
+            remove_abort_file(self.config)
+
+    @property
+    def running(self) -> bool:
+        return self._running
+
+    # ------------------------------------------------------------------ put
+    def _disk_full(self) -> float | None:
+        now = time.monotonic()
+        if now - self._disk_checked_at >= _DISK_CHECK_INTERVAL:
+            self._disk_checked_at = now
+            self._disk_ratio = self.disk_ratio_fn(self.config.commit_log_dir)
+        r = self._disk_ratio
+        return r if r > DISK_SPACE_WARNING_RATIO else None
+
+    def compute_deliver_timestamp(self, level: int, store_timestamp: int) -> int:
+        """When a message stored at ``store_timestamp`` with delay ``level`` is due."""
+        return store_timestamp + self.delay_level_table.get(level, 1000)
+
+    def _fail(self, status: PutStatus, remark: str) -> PutResult:
+        self.stats["putMessageFailedTimes"] += 1
+        return PutResult(status, remark=remark)
+
+    async def put_messages(self, msgs: Sequence[MessageExt]) -> PutResult:
+        """Store one batch (a single send is a batch of one): all of it or none of it.
+
+        Records are encoded with the message's born host/timestamp, flag, sys flag,
+        reconsume times and properties, and this store's host. SYNC_FLUSH waits for the
+        group commit unless every message says WAIT=false.
+
+        Returns:
+            A PutResult; bad input is a status with a remark, never an exception.
+        """
+        if not self._running or self._shutdown:
+            return self._fail(PutStatus.SERVICE_NOT_AVAILABLE,
+                              "service not available now, the message store is not running")
+        if not msgs:
+            return self._fail(PutStatus.MESSAGE_ILLEGAL, "no message to put")
+        ratio = self._disk_full()
+        if ratio is not None:
+            log.error("disk of %s is %.1f%% used: refusing sends", self.config.commit_log_dir, ratio * 100)
+            return self._fail(
+                PutStatus.SERVICE_NOT_AVAILABLE,
+                "service not available now. It may be caused by one of the following reasons: "
+                f"the broker's disk is full [CL: {ratio:5.2f} CQ: {ratio:5.2f} INDEX: -1.00], "
+                "messages are put to the slave, message store has been shut down, etc.")
+        t0 = time.perf_counter()
+        now = int(time.time() * 1000)
+        max_size = self.config.maxMessageSize
+        requests: list[AppendRequest] = []
+        wait = False
+        sh = self._store_host_packed
+        born_hosts = self._born_hosts
+        for m in msgs:
+            topic, queue_id, props = m.topic, m.queue_id, m.properties
+            tran = m.sys_flag & _TX_MASK
+            tag_code = 0
+            delayed = False
+            level_s = props.get(MessageConst.DELAY_TIME_LEVEL)
+            if level_s and tran in (MessageSysFlag.TRANSACTION_NOT_TYPE, MessageSysFlag.TRANSACTION_COMMIT_TYPE):
+                try:
+                    level = int(level_s)
+                except ValueError:
+                    return self._fail(PutStatus.MESSAGE_ILLEGAL, f"bad delay level {level_s!r}")
+                if level > 0:
+                    level = min(level, self.max_delay_level)
+                    props = dict(props)
+                    props[MessageConst.DELAY_TIME_LEVEL] = str(level)
+                    props[MessageConst.REAL_TOPIC] = topic
+                    props[MessageConst.REAL_QUEUE_ID] = str(queue_id)
+                    topic, queue_id = SCHEDULE_TOPIC, level - 1
+                    tag_code = self.compute_deliver_timestamp(level, now)
+                    delayed = True
+            if not delayed:
+                tags = props.get(MessageConst.TAGS)
+                tag_code = tags_code(tags) if tags else 0
+            if props.get(MessageConst.WAIT_STORE_MSG_OK, "true") != "false":
+                wait = True
+            tb = topic.encode("utf-8")
+            if len(tb) > _MAX_TOPIC:
+                return self._fail(PutStatus.MESSAGE_ILLEGAL,
+                                  f"topic is {len(tb)} bytes, the limit is {_MAX_TOPIC}")
+            try:
+                pb = encode_properties(props)
+            except MessageFormatError as exc:
+                return self._fail(PutStatus.MESSAGE_ILLEGAL, str(exc))
+            if len(pb) > _MAX_PROPERTIES:
+                return self._fail(PutStatus.PROPERTIES_SIZE_EXCEEDED,
+                                  f"message properties are {len(pb)} bytes, the limit is {_MAX_PROPERTIES}")
+            size = _RECORD_FIXED + len(m.body) + len(tb) + len(pb)  # IPv4 hosts; before any copy
+            if size > max_size:
+                return self._fail(PutStatus.MESSAGE_ILLEGAL,
+                                  f"message of {size} bytes is over maxMessageSize {max_size}")
+            try:
+                bh = born_hosts.get(m.born_host)  # type: ignore[arg-type]
+                if bh is None:
+                    bh = pack_host(*m.born_host)
+                    if len(born_hosts) > 4096:
+                        born_hosts.clear()
+                    born_hosts[m.born_host] = bh
+                rec = encode_record(topic=tb, body=m.body, properties=pb, queue_id=queue_id,
+                                    flag=m.flag, sys_flag=m.sys_flag, born_timestamp=m.born_timestamp,
+                                    born_host=bh, store_host=sh,
+                                    reconsume_times=m.reconsume_times,
+                                    prepared_transaction_offset=m.prepared_transaction_offset)
+            except (MessageFormatError, ValueError, TypeError, OverflowError) as exc:
+                return self._fail(PutStatus.MESSAGE_ILLEGAL, f"cannot encode the message: {exc}")
+            requests.append(AppendRequest(rec, topic, queue_id, tag_code))
+        try:
+            dispatched = self.commit_log.put_records(requests, store_timestamp=now)
+        except MessageTooLargeError as exc:
+            return self._fail(PutStatus.MESSAGE_ILLEGAL, str(exc))
+        except Exception as exc:  # a disk error must answer the client, not kill the broker
+            log.exception("commit log append failed")
+            return self._fail(PutStatus.UNKNOWN_ERROR, f"append failed: {exc}")
+        self._dispatch(dispatched)
+        first, last = dispatched[0], dispatched[-1]
+        prefix = self._msg_id_prefix
+        ids = ",".join([f"{prefix}{d.commit_log_offset:016X}" for d in dispatched])
+        total = sum(d.size for d in dispatched)
+        result = PutResult(PutStatus.PUT_OK, ids, first.queue_offset, first.commit_log_offset, total,
+                           len(dispatched), None, now)
+        st = self.stats
+        st["putMessageTimesTotal"] += len(dispatched)
+        st["putMessageSizeTotal"] += total
+        if self.config.sync_flush and wait:
+            try:
+                await self.commit_log.wait_flushed(last.commit_log_offset + last.size)
+            except FlushTimeoutError as exc:
+                result.status = PutStatus.FLUSH_DISK_TIMEOUT
+                result.remark = str(exc)
+            except Exception as exc:  # a failed fsync: stored, but not known durable
+                log.exception("sync flush failed")
+                result.status = PutStatus.FLUSH_DISK_TIMEOUT
+                result.remark = f"flush failed: {exc}"
+        elapsed = int((time.perf_counter() - t0) * 1000)
+        if elapsed > st["putMessageEntireTimeMax"]:
+            st["putMessageEntireTimeMax"] = elapsed
+        return result
+
+    def _dispatch(self, dispatched: list[DispatchRequest]) -> None:
+        """Consume-queue entries for the appended records, then the arrival callbacks."""
+        reqs = [d for d in dispatched
+                if (d.sys_flag & _TX_MASK) not in (MessageSysFlag.TRANSACTION_PREPARED_TYPE,
+                                                   MessageSysFlag.TRANSACTION_ROLLBACK_TYPE)]
+        if not reqs:
+            return
+        self.queues.dispatch(reqs)
+        cb = self.on_arrival
+        if cb is None:
+            return
+        touched: dict[tuple[str, int], tuple[int, int | None]] = {}
+        for d in reqs:
+            key = (d.topic, d.queue_id)
+            prev = touched.get(key)
+            tag: int | None = d.tags_code
+            if prev is not None and prev[1] != tag:
+                tag = None
+            touched[key] = (d.queue_offset + 1, tag)
+        for (topic, qid), (max_off, tag) in touched.items():
+            try:
+                cb(topic, qid, max_off, tag)
+            except Exception:  # a listener bug must not fail a stored send
+                log.exception("on_arrival callback failed for %s/%d", topic, qid)
+
+    # ------------------------------------------------------------------ get
+    def get_message(self, group: str, topic: str, queue_id: int, offset: int, max_msg_nums: int,
+                    tag_codes: set[int] | None = None) -> GetResult:
+        """Up to ``max_msg_nums`` records of a queue from ``offset`` (DefaultMessageStore.getMessage).
+
+        ``tag_codes``: the subscription's codeSet (None or empty: every message matches).
+        ``next_begin_offset`` follows RocketMQ on a master: the queue's min for too-small
+        offsets, its max (or min when the queue starts at 0) for overflows, and past the last
+        entry examined otherwise.
+        """
+        t0 = time.perf_counter()
+        cfg = self.config
+        max_offset_py = self.commit_log.max_offset
+        cq = self.queues.get(topic, queue_id)
+        if cq is None:
+            # RocketMQ creates the queue on lookup, so an unknown queue reads as an empty one
+            return self._count_get(GetResult(GetStatus.NO_MESSAGE_IN_QUEUE, 0), t0)
+        min_off, max_off = self._queue_min(cq), cq.max_offset
+        res = GetResult(GetStatus.NO_MATCHED_MESSAGE, offset, min_off, max_off)
+        if max_off == 0:
+            res.status, res.next_begin_offset = GetStatus.NO_MESSAGE_IN_QUEUE, 0
+        elif offset < min_off:
+            res.status, res.next_begin_offset = GetStatus.OFFSET_TOO_SMALL, min_off
+        elif offset == max_off:
+            res.status, res.next_begin_offset = GetStatus.OFFSET_OVERFLOW_ONE, offset
+        elif offset > max_off:
+            res.status = GetStatus.OFFSET_OVERFLOW_BADLY
+            res.next_begin_offset = min_off if min_off == 0 else max_off
+        else:
+            max_filter = max(16000, max_msg_nums * CQ_STORE_UNIT_SIZE) // CQ_STORE_UNIT_SIZE
+            arr = cq.get_entries(offset, max_filter)
+            n = len(arr)
+            if n == 0:
+                res.status = GetStatus.OFFSET_FOUND_NULL
+                per_file = cfg.mappedFileSizeConsumeQueue // CQ_STORE_UNIT_SIZE
+                res.next_begin_offset = offset + per_file - offset % per_file
+            else:
+                offs = arr["offset"].tolist()
+                sizes = arr["size"].tolist()
+                tags = arr["tags_code"].tolist()
+                if tag_codes:
+                    # codeSet holds Java ints: compare the int32 value of the stored code
+                    t32 = arr["tags_code"].astype(np.int64).astype(np.int32)
+                    matched = np.isin(t32, np.fromiter(tag_codes, dtype=np.int64, count=len(tag_codes))).tolist()
+                    del t32
+                else:
+                    matched = None
+                del arr
+                self._collect(res, offset, offs, sizes, tags, matched, max_msg_nums, max_offset_py)
+        return self._count_get(res, t0)
+
+    def _collect(self, res: GetResult, offset: int, offs: list[int], sizes: list[int],
+                 tags: list[int], matched: list[bool] | None, max_msg_nums: int,
+                 max_offset_py: int) -> None:
+        cfg = self.config
+        lim = {k: getattr(cfg, k, v) for k, v in _PULL_DEFAULTS.items()}
+        mem = TOTAL_PHYSICAL_MEMORY * lim["accessMessageInMemoryMaxRatio"] / 100
+        file_size = cfg.mappedFileSizeCommitLog
+        next_phy_start = None
+        max_phy_pulling = 0
+        n = len(offs)
+        i = 0
+        get_data = self.commit_log.get_data
+        while i < n:
+            o, s = offs[i], sizes[i]
+            max_phy_pulling = o
+            if next_phy_start is not None and o < next_phy_start:
+                i += 1
+                continue
+            if res.msg_count:  # RocketMQ isTheBatchFull
+                if res.msg_count >= max_msg_nums:
+                    break
+                if max_offset_py - o > mem:
+                    if (res.buffer_total_size + s > lim["maxTransferBytesOnMessageInDisk"]
+                            or res.msg_count > lim["maxTransferCountOnMessageInDisk"] - 1):
+                        break
+                elif (res.buffer_total_size + s > lim["maxTransferBytesOnMessageInMemory"]
+                        or res.msg_count > lim["maxTransferCountOnMessageInMemory"] - 1):
+                    break
+            if matched is not None and not matched[i]:
+                if not res.buffer_total_size:
+                    res.status = GetStatus.NO_MATCHED_MESSAGE
+                i += 1
+                continue
+            try:
+                buf = get_data(o, s)
+            except StoreError:
+                if not res.buffer_total_size:
+                    res.status = GetStatus.MESSAGE_WAS_REMOVING
+                next_phy_start = o + file_size - o % file_size
+                i += 1
+                continue
+            res.buffers.append(buf)
+            res.msg_count += 1
+            res.buffer_total_size += s
+            res.queue_offsets.append(offset + i)
+            res.tag_codes_seen.append(tags[i])
+            res.status = GetStatus.FOUND
+            next_phy_start = None
+            i += 1
+        res.next_begin_offset = offset + i
+        res.suggest_pulling_from_slave = (max_offset_py - max_phy_pulling) > mem
+
+    def _count_get(self, res: GetResult, t0: float) -> GetResult:
+        st = self.stats
+        if res.status is GetStatus.FOUND:
+            st["getMessageTimesTotalFound"] += 1
+            st["getMessageTransferedMsgCount"] += res.msg_count
+        else:
+            st["getMessageTimesTotalMiss"] += 1
+        ms = int((time.perf_counter() - t0) * 1000)
+        if ms > st["getMessageEntireTimeMax"]:
+            st["getMessageEntireTimeMax"] = ms
+        return res
+
+    # ------------------------------------------------------------------ offsets and lookups
+    def _queue_min(self, cq: ConsumeQueue) -> int:
+        """A queue's first offset whose record is still in the commit log (RocketMQ's
+        correctMinOffset: retention deletes whole queue files, so the first file may start
+        with entries pointing below the commit log's minimum)."""
+        lo, hi = cq.min_offset, cq.max_offset
+        cl_min = self.commit_log.min_offset
+        if cl_min == 0 or hi <= lo:
+            return lo
+        key = (cq.topic, cq.queue_id)
+        cached = self._min_cache.get(key)
+        if cached is not None and cached[0] == cl_min and cached[1] == lo and cached[2] < hi:
+            return cached[2]  # a file's worth of searchsorted per pull would cost ~ms
+        if cq.get_entry(lo)[0] >= cl_min:
+            return lo
+        arr = cq.get_entries(lo, hi - lo)
+        offs = arr["offset"].astype(np.int64)
+        del arr
+        found = lo + int(np.searchsorted(offs, cl_min, side="left"))
+        self._min_cache[key] = (cl_min, lo, found)
+        return found
+
+    def max_offset_in_queue(self, topic: str, queue_id: int) -> int:
+        cq = self.queues.get(topic, queue_id)
+        return cq.max_offset if cq is not None else 0
+
+    def min_offset_in_queue(self, topic: str, queue_id: int) -> int:
+        cq = self.queues.get(topic, queue_id)
+        return self._queue_min(cq) if cq is not None else 0
+
+    def _store_ts(self, commit_log_offset: int, size: int) -> int:
+        try:
+            return self.commit_log.store_timestamp_at(commit_log_offset, size)
+        except (StoreError, Exception):  # removed by retention or unreadable
+            return -1
+
+    def offset_in_queue_by_time(self, topic: str, queue_id: int, timestamp: int) -> int:
+        """RocketMQ's ConsumeQueue.getOffsetInQueueByTime: the entry stored exactly at
+        ``timestamp``, else the nearer of its two neighbours; the first entry when every
+        message is later, the last when every message is earlier; 0 for an empty queue."""
+        cq = self.queues.get(topic, queue_id)
+        if cq is None or cq.max_offset <= cq.min_offset:
+            return 0
+        lo_off, hi_off = cq.min_offset, cq.max_offset
+        ts_at = self._ts_at_queue_offset
+        idx = cq.search_offset_by_timestamp(timestamp, self._store_ts, boundary="lower")
+        if idx >= hi_off:
+            return hi_off - 1
+        right_ts = ts_at(cq, idx)
+        if right_ts == timestamp or idx <= lo_off:
+            return idx
+        left_ts = ts_at(cq, idx - 1)
+        return idx if abs(timestamp - left_ts) > abs(timestamp - right_ts) else idx - 1
+
+    def _ts_at_queue_offset(self, cq: object, queue_offset: int) -> int:
+        try:
+            o, s, _ = cq.get_entry(queue_offset)  # type: ignore[attr-defined]
+        except StoreError:
+            return -1
+        return self._store_ts(o, s)
+
+    def earliest_message_time(self, topic: str, queue_id: int) -> int:
+        """Store time of the first message still in the queue; -1 when there is none."""
+        cq = self.queues.get(topic, queue_id)
+        if cq is None or cq.max_offset <= cq.min_offset:
+            return -1
+        lo = self._queue_min(cq)
+        return self._ts_at_queue_offset(cq, lo) if lo < cq.max_offset else -1
+
+    def message_store_time_stamp(self, topic: str, queue_id: int, offset: int) -> int:
+        """Store time of the message at queue ``offset``; -1 when there is none."""
+        cq = self.queues.get(topic, queue_id)
+        if cq is None:
+            return -1
+        return self._ts_at_queue_offset(cq, offset)
+
+    def look_message_by_offset(self, commit_log_offset: int) -> MessageExt | None:
+        """Decode the record at a commit-log offset (None when there is no record there)."""
+        try:
+            return self.commit_log.get_message(commit_log_offset)
+        except (StoreError, ValueError, Exception):
+            return None
+
+    @property
+    def commit_log_max_offset(self) -> int:
+        return self.commit_log.max_offset
+
+    @property
+    def commit_log_min_offset(self) -> int:
+        return self.commit_log.min_offset
+
+    # ------------------------------------------------------------------ admin
+    def delete_topics(self, topics: Iterable[str]) -> int:
+        """Drop the consume queues (and their files) of ``topics``; returns queues deleted.
+
+        The commit log keeps the records until retention removes their files, as in RocketMQ.
+        """
+        topics = set(topics)
+        n = 0
+        for key in [k for k in self.queues.queues if k[0] in topics]:
+            cq = self.queues.queues.pop(key)
+            cq.close()
+            self.commit_log.topic_queue_table.pop(key, None)
+            self._min_cache.pop(key, None)
+            n += 1
+        for t in topics:
+            if not t or "/" in t or t in (".", ".."):
+                continue
+            shutil.rmtree(os.path.join(self.config.consume_queue_dir, t), ignore_errors=True)
+        return n
+
+    def runtime_info(self) -> dict[str, str]:
+        """RocketMQ's getRuntimeInfo keys (the subset fastmq tracks), values as strings."""
+        st = self.stats
+        cl_ratio = self.disk_ratio_fn(self.config.commit_log_dir)
+        cq_ratio = self.disk_ratio_fn(self.config.consume_queue_dir)
+        puts = st["putMessageTimesTotal"]
+        up = max(1, int(time.time() * 1000) - self.boot_timestamp)
+        try:
+            sv = os.statvfs(self.config.commit_log_dir)
+            cap = f"Total : {sv.f_blocks * sv.f_frsize}, Free : {sv.f_bavail * sv.f_frsize}."
+        except OSError:
+            cap = "Total : 0, Free : 0."
+        info = {
+            "commitLogMinOffset": self.commit_log_min_offset,
+            "commitLogMaxOffset": self.commit_log_max_offset,
+            "commitLogDiskRatio": cl_ratio,
+            "consumeQueueDiskRatio": cq_ratio,
+            "commitLogDirCapacity": cap,
+            "dispatchBehindBytes": 0,  # dispatch is synchronous with the append
+            "putMessageAverageSize": (st["putMessageSizeTotal"] / puts) if puts else 0.0,
+            "runtime": f"[ {up // 86_400_000} days, {up // 3_600_000 % 24} hours, "
+                       f"{up // 60_000 % 60} minutes, {up // 1000 % 60} seconds ]",
+            "bootTimestamp": self.boot_timestamp,
+            "pageCacheLockTimeMills": 0,
+        }
+        info.update(st)
+        return {k: str(v) for k, v in info.items()}
+
+    def check_consistency(self) -> list[str]:
+        """Scan the commit log (magic, CRC, positions) and every consume-queue entry still in
+        range: each must point at a record of its own topic, queue, queue offset and size."""
+        problems = self.commit_log.check_consistency()
+        for (topic, qid), cq in sorted(self.queues.queues.items()):
+            q, end = self._queue_min(cq), cq.max_offset
+            while q < end and len(problems) < 100:
+                arr = cq.get_entries(q, 4096)
+                if not len(arr):
+                    problems.append(f"{topic}/{qid}: cannot read entries at queue offset {q}")
+                    break
+                entries = list(zip(arr["offset"].tolist(), arr["size"].tolist()))
+                del arr  # a view of the mapping: do not keep it past the loop
+                for i, (o, size) in enumerate(entries):
+                    try:
+                        m = self.commit_log.get_message(o, size)
+                    except Exception as exc:  # a finding, not a crash of the check
+                        problems.append(f"{topic}/{qid}@{q + i}: commit-log offset {o}: {exc}")
+                        continue
+                    if (m.topic, m.queue_id, m.queue_offset, m.store_size) != (topic, qid, q + i, size):
+                        problems.append(f"{topic}/{qid}@{q + i}: points at {m.topic}/{m.queue_id}"
+                                        f"@{m.queue_offset} of {m.store_size} bytes (entry says {size})")
+                q += len(entries)
+        return problems

@@ -1,0 +1,472 @@
+"""The MessageStore facade: put/get, statuses, tag filtering, sync flush, restarts, bad input."""
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from fastmq.protocol.message import (
+    MessageExt, decode_offset_msg_id, decode_records, java_string_hash, tags_code,
+)
+from fastmq.store.config import MessageStoreConfig
+from fastmq.store.message_store import (
+    SCHEDULE_TOPIC, GetStatus, MessageStore, PutStatus, parse_delay_levels,
+)
+
+CL_FILE = 8192
+CQ_FILE = 20 * 8
+HOST = "127.0.0.1:10911"
+
+
+def cfg(root: Path, **kw: object) -> MessageStoreConfig:
+    c = MessageStoreConfig(storePathRootDir=str(root), mappedFileSizeCommitLog=CL_FILE,
+                           mappedFileSizeConsumeQueue=CQ_FILE, preloadMappedFile=False,
+                           flushIntervalConsumeQueue=50, flushIntervalCommitLog=50)
+    for k, v in kw.items():
+        setattr(c, k, v)
+    return c
+
+
+def msg(topic: str = "T", body: bytes = b"hello", qid: int = 0, tags: str | None = "A",
+        **props: str) -> MessageExt:
+    p = dict(props)
+    if tags is not None:
+        p["TAGS"] = tags
+    return MessageExt(topic=topic, body=body, queue_id=qid, properties=p,
+                      born_timestamp=int(time.time() * 1000), born_host=("10.0.0.7", 5555))
+
+
+def open_store(root: Path, arrivals: list | None = None, **kw: object) -> MessageStore:
+    cb = (lambda *a: arrivals.append(a)) if arrivals is not None else None
+    s = MessageStore(cfg(root, **kw), HOST, on_arrival=cb)
+    s.load()
+    s.start()
+    return s
+
+
+def bodies(res) -> list[bytes]:
+    return [m.body for m in decode_records(b"".join(res.buffers))]
+
+
+@pytest.fixture
+def store(tmp_path: Path):
+    s = open_store(tmp_path)
+    try:
+        yield s
+    finally:
+        s.shutdown()
+
+
+async def test_put_get_single_and_batch(tmp_path: Path) -> None:
+    arrivals: list = []
+    s = open_store(tmp_path, arrivals)
+    try:
+        r = await s.put_messages([msg(body=b"one")])
+        assert r.status is PutStatus.PUT_OK and r.msg_num == 1 and r.queue_offset == 0
+        ip, port, off = decode_offset_msg_id(r.msg_id)
+        assert (ip, port, off) == ("127.0.0.1", 10911, r.wrote_offset)
+        batch = [msg(body=b"b%d" % i) for i in range(5)] + [msg(qid=1, body=b"q1", tags="B")]
+        r2 = await s.put_messages(batch)
+        assert r2.status is PutStatus.PUT_OK and r2.msg_num == 6 and r2.queue_offset == 1
+        assert len(r2.msg_id.split(",")) == 6
+        assert s.max_offset_in_queue("T", 0) == 6 and s.max_offset_in_queue("T", 1) == 1
+        assert arrivals == [("T", 0, 1, java_string_hash("A")), ("T", 0, 6, java_string_hash("A")),
+                            ("T", 1, 1, java_string_hash("B"))]
+        g = s.get_message("g", "T", 0, 0, 32)
+        assert g.status is GetStatus.FOUND and g.msg_count == 6 and g.next_begin_offset == 6
+        assert bodies(g) == [b"one"] + [b"b%d" % i for i in range(5)]
+        recs = decode_records(b"".join(g.buffers))
+        assert recs[0].store_host == ("127.0.0.1", 10911) and recs[0].born_host == ("10.0.0.7", 5555)
+        assert [m.queue_offset for m in recs] == list(range(6)) == g.queue_offsets
+        g = s.get_message("g", "T", 0, 2, 3)
+        assert g.msg_count == 3 and g.next_begin_offset == 5
+        m = s.look_message_by_offset(off)
+        assert m is not None and m.body == b"one"
+        assert s.look_message_by_offset(10**9) is None
+        assert s.message_store_time_stamp("T", 0, 0) == recs[0].store_timestamp
+        assert s.earliest_message_time("T", 0) == recs[0].store_timestamp
+        assert s.earliest_message_time("T", 9) == -1
+        info = s.runtime_info()
+        assert info["commitLogMaxOffset"] == str(s.commit_log_max_offset)
+        assert info["commitLogMinOffset"] == "0"
+        assert s.check_consistency() == []
+    finally:
+        s.shutdown()
+
+
+async def test_rolls_over_many_files(store: MessageStore) -> None:
+    for i in range(40):  # ~40 x 300 bytes over 8 KiB files: several commit-log and CQ files
+        r = await store.put_messages([msg(body=bytes([i]) * 200)])
+        assert r.ok
+    got: list[bytes] = []
+    off = 0
+    for _ in range(100):
+        g = store.get_message("g", "T", 0, off, 32)
+        if g.status is not GetStatus.FOUND:
+            assert g.status is GetStatus.OFFSET_OVERFLOW_ONE
+            break
+        got += bodies(g)
+        off = g.next_begin_offset
+    assert got == [bytes([i]) * 200 for i in range(40)]
+    assert store.check_consistency() == []
+
+
+async def test_statuses_and_next_begin_offset(store: MessageStore) -> None:
+    g = store.get_message("g", "NOPE", 0, 5, 32)
+    assert g.status is GetStatus.NO_MESSAGE_IN_QUEUE and g.next_begin_offset == 0
+    for i in range(3):
+        await store.put_messages([msg(body=b"%d" % i)])
+    g = store.get_message("g", "T", 0, 3, 32)
+    assert g.status is GetStatus.OFFSET_OVERFLOW_ONE and g.next_begin_offset == 3
+    assert (g.min_offset, g.max_offset) == (0, 3)
+    g = store.get_message("g", "T", 0, 10, 32)
+    assert g.status is GetStatus.OFFSET_OVERFLOW_BADLY and g.next_begin_offset == 0  # min is 0
+    g = store.get_message("g", "T", 0, -1, 32)
+    assert g.status is GetStatus.OFFSET_TOO_SMALL and g.next_begin_offset == 0
+    g = store.get_message("g", "T", 0, 1, 32)
+    assert g.status is GetStatus.FOUND and bodies(g) == [b"1", b"2"]
+
+
+async def test_tag_filter_non_ascii(store: MessageStore) -> None:
+    tags = ["TagA", "标签", "ü-tag", "\U0001F600", "TagA"]
+    await store.put_messages([msg(body=t.encode(), tags=t) for t in tags])
+    await store.put_messages([msg(body=b"none", tags=None)])
+    want = {java_string_hash("标签"), java_string_hash("\U0001F600")}
+    g = store.get_message("g", "T", 0, 0, 32, want)
+    assert g.status is GetStatus.FOUND
+    assert bodies(g) == ["标签".encode(), "\U0001F600".encode()]
+    assert g.next_begin_offset == 6
+    assert set(g.tag_codes_seen) == want
+    g = store.get_message("g", "T", 0, 0, 32, {java_string_hash("nothing")})
+    assert g.status is GetStatus.NO_MATCHED_MESSAGE and g.next_begin_offset == 6 and not g.buffers
+    g = store.get_message("g", "T", 0, 0, 32, None)
+    assert g.msg_count == 6
+    assert tags_code("标签") == java_string_hash("标签")
+
+
+async def test_byte_cap_limits_a_pull(tmp_path: Path) -> None:
+    s = open_store(tmp_path, mappedFileSizeCommitLog=1 << 20, maxTransferBytesOnMessageInMemory=2500)
+    try:
+        await s.put_messages([msg(body=b"x" * 1000) for _ in range(10)])
+        g = s.get_message("g", "T", 0, 0, 32)
+        assert g.msg_count == 2 and g.next_begin_offset == 2 and g.buffer_total_size <= 2500
+    finally:
+        s.shutdown()
+
+
+async def test_sync_flush_group_commit(tmp_path: Path) -> None:
+    s = open_store(tmp_path, flushDiskType="SYNC_FLUSH", mappedFileSizeCommitLog=1 << 20)
+    try:
+        results = await asyncio.wait_for(
+            asyncio.gather(*(s.put_messages([msg(body=b"%d" % i, qid=i % 4)]) for i in range(200))), 30)
+        assert all(r.status is PutStatus.PUT_OK for r in results)
+        assert s.commit_log.flushed_offset >= s.commit_log_max_offset
+        svc = s.commit_log.flush_service
+        assert svc is not None and 0 < svc.flushes <= 200
+        assert sum(s.max_offset_in_queue("T", q) for q in range(4)) == 200
+    finally:
+        s.shutdown()
+
+
+async def test_sync_flush_timeout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    s = open_store(tmp_path, flushDiskType="SYNC_FLUSH", syncFlushTimeout=50)
+    try:
+        import concurrent.futures
+        monkeypatch.setattr(s.commit_log, "flush_waiter", lambda off: concurrent.futures.Future())
+        r = await s.put_messages([msg()])
+        assert r.status is PutStatus.FLUSH_DISK_TIMEOUT and r.msg_num == 1 and r.remark
+        assert s.max_offset_in_queue("T", 0) == 1  # stored anyway
+    finally:
+        s.shutdown()
+
+
+async def _fill(s: MessageStore, n: int) -> list[bytes]:
+    out = []
+    for i in range(n):
+        body = b"m%03d" % i
+        r = await s.put_messages([msg(body=body, qid=i % 3, tags="T%d" % (i % 2))])
+        assert r.ok
+        out.append(body)
+    return out
+
+
+def _all_bodies(s: MessageStore) -> list[bytes]:
+    got = []
+    for q in range(3):
+        off = 0
+        for _ in range(100):
+            g = s.get_message("g", "T", q, off, 32)
+            if g.status is not GetStatus.FOUND:
+                break
+            got += bodies(g)
+            off = g.next_begin_offset
+    return sorted(got)
+
+
+async def test_restart_after_clean_shutdown(tmp_path: Path) -> None:
+    s = open_store(tmp_path)
+    sent = await _fill(s, 60)
+    s.shutdown()
+    assert not os.path.exists(os.path.join(tmp_path, "abort"))
+    s2 = open_store(tmp_path)
+    try:
+        assert s2.recovery is not None and not s2.recovery.abnormal
+        assert _all_bodies(s2) == sorted(sent)
+        r = await s2.put_messages([msg(qid=0, body=b"after")])
+        assert r.queue_offset == 20  # queue offsets continue
+        assert s2.check_consistency() == []
+    finally:
+        s2.shutdown()
+
+
+async def test_restart_after_crash_with_lost_queues(tmp_path: Path) -> None:
+    s = open_store(tmp_path)
+    sent = await _fill(s, 60)
+    s.commit_log.flush(0)  # what a SYNC_FLUSH or the OS would have written back
+    # simulate kill -9: no shutdown (abort file stays); throw away the consume queues too
+    s.commit_log.shutdown()
+    if s._cq_flusher is not None:
+        s._cq_flusher.stop()
+    s.queues.close()
+    s.commit_log.close()
+    if s.checkpoint is not None:
+        s.checkpoint.close()
+    import shutil
+    shutil.rmtree(tmp_path / "consumequeue")
+    assert os.path.exists(os.path.join(tmp_path, "abort"))
+    s2 = open_store(tmp_path)
+    try:
+        assert s2.recovery is not None and s2.recovery.abnormal
+        assert _all_bodies(s2) == sorted(sent)
+        assert s2.check_consistency() == []
+    finally:
+        s2.shutdown()
+
+
+async def test_bad_input(store: MessageStore) -> None:
+    r = await store.put_messages([msg(body=b"x" * (store.config.maxMessageSize + 1))])
+    assert r.status is PutStatus.MESSAGE_ILLEGAL and "maxMessageSize" in (r.remark or "")
+    r = await store.put_messages([msg(big="v" * 40000)])
+    assert r.status is PutStatus.PROPERTIES_SIZE_EXCEEDED
+    r = await store.put_messages([msg(topic="T" * 200)])
+    assert r.status is PutStatus.MESSAGE_ILLEGAL
+    r = await store.put_messages([msg(bad="a\x01b")])
+    assert r.status is PutStatus.MESSAGE_ILLEGAL
+    r = await store.put_messages([msg(), msg(body=b"x" * (store.config.maxMessageSize + 1))])
+    assert r.status is PutStatus.MESSAGE_ILLEGAL
+    r = await store.put_messages([])
+    assert r.status is PutStatus.MESSAGE_ILLEGAL
+    assert store.max_offset_in_queue("T", 0) == 0  # nothing of a failed batch was stored
+    r = await store.put_messages([msg(DELAY="oops")])
+    assert r.status is PutStatus.MESSAGE_ILLEGAL
+    r = await store.put_messages([msg()])
+    assert r.status is PutStatus.PUT_OK
+
+
+async def test_disk_full_refuses(store: MessageStore) -> None:
+    store.disk_ratio_fn = lambda path: 0.95
+    store._disk_checked_at = -1e9
+    r = await store.put_messages([msg()])
+    assert r.status is PutStatus.SERVICE_NOT_AVAILABLE and "disk is full" in (r.remark or "")
+    store.disk_ratio_fn = lambda path: 0.5
+    store._disk_checked_at = -1e9
+    assert (await store.put_messages([msg()])).status is PutStatus.PUT_OK
+
+
+async def test_put_after_shutdown(tmp_path: Path) -> None:
+    s = open_store(tmp_path)
+    s.shutdown()
+    r = await s.put_messages([msg()])
+    assert r.status is PutStatus.SERVICE_NOT_AVAILABLE
+
+
+async def test_delay_rewrite(store: MessageStore) -> None:
+    r = await store.put_messages([msg(topic="Real", qid=2, DELAY="3")])
+    assert r.ok
+    assert store.max_offset_in_queue("Real", 2) == 0
+    assert store.max_offset_in_queue(SCHEDULE_TOPIC, 2) == 1
+    cq = store.queues.get(SCHEDULE_TOPIC, 2)
+    assert cq is not None
+    o, size, code = cq.get_entry(0)
+    m = store.look_message_by_offset(o)
+    assert m is not None and m.topic == SCHEDULE_TOPIC and m.queue_id == 2
+    assert m.properties["REAL_TOPIC"] == "Real" and m.properties["REAL_QID"] == "2"
+    assert code == m.store_timestamp + 10_000  # level 3 = 10s
+    r = await store.put_messages([msg(topic="Real", DELAY="99")])  # clamped to the last level
+    assert store.max_offset_in_queue(SCHEDULE_TOPIC, 17) == 1
+
+
+async def test_offset_by_time(store: MessageStore) -> None:
+    assert store.offset_in_queue_by_time("T", 0, 0) == 0
+    for i in range(5):
+        await store.put_messages([msg(body=b"%d" % i)])
+        await asyncio.sleep(0.005)
+    ts = [store.message_store_time_stamp("T", 0, i) for i in range(5)]
+    assert store.offset_in_queue_by_time("T", 0, ts[2]) == 2
+    assert store.offset_in_queue_by_time("T", 0, 0) == 0
+    assert store.offset_in_queue_by_time("T", 0, ts[4] + 10_000) == 4
+
+
+async def test_delete_topics(store: MessageStore) -> None:
+    await store.put_messages([msg(topic="Gone"), msg(topic="Kept")])
+    assert store.delete_topics({"Gone"}) == 1
+    assert store.max_offset_in_queue("Gone", 0) == 0
+    assert not (Path(store.config.consume_queue_dir) / "Gone").exists()
+    assert store.max_offset_in_queue("Kept", 0) == 1
+    r = await store.put_messages([msg(topic="Gone")])
+    assert r.queue_offset == 0
+
+
+def test_parse_delay_levels() -> None:
+    t = parse_delay_levels("1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h")
+    assert len(t) == 18 and t[1] == 1000 and t[5] == 60_000 and t[18] == 7_200_000
+    assert parse_delay_levels("200ms 1d") == {1: 200, 2: 86_400_000}
+    with pytest.raises(ValueError):
+        parse_delay_levels("1x")
+
+
+async def test_retention_deletes_old_files(store: MessageStore) -> None:
+    for i in range(60):  # ~60 x 300 bytes: 3 commit-log files of 8 KiB, several CQ files
+        assert (await store.put_messages([msg(body=bytes([i]) * 200)])).ok
+    cl_files = len(store.commit_log.mfq.files)
+    assert cl_files >= 3
+    ret = store.retention
+    ret._disk_ratio_fn = lambda path: 0.10
+    # too young and not the hour: nothing goes
+    assert ret.run_once(now=time.time(), manual=False)[0] == 0
+    assert ret.delete_expired_commit_log(time.time(), 3600.0, False) == 0
+    # old enough (a manual round three days later): every file but the last goes
+    cl, cq = ret.run_once(now=time.time() + 73 * 3600, manual=True)
+    assert cl == cl_files - 1 and len(store.commit_log.mfq.files) == 1
+    assert cq > 0
+    assert store.commit_log_min_offset == store.commit_log.mfq.files[0].file_from_offset
+    # the queue now starts at its first kept file; reads skip entries below the log minimum
+    lo = store.min_offset_in_queue("T", 0)
+    assert lo > 0
+    g = store.get_message("g", "T", 0, 0, 32)
+    assert g.status is GetStatus.OFFSET_TOO_SMALL and g.next_begin_offset == lo
+    assert store.earliest_message_time("T", 0) > 0
+    got: list[bytes] = []
+    off = lo
+    for _ in range(50):
+        g = store.get_message("g", "T", 0, off, 32)
+        if g.status is GetStatus.OFFSET_OVERFLOW_ONE:
+            break
+        assert g.status is GetStatus.FOUND
+        got += bodies(g)
+        off = g.next_begin_offset
+    assert got == [bytes([i]) * 200 for i in range(lo, 60)]
+    assert store.check_consistency() == []
+    assert (await store.put_messages([msg(body=b"after")])).ok
+
+
+async def test_retention_forced_when_disk_nearly_full(store: MessageStore) -> None:
+    for i in range(60):
+        await store.put_messages([msg(body=bytes([i]) * 200)])
+    store.retention._disk_ratio_fn = lambda path: 0.88  # over 85 %: age does not matter
+    cl, _ = store.retention.run_once(now=time.time())
+    assert cl >= 2 and len(store.commit_log.mfq.files) == 1
+
+
+async def test_delayed_message_after_crash_recovery(tmp_path: Path) -> None:
+    s = open_store(tmp_path, messageDelayLevel="100ms 1s")
+    await s.put_messages([msg(topic="Real", DELAY="1", body=b"d")])
+    s.commit_log.flush(0)
+    s.commit_log.shutdown()
+    if s._cq_flusher is not None:
+        s._cq_flusher.stop()
+    s.queues.close()
+    s.commit_log.close()
+    if s.checkpoint is not None:
+        s.checkpoint.close()
+    import shutil
+    shutil.rmtree(tmp_path / "consumequeue")
+    s2 = open_store(tmp_path, messageDelayLevel="100ms 1s")
+    try:
+        from fastmq.broker.schedule import ScheduleMessageService
+        svc = ScheduleMessageService(s2, poll_interval=0.02)
+        await svc.start()
+        try:
+            for _ in range(100):
+                if s2.max_offset_in_queue("Real", 0):
+                    break
+                await asyncio.sleep(0.02)
+            assert s2.max_offset_in_queue("Real", 0) == 1
+        finally:
+            await svc.stop()
+    finally:
+        s2.shutdown()
+
+
+_CHILD = r"""
+import asyncio, sys, time
+from fastmq.store.config import MessageStoreConfig
+from fastmq.store.message_store import MessageStore
+from fastmq.protocol.message import MessageExt
+
+async def main():
+    c = MessageStoreConfig(storePathRootDir=sys.argv[1], mappedFileSizeCommitLog=16384,
+                           mappedFileSizeConsumeQueue=20 * 32, flushDiskType="SYNC_FLUSH",
+                           preloadMappedFile=False)
+    s = MessageStore(c, "127.0.0.1:10911")
+    s.load()
+    s.start()
+    i = 0
+    while i < 100000:
+        batch = [MessageExt(topic="T", body=b"m%06d" % (i + k), queue_id=(i + k) % 3,
+                            properties={"TAGS": "A"}) for k in range(3)]
+        r = await s.put_messages(batch)
+        if r.status.name == "PUT_OK":
+            sys.stdout.write("".join("m%06d\n" % (i + k) for k in range(3)))
+            sys.stdout.flush()
+        i += 3
+
+asyncio.run(main())
+"""
+
+
+def test_kill_9_keeps_every_acknowledged_message(tmp_path: Path) -> None:
+    import signal
+    import subprocess
+    import sys
+    root = tmp_path / "store"
+    p = subprocess.Popen([sys.executable, "-c", _CHILD, str(root)], stdout=subprocess.PIPE,
+                         cwd=str(Path(__file__).resolve().parent.parent))
+    acked: list[bytes] = []
+    try:
+        assert p.stdout is not None
+        deadline = time.monotonic() + 60
+        while len(acked) < 600 and time.monotonic() < deadline:
+            line = p.stdout.readline()
+            if not line:
+                break
+            acked.append(line.strip())
+    finally:
+        p.send_signal(signal.SIGKILL)
+        p.wait(10)
+        if p.stdout is not None:
+            p.stdout.close()
+    assert len(acked) >= 600
+    assert (root / "abort").exists()
+    s = MessageStore(cfg(root, mappedFileSizeCommitLog=16384, mappedFileSizeConsumeQueue=20 * 32), HOST)
+    s.load()
+    s.start()
+    try:
+        assert s.recovery is not None and s.recovery.abnormal
+        assert s.check_consistency() == []
+        stored = set(_all_bodies(s))
+        assert set(acked) <= stored
+        for q in range(3):  # queue order is send order
+            off, got = 0, []
+            for _ in range(1000):
+                g = s.get_message("g", "T", q, off, 32)
+                if g.status is not GetStatus.FOUND:
+                    break
+                got += bodies(g)
+                off = g.next_begin_offset
+            assert got == sorted(got)
+    finally:
+        s.shutdown()
