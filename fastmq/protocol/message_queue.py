@@ -1,0 +1,27 @@
+"""MessageQueue: one queue of a topic on one broker, ordered and printed as RocketMQ does."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["MessageQueue"]
+
+
+@dataclass(frozen=True, order=True)
+class MessageQueue:
+    """(topic, broker name, queue id); sorts like Java's MessageQueue.compareTo."""
+
+    topic: str
+    broker_name: str
+    queue_id: int
+
+    def __str__(self) -> str:
+        # The exact text matters: the consistent-hash allocator hashes it, as Java does.
+        return f"MessageQueue [topic={self.topic}, brokerName={self.broker_name}, queueId={self.queue_id}]"
+
+    def to_obj(self) -> dict[str, Any]:
+        return {"brokerName": self.broker_name, "queueId": self.queue_id, "topic": self.topic}
+
+    @classmethod
+    def from_obj(cls, obj: dict[str, Any]) -> "MessageQueue":
+        return cls(str(obj["topic"]), str(obj["brokerName"]), int(obj["queueId"]))
