@@ -54,3 +54,18 @@ def test_pick_one_at_least(benchmark, kind: str) -> None:
     for b in range(8):
         t.update(b, 600 + 300 * b, False, NOW)
     assert benchmark(t.pick_one_at_least, NOW) in range(8)
+
+
+@pytest.mark.parametrize("kind", TWINS)
+def test_queue_table_select(benchmark, kind: str) -> None:
+    qt = _twin("selector", kind).QueueTable(np.repeat(np.arange(4, dtype=np.int32), 4))
+    assert benchmark(qt.select, 12345, 2) in range(16)
+
+
+@pytest.mark.parametrize("kind", TWINS)
+def test_queue_table_select_fault(benchmark, kind: str) -> None:
+    qt = _twin("selector", kind).QueueTable(np.repeat(np.arange(4, dtype=np.int32), 4))
+    t = _twin("fault", kind).FaultTable(4)
+    t.update(0, 5000, False, NOW)
+    t.update(1, 20, False, NOW)
+    assert benchmark(qt.select_fault, 0, 1, t, NOW) in range(8, 16)

@@ -91,3 +91,35 @@ def test_twins_agree(brokers, counter, last, updates, now) -> None:
         assert py_t.pick_one_at_least(NOW + now) == c_t.pick_one_at_least(NOW + now)
     for b in range(9):
         assert py_t.is_available(b, NOW + now) == c_t.is_available(b, NOW + now)
+
+
+def test_queue_table(selector) -> None:
+    fault = importlib.import_module(selector.__name__.replace("selector", "fault"))  # the matching twin
+    qt = selector.QueueTable([0, 0, 1, 1, 2])
+    assert len(qt) == 5 and [qt.select(c) for c in range(6)] == [0, 1, 2, 3, 4, 0]
+    assert qt.select(0, last_broker=0) == 2
+    t = fault.FaultTable(3)
+    t.update(1, 5000, False, NOW)
+    assert qt.select_fault(2, -1, t, NOW) == 4          # queues 2, 3 are broker 1's, in its penalty
+    assert qt.select_fault(0, 0, t, NOW) == 4           # 0 just failed, 1 penalised
+    assert [qt.select_of_broker(c, 1) for c in range(3)] == [2, 3, 2]
+    assert qt.select_of_broker(0, 7) == -1 and selector.QueueTable([]).select(3) == -1
+
+
+@pytest.mark.c_ext
+@settings(max_examples=200, deadline=None)
+@given(brokers=st.lists(st.integers(0, 5), max_size=12), counter=st.integers(-2**40, 2**40), last=st.integers(-1, 6),
+       updates=st.lists(st.tuples(st.integers(0, 5), st.integers(0, 20000), st.booleans()), max_size=8),
+       now=st.integers(-700_000, 700_000))
+def test_queue_table_twins_agree(brokers, counter, last, updates, now) -> None:
+    pairs = []
+    for kind in ("py", "c"):
+        t = _load("fault", kind).FaultTable(2)
+        for b, lat, iso in updates:
+            t.update(b, lat, iso, NOW)
+        pairs.append((_load("selector", kind).QueueTable(brokers), t))
+    (qp, tp), (qc, tc) = pairs
+    assert qp.select(counter, last) == qc.select(counter, last)
+    assert qp.select_fault(counter, last, tp, NOW + now) == qc.select_fault(counter, last, tc, NOW + now)
+    for b in range(7):
+        assert qp.select_of_broker(counter, b) == qc.select_of_broker(counter, b)

@@ -28,13 +28,7 @@ def not_available_duration(long long latency_ms):
 
 @cython.final
 cdef class FaultTable:
-    cdef public object latency
-    cdef public object available_from
-    cdef public object present
-    cdef long long _worst
-    cdef int64_t[::1] _lat
-    cdef int64_t[::1] _avail
-    cdef uint8_t[::1] _present
+    # fields are declared in fault_c.pxd, so that selector_c reads them without a Python call
 
     def __init__(self, Py_ssize_t capacity=16):
         if capacity < 1:
@@ -84,7 +78,7 @@ cdef class FaultTable:
         if 0 <= broker < self._present.shape[0]:
             self._present[broker] = 0
 
-    cdef inline bint _less(self, Py_ssize_t a, Py_ssize_t b, long long now) noexcept:
+    cdef bint _less(self, Py_ssize_t a, Py_ssize_t b, long long now) noexcept:
         # (available first, lower latency, earlier end of penalty, lower number)
         cdef int ua = 0 if now >= self._avail[a] else 1
         cdef int ub = 0 if now >= self._avail[b] else 1

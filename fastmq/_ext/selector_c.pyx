@@ -2,8 +2,11 @@
 """Queue selection for sends, compiled twin of ``selector_py`` (see it for the contract)."""
 from libc.stdint cimport int32_t, int64_t, uint8_t
 cimport cython
+import numpy as np
 
-__all__ = ["select_queue", "select_queue_fault"]
+from fastmq._ext.fault_c cimport FaultTable
+
+__all__ = ["select_queue", "select_queue_fault", "QueueTable"]
 
 
 cdef inline Py_ssize_t _pos(long long counter, Py_ssize_t i, Py_ssize_t n) noexcept nogil:
@@ -49,3 +52,68 @@ def select_queue_fault(const int32_t[::1] queue_broker, long long counter, long 
         if b < 0 or b >= cap or not present[b] or now_ms >= available_from[b]:
             return pos
     return -1
+
+
+@cython.final
+cdef class QueueTable:
+    """A topic's writable queues as the producer selects among them (see ``selector_py``)."""
+
+    cdef public object queue_broker
+    cdef int32_t[::1] _qb
+    cdef Py_ssize_t _n
+
+    def __init__(self, queue_broker):
+        arr = np.ascontiguousarray(queue_broker, dtype=np.int32)
+        self.queue_broker = arr
+        self._qb = arr
+        self._n = arr.shape[0]
+
+    def __len__(self):
+        return self._n
+
+    @cython.boundscheck(False)
+    @cython.wraparound(False)
+    def select(self, long long counter, long long last_broker=-1):
+        cdef Py_ssize_t i, pos, n = self._n
+        if n == 0:
+            return -1
+        if last_broker >= 0:
+            for i in range(n):
+                pos = _pos(counter, i, n)
+                if self._qb[pos] != last_broker:
+                    return pos
+        return _pos(counter, 0, n)
+
+    @cython.boundscheck(False)
+    @cython.wraparound(False)
+    def select_fault(self, long long counter, long long last_broker, FaultTable faults, long long now_ms):
+        # Avoid the last failed broker, never prefer it: see select_queue_fault.
+        cdef Py_ssize_t i, pos, n = self._n
+        cdef Py_ssize_t cap = faults._present.shape[0]
+        cdef int32_t b
+        for i in range(n):
+            pos = _pos(counter, i, n)
+            b = self._qb[pos]
+            if b == last_broker:
+                continue
+            if b < 0 or b >= cap or not faults._present[b] or now_ms >= faults._avail[b]:
+                return pos
+        return -1
+
+    @cython.boundscheck(False)
+    @cython.wraparound(False)
+    def select_of_broker(self, long long counter, long long broker):
+        """The ``counter``-th queue (round robin) of ``broker``; -1 when it has none."""
+        cdef Py_ssize_t i, k = 0, n = self._n
+        for i in range(n):
+            if self._qb[i] == broker:
+                k += 1
+        if k == 0:
+            return -1
+        k = _pos(counter, 0, k)
+        for i in range(n):
+            if self._qb[i] == broker:
+                if k == 0:
+                    return i
+                k -= 1
+        return -1

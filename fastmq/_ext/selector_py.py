@@ -7,7 +7,9 @@ index into those arrays, -1 when there are none.
 """
 from __future__ import annotations
 
-__all__ = ["select_queue", "select_queue_fault"]
+import numpy as np
+
+__all__ = ["select_queue", "select_queue_fault", "QueueTable"]
 
 
 def select_queue(queue_broker, counter: int, last_broker: int = -1) -> int:
@@ -41,3 +43,31 @@ def select_queue_fault(queue_broker, counter: int, last_broker: int, present, av
         if b >= cap or not present[b] or now_ms >= available_from[b]:
             return pos
     return -1
+
+
+class QueueTable:
+    """A topic's writable queues: ``queue_broker[i]`` is the broker number of queue ``i``.
+
+    The object form of the two functions above, built once per route update so a send does not
+    pay for converting the arrays on every selection.
+    """
+
+    def __init__(self, queue_broker) -> None:
+        self.queue_broker = np.ascontiguousarray(queue_broker, dtype=np.int32)
+        self._qb = self.queue_broker.tolist()
+
+    def __len__(self) -> int:
+        return len(self._qb)
+
+    def select(self, counter: int, last_broker: int = -1) -> int:
+        return select_queue(self._qb, counter, last_broker)
+
+    def select_fault(self, counter: int, last_broker: int, faults, now_ms: int) -> int:
+        return select_queue_fault(self._qb, counter, last_broker, faults.present, faults.available_from, now_ms)
+
+    def select_of_broker(self, counter: int, broker: int) -> int:
+        """The ``counter``-th queue (round robin) of ``broker``; -1 when it has none."""
+        idx = [i for i, b in enumerate(self._qb) if b == broker]
+        if not idx:
+            return -1
+        return idx[abs(counter) % len(idx)]
