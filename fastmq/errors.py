@@ -22,6 +22,12 @@ __all__ = [
     "RemotingTooMuchRequestError",
     "ConfigError",
     "BrokerError",
+    "ClientError",
+    "NoNameServerError",
+    "NoRouteError",
+    "MessageValidationError",
+    "ClientStateError",
+    "SendFailedError",
 ]
 
 
@@ -155,3 +161,31 @@ class UnitError(BrokerError, codes=(204, 205)):
     """NO_BUYER_ID (204) / NOT_IN_CURRENT_UNIT (205): both in the 4.9 producer's retry set."""
 
     retriable = True
+
+
+class ClientError(FastMQError):
+    """A client-side failure (RocketMQ's MQClientException); ``code`` is a response code when one applies."""
+
+    def __init__(self, message: str, code: int | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class NoNameServerError(ClientError):
+    """The client has no NameServer address to ask."""
+
+
+class NoRouteError(ClientError):
+    """No NameServer knows a route for the topic (and auto-creation through TBW102 found none)."""
+
+
+class MessageValidationError(ClientError, ValueError):
+    """A message the client refuses to send (topic name, empty or oversized body...)."""
+
+
+class ClientStateError(ClientError):
+    """A call the client's state does not allow (send before start, after shutdown)."""
+
+
+class SendFailedError(ClientError):
+    """Every try of a send failed: RocketMQ's "Send [N] times, still failed" with the last cause chained."""

@@ -16,10 +16,14 @@ class RecordingBroker(RequestProcessor):
     def __init__(self) -> None:
         self.requests: list[RemotingCommand] = []
         self._offset = 0
+        #: response codes to answer the next sends with, in order (failure injection)
+        self.fail_next: list[int] = []
 
     def process_request(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         self.requests.append(request)
         if request.code in (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE):
+            if self.fail_next:
+                return response_for(request, self.fail_next.pop(0), "injected failure")
             fields = request.ext_fields or {}
             queue_id = fields.get("queueId", fields.get("e", "0"))
             self._offset += 1
@@ -35,7 +39,8 @@ class RecordingBroker(RequestProcessor):
                             f" request type {request.code} not supported")
 
     def sends(self) -> list[RemotingCommand]:
-        return [r for r in self.requests if r.code == RequestCode.SEND_MESSAGE]
+        return [r for r in self.requests if r.code in (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2,
+                                                          RequestCode.SEND_BATCH_MESSAGE)]
 
 
 async def start_stub_broker() -> tuple[RemotingServer, RecordingBroker]:

@@ -1,0 +1,195 @@
+"""ClientInstance (RocketMQ's MQClientInstance): what producers and consumers of a process share.
+
+One remoting client, the NameServer list with failover, the route cache refreshed every
+``poll_name_server_interval`` (30 s), heartbeats to every broker every
+``heartbeat_broker_interval`` (30 s) naming the producer and consumer groups registered here,
+and, at shutdown, UNREGISTER_CLIENT to every broker.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from ..errors import FastMQError, NoNameServerError
+from ..protocol.bodies import MASTER_ID, TopicRouteData
+from ..protocol.codes import RequestCode, ResponseCode
+from ..protocol.command import RemotingCommand, create_request, response_for
+from ..protocol.heartbeat import ConsumerData, HeartbeatData, ProducerData
+from ..remoting import Connection, RemotingClient, RequestProcessor
+from .message_id import local_ip
+
+__all__ = ["ClientConfig", "ClientInstance"]
+
+log = logging.getLogger("fastmq.client")
+
+
+def _split_namesrv(addr: str | list[str] | None) -> list[str]:
+    if addr is None:
+        addr = os.environ.get("NAMESRV_ADDR", "")
+    if isinstance(addr, str):
+        return [a.strip() for a in addr.split(";") if a.strip()]
+    return [a.strip() for a in addr if a.strip()]
+
+
+@dataclass
+class ClientConfig:
+    """ClientConfig's keys, snake_cased; times in milliseconds as in RocketMQ."""
+
+    namesrv_addr: str | list[str] | None = None
+    instance_name: str = "DEFAULT"
+    client_ip: str = field(default_factory=local_ip)
+    poll_name_server_interval: int = 30_000
+    heartbeat_broker_interval: int = 30_000
+    persist_consumer_offset_interval: int = 5_000
+    mq_client_api_timeout: int = 3_000
+
+    @property
+    def client_id(self) -> str:
+        # "DEFAULT" becomes the pid, so two processes on one host never share an id (Java does the same).
+        name = str(os.getpid()) if self.instance_name == "DEFAULT" else self.instance_name
+        return f"{self.client_ip}@{name}"
+
+
+class _Member(Protocol):
+    group: str
+
+
+class _ServerRequests(RequestProcessor):
+    """Requests brokers push to clients: NOTIFY_CONSUMER_IDS_CHANGED and the admin ones."""
+
+    def __init__(self, instance: "ClientInstance") -> None:
+        self.instance = instance
+
+    def process_request(self, conn: Connection, request: RemotingCommand) -> RemotingCommand | None:
+        if request.code == RequestCode.NOTIFY_CONSUMER_IDS_CHANGED:
+            group = (request.ext_fields or {}).get("consumerGroup", "")
+            log.info("receive broker's notification[%s], the consumer group: %s changed, rebalance immediately",
+                     conn.remote_addr, group)
+            self.instance.rebalance_soon()
+            return None
+        return response_for(request, ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
+                            f" request type {request.code} not supported")
+
+
+class ClientInstance:
+    """Shared per process and NameServer list; producers and consumers register with it."""
+
+    def __init__(self, config: ClientConfig) -> None:
+        self.config = config
+        self.client_id = config.client_id
+        self.remoting = RemotingClient(namesrv_addrs=_split_namesrv(config.namesrv_addr),
+                                       processor=_ServerRequests(self))
+        self.routes: dict[str, TopicRouteData] = {}
+        #: broker name -> {broker id -> address}, from every route seen
+        self.broker_addrs: dict[str, dict[int, str]] = {}
+        self.producers: dict[str, Any] = {}
+        self.consumers: dict[str, Any] = {}
+        self._tasks: list[asyncio.Task[None]] = []
+        self._rebalance_event: asyncio.Event | None = None
+        self.started = False
+
+    @property
+    def timeout(self) -> float:
+        return self.config.mq_client_api_timeout / 1000
+
+    # ----------------------------------------------------------- routes
+
+    async def fetch_route(self, topic: str, timeout: float | None = None) -> TopicRouteData | None:
+        """The route of ``topic`` from a NameServer; None when it has none (TOPIC_NOT_EXIST)."""
+        if not self.remoting.namesrv_addrs:
+            raise NoNameServerError("No name server address, please set it.")
+        resp = await self.remoting.invoke_namesrv(
+            create_request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic}), timeout or self.timeout)
+        if resp.code == ResponseCode.TOPIC_NOT_EXIST:
+            return None
+        if resp.code != ResponseCode.SUCCESS or not resp.body:
+            raise FastMQError(f"getTopicRouteInfoFromNameServer failed: code {resp.code}, {resp.remark}")
+        route = TopicRouteData.from_json(resp.body)
+        for b in route.broker_datas:
+            self.broker_addrs[b.broker_name] = dict(b.broker_addrs)
+        return route
+
+    async def update_route(self, topic: str) -> TopicRouteData | None:
+        route = await self.fetch_route(topic)
+        if route is not None and route != self.routes.get(topic):
+            self.routes[topic] = route
+            for p in list(self.producers.values()):
+                p.on_route_changed(topic, route)
+        return route
+
+    def master_addr(self, broker_name: str) -> str | None:
+        return self.broker_addrs.get(broker_name, {}).get(MASTER_ID)
+
+    # -------------------------------------------------------- lifecycle
+
+    async def start(self) -> None:
+        if self.started:
+            return
+        self.started = True
+        self._rebalance_event = asyncio.Event()
+        self._tasks = [asyncio.ensure_future(self._every(self.config.poll_name_server_interval, self._refresh_routes)),
+                       asyncio.ensure_future(self._every(self.config.heartbeat_broker_interval,
+                                                         self.send_heartbeat_to_all_brokers))]
+
+    async def _every(self, interval_ms: int, fn: Any) -> None:
+        while True:
+            await asyncio.sleep(interval_ms / 1000)
+            try:
+                await fn()
+            except FastMQError as exc:
+                log.warning("%s failed: %s", getattr(fn, "__name__", fn), exc)
+            except Exception:
+                log.exception("%s failed", getattr(fn, "__name__", fn))
+
+    async def _refresh_routes(self) -> None:
+        topics = set(self.routes)
+        for p in self.producers.values():
+            topics.update(p.topics())
+        for topic in topics:
+            try:
+                await self.update_route(topic)
+            except FastMQError as exc:
+                log.warning("updateTopicRouteInfoFromNameServer %s failed: %s", topic, exc)
+
+    def heartbeat_data(self) -> HeartbeatData:
+        return HeartbeatData(self.client_id, [ProducerData(g) for g in self.producers],
+                             [c.consumer_data() for c in self.consumers.values()
+                              if isinstance(c.consumer_data(), ConsumerData)])
+
+    async def send_heartbeat_to_all_brokers(self) -> None:
+        hb = self.heartbeat_data()
+        if not hb.producers and not hb.consumers:
+            return
+        body = hb.to_json()
+        for name, addrs in list(self.broker_addrs.items()):
+            for bid, addr in addrs.items():
+                if bid != MASTER_ID and not hb.consumers:
+                    continue  # producers only talk to masters
+                try:
+                    await self.remoting.invoke(addr, create_request(RequestCode.HEART_BEAT, body=body), self.timeout)
+                except FastMQError as exc:
+                    log.warning("send heart beat to broker[%s %d %s] failed: %s", name, bid, addr, exc)
+
+    def rebalance_soon(self) -> None:
+        if self._rebalance_event is not None:
+            self._rebalance_event.set()
+
+    async def unregister(self, producer_group: str | None = None, consumer_group: str | None = None) -> None:
+        fields = {"clientID": self.client_id, "producerGroup": producer_group, "consumerGroup": consumer_group}
+        for name, addrs in list(self.broker_addrs.items()):
+            for addr in addrs.values():
+                try:
+                    await self.remoting.invoke(addr, create_request(RequestCode.UNREGISTER_CLIENT, fields), self.timeout)
+                except FastMQError as exc:
+                    log.warning("unregister client from %s failed: %s", addr, exc)
+
+    async def shutdown(self) -> None:
+        for t in self._tasks:
+            t.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks = []
+        await self.remoting.close()
+        self.started = False

@@ -1,0 +1,376 @@
+"""Producer: RocketMQ's DefaultMQProducer on asyncio.
+
+A send finds the topic's publish info (cache, then the NameServer, then TBW102 so the broker
+auto-creates the topic), picks a queue with the compiled QueueTable (round robin from a counter
+with a random start; on a retry away from the broker that just failed; with
+``send_latency_fault_enable`` also away from brokers in their latency penalty), and sends
+SEND_MESSAGE_V2. A sync send tries ``retry_times_when_send_failed + 1`` times, all within the
+caller's timeout, retrying the response codes RocketMQ retries on.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+import zlib
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+from .._ext.fault import FaultTable
+from ..errors import (BrokerError, ClientStateError, MessageValidationError, NoRouteError, RemotingError,
+                      SendFailedError)
+from ..protocol.codes import RequestCode, ResponseCode
+from ..protocol.command import create_request, ext_int, ext_str
+from ..protocol.headers import SendMessageRequestHeader
+from ..protocol.message import Message, MessageConst, MessageSysFlag, encode_batch_body, encode_properties
+from ..protocol.message_queue import MessageQueue
+from ..protocol.topic import (AUTO_CREATE_TOPIC_KEY_TOPIC, is_not_allowed_send_topic, is_retry_topic,
+                              validate_topic)
+from .instance import ClientConfig, ClientInstance
+from .message_id import create_uniq_id
+from .publish_info import BrokerNumbers, TopicPublishInfo
+
+__all__ = ["Producer", "SendResult", "SendStatus", "MessageQueueSelector", "hash_selector"]
+
+log = logging.getLogger("fastmq.client")
+
+_FAQ = "\nSee http://rocketmq.apache.org/docs/faq/ for further details."
+
+#: The response codes a send is retried on (DefaultMQProducer.retryResponseCodes).
+RETRY_RESPONSE_CODES = frozenset({ResponseCode.TOPIC_NOT_EXIST, ResponseCode.SERVICE_NOT_AVAILABLE,
+                                  ResponseCode.SYSTEM_ERROR, ResponseCode.NO_PERMISSION, 204, 205})
+_STATUS_BY_CODE = {ResponseCode.SUCCESS: "SEND_OK", ResponseCode.FLUSH_DISK_TIMEOUT: "FLUSH_DISK_TIMEOUT",
+                   ResponseCode.FLUSH_SLAVE_TIMEOUT: "FLUSH_SLAVE_TIMEOUT",
+                   ResponseCode.SLAVE_NOT_AVAILABLE: "SLAVE_NOT_AVAILABLE"}
+
+
+class SendStatus:
+    SEND_OK = "SEND_OK"
+    FLUSH_DISK_TIMEOUT = "FLUSH_DISK_TIMEOUT"
+    FLUSH_SLAVE_TIMEOUT = "FLUSH_SLAVE_TIMEOUT"
+    SLAVE_NOT_AVAILABLE = "SLAVE_NOT_AVAILABLE"
+
+
+@dataclass(frozen=True)
+class SendResult:
+    """As the Java client reports it: ``msg_id`` is the client's UNIQ_KEY, ``offset_msg_id`` the broker's."""
+
+    status: str
+    msg_id: str
+    offset_msg_id: str
+    message_queue: MessageQueue
+    queue_offset: int
+    region_id: str | None = None
+
+
+MessageQueueSelector = Callable[[Sequence[MessageQueue], Message, object], MessageQueue]
+
+
+def hash_selector(mqs: Sequence[MessageQueue], msg: Message, arg: object) -> MessageQueue:
+    """SelectMessageQueueByHash: the same ``arg`` always lands on the same queue."""
+    h = hash(arg) if not isinstance(arg, int) else arg
+    return mqs[abs(h) % len(mqs)]
+
+
+class Producer:
+    """An asyncio producer. ``await start()``, then ``await send(...)``; ``await shutdown()`` at the end."""
+
+    def __init__(self, group: str = "DEFAULT_PRODUCER", *, namesrv_addr: str | list[str] | None = None,
+                 send_msg_timeout: int = 3000, retry_times_when_send_failed: int = 2,
+                 retry_times_when_send_async_failed: int = 2, retry_another_broker_when_not_store_ok: bool = False,
+                 compress_msg_body_over_howmuch: int = 4096, max_message_size: int = 4 * 1024 * 1024,
+                 send_latency_fault_enable: bool = False, default_topic_queue_nums: int = 4,
+                 max_in_flight: int = 65535, instance: ClientInstance | None = None,
+                 client_config: ClientConfig | None = None) -> None:
+        if not group or len(group) > 255:
+            raise MessageValidationError("the specified group is blank" if not group else
+                                         "the specified group is longer than group max length 255.")
+        self.group = group
+        self.send_msg_timeout = send_msg_timeout
+        self.retry_times_when_send_failed = retry_times_when_send_failed
+        self.retry_times_when_send_async_failed = retry_times_when_send_async_failed
+        self.retry_another_broker_when_not_store_ok = retry_another_broker_when_not_store_ok
+        self.compress_over = compress_msg_body_over_howmuch
+        self.max_message_size = max_message_size
+        self.send_latency_fault_enable = send_latency_fault_enable
+        self.default_topic_queue_nums = default_topic_queue_nums
+        self._own_instance = instance is None
+        self.instance = instance or ClientInstance(client_config or ClientConfig(namesrv_addr=namesrv_addr))
+        self._publish: dict[str, TopicPublishInfo] = {}
+        self._numbers = BrokerNumbers()
+        self._faults = FaultTable(8)
+        self._counter = random.randrange(1 << 30)
+        self._in_flight = asyncio.Semaphore(max_in_flight) if max_in_flight else None
+        self._state = "CREATE_JUST"
+
+    # -------------------------------------------------------- lifecycle
+
+    async def start(self) -> None:
+        if self._state == "RUNNING":
+            return
+        if self._state == "SHUTDOWN_ALREADY":
+            raise ClientStateError("The producer service state not OK, maybe started once, SHUTDOWN_ALREADY")
+        self.instance.producers[self.group] = self
+        await self.instance.start()
+        self._state = "RUNNING"
+
+    async def shutdown(self) -> None:
+        if self._state != "RUNNING":
+            self._state = "SHUTDOWN_ALREADY"
+            return
+        self._state = "SHUTDOWN_ALREADY"
+        self.instance.producers.pop(self.group, None)
+        await self.instance.unregister(producer_group=self.group)
+        if self._own_instance:
+            await self.instance.shutdown()
+
+    async def __aenter__(self) -> "Producer":
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.shutdown()
+
+    def _check_running(self) -> None:
+        if self._state != "RUNNING":
+            raise ClientStateError(f"The producer service state not OK, {self._state}")
+
+    # ------------------------------------------------------------ routes
+
+    def topics(self) -> list[str]:
+        return list(self._publish)
+
+    def on_route_changed(self, topic: str, route) -> None:  # called by the instance
+        if topic in self._publish:
+            self._publish[topic] = TopicPublishInfo.from_route(topic, route, self._numbers)
+
+    async def _publish_info(self, topic: str) -> TopicPublishInfo:
+        """tryToFindTopicPublishInfo: cache, NameServer, then the default topic for auto-creation."""
+        info = self._publish.get(topic)
+        if info is not None and info.ok:
+            return info
+        route = await self.instance.update_route(topic)
+        from_default = route is None
+        if route is None:
+            default = await self.instance.fetch_route(AUTO_CREATE_TOPIC_KEY_TOPIC)
+            if default is not None:
+                for qd in default.queue_datas:  # the broker creates the topic with at most this many queues
+                    qd.write_queue_nums = qd.read_queue_nums = min(self.default_topic_queue_nums, qd.read_queue_nums)
+                route = default
+        if route is None:
+            raise NoRouteError(f"No route info of this topic: {topic}{_FAQ}", ResponseCode.TOPIC_NOT_EXIST)
+        info = TopicPublishInfo.from_route(topic, route, self._numbers)
+        if not info.ok:
+            raise NoRouteError(f"No route info of this topic: {topic}{_FAQ}", ResponseCode.TOPIC_NOT_EXIST)
+        if not from_default:  # TBW102's route only stands in until the broker registers the new topic
+            self._publish[topic] = info
+        return info
+
+    def _select(self, info: TopicPublishInfo, last_broker: str | None) -> MessageQueue:
+        assert info.table is not None
+        self._counter += 1
+        last = self._numbers.number(last_broker) if last_broker else -1
+        if self.send_latency_fault_enable:
+            now = int(time.time() * 1000)
+            idx = info.table.select_fault(self._counter, last, self._faults, now)
+            if idx >= 0:
+                return info.queues[idx]
+            broker = self._faults.pick_one_at_least(now)
+            if broker >= 0:
+                idx = info.table.select_of_broker(self._counter, broker)
+                if idx >= 0:
+                    return info.queues[idx]
+                self._faults.remove(broker)  # no writable queue there any more
+        idx = info.table.select(self._counter, last)
+        return info.queues[idx]
+
+    def _update_fault(self, broker_name: str, latency_ms: int, isolation: bool) -> None:
+        if self.send_latency_fault_enable:
+            self._faults.update(self._numbers.number(broker_name), latency_ms, isolation, int(time.time() * 1000))
+
+    # ------------------------------------------------------------ checks
+
+    def _validate(self, msg: Message) -> None:
+        problem = validate_topic(msg.topic)
+        if problem:
+            raise MessageValidationError(problem, ResponseCode.MESSAGE_ILLEGAL)
+        if is_not_allowed_send_topic(msg.topic):
+            raise MessageValidationError(f"Sending message to topic[{msg.topic}] is forbidden.",
+                                         ResponseCode.MESSAGE_ILLEGAL)
+        if not isinstance(msg.body, (bytes, bytearray, memoryview)):
+            raise MessageValidationError(f"the message body must be bytes, not {type(msg.body).__name__}",
+                                         ResponseCode.MESSAGE_ILLEGAL)
+        if len(msg.body) == 0:
+            raise MessageValidationError("the message body length is zero", ResponseCode.MESSAGE_ILLEGAL)
+        if len(msg.body) > self.max_message_size:
+            raise MessageValidationError(f"the message body size over max value, MAX: {self.max_message_size}",
+                                         ResponseCode.MESSAGE_ILLEGAL)
+
+    # -------------------------------------------------------------- send
+
+    def _request(self, msg: Message, mq: MessageQueue, batch: bool = False):
+        body = bytes(msg.body)
+        sys_flag = 0
+        if not batch and len(body) > self.compress_over:
+            body = zlib.compress(body, 5)
+            sys_flag |= MessageSysFlag.COMPRESSED
+        props = dict(msg.properties)
+        header = SendMessageRequestHeader(
+            self.group, msg.topic, AUTO_CREATE_TOPIC_KEY_TOPIC, self.default_topic_queue_nums, mq.queue_id,
+            sys_flag, int(time.time() * 1000), msg.flag, encode_properties(props).decode("utf-8"),
+            0, False, 16 if is_retry_topic(msg.topic) else None, batch)
+        code = RequestCode.SEND_BATCH_MESSAGE if batch else RequestCode.SEND_MESSAGE_V2
+        return create_request(code, header.to_v2_fields(), body)
+
+    async def _send_once(self, msg: Message, mq: MessageQueue, info: TopicPublishInfo, timeout: float,
+                         uniq_id: str, batch: bool, oneway: bool) -> SendResult | None:
+        addr = info.master_addr(mq.broker_name) or self.instance.master_addr(mq.broker_name)
+        if addr is None:
+            raise NoRouteError(f"The broker[{mq.broker_name}] not exist", ResponseCode.TOPIC_NOT_EXIST)
+        req = self._request(msg, mq, batch)
+        if oneway:
+            await self.instance.remoting.invoke_oneway(addr, req, timeout)
+            return None
+        resp = await self.instance.remoting.invoke(addr, req, timeout)
+        status = _STATUS_BY_CODE.get(resp.code)
+        if status is None:
+            raise BrokerError.for_code(resp.code, resp.remark)
+        queue_id = ext_int(resp, "queueId", mq.queue_id)
+        return SendResult(status, uniq_id, ext_str(resp, "msgId") or "",
+                          MessageQueue(msg.topic, mq.broker_name, queue_id if queue_id is not None else mq.queue_id),
+                          ext_int(resp, "queueOffset", 0) or 0, ext_str(resp, "MSG_REGION"))
+
+    async def _send(self, msg: Message, timeout_ms: int | None, *, mq: MessageQueue | None = None,
+                    retries: int | None = None, batch: bool = False, oneway: bool = False) -> SendResult | None:
+        self._check_running()
+        self._validate(msg)
+        timeout = (timeout_ms if timeout_ms is not None else self.send_msg_timeout) / 1000
+        loop = asyncio.get_running_loop()
+        begin = loop.time()
+        if not batch:
+            uniq = msg.properties.get(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+            if not uniq:
+                uniq = msg.properties[MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = create_uniq_id()
+        else:
+            uniq = ""
+        info = await self._publish_info(msg.topic)
+        tries = 1 if (oneway or mq is not None) else 1 + (self.retry_times_when_send_failed if retries is None
+                                                           else retries)
+        brokers_sent: list[str] = []
+        last_exc: BaseException | None = None
+        chosen: MessageQueue | None = mq
+        for _ in range(tries):
+            remaining = timeout - (loop.time() - begin)
+            if remaining <= 0:
+                break
+            if mq is None:
+                chosen = self._select(info, chosen.broker_name if chosen else None)
+            assert chosen is not None
+            brokers_sent.append(chosen.broker_name)
+            t0 = loop.time()
+            try:
+                result = await self._send_once(msg, chosen, info, remaining, uniq, batch, oneway)
+            except (RemotingError, NoRouteError) as exc:
+                self._update_fault(chosen.broker_name, int((loop.time() - t0) * 1000), True)
+                log.warning("send to %s failed: %s", chosen, exc)
+                last_exc = exc
+                continue
+            except BrokerError as exc:
+                self._update_fault(chosen.broker_name, int((loop.time() - t0) * 1000), True)
+                last_exc = exc
+                if exc.code in RETRY_RESPONSE_CODES:
+                    continue
+                raise
+            self._update_fault(chosen.broker_name, int((loop.time() - t0) * 1000), False)
+            if (result is not None and result.status != SendStatus.SEND_OK
+                    and self.retry_another_broker_when_not_store_ok):
+                last_exc = None
+                continue
+            return result
+        cost = int((loop.time() - begin) * 1000)
+        err = SendFailedError(f"Send [{len(brokers_sent)}] times, still failed, cost [{cost}]ms, Topic: {msg.topic}, "
+                              f"BrokersSent: {brokers_sent}{_FAQ}",
+                              getattr(last_exc, "code", None))
+        raise err from last_exc
+
+    async def send(self, msg: Message, timeout_ms: int | None = None) -> SendResult:
+        """Send and wait for the broker's answer; retried per ``retry_times_when_send_failed``.
+
+        Raises:
+            MessageValidationError: a bad topic or body.
+            NoRouteError: "No route info of this topic".
+            BrokerError: a response code that is not retried.
+            SendFailedError: every try failed ("Send [N] times, still failed ...").
+        """
+        if self._in_flight is None:
+            r = await self._send(msg, timeout_ms)
+        else:
+            async with self._in_flight:
+                r = await self._send(msg, timeout_ms)
+        assert r is not None
+        return r
+
+    async def send_async(self, msg: Message, callback: Callable[[SendResult | None, BaseException | None], None]
+                         | None = None, timeout_ms: int | None = None) -> "asyncio.Future[SendResult]":
+        """Start a send; the returned future (and ``callback(result, error)``) completes with it."""
+        async def run() -> SendResult:
+            try:
+                r = await self._send(msg, timeout_ms, retries=self.retry_times_when_send_async_failed)
+            except BaseException as exc:
+                if callback is not None:
+                    callback(None, exc)
+                raise
+            if callback is not None:
+                callback(r, None)
+            assert r is not None
+            return r
+        if self._in_flight is not None:
+            await self._in_flight.acquire()
+        fut = asyncio.ensure_future(run())
+        if self._in_flight is not None:
+            fut.add_done_callback(lambda _f: self._in_flight.release())  # type: ignore[union-attr]
+        return fut
+
+    async def send_oneway(self, msg: Message) -> None:
+        """Send without waiting for any answer (one try)."""
+        await self._send(msg, None, oneway=True)
+
+    async def send_to_queue(self, msg: Message, mq: MessageQueue, timeout_ms: int | None = None) -> SendResult:
+        """Send to this queue exactly (no retry elsewhere)."""
+        r = await self._send(msg, timeout_ms, mq=mq)
+        assert r is not None
+        return r
+
+    async def send_orderly(self, msg: Message, selector: MessageQueueSelector, arg: object,
+                           timeout_ms: int | None = None) -> SendResult:
+        """Send to the queue ``selector(queues, msg, arg)`` picks (same arg, same queue, same order)."""
+        self._check_running()
+        self._validate(msg)
+        info = await self._publish_info(msg.topic)
+        mq = selector(info.queues, msg, arg)
+        if mq not in info.queues:
+            raise MessageValidationError(f"select message queue return {mq}, not a queue of the topic")
+        return await self.send_to_queue(msg, mq, timeout_ms)
+
+    async def send_batch(self, msgs: Sequence[Message], timeout_ms: int | None = None) -> SendResult:
+        """Send messages of one topic as one SEND_BATCH_MESSAGE (each keeps its own UNIQ_KEY)."""
+        if not msgs:
+            raise MessageValidationError("the batch is empty")
+        topic = msgs[0].topic
+        for m in msgs:
+            if m.topic != topic:
+                raise MessageValidationError("The topic of the messages in one batch should be the same")
+            if m.delay_time_level > 0:
+                raise MessageValidationError("TimeDelayLevel is not supported for batching")
+            self._validate(m)
+            m.properties.setdefault(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX, create_uniq_id())
+        body = encode_batch_body(msgs)
+        if len(body) > self.max_message_size:
+            raise MessageValidationError(f"the message body size over max value, MAX: {self.max_message_size}")
+        batch = Message(topic, body, 0, {MessageConst.WAIT_STORE_MSG_OK: "true"})
+        r = await self._send(batch, timeout_ms, batch=True)
+        assert r is not None
+        return SendResult(r.status, ",".join(m.properties[MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX] for m in msgs),
+                          r.offset_msg_id, r.message_queue, r.queue_offset, r.region_id)
+
