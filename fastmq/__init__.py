@@ -1,4 +1,88 @@
-"""fastmq: Apache RocketMQ's architecture in Python, wire-compatible with RocketMQ 4.x."""
+"""fastmq: Apache RocketMQ's architecture in Python, wire-compatible with RocketMQ 4.x.
+
+The blocking API (this module) drives the asyncio core (:mod:`fastmq.aio`) on a background loop::
+
+    from fastmq import Producer, Message
+
+    producer = Producer("my_group", namesrv_addr="127.0.0.1:9876")
+    producer.start()
+    try:
+        result = producer.send(Message("TopicTest", b"hello", properties={"TAGS": "tagA"}))
+        print(result.msg_id, result.message_queue, result.queue_offset)
+    finally:
+        producer.shutdown()
+"""
 from __future__ import annotations
 
+from typing import Any, Callable, Sequence
+
+from . import _blocking
+from .client import producer as _producer
+from .errors import (BrokerError, ClientError, FastMQError, MessageValidationError, NoNameServerError, NoRouteError,
+                     SendFailedError)
+from .protocol.message import Message, MessageExt
+from .protocol.message_queue import MessageQueue
+
 __version__ = "0.1.0"
+
+__all__ = ["Producer", "Message", "MessageExt", "MessageQueue", "SendResult", "SendStatus", "hash_selector",
+           "FastMQError", "ClientError", "BrokerError", "NoRouteError", "NoNameServerError", "SendFailedError",
+           "MessageValidationError"]
+
+SendResult = _producer.SendResult
+SendStatus = _producer.SendStatus
+hash_selector = _producer.hash_selector
+_GRACE = 5.0  # on top of a call's own timeout: the core enforces the timeout, this only bounds a hang
+
+
+class Producer:
+    """Blocking producer; every method runs the asyncio :class:`fastmq.aio.Producer` on a background loop.
+
+    Takes the same keyword arguments as :class:`fastmq.aio.Producer`.
+    """
+
+    def __init__(self, group: str = "DEFAULT_PRODUCER", **kwargs: Any) -> None:
+        self._timeout = kwargs.get("send_msg_timeout", 3000) / 1000
+        self._core = _blocking.call(self._make(group, kwargs), 10)
+
+    @staticmethod
+    async def _make(group: str, kwargs: dict[str, Any]) -> _producer.Producer:
+        return _producer.Producer(group, **kwargs)  # built on the loop: it owns asyncio primitives
+
+    def start(self) -> None:
+        _blocking.call(self._core.start(), 30)
+
+    def shutdown(self) -> None:
+        _blocking.call(self._core.shutdown(), 30)
+
+    def __enter__(self) -> "Producer":
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.shutdown()
+
+    def _t(self, timeout_ms: int | None) -> float:
+        return (timeout_ms / 1000 if timeout_ms is not None else self._timeout) + _GRACE
+
+    def send(self, msg: Message, timeout_ms: int | None = None) -> SendResult:
+        """Send and wait for the broker; see :meth:`fastmq.aio.Producer.send` for what it raises."""
+        return _blocking.call(self._core.send(msg, timeout_ms), self._t(timeout_ms))
+
+    def send_async(self, msg: Message, callback: Callable[[SendResult | None, BaseException | None], None],
+                   timeout_ms: int | None = None) -> None:
+        """Start a send; ``callback(result, error)`` runs on fastmq's loop thread when it completes."""
+        _blocking.call(self._core.send_async(msg, callback, timeout_ms), self._t(timeout_ms))
+
+    def send_oneway(self, msg: Message) -> None:
+        _blocking.call(self._core.send_oneway(msg), self._t(None))
+
+    def send_orderly(self, msg: Message, selector: _producer.MessageQueueSelector, arg: object,
+                     timeout_ms: int | None = None) -> SendResult:
+        return _blocking.call(self._core.send_orderly(msg, selector, arg, timeout_ms), self._t(timeout_ms))
+
+    def send_to_queue(self, msg: Message, mq: MessageQueue, timeout_ms: int | None = None) -> SendResult:
+        return _blocking.call(self._core.send_to_queue(msg, mq, timeout_ms), self._t(timeout_ms))
+
+    def send_batch(self, msgs: Sequence[Message], timeout_ms: int | None = None) -> SendResult:
+        return _blocking.call(self._core.send_batch(msgs, timeout_ms), self._t(timeout_ms))

@@ -182,3 +182,48 @@ async def test_latency_fault_tolerance_avoids_failed_broker(cluster) -> None:
             r = await p.send(Message("T", b"z"))
             assert r.message_queue.broker_name == "broker-1"
         assert len(b0.sends()) == before                               # kept away for its penalty
+
+
+def test_blocking_facade(tmp_path) -> None:
+    """fastmq.Producer from plain threads, against a real fastmq-namesrv process and a stub broker."""
+    import threading
+
+    import fastmq
+    from fastmq import _blocking
+    from tests.support import ServerProcess, free_port
+
+    port = free_port()
+    props = tmp_path / "ns.properties"
+    props.write_text(f"listenPort={port}\nkvConfigPath={tmp_path / 'kv.json'}\nlogPath={tmp_path / 'ns.log'}\n")
+    ns = ServerProcess(["fastmq-namesrv", "-c", str(props)], port, tmp_path, env={"HOME": str(tmp_path)}).start()
+    holder: dict = {}
+
+    async def setup():
+        server, stub = await start_stub_broker()
+        reg = RemotingClient()
+        body = RegisterBrokerBody({"T": TopicConfig("T", 4, 4)}, DataVersion())
+        await reg.invoke(ns.addr, create_request(RequestCode.REGISTER_BROKER, {
+            "brokerName": "b", "brokerAddr": f"127.0.0.1:{server.port}", "clusterName": "C", "brokerId": 0},
+            body.encode()), 5)
+        holder.update(server=server, stub=stub, reg=reg)
+
+    async def teardown():
+        await holder["reg"].close()
+        await holder["server"].close()
+    try:
+        _blocking.call(setup(), 10)
+        with fastmq.Producer("PG", namesrv_addr=ns.addr) as p:
+            results: list = []
+            threads = [threading.Thread(target=lambda: results.append(p.send(fastmq.Message("T", b"x"))))
+                       for _ in range(4)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(10)
+            assert len(results) == 4 and all(r.status == fastmq.SendStatus.SEND_OK for r in results)
+            with pytest.raises(fastmq.MessageValidationError):
+                p.send(fastmq.Message("T", b""))
+        assert len(holder["stub"].sends()) == 4
+    finally:
+        _blocking.call(teardown(), 10)
+        ns.stop()

@@ -1,0 +1,20 @@
+"""The asyncio API: use these inside a running event loop.
+
+    import asyncio
+    from fastmq.aio import Producer, Message
+
+    async def main():
+        async with Producer("my_group", namesrv_addr="127.0.0.1:9876") as producer:
+            result = await producer.send(Message("TopicTest", b"hello", properties={"TAGS": "tagA"}))
+            print(result.msg_id, result.message_queue, result.queue_offset)
+
+    asyncio.run(main())
+"""
+from __future__ import annotations
+
+from .client.producer import MessageQueueSelector, Producer, SendResult, SendStatus, hash_selector
+from .protocol.message import Message, MessageExt
+from .protocol.message_queue import MessageQueue
+
+__all__ = ["Producer", "SendResult", "SendStatus", "Message", "MessageExt", "MessageQueue", "MessageQueueSelector",
+           "hash_selector"]
