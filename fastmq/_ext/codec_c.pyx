@@ -13,6 +13,12 @@ objects on the hot path. Strings without escapes become ``str`` straight from th
 the one-letter keys of SEND_MESSAGE_V2 and the usual header keys come from a table of interned
 strings instead of being allocated per frame. The encoder writes exactly the bytes ``codec_py``
 writes (same key order, same escapes), which the differential tests check.
+
+Where the reference leans on ``json.loads`` the scanner reproduces its rules: a repeated key
+keeps its last value (so a wrong-typed value is an error only if no later one replaces it, and
+only once the whole text has proved to be JSON), lone surrogate escapes are an error only in the
+remark and in the ext entries that survive, raw control characters in strings are an error, and
+numbers of any length are scanned without ``int()`` (whose digit limit would raise ValueError).
 """
 cimport cython
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
@@ -36,6 +42,7 @@ cdef extern from "Python.h":
     dict _PyDict_NewPresized(Py_ssize_t minused)
     Py_ssize_t PyDict_GET_SIZE(object d)
     int PyUnicode_1BYTE_KIND
+    bint PyUnicode_IS_ASCII(object o)
 
 __all__ = ["RemotingCommand", "FrameDecoder", "encode_frame", "encode_frames", "decode_frame",
            "LANGUAGE_NAMES", "MAX_HEADER_LENGTH"]
@@ -67,57 +74,118 @@ for _i in range(26):
     _LETTER_P[_i] = <PyObject*>_LETTERS[_i]  # the list keeps them alive
 
 
+cdef int _as_i32(str name, object v) except? -1:
+    """An int field's value: a Python int (IntEnum too, bool not) within int32."""
+    if type(v) is not int and (not isinstance(v, int) or isinstance(v, bool)):
+        raise RemotingCommandError(f"{name} must be an int, not {type(v).__name__}")
+    if not I32_MIN <= v <= I32_MAX:
+        raise RemotingCommandError(f"{name} {v} out of range [{I32_MIN}, {I32_MAX}]")
+    return <int>v
+
+
 @cython.final
 @cython.freelist(256)
 cdef class RemotingCommand:
-    """One RocketMQ request or response (see ``_protocols.RemotingCommandProto``)."""
+    """One RocketMQ request or response (see ``_protocols.RemotingCommandProto``).
 
-    # Small ints live as C ints: decoding a header then allocates no int objects.
-    cdef public int code
-    cdef public int language
-    cdef public int version
-    cdef public int opaque
-    cdef public int flag
+    The int fields live as C ints, so decoding a header allocates no int objects; setting one
+    to a non-int or to a value outside int32 raises RemotingCommandError at once (the reference
+    twin raises the same error when the command is encoded).
+    """
+
+    cdef int _code
+    cdef int _language
+    cdef int _version
+    cdef int _opaque
+    cdef int _flag
     cdef public object remark
     cdef public object ext_fields
-    cdef public int serialize_type
+    cdef int _serialize_type
     cdef public object body
 
     def __init__(self, code=0, *, language=3, version=409, opaque=0, flag=0, remark=None, ext_fields=None,
                  serialize_type=0, body=None):
-        self.code = code
-        self.language = language
-        self.version = version
-        self.opaque = opaque
-        self.flag = flag
+        self._code = _as_i32("code", code)
+        self._language = _as_i32("language", language)
+        self._version = _as_i32("version", version)
+        self._opaque = _as_i32("opaque", opaque)
+        self._flag = _as_i32("flag", flag)
         self.remark = remark
         self.ext_fields = ext_fields
-        self.serialize_type = serialize_type
+        self._serialize_type = _as_i32("serialize_type", serialize_type)
         self.body = body
 
     @property
+    def code(self):
+        return self._code
+
+    @code.setter
+    def code(self, v):
+        self._code = _as_i32("code", v)
+
+    @property
+    def language(self):
+        return self._language
+
+    @language.setter
+    def language(self, v):
+        self._language = _as_i32("language", v)
+
+    @property
+    def version(self):
+        return self._version
+
+    @version.setter
+    def version(self, v):
+        self._version = _as_i32("version", v)
+
+    @property
+    def opaque(self):
+        return self._opaque
+
+    @opaque.setter
+    def opaque(self, v):
+        self._opaque = _as_i32("opaque", v)
+
+    @property
+    def flag(self):
+        return self._flag
+
+    @flag.setter
+    def flag(self, v):
+        self._flag = _as_i32("flag", v)
+
+    @property
+    def serialize_type(self):
+        return self._serialize_type
+
+    @serialize_type.setter
+    def serialize_type(self, v):
+        self._serialize_type = _as_i32("serialize_type", v)
+
+    @property
     def is_response(self):
-        return bool(self.flag & 1)
+        return bool(self._flag & 1)
 
     @property
     def is_oneway(self):
-        return bool(self.flag & 2)
+        return bool(self._flag & 2)
 
     def __eq__(self, other):
         if not isinstance(other, RemotingCommand):
             return NotImplemented
         cdef RemotingCommand o = other
-        return (self.code == o.code and self.language == o.language and self.version == o.version
-                and self.opaque == o.opaque and self.flag == o.flag and self.remark == o.remark
-                and self.ext_fields == o.ext_fields and self.serialize_type == o.serialize_type
+        return (self._code == o._code and self._language == o._language and self._version == o._version
+                and self._opaque == o._opaque and self._flag == o._flag and self.remark == o.remark
+                and self.ext_fields == o.ext_fields and self._serialize_type == o._serialize_type
                 and self.body == o.body)
 
     __hash__ = None
 
     def __repr__(self):
-        kind = "response" if self.flag & 1 else "request"
+        kind = "response" if self._flag & 1 else "request"
         blen = len(self.body) if self.body is not None else 0
-        return (f"<RemotingCommand {kind} code={self.code} opaque={self.opaque} flag={self.flag} "
+        return (f"<RemotingCommand {kind} code={self._code} opaque={self._opaque} flag={self._flag} "
                 f"remark={self.remark!r} ext={self.ext_fields!r} body={blen}B>")
 
 
@@ -191,13 +259,19 @@ cdef const char* _HEX = b"0123456789abcdef"
 cdef int _put_json_str(Buf* b, str s) except -1:
     """A JSON string literal with json.dumps(ensure_ascii=False)'s escapes."""
     cdef bytes u
-    try:
-        u = PyUnicode_AsUTF8String(s)
-    except UnicodeEncodeError as exc:
-        raise RemotingCommandError(f"header text is not encodable as UTF-8: {exc.reason}") from None
-    cdef const unsigned char* p = <const unsigned char*>PyBytes_AS_STRING(u)
-    cdef Py_ssize_t n = len(u), i, start = 0
+    cdef const unsigned char* p
+    cdef Py_ssize_t n, i, start = 0
     cdef unsigned char c
+    if PyUnicode_IS_ASCII(s):  # nearly every header string: its own bytes are its UTF-8
+        p = <const unsigned char*>PyUnicode_1BYTE_DATA(s)
+        n = PyUnicode_GET_LENGTH(s)
+    else:
+        try:
+            u = PyUnicode_AsUTF8String(s)
+        except UnicodeEncodeError as exc:
+            raise RemotingCommandError(f"header text is not encodable as UTF-8: {exc.reason}") from None
+        p = <const unsigned char*>PyBytes_AS_STRING(u)
+        n = len(u)
     _reserve(b, n + 2)
     _putc(b, b'"')
     for i in range(n):
@@ -248,8 +322,8 @@ cdef dict _check_ext(object ext):
 
 
 cdef int _encode_json_header(Buf* b, RemotingCommand cmd) except -1:
-    cdef int64_t lang = _check_int("language", cmd.language, 0, 255)
-    cdef int64_t code = _check_int("code", cmd.code, I32_MIN, I32_MAX)
+    cdef int64_t lang = _check_int("language", cmd._language, 0, 255)
+    cdef int64_t code = _check_int("code", cmd._code, I32_MIN, I32_MAX)
     cdef bytes lname
     cdef dict ext
     cdef bint first
@@ -268,22 +342,22 @@ cdef int _encode_json_header(Buf* b, RemotingCommand cmd) except -1:
             _put_json_str(b, <str>v)
         _putc(b, b"}")
     _put(b, b',"flag":', 8)
-    _put_int(b, _check_int("flag", cmd.flag, I32_MIN, I32_MAX))
+    _put_int(b, _check_int("flag", cmd._flag, I32_MIN, I32_MAX))
     _put(b, b',"language":"', 13)
     lname = <bytes>_LANG_BYTES[lang] if lang < N_LANGS else b"OTHER"
     _put(b, PyBytes_AS_STRING(lname), len(lname))
     _put(b, b'","opaque":', 11)
-    _put_int(b, _check_int("opaque", cmd.opaque, I32_MIN, I32_MAX))
+    _put_int(b, _check_int("opaque", cmd._opaque, I32_MIN, I32_MAX))
     if cmd.remark is not None:
         if type(cmd.remark) is not str:
             raise RemotingCommandError(f"remark must be a str, not {type(cmd.remark).__name__}")
         _put(b, b',"remark":', 10)
         _put_json_str(b, <str>cmd.remark)
-    if cmd.serialize_type == SER_JSON:
+    if cmd._serialize_type == SER_JSON:
         _put(b, b',"serializeTypeCurrentRPC":"JSON","version":', 44)
     else:
         _put(b, b',"serializeTypeCurrentRPC":"ROCKETMQ","version":', 48)
-    _put_int(b, _check_int("version", cmd.version, I32_MIN, I32_MAX))
+    _put_int(b, _check_int("version", cmd._version, I32_MIN, I32_MAX))
     _putc(b, b"}")
     return 0
 
@@ -307,14 +381,37 @@ cdef bytes _utf8(str name, object s):
         raise RemotingCommandError(f"{name} is not encodable as UTF-8: {exc.reason}") from None
 
 
+cdef int _put_bin_str(Buf* b, str name, object s, int width) except -1:
+    """Length (int16 or int32, big-endian) and UTF-8 of ``s``; ASCII strings without a copy."""
+    cdef char tmp[4]
+    cdef bytes u = None
+    cdef const char* p
+    cdef Py_ssize_t n
+    if PyUnicode_IS_ASCII(s):
+        p = <const char*>PyUnicode_1BYTE_DATA(s)
+        n = PyUnicode_GET_LENGTH(s)
+    else:
+        u = _utf8(name, s)
+        p = PyBytes_AS_STRING(u)
+        n = len(u)
+    if width == 2:
+        if n > 32767:
+            raise RemotingCommandError(f"ext_fields key of {n} bytes is over 32767")
+        _be16(tmp, <uint32_t>n)
+    else:
+        _be32(tmp, <uint32_t>n)
+    _put(b, tmp, width)
+    _put(b, p, n)
+    return 0
+
+
 cdef int _encode_binary_header(Buf* b, RemotingCommand cmd) except -1:
     cdef char tmp[13]
-    cdef int64_t code = _check_int("code", cmd.code, -32768, 32767)
-    cdef int64_t lang = _check_int("language", cmd.language, 0, 127)
-    cdef int64_t version = _check_int("version", cmd.version, -32768, 32767)
-    cdef int64_t opaque = _check_int("opaque", cmd.opaque, I32_MIN, I32_MAX)
-    cdef int64_t flag = _check_int("flag", cmd.flag, I32_MIN, I32_MAX)
-    cdef bytes r, kb, vb
+    cdef int64_t code = _check_int("code", cmd._code, -32768, 32767)
+    cdef int64_t lang = _check_int("language", cmd._language, 0, 127)
+    cdef int64_t version = _check_int("version", cmd._version, -32768, 32767)
+    cdef int64_t opaque = _check_int("opaque", cmd._opaque, I32_MIN, I32_MAX)
+    cdef int64_t flag = _check_int("flag", cmd._flag, I32_MIN, I32_MAX)
     cdef Py_ssize_t ext_len_pos, start
     _be16(tmp, <uint32_t>code)
     tmp[2] = <char>lang
@@ -325,10 +422,7 @@ cdef int _encode_binary_header(Buf* b, RemotingCommand cmd) except -1:
     if cmd.remark:
         if type(cmd.remark) is not str:
             raise RemotingCommandError(f"remark must be a str, not {type(cmd.remark).__name__}")
-        r = _utf8("remark", cmd.remark)
-        _be32(tmp, <uint32_t>len(r))
-        _put(b, tmp, 4)
-        _put(b, PyBytes_AS_STRING(r), len(r))
+        _put_bin_str(b, "remark", cmd.remark, 4)
     else:
         _put(b, b"\0\0\0\0", 4)
     ext_len_pos = b.len
@@ -336,16 +430,8 @@ cdef int _encode_binary_header(Buf* b, RemotingCommand cmd) except -1:
     if cmd.ext_fields:
         start = b.len
         for k, v in _check_ext(cmd.ext_fields).items():
-            kb = _utf8("ext_fields key", k)
-            vb = _utf8("ext_fields value", v)
-            if len(kb) > 32767:
-                raise RemotingCommandError(f"ext_fields key of {len(kb)} bytes is over 32767")
-            _be16(tmp, <uint32_t>len(kb))
-            _put(b, tmp, 2)
-            _put(b, PyBytes_AS_STRING(kb), len(kb))
-            _be32(tmp, <uint32_t>len(vb))
-            _put(b, tmp, 4)
-            _put(b, PyBytes_AS_STRING(vb), len(vb))
+            _put_bin_str(b, "ext_fields key", k, 2)
+            _put_bin_str(b, "ext_fields value", v, 4)
         _be32(b.data + ext_len_pos, <uint32_t>(b.len - start))
     return 0
 
@@ -355,7 +441,7 @@ cdef int _encode_into(Buf* b, RemotingCommand cmd) except -1:
     cdef Py_ssize_t frame_start = b.len
     cdef Py_ssize_t hstart, hlen, blen = 0, total
     cdef Py_buffer view
-    cdef int sti = cmd.serialize_type
+    cdef int sti = cmd._serialize_type
     if sti != SER_JSON and sti != SER_ROCKETMQ:
         raise RemotingCommandError(f"unknown serialize type {sti!r}")
     body = cmd.body
@@ -392,8 +478,8 @@ cdef int _encode_into(Buf* b, RemotingCommand cmd) except -1:
     return 0
 
 
-def encode_frame(RemotingCommand cmd):
-    """The whole frame of ``cmd``, length prefix included, in ``cmd.serialize_type``."""
+def encode_frame(RemotingCommand cmd not None):
+    """The whole frame of ``cmd``, length prefix included, in ``cmd._serialize_type``."""
     cdef Buf b
     b.data = NULL
     b.len = 0
@@ -413,7 +499,9 @@ def encode_frames(cmds):
     b.cap = 0
     try:
         for cmd in cmds:
-            _encode_into(&b, <RemotingCommand?>cmd)
+            if type(cmd) is not RemotingCommand:
+                raise TypeError(f"encode_frames takes RemotingCommand objects, not {type(cmd).__name__}")
+            _encode_into(&b, <RemotingCommand>cmd)
         return PyBytes_FromStringAndSize(b.data, b.len)
     finally:
         free(b.data)
@@ -647,8 +735,10 @@ cdef object _utf8_str(const char* p, Py_ssize_t n):
         raise FrameError(f"header is not valid UTF-8: {exc.reason}") from None
 
 
-cdef object _make_str(StrTok* t):
-    """The str value of a scanned string; lone surrogate escapes are rejected."""
+cdef object _make_str(StrTok* t, bint* lone=NULL):
+    """The str value of a scanned string; lone surrogate escapes are rejected, unless ``lone``
+    is given: then they are kept in the str and ``lone[0]`` is set (the caller decides later,
+    as json.loads + a check of what survives would)."""
     cdef unsigned char stack[512]
     cdef unsigned char* tmp
     cdef Py_ssize_t n, i
@@ -664,7 +754,9 @@ cdef object _make_str(StrTok* t):
     if tmp == NULL:
         raise MemoryError()
     try:
-        n = _unescape(t, tmp, False)
+        if lone != NULL and t.non_ascii:
+            _check_utf8(t)  # raw bytes strictly: below, surrogatepass must only let escapes through
+        n = _unescape(t, tmp, lone != NULL)
         ascii = not t.non_ascii
         if ascii:
             for i in range(n):
@@ -673,20 +765,26 @@ cdef object _make_str(StrTok* t):
                     break
         if ascii:
             return _new_ascii(tmp, n)
-        return _utf8_str(<const char*>tmp, n)
+        if lone == NULL:
+            return _utf8_str(<const char*>tmp, n)
+        try:
+            return PyUnicode_DecodeUTF8(<const char*>tmp, n, "strict")
+        except UnicodeDecodeError:
+            lone[0] = True
+            return PyUnicode_DecodeUTF8(<const char*>tmp, n, "surrogatepass")
     finally:
         if tmp != stack:
             free(tmp)
 
 
-cdef object _key_str(StrTok* t):
+cdef object _key_str(StrTok* t, bint* lone):
     """Like _make_str, but a one-letter key comes from the table of interned letters."""
     cdef unsigned char c
     if t.n == 1 and not t.escaped:
         c = t.start[0]
         if 97 <= c <= 122:
             return _LETTERS[c - 97]
-    return _make_str(t)
+    return _make_str(t, lone)
 
 
 cdef int _check_utf8(StrTok* t) except -1:
@@ -855,8 +953,8 @@ cdef int64_t _int_field(Scan* s, const unsigned char* base, str name, int64_t cu
             text = PyUnicode_FromKindAndData(PyUnicode_1BYTE_KIND, t.start, t.n)
             stripped = text.strip(" \t\n\r\x0b\x0c")
             body = stripped[1:] if stripped[:1] in ("+", "-") else stripped
-            if body and body.isdigit():
-                raise FrameError(f"header field {name!r} out of int32 range: {int(stripped)}")
+            if body and body.isdigit():  # no int(): a 5000-digit string would raise ValueError
+                raise FrameError(f"header field {name!r} out of int32 range: {stripped[:40]!r}")
             raise FrameError(f"header field {name!r} is not an integer: {text!r}")
         return v
     if _lit(s, "null", 4):
@@ -918,7 +1016,7 @@ cdef int _language(Scan* s, const unsigned char* base) except -1:
     raise FrameError("header field 'language' must be a name")
 
 
-cdef object _scalar_text(Scan* s, const unsigned char* base, object key, bint* drop):
+cdef object _scalar_text(Scan* s, const unsigned char* base, object key, bint* drop, bint* lone):
     """An extFields value as text: strings as they are, numbers by their JSON text (an integer
     normalised as Python's int() would print it), booleans as true/false; null is dropped."""
     cdef StrTok t
@@ -931,7 +1029,7 @@ cdef object _scalar_text(Scan* s, const unsigned char* base, object key, bint* d
     cdef unsigned char c = s.p[0]
     if c == 34:
         _scan_string(s, base, &t)
-        return _make_str(&t)
+        return _make_str(&t, lone)
     if c == 45 or 48 <= c <= 57:
         start = s.p
         _scan_number(s, base, &is_int)
@@ -951,10 +1049,23 @@ cdef object _scalar_text(Scan* s, const unsigned char* base, object key, bint* d
     _err(s, base, "unexpected character")
 
 
+cdef int _no_lone_surrogates(dict d) except -1:
+    """A lone surrogate escape is an error only in what survives the map's repeated keys and nulls."""
+    for k, v in d.items():
+        for x in (k, v):
+            try:
+                PyUnicode_AsUTF8String(x)
+            except UnicodeEncodeError:
+                raise FrameError("header has a lone UTF-16 surrogate escape") from None
+    return 0
+
+
 cdef object _ext_object(Scan* s, const unsigned char* base):
     cdef StrTok t
     cdef bint drop
+    cdef bint lone = False
     cdef dict d
+    cdef dict nested = None
     _ws(s)
     if s.p >= s.end:
         _err(s, base, "expected a value")
@@ -980,22 +1091,39 @@ cdef object _ext_object(Scan* s, const unsigned char* base):
             s.p += 3
         else:
             _scan_string(s, base, &t)
-            key = _key_str(&t)
+            key = _key_str(&t, &lone)
         _ws(s)
         if s.p >= s.end or s.p[0] != 58:
             _err(s, base, "expected ':'")
         s.p += 1
-        val = _scalar_text(s, base, key, &drop)
-        if drop:
-            d.pop(key, None)  # a later null hides an earlier value, as json.loads would
+        _ws(s)
+        if s.p < s.end and (s.p[0] == 123 or s.p[0] == 91):
+            # Not a scalar: an error, unless a later value of the same key replaces it (json.loads
+            # keeps the last one), so it is only noted here.
+            if nested is None:
+                nested = {}
+            nested[key] = "dict" if s.p[0] == 123 else "list"
+            _skip_value(s, base, 1)
+            d.pop(key, None)
         else:
-            PyDict_SetItem(d, key, val)
+            val = _scalar_text(s, base, key, &drop, &lone)
+            if nested is not None:
+                nested.pop(key, None)
+            if drop:
+                d.pop(key, None)  # a later null hides an earlier value, as json.loads would
+            else:
+                PyDict_SetItem(d, key, val)
         _ws(s)
         if s.p < s.end and s.p[0] == 44:
             s.p += 1
             continue
         if s.p < s.end and s.p[0] == 125:
             s.p += 1
+            if nested:
+                k, kind = next(iter(nested.items()))
+                raise FrameError(f"extFields value of {k!r} must be a scalar, not {kind}")
+            if lone:
+                _no_lone_surrogates(d)
             return d
         _err(s, base, "expected ',' or '}'")
 
@@ -1229,14 +1357,14 @@ cdef object _decode_json_fast(const unsigned char* p, Py_ssize_t n, object body)
     if q != end:
         return None
     cmd = _new_cmd()
-    cmd.code = code
-    cmd.language = lang
-    cmd.version = version
-    cmd.opaque = opaque
-    cmd.flag = flag
+    cmd._code = code
+    cmd._language = lang
+    cmd._version = version
+    cmd._opaque = opaque
+    cmd._flag = flag
     cmd.remark = remark
     cmd.ext_fields = ext
-    cmd.serialize_type = SER_JSON
+    cmd._serialize_type = SER_JSON
     cmd.body = body
     return cmd
 
@@ -1250,14 +1378,17 @@ cdef RemotingCommand _decode_json(const unsigned char* p, Py_ssize_t n, object b
     cdef object remark = None
     cdef object ext = None
     cdef StrTok rt
+    cdef const unsigned char* vstart
+    cdef int field
+    cdef dict pending = None
     s.p = p
     s.end = p + n
-    cmd.code = 0
-    cmd.language = 0
-    cmd.version = 0
-    cmd.opaque = 0
-    cmd.flag = 0
-    cmd.serialize_type = SER_JSON
+    cmd._code = 0
+    cmd._language = 0
+    cmd._version = 0
+    cmd._opaque = 0
+    cmd._flag = 0
+    cmd._serialize_type = SER_JSON
     cmd.body = body
     _ws(&s)
     if s.p >= s.end or s.p[0] != 123:
@@ -1278,6 +1409,7 @@ cdef RemotingCommand _decode_json(const unsigned char* p, Py_ssize_t n, object b
             if s.p >= s.end or s.p[0] != 34:
                 _err(&s, p, "expected a key")
             _scan_string(&s, p, &t)
+            _check_utf8(&t)  # the raw bytes: escapes are ASCII, so this is the key's UTF-8 check
             if t.escaped:
                 # An escaped key ("co\u0064e") means the same as its plain spelling; a known key
                 # is at most 23 bytes, so a longer escaped one is simply unknown.
@@ -1288,24 +1420,33 @@ cdef RemotingCommand _decode_json(const unsigned char* p, Py_ssize_t n, object b
                 else:
                     t.n = 0
                 t.escaped = False
-            elif t.non_ascii:
-                _check_utf8(&t)
             _ws(&s)
             if s.p >= s.end or s.p[0] != 58:
                 _err(&s, p, "expected ':'")
             s.p += 1
-            if True:
+            # json.loads reads the whole text before a field is looked at, and a repeated key
+            # replaces the earlier value: a wrong-typed value fails the frame only once the
+            # text has proved to be JSON, and only if no later value of the same key replaces it.
+            vstart = s.p
+            field = -1
+            try:
                 if _keyis(&t, "code", 4):
-                    cmd.code = _int_field(&s, p, "code", 0)
+                    field = 0
+                    cmd._code = _int_field(&s, p, "code", 0)
                 elif _keyis(&t, "extFields", 9):
+                    field = 1
                     ext = _ext_object(&s, p)
                 elif _keyis(&t, "flag", 4):
-                    cmd.flag = _int_field(&s, p, "flag", 0)
+                    field = 2
+                    cmd._flag = _int_field(&s, p, "flag", 0)
                 elif _keyis(&t, "language", 8):
-                    cmd.language = _language(&s, p)
+                    field = 3
+                    cmd._language = _language(&s, p)
                 elif _keyis(&t, "opaque", 6):
-                    cmd.opaque = _int_field(&s, p, "opaque", 0)
+                    field = 4
+                    cmd._opaque = _int_field(&s, p, "opaque", 0)
                 elif _keyis(&t, "remark", 6):
+                    field = 5
                     _ws(&s)
                     if _lit(&s, "null", 4):
                         remark = None
@@ -1319,9 +1460,18 @@ cdef RemotingCommand _decode_json(const unsigned char* p, Py_ssize_t n, object b
                                 else "int")
                         raise FrameError(f"header field 'remark' must be a string, not {kind}")
                 elif _keyis(&t, "version", 7):
-                    cmd.version = _int_field(&s, p, "version", 0)
+                    field = 6
+                    cmd._version = _int_field(&s, p, "version", 0)
                 else:
                     _skip_value(&s, p, 0)
+                if pending is not None:
+                    pending.pop(field, None)
+            except FrameError as exc:
+                s.p = vstart
+                _skip_value(&s, p, 0)  # raises if the value is not even JSON
+                if pending is None:
+                    pending = {}
+                pending[field] = exc
             _ws(&s)
             if s.p < s.end and s.p[0] == 44:
                 s.p += 1
@@ -1333,6 +1483,8 @@ cdef RemotingCommand _decode_json(const unsigned char* p, Py_ssize_t n, object b
     _ws(&s)
     if s.p != s.end:
         _err(&s, p, "extra data")
+    if pending:
+        raise FrameError(str(next(iter(pending.values())))) from None
     cmd.remark = remark
     cmd.ext_fields = ext
     return cmd
@@ -1345,6 +1497,20 @@ cdef inline uint32_t _rd32(const unsigned char* p) noexcept:
 
 
 cdef object _bin_utf8(str name, const unsigned char* p, Py_ssize_t n):
+    """A str field of the binary header; ASCII ones (nearly all) go through the string cache."""
+    cdef Py_ssize_t i = 0
+    cdef uint64_t x, acc = 0
+    while i + 8 <= n:
+        memcpy(&x, p + i, 8)
+        acc |= x
+        i += 8
+    while i < n:
+        acc |= p[i]
+        i += 1
+    if not (acc & 0x8080808080808080ULL):
+        if n == 1 and 97 <= p[0] <= 122:
+            return <object>_LETTER_P[p[0] - 97]
+        return _ascii_str(p, n)
     try:
         return PyUnicode_DecodeUTF8(<const char*>p, n, "strict")
     except UnicodeDecodeError as exc:
@@ -1360,13 +1526,13 @@ cdef RemotingCommand _decode_binary(const unsigned char* h, Py_ssize_t n, object
     if n < 13 + 8:
         raise FrameError(f"binary header of {n} bytes is shorter than its fixed part")
     cmd = _new_cmd()
-    cmd.code = <short>((h[0] << 8) | h[1])
-    cmd.language = <signed char>h[2]
+    cmd._code = <short>((h[0] << 8) | h[1])
+    cmd._language = <signed char>h[2]
     if <signed char>h[2] < 0:
         raise FrameError(f"binary header language {<signed char>h[2]} is negative")
-    cmd.version = <short>((h[3] << 8) | h[4])
-    cmd.opaque = <int>_rd32(h + 5)
-    cmd.flag = <int>_rd32(h + 9)
+    cmd._version = <short>((h[3] << 8) | h[4])
+    cmd._opaque = <int>_rd32(h + 5)
+    cmd._flag = <int>_rd32(h + 9)
     pos = 13
     rlen = <int>_rd32(h + pos)
     pos += 4
@@ -1380,7 +1546,7 @@ cdef RemotingCommand _decode_binary(const unsigned char* h, Py_ssize_t n, object
         raise FrameError(f"binary header ext length {elen} does not match the {n - pos} bytes left")
     cmd.ext_fields = None
     if elen:
-        ext = {}
+        ext = _PyDict_NewPresized(16)
         while pos < n:
             if n - pos < 2:
                 raise FrameError("binary ext field truncated in its key length")
@@ -1394,10 +1560,10 @@ cdef RemotingCommand _decode_binary(const unsigned char* h, Py_ssize_t n, object
             pos += 4
             if vlen < 0 or vlen > n - pos:
                 raise FrameError(f"binary ext value length {vlen} runs past the header")
-            ext[key] = _bin_utf8("ext value", h + pos, vlen)
+            PyDict_SetItem(ext, key, _bin_utf8("ext value", h + pos, vlen))
             pos += vlen
         cmd.ext_fields = ext
-    cmd.serialize_type = SER_ROCKETMQ
+    cmd._serialize_type = SER_ROCKETMQ
     cmd.body = body
     return cmd
 

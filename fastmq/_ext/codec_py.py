@@ -192,7 +192,7 @@ def encode_frame(cmd: RemotingCommand) -> bytes:
     if body is not None:
         if not isinstance(body, (bytes, bytearray, memoryview)):
             raise RemotingCommandError(f"body must be bytes, not {type(body).__name__}")
-        blen = len(body)
+        blen = body.nbytes if type(body) is memoryview else len(body)  # len() counts items, not bytes
     hlen = len(header)
     if hlen > MAX_HEADER_LENGTH:
         raise RemotingCommandError(f"header of {hlen} bytes is over {MAX_HEADER_LENGTH}")
@@ -221,10 +221,16 @@ def _int_field(obj: dict, name: str, default: int) -> int:
     elif type(v) is str:
         s = v.strip(_ASCII_WS)
         # int() alone would also take "1_0" and non-ASCII digits; Java would not.
-        body = s[1:] if s[:1] in "+-" else s
+        sign = s[:1] if s[:1] in ("+", "-") else ""
+        body = s[len(sign):]
         if not body or not body.isascii() or not body.isdigit():
             raise FrameError(f"header field {name!r} is not an integer: {v!r}")
-        v = int(s)
+        digits = body.lstrip("0") or "0"
+        if len(digits) > 10:  # and int() of thousands of digits raises ValueError, not FrameError
+            raise FrameError(f"header field {name!r} out of int32 range: {s[:40]!r}")
+        v = int(sign + digits)
+    elif type(v) is _FloatText and v[-1:].isdigit() and "." not in v and "e" not in v.lower():
+        raise FrameError(f"header field {name!r} out of int32 range: {v[:40]}")
     else:
         raise FrameError(f"header field {name!r} must be a number, not {type(v).__name__}")
     if not _INT32_MIN <= v <= _INT32_MAX:
@@ -233,12 +239,19 @@ def _int_field(obj: dict, name: str, default: int) -> int:
 
 
 class _FloatText(str):
-    """A JSON number with a fraction or exponent, kept as its own text (an ext field "1.50" stays
-    "1.50"); its own type so that a typed field (code, remark...) can still tell it is no string."""
+    """A JSON number with a fraction or exponent (or too many digits for ``int()``), kept as its
+    own text (an ext field "1.50" stays "1.50"); its own type so that a typed field (code,
+    remark...) can still tell it is no string."""
 
 
 def _parse_float(text: str) -> str:
     return _FloatText(text)
+
+
+def _parse_int(text: str) -> int | str:
+    # int() of more than sys.get_int_max_str_digits() digits (640 at the least) raises
+    # ValueError; no int32 field is that long, and an ext value keeps its text anyway.
+    return int(text) if len(text) <= 640 else _FloatText(text)
 
 
 def _parse_constant(name: str) -> object:
@@ -246,6 +259,8 @@ def _parse_constant(name: str) -> object:
 
 
 _strict_decoder = json.JSONDecoder(parse_float=_parse_float, parse_constant=_parse_constant)
+# Only for a header whose numbers int() refuses: a hook on every int would slow every frame.
+_big_int_decoder = json.JSONDecoder(parse_float=_parse_float, parse_int=_parse_int, parse_constant=_parse_constant)
 
 
 def _no_lone_surrogates(s: str) -> None:
@@ -261,7 +276,12 @@ def _decode_json_header(header: bytes | memoryview, body: bytes | None) -> Remot
     except UnicodeDecodeError as exc:
         raise FrameError(f"header is not valid UTF-8: {exc.reason} at byte {exc.start}") from None
     try:
-        obj = _strict_decoder.decode(text)
+        try:
+            obj = _strict_decoder.decode(text)
+        except json.JSONDecodeError:
+            raise
+        except ValueError:  # int() of too many digits (sys.get_int_max_str_digits)
+            obj = _big_int_decoder.decode(text)
     except json.JSONDecodeError as exc:
         raise FrameError(f"header is not valid JSON: {exc.msg} at char {exc.pos}") from None
     except RecursionError:

@@ -150,8 +150,9 @@ class ScheduleMessageService:
                 wait = _RETRY_AFTER_FAILURE
             ev.clear()
             try:
-                await asyncio.wait_for(ev.wait(), wait)
-            except asyncio.TimeoutError:
+                async with asyncio.timeout(wait):  # not wait_for: on 3.11 it can swallow a cancel
+                    await ev.wait()
+            except TimeoutError:
                 pass
 
     # ------------------------------------------------------------------ delivery

@@ -89,6 +89,7 @@ class ClientInstance:
         self.consumers: dict[str, Any] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self._rebalance_event: asyncio.Event | None = None
+        self._brokers_changed = False
         self.started = False
 
     @property
@@ -109,6 +110,8 @@ class ClientInstance:
             raise FastMQError(f"getTopicRouteInfoFromNameServer failed: code {resp.code}, {resp.remark}")
         route = TopicRouteData.from_json(resp.body)
         for b in route.broker_datas:
+            if self.broker_addrs.get(b.broker_name) != b.broker_addrs:
+                self._brokers_changed = True
             self.broker_addrs[b.broker_name] = dict(b.broker_addrs)
         return route
 
@@ -118,6 +121,11 @@ class ClientInstance:
             self.routes[topic] = route
             for p in list(self.producers.values()):
                 p.on_route_changed(topic, route)
+        if self._brokers_changed and self.started:
+            # A broker we had not told about our groups: tell it now, not at the next 30 s tick,
+            # or it would not list this consumer in its group and rebalance would skip us.
+            self._brokers_changed = False
+            await self.send_heartbeat_to_all_brokers()
         return route
 
     def master_addr(self, broker_name: str) -> str | None:

@@ -91,8 +91,9 @@ class RemotingClient:
             self._connecting[addr] = fut
             fut.add_done_callback(lambda _f, a=addr: self._connecting.pop(a, None))
         try:
-            return await asyncio.wait_for(asyncio.shield(fut), min(timeout, self.connect_timeout))
-        except asyncio.TimeoutError:
+            async with asyncio.timeout(min(timeout, self.connect_timeout)):  # not wait_for: see Connection.invoke
+                return await asyncio.shield(fut)
+        except TimeoutError:
             raise RemotingConnectError(addr, "connect timeout") from None
 
     async def _connect(self, addr: str) -> Connection:
@@ -103,8 +104,9 @@ class RemotingClient:
             return Connection(self._dispatcher.dispatch, listener=self.listener, max_frame_size=self.max_frame_size,
                               on_lost=lambda c, a=addr: self._forget(a, c))
         try:
-            _, conn = await asyncio.wait_for(loop.create_connection(factory, host, port), self.connect_timeout)
-        except asyncio.TimeoutError:
+            async with asyncio.timeout(self.connect_timeout):
+                _, conn = await loop.create_connection(factory, host, port)
+        except TimeoutError:
             raise RemotingConnectError(addr, "connect timeout") from None
         except OSError as exc:
             raise RemotingConnectError(addr, exc.strerror or str(exc)) from exc
@@ -213,8 +215,9 @@ class RemotingClient:
         if timeout <= 0:
             raise RemotingTooMuchRequestError(f"{what} invoke too fast")
         try:
-            await asyncio.wait_for(sem.acquire(), timeout)
-        except asyncio.TimeoutError:
+            async with asyncio.timeout(timeout):
+                await sem.acquire()
+        except TimeoutError:
             waiting = len(getattr(sem, "_waiters", None) or ())  # asyncio keeps no public queue length
             raise RemotingTooMuchRequestError(
                 f"{what} tryAcquire semaphore timeout, {int(timeout * 1000)}ms, waiting thread nums: "

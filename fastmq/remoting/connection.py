@@ -270,8 +270,12 @@ class Connection(asyncio.Protocol):
         try:
             self.send(request)
             try:
-                return await asyncio.wait_for(fut, timeout)
-            except asyncio.TimeoutError:
+                # asyncio.timeout rather than wait_for: on 3.11, wait_for returns the result and
+                # drops a cancel that lands as the response arrives, and the cancelled caller
+                # then runs on (a shutdown that never finishes).
+                async with asyncio.timeout(timeout):
+                    return await fut
+            except TimeoutError:
                 raise RemotingTimeoutError(self.remote_addr, report_ms) from None
         finally:
             entry = self.pending.get(opaque)
@@ -312,8 +316,9 @@ class Connection(asyncio.Protocol):
         if self.transport is None:
             return True
         try:
-            await asyncio.wait_for(self._lost.wait(), timeout)
-        except asyncio.TimeoutError:
+            async with asyncio.timeout(timeout):
+                await self._lost.wait()
+        except TimeoutError:
             return False
         return True
 

@@ -42,6 +42,13 @@ class MessageStoreConfig:
     fileReservedTime: int = 72
     deleteWhen: str = "04"
     diskMaxUsedSpaceRatio: int = 75
+    messageDelayLevel: str = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
+    flushDelayOffsetInterval: int = 10_000
+    maxTransferBytesOnMessageInMemory: int = 256 * 1024
+    maxTransferCountOnMessageInMemory: int = 32
+    maxTransferBytesOnMessageInDisk: int = 64 * 1024
+    maxTransferCountOnMessageInDisk: int = 8
+    accessMessageInMemoryMaxRatio: int = 40
 
     @property
     def commit_log_dir(self) -> str:

@@ -1,0 +1,126 @@
+"""Consume offsets: on the broker for clustering (RemoteBrokerOffsetStore), in a local file for
+broadcasting (LocalFileOffsetStore).
+
+Both keep the table in memory and persist it every ``persist_consumer_offset_interval`` (5 s) and
+when a queue is handed over, so a restart or a rebalance re-delivers at most what was consumed
+since the last persist: RocketMQ's at-least-once contract.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ..errors import FastMQError
+from ..protocol.codes import RequestCode, ResponseCode
+from ..protocol.command import create_request, ext_int
+from ..protocol.message_queue import MessageQueue
+from ..store.json_file import read_json, write_json_atomic
+
+if TYPE_CHECKING:
+    from .instance import ClientInstance
+
+__all__ = ["OffsetStore", "RemoteBrokerOffsetStore", "LocalFileOffsetStore"]
+
+log = logging.getLogger("fastmq.client")
+
+
+class OffsetStore:
+    def __init__(self, instance: "ClientInstance", group: str) -> None:
+        self.instance = instance
+        self.group = group
+        self.table: dict[MessageQueue, int] = {}
+
+    def update(self, mq: MessageQueue, offset: int, increase_only: bool = False) -> None:
+        old = self.table.get(mq)
+        if increase_only and old is not None and offset < old:
+            return
+        self.table[mq] = offset
+
+    async def read(self, mq: MessageQueue, from_store: bool = False) -> int:
+        """The offset to resume ``mq`` at; -1 when none was ever committed."""
+        if not from_store and mq in self.table:
+            return self.table[mq]
+        return await self._read_store(mq)
+
+    async def _read_store(self, mq: MessageQueue) -> int:
+        raise NotImplementedError
+
+    async def persist_all(self, mqs: set[MessageQueue] | None = None) -> None:
+        raise NotImplementedError
+
+    def remove(self, mq: MessageQueue) -> None:
+        self.table.pop(mq, None)
+
+
+class RemoteBrokerOffsetStore(OffsetStore):
+    """Offsets committed to the queue's broker (QUERY_CONSUMER_OFFSET / UPDATE_CONSUMER_OFFSET)."""
+
+    async def _read_store(self, mq: MessageQueue) -> int:
+        addr = self.instance.master_addr(mq.broker_name)
+        if addr is None:
+            await self.instance.update_route(mq.topic)
+            addr = self.instance.master_addr(mq.broker_name)
+        if addr is None:
+            return -1
+        resp = await self.instance.remoting.invoke(addr, create_request(RequestCode.QUERY_CONSUMER_OFFSET, {
+            "consumerGroup": self.group, "topic": mq.topic, "queueId": mq.queue_id}), self.instance.timeout)
+        if resp.code == ResponseCode.QUERY_NOT_FOUND:
+            return -1
+        if resp.code != ResponseCode.SUCCESS:
+            raise FastMQError(f"query consumer offset failed: {resp.code} {resp.remark}")
+        off = ext_int(resp, "offset", -1)
+        if off is not None and off >= 0:
+            self.table[mq] = off
+        return off if off is not None else -1
+
+    async def persist(self, mq: MessageQueue) -> None:
+        off = self.table.get(mq)
+        addr = self.instance.master_addr(mq.broker_name)
+        if off is None or addr is None:
+            return
+        await self.instance.remoting.invoke_oneway(addr, create_request(RequestCode.UPDATE_CONSUMER_OFFSET, {
+            "consumerGroup": self.group, "topic": mq.topic, "queueId": mq.queue_id, "commitOffset": off}),
+            self.instance.timeout)
+
+    async def persist_all(self, mqs: set[MessageQueue] | None = None) -> None:
+        for mq in list(self.table):
+            if mqs is not None and mq not in mqs:
+                continue
+            try:
+                await self.persist(mq)
+            except FastMQError as exc:
+                log.warning("persist offset of %s failed: %s", mq, exc)
+
+
+class LocalFileOffsetStore(OffsetStore):
+    """Broadcasting: each consumer keeps its own offsets in ``~/.rocketmq_offsets/<client id>/<group>/offsets.json``."""
+
+    def __init__(self, instance: "ClientInstance", group: str, path: str | Path | None = None) -> None:
+        super().__init__(instance, group)
+        base = os.environ.get("rocketmq.client.localOffsetStoreDir") or Path.home() / ".rocketmq_offsets"
+        self.path = Path(path) if path else Path(base) / instance.client_id / group / "offsets.json"
+        self._loaded = False
+
+    def _load(self) -> None:
+        if self._loaded:
+            return
+        self._loaded = True
+        obj = read_json(self.path)
+        for key, off in ((obj or {}).get("offsetTable") or {}).items():
+            try:
+                mq = MessageQueue.from_obj(json.loads(key))
+            except (ValueError, KeyError, TypeError):
+                continue
+            self.table.setdefault(mq, int(off))
+
+    async def _read_store(self, mq: MessageQueue) -> int:
+        self._load()
+        return self.table.get(mq, -1)
+
+    async def persist_all(self, mqs: set[MessageQueue] | None = None) -> None:
+        self._load()
+        table = {json.dumps(mq.to_obj(), sort_keys=True): off for mq, off in self.table.items()}
+        write_json_atomic(self.path, {"offsetTable": table})

@@ -1,0 +1,499 @@
+"""PushConsumer and PullConsumer: RocketMQ's consumers on asyncio.
+
+Both share the machinery RocketMQ's DefaultMQPushConsumerImpl has:
+
+- rebalance every 20 s and at once on NOTIFY_CONSUMER_IDS_CHANGED: the topic's readable queues
+  and the group's client ids, sorted, through an allocation strategy; queues taken away are
+  dropped with their offsets persisted first, new ones start where the group left off
+  (CONSUME_FROM_LAST_OFFSET / FIRST_OFFSET / TIMESTAMP when it never committed);
+- one long-polling pull loop per queue (32 messages, held by the broker up to 15 s), paused while
+  the queue holds more than ``pull_threshold_for_queue`` unconsumed messages;
+- tag filtering again on the client (the broker filters by hash code only);
+- the committed offset of a queue is the smallest offset still being processed, so a crash
+  re-delivers, never skips.
+
+The push consumer hands messages to a listener (a plain function runs on a thread pool of
+``consume_thread_max``; an ``async def`` runs on the loop); RECONSUME_LATER (or an exception)
+sends the messages back to the broker, which re-delivers them through ``%RETRY%group`` after the
+next delay level and to ``%DLQ%group`` after ``max_reconsume_times``.
+"""
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import inspect
+import json
+import logging
+import time
+import zlib
+from dataclasses import dataclass, field
+from typing import Any, Awaitable, Callable, Sequence
+
+from ..errors import ClientStateError, FastMQError, MessageValidationError
+from ..protocol.codes import RequestCode, ResponseCode
+from ..protocol.command import create_request, ext_int
+from ..protocol.heartbeat import ConsumerData, SubscriptionData, build_subscription
+from ..protocol.message import MessageConst, MessageExt, MessageSysFlag, decode_records
+from ..protocol.message_queue import MessageQueue
+from ..protocol.topic import is_readable, retry_topic, validate_topic
+from .allocate import AllocateMessageQueueAveragely, AllocateStrategy
+from .instance import ClientConfig, ClientInstance
+from .offset_store import LocalFileOffsetStore, OffsetStore, RemoteBrokerOffsetStore
+
+__all__ = ["ConsumeStatus", "PushConsumer", "PullConsumer", "ProcessQueue"]
+
+log = logging.getLogger("fastmq.client")
+
+PULL_SUSPEND_MS = 15_000          # brokerSuspendMaxTimeMillis
+PULL_TIMEOUT_MS = 30_000          # consumerTimeoutMillisWhenSuspend
+PULL_DELAY_ON_ERROR_S = 3.0       # pullTimeDelayMillsWhenException
+PULL_DELAY_FLOW_CONTROL_S = 0.05
+REBALANCE_INTERVAL_S = 20.0
+_SYSFLAG_COMMIT, _SYSFLAG_SUSPEND, _SYSFLAG_SUBSCRIPTION = 1, 2, 4
+
+
+class ConsumeStatus:
+    CONSUME_SUCCESS = "CONSUME_SUCCESS"
+    RECONSUME_LATER = "RECONSUME_LATER"
+
+
+@dataclass
+class ProcessQueue:
+    """The messages of one queue pulled but not yet consumed, by queue offset."""
+
+    mq: MessageQueue
+    next_offset: int = 0
+    msgs: dict[int, MessageExt] = field(default_factory=dict)
+    size_bytes: int = 0
+    max_seen: int = -1
+    dropped: bool = False
+    task: asyncio.Task[None] | None = None
+
+    def put(self, msgs: Sequence[MessageExt]) -> None:
+        for m in msgs:
+            if m.queue_offset not in self.msgs:
+                self.msgs[m.queue_offset] = m
+                self.size_bytes += len(m.body)
+                self.max_seen = max(self.max_seen, m.queue_offset)
+
+    def remove(self, msgs: Sequence[MessageExt]) -> int:
+        """Forget consumed messages; returns the offset safe to commit (-1: nothing new)."""
+        for m in msgs:
+            if self.msgs.pop(m.queue_offset, None) is not None:
+                self.size_bytes -= len(m.body)
+        if self.msgs:
+            return min(self.msgs)
+        return self.max_seen + 1 if self.max_seen >= 0 else -1
+
+
+def _unwrap(m: MessageExt, group: str) -> MessageExt:
+    """What a listener sees: the original topic of a retried message, an inflated body."""
+    if m.sys_flag & MessageSysFlag.COMPRESSED:
+        try:
+            m.body = zlib.decompress(m.body)
+        except zlib.error:
+            log.warning("message %s says compressed but does not inflate; delivered as is", m.msg_id)
+    real = m.properties.get(MessageConst.RETRY_TOPIC)
+    if real and m.topic == retry_topic(group):
+        m.topic = real
+    return m
+
+
+class _ConsumerBase:
+    def __init__(self, group: str, *, namesrv_addr: str | list[str] | None = None,
+                 message_model: str = "CLUSTERING", consume_from_where: str = "CONSUME_FROM_LAST_OFFSET",
+                 consume_timestamp_ms: int | None = None, allocate: AllocateStrategy | None = None,
+                 pull_batch_size: int = 32, pull_threshold_for_queue: int = 1000,
+                 pull_threshold_size_for_queue: int = 100 * 1024 * 1024, rebalance_interval_s: float = REBALANCE_INTERVAL_S,
+                 instance: ClientInstance | None = None, client_config: ClientConfig | None = None) -> None:
+        if not group or len(group) > 255:
+            raise MessageValidationError("consumerGroup is null" if not group else
+                                         "consumerGroup is longer than 255")
+        if message_model not in ("CLUSTERING", "BROADCASTING"):
+            raise MessageValidationError(f"messageModel must be CLUSTERING or BROADCASTING, not {message_model}")
+        self.group = group
+        self.message_model = message_model
+        self.consume_from_where = consume_from_where
+        self.consume_timestamp_ms = consume_timestamp_ms
+        self.allocate = allocate or AllocateMessageQueueAveragely()
+        self.pull_batch_size = pull_batch_size
+        self.pull_threshold_for_queue = pull_threshold_for_queue
+        self.pull_threshold_size_for_queue = pull_threshold_size_for_queue
+        self.rebalance_interval_s = rebalance_interval_s
+        self._own_instance = instance is None
+        self.instance = instance or ClientInstance(client_config or ClientConfig(namesrv_addr=namesrv_addr))
+        self.subscriptions: dict[str, SubscriptionData] = {}
+        self.process_queues: dict[MessageQueue, ProcessQueue] = {}
+        self.offset_store: OffsetStore = (LocalFileOffsetStore(self.instance, group) if message_model == "BROADCASTING"
+                                          else RemoteBrokerOffsetStore(self.instance, group))
+        self._tasks: list[asyncio.Task[None]] = []
+        self._running = False
+        self._missing_routes = False
+
+    # ----------------------------------------------------------- set-up
+
+    def subscribe(self, topic: str, expression: str = "*") -> None:
+        """Subscribe ``topic`` with a TAG expression ("*" or "tagA || tagB")."""
+        problem = validate_topic(topic)
+        if problem:
+            raise MessageValidationError(problem)
+        self.subscriptions[topic] = build_subscription(topic, expression, int(time.time() * 1000))
+
+    def consumer_data(self) -> ConsumerData:
+        return ConsumerData(self.group, self._consume_type, self.message_model, self.consume_from_where,
+                            list(self.subscriptions.values()))
+
+    _consume_type = "CONSUME_PASSIVELY"
+
+    async def start(self) -> None:
+        if self._running:
+            return
+        if not self.subscriptions:
+            raise ClientStateError("subscribe a topic before starting the consumer")
+        if self.message_model == "CLUSTERING":
+            rt = retry_topic(self.group)
+            self.subscriptions.setdefault(rt, build_subscription(rt, "*"))
+        self.instance.consumers[self.group] = self
+        await self.instance.start()
+        for topic in self.subscriptions:
+            try:
+                await self.instance.update_route(topic)
+            except FastMQError as exc:
+                log.warning("route of %s not available yet: %s", topic, exc)
+        self._running = True
+        await self.instance.send_heartbeat_to_all_brokers()
+        await self.rebalance()
+        self._tasks = [asyncio.ensure_future(self._rebalance_loop()), asyncio.ensure_future(self._persist_loop())]
+
+    async def shutdown(self) -> None:
+        if not self._running:
+            return
+        self._running = False
+        for t in self._tasks:
+            t.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        for pq in list(self.process_queues.values()):
+            await self._drop(pq)
+        await self.offset_store.persist_all()
+        self.instance.consumers.pop(self.group, None)
+        await self.instance.unregister(consumer_group=self.group)
+        if self._own_instance:
+            await self.instance.shutdown()
+
+    async def __aenter__(self):
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.shutdown()
+
+    # -------------------------------------------------------- rebalance
+
+    async def _rebalance_loop(self) -> None:
+        ev = self.instance._rebalance_event
+        while True:
+            try:
+                # A topic without a route yet (just auto-created by a producer) is retried soon.
+                wait = 1.0 if self._missing_routes else self.rebalance_interval_s
+                if ev is not None:
+                    try:
+                        async with asyncio.timeout(wait):
+                            await ev.wait()
+                    except TimeoutError:
+                        pass
+                    ev.clear()
+                else:
+                    await asyncio.sleep(wait)
+                await self.rebalance()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("rebalance of %s failed", self.group)
+
+    async def _persist_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.instance.config.persist_consumer_offset_interval / 1000)
+            await self.offset_store.persist_all(set(self.process_queues))
+
+    async def _consumer_ids(self, topic: str) -> list[str]:
+        route = self.instance.routes.get(topic)
+        for bd in (route.broker_datas if route else []):
+            addr = bd.select_broker_addr()
+            if not addr:
+                continue
+            try:
+                resp = await self.instance.remoting.invoke(addr, create_request(
+                    RequestCode.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": self.group}), self.instance.timeout)
+            except FastMQError as exc:
+                log.warning("getConsumerIdListByGroup from %s failed: %s", addr, exc)
+                continue
+            if resp.code == ResponseCode.SUCCESS and resp.body:
+                return sorted(json.loads(resp.body).get("consumerIdList") or [])
+        return []
+
+    async def rebalance(self) -> None:
+        """Recompute this member's queues and start or stop pulling accordingly."""
+        wanted: set[MessageQueue] = set()
+        self._missing_routes = False
+        for topic in list(self.subscriptions):
+            route = self.instance.routes.get(topic)
+            if route is None:
+                try:
+                    route = await self.instance.update_route(topic)
+                except FastMQError:
+                    route = None
+            if route is None:
+                self._missing_routes = True
+                continue
+            mqs = sorted(MessageQueue(topic, qd.broker_name, i) for qd in route.queue_datas
+                         if is_readable(qd.perm) for i in range(qd.read_queue_nums))
+            if not mqs:
+                continue
+            if self.message_model == "BROADCASTING":
+                wanted.update(mqs)
+                continue
+            cids = await self._consumer_ids(topic)
+            if self.instance.client_id not in cids:
+                continue
+            wanted.update(self.allocate.allocate(self.group, self.instance.client_id, mqs, cids))
+        for mq in [mq for mq in self.process_queues if mq not in wanted]:
+            pq = self.process_queues.pop(mq)
+            await self._drop(pq)
+            log.info("rebalance: %s no longer consumes %s", self.group, mq)
+        for mq in sorted(wanted - set(self.process_queues)):
+            try:
+                offset = await self._initial_offset(mq)
+            except FastMQError as exc:
+                log.warning("cannot compute where to pull %s from: %s", mq, exc)
+                continue
+            pq = ProcessQueue(mq, next_offset=offset)
+            self.process_queues[mq] = pq
+            pq.task = asyncio.ensure_future(self._pull_loop(pq))
+            log.info("rebalance: %s consumes %s from offset %d", self.group, mq, offset)
+
+    async def _drop(self, pq: ProcessQueue) -> None:
+        pq.dropped = True
+        if pq.task is not None:
+            pq.task.cancel()
+            await asyncio.gather(pq.task, return_exceptions=True)
+        if isinstance(self.offset_store, RemoteBrokerOffsetStore):
+            try:
+                await self.offset_store.persist(pq.mq)
+            except FastMQError as exc:
+                log.warning("persist offset of %s failed: %s", pq.mq, exc)
+        self.offset_store.remove(pq.mq)
+
+    async def _queue_offset(self, code: int, mq: MessageQueue, extra: dict[str, Any] | None = None) -> int:
+        addr = self.instance.master_addr(mq.broker_name)
+        if addr is None:
+            raise FastMQError(f"The broker[{mq.broker_name}] not exist")
+        resp = await self.instance.remoting.invoke(addr, create_request(code, {"topic": mq.topic, "queueId": mq.queue_id,
+                                                                                 **(extra or {})}),
+                                                   self.instance.timeout)
+        if resp.code != ResponseCode.SUCCESS:
+            raise FastMQError(f"offset query failed: {resp.code} {resp.remark}")
+        return ext_int(resp, "offset", 0) or 0
+
+    async def _initial_offset(self, mq: MessageQueue) -> int:
+        """computePullFromWhere: the committed offset, else as consume_from_where says."""
+        last = await self.offset_store.read(mq, from_store=True)
+        if last >= 0:
+            return last
+        if mq.topic.startswith("%RETRY%") or self.consume_from_where == "CONSUME_FROM_FIRST_OFFSET":
+            return 0
+        if self.consume_from_where == "CONSUME_FROM_TIMESTAMP" and self.consume_timestamp_ms is not None:
+            return await self._queue_offset(RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, mq,
+                                            {"timestamp": self.consume_timestamp_ms})
+        return await self._queue_offset(RequestCode.GET_MAX_OFFSET, mq)
+
+    # -------------------------------------------------------------- pull
+
+    async def _pull_loop(self, pq: ProcessQueue) -> None:
+        mq = pq.mq
+        sub = self.subscriptions.get(mq.topic)
+        while not pq.dropped and self._running:
+            if len(pq.msgs) > self.pull_threshold_for_queue or pq.size_bytes > self.pull_threshold_size_for_queue:
+                await asyncio.sleep(PULL_DELAY_FLOW_CONTROL_S)
+                continue
+            addr = self.instance.master_addr(mq.broker_name)
+            if addr is None:
+                await asyncio.sleep(PULL_DELAY_ON_ERROR_S)
+                continue
+            commit = self.offset_store.table.get(mq, -1) if self.message_model == "CLUSTERING" else -1
+            sys_flag = _SYSFLAG_SUSPEND | _SYSFLAG_SUBSCRIPTION | (_SYSFLAG_COMMIT if commit > 0 else 0)
+            req = create_request(RequestCode.PULL_MESSAGE, {
+                "consumerGroup": self.group, "topic": mq.topic, "queueId": mq.queue_id, "queueOffset": pq.next_offset,
+                "maxMsgNums": self.pull_batch_size, "sysFlag": sys_flag, "commitOffset": max(commit, 0),
+                "suspendTimeoutMillis": PULL_SUSPEND_MS, "subscription": sub.sub_string if sub else "*",
+                "subVersion": sub.sub_version if sub else 0, "expressionType": "TAG"})
+            try:
+                resp = await self.instance.remoting.invoke(addr, req, PULL_TIMEOUT_MS / 1000)
+            except asyncio.CancelledError:
+                raise
+            except FastMQError as exc:
+                log.warning("pull %s failed: %s", mq, exc)
+                await asyncio.sleep(PULL_DELAY_ON_ERROR_S)
+                continue
+            next_offset = ext_int(resp, "nextBeginOffset", pq.next_offset)
+            if resp.code == ResponseCode.SUCCESS:
+                msgs = [_unwrap(m, self.group) for m in decode_records(resp.body or b"", verify_crc=False)]
+                if sub is not None and not sub.subscribes_all:
+                    wanted = set(sub.tags_set)
+                    msgs = [m for m in msgs if m.tags in wanted]
+                if msgs:
+                    pq.put(msgs)
+                    await self._deliver(pq, msgs)
+                elif next_offset is not None and next_offset > pq.next_offset:
+                    # the whole batch was filtered out here: move the committed offset past it
+                    self._commit(pq, [])
+                    if not pq.msgs:
+                        pq.max_seen = max(pq.max_seen, next_offset - 1)
+                        self.offset_store.update(mq, next_offset, increase_only=True)
+            elif resp.code == ResponseCode.PULL_OFFSET_MOVED:
+                log.warning("the pull request offset illegal, %s offset %d -> %s", mq, pq.next_offset, next_offset)
+                if next_offset is not None:
+                    self.offset_store.update(mq, next_offset)
+            elif resp.code not in (ResponseCode.PULL_NOT_FOUND, ResponseCode.PULL_RETRY_IMMEDIATELY):
+                log.warning("pull %s answered %d %s", mq, resp.code, resp.remark)
+                await asyncio.sleep(PULL_DELAY_ON_ERROR_S)
+                continue
+            if next_offset is not None:
+                pq.next_offset = next_offset
+
+    def _commit(self, pq: ProcessQueue, msgs: Sequence[MessageExt]) -> None:
+        off = pq.remove(msgs)
+        if off >= 0 and not pq.dropped:
+            self.offset_store.update(pq.mq, off, increase_only=True)
+
+    async def _deliver(self, pq: ProcessQueue, msgs: list[MessageExt]) -> None:
+        raise NotImplementedError
+
+
+class PushConsumer(_ConsumerBase):
+    """Messages are pushed to a listener: ``listener(msgs) -> ConsumeStatus`` (plain or async)."""
+
+    def __init__(self, group: str, *, consume_thread_max: int = 20, consume_message_batch_max_size: int = 1,
+                 max_reconsume_times: int = 16, **kwargs: Any) -> None:
+        super().__init__(group, **kwargs)
+        self.consume_message_batch_max_size = consume_message_batch_max_size
+        self.max_reconsume_times = max_reconsume_times
+        self._listener: Callable[[list[MessageExt]], Any] | None = None
+        self._pool = concurrent.futures.ThreadPoolExecutor(consume_thread_max, thread_name_prefix=f"Consume_{group}")
+        self._slots = asyncio.Semaphore(consume_thread_max)
+
+    def register_message_listener(self, listener: Callable[[list[MessageExt]], str | Awaitable[str]]) -> None:
+        self._listener = listener
+
+    async def start(self) -> None:
+        if self._listener is None:
+            raise ClientStateError("messageListener is null")
+        await super().start()
+
+    async def shutdown(self) -> None:
+        await super().shutdown()
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+    async def _deliver(self, pq: ProcessQueue, msgs: list[MessageExt]) -> None:
+        n = self.consume_message_batch_max_size
+        for i in range(0, len(msgs), n):
+            batch = msgs[i:i + n]
+            await self._slots.acquire()
+            asyncio.ensure_future(self._consume(pq, batch))
+
+    async def _consume(self, pq: ProcessQueue, batch: list[MessageExt]) -> None:
+        try:
+            status = await self._call_listener(batch)
+            if pq.dropped:
+                return
+            if status != ConsumeStatus.CONSUME_SUCCESS and self.message_model == "CLUSTERING":
+                failed = [m for m in batch if not await self._send_back(m)]
+                if failed:  # the broker would not take them back: consume them again here, later
+                    await asyncio.sleep(5)
+                    if not pq.dropped:
+                        await self._consume_retry(pq, failed)
+                    batch = [m for m in batch if m not in failed]
+            self._commit(pq, batch)
+        finally:
+            self._slots.release()
+
+    async def _consume_retry(self, pq: ProcessQueue, msgs: list[MessageExt]) -> None:
+        await self._slots.acquire()
+        await self._consume(pq, msgs)
+
+    async def _call_listener(self, batch: list[MessageExt]) -> str:
+        assert self._listener is not None
+        try:
+            if inspect.iscoroutinefunction(self._listener):
+                status = await self._listener(batch)
+            else:
+                status = await asyncio.get_running_loop().run_in_executor(self._pool, self._listener, batch)
+        except Exception:
+            log.exception("consumeMessage exception, group %s", self.group)
+            return ConsumeStatus.RECONSUME_LATER
+        return status if status in (ConsumeStatus.CONSUME_SUCCESS, ConsumeStatus.RECONSUME_LATER) \
+            else ConsumeStatus.RECONSUME_LATER
+
+    async def _send_back(self, m: MessageExt) -> bool:
+        addr = f"{m.store_host[0]}:{m.store_host[1]}"
+        origin_id = m.properties.get(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX) or m.msg_id
+        try:
+            resp = await self.instance.remoting.invoke(addr, create_request(RequestCode.CONSUMER_SEND_MSG_BACK, {
+                "offset": m.commit_log_offset, "group": self.group, "delayLevel": 0, "originMsgId": origin_id,
+                "originTopic": m.topic, "unitMode": False, "maxReconsumeTimes": self.max_reconsume_times}),
+                self.instance.timeout)
+        except FastMQError as exc:
+            log.warning("send message back to %s failed: %s", addr, exc)
+            return False
+        if resp.code != ResponseCode.SUCCESS:
+            log.warning("send message back refused: %d %s", resp.code, resp.remark)
+            return False
+        return True
+
+
+class PullConsumer(_ConsumerBase):
+    """The lite pull consumer: ``subscribe``, ``start``, then ``poll()`` batches; offsets commit
+    automatically when the next poll starts (``auto_commit``) or on ``commit()``."""
+
+    _consume_type = "CONSUME_ACTIVELY"
+
+    def __init__(self, group: str, *, auto_commit: bool = True, **kwargs: Any) -> None:
+        super().__init__(group, **kwargs)
+        self.auto_commit = auto_commit
+        self._ready: asyncio.Queue[tuple[ProcessQueue, list[MessageExt]]] = asyncio.Queue()
+        self._polled: list[tuple[ProcessQueue, list[MessageExt]]] = []
+
+    async def _deliver(self, pq: ProcessQueue, msgs: list[MessageExt]) -> None:
+        await self._ready.put((pq, msgs))
+
+    async def poll(self, timeout_s: float = 5.0) -> list[MessageExt]:
+        """The next batch of messages (empty after ``timeout_s`` with nothing new)."""
+        if not self._running:
+            raise ClientStateError("The consumer service state not OK: call start() first")
+        if self.auto_commit:
+            self.commit()
+        try:
+            async with asyncio.timeout(timeout_s):
+                pq, msgs = await self._ready.get()
+        except TimeoutError:
+            return []
+        if pq.dropped:
+            return []
+        self._polled.append((pq, msgs))
+        return msgs
+
+    def commit(self) -> None:
+        """Mark everything polled so far as consumed (persisted with the next offset flush)."""
+        polled, self._polled = self._polled, []
+        for pq, msgs in polled:
+            self._commit(pq, msgs)
+
+    async def seek(self, mq: MessageQueue, offset: int) -> None:
+        """Continue ``mq`` from ``offset``."""
+        pq = self.process_queues.get(mq)
+        if pq is None:
+            raise MessageValidationError(f"{mq} is not assigned to this consumer")
+        pq.msgs.clear()
+        pq.size_bytes = 0
+        pq.max_seen = offset - 1
+        pq.next_offset = offset
+        self.offset_store.update(mq, offset)
