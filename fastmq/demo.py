@@ -1,15 +1,13 @@
-"""The main job of ``./scripts/demo.sh``: a local cluster from the embedded defaults, and traffic.
+"""The main job of ``./scripts/demo.sh``: a local cluster from the embedded defaults, then traffic.
 
-What runs today (issue 2): a real ``fastmq-namesrv`` process with its embedded default
-configuration, a broker registration sent exactly as a RocketMQ broker sends it, and a client
-that reads the route, the cluster table and the KV config back. The broker process, the demo
-producer and the consumer join this script as issues 3 and 4 land; until then it says so
-rather than pretending.
+It starts a real ``fastmq-namesrv`` and a real ``fastmq-broker`` (their embedded default
+configuration; only ports and directories are chosen here, in a temporary directory), sends
+messages with the fastmq Producer, consumes them with a PushConsumer (one of them once refused,
+so it comes back through the retry topic).
 """
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import signal
 import socket
@@ -19,86 +17,90 @@ import tempfile
 import time
 from pathlib import Path
 
-from .protocol.bodies import DataVersion, RegisterBrokerBody, TopicConfig, TopicRouteData
-from .protocol.codes import RequestCode, ResponseCode
-from .protocol.command import create_request
-from .remoting import RemotingClient
+from .aio import Message, Producer
+from .client.push_consumer import ConsumeStatus, PushConsumer
 from .remoting.loop import run
 
 DEMO_TOPIC = "DemoTopic"
-DEMO_CLUSTER = "DefaultCluster"
-DEMO_BROKER = "broker-a"
+DEMO_MESSAGES = 10
 
 
-def _port_free(port: int) -> bool:
+def _port(preferred: int) -> int:
     with socket.socket() as s:
         try:
-            s.bind(("127.0.0.1", port))
+            s.bind(("127.0.0.1", preferred))
+            return preferred
         except OSError:
-            return False
-    return True
+            s.bind(("127.0.0.1", 0))
+            return s.getsockname()[1]
 
 
-def _pick_port(preferred: int) -> int:
-    if _port_free(preferred):
-        return preferred
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _start_namesrv(workdir: Path, port: int) -> subprocess.Popen:
-    """Start ``fastmq-namesrv`` as a user would; only the port and paths leave the defaults."""
-    props = workdir / "namesrv.properties"
-    props.write_text(f"listenPort={port}\nkvConfigPath={workdir / 'kvConfig.json'}\n")
-    exe = Path(sys.executable).with_name("fastmq-namesrv")
-    argv = [str(exe) if exe.exists() else "fastmq-namesrv", "-c", str(props)]
-    env = {**os.environ, "HOME": str(workdir)}  # the log file goes under $HOME/logs, as RocketMQ's does
+def _start(cmd: str, args: list[str], workdir: Path, ready: str) -> subprocess.Popen:
+    """Start a fastmq command as a user would and wait (bounded) for its boot line."""
+    exe = Path(sys.executable).with_name(cmd)
+    argv = [str(exe) if exe.exists() else cmd, *args]
+    env = {**os.environ, "HOME": str(workdir)}  # logs go under $HOME/logs, as RocketMQ's do
     proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    deadline = time.monotonic() + 20
     assert proc.stdout is not None
+    deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         line = proc.stdout.readline()
         if not line:
             break
-        print(f"  namesrv | {line.rstrip()}")
-        if "boot success" in line:
+        if ready in line:
+            print(f"  {cmd} | {line.rstrip()}")
             return proc
     proc.kill()
-    raise SystemExit("fastmq-namesrv did not start; see its output above")
+    raise SystemExit(f"{cmd} did not start")
+
+
+def _stop(proc: subprocess.Popen, name: str) -> None:
+    proc.send_signal(signal.SIGTERM)
+    try:
+        rc = proc.wait(20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        rc = proc.wait()
+    print(f"{name} stopped (exit {rc})")
 
 
 async def _traffic(namesrv: str) -> None:
-    client = RemotingClient(namesrv_addrs=[namesrv])
+    async with Producer("DemoProducerGroup", namesrv_addr=namesrv) as producer:
+        for i in range(DEMO_MESSAGES):
+            tag = "TagA" if i % 2 == 0 else "TagB"
+            r = await producer.send(Message(DEMO_TOPIC, f"Hello fastmq {i}".encode(),
+                                            properties={"TAGS": tag, "KEYS": f"order-{i}"}))
+            print(f"sent #{i} {tag}: {r.status} msg_id={r.msg_id} queue={r.message_queue.queue_id} "
+                  f"offset={r.queue_offset}")
+
+    received: list[str] = []
+    refused: set[str] = set()
+
+    def listener(msgs):
+        for m in msgs:
+            uid = m.properties.get("UNIQ_KEY", "")
+            if m.body.endswith(b" 4") and uid not in refused:
+                refused.add(uid)
+                print(f"consumer: RECONSUME_LATER for {m.body.decode()} (it will come back via the retry topic)")
+                return ConsumeStatus.RECONSUME_LATER
+            received.append(m.body.decode())
+            print(f"consumer: {m.body.decode()!r} tag={m.tags} keys={m.properties.get('KEYS')} "
+                  f"reconsume_times={m.reconsume_times}")
+        return ConsumeStatus.CONSUME_SUCCESS
+
+    consumer = PushConsumer("DemoConsumerGroup", namesrv_addr=namesrv, consume_from_where="CONSUME_FROM_FIRST_OFFSET")
+    consumer.subscribe(DEMO_TOPIC, "TagA || TagB")
+    consumer.register_message_listener(listener)
+    await consumer.start()
     try:
-        body = RegisterBrokerBody(
-            topic_config_table={DEMO_TOPIC: TopicConfig(DEMO_TOPIC, read_queue_nums=4, write_queue_nums=4)},
-            data_version=DataVersion())
-        req = create_request(RequestCode.REGISTER_BROKER, {
-            "brokerName": DEMO_BROKER, "brokerAddr": "127.0.0.1:10911", "clusterName": DEMO_CLUSTER,
-            "haServerAddr": "127.0.0.1:10912", "brokerId": 0, "compressed": False}, body.encode())
-        resp = await client.invoke(namesrv, req, 3.0)
-        print(f"REGISTER_BROKER {DEMO_BROKER} -> code {resp.code}")
-
-        resp = await client.invoke_namesrv(create_request(RequestCode.GET_ROUTEINFO_BY_TOPIC,
-                                                          {"topic": DEMO_TOPIC}), 3.0)
-        if resp.code != ResponseCode.SUCCESS or resp.body is None:
-            raise SystemExit(f"route lookup failed: {resp.code} {resp.remark}")
-        route = TopicRouteData.from_json(resp.body)
-        print(f"GET_ROUTEINFO_BY_TOPIC {DEMO_TOPIC} ->")
-        print(json.dumps(json.loads(route.to_json()), indent=2))
-
-        resp = await client.invoke_namesrv(create_request(RequestCode.GET_ROUTEINFO_BY_TOPIC,
-                                                          {"topic": "NoSuchTopic"}), 3.0)
-        print(f"GET_ROUTEINFO_BY_TOPIC NoSuchTopic -> code {resp.code}: {resp.remark!r}")
-
-        await client.invoke_namesrv(create_request(RequestCode.PUT_KV_CONFIG, {
-            "namespace": "ORDER_TOPIC_CONFIG", "key": DEMO_TOPIC, "value": f"{DEMO_BROKER}:4"}), 3.0)
-        resp = await client.invoke_namesrv(create_request(RequestCode.GET_KV_CONFIG, {
-            "namespace": "ORDER_TOPIC_CONFIG", "key": DEMO_TOPIC}), 3.0)
-        print(f"KV ORDER_TOPIC_CONFIG/{DEMO_TOPIC} = {(resp.ext_fields or {}).get('value')!r}")
+        deadline = time.monotonic() + 40  # the retried message waits out delay level 3 (10 s)
+        while len(set(received)) < DEMO_MESSAGES and time.monotonic() < deadline:
+            await asyncio.sleep(0.2)
     finally:
-        await client.close()
+        await consumer.shutdown()
+    print(f"consumed {len(set(received))} of {DEMO_MESSAGES} messages")
+    if len(set(received)) < DEMO_MESSAGES:
+        raise SystemExit("demo: not every message came back")
 
 
 def main() -> int:
@@ -107,20 +109,21 @@ def main() -> int:
 
     print(f"fastmq demo (compiled extensions: {'yes' if _ext.USING_EXTENSIONS else 'no, pure Python'})")
     with tempfile.TemporaryDirectory(prefix="fastmq-demo-") as tmp:
-        port = _pick_port(9876)
-        proc = _start_namesrv(Path(tmp), port)
+        work = Path(tmp)
+        ns_port, broker_port = _port(9876), _port(10911)
+        (work / "namesrv.properties").write_text(f"listenPort={ns_port}\nkvConfigPath={work / 'kvConfig.json'}\n")
+        namesrv = _start("fastmq-namesrv", ["-c", str(work / "namesrv.properties")], work, "boot success")
         try:
-            run(_traffic(f"127.0.0.1:{port}"))
-            print("The broker (issue 3) and the producer/consumer (issue 4) are not built yet; "
-                  "this demo stops at the NameServer.")
-        finally:
-            proc.send_signal(signal.SIGTERM)
+            (work / "broker.conf").write_text(
+                f"namesrvAddr=127.0.0.1:{ns_port}\nlistenPort={broker_port}\nbrokerIP1=127.0.0.1\n"
+                f"storePathRootDir={work / 'store'}\nmappedFileSizeCommitLog=67108864\n")
+            broker = _start("fastmq-broker", ["-c", str(work / "broker.conf")], work, "boot success")
             try:
-                rc = proc.wait(15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                rc = proc.wait()
-            print(f"fastmq-namesrv stopped (exit {rc})")
+                run(_traffic(f"127.0.0.1:{ns_port}"))
+            finally:
+                _stop(broker, "fastmq-broker")
+        finally:
+            _stop(namesrv, "fastmq-namesrv")
     return 0
 
 

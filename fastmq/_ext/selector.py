@@ -1,4 +1,4 @@
-"""The selector twin the rest of fastmq imports: compiled, or the pure-Python reference."""
+"""The queue-selection twin the rest of fastmq imports: compiled, or the pure-Python reference."""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
@@ -6,12 +6,11 @@ from typing import TYPE_CHECKING
 from ._flags import NO_EXTENSIONS
 
 if TYPE_CHECKING or NO_EXTENSIONS:
-    from .selector_py import *  # noqa: F403
-    from .selector_py import __all__
+    from .selector_py import QueueTable, select_queue, select_queue_fault
 else:
     try:
-        from .selector_c import *  # noqa: F403
-        from .selector_c import __all__
+        from .selector_c import QueueTable, select_queue, select_queue_fault
     except ImportError:  # unbuilt source checkout; the test suite refuses this (tests/conftest.py)
-        from .selector_py import *  # noqa: F403
-        from .selector_py import __all__
+        from .selector_py import QueueTable, select_queue, select_queue_fault
+
+__all__ = ["select_queue", "select_queue_fault", "QueueTable"]

@@ -13,20 +13,19 @@ import asyncio
 import logging
 import signal
 import sys
-from pathlib import Path
 
 from .. import _ext
 from ..errors import ConfigError
+from ..server_log import setup_logging
 from ..properties import bind, format_config, load_properties
 from ..remoting.loop import USING_UVLOOP, run
 from .config import NamesrvConfig, NamesrvServerConfig
 from .controller import NamesrvController
 
-__all__ = ["main", "load_config", "setup_logging"]
+__all__ = ["main", "load_config"]
 
 log = logging.getLogger("fastmq.namesrv")
 
-LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s - %(message)s"
 
 
 def load_config(path: str | None) -> tuple[NamesrvConfig, NamesrvServerConfig]:
@@ -40,17 +39,6 @@ def load_config(path: str | None) -> tuple[NamesrvConfig, NamesrvServerConfig]:
     if not 0 <= server.listenPort <= 65535:
         raise ConfigError(f"listenPort={server.listenPort}: not a TCP port")
     return cfg, server
-
-
-def setup_logging(log_path: str) -> None:
-    handlers: list[logging.Handler] = [logging.StreamHandler(sys.stderr)]
-    try:
-        p = Path(log_path).expanduser()
-        p.parent.mkdir(parents=True, exist_ok=True)
-        handlers.append(logging.FileHandler(p, encoding="utf-8"))
-    except OSError as exc:
-        print(f"fastmq-namesrv: cannot open log file {log_path}: {exc}; logging to stderr only", file=sys.stderr)
-    logging.basicConfig(level=logging.INFO, format=LOG_FORMAT, handlers=handlers, force=True)
 
 
 async def _serve(controller: NamesrvController) -> None:
@@ -80,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.printConfigItem:
         sys.stdout.write(format_config(cfg, server))
         return 0
-    setup_logging(cfg.logPath)
+    setup_logging(cfg.logPath, "fastmq-namesrv")
     try:
         run(_serve(NamesrvController(cfg, server)))
     except OSError as exc:

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Callable
 
 from ..errors import ConfigError, RemotingCommandError
 from ..properties import parse_properties
-from ..protocol.bodies import DataVersion, KVTable, RegisterBrokerBody
+from ..protocol.bodies import DataVersion, KVTable, RegisterBrokerBody, loads_lenient
 from ..protocol.codes import RequestCode, ResponseCode
 from ..protocol.command import RemotingCommand, ext_bool, ext_int, ext_str, response_for
 from ..remoting import CodeDispatchProcessor, Connection
@@ -38,9 +38,35 @@ def _need_int(request: RemotingCommand, name: str) -> int:
     return v
 
 
-def _crc32_signed(data: bytes) -> int:
+def _crc32_forms(data: bytes) -> tuple[int, int]:
+    """The body CRC as RocketMQ's UtilAll.crc32 gives it (31 bits), and as a signed Java int.
+
+    A Java broker sends the 31-bit form; the signed full form is accepted too because early
+    fastmq brokers sent it, and rejecting a registration over a checksum convention loses routes.
+    """
     v = zlib.crc32(data) & 0xFFFFFFFF
-    return v - (1 << 32) if v >= 1 << 31 else v
+    return v & 0x7FFFFFFF, v - (1 << 32) if v >= 1 << 31 else v
+
+
+#: MQVersion.Version.V3_0_11.ordinal(): brokers older than this send a bare TopicConfigSerializeWrapper.
+_V3_0_11 = 37
+
+
+def _decode_register_body(request: RemotingCommand) -> tuple[RegisterBrokerBody, list[str] | None]:
+    """The topics of a REGISTER_BROKER and its filter servers (None: leave the filter table alone)."""
+    if not request.body:
+        # RocketMQ registers a body-less broker with data version {0, 0}.
+        return RegisterBrokerBody(data_version=DataVersion(0, 0)), None
+    if ext_bool(request, "compressed"):
+        body = RegisterBrokerBody.decode(request.body, True)
+        return body, body.filter_server_list
+    obj = loads_lenient(request.body)
+    if isinstance(obj, dict) and "topicConfigSerializeWrapper" not in obj and (
+            request.version < _V3_0_11 or "topicConfigTable" in obj or "dataVersion" in obj):
+        # A pre-3.0.11 broker's body is the wrapper itself, without filter servers.
+        return RegisterBrokerBody.from_obj({"topicConfigSerializeWrapper": obj}), None
+    body = RegisterBrokerBody.from_obj(obj)
+    return body, body.filter_server_list
 
 
 class DefaultRequestProcessor(CodeDispatchProcessor):
@@ -101,7 +127,7 @@ class DefaultRequestProcessor(CodeDispatchProcessor):
 
     def _check_crc(self, request: RemotingCommand) -> bool:
         crc = ext_int(request, "bodyCrc32", 0)
-        if crc and request.body is not None and _crc32_signed(request.body) != crc:
+        if crc and request.body is not None and crc not in _crc32_forms(request.body):
             log.warning("receive registerBroker request,crc32 not match,from %s", ext_str(request, "brokerAddr"))
             return False
         return True
@@ -111,16 +137,14 @@ class DefaultRequestProcessor(CodeDispatchProcessor):
         name, bid = _need(request, "brokerName"), _need_int(request, "brokerId")
         if not self._check_crc(request):
             return response_for(request, ResponseCode.SYSTEM_ERROR, "crc32 not match")
-        if request.body:
-            body = RegisterBrokerBody.decode(request.body, ext_bool(request, "compressed"))
-        else:
-            body = RegisterBrokerBody(data_version=DataVersion(0, 0))
+        body, filter_servers = _decode_register_body(request)
         result = self.c.route_info.register_broker(cluster, addr, name, bid, ext_str(request, "haServerAddr"),
-                                                   body, body.filter_server_list, conn)
-        kv = self.c.kv_config.get_namespace(ORDER_TOPIC_CONFIG) or {}
+                                                   body, filter_servers, conn)
+        # As RocketMQ: the ORDER_TOPIC_CONFIG namespace as a KVTable, no body when there is none.
+        kv = self.c.kv_config.get_namespace(ORDER_TOPIC_CONFIG)
         return response_for(request, ResponseCode.SUCCESS,
                             ext_fields={"haServerAddr": result.ha_server_addr, "masterAddr": result.master_addr},
-                            body=KVTable(kv).to_json())
+                            body=KVTable(kv).to_json() if kv is not None else None)
 
     def unregister_broker(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         self.c.route_info.unregister_broker(_need(request, "clusterName"), _need(request, "brokerAddr"),

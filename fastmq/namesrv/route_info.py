@@ -189,8 +189,11 @@ class RouteInfoManager:
         for name, bd in list(self.broker_addr_table.items()):
             if broker_name is not None and name != broker_name:
                 continue
-            ids = [bid for bid, a in bd.broker_addrs.items()
-                   if a == broker_addr and (broker_id is None or bid == broker_id)]
+            if broker_id is not None:
+                # UNREGISTER_BROKER names the id: RocketMQ removes that id whatever address it holds.
+                ids = [broker_id] if broker_id in bd.broker_addrs else []
+            else:
+                ids = [bid for bid, a in bd.broker_addrs.items() if a == broker_addr]
             if not ids:
                 continue
             was_master = MASTER_ID in ids
@@ -333,7 +336,8 @@ class RouteInfoManager:
                 tl.topic_list.update(names)
             for bd in self.broker_addr_table.values():
                 if bd.broker_addrs:
-                    tl.broker_addr = next(iter(bd.broker_addrs.values()))
+                    # Java's HashMap<Long, String> iterates id 0 first: the master when there is one.
+                    tl.broker_addr = bd.broker_addrs[min(bd.broker_addrs)]
                     break
             return tl
 

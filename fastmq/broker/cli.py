@@ -1,0 +1,126 @@
+"""``fastmq-broker``: start a broker, as ``mqbroker`` does.
+
+    fastmq-broker -c broker.conf [-n namesrvAddr] [-p] [--check-store DIR]
+
+``-c`` reads one properties file with RocketMQ's key names: each key goes to whichever of
+:class:`BrokerConfig` (brokerName, listenPort, namesrvAddr, ...) and :class:`MessageStoreConfig`
+(storePathRootDir, flushDiskType, mappedFileSizeCommitLog, ...) knows it. ``-p`` prints the
+effective configuration and exits. SIGTERM and SIGINT unregister, flush everything and exit 0.
+``--check-store DIR`` runs the store's own consistency check on DIR (the broker must not be
+running on it) and exits 1 when it reports problems. Logs go to stderr and to ``logPath``
+(default ``~/logs/rocketmqlogs/broker.log``).
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+
+from .. import _ext
+from ..errors import ConfigError, FastMQError
+from ..server_log import LOG_FORMAT, setup_logging
+from ..properties import bind, format_config, load_properties
+from ..remoting.loop import USING_UVLOOP, run
+from ..store.config import MessageStoreConfig
+from .config import BrokerConfig
+from .controller import BrokerController
+
+__all__ = ["main", "load_config"]
+
+log = logging.getLogger("fastmq.broker")
+
+DEFAULT_LOG_PATH = "~/logs/rocketmqlogs/broker.log"
+
+
+def load_config(path: str | None, namesrv: str | None = None
+                ) -> tuple[BrokerConfig, MessageStoreConfig, str]:
+    """BrokerConfig, MessageStoreConfig and the log path from one properties file."""
+    cfg, store = BrokerConfig(), MessageStoreConfig()
+    log_path = DEFAULT_LOG_PATH
+    if path:
+        props = load_properties(path)
+        log_path = props.pop("logPath", log_path)
+        mine = {k: v for k, v in props.items() if hasattr(store, k) and not hasattr(cfg, k)}
+        bind(store, mine, source=path)
+        bind(cfg, {k: v for k, v in props.items() if k not in mine}, source=path)
+    if namesrv:
+        cfg.namesrvAddr = namesrv
+    if not 0 <= cfg.listenPort <= 65535:
+        raise ConfigError(f"listenPort={cfg.listenPort}: not a TCP port")
+    if store.flushDiskType.upper() not in ("ASYNC_FLUSH", "SYNC_FLUSH"):
+        raise ConfigError(f"flushDiskType={store.flushDiskType}: expected ASYNC_FLUSH or SYNC_FLUSH")
+    if store.mappedFileSizeCommitLog <= 0:
+        raise ConfigError(f"mappedFileSizeCommitLog={store.mappedFileSizeCommitLog}: must be positive")
+    return cfg, store, log_path
+
+
+async def _serve(controller: BrokerController) -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await controller.start()
+    except BaseException:
+        await controller.shutdown()
+        raise
+    cfg = controller.config
+    print(f"The broker[{cfg.brokerName}, {cfg.broker_addr}] boot success. serializeType=JSON and name server is "
+          f"{cfg.namesrvAddr} (extensions={'compiled' if _ext.USING_EXTENSIONS else 'pure'}, uvloop={USING_UVLOOP})",
+          flush=True)
+    await stop.wait()
+    log.info("shutdown hook was invoked")
+    await controller.shutdown()
+    log.info("The broker shut down cleanly")
+
+
+def check_store(directory: str, store: MessageStoreConfig) -> int:
+    """Load the store in ``directory`` (recovering it) and print its consistency problems."""
+    from ..store.message_store import MessageStore
+
+    store.storePathRootDir = directory
+    ms = MessageStore(store, store_host="127.0.0.1:0")
+    ms.load()
+    problems = ms.check_consistency()
+    for p in problems:
+        print(f"PROBLEM {p}")
+    print(f"store {directory}: commit log [{ms.commit_log_min_offset}, {ms.commit_log_max_offset}), "
+          f"{len(problems)} problem(s)")
+    return 1 if problems else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="fastmq-broker", description="fastmq broker (RocketMQ compatible)")
+    parser.add_argument("-c", "--configFile", help="broker config properties file")
+    parser.add_argument("-n", "--namesrvAddr", help="name server address list, e.g. 192.168.0.1:9876;192.168.0.2:9876")
+    parser.add_argument("-p", "--printConfigItem", action="store_true", help="print all config items and exit")
+    parser.add_argument("--check-store", metavar="DIR", help="check the store in DIR for consistency and exit")
+    args = parser.parse_args(argv)
+    try:
+        cfg, store, log_path = load_config(args.configFile, args.namesrvAddr)
+    except ConfigError as exc:
+        print(f"fastmq-broker: {exc}", file=sys.stderr)
+        return 2
+    if args.printConfigItem:
+        sys.stdout.write(format_config(cfg, store))
+        return 0
+    if args.check_store:
+        logging.basicConfig(level=logging.WARNING, format=LOG_FORMAT, stream=sys.stderr)
+        try:
+            return check_store(args.check_store, store)
+        except (FastMQError, OSError) as exc:
+            print(f"fastmq-broker: the store in {args.check_store} cannot be read: {exc}", file=sys.stderr)
+            return 1
+    setup_logging(log_path, "fastmq-broker")
+    try:
+        run(_serve(BrokerController(cfg, store)))
+    except (OSError, FastMQError) as exc:
+        log.error("cannot start the broker: %s", exc)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,206 @@
+"""BrokerController: the broker's parts wired together, and its timers.
+
+- the :class:`MessageStore` (STOREHOST = ``brokerIP1:listenPort``), whose arrival callback wakes
+  held pulls;
+- the metadata managers, persisted under ``<storePathRootDir>/config``;
+- the remoting server with the send, pull, client, consumer and admin processors;
+- timers: NameServer registration every ``registerNameServerPeriod`` (forced at start and
+  soon after a topic is created), consumer offsets every ``flushConsumerOffsetInterval``,
+  the expiry scan of silent client channels every 10 s;
+- the delay-level service (:mod:`fastmq.broker.schedule`).
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import time
+from typing import Any, Callable
+
+from ..protocol.codes import RequestCode
+from ..protocol.command import create_request
+from ..remoting import Connection, ConnectionListener, RemotingClient, RemotingServer
+from ..store.config import MessageStoreConfig
+from ..store.message_store import MessageStore
+from .config import BrokerConfig
+from .consumer_manager import ConsumerManager, ProducerManager
+from .long_polling import PullRequestHoldService
+from .namesrv_link import NamesrvLink
+from .offsets import ConsumerOffsetManager
+from .processors.admin import AdminBrokerProcessor
+from .processors.client_manage import ClientManageProcessor
+from .processors.consumer_manage import ConsumerManageProcessor
+from .processors.pull import PullMessageProcessor
+from .processors.send import SendMessageProcessor
+from .rebalance_lock import RebalanceLockManager
+from .subscription_group import SubscriptionGroupManager
+from .topic_config import TopicConfigManager
+
+try:  # written by another part of the project; the broker runs without delay levels if absent
+    from .schedule import ScheduleMessageService
+except ImportError:  # pragma: no cover
+    ScheduleMessageService = None  # type: ignore[assignment,misc]
+
+__all__ = ["BrokerController"]
+
+log = logging.getLogger("fastmq.broker")
+
+CHANNEL_SCAN_INTERVAL = 10.0
+ADDRESS_SERVER_POLL_INTERVAL = 120.0
+_REGISTER_DEBOUNCE = 0.2   # seconds: topics created in one burst register once
+
+
+class _ClientHousekeeping(ConnectionListener):
+    def __init__(self, broker: "BrokerController") -> None:
+        self.broker = broker
+
+    def _drop(self, conn: Connection) -> None:
+        self.broker.consumer_manager.on_connection_closed(conn)
+        self.broker.producer_manager.on_connection_closed(conn)
+
+    def on_close(self, conn: Connection) -> None:
+        self._drop(conn)
+
+    def on_exception(self, conn: Connection, exc: BaseException) -> None:
+        self._drop(conn)
+
+    def on_idle(self, conn: Connection) -> None:
+        self._drop(conn)
+
+
+class BrokerController:
+    """A master broker: store, metadata, processors, NameServer link and timers."""
+
+    def __init__(self, config: BrokerConfig | None = None, store_config: MessageStoreConfig | None = None) -> None:
+        self.config = config or BrokerConfig()
+        self.store_config = store_config or MessageStoreConfig()
+        self.boot_timestamp = int(time.time() * 1000)
+        cfg_dir = os.path.join(self.store_config.storePathRootDir, "config")
+        self.hold_service: PullRequestHoldService  # set below, after the pull processor exists
+        self.store = MessageStore(self.store_config, store_host=self.config.broker_addr, on_arrival=self._on_arrival)
+        self.topic_config = TopicConfigManager(self.config, os.path.join(cfg_dir, "topics.json"),
+                                               on_new_topic=lambda tc: self.schedule_register(True))
+        self.subscription_groups = SubscriptionGroupManager(os.path.join(cfg_dir, "subscriptionGroup.json"),
+                                                            auto_create=self.config.autoCreateSubscriptionGroup)
+        self.offsets = ConsumerOffsetManager(os.path.join(cfg_dir, "consumerOffset.json"))
+        self.consumer_manager = ConsumerManager(notify=self._notify_consumer_ids_changed)
+        self.producer_manager = ProducerManager()
+        self.rebalance_locks = RebalanceLockManager()
+        self.send_processor = SendMessageProcessor(self)
+        self.pull_processor = PullMessageProcessor(self)
+        self.hold_service = PullRequestHoldService(self.pull_processor.wake)
+        self.server = RemotingServer("0.0.0.0", self.config.listenPort, listener=_ClientHousekeeping(self))
+        for proc in (self.send_processor, self.pull_processor, ClientManageProcessor(self),
+                     ConsumerManageProcessor(self), AdminBrokerProcessor(self)):
+            for code in proc.codes:
+                self.server.register_processor(code, proc)
+        self.client = RemotingClient()
+        ha_addr = f"{self.config.brokerIP2 or self.config.brokerIP1}:{self.config.listenPort + 1}"
+        self.namesrv = NamesrvLink(self.config, self.client, self.topic_config.snapshot, ha_addr)
+        self.schedule = ScheduleMessageService(self.store) if ScheduleMessageService is not None else None
+        self._tasks: list[asyncio.Task[Any]] = []
+        self._register_task: asyncio.Task[Any] | None = None
+        self._started = False
+
+    # ------------------------------------------------------------------ callbacks
+    def _on_arrival(self, topic: str, queue_id: int, max_offset: int, tags_code: int | None) -> None:
+        self.hold_service.notify(topic, queue_id, max_offset, tags_code)
+
+    def _notify_consumer_ids_changed(self, group: str, conns: list[Any]) -> None:
+        for conn in conns:
+            try:
+                req = create_request(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, {"consumerGroup": group})
+                req.flag |= 2  # oneway
+                conn.send(req)
+            except Exception:  # one bad channel must not keep the rest from rebalancing
+                log.exception("notify consumer %s of group %s failed", getattr(conn, "remote_addr", conn), group)
+
+    def schedule_register(self, force: bool = False) -> None:
+        """Register with the NameServers soon (coalescing bursts, e.g. several auto-created topics)."""
+        if not self._started or (self._register_task is not None and not self._register_task.done()):
+            return
+
+        async def later() -> None:
+            await asyncio.sleep(_REGISTER_DEBOUNCE)
+            await self.register_all(force)
+        self._register_task = asyncio.ensure_future(later())
+
+    async def register_all(self, force: bool) -> None:
+        try:
+            await self.namesrv.register_all(force or self.config.forceRegister)
+        except Exception:
+            log.exception("register to name servers failed")
+
+    # ------------------------------------------------------------------ lifetime
+    @property
+    def port(self) -> int:
+        return self.server.port
+
+    async def start(self) -> None:
+        """Load metadata and the store, start serving, register with the NameServers."""
+        self.topic_config.load()
+        self.subscription_groups.load()
+        self.offsets.load()
+        self.store.load()
+        self.store.start()
+        if self.schedule is not None:
+            await self.schedule.start()
+        await self.server.start()
+        self._started = True
+        self.client.set_namesrv_addrs(self.namesrv.namesrv_addrs)
+        await self.register_all(True)
+        self._tasks = [
+            asyncio.ensure_future(self._every(self.config.registerNameServerPeriod / 1000,
+                                              lambda: self.register_all(self.config.forceRegister))),
+            asyncio.ensure_future(self._every(self.config.flushConsumerOffsetInterval / 1000,
+                                              self.offsets.persist)),
+            asyncio.ensure_future(self._every(CHANNEL_SCAN_INTERVAL, self.scan_channels)),
+        ]
+        if self.config.fetchNamesrvAddrByAddressServer:
+            self._tasks.append(asyncio.ensure_future(self._every(ADDRESS_SERVER_POLL_INTERVAL,
+                                                                 self.namesrv.poll_address_server)))
+
+    def scan_channels(self) -> None:
+        for conn in self.consumer_manager.scan_not_active() + self.producer_manager.scan_not_active():
+            conn.close()
+
+    @staticmethod
+    async def _every(interval: float, fn: Callable[[], Any]) -> None:
+        while True:
+            await asyncio.sleep(max(0.05, interval))
+            try:
+                r = fn()
+                if asyncio.iscoroutine(r):
+                    await r
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # one failed round must not stop the timer
+                log.exception("scheduled task %s failed", getattr(fn, "__name__", fn))
+
+    async def shutdown(self) -> None:
+        """Unregister, answer held pulls, stop serving, persist metadata, flush the store."""
+        self._started = False
+        tasks = self._tasks + ([self._register_task] if self._register_task else [])
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self._tasks = []
+        try:
+            await self.namesrv.unregister_all()
+        except Exception:
+            log.exception("unregister from name servers failed")
+        self.hold_service.close()
+        await self.server.close()
+        if self.schedule is not None:
+            try:
+                await self.schedule.stop()
+            except Exception:
+                log.exception("stopping the delay-level service failed")
+        for persist in (lambda: self.offsets.persist(force=True), self.topic_config.persist,
+                        self.subscription_groups.persist):
+            try:
+                persist()
+            except Exception:
+                log.exception("persisting broker metadata failed")
+        self.store.shutdown()
+        await self.client.close()

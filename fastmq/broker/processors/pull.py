@@ -1,0 +1,171 @@
+"""PULL_MESSAGE, with RocketMQ 4.9's PullMessageProcessor semantics and long polling.
+
+A pull that finds nothing and carries the suspend flag is parked in the broker's
+:class:`~fastmq.broker.long_polling.PullRequestHoldService` and answered later, through
+``conn.send``, when a message arrives (the store's arrival callback) or its suspend timeout ends.
+Every answer carries string ``extFields`` (the C++ client ignores numbers and fails a pull
+without them).
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from ...errors import RemotingCommandError
+from ...protocol import topic as tv
+from ...protocol.codes import RequestCode, ResponseCode
+from ...protocol.command import RemotingCommand, response_for
+from ...protocol.headers import (PULL_SYSFLAG_COMMIT_OFFSET, PULL_SYSFLAG_SUBSCRIPTION, PULL_SYSFLAG_SUSPEND,
+                                 PullMessageRequestHeader)
+from ...protocol.heartbeat import SubscriptionData, build_subscription
+from ...remoting import Connection
+from ...store.message_store import GetResult, GetStatus
+from ..long_polling import HeldPull
+from .base import CodeDispatchProcessor
+
+if TYPE_CHECKING:
+    from ..controller import BrokerController
+
+__all__ = ["PullMessageProcessor"]
+
+log = logging.getLogger("fastmq.broker")
+
+_FAQ = "http://rocketmq.apache.org/docs/faq/"
+
+
+@dataclass(eq=False)
+class _PullContext:
+    conn: Connection
+    request: RemotingCommand
+
+
+class PullMessageProcessor(CodeDispatchProcessor):
+    def __init__(self, broker: "BrokerController") -> None:
+        super().__init__(broker)
+        self.handlers = {RequestCode.PULL_MESSAGE: self.pull_message}
+
+    def pull_message(self, conn: Connection, request: RemotingCommand) -> RemotingCommand | None:
+        return self.process(conn, request, True)
+
+    # ------------------------------------------------------------------ the pull
+    def process(self, conn: Connection, request: RemotingCommand, allow_suspend: bool) -> RemotingCommand | None:
+        """One pull; None when it was parked for long polling."""
+        try:
+            h = PullMessageRequestHeader.decode(request)
+        except RemotingCommandError as exc:
+            return response_for(request, ResponseCode.SYSTEM_ERROR, str(exc))
+        b = self.broker
+        if not tv.is_readable(b.config.brokerPermission):
+            return response_for(request, ResponseCode.NO_PERMISSION,
+                                f"the broker[{b.config.brokerIP1}] pulling message is forbidden")
+        sgc = b.subscription_groups.find(h.consumerGroup)
+        if sgc is None:
+            return response_for(request, ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+                                f"subscription group [{h.consumerGroup}] does not exist, {_FAQ}")
+        if not sgc.consume_enable:
+            return response_for(request, ResponseCode.NO_PERMISSION,
+                                f"subscription group no permission, {h.consumerGroup}")
+        suspend = bool(h.sysFlag & PULL_SYSFLAG_SUSPEND)
+        commit = bool(h.sysFlag & PULL_SYSFLAG_COMMIT_OFFSET)
+        has_sub = bool(h.sysFlag & PULL_SYSFLAG_SUBSCRIPTION)
+        tc = b.topic_config.select(h.topic)
+        if tc is None:
+            return response_for(request, ResponseCode.TOPIC_NOT_EXIST,
+                                f"topic[{h.topic}] not exist, apply first please! {_FAQ}")
+        if not tv.is_readable(tc.perm):
+            return response_for(request, ResponseCode.NO_PERMISSION,
+                                f"the topic[{h.topic}] pulling message is forbidden")
+        if h.queueId < 0 or h.queueId >= tc.read_queue_nums:
+            return response_for(request, ResponseCode.SYSTEM_ERROR,
+                                f"queueId[{h.queueId}] is illegal, topic:[{h.topic}] topicConfig.readQueueNums:"
+                                f"[{tc.read_queue_nums}] consumer:[{conn.remote_addr}]")
+        sub: SubscriptionData | None
+        if has_sub:
+            try:
+                sub = build_subscription(h.topic, h.subscription, h.subVersion)
+            except Exception as exc:  # noqa: BLE001 - any parse failure is the client's
+                log.warning("parse the consumer's subscription[%s] failed, group: %s: %s",
+                            h.subscription, h.consumerGroup, exc)
+                return response_for(request, ResponseCode.SUBSCRIPTION_PARSE_FAILED,
+                                    "parse the consumer's subscription failed")
+        else:
+            g = b.consumer_manager.find(h.consumerGroup)
+            if g is None:
+                return response_for(request, ResponseCode.SUBSCRIPTION_NOT_EXIST,
+                                    "the consumer's group info not exist")
+            if not sgc.consume_broadcast_enable and g.message_model == "BROADCASTING":
+                return response_for(request, ResponseCode.NO_PERMISSION,
+                                    f"the consumer group[{h.consumerGroup}] can not consume by broadcast way")
+            sub = g.subscriptions.get(h.topic)
+            if sub is None:
+                return response_for(request, ResponseCode.SUBSCRIPTION_NOT_EXIST,
+                                    "the consumer's subscription not exist")
+            if sub.sub_version < h.subVersion:
+                return response_for(request, ResponseCode.SUBSCRIPTION_NOT_LATEST,
+                                    "the consumer's subscription not latest")
+        codes = None if sub.subscribes_all else set(sub.code_set)
+        res = b.store.get_message(h.consumerGroup, h.topic, h.queueId, h.queueOffset, h.maxMsgNums, codes)
+        response = self._answer(request, h, res)
+        if response is None:
+            if allow_suspend and suspend:
+                timeout_ms = h.suspendTimeoutMillis if b.config.longPollingEnable else b.config.shortPollingTimeMills
+                loop = asyncio.get_running_loop()
+                b.hold_service.hold(HeldPull(h.topic, h.queueId, h.queueOffset,
+                                             loop.time() + max(0, timeout_ms) / 1000, _PullContext(conn, request),
+                                             frozenset(codes) if codes else None))
+            else:
+                response = self._not_found(request, res, h)
+        if allow_suspend and commit and b.config.is_master:
+            b.offsets.commit(h.consumerGroup, h.topic, h.queueId, h.commitOffset)
+        return response
+
+    @staticmethod
+    def _fields(res: GetResult) -> dict[str, str]:
+        return {"suggestWhichBrokerId": "0", "nextBeginOffset": str(res.next_begin_offset),
+                "minOffset": str(res.min_offset), "maxOffset": str(res.max_offset)}
+
+    def _not_found(self, request: RemotingCommand, res: GetResult, h: PullMessageRequestHeader) -> RemotingCommand:
+        return response_for(request, ResponseCode.PULL_NOT_FOUND, res.status.value, self._fields(res))
+
+    def _answer(self, request: RemotingCommand, h: PullMessageRequestHeader, res: GetResult) -> RemotingCommand | None:
+        """The response for a store result; None for PULL_NOT_FOUND (the caller may hold it)."""
+        st = res.status
+        fields = self._fields(res)
+        if st is GetStatus.FOUND:
+            body = b"".join(res.buffers) if len(res.buffers) != 1 else bytes(res.buffers[0])
+            return response_for(request, ResponseCode.SUCCESS, st.value, fields, body)
+        if st in (GetStatus.MESSAGE_WAS_REMOVING, GetStatus.NO_MATCHED_MESSAGE):
+            return response_for(request, ResponseCode.PULL_RETRY_IMMEDIATELY, st.value, fields)
+        if st in (GetStatus.NO_MATCHED_LOGIC_QUEUE, GetStatus.NO_MESSAGE_IN_QUEUE):
+            if h.queueOffset != 0:
+                # the store has nothing for this queue: tell the client to fix its offset
+                fields["nextBeginOffset"] = str(h.queueOffset)
+                log.info("the broker store no queue data, fix the request offset %d to %d, Topic: %s QueueId: %d "
+                         "Consumer Group: %s", h.queueOffset, res.next_begin_offset, h.topic, h.queueId,
+                         h.consumerGroup)
+                return response_for(request, ResponseCode.PULL_OFFSET_MOVED, st.value, fields)
+            return None
+        if st in (GetStatus.OFFSET_FOUND_NULL, GetStatus.OFFSET_OVERFLOW_ONE):
+            return None
+        if st in (GetStatus.OFFSET_OVERFLOW_BADLY, GetStatus.OFFSET_TOO_SMALL):
+            log.info("the request offset %d moved (%s), topic %s queue %d group %s, next %d", h.queueOffset,
+                     st.value, h.topic, h.queueId, h.consumerGroup, res.next_begin_offset)
+            return response_for(request, ResponseCode.PULL_OFFSET_MOVED, st.value, fields)
+        return response_for(request, ResponseCode.SYSTEM_ERROR, f"store error {st.value}")
+
+    # ------------------------------------------------------------------ long polling
+    def wake(self, held: HeldPull, timed_out: bool) -> bool:
+        """Re-run a held pull; True when the consumer got an answer (the hold service's callback)."""
+        ctx: _PullContext = held.context
+        if ctx.conn.closed:
+            return True
+        resp = self.process(ctx.conn, ctx.request, False)
+        if resp is None:  # cannot happen with allow_suspend=False; be safe
+            return False
+        if resp.code == ResponseCode.PULL_NOT_FOUND and not timed_out:
+            return False
+        resp.opaque = ctx.request.opaque
+        ctx.conn.send(resp)
+        return True

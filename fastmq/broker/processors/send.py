@@ -1,0 +1,322 @@
+"""SEND_MESSAGE, SEND_MESSAGE_V2, SEND_BATCH_MESSAGE and CONSUMER_SEND_MSG_BACK.
+
+The checks and remarks follow RocketMQ 4.9's AbstractSendMessageProcessor.msgCheck and
+SendMessageProcessor: broker permission, topic name, topics no client may write, auto-creation
+from the default topic, queue id range, topic permission, and the retry-topic-to-DLQ rule.
+Every SUCCESS answer carries string ``extFields`` (the C++ client crashes without them).
+"""
+from __future__ import annotations
+
+import logging
+import random
+from typing import TYPE_CHECKING, Any, Coroutine, Generator
+
+from ...errors import RemotingCommandError
+from ...protocol import topic as tv
+from ...protocol.codes import RequestCode, ResponseCode
+from ...protocol.command import RemotingCommand, response_for
+from ...protocol.headers import (SEND_V2_NAMES, ConsumerSendMsgBackRequestHeader, SendMessageRequestHeader,
+                                 decode_send_header)
+from ...protocol.message import (MessageConst, MessageExt, MessageFormatError, MessageSysFlag, decode_batch_body,
+                                 decode_properties)
+from ...remoting import Connection
+from ...store.message_store import PutResult, PutStatus
+from .base import CodeDispatchProcessor
+
+if TYPE_CHECKING:
+    from ..controller import BrokerController
+
+__all__ = ["SendMessageProcessor", "parse_addr", "PUT_STATUS_CODES", "run_eagerly"]
+
+log = logging.getLogger("fastmq.broker")
+
+_FAQ_NO_TOPIC = "http://rocketmq.apache.org/docs/faq/"
+_UNIT_SUB_FLAG = 0x2          # TopicSysFlag unit-subscription bit
+_DLQ_NUMS_PER_GROUP = 1
+_V3_4_9 = 109                 # MQVersion.Version.V3_4_9.ordinal(): clients from here send maxReconsumeTimes
+_MULTI_TAG = "MULTI_TAG"
+
+#: How a store outcome is answered (SendMessageProcessor.handlePutMessageResult).
+PUT_STATUS_CODES = {
+    PutStatus.PUT_OK: ResponseCode.SUCCESS,
+    PutStatus.FLUSH_DISK_TIMEOUT: ResponseCode.FLUSH_DISK_TIMEOUT,
+    PutStatus.SERVICE_NOT_AVAILABLE: ResponseCode.SERVICE_NOT_AVAILABLE,
+    PutStatus.MESSAGE_ILLEGAL: ResponseCode.MESSAGE_ILLEGAL,
+    PutStatus.PROPERTIES_SIZE_EXCEEDED: ResponseCode.MESSAGE_ILLEGAL,
+    PutStatus.UNKNOWN_ERROR: ResponseCode.SYSTEM_ERROR,
+}
+
+
+def parse_addr(addr: str) -> tuple[str, int]:
+    """``"ip:port"`` -> ``(ip, port)``; anything unparsable becomes port 0 (born host is informative)."""
+    host, _, port = addr.rpartition(":")
+    try:
+        return (host or addr).strip("[]"), int(port)
+    except ValueError:
+        return addr, 0
+
+
+_ATTRS = ("producerGroup", "topic", "defaultTopic", "defaultTopicQueueNums", "queueId", "sysFlag", "bornTimestamp",
+          "flag", "properties", "reconsumeTimes", "unitMode", "maxReconsumeTimes", "batch", "bname")
+_WIRE_V1 = _ATTRS
+_WIRE_V2 = tuple(SEND_V2_NAMES[a] for a in _ATTRS)
+
+
+def _true(raw: str | None) -> bool:
+    return raw is not None and raw.strip().lower() == "true"
+
+
+def fast_send_header(request: RemotingCommand) -> SendMessageRequestHeader:
+    """decode_send_header without its per-field generic machinery (the send hot path).
+
+    Any field it cannot take as is sends the request through decode_send_header, whose error
+    names the field. One liberty: SEND_MESSAGE's ``batch`` also accepts ``"1"``, which is how
+    the C++ client marks a batch (Java's parseBoolean would read it as false and store the
+    batch encoding as one message body).
+    """
+    f = request.ext_fields
+    w = _WIRE_V1 if request.code == RequestCode.SEND_MESSAGE else _WIRE_V2
+    try:
+        j, l, b = f.get(w[9]), f.get(w[11]), f.get(w[12])
+        h = SendMessageRequestHeader(f[w[0]], f[w[1]], f[w[2]], int(f[w[3]]), int(f[w[4]]), int(f[w[5]]),
+                                     int(f[w[6]]), int(f[w[7]]), f.get(w[8]), None if j is None else int(j),
+                                     _true(f.get(w[10])), None if l is None else int(l), _true(b), f.get(w[13]))
+    except (KeyError, ValueError, TypeError, AttributeError):
+        h = decode_send_header(request)
+        b = (request.ext_fields or {}).get(w[12])
+    if b is not None and b.strip() == "1" and request.code == RequestCode.SEND_MESSAGE:
+        h.batch = True
+    return h
+
+
+class _Finish:
+    """Finishes, inside the awaiting Task, a coroutine that was started by hand and suspended.
+
+    Delegates like ``yield from``: the futures the coroutine waits on go up to the Task, and
+    what the Task sends or throws back goes down to the coroutine.
+    """
+
+    __slots__ = ("coro", "first")
+
+    def __init__(self, coro: Any, first: Any) -> None:
+        self.coro, self.first = coro, first
+
+    def __await__(self) -> Generator[Any, None, Any]:
+        coro, pending = self.coro, self.first
+        while True:
+            try:
+                yield pending
+            except BaseException as exc:  # noqa: BLE001 - cancellation included: the coroutine decides
+                try:
+                    pending = coro.throw(exc)
+                except StopIteration as stop:
+                    return stop.value
+            else:
+                try:
+                    pending = coro.send(None)
+                except StopIteration as stop:
+                    return stop.value
+
+
+def run_eagerly(coro: Coroutine[Any, Any, Any]) -> Any:
+    """Run ``coro`` now; its result if it finished without waiting, else an awaitable for the rest.
+
+    A send on an ASYNC_FLUSH store never waits, so its response joins the other responses of the
+    same socket read (one write) instead of costing a Task; a SYNC_FLUSH send waits for the group
+    commit and is finished by the dispatcher's Task.
+    """
+    try:
+        first = coro.send(None)
+    except StopIteration as stop:
+        return stop.value
+    return _Finish(coro, first)
+
+
+class _Reject(Exception):
+    """A check failed: carries the response code and remark."""
+
+    def __init__(self, code: int, remark: str) -> None:
+        super().__init__(remark)
+        self.code = code
+        self.remark = remark
+
+
+class SendMessageProcessor(CodeDispatchProcessor):
+    def __init__(self, broker: "BrokerController") -> None:
+        super().__init__(broker)
+        eager_send = lambda conn, req: run_eagerly(self.send_message(conn, req))  # noqa: E731
+        eager_back = lambda conn, req: run_eagerly(self.consumer_send_msg_back(conn, req))  # noqa: E731
+        self.handlers = {RequestCode.SEND_MESSAGE: eager_send,
+                         RequestCode.SEND_MESSAGE_V2: eager_send,
+                         RequestCode.SEND_BATCH_MESSAGE: eager_send,
+                         RequestCode.CONSUMER_SEND_MSG_BACK: eager_back}
+
+    # ------------------------------------------------------------------ checks
+    def _broker_forbidden(self) -> str:
+        return f"the broker[{self.broker.config.brokerIP1}] sending message is forbidden"
+
+    def _msg_check(self, conn: Connection, h: SendMessageRequestHeader):  # -> TopicConfig
+        b = self.broker
+        if not tv.is_writeable(b.config.brokerPermission):
+            raise _Reject(ResponseCode.NO_PERMISSION, self._broker_forbidden())
+        remark = tv.validate_topic(h.topic)
+        if remark is not None:
+            raise _Reject(ResponseCode.SYSTEM_ERROR, remark)
+        if tv.is_not_allowed_send_topic(h.topic):
+            raise _Reject(ResponseCode.NO_PERMISSION, f"Sending message to topic[{h.topic}] is forbidden.")
+        tc = b.topic_config.select(h.topic)
+        if tc is None:
+            sys_flag = _UNIT_SUB_FLAG if h.unitMode and tv.is_retry_topic(h.topic) else 0
+            if tv.is_retry_topic(h.topic):
+                tc = b.topic_config.create_in_send_back(h.topic, 1, tv.PERM_WRITE | tv.PERM_READ, sys_flag)
+            else:
+                tc = b.topic_config.create_in_send(h.topic, h.defaultTopic or tv.AUTO_CREATE_TOPIC_KEY_TOPIC,
+                                                   conn.remote_addr, h.defaultTopicQueueNums, sys_flag)
+            if tc is None:
+                raise _Reject(ResponseCode.TOPIC_NOT_EXIST,
+                              f"topic[{h.topic}] not exist, apply first please! {_FAQ_NO_TOPIC}")
+        if h.queueId >= max(tc.write_queue_nums, tc.read_queue_nums):
+            raise _Reject(ResponseCode.SYSTEM_ERROR,
+                          f"request queueId[{h.queueId}] is illegal, {tc} Producer: {conn.remote_addr}")
+        if not tv.is_writeable(tc.perm):
+            raise _Reject(ResponseCode.NO_PERMISSION, f"the topic[{h.topic}] sending message is forbidden")
+        return tc
+
+    def _retry_or_dlq(self, h: SendMessageRequestHeader, msg: MessageExt, request: RemotingCommand) -> None:
+        """A consumer re-sending to %RETRY%group: past its max reconsume times it goes to %DLQ%group."""
+        if not tv.is_retry_topic(msg.topic):
+            return
+        group = msg.topic[len(tv.RETRY_GROUP_TOPIC_PREFIX):]
+        sgc = self.broker.subscription_groups.find(group)
+        if sgc is None:
+            raise _Reject(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+                          f"subscription group not exist, {group} {_FAQ_NO_TOPIC}")
+        max_times = sgc.retry_max_times
+        if request.version >= _V3_4_9 and h.maxReconsumeTimes is not None:
+            max_times = h.maxReconsumeTimes
+        if msg.reconsume_times >= max_times:
+            dlq = tv.dlq_topic(group)
+            tc = self.broker.topic_config.create_in_send_back(dlq, _DLQ_NUMS_PER_GROUP, tv.PERM_WRITE, 0)
+            if tc is None:
+                raise _Reject(ResponseCode.SYSTEM_ERROR, f"topic[{dlq}] not exist")
+            msg.topic = dlq
+            msg.queue_id = random.randrange(_DLQ_NUMS_PER_GROUP)
+            msg.properties.pop(MessageConst.DELAY_TIME_LEVEL, None)
+
+    def _respond(self, request: RemotingCommand, res: PutResult, queue_id: int) -> RemotingCommand:
+        code = PUT_STATUS_CODES.get(res.status, ResponseCode.SYSTEM_ERROR)
+        if not res.ok:
+            return response_for(request, code, res.remark or f"store refused the message: {res.status.value}")
+        cfg = self.broker.config
+        return response_for(request, code, res.remark, ext_fields={
+            "msgId": res.msg_id, "queueId": str(queue_id), "queueOffset": str(res.queue_offset),
+            "MSG_REGION": cfg.regionId, "TRACE_ON": "true" if cfg.traceOn else "false"})
+
+    # ------------------------------------------------------------------ SEND
+    async def send_message(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        try:
+            h = fast_send_header(request)
+        except RemotingCommandError as exc:
+            return response_for(request, ResponseCode.SYSTEM_ERROR, str(exc))
+        try:
+            tc = self._msg_check(conn, h)
+            qid = h.queueId
+            if qid < 0:
+                qid = random.randrange(max(1, tc.write_queue_nums))
+            born = conn.attrs.get("born_host")
+            if born is None:
+                born = conn.attrs["born_host"] = parse_addr(conn.remote_addr)
+            sys_flag = h.sysFlag
+            if tc.topic_filter_type == _MULTI_TAG:
+                sys_flag |= MessageSysFlag.MULTI_TAGS
+            cluster = self.broker.config.brokerClusterName
+            batch = h.batch or request.code == RequestCode.SEND_BATCH_MESSAGE
+            if batch:
+                if tv.is_retry_topic(h.topic):
+                    raise _Reject(ResponseCode.MESSAGE_ILLEGAL, "Retry Group is not supported for batching")
+                try:
+                    entries = decode_batch_body(request.body or b"", h.topic)
+                    decode_properties(h.properties or "")
+                except MessageFormatError as exc:
+                    raise _Reject(ResponseCode.MESSAGE_ILLEGAL, f"the batch body is malformed: {exc}") from None
+                if not entries:
+                    raise _Reject(ResponseCode.MESSAGE_ILLEGAL, "the batch has no message")
+                msgs = []
+                for e in entries:
+                    e.properties[MessageConst.CLUSTER] = cluster
+                    msgs.append(MessageExt(topic=h.topic, body=e.body, flag=e.flag, properties=e.properties,
+                                           queue_id=qid, sys_flag=sys_flag, born_timestamp=h.bornTimestamp,
+                                           born_host=born, reconsume_times=h.reconsumeTimes or 0))
+            else:
+                try:
+                    props = decode_properties(h.properties or "")
+                except MessageFormatError as exc:
+                    raise _Reject(ResponseCode.MESSAGE_ILLEGAL, f"the message properties are malformed: {exc}") \
+                        from None
+                props[MessageConst.CLUSTER] = cluster
+                msg = MessageExt(topic=h.topic, body=request.body or b"", flag=h.flag, properties=props,
+                                 queue_id=qid, sys_flag=sys_flag, born_timestamp=h.bornTimestamp, born_host=born,
+                                 reconsume_times=h.reconsumeTimes or 0)
+                self._retry_or_dlq(h, msg, request)
+                qid = msg.queue_id
+                msgs = [msg]
+        except _Reject as rej:
+            return response_for(request, rej.code, rej.remark)
+        res = await self.broker.store.put_messages(msgs)
+        return self._respond(request, res, qid)
+
+    # ------------------------------------------------------------------ SEND BACK
+    async def consumer_send_msg_back(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        try:
+            h = ConsumerSendMsgBackRequestHeader.decode(request)
+        except RemotingCommandError as exc:
+            return response_for(request, ResponseCode.SYSTEM_ERROR, str(exc))
+        b = self.broker
+        sgc = b.subscription_groups.find(h.group)
+        if sgc is None:
+            return response_for(request, ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+                                f"subscription group not exist, {h.group} {_FAQ_NO_TOPIC}")
+        if not tv.is_writeable(b.config.brokerPermission):
+            return response_for(request, ResponseCode.NO_PERMISSION, self._broker_forbidden())
+        if sgc.retry_queue_nums <= 0:
+            return response_for(request, ResponseCode.SUCCESS)
+        new_topic = tv.retry_topic(h.group)
+        qid = random.randrange(sgc.retry_queue_nums)
+        tc = b.topic_config.create_in_send_back(new_topic, sgc.retry_queue_nums, tv.PERM_WRITE | tv.PERM_READ,
+                                                _UNIT_SUB_FLAG if h.unitMode else 0)
+        if tc is None:
+            return response_for(request, ResponseCode.SYSTEM_ERROR, f"topic[{new_topic}] not exist")
+        if not tv.is_writeable(tc.perm):
+            return response_for(request, ResponseCode.NO_PERMISSION,
+                                f"the topic[{new_topic}] sending message is forbidden")
+        ext = b.store.look_message_by_offset(h.offset)
+        if ext is None:
+            return response_for(request, ResponseCode.SYSTEM_ERROR, f"look message by offset failed, {h.offset}")
+        props = dict(ext.properties)
+        props.setdefault(MessageConst.RETRY_TOPIC, ext.topic)
+        props[MessageConst.WAIT_STORE_MSG_OK] = "false"
+        delay = h.delayLevel
+        max_times = sgc.retry_max_times
+        if request.version >= _V3_4_9 and h.maxReconsumeTimes is not None:
+            max_times = h.maxReconsumeTimes
+        if ext.reconsume_times >= max_times or delay < 0:
+            new_topic = tv.dlq_topic(h.group)
+            qid = random.randrange(_DLQ_NUMS_PER_GROUP)
+            tc = b.topic_config.create_in_send_back(new_topic, _DLQ_NUMS_PER_GROUP, tv.PERM_WRITE, 0)
+            if tc is None:
+                return response_for(request, ResponseCode.SYSTEM_ERROR, f"topic[{new_topic}] not exist")
+            props.pop(MessageConst.DELAY_TIME_LEVEL, None)
+        else:
+            if delay == 0:
+                delay = 3 + ext.reconsume_times
+            props[MessageConst.DELAY_TIME_LEVEL] = str(delay)
+        if not props.get(MessageConst.ORIGIN_MESSAGE_ID):
+            props[MessageConst.ORIGIN_MESSAGE_ID] = ext.msg_id
+        msg = MessageExt(topic=new_topic, body=ext.body, flag=ext.flag, properties=props, queue_id=qid,
+                         sys_flag=ext.sys_flag, born_timestamp=ext.born_timestamp, born_host=ext.born_host,
+                         reconsume_times=ext.reconsume_times + 1)
+        res = await b.store.put_messages([msg])
+        if res.ok:
+            return response_for(request, ResponseCode.SUCCESS)
+        return response_for(request, PUT_STATUS_CODES.get(res.status, ResponseCode.SYSTEM_ERROR),
+                            res.remark or res.status.value)

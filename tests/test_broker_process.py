@@ -1,0 +1,343 @@
+"""The ``fastmq-broker`` command as a real process, with a real ``fastmq-namesrv``, over loopback.
+
+One NameServer + broker pair serves the module (autoCreateTopicEnable=false, small commit-log
+files, a 64 KiB maxMessageSize, one-second delay levels); topics are made with
+UPDATE_AND_CREATE_TOPIC as an operator would. Requests go through fastmq's RemotingClient.
+"""
+from __future__ import annotations
+
+import asyncio
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from fastmq.protocol.codes import RequestCode, ResponseCode
+from fastmq.protocol.command import create_request
+from fastmq.protocol.headers import SendMessageRequestHeader
+from fastmq.protocol.message import Message, decode_records, encode_batch_body, encode_properties
+from fastmq.remoting import RemotingClient
+from tests.support import ServerProcess, free_port
+
+MAX_MESSAGE_SIZE = 64 * 1024
+FAST_LEVELS = " ".join(["1s"] * 18)
+
+
+def write_broker_conf(path: Path, *, port: int, namesrv: str, store: Path, **extra: object) -> Path:
+    lines = {"brokerClusterName": "FastCluster", "brokerName": "fast-broker-a", "brokerId": 0,
+             "listenPort": port, "namesrvAddr": namesrv, "brokerIP1": "127.0.0.1",
+             "storePathRootDir": store, "mappedFileSizeCommitLog": 256 * 1024,
+             "mappedFileSizeConsumeQueue": 6000, "logPath": store.parent / f"broker-{port}.log", **extra}
+    path.write_text("".join(f"{k}={v}\n" for k, v in lines.items()))
+    return path
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory):
+    root = tmp_path_factory.mktemp("broker-proc")
+    ns_port, br_port = free_port(), free_port()
+    (root / "ns.conf").write_text(f"listenPort={ns_port}\nkvConfigPath={root / 'kv.json'}\nlogPath={root / 'ns.log'}\n")
+    namesrv = ServerProcess(["fastmq-namesrv", "-c", str(root / "ns.conf")], ns_port, root, env={"HOME": str(root)})
+    conf = write_broker_conf(root / "broker.conf", port=br_port, namesrv=namesrv.addr, store=root / "store",
+                             autoCreateTopicEnable="false", maxMessageSize=MAX_MESSAGE_SIZE,
+                             messageDelayLevel=FAST_LEVELS)
+    broker = ServerProcess(["fastmq-broker", "-c", str(conf)], br_port, root, env={"HOME": str(root)})
+    namesrv.start()
+    try:
+        broker.start()
+        try:
+            yield namesrv, broker
+        finally:
+            rc = broker.stop()
+            assert rc == 0, broker.output()[-3000:]
+    finally:
+        namesrv.stop()
+
+
+@pytest.fixture
+async def client():
+    c = RemotingClient()
+    try:
+        yield c
+    finally:
+        await c.close()
+
+
+def send_request(topic: str, body: bytes, props: dict[str, str] | None = None, *, queue_id: int = 0,
+                 code: int = RequestCode.SEND_MESSAGE_V2, batch: bool = False):
+    h = SendMessageRequestHeader(producerGroup="PG_TEST", topic=topic, defaultTopic="TBW102", defaultTopicQueueNums=4,
+                                 queueId=queue_id, sysFlag=0, bornTimestamp=int(time.time() * 1000), flag=0,
+                                 properties=encode_properties(props or {}).decode(), batch=batch)
+    fields = h.to_v2_fields() if code != RequestCode.SEND_MESSAGE else h.to_fields()
+    return create_request(code, fields, body)
+
+
+def pull_request(topic: str, queue_id: int, offset: int, *, group: str = "CG_TEST", expr: str = "*",
+                 suspend_ms: int = 0, max_nums: int = 32):
+    sys_flag = 0x4 | (0x2 if suspend_ms else 0)
+    return create_request(RequestCode.PULL_MESSAGE, {
+        "consumerGroup": group, "topic": topic, "queueId": queue_id, "queueOffset": offset, "maxMsgNums": max_nums,
+        "sysFlag": sys_flag, "commitOffset": 0, "suspendTimeoutMillis": suspend_ms, "subVersion": 0,
+        "subscription": expr})
+
+
+async def create_topic(client: RemotingClient, addr: str, topic: str, *, queues: int = 4, perm: int = 6) -> None:
+    r = await client.invoke(addr, create_request(RequestCode.UPDATE_AND_CREATE_TOPIC, {
+        "topic": topic, "defaultTopic": "TBW102", "readQueueNums": queues, "writeQueueNums": queues,
+        "perm": perm, "topicFilterType": "SINGLE_TAG"}), 5)
+    assert r.code == ResponseCode.SUCCESS, r.remark
+
+
+async def test_send_v2_then_pull_back(cluster, client):
+    _, broker = cluster
+    await create_topic(client, broker.addr, "ProcTopicA")
+    props = {"TAGS": "tagA", "KEYS": "k1 k2", "WAIT": "true", "userProp": "v1"}
+    r = await client.invoke(broker.addr, send_request("ProcTopicA", b"hello fastmq", props, queue_id=1), 5)
+    assert r.code == ResponseCode.SUCCESS, r.remark
+    f = r.ext_fields
+    assert all(isinstance(v, str) for v in f.values())
+    assert f["queueId"] == "1" and f["queueOffset"] == "0"
+    assert len(f["msgId"]) == 32 and f["msgId"].startswith("7F000001")  # 127.0.0.1 + port + offset
+    assert f["MSG_REGION"] == "DefaultRegion" and f["TRACE_ON"] == "true"
+
+    p = await client.invoke(broker.addr, pull_request("ProcTopicA", 1, 0), 5)
+    assert p.code == ResponseCode.SUCCESS, p.remark
+    assert p.ext_fields["nextBeginOffset"] == "1" and p.ext_fields["maxOffset"] == "1"
+    assert p.ext_fields["minOffset"] == "0" and p.ext_fields["suggestWhichBrokerId"] == "0"
+    [m] = decode_records(p.body)
+    assert m.body == b"hello fastmq" and m.topic == "ProcTopicA" and m.queue_id == 1
+    assert {k: m.properties[k] for k in props} == props
+    assert m.store_host == ("127.0.0.1", broker.port)
+    assert m.born_host[0] == "127.0.0.1"
+
+    # tag filter: nothing matches -> PULL_RETRY_IMMEDIATELY with the scan's next offset
+    p = await client.invoke(broker.addr, pull_request("ProcTopicA", 1, 0, expr="other"), 5)
+    assert p.code == ResponseCode.PULL_RETRY_IMMEDIATELY
+    # caught up -> PULL_NOT_FOUND; far past the end -> PULL_OFFSET_MOVED
+    p = await client.invoke(broker.addr, pull_request("ProcTopicA", 1, 1), 5)
+    assert p.code == ResponseCode.PULL_NOT_FOUND and p.ext_fields["nextBeginOffset"] == "1"
+    p = await client.invoke(broker.addr, pull_request("ProcTopicA", 1, 50), 5)
+    # RocketMQ: overflowing a queue that still starts at 0 sends the consumer back to 0
+    assert p.code == ResponseCode.PULL_OFFSET_MOVED and p.ext_fields["nextBeginOffset"] == "0"
+
+
+async def test_send_message_v1_and_batch(cluster, client):
+    _, broker = cluster
+    await create_topic(client, broker.addr, "ProcTopicBatch", queues=2)
+    r = await client.invoke(broker.addr, send_request("ProcTopicBatch", b"v1", {"TAGS": "t"},
+                                                      code=RequestCode.SEND_MESSAGE), 5)
+    assert r.code == ResponseCode.SUCCESS and r.ext_fields["queueOffset"] == "0"
+    msgs = [Message("ProcTopicBatch", f"b{i}".encode(), properties={"TAGS": "tb", "KEYS": f"bk{i}"}) for i in range(3)]
+    r = await client.invoke(broker.addr, send_request("ProcTopicBatch", encode_batch_body(msgs), {},
+                                                      code=RequestCode.SEND_BATCH_MESSAGE, batch=True), 5)
+    assert r.code == ResponseCode.SUCCESS, r.remark
+    assert len(r.ext_fields["msgId"].split(",")) == 3 and r.ext_fields["queueOffset"] == "1"
+    p = await client.invoke(broker.addr, pull_request("ProcTopicBatch", 0, 0), 5)
+    got = decode_records(p.body)
+    assert [m.body for m in got] == [b"v1", b"b0", b"b1", b"b2"]
+    assert [m.keys for m in got[1:]] == [["bk0"], ["bk1"], ["bk2"]]
+
+
+@pytest.mark.parametrize("topic, body, extra, code, remark", [
+    ("bad topic!", b"x", {}, ResponseCode.SYSTEM_ERROR, "illegal characters"),
+    ("NoSuchTopic", b"x", {}, ResponseCode.TOPIC_NOT_EXIST, "topic[NoSuchTopic] not exist, apply first please!"),
+    ("SCHEDULE_TOPIC_XXXX", b"x", {}, ResponseCode.NO_PERMISSION, "is forbidden"),
+    ("ProcTopicA", b"x" * (MAX_MESSAGE_SIZE + 10), {}, ResponseCode.MESSAGE_ILLEGAL, "maxMessageSize"),
+    ("ProcTopicA", b"x", {"queue_id": 99}, ResponseCode.SYSTEM_ERROR, "request queueId[99] is illegal"),
+])
+async def test_send_bad_input(cluster, client, topic, body, extra, code, remark):
+    _, broker = cluster
+    await create_topic(client, broker.addr, "ProcTopicA")
+    r = await client.invoke(broker.addr, send_request(topic, body, {"TAGS": "t"}, **extra), 5)
+    assert r.code == code, r.remark
+    assert remark in (r.remark or "")
+    # the broker keeps serving on the same connection
+    ok = await client.invoke(broker.addr, send_request("ProcTopicA", b"after", {}), 5)
+    assert ok.code == ResponseCode.SUCCESS
+
+
+async def test_read_only_topic_and_malformed_header(cluster, client):
+    _, broker = cluster
+    await create_topic(client, broker.addr, "ProcReadOnly", perm=4)
+    r = await client.invoke(broker.addr, send_request("ProcReadOnly", b"x"), 5)
+    assert r.code == ResponseCode.NO_PERMISSION and "sending message is forbidden" in r.remark
+    r = await client.invoke(broker.addr, create_request(RequestCode.SEND_MESSAGE_V2, {"b": "ProcReadOnly"}, b"x"), 5)
+    assert r.code == ResponseCode.SYSTEM_ERROR and "is null" in r.remark
+    r = await client.invoke(broker.addr, create_request(RequestCode.PULL_MESSAGE, {"topic": "x"}), 5)
+    assert r.code == ResponseCode.SYSTEM_ERROR
+    r = await client.invoke(broker.addr, create_request(RequestCode.SEND_MESSAGE_V2, {
+        **send_request("ProcTopicA", b"").ext_fields, "e": "zero"}, b"x"), 5)
+    assert r.code == ResponseCode.SYSTEM_ERROR
+    r = await client.invoke(broker.addr, send_request("ProcTopicA", b"junk", {}, code=RequestCode.SEND_BATCH_MESSAGE,
+                                                      batch=True), 5)
+    assert r.code == ResponseCode.MESSAGE_ILLEGAL
+    p = await client.invoke(broker.addr, pull_request("NoSuchTopic", 0, 0), 5)
+    assert p.code == ResponseCode.TOPIC_NOT_EXIST
+
+
+async def test_long_polling_answers_when_a_message_arrives(cluster, client):
+    _, broker = cluster
+    await create_topic(client, broker.addr, "ProcLongPoll", queues=1)
+    held = asyncio.ensure_future(client.invoke(broker.addr, pull_request("ProcLongPoll", 0, 0, suspend_ms=15000), 20))
+    await asyncio.sleep(0.3)
+    assert not held.done()
+    t0 = time.monotonic()
+    r = await client.invoke(broker.addr, send_request("ProcLongPoll", b"wake up", {}), 5)
+    assert r.code == ResponseCode.SUCCESS
+    p = await asyncio.wait_for(held, 10)
+    assert time.monotonic() - t0 < 5  # well before the 15 s suspend timeout
+    assert p.code == ResponseCode.SUCCESS
+    assert [m.body for m in decode_records(p.body)] == [b"wake up"]
+    # a held pull that sees nothing is answered PULL_NOT_FOUND at its timeout
+    p = await client.invoke(broker.addr, pull_request("ProcLongPoll", 0, 1, suspend_ms=300), 10)
+    assert p.code == ResponseCode.PULL_NOT_FOUND
+
+
+async def test_send_back_goes_to_retry_then_dlq(cluster, client):
+    _, broker = cluster
+    await create_topic(client, broker.addr, "ProcRetry", queues=1)
+    r = await client.invoke(broker.addr, send_request("ProcRetry", b"retry me", {"TAGS": "t", "KEYS": "rk"}), 5)
+    assert r.code == ResponseCode.SUCCESS
+    p = await client.invoke(broker.addr, pull_request("ProcRetry", 0, 0), 5)
+    [m] = decode_records(p.body)
+    back = create_request(RequestCode.CONSUMER_SEND_MSG_BACK, {"group": "CG_RETRY", "delayLevel": 0,
+                                                               "offset": m.commit_log_offset})
+    r = await client.invoke(broker.addr, back, 5)
+    assert r.code == ResponseCode.SUCCESS, r.remark
+    # delay level 3 (one second in this broker), then %RETRY%CG_RETRY
+    deadline = time.monotonic() + 20
+    got = []
+    while not got and time.monotonic() < deadline:
+        p = await client.invoke(broker.addr, pull_request("%RETRY%CG_RETRY", 0, 0, group="CG_RETRY",
+                                                          suspend_ms=2000), 10)
+        if p.code == ResponseCode.SUCCESS:
+            got = decode_records(p.body)
+        elif p.code == ResponseCode.TOPIC_NOT_EXIST:
+            await asyncio.sleep(0.2)
+    assert got, "the sent-back message never reached the retry topic"
+    rm = got[0]
+    assert rm.body == b"retry me" and rm.reconsume_times == 1
+    assert rm.properties["RETRY_TOPIC"] == "ProcRetry" and rm.properties["KEYS"] == "rk"
+    assert rm.properties["ORIGIN_MESSAGE_ID"] == m.msg_id
+    # past maxReconsumeTimes: straight to %DLQ%group (1 queue, write-only)
+    dead = create_request(RequestCode.CONSUMER_SEND_MSG_BACK, {"group": "CG_RETRY", "delayLevel": 0,
+                                                               "offset": rm.commit_log_offset, "maxReconsumeTimes": 1})
+    r = await client.invoke(broker.addr, dead, 5)
+    assert r.code == ResponseCode.SUCCESS, r.remark
+    mx = await client.invoke(broker.addr, create_request(RequestCode.GET_MAX_OFFSET,
+                                                         {"topic": "%DLQ%CG_RETRY", "queueId": 0}), 5)
+    assert mx.ext_fields["offset"] == "1"
+    p = await client.invoke(broker.addr, pull_request("%DLQ%CG_RETRY", 0, 0, group="CG_RETRY"), 5)
+    assert p.code == ResponseCode.NO_PERMISSION
+    # a commit-log offset with no message
+    r = await client.invoke(broker.addr, create_request(RequestCode.CONSUMER_SEND_MSG_BACK, {
+        "group": "CG_RETRY", "delayLevel": 0, "offset": 10**12}), 5)
+    assert r.code == ResponseCode.SYSTEM_ERROR and "look message by offset failed" in r.remark
+
+
+async def test_pull_commits_offset(cluster, client):
+    _, broker = cluster
+    await create_topic(client, broker.addr, "ProcCommit", queues=1)
+    req = pull_request("ProcCommit", 0, 0, group="CG_COMMIT")
+    req.ext_fields["sysFlag"] = str(0x4 | 0x1)
+    req.ext_fields["commitOffset"] = "7"
+    await client.invoke(broker.addr, req, 5)
+    q = await client.invoke(broker.addr, create_request(RequestCode.QUERY_CONSUMER_OFFSET, {
+        "consumerGroup": "CG_COMMIT", "topic": "ProcCommit", "queueId": 0}), 5)
+    assert q.code == ResponseCode.SUCCESS and q.ext_fields["offset"] == "7"
+
+
+def _broker_cmd(*args: str) -> list[str]:
+    return [sys.executable, "-m", "fastmq.broker", *args]
+
+
+def test_print_config_and_bad_config(tmp_path):
+    conf = write_broker_conf(tmp_path / "b.conf", port=10999, namesrv="127.0.0.1:1", store=tmp_path / "s",
+                             flushDiskType="SYNC_FLUSH")
+    out = subprocess.run(_broker_cmd("-c", str(conf), "-p"), capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0
+    assert "brokerName=fast-broker-a" in out.stdout and "flushDiskType=SYNC_FLUSH" in out.stdout
+    assert "listenPort=10999" in out.stdout and "mappedFileSizeCommitLog=262144" in out.stdout
+    (tmp_path / "bad.conf").write_text("listenPort=abc\n")
+    out = subprocess.run(_broker_cmd("-c", str(tmp_path / "bad.conf")), capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2 and "listenPort" in out.stderr
+
+
+async def test_sigterm_exits_zero_and_store_checks_clean(tmp_path):
+    port = free_port()
+    conf = write_broker_conf(tmp_path / "b.conf", port=port, namesrv="", store=tmp_path / "store",
+                             flushDiskType="SYNC_FLUSH")
+    broker = ServerProcess(["fastmq-broker", "-c", str(conf)], port, tmp_path, env={"HOME": str(tmp_path)})
+    broker.start()
+    try:
+        c = RemotingClient()
+        try:
+            for i in range(20):
+                r = await c.invoke(broker.addr, send_request("AutoCreated", f"m{i}".encode(), {}), 5)
+                assert r.code == ResponseCode.SUCCESS, r.remark
+        finally:
+            await c.close()
+    finally:
+        rc = broker.stop(signal.SIGTERM)
+    out = broker.output()
+    assert rc == 0, out[-3000:]
+    assert f"The broker[fast-broker-a, 127.0.0.1:{port}] boot success." in out
+    check = subprocess.run(_broker_cmd("-c", str(conf), "--check-store", str(tmp_path / "store")),
+                           capture_output=True, text=True, timeout=60)
+    assert check.returncode == 0, check.stdout + check.stderr
+    assert "0 problem(s)" in check.stdout
+
+
+# ---------------------------------------------------------------- in-process pieces of the send path
+
+@pytest.mark.parametrize("code", [RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2])
+def test_fast_send_header_matches_the_generic_decoder(code):
+    from fastmq.errors import RemotingCommandError
+    from fastmq.protocol.headers import decode_send_header
+    from fastmq.broker.processors.send import fast_send_header
+
+    req = send_request("T", b"x", {"TAGS": "a"}, queue_id=3, code=code)
+    assert fast_send_header(req) == decode_send_header(req)
+    h = SendMessageRequestHeader("g", "T", "TBW102", 4, 1, 0, 5, 0, None, 2, True, 16, False, "b")
+    fields = h.to_fields() if code == RequestCode.SEND_MESSAGE else h.to_v2_fields()
+    req = create_request(code, fields, b"")
+    assert fast_send_header(req) == decode_send_header(req) == h
+    bad = create_request(code, {k: v for k, v in fields.items() if k not in ("queueId", "e")}, b"")
+    with pytest.raises(RemotingCommandError, match="is null"):
+        fast_send_header(bad)
+    bad = create_request(code, {**fields, ("queueId" if code == RequestCode.SEND_MESSAGE else "e"): "x"}, b"")
+    with pytest.raises(RemotingCommandError, match="not a number"):
+        fast_send_header(bad)
+
+
+def test_cpp_batch_flag_one_is_a_batch():
+    from fastmq.broker.processors.send import fast_send_header
+
+    req = send_request("T", b"x", {}, code=RequestCode.SEND_MESSAGE)
+    req.ext_fields["batch"] = "1"
+    assert fast_send_header(req).batch
+    req.ext_fields["batch"] = "0"
+    assert not fast_send_header(req).batch
+
+
+async def test_run_eagerly_finishes_now_or_in_the_task():
+    from fastmq.broker.processors.send import run_eagerly
+
+    async def quick():
+        return 1
+
+    async def slow():
+        await asyncio.sleep(0.01)
+        return 2
+
+    async def failing():
+        await asyncio.sleep(0)
+        raise ValueError("boom")
+
+    assert run_eagerly(quick()) == 1
+    assert await run_eagerly(slow()) == 2
+    with pytest.raises(ValueError, match="boom"):
+        await run_eagerly(failing())

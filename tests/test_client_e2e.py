@@ -1,0 +1,105 @@
+"""The fastmq client against real ``fastmq-namesrv`` + ``fastmq-broker`` processes."""
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+import pytest
+
+from fastmq.aio import Message, Producer
+from fastmq.client.push_consumer import ConsumeStatus, PullConsumer, PushConsumer
+from tests.support import ServerProcess, free_port
+
+
+@pytest.fixture
+def cluster(tmp_path: Path):
+    ns_port, broker_port = free_port(), free_port()
+    env = {"HOME": str(tmp_path)}
+    (tmp_path / "ns.properties").write_text(
+        f"listenPort={ns_port}\nkvConfigPath={tmp_path / 'kv.json'}\nlogPath={tmp_path / 'ns.log'}\n")
+    ns = ServerProcess(["fastmq-namesrv", "-c", str(tmp_path / "ns.properties")], ns_port, tmp_path, env=env).start()
+    (tmp_path / "broker.conf").write_text("\n".join([
+        "brokerClusterName=DefaultCluster", "brokerName=broker-a", "brokerId=0", f"namesrvAddr={ns.addr}",
+        f"listenPort={broker_port}", "brokerIP1=127.0.0.1", f"storePathRootDir={tmp_path / 'store'}",
+        "mappedFileSizeCommitLog=16777216",
+        # retries come back through the delay levels: keep them short here
+        "messageDelayLevel=200ms 200ms 200ms 200ms 200ms 200ms 200ms 200ms 200ms 200ms 200ms 200ms 200ms 200ms "
+        "200ms 200ms 200ms 200ms"]) + "\n")
+    broker = ServerProcess(["fastmq-broker", "-c", str(tmp_path / "broker.conf")], broker_port, tmp_path,
+                           env=env).start()
+    try:
+        yield ns.addr
+    finally:
+        assert broker.stop() == 0, broker.output()[-3000:]
+        ns.stop()
+
+
+async def _until(pred, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if pred():
+            return True
+        await asyncio.sleep(0.05)
+    return pred()
+
+
+async def test_produce_and_push_consume_with_one_retry(cluster) -> None:
+    got: list[tuple[str, bytes, str | None, str | None]] = []
+    failed: set[str] = set()
+
+    def listener(msgs):
+        for m in msgs:
+            key = m.properties["UNIQ_KEY"]
+            if m.body == b"m4" and key not in failed:
+                failed.add(key)
+                return ConsumeStatus.RECONSUME_LATER          # once: it must come back via %RETRY%
+            got.append((m.topic, m.body, m.tags, m.properties.get("KEYS")))
+        return ConsumeStatus.CONSUME_SUCCESS
+
+    consumer = PushConsumer("GID_E2E", namesrv_addr=cluster, consume_from_where="CONSUME_FROM_FIRST_OFFSET")
+    consumer.subscribe("E2ETopic", "tagA || tagB")
+    consumer.register_message_listener(listener)
+    async with Producer("PG_E2E", namesrv_addr=cluster) as p:
+        for i in range(12):
+            r = await p.send(Message("E2ETopic", f"m{i}".encode(),
+                                     properties={"TAGS": "tagC" if i % 3 == 0 else "tagA", "KEYS": f"k{i}",
+                                                 "userProp": f"v{i}"}))
+            assert r.status == "SEND_OK" and len(r.msg_id) == 32
+        await consumer.start()
+        try:
+            assert await _until(lambda: len(got) >= 8, 20), got
+        finally:
+            await consumer.shutdown()
+    bodies = sorted(b for _, b, _, _ in got)
+    assert bodies == sorted(f"m{i}".encode() for i in range(12) if i % 3)   # tagC filtered out
+    assert all(t == "E2ETopic" and tag == "tagA" for t, _, tag, _ in got)       # retried one shows its real topic
+    assert failed and len([b for b in bodies if b == b"m4"]) == 1
+
+
+async def test_pull_consumer_and_offsets_survive_a_new_consumer(cluster) -> None:
+    async with Producer("PG_PULL", namesrv_addr=cluster) as p:
+        for i in range(20):
+            await p.send(Message("PullTopic", f"p{i}".encode(), properties={"TAGS": "t"}))
+    c = PullConsumer("GID_PULL", namesrv_addr=cluster, consume_from_where="CONSUME_FROM_FIRST_OFFSET")
+    c.subscribe("PullTopic")
+    await c.start()
+    seen: list[bytes] = []
+    try:
+        deadline = time.monotonic() + 20
+        while len(seen) < 10 and time.monotonic() < deadline:
+            seen += [m.body for m in await c.poll(1.0)]
+    finally:
+        await c.shutdown()                                   # commits what was polled, persists offsets
+    first = set(seen)
+    c2 = PullConsumer("GID_PULL", namesrv_addr=cluster, consume_from_where="CONSUME_FROM_FIRST_OFFSET")
+    c2.subscribe("PullTopic")
+    await c2.start()
+    rest: list[bytes] = []
+    try:
+        deadline = time.monotonic() + 20
+        while len(first | set(rest)) < 20 and time.monotonic() < deadline:
+            rest += [m.body for m in await c2.poll(1.0)]
+    finally:
+        await c2.shutdown()
+    assert first | set(rest) == {f"p{i}".encode() for i in range(20)}
