@@ -124,11 +124,9 @@ class NamesrvLink:
         if not force and not await self.need_register(version):
             return []
         body = RegisterBrokerBody(topic_config_table=table, data_version=version).encode(self.cfg.compressedRegister)
+        # UtilAll.crc32: the CRC32 with its top bit cleared, which is what a Java NameServer compares.
         header = {**self._header(), "haServerAddr": self.ha_server_addr,
-                  "compressed": self.cfg.compressedRegister, "bodyCrc32": zlib.crc32(body) & 0xFFFFFFFF}
-        # Java sends the CRC as a signed int; keep the same bit pattern.
-        if header["bodyCrc32"] >= 1 << 31:  # type: ignore[operator]
-            header["bodyCrc32"] -= 1 << 32  # type: ignore[operator]
+                  "compressed": self.cfg.compressedRegister, "bodyCrc32": zlib.crc32(body) & 0x7FFFFFFF}
         tasks = [asyncio.ensure_future(self._one(a, header, body)) for a in self.namesrv_addrs]
         done, pending = await asyncio.wait(tasks, timeout=self._timeout)
         for t in pending:
