@@ -1,0 +1,158 @@
+"""The broker over loopback: pipelined sends, batches, long-poll wake-up, resident memory.
+
+Real figures: ``.venv/bin/python -m pytest benchmarks/test_broker_benchmarks.py --benchmark-only -s``
+(``-s`` shows the derived msgs/s and memory lines). Client and broker share the 2-core machine.
+"""
+from __future__ import annotations
+
+import asyncio
+import statistics
+import time
+from pathlib import Path
+
+import pytest
+
+from fastmq._ext.codec import FrameDecoder, encode_frames
+from fastmq.protocol.codes import RequestCode
+from fastmq.protocol.command import create_request
+from fastmq.protocol.headers import SendMessageRequestHeader
+from fastmq.protocol.message import Message, encode_batch_body
+from fastmq.remoting import RemotingClient
+from fastmq.remoting.loop import run
+from tests.support import ServerProcess, free_port
+
+PIPELINE = 2000
+
+
+@pytest.fixture(scope="module", params=["ASYNC_FLUSH", "SYNC_FLUSH"])
+def broker(request, tmp_path_factory):
+    tmp = tmp_path_factory.mktemp(request.param)
+    ns_port, port = free_port(), free_port()
+    env = {"HOME": str(tmp)}
+    (tmp / "ns.properties").write_text(f"listenPort={ns_port}\nkvConfigPath={tmp / 'kv.json'}\nlogPath={tmp / 'ns.log'}\n")
+    ns = ServerProcess(["fastmq-namesrv", "-c", str(tmp / "ns.properties")], ns_port, tmp, env=env).start()
+    (tmp / "broker.conf").write_text(
+        f"brokerName=bench\nnamesrvAddr={ns.addr}\nlistenPort={port}\nbrokerIP1=127.0.0.1\n"
+        f"storePathRootDir={tmp / 'store'}\nflushDiskType={request.param}\nmappedFileSizeCommitLog=268435456\n"
+        f"logPath={tmp / 'broker.log'}\n")
+    b = ServerProcess(["fastmq-broker", "-c", str(tmp / "broker.conf")], port, tmp, env=env).start()
+    try:
+        yield request.param, b
+    finally:
+        b.stop()
+        ns.stop()
+
+
+def _send_frame(i: int, body: bytes, batch: bool = False):
+    h = SendMessageRequestHeader("PG_BENCH", "BenchTopic", "TBW102", 4, i % 4, 0, 1_700_000_000_000, 0,
+                                 "WAIT\x01true\x02" if batch else f"UNIQ_KEY\x01{i:032X}\x02WAIT\x01true\x02", 0,
+                                 False, None, batch)
+    return create_request(RequestCode.SEND_BATCH_MESSAGE if batch else RequestCode.SEND_MESSAGE_V2,
+                          h.to_v2_fields(), body)
+
+
+async def _pipelined(port: int, frames: bytes, n: int) -> float:
+    """Write ``n`` pre-encoded requests on one connection, read ``n`` responses; seconds taken."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    dec = FrameDecoder()
+    t0 = time.perf_counter()
+    writer.write(frames)
+    got = 0
+    while got < n:
+        chunk = await asyncio.wait_for(reader.read(1 << 20), 30)
+        assert chunk, "broker closed the connection"
+        for r in dec.feed(chunk):
+            assert r.code == 0, (r.code, r.remark)
+            got += 1
+    elapsed = time.perf_counter() - t0
+    writer.close()
+    return elapsed
+
+
+@pytest.mark.parametrize("size", [128, 1024])
+def test_pipelined_send_v2(benchmark, broker, size: int) -> None:
+    mode, b = broker
+    body = b"x" * size
+    frames = encode_frames([_send_frame(i, body) for i in range(PIPELINE)])
+    run(_pipelined(b.port, frames, PIPELINE))  # warm up: topic creation, first file
+    elapsed = benchmark.pedantic(lambda: run(_pipelined(b.port, frames, PIPELINE)), rounds=3, iterations=1)
+    rate = PIPELINE / benchmark.stats.stats.median if benchmark.stats else PIPELINE / (elapsed or 1)
+    benchmark.extra_info.update(mode=mode, size=size, msgs_per_round=PIPELINE, msgs_per_s=round(rate))
+    print(f"\nSEND_MESSAGE_V2 {mode} {size} B, {PIPELINE} in flight: {rate:,.0f} msgs/s")
+
+
+def test_batch_send(benchmark, broker) -> None:
+    mode, b = broker
+    per_batch, batches = 100, 50
+    body = encode_batch_body([Message("BenchTopic", b"x" * 128, properties={"UNIQ_KEY": f"{i:032X}"})
+                              for i in range(per_batch)])
+    frames = encode_frames([_send_frame(i, body, batch=True) for i in range(batches)])
+    run(_pipelined(b.port, frames, batches))
+    benchmark.pedantic(lambda: run(_pipelined(b.port, frames, batches)), rounds=3, iterations=1)
+    rate = per_batch * batches / benchmark.stats.stats.median if benchmark.stats else 0
+    benchmark.extra_info.update(mode=mode, msgs_per_s=round(rate))
+    print(f"\nSEND_BATCH_MESSAGE {mode} 100 x 128 B per batch, {batches} batches in flight: {rate:,.0f} msgs/s")
+
+
+async def _wakeups(port: int, rounds: int) -> list[float]:
+    addr = f"127.0.0.1:{port}"
+    puller, sender = RemotingClient(), RemotingClient()
+    out = []
+    topic = "WakeTopic"
+    try:
+        await sender.invoke(addr, _wake_send(-1, topic), 5)          # creates the topic
+        for i in range(rounds):
+            mx = await sender.invoke(addr, create_request(RequestCode.GET_MAX_OFFSET, {"topic": topic, "queueId": 0}), 5)
+            offset = int((mx.ext_fields or {}).get("offset", "0"))
+            pull = asyncio.ensure_future(puller.invoke(addr, create_request(RequestCode.PULL_MESSAGE, {
+                "consumerGroup": "GID_WAKE", "topic": topic, "queueId": 0, "queueOffset": offset, "maxMsgNums": 32,
+                "sysFlag": 6, "commitOffset": 0, "suspendTimeoutMillis": 5000, "subVersion": 0,
+                "subscription": "*", "expressionType": "TAG"}), 10))
+            await asyncio.sleep(0.05)                                # the pull is now held on an empty queue
+            t0 = time.perf_counter()
+            await sender.invoke(addr, _wake_send(i, topic), 5)
+            resp = await pull
+            out.append((time.perf_counter() - t0) * 1000)
+            assert resp.code == 0
+    finally:
+        await puller.close()
+        await sender.close()
+    return out
+
+
+def _wake_send(i: int, topic: str):
+    h = SendMessageRequestHeader("PG_WAKE", topic, "TBW102", 1, 0, 0, 1_700_000_000_000, 0,
+                                 f"UNIQ_KEY\x01{i:032X}\x02", 0, False, None, False)
+    return create_request(RequestCode.SEND_MESSAGE_V2, h.to_v2_fields(), b"wake")
+
+
+def test_long_poll_wakeup(benchmark, broker) -> None:
+    """Time from the send being issued to the held pull's answer (includes the send's own round trip)."""
+    mode, b = broker
+    run(_wakeups(b.port, 2))
+    samples: list[float] = []
+    benchmark.pedantic(lambda: samples.extend(run(_wakeups(b.port, 20))), rounds=1, iterations=1)
+    med = statistics.median(samples)
+    benchmark.extra_info.update(mode=mode, median_ms=round(med, 3), p90_ms=round(sorted(samples)[int(len(samples) * .9)], 3))
+    print(f"\nlong-poll wake-up {mode}: median {med:.2f} ms over {len(samples)}")
+
+
+def _rss_kib(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    return 0
+
+
+def test_resident_memory_under_load(benchmark, broker) -> None:
+    mode, b = broker
+    assert b.proc is not None
+    frames = encode_frames([_send_frame(i, b"x" * 128) for i in range(PIPELINE)])
+    for _ in range(3):
+        run(_pipelined(b.port, frames, PIPELINE))
+    before = _rss_kib(b.proc.pid)
+    benchmark.pedantic(lambda: [run(_pipelined(b.port, frames, PIPELINE)) for _ in range(10)], rounds=1, iterations=1)
+    after = _rss_kib(b.proc.pid)
+    benchmark.extra_info.update(mode=mode, rss_before_kib=before, rss_after_kib=after)
+    print(f"\nbroker RSS {mode}: {before / 1024:.1f} MiB -> {after / 1024:.1f} MiB after {10 * PIPELINE} more sends "
+          f"(the mapped commit log pages are counted as they are touched)")
