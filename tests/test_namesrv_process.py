@@ -12,7 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from fastmq.protocol.bodies import DataVersion, RegisterBrokerBody, TopicConfig, TopicRouteData
+import zlib
+
+from fastmq.namesrv.config import NamesrvConfig
+from fastmq.namesrv.controller import NamesrvController
+from fastmq.namesrv.processor import DefaultRequestProcessor
+from fastmq.protocol.bodies import (ClusterInfo, DataVersion, KVTable, RegisterBrokerBody, TopicConfig, TopicList,
+                                    TopicRouteData)
 from fastmq.protocol.codes import RequestCode, ResponseCode
 from fastmq.protocol.command import create_request
 from fastmq.remoting import RemotingClient
@@ -128,6 +134,8 @@ async def test_order_topic_conf_from_kv(namesrv) -> None:
         await c.invoke(namesrv.addr, _register("OrderT"), 3)
         route = TopicRouteData.from_json((await _route(c, namesrv.addr, "OrderT")).body)
         assert route.order_topic_conf == "broker-a:4"
+        resp = await c.invoke(namesrv.addr, _register("OrderT"), 3)   # brokers get the namespace back
+        assert KVTable.from_json(resp.body).table == {"OrderT": "broker-a:4"}
     finally:
         await c.close()
 
@@ -184,6 +192,11 @@ def test_print_config_and_bad_config(tmp_path) -> None:
     bad.write_text("listenPort=ninety\n")
     out = subprocess.run([exe, "-c", str(bad)], capture_output=True, text=True, timeout=30)
     assert out.returncode == 2 and "listenPort='ninety': expected an integer" in out.stderr
+    for line, needle in (("scanNotActiveBrokerInterval=0", "must be > 0 ms"), ("listenPort=70000", "not a TCP port"),
+                         ("orderMessageEnable=yes", "expected true or false")):
+        bad.write_text(line + "\n")
+        out = subprocess.run([exe, "-c", str(bad), "-p"], capture_output=True, text=True, timeout=30)
+        assert out.returncode == 2 and needle in out.stderr, out
     out = subprocess.run([exe, "-c", str(tmp_path / "missing.properties")], capture_output=True, text=True, timeout=30)
     assert out.returncode == 2 and "cannot read config file" in out.stderr
 
@@ -228,3 +241,141 @@ def test_port_in_use_is_a_clear_failure(tmp_path) -> None:
         out = subprocess.run([exe, "-c", str(_props(tmp_path, port))], capture_output=True, text=True, timeout=30,
                              env={**os.environ, "HOME": str(tmp_path)})
     assert out.returncode == 1 and "cannot start the Name Server" in out.stderr
+
+
+# ----------------------------------------------------------------------------------------------
+# The request processor in process: every code, with a stand-in connection.
+
+
+class _Conn:
+    remote_addr = "127.0.0.1:50000"
+    local_addr = "127.0.0.1:9876"
+
+    def __init__(self) -> None:
+        self.attrs: dict = {}
+        self.closed = False
+
+    def close(self) -> None:
+        self.closed = True
+
+
+@pytest.fixture
+def proc(tmp_path):
+    ctl = NamesrvController(NamesrvConfig(kvConfigPath=str(tmp_path / "kv.json"),
+                                          configStorePath=str(tmp_path / "ns" / "namesrv.properties")))
+    return DefaultRequestProcessor(ctl)
+
+
+def _call(proc, code: int, fields: dict | None = None, body: bytes | None = None, version: int | None = None):
+    req = create_request(code, fields, body)
+    if version is not None:
+        req.version = version
+    return proc.process_request(_Conn(), req)
+
+
+def _reg_fields(addr: str, bid: int, **extra: object) -> dict:
+    return {"brokerName": "b", "brokerAddr": addr, "clusterName": "C", "haServerAddr": addr[:-1] + "2",
+            "brokerId": bid, **extra}
+
+
+def test_processor_master_slave_headers_and_crc_forms(proc) -> None:
+    body = RegisterBrokerBody({"T": TopicConfig("T", 8, 8, 6)}, DataVersion(1, 1)).encode()
+    java_crc = zlib.crc32(body) & 0x7FFFFFFF           # UtilAll.crc32
+    r = _call(proc, RequestCode.REGISTER_BROKER, _reg_fields("10.0.0.1:10911", 0, bodyCrc32=java_crc), body)
+    assert r.code == ResponseCode.SUCCESS and "masterAddr" not in (r.ext_fields or {})
+    signed = zlib.crc32(body)
+    signed = signed - (1 << 32) if signed >= 1 << 31 else signed
+    r = _call(proc, RequestCode.REGISTER_BROKER, _reg_fields("10.0.0.2:10911", 1, bodyCrc32=signed), body)
+    assert r.code == ResponseCode.SUCCESS
+    assert (r.ext_fields["masterAddr"], r.ext_fields["haServerAddr"]) == ("10.0.0.1:10911", "10.0.0.1:10912")
+    r = _call(proc, RequestCode.REGISTER_BROKER, _reg_fields("10.0.0.2:10911", 1, bodyCrc32=java_crc ^ 1), body)
+    assert (r.code, r.remark) == (ResponseCode.SYSTEM_ERROR, "crc32 not match")
+
+
+def test_processor_old_broker_body_and_empty_body(proc) -> None:
+    wrapper = (b'{"topicConfigTable":{"Old":{"topicName":"Old","readQueueNums":2,"writeQueueNums":2,"perm":6}},'
+               b'"dataVersion":{"counter":1,"timestamp":1}}')
+    r = _call(proc, RequestCode.REGISTER_BROKER, _reg_fields("10.0.0.1:10911", 0), wrapper, version=30)
+    assert r.code == ResponseCode.SUCCESS
+    ri = proc.c.route_info
+    assert ri.pickup_topic_route_data("Old").queue_datas[0].read_queue_nums == 2
+    r = _call(proc, RequestCode.REGISTER_BROKER, {**_reg_fields("10.0.0.5:10911", 0), "brokerName": "e"})
+    assert r.code == ResponseCode.SUCCESS
+    assert ri.query_broker_topic_config("10.0.0.5:10911") == DataVersion(0, 0)
+
+
+@pytest.mark.parametrize("fields,needle", [
+    ({"brokerName": "b", "brokerAddr": "a:1", "clusterName": "C", "brokerId": "zero"}, "brokerId"),
+    ({"brokerAddr": "a:1", "clusterName": "C", "brokerId": "0"}, "brokerName"),
+    (None, "clusterName"),
+])
+def test_processor_bad_register_headers_are_system_errors(proc, fields, needle) -> None:
+    r = _call(proc, RequestCode.REGISTER_BROKER, fields)
+    assert r.code == ResponseCode.SYSTEM_ERROR and needle in r.remark
+
+
+def _topics(proc, code: int, fields: dict | None = None) -> set[str]:
+    return TopicList.from_json(_call(proc, code, fields).body).topic_list
+
+
+def test_processor_queries_and_admin_codes(proc) -> None:
+    v = DataVersion(3, 3)
+    body = RegisterBrokerBody({"T": TopicConfig("T", 4, 4, 6), "U": TopicConfig("U", 4, 4, 6, topic_sys_flag=1)},
+                              v).encode()
+    _call(proc, RequestCode.REGISTER_BROKER, _reg_fields("10.0.0.1:10911", 0), body)
+    q = {"brokerName": "b", "brokerAddr": "10.0.0.1:10911", "clusterName": "C", "brokerId": 0}
+    r = _call(proc, RequestCode.QUERY_DATA_VERSION, q, v.to_json())
+    assert r.ext_fields["changed"] == "false" and DataVersion.from_json(r.body) == v
+    r = _call(proc, RequestCode.QUERY_DATA_VERSION, q, DataVersion(4, 4).to_json())
+    assert r.ext_fields["changed"] == "true"
+    assert _call(proc, RequestCode.QUERY_DATA_VERSION, q, b"[1,").code == ResponseCode.SYSTEM_ERROR
+    ci = ClusterInfo.from_json(_call(proc, RequestCode.GET_BROKER_CLUSTER_INFO).body)
+    assert ci.cluster_addr_table == {"C": {"b"}}
+    assert _topics(proc, RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER) == {"T", "U"}
+    assert _topics(proc, RequestCode.GET_TOPICS_BY_CLUSTER, {"cluster": "C"}) == {"T", "U"}
+    assert _topics(proc, RequestCode.GET_UNIT_TOPIC_LIST) == {"U"}
+    assert _topics(proc, RequestCode.GET_HAS_UNIT_SUB_TOPIC_LIST) == set()
+    assert _topics(proc, RequestCode.GET_HAS_UNIT_SUB_UNUNIT_TOPIC_LIST) == set()
+    sys_tl = TopicList.from_json(_call(proc, RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_NS).body)
+    assert sys_tl.topic_list == {"C", "b"} and sys_tl.broker_addr == "10.0.0.1:10911"
+    r = _call(proc, RequestCode.WIPE_WRITE_PERM_OF_BROKER, {"brokerName": "b"})
+    assert r.ext_fields["wipeTopicCount"] == "2"
+    route = TopicRouteData.from_json(_call(proc, RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "T"}).body)
+    assert route.queue_datas[0].perm == 4 and route.order_topic_conf is None
+    assert _call(proc, RequestCode.DELETE_TOPIC_IN_NAMESRV, {"topic": "T"}).code == ResponseCode.SUCCESS
+    r = _call(proc, RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "T"})
+    assert (r.code, r.remark) == (ResponseCode.TOPIC_NOT_EXIST, "No topic route info in name server for the topic: T"
+                                  "\nSee http://rocketmq.apache.org/docs/faq/ for further details.")
+    assert _call(proc, RequestCode.GET_ROUTEINFO_BY_TOPIC).code == ResponseCode.SYSTEM_ERROR
+    r = _call(proc, RequestCode.UNREGISTER_BROKER, q)
+    assert r.code == ResponseCode.SUCCESS and proc.c.route_info.broker_addr_table == {}
+
+
+def test_processor_kv_codes(proc) -> None:
+    assert _call(proc, RequestCode.PUT_KV_CONFIG, {"namespace": "ns", "key": "k", "value": "v"}).code == 0
+    r = _call(proc, RequestCode.GET_KV_CONFIG, {"namespace": "ns", "key": "k"})
+    assert (r.code, r.ext_fields["value"]) == (ResponseCode.SUCCESS, "v")
+    r = _call(proc, RequestCode.GET_KVLIST_BY_NAMESPACE, {"namespace": "ns"})
+    assert KVTable.from_json(r.body).table == {"k": "v"}
+    r = _call(proc, RequestCode.GET_KVLIST_BY_NAMESPACE, {"namespace": "zz"})
+    assert (r.code, r.remark) == (ResponseCode.QUERY_NOT_FOUND, "No config item, Namespace: zz")
+    assert _call(proc, RequestCode.DELETE_KV_CONFIG, {"namespace": "ns", "key": "k"}).code == 0
+    r = _call(proc, RequestCode.GET_KV_CONFIG, {"namespace": "ns", "key": "k"})
+    assert r.code == ResponseCode.QUERY_NOT_FOUND
+    r = _call(proc, RequestCode.PUT_KV_CONFIG, {"key": "k", "value": "v"})
+    assert (r.code, r.remark) == (ResponseCode.SYSTEM_ERROR, "namespace or key is null")
+    assert _call(proc, RequestCode.GET_KV_CONFIG, {"namespace": "ns"}).code == ResponseCode.SYSTEM_ERROR
+
+
+def test_processor_config_codes(proc) -> None:
+    r = _call(proc, RequestCode.UPDATE_NAMESRV_CONFIG, body=b"# c\nproductEnvName: test\nclusterTest=true\n")
+    assert r.code == ResponseCode.SUCCESS
+    text = _call(proc, RequestCode.GET_NAMESRV_CONFIG).body.decode()
+    assert "productEnvName=test" in text and "clusterTest=true" in text
+    assert "productEnvName=test" in Path(proc.c.config.configStorePath).read_text()   # recorded, as RocketMQ
+    r = _call(proc, RequestCode.UPDATE_NAMESRV_CONFIG, body=b"productEnvName=other\nclusterTest=maybe\n")
+    assert r.code == ResponseCode.SYSTEM_ERROR and "clusterTest" in r.remark
+    assert proc.c.config.productEnvName == "test"     # one bad value: nothing applied
+    assert _call(proc, RequestCode.UPDATE_NAMESRV_CONFIG, body=b"\xff\xfe").code == ResponseCode.SYSTEM_ERROR
+    r = _call(proc, RequestCode.UPDATE_NAMESRV_CONFIG, body=b"configStorePath=/x")
+    assert r.code == ResponseCode.NO_PERMISSION

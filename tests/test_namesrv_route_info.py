@@ -1,9 +1,6 @@
-"""RouteInfoManager and KVConfigManager, in process (the tables and their rules)."""
+"""RouteInfoManager, in process (the tables and their rules)."""
 from __future__ import annotations
 
-import json
-
-from fastmq.namesrv.kv_config import KVConfigManager
 from fastmq.namesrv.route_info import RouteInfoManager
 from fastmq.protocol.bodies import DataVersion, RegisterBrokerBody, TopicConfig
 
@@ -97,17 +94,75 @@ def test_slave_address_reused_as_master() -> None:
     assert ri.broker_addr_table["b"].broker_addrs == {0: S}
 
 
-def test_kv_config_persists_atomically(tmp_path) -> None:
-    path = tmp_path / "namesrv" / "kvConfig.json"
-    kv = KVConfigManager(path)
-    kv.put("ORDER_TOPIC_CONFIG", "T", "b1:4;b2:4")
-    kv.put("ns", "k", "v")
-    kv.delete("ns", "k")
-    assert json.loads(path.read_text()) == {"configTable": {"ORDER_TOPIC_CONFIG": {"T": "b1:4;b2:4"}, "ns": {}}}
-    again = KVConfigManager(path)
-    again.load()
-    assert again.get("ORDER_TOPIC_CONFIG", "T") == "b1:4;b2:4" and again.get("ns", "k") is None
-    path.write_text("{ torn")  # a damaged main file: the backup still has the previous state
-    third = KVConfigManager(path)
-    third.load()
-    assert third.get("ORDER_TOPIC_CONFIG", "T") == "b1:4;b2:4"
+def test_unregister_removes_the_named_id_and_slave_keeps_topics() -> None:
+    ri = RouteInfoManager()
+    ri.register_broker("c", M, "b", 0, "10.0.0.1:10912", _body("T"), None)
+    ri.register_broker("c", S, "b", 1, None, _body("T"), None)
+    ri.unregister_broker("c", S, "b", 1)
+    assert ri.broker_addr_table["b"].broker_addrs == {0: M} and S not in ri.broker_live_table
+    assert ri.pickup_topic_route_data("T") is not None      # a slave leaving keeps the queues
+    ri.unregister_broker("c", M, "b", 0)
+    assert ri.topic_queue_table == {} and ri.cluster_addr_table == {} and ri.broker_addr_table == {}
+    ri.unregister_broker("c", M, "b", 0)                     # twice is harmless
+
+
+def test_slave_before_master_gets_no_master_then_does() -> None:
+    ri = RouteInfoManager()
+    r = ri.register_broker("c", S, "b", 1, None, _body("T"), None)
+    assert (r.master_addr, r.ha_server_addr) == (None, None)
+    assert ri.pickup_topic_route_data("T") is None          # a slave's topics are not routed
+    ri.register_broker("c", M, "b", 0, "10.0.0.1:10912", _body("T"), None)
+    r = ri.register_broker("c", S, "b", 1, None, _body("T"), None)
+    assert (r.master_addr, r.ha_server_addr) == (M, "10.0.0.1:10912")
+
+
+def test_first_registration_reads_topics_whatever_the_version() -> None:
+    ri = RouteInfoManager()
+    ri.register_broker("c", M, "b", 0, None, _body("A", version=DataVersion(5, 5)), None)
+    ri.on_channel_destroy(M, None)
+    # Same data version as before the broker left: it is a first registration again.
+    ri.register_broker("c", M, "b", 0, None, _body("A", version=DataVersion(5, 5)), None)
+    assert ri.pickup_topic_route_data("A") is not None
+    assert ri.query_broker_topic_config(M) == DataVersion(5, 5)
+    assert ri.query_broker_topic_config("nobody:1") is None
+
+
+def test_heartbeat_timestamp_postpones_expiry() -> None:
+    ri = RouteInfoManager()
+    ri.register_broker("c", M, "b", 0, None, _body("T"), None, now_ms=0)
+    ri.update_broker_timestamp(M, now_ms=100_000)
+    assert ri.scan_not_active_broker(120_000, now_ms=200_000) == []
+    assert ri.pickup_topic_route_data("T") is not None
+    ri.scan_not_active_broker(120_000, now_ms=220_001)
+    assert ri.pickup_topic_route_data("T") is None
+
+
+def test_filter_servers_follow_registration() -> None:
+    ri = RouteInfoManager()
+    ri.register_broker("c", M, "b", 0, None, _body("T"), ["10.0.0.1:30000"])
+    assert ri.pickup_topic_route_data("T").filter_server_table == {M: ["10.0.0.1:30000"]}
+    ri.register_broker("c", M, "b", 0, None, _body("T"), None)   # None: left alone
+    assert ri.filter_server_table == {M: ["10.0.0.1:30000"]}
+    ri.register_broker("c", M, "b", 0, None, _body("T"), [])     # empty: removed
+    assert ri.filter_server_table == {}
+
+
+def test_system_topic_list_names_a_master_and_delete_topic_everywhere() -> None:
+    ri = RouteInfoManager()
+    ri.register_broker("c", S, "b", 1, None, _body("T"), None)
+    ri.register_broker("c", M, "b", 0, None, _body("T"), None)
+    tl = ri.get_system_topic_list()
+    assert tl.topic_list == {"c", "b"} and tl.broker_addr == M
+    assert ri.get_system_topic_list().to_json()  # serialisable as sent
+    ri.delete_topic("T")
+    assert ri.get_all_topic_list().topic_list == set()
+    ri.delete_topic("T")
+    ri.delete_topic("T", "no-such-cluster")
+
+
+def test_unit_sub_ununit_excludes_unit_topics() -> None:
+    ri = RouteInfoManager()
+    ri.register_broker("c", M, "b", 0, None, _body("BOTH", sys_flag=3), None)
+    assert ri.get_unit_topics().topic_list == {"BOTH"}
+    assert ri.get_has_unit_sub_topic_list().topic_list == {"BOTH"}
+    assert ri.get_has_unit_sub_ununit_topic_list().topic_list == set()

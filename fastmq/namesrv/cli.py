@@ -36,8 +36,8 @@ def load_config(path: str | None) -> tuple[NamesrvConfig, NamesrvServerConfig]:
         mine = {k: v for k, v in props.items() if hasattr(server, k)}
         bind(server, mine, source=path)
         bind(cfg, {k: v for k, v in props.items() if k not in mine}, source=path)
-    if not 0 <= server.listenPort <= 65535:
-        raise ConfigError(f"listenPort={server.listenPort}: not a TCP port")
+    cfg.validate()
+    server.validate()
     return cfg, server
 
 

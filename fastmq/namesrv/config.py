@@ -5,6 +5,8 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..errors import ConfigError
+
 __all__ = ["NamesrvConfig", "NamesrvServerConfig", "CONFIG_BLACK_LIST"]
 
 _HOME = str(Path.home())
@@ -29,6 +31,13 @@ class NamesrvConfig:
     #: Where the log file goes (RocketMQ's logback default is ~/logs/rocketmqlogs/namesrv.log).
     logPath: str = os.path.join(_HOME, "logs", "rocketmqlogs", "namesrv.log")
 
+    def validate(self) -> None:
+        """Raise ConfigError for values the timers cannot run with (a 0 ms scan would spin)."""
+        if self.scanNotActiveBrokerInterval <= 0:
+            raise ConfigError(f"scanNotActiveBrokerInterval={self.scanNotActiveBrokerInterval}: must be > 0 ms")
+        if self.brokerChannelExpiredTime <= 0:
+            raise ConfigError(f"brokerChannelExpiredTime={self.brokerChannelExpiredTime}: must be > 0 ms")
+
 
 @dataclass
 class NamesrvServerConfig:
@@ -38,3 +47,12 @@ class NamesrvServerConfig:
     bindAddress: str = "0.0.0.0"
     serverChannelMaxIdleTimeSeconds: int = 120
     maxFrameSize: int = 16 * 1024 * 1024
+
+    def validate(self) -> None:
+        """Raise ConfigError for a port, idle time or frame limit the server cannot use."""
+        if not 0 <= self.listenPort <= 65535:
+            raise ConfigError(f"listenPort={self.listenPort}: not a TCP port")
+        if self.serverChannelMaxIdleTimeSeconds < 0:
+            raise ConfigError(f"serverChannelMaxIdleTimeSeconds={self.serverChannelMaxIdleTimeSeconds}: must be >= 0")
+        if self.maxFrameSize < 64:
+            raise ConfigError(f"maxFrameSize={self.maxFrameSize}: too small for any request")

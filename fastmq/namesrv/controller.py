@@ -9,7 +9,10 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
+import os
+from pathlib import Path
 from typing import Any
 
 from ..properties import bind, format_config
@@ -80,10 +83,32 @@ class NamesrvController:
                 log.exception("scheduled task %s failed", getattr(fn, "__name__", fn))
 
     def update_config(self, props: dict[str, str]) -> None:
-        """UPDATE_NAMESRV_CONFIG: apply known keys now; unknown keys are logged and ignored."""
+        """UPDATE_NAMESRV_CONFIG: apply known keys now; unknown keys are logged and ignored.
+
+        All or nothing: the values are checked on a copy first, so one bad value changes
+        nothing. Then, as RocketMQ's Configuration.update does, the whole configuration is
+        written to ``configStorePath`` (a record for operators; startup reads only ``-c``).
+        """
         known = {k: v for k, v in props.items() if hasattr(self.config, k)}
-        bind(self.config, known, source="UPDATE_NAMESRV_CONFIG")
+        unknown = sorted(props.keys() - known.keys())
+        if unknown:
+            log.warning("UPDATE_NAMESRV_CONFIG: unknown keys ignored: %s", ", ".join(unknown))
+        trial = bind(dataclasses.replace(self.config), known, source="UPDATE_NAMESRV_CONFIG")
+        trial.validate()
+        for k in known:
+            setattr(self.config, k, getattr(trial, k))
         log.info("namesrv config updated: %s", known)
+        self._persist_config()
+
+    def _persist_config(self) -> None:
+        path = Path(self.config.configStorePath).expanduser()
+        tmp = path.with_name(path.name + ".tmp")
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp.write_text(self.config_text(), encoding="utf-8")
+            os.replace(tmp, path)
+        except OSError as exc:  # the running values still apply; only the record is missing
+            log.error("persist namesrv config to %s failed: %s", path, exc)
 
     def config_text(self) -> str:
         return format_config(self.config, self.server_config)
