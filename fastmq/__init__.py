@@ -18,6 +18,7 @@ from typing import Any, Callable, Sequence
 
 from . import _blocking
 from .client import producer as _producer
+from .client import push_consumer as _consumer
 from .errors import (BrokerError, ClientError, FastMQError, MessageValidationError, NoNameServerError, NoRouteError,
                      SendFailedError)
 from .protocol.message import Message, MessageExt
@@ -25,11 +26,12 @@ from .protocol.message_queue import MessageQueue
 
 __version__ = "0.1.0"
 
-__all__ = ["Producer", "Message", "MessageExt", "MessageQueue", "SendResult", "SendStatus", "hash_selector",
+__all__ = ["Producer", "PushConsumer", "PullConsumer", "ConsumeStatus", "Message", "MessageExt", "MessageQueue", "SendResult", "SendStatus", "hash_selector",
            "FastMQError", "ClientError", "BrokerError", "NoRouteError", "NoNameServerError", "SendFailedError",
            "MessageValidationError"]
 
 SendResult = _producer.SendResult
+ConsumeStatus = _consumer.ConsumeStatus
 SendStatus = _producer.SendStatus
 hash_selector = _producer.hash_selector
 _GRACE = 5.0  # on top of a call's own timeout: the core enforces the timeout, this only bounds a hang
@@ -86,3 +88,77 @@ class Producer:
 
     def send_batch(self, msgs: Sequence[Message], timeout_ms: int | None = None) -> SendResult:
         return _blocking.call(self._core.send_batch(msgs, timeout_ms), self._t(timeout_ms))
+
+
+class PushConsumer:
+    """Blocking-API push consumer: ``subscribe``, ``register_message_listener``, ``start``.
+
+    The listener is a plain function ``listener(msgs) -> ConsumeStatus``; it runs on the consumer's
+    thread pool. Takes the keyword arguments of :class:`fastmq.client.push_consumer.PushConsumer`.
+    """
+
+    def __init__(self, group: str, **kwargs: Any) -> None:
+        self._core = _blocking.call(self._make(group, kwargs), 10)
+
+    @staticmethod
+    async def _make(group: str, kwargs: dict[str, Any]) -> _consumer.PushConsumer:
+        return _consumer.PushConsumer(group, **kwargs)
+
+    def subscribe(self, topic: str, expression: str = "*") -> None:
+        _blocking.call(self._sync(self._core.subscribe, topic, expression), 10)
+
+    def register_message_listener(self, listener: Callable[[list[MessageExt]], str]) -> None:
+        self._core.register_message_listener(listener)
+
+    @staticmethod
+    async def _sync(fn: Callable[..., Any], *args: Any) -> Any:
+        return fn(*args)
+
+    def start(self) -> None:
+        _blocking.call(self._core.start(), 60)
+
+    def shutdown(self) -> None:
+        _blocking.call(self._core.shutdown(), 60)
+
+    def __enter__(self) -> "PushConsumer":
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.shutdown()
+
+
+class PullConsumer:
+    """Blocking-API lite pull consumer: ``subscribe``, ``start``, then ``poll(timeout_s)``."""
+
+    def __init__(self, group: str, **kwargs: Any) -> None:
+        self._core = _blocking.call(self._make(group, kwargs), 10)
+
+    @staticmethod
+    async def _make(group: str, kwargs: dict[str, Any]) -> _consumer.PullConsumer:
+        return _consumer.PullConsumer(group, **kwargs)
+
+    def subscribe(self, topic: str, expression: str = "*") -> None:
+        _blocking.call(PushConsumer._sync(self._core.subscribe, topic, expression), 10)
+
+    def start(self) -> None:
+        _blocking.call(self._core.start(), 60)
+
+    def poll(self, timeout_s: float = 5.0) -> list[MessageExt]:
+        return _blocking.call(self._core.poll(timeout_s), timeout_s + _GRACE)
+
+    def commit(self) -> None:
+        _blocking.call(PushConsumer._sync(self._core.commit), 10)
+
+    def seek(self, mq: MessageQueue, offset: int) -> None:
+        _blocking.call(self._core.seek(mq, offset), 10)
+
+    def shutdown(self) -> None:
+        _blocking.call(self._core.shutdown(), 60)
+
+    def __enter__(self) -> "PullConsumer":
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.shutdown()

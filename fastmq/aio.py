@@ -13,8 +13,9 @@
 from __future__ import annotations
 
 from .client.producer import MessageQueueSelector, Producer, SendResult, SendStatus, hash_selector
+from .client.push_consumer import ConsumeStatus, PullConsumer, PushConsumer
 from .protocol.message import Message, MessageExt
 from .protocol.message_queue import MessageQueue
 
-__all__ = ["Producer", "SendResult", "SendStatus", "Message", "MessageExt", "MessageQueue", "MessageQueueSelector",
+__all__ = ["Producer", "PushConsumer", "PullConsumer", "ConsumeStatus", "SendResult", "SendStatus", "Message", "MessageExt", "MessageQueue", "MessageQueueSelector",
            "hash_selector"]

@@ -103,3 +103,37 @@ async def test_pull_consumer_and_offsets_survive_a_new_consumer(cluster) -> None
     finally:
         await c2.shutdown()
     assert first | set(rest) == {f"p{i}".encode() for i in range(20)}
+
+
+def test_blocking_facade_end_to_end(cluster) -> None:
+    """fastmq.Producer / fastmq.PushConsumer / fastmq.PullConsumer from plain (non-async) code."""
+    import threading
+
+    import fastmq
+
+    with fastmq.Producer("PG_BLOCK", namesrv_addr=cluster) as p:
+        for i in range(6):
+            assert p.send(fastmq.Message("BlockTopic", f"b{i}".encode(), properties={"TAGS": "t"})).status == "SEND_OK"
+    got: list[bytes] = []
+    done = threading.Event()
+
+    def listener(msgs):
+        got.extend(m.body for m in msgs)
+        if len(set(got)) >= 6:
+            done.set()
+        return fastmq.ConsumeStatus.CONSUME_SUCCESS
+
+    c = fastmq.PushConsumer("GID_BLOCK", namesrv_addr=cluster, consume_from_where="CONSUME_FROM_FIRST_OFFSET")
+    c.subscribe("BlockTopic", "t")
+    c.register_message_listener(listener)
+    with c:
+        assert done.wait(20), got
+    assert set(got) == {f"b{i}".encode() for i in range(6)}
+    pc = fastmq.PullConsumer("GID_BLOCK_PULL", namesrv_addr=cluster, consume_from_where="CONSUME_FROM_FIRST_OFFSET")
+    pc.subscribe("BlockTopic")
+    polled: list[bytes] = []
+    with pc:
+        deadline = time.monotonic() + 20
+        while len(set(polled)) < 6 and time.monotonic() < deadline:
+            polled += [m.body for m in pc.poll(1.0)]
+    assert set(polled) == set(got)
