@@ -151,7 +151,6 @@ class Producer:
         if info is not None and info.ok:
             return info
         route = await self.instance.update_route(topic)
-        from_default = route is None
         if route is None:
             default = await self.instance.fetch_route(AUTO_CREATE_TOPIC_KEY_TOPIC)
             if default is not None:
@@ -163,8 +162,10 @@ class Producer:
         info = TopicPublishInfo.from_route(topic, route, self._numbers)
         if not info.ok:
             raise NoRouteError(f"No route info of this topic: {topic}{_FAQ}", ResponseCode.TOPIC_NOT_EXIST)
-        if not from_default:  # TBW102's route only stands in until the broker registers the new topic
-            self._publish[topic] = info
+        # Cached even when it is TBW102's route standing in for a topic being auto-created, as the
+        # Java producer does: the 30 s refresh swaps in the topic's own route once a broker has
+        # registered it, and meanwhile the fault table keeps steering around dead brokers.
+        self._publish[topic] = info
         return info
 
     def _select(self, info: TopicPublishInfo, last_broker: str | None) -> MessageQueue:
