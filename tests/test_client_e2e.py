@@ -137,3 +137,35 @@ def test_blocking_facade_end_to_end(cluster) -> None:
         while len(set(polled)) < 6 and time.monotonic() < deadline:
             polled += [m.body for m in pc.poll(1.0)]
     assert set(polled) == set(got)
+
+
+async def test_orderly_send_and_orderly_consume(cluster) -> None:
+    from fastmq.aio import hash_selector
+
+    log: dict[int, list[int]] = {}
+    refused: set[tuple[int, int]] = set()
+
+    def listener(msgs):
+        for m in msgs:
+            order, step = (int(x) for x in m.body.decode().split(":"))
+            if (order, step) == (2, 3) and (order, step) not in refused:
+                refused.add((order, step))
+                return ConsumeStatus.RECONSUME_LATER       # suspends the queue; the same message comes next
+            log.setdefault(order, []).append(step)
+        return ConsumeStatus.CONSUME_SUCCESS
+
+    async with Producer("PG_ORDER", namesrv_addr=cluster) as p:
+        for step in range(10):
+            for order in range(5):
+                r = await p.send_orderly(Message("OrderTopic", f"{order}:{step}".encode()), hash_selector, order)
+                assert r.status == "SEND_OK"
+    c = PushConsumer("GID_ORDER", namesrv_addr=cluster, orderly=True, consume_from_where="CONSUME_FROM_FIRST_OFFSET")
+    c.subscribe("OrderTopic")
+    c.register_message_listener(listener)
+    await c.start()
+    try:
+        assert await _until(lambda: sum(len(v) for v in log.values()) >= 50, 30), log
+    finally:
+        await c.shutdown()
+    assert refused == {(2, 3)}
+    assert log == {order: list(range(10)) for order in range(5)}   # each order's steps, in order, once

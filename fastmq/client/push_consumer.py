@@ -68,6 +68,8 @@ class ProcessQueue:
     max_seen: int = -1
     dropped: bool = False
     task: asyncio.Task[None] | None = None
+    locked: bool = False                       # orderly: the broker lock on this queue is ours
+    consuming: asyncio.Task[None] | None = None  # orderly: the one task consuming this queue
 
     def put(self, msgs: Sequence[MessageExt]) -> None:
         for m in msgs:
@@ -260,22 +262,54 @@ class _ConsumerBase:
             pq = self.process_queues.pop(mq)
             await self._drop(pq)
             log.info("rebalance: %s no longer consumes %s", self.group, mq)
-        for mq in sorted(wanted - set(self.process_queues)):
+        new = sorted(wanted - set(self.process_queues))
+        if self._orderly and self.message_model == "CLUSTERING":
+            new = sorted(await self._lock(new))
+        for mq in new:
             try:
                 offset = await self._initial_offset(mq)
             except FastMQError as exc:
                 log.warning("cannot compute where to pull %s from: %s", mq, exc)
                 continue
-            pq = ProcessQueue(mq, next_offset=offset)
+            pq = ProcessQueue(mq, next_offset=offset, locked=self._orderly)
             self.process_queues[mq] = pq
             pq.task = asyncio.ensure_future(self._pull_loop(pq))
             log.info("rebalance: %s consumes %s from offset %d", self.group, mq, offset)
+
+    _orderly = False
+
+    async def _lock(self, mqs: list[MessageQueue], unlock: bool = False) -> set[MessageQueue]:
+        """LOCK_BATCH_MQ (or UNLOCK_BATCH_MQ) per broker; returns the queues we now hold."""
+        held: set[MessageQueue] = set()
+        by_broker: dict[str, list[MessageQueue]] = {}
+        for mq in mqs:
+            by_broker.setdefault(mq.broker_name, []).append(mq)
+        for broker, group_mqs in by_broker.items():
+            addr = self.instance.master_addr(broker)
+            if addr is None:
+                continue
+            body = json.dumps({"consumerGroup": self.group, "clientId": self.instance.client_id,
+                               "mqSet": [mq.to_obj() for mq in group_mqs]}).encode()
+            code = RequestCode.UNLOCK_BATCH_MQ if unlock else RequestCode.LOCK_BATCH_MQ
+            try:
+                resp = await self.instance.remoting.invoke(addr, create_request(code, body=body), self.instance.timeout)
+            except FastMQError as exc:
+                log.warning("%s of %d queues on %s failed: %s", "unlock" if unlock else "lock", len(group_mqs),
+                            broker, exc)
+                continue
+            if not unlock and resp.code == ResponseCode.SUCCESS and resp.body:
+                held.update(MessageQueue.from_obj(o) for o in json.loads(resp.body).get("lockOKMQSet") or [])
+        return held
 
     async def _drop(self, pq: ProcessQueue) -> None:
         pq.dropped = True
         if pq.task is not None:
             pq.task.cancel()
             await asyncio.gather(pq.task, return_exceptions=True)
+        if pq.consuming is not None:
+            await asyncio.gather(pq.consuming, return_exceptions=True)  # an orderly batch runs to its end
+        if pq.locked and self.message_model == "CLUSTERING":
+            await self._lock([pq.mq], unlock=True)
         if isinstance(self.offset_store, RemoteBrokerOffsetStore):
             try:
                 await self.offset_store.persist(pq.mq)
@@ -373,8 +407,9 @@ class PushConsumer(_ConsumerBase):
     """Messages are pushed to a listener: ``listener(msgs) -> ConsumeStatus`` (plain or async)."""
 
     def __init__(self, group: str, *, consume_thread_max: int = 20, consume_message_batch_max_size: int = 1,
-                 max_reconsume_times: int = 16, **kwargs: Any) -> None:
+                 max_reconsume_times: int = 16, orderly: bool = False, **kwargs: Any) -> None:
         super().__init__(group, **kwargs)
+        self._orderly = orderly
         self.consume_message_batch_max_size = consume_message_batch_max_size
         self.max_reconsume_times = max_reconsume_times
         self._listener: Callable[[list[MessageExt]], Any] | None = None
@@ -388,12 +423,26 @@ class PushConsumer(_ConsumerBase):
         if self._listener is None:
             raise ClientStateError("messageListener is null")
         await super().start()
+        if self._orderly and self.message_model == "CLUSTERING":
+            self._tasks.append(asyncio.ensure_future(self._relock_loop()))
 
     async def shutdown(self) -> None:
         await super().shutdown()
         self._pool.shutdown(wait=False, cancel_futures=True)
 
+    async def _relock_loop(self) -> None:
+        """Orderly: renew our queue locks every 20 s (the broker lets an unrenewed lock lapse at 60 s)."""
+        while True:
+            await asyncio.sleep(20)
+            held = await self._lock(list(self.process_queues))
+            for mq, pq in list(self.process_queues.items()):
+                pq.locked = mq in held
+
     async def _deliver(self, pq: ProcessQueue, msgs: list[MessageExt]) -> None:
+        if self._orderly:
+            if pq.consuming is None or pq.consuming.done():
+                pq.consuming = asyncio.ensure_future(self._consume_orderly(pq))
+            return
         n = self.consume_message_batch_max_size
         for i in range(0, len(msgs), n):
             batch = msgs[i:i + n]
@@ -415,6 +464,34 @@ class PushConsumer(_ConsumerBase):
             self._commit(pq, batch)
         finally:
             self._slots.release()
+
+    async def _consume_orderly(self, pq: ProcessQueue) -> None:
+        """One queue, one message batch at a time, in queue-offset order; a failure suspends the
+        queue for a second and retries the same batch (ConsumeMessageOrderlyService)."""
+        tries: dict[int, int] = {}
+        while not pq.dropped and pq.msgs:
+            if not pq.locked:
+                await asyncio.sleep(1)  # lock lost: wait for the relock instead of consuming out of turn
+                continue
+            offsets = sorted(pq.msgs)[:self.consume_message_batch_max_size]
+            batch = [pq.msgs[o] for o in offsets]
+            async with self._slots:
+                status = await self._call_listener(batch)
+            if pq.dropped:
+                return
+            if status == ConsumeStatus.CONSUME_SUCCESS:
+                self._commit(pq, batch)
+                continue
+            first = offsets[0]
+            tries[first] = tries.get(first, 0) + 1
+            if tries[first] > self.max_reconsume_times:
+                # give up on it: to the broker (and its DLQ), then carry on with the queue
+                for m in batch:
+                    m.reconsume_times = max(m.reconsume_times, self.max_reconsume_times)
+                    await self._send_back(m)
+                self._commit(pq, batch)
+                continue
+            await asyncio.sleep(1)  # suspendCurrentQueueTimeMillis
 
     async def _consume_retry(self, pq: ProcessQueue, msgs: list[MessageExt]) -> None:
         await self._slots.acquire()
