@@ -169,3 +169,30 @@ async def test_orderly_send_and_orderly_consume(cluster) -> None:
         await c.shutdown()
     assert refused == {(2, 3)}
     assert log == {order: list(range(10)) for order in range(5)}   # each order's steps, in order, once
+
+
+async def test_broadcasting_every_member_gets_everything(cluster, tmp_path) -> None:
+    from fastmq.client.instance import ClientConfig
+
+    received: list[list[bytes]] = [[], []]
+    consumers = []
+    for i in range(2):
+        c = PushConsumer("GID_BCAST", message_model="BROADCASTING", consume_from_where="CONSUME_FROM_FIRST_OFFSET",
+                         client_config=ClientConfig(namesrv_addr=cluster, instance_name=f"bcast{i}"))
+        c.offset_store.path = tmp_path / f"offsets-{i}.json"         # local offsets: one file per member
+        c.subscribe("BcastTopic")
+        c.register_message_listener(lambda msgs, box=received[i]: box.extend(m.body for m in msgs)
+                                    or ConsumeStatus.CONSUME_SUCCESS)
+        consumers.append(c)
+    async with Producer("PG_BCAST", namesrv_addr=cluster) as p:
+        for i in range(10):
+            await p.send(Message("BcastTopic", f"x{i}".encode()))
+        for c in consumers:
+            await c.start()
+        try:
+            want = {f"x{i}".encode() for i in range(10)}
+            assert await _until(lambda: all(set(r) >= want for r in received), 20), received
+        finally:
+            for c in consumers:
+                await c.shutdown()
+    assert all((tmp_path / f"offsets-{i}.json").exists() for i in range(2))  # offsets kept locally
