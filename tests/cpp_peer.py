@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 
 
 def produce(args: argparse.Namespace) -> dict:
@@ -18,6 +19,7 @@ def produce(args: argparse.Namespace) -> dict:
     producer.set_namesrv_addr(args.namesrv)
     producer.start()
     results = []
+    t0 = time.perf_counter()
     try:
         for i in range(args.count):
             msg = Message(args.topic)
@@ -35,8 +37,10 @@ def produce(args: argparse.Namespace) -> dict:
             except Exception as exc:  # the wrapper raises its own exception types; report the text
                 results.append({"ok": False, "error": f"{type(exc).__name__}: {exc}"})
     finally:
+        elapsed = time.perf_counter() - t0
         producer.shutdown()
-    return {"results": results}
+    return {"results": results if not args.quiet else results[:3], "elapsed_s": elapsed,
+            "ok": sum(1 for r in results if r["ok"])}
 
 
 def main() -> int:
@@ -51,6 +55,7 @@ def main() -> int:
     pr.add_argument("--count", type=int, default=1)
     pr.add_argument("--oneway", action="store_true")
     pr.add_argument("--timeout-ms", type=int, default=3000)
+    pr.add_argument("--quiet", action="store_true", help="report only the first results (for long runs)")
     args = p.parse_args()
     out = produce(args)
     print("RESULT " + json.dumps(out), flush=True)

@@ -1,0 +1,159 @@
+"""The client end to end through the public API, against one fastmq broker; the official C++ client
+(rocketmq 0.4.4) sending to the same broker is the peer to beat.
+
+Real figures: ``.venv/bin/python -m pytest benchmarks/test_client_benchmarks.py --benchmark-only -s``.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fastmq.aio import Message, Producer
+from fastmq.client.push_consumer import ConsumeStatus, PushConsumer
+from fastmq.remoting.loop import run
+from tests.support import ServerProcess, free_port
+
+N_SYNC, N_ASYNC, N_BATCH = 2000, 5000, 100
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("client-bench")
+    ns_port, port = free_port(), free_port()
+    env = {"HOME": str(tmp)}
+    (tmp / "ns.properties").write_text(f"listenPort={ns_port}\nkvConfigPath={tmp / 'kv.json'}\nlogPath={tmp / 'ns.log'}\n")
+    ns = ServerProcess(["fastmq-namesrv", "-c", str(tmp / "ns.properties")], ns_port, tmp, env=env).start()
+    (tmp / "broker.conf").write_text(f"brokerName=bench\nnamesrvAddr={ns.addr}\nlistenPort={port}\nbrokerIP1=127.0.0.1\n"
+                                     f"storePathRootDir={tmp / 'store'}\nmappedFileSizeCommitLog=268435456\n"
+                                     f"logPath={tmp / 'broker.log'}\n")
+    b = ServerProcess(["fastmq-broker", "-c", str(tmp / "broker.conf")], port, tmp, env=env).start()
+    try:
+        yield ns.addr, tmp
+    finally:
+        b.stop()
+        ns.stop()
+
+
+async def _sync_sends(ns: str, n: int) -> np.ndarray:
+    async with Producer("PG_BENCH_SYNC", namesrv_addr=ns) as p:
+        await p.send(Message("ClientBench", b"warm"))
+        lat = np.empty(n)
+        body = b"x" * 128
+        for i in range(n):
+            t0 = time.perf_counter()
+            await p.send(Message("ClientBench", body))
+            lat[i] = time.perf_counter() - t0
+        return lat
+
+
+def test_sync_send_latency(benchmark, cluster) -> None:
+    ns, _ = cluster
+    out: list[np.ndarray] = []
+    benchmark.pedantic(lambda: out.append(run(_sync_sends(ns, N_SYNC))), rounds=1, iterations=1)
+    lat = out[0] * 1e6
+    p50, p99 = np.percentile(lat, 50), np.percentile(lat, 99)
+    benchmark.extra_info.update(p50_us=round(p50, 1), p99_us=round(p99, 1))
+    print(f"\nsync send, one in flight, 128 B: p50 {p50:.0f} us, p99 {p99:.0f} us over {N_SYNC}")
+
+
+async def _async_sends(ns: str, n: int) -> float:
+    async with Producer("PG_BENCH_ASYNC", namesrv_addr=ns) as p:
+        await p.send(Message("ClientBench", b"warm"))
+        body = b"x" * 128
+        t0 = time.perf_counter()
+        futs = [await p.send_async(Message("ClientBench", body)) for _ in range(n)]
+        await asyncio.gather(*futs)
+        return n / (time.perf_counter() - t0)
+
+
+def test_async_pipelined_sends(benchmark, cluster) -> None:
+    ns, _ = cluster
+    rates: list[float] = []
+    benchmark.pedantic(lambda: rates.append(run(_async_sends(ns, N_ASYNC))), rounds=1, iterations=1)
+    benchmark.extra_info["msgs_per_s"] = round(rates[0])
+    print(f"\nasync pipelined sends, 128 B: {rates[0]:,.0f} msgs/s")
+
+
+async def _batch_sends(ns: str, batches: int) -> float:
+    async with Producer("PG_BENCH_BATCH", namesrv_addr=ns) as p:
+        msgs = [Message("ClientBench", b"x" * 128) for _ in range(N_BATCH)]
+        await p.send_batch([Message("ClientBench", b"warm")])
+        t0 = time.perf_counter()
+        futs = []
+        for _ in range(batches):
+            batch = [Message(m.topic, m.body) for m in msgs]
+            futs.append(asyncio.ensure_future(p.send_batch(batch)))
+        await asyncio.gather(*futs)
+        return batches * N_BATCH / (time.perf_counter() - t0)
+
+
+def test_batch_sends(benchmark, cluster) -> None:
+    ns, _ = cluster
+    rates: list[float] = []
+    benchmark.pedantic(lambda: rates.append(run(_batch_sends(ns, 50))), rounds=1, iterations=1)
+    benchmark.extra_info["msgs_per_s"] = round(rates[0])
+    print(f"\nbatch sends, {N_BATCH} x 128 B per batch, 50 in flight: {rates[0]:,.0f} msgs/s")
+
+
+async def _consume(ns: str, n: int) -> float:
+    async with Producer("PG_BENCH_CONS", namesrv_addr=ns) as p:
+        for _ in range(n // N_BATCH):
+            await p.send_batch([Message("ConsumeBench", b"x" * 128) for _ in range(N_BATCH)])
+    count = 0
+    done = asyncio.Event()
+
+    async def listener(msgs):
+        nonlocal count
+        count += len(msgs)
+        if count >= n:
+            done.set()
+        return ConsumeStatus.CONSUME_SUCCESS
+    c = PushConsumer("GID_BENCH", namesrv_addr=ns, consume_from_where="CONSUME_FROM_FIRST_OFFSET",
+                     consume_message_batch_max_size=32)
+    c.subscribe("ConsumeBench")
+    c.register_message_listener(listener)
+    t0 = time.perf_counter()
+    await c.start()
+    try:
+        async with asyncio.timeout(120):
+            await done.wait()
+    finally:
+        rate = count / (time.perf_counter() - t0)
+        await c.shutdown()
+    return rate
+
+
+def test_push_consumption(benchmark, cluster) -> None:
+    ns, _ = cluster
+    rates: list[float] = []
+    benchmark.pedantic(lambda: rates.append(run(_consume(ns, 20_000))), rounds=1, iterations=1)
+    benchmark.extra_info["msgs_per_s"] = round(rates[0])
+    print(f"\npush consumption with offset commits, 128 B: {rates[0]:,.0f} msgs/s")
+
+
+@pytest.mark.cpp_client
+def test_cpp_client_sync_sends_for_comparison(benchmark, cluster) -> None:
+    pytest.importorskip("rocketmq.client")
+    ns, tmp = cluster
+    peer = Path(__file__).resolve().parent.parent / "tests" / "cpp_peer.py"
+    out: list[dict] = []
+
+    def go() -> None:
+        proc = subprocess.run([sys.executable, str(peer), "produce", "--namesrv", ns, "--topic", "ClientBench",
+                               "--count", str(N_SYNC), "--quiet", "--body", "x" * 120],
+                              capture_output=True, text=True, timeout=300, env={"HOME": str(tmp), "PATH": "/usr/bin:/bin"})
+        line = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
+        assert line, proc.stdout[-2000:] + proc.stderr[-2000:]
+        out.append(json.loads(line[-1][7:]))
+    benchmark.pedantic(go, rounds=1, iterations=1)
+    r = out[0]
+    per = r["elapsed_s"] / max(1, r["ok"]) * 1e6
+    benchmark.extra_info.update(cpp_mean_us=round(per, 1))
+    print(f"\nC++ client send_sync, one in flight: mean {per:.0f} us over {r['ok']} sends")
