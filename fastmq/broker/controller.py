@@ -15,11 +15,12 @@ import asyncio
 import logging
 import os
 import time
-from typing import Any, Callable
+from typing import Any
 
 from ..protocol.codes import RequestCode
 from ..protocol.command import create_request
-from ..remoting import Connection, ConnectionListener, RemotingClient, RemotingServer
+from ..remoting import Connection, ConnectionGoneListener, RemotingClient, RemotingServer
+from ..remoting.loop import every
 from ..store.config import MessageStoreConfig
 from ..store.message_store import MessageStore
 from .config import BrokerConfig
@@ -50,22 +51,13 @@ ADDRESS_SERVER_POLL_INTERVAL = 120.0
 _REGISTER_DEBOUNCE = 0.2   # seconds: topics created in one burst register once
 
 
-class _ClientHousekeeping(ConnectionListener):
+class _ClientHousekeeping(ConnectionGoneListener):
     def __init__(self, broker: "BrokerController") -> None:
         self.broker = broker
 
-    def _drop(self, conn: Connection) -> None:
+    def connection_gone(self, conn: Connection) -> None:
         self.broker.consumer_manager.on_connection_closed(conn)
         self.broker.producer_manager.on_connection_closed(conn)
-
-    def on_close(self, conn: Connection) -> None:
-        self._drop(conn)
-
-    def on_exception(self, conn: Connection, exc: BaseException) -> None:
-        self._drop(conn)
-
-    def on_idle(self, conn: Connection) -> None:
-        self._drop(conn)
 
 
 class BrokerController:
@@ -150,32 +142,19 @@ class BrokerController:
         self.client.set_namesrv_addrs(self.namesrv.namesrv_addrs)
         await self.register_all(True)
         self._tasks = [
-            asyncio.ensure_future(self._every(self.config.registerNameServerPeriod / 1000,
+            asyncio.ensure_future(every(self.config.registerNameServerPeriod / 1000,
                                               lambda: self.register_all(self.config.forceRegister))),
-            asyncio.ensure_future(self._every(self.config.flushConsumerOffsetInterval / 1000,
+            asyncio.ensure_future(every(self.config.flushConsumerOffsetInterval / 1000,
                                               self.offsets.persist)),
-            asyncio.ensure_future(self._every(CHANNEL_SCAN_INTERVAL, self.scan_channels)),
+            asyncio.ensure_future(every(CHANNEL_SCAN_INTERVAL, self.scan_channels)),
         ]
         if self.config.fetchNamesrvAddrByAddressServer:
-            self._tasks.append(asyncio.ensure_future(self._every(ADDRESS_SERVER_POLL_INTERVAL,
+            self._tasks.append(asyncio.ensure_future(every(ADDRESS_SERVER_POLL_INTERVAL,
                                                                  self.namesrv.poll_address_server)))
 
     def scan_channels(self) -> None:
         for conn in self.consumer_manager.scan_not_active() + self.producer_manager.scan_not_active():
             conn.close()
-
-    @staticmethod
-    async def _every(interval: float, fn: Callable[[], Any]) -> None:
-        while True:
-            await asyncio.sleep(max(0.05, interval))
-            try:
-                r = fn()
-                if asyncio.iscoroutine(r):
-                    await r
-            except asyncio.CancelledError:
-                raise
-            except Exception:  # one failed round must not stop the timer
-                log.exception("scheduled task %s failed", getattr(fn, "__name__", fn))
 
     async def shutdown(self) -> None:
         """Unregister, answer held pulls, stop serving, persist metadata, flush the store."""

@@ -19,6 +19,7 @@ from ..protocol.codes import RequestCode, ResponseCode
 from ..protocol.command import RemotingCommand, create_request, response_for
 from ..protocol.heartbeat import ConsumerData, HeartbeatData, ProducerData
 from ..remoting import Connection, RemotingClient, RequestProcessor
+from ..remoting.loop import every
 from .message_id import local_ip
 
 __all__ = ["ClientConfig", "ClientInstance"]
@@ -138,19 +139,9 @@ class ClientInstance:
             return
         self.started = True
         self._rebalance_event = asyncio.Event()
-        self._tasks = [asyncio.ensure_future(self._every(self.config.poll_name_server_interval, self._refresh_routes)),
-                       asyncio.ensure_future(self._every(self.config.heartbeat_broker_interval,
+        self._tasks = [asyncio.ensure_future(every(self.config.poll_name_server_interval / 1000, self._refresh_routes)),
+                       asyncio.ensure_future(every(self.config.heartbeat_broker_interval / 1000,
                                                          self.send_heartbeat_to_all_brokers))]
-
-    async def _every(self, interval_ms: int, fn: Any) -> None:
-        while True:
-            await asyncio.sleep(interval_ms / 1000)
-            try:
-                await fn()
-            except FastMQError as exc:
-                log.warning("%s failed: %s", getattr(fn, "__name__", fn), exc)
-            except Exception:
-                log.exception("%s failed", getattr(fn, "__name__", fn))
 
     async def _refresh_routes(self) -> None:
         topics = set(self.routes)

@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from ..properties import bind, format_config
-from ..remoting import Connection, ConnectionListener, RemotingServer
+from ..remoting import Connection, ConnectionGoneListener, RemotingServer
+from ..remoting.loop import every
 from .config import NamesrvConfig, NamesrvServerConfig
 from .kv_config import KVConfigManager
 from .processor import DefaultRequestProcessor
@@ -29,21 +30,12 @@ log = logging.getLogger("fastmq.namesrv")
 KV_PRINT_INTERVAL = 600.0
 
 
-class _BrokerHousekeeping(ConnectionListener):
+class _BrokerHousekeeping(ConnectionGoneListener):
     def __init__(self, route_info: RouteInfoManager) -> None:
         self.route_info = route_info
 
-    def _drop(self, conn: Connection) -> None:
+    def connection_gone(self, conn: Connection) -> None:
         self.route_info.on_channel_destroy(conn.remote_addr, conn)
-
-    def on_close(self, conn: Connection) -> None:
-        self._drop(conn)
-
-    def on_exception(self, conn: Connection, exc: BaseException) -> None:
-        self._drop(conn)
-
-    def on_idle(self, conn: Connection) -> None:
-        self._drop(conn)
 
 
 class NamesrvController:
@@ -65,22 +57,13 @@ class NamesrvController:
     async def start(self) -> None:
         self.kv_config.load()
         await self.server.start()
-        self._tasks = [asyncio.ensure_future(self._every(self.config.scanNotActiveBrokerInterval / 1000,
+        self._tasks = [asyncio.ensure_future(every(self.config.scanNotActiveBrokerInterval / 1000,
                                                          self.scan_not_active_broker)),
-                       asyncio.ensure_future(self._every(KV_PRINT_INTERVAL, self.kv_config.print_all))]
+                       asyncio.ensure_future(every(KV_PRINT_INTERVAL, self.kv_config.print_all))]
 
     def scan_not_active_broker(self) -> None:
         for conn in self.route_info.scan_not_active_broker(self.config.brokerChannelExpiredTime):
             conn.close()
-
-    @staticmethod
-    async def _every(interval: float, fn: Any) -> None:
-        while True:
-            await asyncio.sleep(interval)
-            try:
-                fn()
-            except Exception:  # one failed round must not stop the timer
-                log.exception("scheduled task %s failed", getattr(fn, "__name__", fn))
 
     def update_config(self, props: dict[str, str]) -> None:
         """UPDATE_NAMESRV_CONFIG: apply known keys now; unknown keys are logged and ignored.

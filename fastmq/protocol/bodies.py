@@ -16,27 +16,59 @@ import struct
 import time
 import zlib
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Self
 
 from ..errors import RemotingCommandError
 
 __all__ = ["loads_lenient", "dumps", "DataVersion", "TopicConfig", "QueueData", "BrokerData", "TopicRouteData",
-           "RegisterBrokerBody", "ClusterInfo", "KVTable", "TopicList", "MASTER_ID"]
+           "RegisterBrokerBody", "ClusterInfo", "KVTable", "TopicList", "MASTER_ID", "TOPIC_FILTER_TYPES",
+           "MAX_INFLATED_REGISTER_BODY"]
 
 MASTER_ID = 0
+_JAVA_INT = re.compile(r"[+-]?[0-9]{1,10}")  # what Integer.parseInt takes (range checked by int32 users)
+#: TopicFilterType's constants: a compressed registration naming anything else fails in Java (valueOf).
+TOPIC_FILTER_TYPES = frozenset({"SINGLE_TAG", "MULTI_TAG"})
+#: Upper bound on an inflated compressed registration. A 16 MiB frame of zeros would inflate to
+#: about 16 GiB; a real broker needs ~40 bytes per topic, so 256 MiB is ~6 million topics.
+MAX_INFLATED_REGISTER_BODY = 256 * 1024 * 1024
 
-# A JSON string literal, or a bare integer key after "{" or "," (the fastjson form).
-_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|([{,]\s*)(-?\d+)(\s*:)', re.S)
+# One token per match, and every character belongs to exactly one token, so a scan is linear:
+#   1. a string literal, unrolled so it never backtracks; an unterminated one runs to the end of the
+#      text (otherwise every later quote would start a new scan to the end: quadratic);
+#   2. a bare integer key after "{" or "," (the fastjson form), with possessive quantifiers;
+#   3. a run of anything else, or a lone "{" / "," that did not start a key.
+_TOKEN = re.compile(r'"[^"\\]*+(?:\\.[^"\\]*+)*+(?:"|\\?\Z)'
+                    r'|([{,]\s*+)(-?\d++)(\s*+:)'
+                    r'|[^"{,]++|[{,]', re.S)
 
 
-def _quote_keys(m: re.Match[str]) -> str:
-    if m.group(2) is None:
-        return m.group(0)  # a string literal: left as it is
-    return f'{m.group(1)}"{m.group(2)}"{m.group(3)}'
+def _quote_keys(text: str) -> str:
+    out: list[str] = []
+    for m in _TOKEN.finditer(text):
+        if m.group(2) is None:
+            out.append(m.group(0))
+        else:
+            out.append(f'{m.group(1)}"{m.group(2)}"{m.group(3)}')
+    return "".join(out)
+
+
+def _parse(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise RemotingCommandError("body JSON nests too deeply") from None
 
 
 def loads_lenient(data: bytes | bytearray | memoryview | str) -> Any:
-    """Parse JSON, also accepting fastjson's unquoted integer map keys."""
+    """Parse a JSON body, also accepting fastjson's unquoted integer map keys.
+
+    Args:
+        data: UTF-8 bytes or text; surrounding whitespace (jsoncpp's trailing newline) is fine.
+    Returns:
+        The parsed value (dicts, lists, str, int, float, bool, None).
+    Raises:
+        RemotingCommandError: not UTF-8, not JSON even after quoting bare integer keys, or too deep.
+    """
     if isinstance(data, (bytes, bytearray, memoryview)):
         try:
             text = bytes(data).decode("utf-8")
@@ -47,19 +79,17 @@ def loads_lenient(data: bytes | bytearray | memoryview | str) -> Any:
     else:
         raise RemotingCommandError(f"body must be bytes or str, not {type(data).__name__}")
     try:
-        return json.loads(text)
+        return _parse(text)
     except ValueError:
-        pass
+        pass  # standard JSON failed: try the fastjson form, the rare case, only then
     try:
-        return json.loads(_TOKEN.sub(_quote_keys, text))
+        return _parse(_quote_keys(text))
     except ValueError as exc:
         raise RemotingCommandError(f"body is not valid JSON: {exc}") from None
-    except RecursionError:
-        raise RemotingCommandError("body JSON nests too deeply") from None
 
 
 def dumps(obj: Any) -> bytes:
-    """Compact standard JSON, UTF-8."""
+    """Compact standard JSON, UTF-8, keys as given (the classes below write them sorted, like fastjson)."""
     return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
 
 
@@ -67,6 +97,19 @@ def _obj(obj: Any, what: str) -> dict[str, Any]:
     if not isinstance(obj, dict):
         raise RemotingCommandError(f"{what} must be a JSON object, not {type(obj).__name__}")
     return obj
+
+
+def _opt_obj(o: dict[str, Any], key: str, what: str) -> dict[str, Any]:
+    v = o.get(key)
+    return {} if v is None else _obj(v, f"{what}.{key}")
+
+
+def _str_list(v: Any, what: str) -> list[str]:
+    if v is None:
+        return []
+    if not isinstance(v, list) or not all(isinstance(a, str) for a in v):
+        raise RemotingCommandError(f"{what} must be a list of strings")
+    return list(v)
 
 
 def _int(obj: dict[str, Any], key: str, what: str, default: int | None = None) -> int:
@@ -116,14 +159,16 @@ class _Json:
         raise NotImplementedError
 
     @classmethod
-    def from_obj(cls, obj: Any) -> Any:
+    def from_obj(cls, obj: Any) -> Self:
         raise NotImplementedError
 
     def to_json(self) -> bytes:
+        """Standard JSON, UTF-8, RocketMQ's field names."""
         return dumps(self.to_obj())
 
     @classmethod
-    def from_json(cls, data: bytes | bytearray | memoryview | str) -> Any:
+    def from_json(cls, data: bytes | bytearray | memoryview | str) -> Self:
+        """Parse standard or fastjson-lenient JSON; raises RemotingCommandError on bad input."""
         return cls.from_obj(loads_lenient(data))
 
 
@@ -142,7 +187,7 @@ class DataVersion(_Json):
         return {"counter": self.counter, "timestamp": self.timestamp}
 
     @classmethod
-    def from_obj(cls, obj: Any) -> "DataVersion":
+    def from_obj(cls, obj: Any) -> Self:
         o = _obj(obj, "dataVersion")
         return cls(timestamp=_int(o, "timestamp", "dataVersion", 0), counter=_int(o, "counter", "dataVersion", 0))
 
@@ -163,7 +208,7 @@ class TopicConfig(_Json):
                 "topicSysFlag": self.topic_sys_flag, "writeQueueNums": self.write_queue_nums}
 
     @classmethod
-    def from_obj(cls, obj: Any) -> "TopicConfig":
+    def from_obj(cls, obj: Any) -> Self:
         o = _obj(obj, "topicConfig")
         w = "topicConfig"
         return cls(topic_name=_str(o, "topicName", w), read_queue_nums=_int(o, "readQueueNums", w, 16),
@@ -176,14 +221,16 @@ class TopicConfig(_Json):
         return f"{self.topic_name} {self.read_queue_nums} {self.write_queue_nums} {self.perm} {self.topic_filter_type}"
 
     @classmethod
-    def decode_compact(cls, text: str) -> "TopicConfig":
+    def decode_compact(cls, text: str) -> Self:
+        """TopicConfig.decode(): exactly five space-separated fields, a known filter type."""
         parts = text.split(" ")
         if len(parts) != 5:
             raise RemotingCommandError(f"compressed topic config {text!r} does not have 5 fields")
-        try:
-            return cls(parts[0], int(parts[1]), int(parts[2]), int(parts[3]), parts[4])
-        except ValueError:
-            raise RemotingCommandError(f"compressed topic config {text!r} has a non-numeric field") from None
+        if not all(_JAVA_INT.fullmatch(p) for p in parts[1:4]):
+            raise RemotingCommandError(f"compressed topic config {text!r} has a non-numeric field")
+        if parts[4] not in TOPIC_FILTER_TYPES:
+            raise RemotingCommandError(f"compressed topic config {text!r} has an unknown filter type")
+        return cls(parts[0], int(parts[1]), int(parts[2]), int(parts[3]), parts[4])
 
 
 @dataclass
@@ -201,13 +248,13 @@ class QueueData(_Json):
                 "writeQueueNums": self.write_queue_nums}
 
     @classmethod
-    def from_obj(cls, obj: Any) -> "QueueData":
+    def from_obj(cls, obj: Any) -> Self:
         o = _obj(obj, "queueData")
         w = "queueData"
-        flag = o.get("topicSysFlag", o.get("topicSynFlag", 0))
+        flag_key = "topicSysFlag" if o.get("topicSysFlag") is not None else "topicSynFlag"
         return cls(broker_name=_str(o, "brokerName", w), read_queue_nums=_int(o, "readQueueNums", w, 0),
                    write_queue_nums=_int(o, "writeQueueNums", w, 0), perm=_int(o, "perm", w, 0),
-                   topic_sys_flag=_int({"f": flag}, "f", w, 0))
+                   topic_sys_flag=_int(o, flag_key, w, 0))
 
 
 @dataclass
@@ -228,9 +275,9 @@ class BrokerData(_Json):
                 "brokerName": self.broker_name, "cluster": self.cluster}
 
     @classmethod
-    def from_obj(cls, obj: Any) -> "BrokerData":
+    def from_obj(cls, obj: Any) -> Self:
         o = _obj(obj, "brokerData")
-        addrs = _obj(o.get("brokerAddrs") or {}, "brokerData.brokerAddrs")
+        addrs = _opt_obj(o, "brokerAddrs", "brokerData")
         parsed: dict[int, str] = {}
         for k, v in addrs.items():
             try:
@@ -260,19 +307,19 @@ class TopicRouteData(_Json):
         return obj
 
     @classmethod
-    def from_obj(cls, obj: Any) -> "TopicRouteData":
+    def from_obj(cls, obj: Any) -> Self:
         o = _obj(obj, "topicRouteData")
         qds, bds = o.get("queueDatas"), o.get("brokerDatas")
         qds = [] if qds is None else qds
         bds = [] if bds is None else bds
         if not isinstance(qds, list) or not isinstance(bds, list):
             raise RemotingCommandError("topicRouteData.queueDatas and brokerDatas must be lists")
-        fst = _obj(o.get("filterServerTable") or {}, "topicRouteData.filterServerTable")
+        fst = _opt_obj(o, "filterServerTable", "topicRouteData")
         conf = o.get("orderTopicConf")
         if conf is not None and not isinstance(conf, str):
             raise RemotingCommandError("topicRouteData.orderTopicConf must be a string")
         return cls(queue_datas=[QueueData.from_obj(q) for q in qds], broker_datas=[BrokerData.from_obj(b) for b in bds],
-                   filter_server_table={str(k): list(v) for k, v in fst.items()}, order_topic_conf=conf)
+                   filter_server_table={k: _str_list(v, f"filterServerTable[{k}]") for k, v in fst.items()}, order_topic_conf=conf)
 
 
 _I32 = struct.Struct(">i")
@@ -293,13 +340,11 @@ class RegisterBrokerBody(_Json):
                     "topicConfigTable": {k: v.to_obj() for k, v in self.topic_config_table.items()}}}
 
     @classmethod
-    def from_obj(cls, obj: Any) -> "RegisterBrokerBody":
+    def from_obj(cls, obj: Any) -> Self:
         o = _obj(obj, "registerBrokerBody")
-        wrapper = _obj(o.get("topicConfigSerializeWrapper") or {}, "topicConfigSerializeWrapper")
-        table = _obj(wrapper.get("topicConfigTable") or {}, "topicConfigTable")
-        fsl = o.get("filterServerList") or []
-        if not isinstance(fsl, list) or not all(isinstance(a, str) for a in fsl):
-            raise RemotingCommandError("filterServerList must be a list of addresses")
+        wrapper = _opt_obj(o, "topicConfigSerializeWrapper", "registerBrokerBody")
+        table = _opt_obj(wrapper, "topicConfigTable", "topicConfigSerializeWrapper")
+        fsl = _str_list(o.get("filterServerList"), "filterServerList")
         dv = wrapper.get("dataVersion")
         return cls(topic_config_table={k: TopicConfig.from_obj(v) for k, v in table.items()},
                    data_version=DataVersion.from_obj(dv) if dv is not None else DataVersion(0, 0),
@@ -321,13 +366,28 @@ class RegisterBrokerBody(_Json):
         return zlib.compress(bytes(out), 9)
 
     @classmethod
-    def decode(cls, data: bytes, compressed: bool) -> "RegisterBrokerBody":
+    def decode(cls, data: bytes | bytearray | memoryview, compressed: bool,
+               max_inflated: int = MAX_INFLATED_REGISTER_BODY) -> Self:
+        """RegisterBrokerBody.decode(data, compressed).
+
+        Compressed layout, zlib-deflated as a whole (java.util.zip.Deflater, BEST_COMPRESSION):
+        int32 BE length + DataVersion JSON; int32 BE topic count; per topic int32 BE length +
+        TopicConfig.encode() text ("name read write perm filterType"); int32 BE length + the
+        filter-server list as JSON. Bytes after that are ignored, as Java ignores them.
+
+        Raises:
+            RemotingCommandError: does not inflate, inflates past ``max_inflated``, is truncated,
+                or carries a malformed field.
+        """
         if not compressed:
             return cls.from_json(data)
+        inflater = zlib.decompressobj()
         try:
-            raw = zlib.decompress(data)
+            raw = inflater.decompress(data, max_inflated)
         except zlib.error as exc:
             raise RemotingCommandError(f"compressed register body does not inflate: {exc}") from None
+        if inflater.unconsumed_tail:
+            raise RemotingCommandError(f"compressed register body inflates past {max_inflated} bytes")
         view, pos = memoryview(raw), 0
 
         def take(n: int) -> bytes:
@@ -347,9 +407,9 @@ class RegisterBrokerBody(_Json):
             tc = TopicConfig.decode_compact(take(take_int()).decode("utf-8", "replace"))
             table[tc.topic_name] = tc
         fsl = loads_lenient(take(take_int()))
-        if not isinstance(fsl, list):
-            fsl = []
-        return cls(topic_config_table=table, data_version=dv, filter_server_list=[str(a) for a in fsl])
+        # Java's JSON.parseArray failing leaves the list empty; "null" stays empty here too.
+        fsl = [] if not isinstance(fsl, list) else _str_list(fsl, "filterServerList")
+        return cls(topic_config_table=table, data_version=dv, filter_server_list=fsl)
 
 
 @dataclass
@@ -362,12 +422,12 @@ class ClusterInfo(_Json):
                 "clusterAddrTable": {k: sorted(v) for k, v in self.cluster_addr_table.items()}}
 
     @classmethod
-    def from_obj(cls, obj: Any) -> "ClusterInfo":
+    def from_obj(cls, obj: Any) -> Self:
         o = _obj(obj, "clusterInfo")
-        bat = _obj(o.get("brokerAddrTable") or {}, "clusterInfo.brokerAddrTable")
-        cat = _obj(o.get("clusterAddrTable") or {}, "clusterInfo.clusterAddrTable")
+        bat = _opt_obj(o, "brokerAddrTable", "clusterInfo")
+        cat = _opt_obj(o, "clusterAddrTable", "clusterInfo")
         return cls(broker_addr_table={k: BrokerData.from_obj(v) for k, v in bat.items()},
-                   cluster_addr_table={k: set(v) for k, v in cat.items()})
+                   cluster_addr_table={k: set(_str_list(v, f"clusterAddrTable[{k}]")) for k, v in cat.items()})
 
 
 @dataclass
@@ -378,9 +438,17 @@ class KVTable(_Json):
         return {"table": self.table}
 
     @classmethod
-    def from_obj(cls, obj: Any) -> "KVTable":
-        t = _obj(_obj(obj, "kvTable").get("table") or {}, "kvTable.table")
-        return cls({str(k): str(v) for k, v in t.items()})
+    def from_obj(cls, obj: Any) -> Self:
+        t = _opt_obj(_obj(obj, "kvTable"), "table", "kvTable")
+        out: dict[str, str] = {}
+        for k, v in t.items():
+            if isinstance(v, str):
+                out[k] = v
+            elif isinstance(v, (int, float)) and not isinstance(v, bool):
+                out[k] = str(v)  # fastjson turns a number into the String the map holds
+            else:
+                raise RemotingCommandError(f"kvTable.table[{k}] must be a string, not {type(v).__name__}")
+        return cls(out)
 
 
 @dataclass
@@ -395,10 +463,10 @@ class TopicList(_Json):
         return obj
 
     @classmethod
-    def from_obj(cls, obj: Any) -> "TopicList":
+    def from_obj(cls, obj: Any) -> Self:
         o = _obj(obj, "topicList")
-        tl = o.get("topicList") or []
-        if not isinstance(tl, list):
-            raise RemotingCommandError("topicList.topicList must be a list")
+        tl = _str_list(o.get("topicList"), "topicList.topicList")
         ba = o.get("brokerAddr")
-        return cls({str(t) for t in tl}, ba if isinstance(ba, str) else None)
+        if ba is not None and not isinstance(ba, str):
+            raise RemotingCommandError("topicList.brokerAddr must be a string")
+        return cls(set(tl), ba)

@@ -3,8 +3,8 @@
     from fastmq.remoting import RemotingServer, RemotingClient, RequestProcessor, Connection
 """
 from .client import RemotingClient
-from .connection import Connection, ConnectionListener
+from .connection import Connection, ConnectionGoneListener, ConnectionListener
 from .processor import CodeDispatchProcessor, RequestProcessor
 from .server import RemotingServer
 
-__all__ = ["RemotingServer", "RemotingClient", "RequestProcessor", "CodeDispatchProcessor", "Connection", "ConnectionListener"]
+__all__ = ["RemotingServer", "RemotingClient", "RequestProcessor", "CodeDispatchProcessor", "Connection", "ConnectionListener", "ConnectionGoneListener"]

@@ -22,7 +22,7 @@ from .._ext.codec import FrameDecoder, RemotingCommand, encode_frame, encode_fra
 from .._ext._protocols import DEFAULT_MAX_FRAME_SIZE, FLAG_ONEWAY
 from ..errors import FrameError, RemotingCommandError, RemotingSendRequestError, RemotingTimeoutError
 
-__all__ = ["Connection", "ConnectionListener", "RequestHandler"]
+__all__ = ["Connection", "ConnectionListener", "ConnectionGoneListener", "RequestHandler"]
 
 log = logging.getLogger("fastmq.remoting")
 
@@ -50,6 +50,23 @@ class ConnectionListener:
 
     def on_exception(self, conn: "Connection", exc: BaseException) -> None:
         pass
+
+
+class ConnectionGoneListener(ConnectionListener):
+    """For servers that forget a peer the moment its connection ends, however it ends (closed,
+    failed, idle): override :meth:`connection_gone`."""
+
+    def connection_gone(self, conn: "Connection") -> None:
+        pass
+
+    def on_close(self, conn: "Connection") -> None:
+        self.connection_gone(conn)
+
+    def on_exception(self, conn: "Connection", exc: BaseException) -> None:
+        self.connection_gone(conn)
+
+    def on_idle(self, conn: "Connection") -> None:
+        self.connection_gone(conn)
 
 
 def _addr(peer: Any) -> str:

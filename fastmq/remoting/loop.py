@@ -6,10 +6,16 @@ broker's per-frame overhead; ``FASTMQ_NO_UVLOOP=1`` turns it off (for debugging,
 from __future__ import annotations
 
 import asyncio
+import inspect
+import logging
 import os
-from typing import Any, Coroutine, TypeVar
+from typing import Any, Callable, Coroutine, TypeVar
 
-__all__ = ["new_event_loop", "run", "USING_UVLOOP"]
+from ..errors import FastMQError
+
+__all__ = ["new_event_loop", "run", "every", "USING_UVLOOP"]
+
+log = logging.getLogger("fastmq")
 
 T = TypeVar("T")
 
@@ -35,3 +41,25 @@ def run(coro: Coroutine[Any, Any, T]) -> T:
     """``asyncio.run`` on a loop from :func:`new_event_loop`."""
     with asyncio.Runner(loop_factory=new_event_loop) as runner:
         return runner.run(coro)
+
+
+async def every(interval_s: float, fn: Callable[[], Any]) -> None:
+    """Call ``fn`` (plain or async) every ``interval_s`` seconds until cancelled.
+
+    A round that raises is logged and the timer goes on: one failed scan or flush must not stop
+    the ones after it.
+    """
+    name = getattr(fn, "__qualname__", repr(fn))
+    while True:
+        await asyncio.sleep(max(0.05, interval_s))
+        try:
+            r = fn()
+            if inspect.isawaitable(r):
+                await r
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            if isinstance(exc, FastMQError):
+                log.warning("scheduled task %s failed: %s", name, exc)
+            else:
+                log.exception("scheduled task %s failed", name)
