@@ -92,3 +92,24 @@ def test_spark_job_local(namesrv_with_route, tmp_path) -> None:
     report = run(register_and_run())
     assert report["tasks"] == 2 and report["ok"] == 1000 and report["errors"] == {}
     assert report["throughput_per_s"] > 0 and report["latency_us"]["p99"] >= report["latency_us"]["p50"] > 0
+
+
+def test_send_load_against_a_real_broker(tmp_path) -> None:
+    from tests.support import ServerProcess, free_port
+    ns_port, port = free_port(), free_port()
+    env = {"HOME": str(tmp_path)}
+    (tmp_path / "ns.properties").write_text(f"listenPort={ns_port}\nkvConfigPath={tmp_path / 'kv.json'}\n"
+                                            f"logPath={tmp_path / 'ns.log'}\n")
+    ns = ServerProcess(["fastmq-namesrv", "-c", str(tmp_path / "ns.properties")], ns_port, tmp_path, env=env).start()
+    (tmp_path / "broker.conf").write_text(f"brokerName=sb\nnamesrvAddr={ns.addr}\nlistenPort={port}\n"
+                                          f"brokerIP1=127.0.0.1\nstorePathRootDir={tmp_path / 'store'}\n"
+                                          f"mappedFileSizeCommitLog=4194304\nlogPath={tmp_path / 'b.log'}\n")
+    broker = ServerProcess(["fastmq-broker", "-c", str(tmp_path / "broker.conf")], port, tmp_path, env=env).start()
+    try:
+        spec = LoadSpec(kind="send", target=broker.addr, topic="SparkSend", requests=300, depth=16)
+        r = run_partition(1, spec.to_dict())
+        assert r["ok"] == 300 and r["errors"] == {}
+        assert collate([r], spec)["throughput_per_s"] > 0
+    finally:
+        broker.stop()
+        ns.stop()
