@@ -11,7 +11,7 @@ if [ ! -x "$VENV/bin/python" ]; then
 fi
 stamp="$VENV/.fastmq-build-stamp"
 # The build inputs: a glob with no match must not abort the script (pipefail).
-inputs="$(ls pyproject.toml setup.py fastmq/_ext/*.pyx fastmq/_ext/*.pxd 2>/dev/null || true)"
+inputs="$(ls pyproject.toml setup.py fastmq/_ext/*.pyx fastmq/_ext/*.pxd fastmq/_ext/*.pxi 2>/dev/null || true)"
 want="$(cat $inputs | sha1sum | cut -c1-40)-${FASTMQ_NO_EXTENSIONS:-}"
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
     echo "fastmq: installing into $VENV (builds the extensions)" >&2

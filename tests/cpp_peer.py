@@ -4,13 +4,15 @@ Run as a separate process (``python tests/cpp_peer.py produce ...``) with HOME s
 directory: librocketmq.so starts its own threads, writes logs under $HOME and can abort the
 process, none of which may touch the pytest process. Prints one line ``RESULT {json}``:
 ``{"results": [{"topic", "ok", "status", "msg_id", "offset"} or {"topic", "ok": false, "error"}]}``,
-one entry per message, in send order.
+one entry per message, in send order, plus ``elapsed_s`` (the send loop's wall time) and ``ok``
+(how many succeeded); ``--quiet`` keeps only the first three entries, for long timing runs.
 """
 from __future__ import annotations
 
 import argparse
 import json
 import sys
+import time
 from typing import Any
 
 
@@ -21,6 +23,7 @@ def produce(args: argparse.Namespace) -> dict[str, Any]:
     producer.set_namesrv_addr(args.namesrv)
     producer.start()
     results: list[dict[str, Any]] = []
+    t0 = time.perf_counter()
     try:
         for topic in args.topic:
             for i in range(args.count):
@@ -41,8 +44,10 @@ def produce(args: argparse.Namespace) -> dict[str, Any]:
                     entry.update(ok=False, error=f"{type(exc).__name__}: {exc}")
                 results.append(entry)
     finally:
+        elapsed = time.perf_counter() - t0
         producer.shutdown()
-    return {"results": results}
+    return {"results": results[:3] if args.quiet else results, "elapsed_s": elapsed,
+            "ok": sum(1 for r in results if r["ok"])}
 
 
 def main() -> int:
@@ -57,6 +62,7 @@ def main() -> int:
     pr.add_argument("--count", type=int, default=1, help="messages per topic")
     pr.add_argument("--oneway", action="store_true")
     pr.add_argument("--timeout-ms", type=int, default=3000)
+    pr.add_argument("--quiet", action="store_true", help="report only the first results (long timing runs)")
     args = p.parse_args()
     out = produce(args)
     print("RESULT " + json.dumps(out), flush=True)
