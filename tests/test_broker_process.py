@@ -124,6 +124,19 @@ async def test_send_v2_then_pull_back(cluster, client):
     assert p.code == ResponseCode.PULL_OFFSET_MOVED and p.ext_fields["nextBeginOffset"] == "0"
 
 
+async def test_view_message_by_id(cluster, client):
+    _, broker = cluster
+    await create_topic(client, broker.addr, "ProcTopicView")
+    r = await client.invoke(broker.addr, send_request("ProcTopicView", b"look at me", {"TAGS": "v"}), 5)
+    offset = int(r.ext_fields["msgId"][-16:], 16)                  # the offset id ends with the commit-log offset
+    v = await client.invoke(broker.addr, create_request(RequestCode.VIEW_MESSAGE_BY_ID, {"offset": offset}), 5)
+    assert v.code == ResponseCode.SUCCESS
+    [m] = decode_records(v.body)
+    assert (m.body, m.topic, m.commit_log_offset) == (b"look at me", "ProcTopicView", offset)
+    bad = await client.invoke(broker.addr, create_request(RequestCode.VIEW_MESSAGE_BY_ID, {"offset": offset + 3}), 5)
+    assert (bad.code, bad.remark) == (ResponseCode.SYSTEM_ERROR, f"can not find message by the offset, {offset + 3}")
+
+
 async def test_send_message_v1_and_batch(cluster, client):
     _, broker = cluster
     await create_topic(client, broker.addr, "ProcTopicBatch", queues=2)

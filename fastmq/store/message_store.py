@@ -656,6 +656,14 @@ class MessageStore:
             return -1
         return self._ts_at_queue_offset(cq, offset)
 
+    def select_one_message_by_offset(self, commit_log_offset: int) -> bytes | None:
+        """The stored record at a commit-log offset, as bytes (None when no record starts there)."""
+        try:
+            msg = self.commit_log.get_message(commit_log_offset)  # validates the record, not only its size
+            return bytes(self.commit_log.get_data(commit_log_offset, msg.store_size))
+        except Exception:  # any bad offset means "no message here", never a broken broker
+            return None
+
     def look_message_by_offset(self, commit_log_offset: int) -> MessageExt | None:
         """Decode the record at a commit-log offset (None when there is no record there)."""
         try:

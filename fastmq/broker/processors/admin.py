@@ -18,7 +18,7 @@ from ...protocol.command import VERSION, RemotingCommand, response_for
 from ...protocol.headers import (CreateTopicRequestHeader, DeleteTopicRequestHeader, GetConsumeStatsRequestHeader,
                                  GetConsumerConnectionListRequestHeader, GetEarliestMsgStoretimeRequestHeader,
                                  GetMaxOffsetRequestHeader, GetMinOffsetRequestHeader, GetTopicStatsInfoRequestHeader,
-                                 SearchOffsetRequestHeader)
+                                 SearchOffsetRequestHeader, ViewMessageRequestHeader)
 from ...remoting import Connection
 from ..subscription_group import SubscriptionGroupConfig
 from .base import CodeDispatchProcessor
@@ -60,6 +60,7 @@ class AdminBrokerProcessor(CodeDispatchProcessor):
             RequestCode.GET_CONSUMER_CONNECTION_LIST: self.get_consumer_connection_list,
             RequestCode.GET_TOPIC_STATS_INFO: self.get_topic_stats_info,
             RequestCode.GET_CONSUME_STATS: self.get_consume_stats,
+            RequestCode.VIEW_MESSAGE_BY_ID: self.view_message_by_id,
             RequestCode.LOCK_BATCH_MQ: self.lock_batch_mq,
             RequestCode.UNLOCK_BATCH_MQ: self.unlock_batch_mq,
         }
@@ -176,6 +177,14 @@ class AdminBrokerProcessor(CodeDispatchProcessor):
                 "brokerActive": "true", "putTps": "0", "getTotalTps": "0"}
         info.update({k: str(v) for k, v in b.store.runtime_info().items()})
         return response_for(request, ResponseCode.SUCCESS, body=KVTable(info).to_json())
+
+    def view_message_by_id(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        """VIEW_MESSAGE_BY_ID: the record at the commit-log offset an offset message id names."""
+        h = ViewMessageRequestHeader.decode(request)
+        record = self.broker.store.select_one_message_by_offset(h.offset)
+        if record is None:
+            return response_for(request, ResponseCode.SYSTEM_ERROR, f"can not find message by the offset, {h.offset}")
+        return response_for(request, ResponseCode.SUCCESS, body=record)
 
     # ------------------------------------------------------------- locks
 
