@@ -137,6 +137,28 @@ async def test_view_message_by_id(cluster, client):
     assert (bad.code, bad.remark) == (ResponseCode.SYSTEM_ERROR, f"can not find message by the offset, {offset + 3}")
 
 
+async def test_query_message_by_key(cluster, client):
+    _, broker = cluster
+    await create_topic(client, broker.addr, "ProcTopicQuery")
+    for i in range(3):
+        r = await client.invoke(broker.addr, send_request("ProcTopicQuery", f"order {i}".encode(),
+                                                          {"KEYS": f"order-{i} shared", "UNIQ_KEY": f"{i:032X}"}), 5)
+        assert r.code == ResponseCode.SUCCESS
+
+    def query(key: str, topic: str = "ProcTopicQuery"):
+        return client.invoke(broker.addr, create_request(RequestCode.QUERY_MESSAGE, {
+            "topic": topic, "key": key, "maxNum": 32, "beginTimestamp": 0, "endTimestamp": 2**62}), 5)
+    q = await query("order-1")
+    assert q.code == ResponseCode.SUCCESS and [m.body for m in decode_records(q.body)] == [b"order 1"]
+    assert int(q.ext_fields["indexLastUpdatePhyoffset"]) > 0
+    q = await query("shared")
+    assert sorted(m.body for m in decode_records(q.body)) == [b"order 0", b"order 1", b"order 2"]
+    q = await query(f"{2:032X}")                                    # by the client's message id
+    assert [m.body for m in decode_records(q.body)] == [b"order 2"]
+    q = await query("order-1", topic="OtherTopic")
+    assert (q.code, q.remark) == (ResponseCode.QUERY_NOT_FOUND, "can not find message, maybe time range not correct")
+
+
 async def test_send_message_v1_and_batch(cluster, client):
     _, broker = cluster
     await create_topic(client, broker.addr, "ProcTopicBatch", queues=2)

@@ -49,6 +49,10 @@ class MessageStoreConfig:
     maxTransferBytesOnMessageInDisk: int = 64 * 1024
     maxTransferCountOnMessageInDisk: int = 8
     accessMessageInMemoryMaxRatio: int = 40
+    messageIndexEnable: bool = True
+    maxMsgsNumBatch: int = 64
+    maxHashSlotNum: int = 5_000_000
+    maxIndexNum: int = 5_000_000 * 4
 
     @property
     def commit_log_dir(self) -> str:

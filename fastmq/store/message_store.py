@@ -37,6 +37,7 @@ from ..protocol.message import (
 from . import FlushTimeoutError, MessageTooLargeError, StoreError
 from .checkpoint import StoreCheckpoint, create_abort_file, recover_store, remove_abort_file
 from .commit_log import AppendRequest, CommitLog, DispatchRequest
+from .index import IndexService
 from .config import CQ_STORE_UNIT_SIZE, MessageStoreConfig
 from .consume_queue import ConsumeQueue, ConsumeQueueTable, FlushConsumeQueueService
 from .retention import RetentionService
@@ -200,6 +201,8 @@ class MessageStore:
             getattr(config, "messageDelayLevel", DEFAULT_DELAY_LEVELS) or DEFAULT_DELAY_LEVELS)
         self.max_delay_level = max(self.delay_level_table)
         self.commit_log = CommitLog(config)
+        self.index = (IndexService(os.path.join(config.storePathRootDir, "index"), config.maxHashSlotNum,
+                                   config.maxIndexNum) if config.messageIndexEnable else None)
         self.queues = ConsumeQueueTable(config.consume_queue_dir, config.mappedFileSizeConsumeQueue)
         self.checkpoint: StoreCheckpoint | None = None
         self._cq_flusher: FlushConsumeQueueService | None = None
@@ -233,6 +236,9 @@ class MessageStore:
         os.makedirs(self.config.storePathRootDir, exist_ok=True)
         self.checkpoint = StoreCheckpoint(self.config.checkpoint_path)
         self.recovery = recover_store(self.config, self.commit_log, self.queues, self.checkpoint)
+        if self.index is not None:
+            self.index.load()
+            self._index_catch_up()
         self._loaded = True
 
     def start(self) -> None:
@@ -298,6 +304,8 @@ class MessageStore:
                 cp.close()
             self.checkpoint = None
         self.queues.close()
+        if self.index is not None:
+            self.index.close()
         self.commit_log.close()
         if was_running:
             remove_abort_file(self.config)
@@ -416,6 +424,9 @@ class MessageStore:
             log.exception("commit log append failed")
             return self._fail(PutStatus.UNKNOWN_ERROR, f"append failed: {exc}")
         self._dispatch(dispatched)
+        if self.index is not None:
+            for m, d in zip(msgs, dispatched):
+                self._index_keys(d.topic, m.properties, d.commit_log_offset, d.store_timestamp)
         first, last = dispatched[0], dispatched[-1]
         prefix = self._msg_id_prefix
         ids = ",".join([f"{prefix}{d.commit_log_offset:016X}" for d in dispatched])
@@ -655,6 +666,50 @@ class MessageStore:
         if cq is None:
             return -1
         return self._ts_at_queue_offset(cq, offset)
+
+    def _index_keys(self, topic: str, props: dict[str, str], phy: int, store_ts: int) -> None:
+        assert self.index is not None
+        keys = [k for k in props.get(MessageConst.KEYS, "").split(MessageConst.KEY_SEPARATOR) if k]
+        uniq = props.get(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+        if uniq:
+            keys.append(uniq)
+        if keys:
+            self.index.put(topic, keys, phy, store_ts)
+
+    def _index_catch_up(self) -> None:
+        """Index what the commit log holds past the index's newest entry (after a crash)."""
+        assert self.index is not None
+        last = self.index.max_phy_offset
+        pos = self.commit_log.min_offset if last < 0 else last
+        end = self.commit_log.max_offset
+        skip_first = last >= 0
+        file_size = self.config.mappedFileSizeCommitLog
+        n = 0
+        while pos < end:
+            try:
+                msg = self.commit_log.get_message(pos)
+            except Exception:  # the blank end of a file, or nothing there: next file
+                pos = (pos // file_size + 1) * file_size
+                skip_first = False
+                continue
+            if not skip_first:
+                self._index_keys(msg.topic, msg.properties, pos, msg.store_timestamp)
+                n += 1
+            skip_first = False
+            pos += msg.store_size
+        if n:
+            log.info("index caught up with %d messages of the commit log", n)
+
+    def query_message(self, topic: str, key: str, max_num: int, begin: int, end: int) -> list[bytes]:
+        """The stored records of ``topic`` with ``key`` stored between ``begin`` and ``end`` (ms)."""
+        if self.index is None:
+            return []
+        out = []
+        for phy in self.index.query(topic, key, max_num, begin, end):
+            rec = self.select_one_message_by_offset(phy)
+            if rec is not None:
+                out.append(rec)
+        return out
 
     def select_one_message_by_offset(self, commit_log_offset: int) -> bytes | None:
         """The stored record at a commit-log offset, as bytes (None when no record starts there)."""

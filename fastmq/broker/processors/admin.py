@@ -18,7 +18,7 @@ from ...protocol.command import VERSION, RemotingCommand, response_for
 from ...protocol.headers import (CreateTopicRequestHeader, DeleteTopicRequestHeader, GetConsumeStatsRequestHeader,
                                  GetConsumerConnectionListRequestHeader, GetEarliestMsgStoretimeRequestHeader,
                                  GetMaxOffsetRequestHeader, GetMinOffsetRequestHeader, GetTopicStatsInfoRequestHeader,
-                                 SearchOffsetRequestHeader, ViewMessageRequestHeader)
+                                 QueryMessageRequestHeader, SearchOffsetRequestHeader, ViewMessageRequestHeader)
 from ...remoting import Connection
 from ..subscription_group import SubscriptionGroupConfig
 from .base import CodeDispatchProcessor
@@ -61,6 +61,7 @@ class AdminBrokerProcessor(CodeDispatchProcessor):
             RequestCode.GET_TOPIC_STATS_INFO: self.get_topic_stats_info,
             RequestCode.GET_CONSUME_STATS: self.get_consume_stats,
             RequestCode.VIEW_MESSAGE_BY_ID: self.view_message_by_id,
+            RequestCode.QUERY_MESSAGE: self.query_message,
             RequestCode.LOCK_BATCH_MQ: self.lock_batch_mq,
             RequestCode.UNLOCK_BATCH_MQ: self.unlock_batch_mq,
         }
@@ -185,6 +186,19 @@ class AdminBrokerProcessor(CodeDispatchProcessor):
         if record is None:
             return response_for(request, ResponseCode.SYSTEM_ERROR, f"can not find message by the offset, {h.offset}")
         return response_for(request, ResponseCode.SUCCESS, body=record)
+
+    def query_message(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        """QUERY_MESSAGE: messages of a topic by key (KEYS or UNIQ_KEY), through the index file."""
+        h = QueryMessageRequestHeader.decode(request)
+        store = self.broker.store
+        max_num = min(h.maxNum, self.broker.store_config.maxMsgsNumBatch) if h.maxNum > 0 else 64
+        records = store.query_message(h.topic, h.key, max_num, h.beginTimestamp, h.endTimestamp)
+        ts, phy = store.index.last_update if store.index is not None else (0, 0)
+        fields = {"indexLastUpdateTimestamp": ts, "indexLastUpdatePhyoffset": phy}
+        if not records:
+            return response_for(request, ResponseCode.QUERY_NOT_FOUND,
+                                "can not find message, maybe time range not correct", ext_fields=fields)
+        return response_for(request, ResponseCode.SUCCESS, ext_fields=fields, body=b"".join(records))
 
     # ------------------------------------------------------------- locks
 

@@ -1,0 +1,165 @@
+"""The message index: find messages by key (KEYS and UNIQ_KEY) for QUERY_MESSAGE.
+
+RocketMQ's IndexFile layout, in files under ``storePathRootDir/index`` named by creation time::
+
+    header   int64 beginTimestamp | int64 endTimestamp | int64 beginPhyOffset | int64 endPhyOffset
+             | int32 hashSlotCount | int32 indexCount                                   (40 bytes)
+    slots    maxHashSlotNum x int32: the newest entry of each hash slot (0: empty)
+    entries  maxIndexNum x (int32 keyHash | int64 phyOffset | int32 timeDiff s | int32 prevIndex)
+
+``keyHash`` is Java's String.hashCode() of ``topic#key``, made non-negative; a slot's entries form
+a list newest-first through ``prevIndex``. A file is created only when the first key arrives, and
+a new one when it is full. The index is rebuilt past its last entry from the commit log at start,
+so a crash loses nothing that the commit log kept.
+"""
+from __future__ import annotations
+
+import logging
+import mmap
+import os
+import struct
+import time
+from pathlib import Path
+
+from ..protocol.message import java_string_hash
+
+__all__ = ["IndexFile", "IndexService"]
+
+log = logging.getLogger("fastmq.store")
+
+_HEADER = struct.Struct(">qqqqii")
+_ENTRY = struct.Struct(">iqii")
+_SLOT = struct.Struct(">i")
+HEADER_SIZE = _HEADER.size  # 40
+
+
+def _key_hash(topic: str, key: str) -> int:
+    h = java_string_hash(f"{topic}#{key}")
+    return abs(h) if h != -(1 << 31) else 0  # Math.abs(MIN_VALUE) is negative in Java; RocketMQ maps it to 0
+
+
+class IndexFile:
+    def __init__(self, path: Path, slots: int, entries: int) -> None:
+        self.path, self.slots, self.entries = path, slots, entries
+        size = HEADER_SIZE + slots * 4 + entries * 20
+        fresh = not path.exists()
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            if os.fstat(fd).st_size < size:
+                os.ftruncate(fd, size)  # sparse: only the pages written take disk
+            self._mm = mmap.mmap(fd, size)
+        finally:
+            os.close(fd)
+        if fresh:
+            _HEADER.pack_into(self._mm, 0, 0, 0, 0, 0, 0, 1)
+        (self.begin_ts, self.end_ts, self.begin_phy, self.end_phy, self.slot_count,
+         self.count) = _HEADER.unpack_from(self._mm, 0)
+        self.count = max(1, self.count)  # entry 0 is never used: 0 means "none"
+
+    @property
+    def full(self) -> bool:
+        return self.count >= self.entries
+
+    def put(self, key_hash: int, phy: int, store_ts: int) -> bool:
+        if self.full:
+            return False
+        slot_pos = HEADER_SIZE + (key_hash % self.slots) * 4
+        prev = _SLOT.unpack_from(self._mm, slot_pos)[0]
+        if prev <= 0 or prev >= self.count:
+            prev = 0
+        if self.begin_ts == 0:
+            self.begin_ts, self.begin_phy = store_ts, phy
+        diff = max(0, (store_ts - self.begin_ts) // 1000)
+        _ENTRY.pack_into(self._mm, HEADER_SIZE + self.slots * 4 + self.count * 20, key_hash, phy, diff, prev)
+        _SLOT.pack_into(self._mm, slot_pos, self.count)
+        self.count += 1
+        self.end_ts, self.end_phy = store_ts, phy
+        _HEADER.pack_into(self._mm, 0, self.begin_ts, self.end_ts, self.begin_phy, self.end_phy,
+                          self.slot_count + (prev == 0), self.count)
+        self.slot_count += prev == 0
+        return True
+
+    def query(self, key_hash: int, max_num: int, begin: int, end: int) -> list[int]:
+        out: list[int] = []
+        if self.begin_ts == 0 or end < self.begin_ts or begin > self.end_ts:
+            return out
+        idx = _SLOT.unpack_from(self._mm, HEADER_SIZE + (key_hash % self.slots) * 4)[0]
+        base = HEADER_SIZE + self.slots * 4
+        seen = 0
+        while 0 < idx < self.count and len(out) < max_num and seen < self.count:
+            h, phy, diff, prev = _ENTRY.unpack_from(self._mm, base + idx * 20)
+            ts = self.begin_ts + diff * 1000
+            if h == key_hash and begin <= ts <= end + 999:
+                out.append(phy)
+            if prev <= 0 or prev >= idx:
+                break
+            idx, seen = prev, seen + 1
+        return out
+
+    def flush(self) -> None:
+        self._mm.flush()
+
+    def close(self) -> None:
+        self._mm.flush()
+        self._mm.close()
+
+
+class IndexService:
+    """Index files, newest last; ``put`` the keys of appended messages, ``query`` by topic and key."""
+
+    def __init__(self, directory: str | Path, slots: int = 5_000_000, entries: int = 20_000_000) -> None:
+        self.dir = Path(directory)
+        self.slots, self.entries = slots, entries
+        self.files: list[IndexFile] = []
+
+    def load(self) -> None:
+        if self.dir.exists():
+            for p in sorted(self.dir.iterdir()):
+                if p.name.isdigit():
+                    self.files.append(IndexFile(p, self.slots, self.entries))
+
+    @property
+    def max_phy_offset(self) -> int:
+        """The commit-log offset of the newest indexed message (-1: none)."""
+        return self.files[-1].end_phy if self.files and self.files[-1].count > 1 else -1
+
+    def _writable(self) -> IndexFile:
+        if not self.files or self.files[-1].full:
+            self.dir.mkdir(parents=True, exist_ok=True)
+            name = time.strftime("%Y%m%d%H%M%S", time.localtime()) + f"{int(time.time() * 1000) % 1000:03d}"
+            while (self.dir / name).exists():
+                name = str(int(name) + 1)
+            self.files.append(IndexFile(self.dir / name, self.slots, self.entries))
+        return self.files[-1]
+
+    def put(self, topic: str, keys: list[str], phy: int, store_ts: int) -> None:
+        for key in keys:
+            if key:
+                f = self._writable()
+                f.put(_key_hash(topic, key), phy, store_ts)
+
+    def query(self, topic: str, key: str, max_num: int, begin: int, end: int) -> list[int]:
+        """Commit-log offsets of messages of ``topic`` with ``key`` stored in [begin, end], newest first."""
+        h = _key_hash(topic, key)
+        out: list[int] = []
+        for f in reversed(self.files):
+            if len(out) >= max_num:
+                break
+            out += f.query(h, max_num - len(out), begin, end)
+        return out
+
+    @property
+    def last_update(self) -> tuple[int, int]:
+        """(indexLastUpdateTimestamp, indexLastUpdatePhyoffset) as QUERY_MESSAGE reports them."""
+        if not self.files:
+            return 0, 0
+        return self.files[-1].end_ts, self.files[-1].end_phy
+
+    def flush(self) -> None:
+        for f in self.files[-2:]:
+            f.flush()
+
+    def close(self) -> None:
+        for f in self.files:
+            f.close()
+        self.files = []
