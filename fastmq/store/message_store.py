@@ -37,6 +37,7 @@ from ..protocol.message import (
 from . import FlushTimeoutError, MessageTooLargeError, StoreError
 from .checkpoint import StoreCheckpoint, create_abort_file, recover_store, remove_abort_file
 from .commit_log import AppendRequest, CommitLog, DispatchRequest
+from ..protocol.topic import SCHEDULE_TOPIC as _SCHEDULE_TOPIC
 from .index import IndexService
 from .config import CQ_STORE_UNIT_SIZE, MessageStoreConfig
 from .consume_queue import ConsumeQueue, ConsumeQueueTable, FlushConsumeQueueService
@@ -49,7 +50,7 @@ __all__ = [
 
 log = logging.getLogger("fastmq.store")
 
-SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"  # RocketMQ's TopicValidator.RMQ_SYS_SCHEDULE_TOPIC
+SCHEDULE_TOPIC = _SCHEDULE_TOPIC  # re-exported: the schedule service and its tests read it from here
 DEFAULT_DELAY_LEVELS = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
 DISK_SPACE_WARNING_RATIO = 0.90  # RocketMQ's diskSpaceWarningLevelRatio: sends refused above it
 _DISK_CHECK_INTERVAL = 1.0       # seconds between statvfs calls on the put path
