@@ -19,11 +19,12 @@ import os
 import struct
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 from . import StoreCorruptError
 from .commit_log import CommitLog
 from .config import MessageStoreConfig
-from .consume_queue import ConsumeQueueTable
+from .consume_queue import ConsumeQueue, ConsumeQueueTable
 from .mapped_file import OS_PAGE_SIZE
 
 __all__ = ["StoreCheckpoint", "RecoveryResult", "recover_store", "create_abort_file",
@@ -139,15 +140,18 @@ def recover_store(config: MessageStoreConfig, commit_log: CommitLog, queues: Con
     return RecoveryResult(abnormal, start, end, counted[0])
 
 
-def check_store(commit_log: CommitLog, queues: ConsumeQueueTable, *, max_problems: int = 100) -> list[str]:
+def check_store(commit_log: CommitLog, queues: ConsumeQueueTable, *, max_problems: int = 100,
+                start_of: Callable[[ConsumeQueue], int] | None = None) -> list[str]:
     """Consistency check of a recovered store; returns the problems found (empty: consistent).
 
     Every commit-log record must verify (magic, CRC, position), and every consume-queue entry
     must point at a record of its own topic and queue carrying its own queue offset.
+    ``start_of`` gives the first entry of a queue to check (default: its min offset; a running
+    store passes its retention-aware start).
     """
     problems = commit_log.check_consistency()
     for (topic, qid), cq in sorted(queues.queues.items()):
-        q = cq.min_offset
+        q = start_of(cq) if start_of is not None else cq.min_offset
         while q < cq.max_offset:
             arr = cq.get_entries(q, 4096)
             if not len(arr):

@@ -35,7 +35,7 @@ from ..protocol.message import (
     encode_properties, encode_record, pack_host, record_length, tags_code,
 )
 from . import FlushTimeoutError, MessageTooLargeError, StoreError
-from .checkpoint import StoreCheckpoint, create_abort_file, recover_store, remove_abort_file
+from .checkpoint import StoreCheckpoint, check_store, create_abort_file, recover_store, remove_abort_file
 from .commit_log import AppendRequest, CommitLog, DispatchRequest
 from ..protocol.topic import SCHEDULE_TOPIC as _SCHEDULE_TOPIC
 from .index import IndexService
@@ -786,24 +786,4 @@ class MessageStore:
     def check_consistency(self) -> list[str]:
         """Scan the commit log (magic, CRC, positions) and every consume-queue entry still in
         range: each must point at a record of its own topic, queue, queue offset and size."""
-        problems = self.commit_log.check_consistency()
-        for (topic, qid), cq in sorted(self.queues.queues.items()):
-            q, end = self._queue_min(cq), cq.max_offset
-            while q < end and len(problems) < 100:
-                arr = cq.get_entries(q, 4096)
-                if not len(arr):
-                    problems.append(f"{topic}/{qid}: cannot read entries at queue offset {q}")
-                    break
-                entries = list(zip(arr["offset"].tolist(), arr["size"].tolist()))
-                del arr  # a view of the mapping: do not keep it past the loop
-                for i, (o, size) in enumerate(entries):
-                    try:
-                        m = self.commit_log.get_message(o, size)
-                    except Exception as exc:  # a finding, not a crash of the check
-                        problems.append(f"{topic}/{qid}@{q + i}: commit-log offset {o}: {exc}")
-                        continue
-                    if (m.topic, m.queue_id, m.queue_offset, m.store_size) != (topic, qid, q + i, size):
-                        problems.append(f"{topic}/{qid}@{q + i}: points at {m.topic}/{m.queue_id}"
-                                        f"@{m.queue_offset} of {m.store_size} bytes (entry says {size})")
-                q += len(entries)
-        return problems
+        return check_store(self.commit_log, self.queues, start_of=self._queue_min)
