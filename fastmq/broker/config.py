@@ -10,27 +10,12 @@ import os
 import socket
 from dataclasses import dataclass, field
 
+from ..remoting.address import local_address
+
 __all__ = ["BrokerConfig", "local_address", "MASTER_ID"]
 
 MASTER_ID = 0
 PERM_PRIORITY, PERM_READ, PERM_WRITE, PERM_INHERIT = 8, 4, 2, 1
-
-
-def local_address() -> str:
-    """The IPv4 address other hosts reach us at (RemotingUtil.getLocalAddress's intent).
-
-    A UDP "connect" picks the outbound interface without sending anything; with no route
-    (a sandbox) fall back to loopback, which is what single-host tests use anyway.
-    """
-    try:
-        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-            s.connect(("10.255.255.255", 1))
-            ip = s.getsockname()[0]
-            if ip and not ip.startswith("0."):
-                return ip
-    except OSError:
-        pass
-    return "127.0.0.1"
 
 
 @dataclass

@@ -19,8 +19,8 @@ from ..protocol.codes import RequestCode, ResponseCode
 from ..protocol.command import RemotingCommand, create_request, response_for
 from ..protocol.heartbeat import ConsumerData, HeartbeatData, ProducerData
 from ..remoting import Connection, RemotingClient, RequestProcessor
+from ..remoting.address import local_address
 from ..remoting.loop import every
-from .message_id import local_ip
 
 __all__ = ["ClientConfig", "ClientInstance"]
 
@@ -41,7 +41,7 @@ class ClientConfig:
 
     namesrv_addr: str | list[str] | None = None
     instance_name: str = "DEFAULT"
-    client_ip: str = field(default_factory=local_ip)
+    client_ip: str = field(default_factory=local_address)
     poll_name_server_interval: int = 30_000
     heartbeat_broker_interval: int = 30_000
     persist_consumer_offset_interval: int = 5_000

@@ -15,16 +15,9 @@ import socket
 import threading
 import time
 
-__all__ = ["create_uniq_id", "local_ip"]
+from ..remoting.address import local_address
 
-
-def local_ip() -> str:
-    try:
-        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-            s.connect(("10.255.255.255", 1))
-            return s.getsockname()[0]
-    except OSError:
-        return "127.0.0.1"
+__all__ = ["create_uniq_id"]
 
 
 def _month_start(ms: int) -> tuple[int, int]:
@@ -34,7 +27,7 @@ def _month_start(ms: int) -> tuple[int, int]:
     return start, calendar.timegm((year, month, 1, 0, 0, 0)) * 1000
 
 
-_FIX = (socket.inet_aton(local_ip()) + (os.getpid() & 0xFFFF).to_bytes(2, "big")
+_FIX = (socket.inet_aton(local_address()) + (os.getpid() & 0xFFFF).to_bytes(2, "big")
         + random.getrandbits(32).to_bytes(4, "big")).hex().upper()
 _counter = itertools.count()
 _lock = threading.Lock()
