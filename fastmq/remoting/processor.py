@@ -125,13 +125,18 @@ class Dispatcher:
                             self._spawn(conn, req, resp)
                             continue
                 except Exception as exc:
-                    log.exception("processing request %d from %s failed", req.code, conn.remote_addr)
-                    resp = response_for(req, ResponseCode.SYSTEM_ERROR, _error_text(exc))
+                    resp = self._failed(conn, req, exc)
             final = self._finish(req, resp)
             if final is not None:
                 out.append(final)
         if out:
             conn.send_many(out)
+
+    @staticmethod
+    def _failed(conn: Connection, req: RemotingCommand, exc: Exception) -> RemotingCommand:
+        """A processor raised: log it and answer SYSTEM_ERROR with its text; the connection stays."""
+        log.exception("processing request %d from %s failed", req.code, conn.remote_addr)
+        return response_for(req, ResponseCode.SYSTEM_ERROR, _error_text(exc))
 
     @staticmethod
     async def _run_in_executor(executor: Executor, proc: RequestProcessor, conn: Connection,
@@ -154,8 +159,7 @@ class Dispatcher:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
-                log.exception("processing request %d from %s failed", req.code, conn.remote_addr)
-                resp = response_for(req, ResponseCode.SYSTEM_ERROR, _error_text(exc))
+                resp = self._failed(conn, req, exc)
             final = self._finish(req, resp)
             if final is not None:
                 conn.send(final)
