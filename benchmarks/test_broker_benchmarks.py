@@ -19,7 +19,7 @@ from fastmq.protocol.headers import SendMessageRequestHeader
 from fastmq.protocol.message import Message, encode_batch_body
 from fastmq.remoting import RemotingClient
 from fastmq.remoting.loop import run
-from tests.support import ServerProcess, free_port
+from tests.support import broker_process, namesrv_process
 
 PIPELINE = 2000
 
@@ -27,15 +27,9 @@ PIPELINE = 2000
 @pytest.fixture(scope="module", params=["ASYNC_FLUSH", "SYNC_FLUSH"])
 def broker(request, tmp_path_factory):
     tmp = tmp_path_factory.mktemp(request.param)
-    ns_port, port = free_port(), free_port()
-    env = {"HOME": str(tmp)}
-    (tmp / "ns.properties").write_text(f"listenPort={ns_port}\nkvConfigPath={tmp / 'kv.json'}\nlogPath={tmp / 'ns.log'}\n")
-    ns = ServerProcess(["fastmq-namesrv", "-c", str(tmp / "ns.properties")], ns_port, tmp, env=env).start()
-    (tmp / "broker.conf").write_text(
-        f"brokerName=bench\nnamesrvAddr={ns.addr}\nlistenPort={port}\nbrokerIP1=127.0.0.1\n"
-        f"storePathRootDir={tmp / 'store'}\nflushDiskType={request.param}\nmappedFileSizeCommitLog=268435456\n"
-        f"logPath={tmp / 'broker.log'}\n")
-    b = ServerProcess(["fastmq-broker", "-c", str(tmp / "broker.conf")], port, tmp, env=env).start()
+    ns = namesrv_process(tmp).start()
+    b = broker_process(tmp, ns.addr, brokerName="bench", flushDiskType=request.param,
+                       mappedFileSizeCommitLog=268435456).start()
     try:
         yield request.param, b
     finally:

@@ -18,7 +18,7 @@ import pytest
 from fastmq.aio import Message, Producer
 from fastmq.client.push_consumer import ConsumeStatus, PushConsumer
 from fastmq.remoting.loop import run
-from tests.support import ServerProcess, free_port
+from tests.support import broker_process, namesrv_process
 
 N_SYNC, N_ASYNC, N_BATCH = 2000, 5000, 100
 
@@ -26,14 +26,8 @@ N_SYNC, N_ASYNC, N_BATCH = 2000, 5000, 100
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("client-bench")
-    ns_port, port = free_port(), free_port()
-    env = {"HOME": str(tmp)}
-    (tmp / "ns.properties").write_text(f"listenPort={ns_port}\nkvConfigPath={tmp / 'kv.json'}\nlogPath={tmp / 'ns.log'}\n")
-    ns = ServerProcess(["fastmq-namesrv", "-c", str(tmp / "ns.properties")], ns_port, tmp, env=env).start()
-    (tmp / "broker.conf").write_text(f"brokerName=bench\nnamesrvAddr={ns.addr}\nlistenPort={port}\nbrokerIP1=127.0.0.1\n"
-                                     f"storePathRootDir={tmp / 'store'}\nmappedFileSizeCommitLog=268435456\n"
-                                     f"logPath={tmp / 'broker.log'}\n")
-    b = ServerProcess(["fastmq-broker", "-c", str(tmp / "broker.conf")], port, tmp, env=env).start()
+    ns = namesrv_process(tmp).start()
+    b = broker_process(tmp, ns.addr, brokerName="bench", mappedFileSizeCommitLog=268435456).start()
     try:
         yield ns.addr, tmp
     finally:

@@ -88,3 +88,27 @@ class ServerProcess:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def namesrv_process(workdir: Path, **props: object) -> ServerProcess:
+    """A ``fastmq-namesrv`` on a free port, its KV file and log under ``workdir`` (not started)."""
+    port = free_port()
+    conf = {"listenPort": port, "kvConfigPath": workdir / "kv.json", "logPath": workdir / "ns.log", **props}
+    path = workdir / "ns.properties"
+    path.write_text("".join(f"{k}={v}\n" for k, v in conf.items()))
+    return ServerProcess(["fastmq-namesrv", "-c", str(path)], port, workdir, env={"HOME": str(workdir)})
+
+
+def broker_process(workdir: Path, namesrv: str, *, port: int | None = None, **conf: object) -> ServerProcess:
+    """A ``fastmq-broker`` on loopback, its store and log under ``workdir`` (not started).
+
+    ``conf`` adds or overrides broker.conf keys (brokerName, flushDiskType, ...); ``port`` reuses a
+    port, to restart a broker where it was.
+    """
+    port = port or free_port()
+    lines = {"brokerName": "broker-a", "namesrvAddr": namesrv, "listenPort": port, "brokerIP1": "127.0.0.1",
+             "storePathRootDir": workdir / "store", "mappedFileSizeCommitLog": 4 * 1024 * 1024,
+             "logPath": workdir / "broker.log", **conf}
+    path = workdir / "broker.conf"
+    path.write_text("".join(f"{k}={v}\n" for k, v in lines.items()))
+    return ServerProcess(["fastmq-broker", "-c", str(path)], port, workdir, env={"HOME": str(workdir)})

@@ -12,27 +12,20 @@ import pytest
 from fastmq.aio import Message, Producer
 from fastmq.client.push_consumer import PullConsumer
 from fastmq.errors import FastMQError
-from tests.support import ServerProcess, free_port
+from tests.support import ServerProcess, broker_process, namesrv_process
 
 pytestmark = pytest.mark.slow
 
 
-def _broker(tmp: Path, ns_addr: str, port: int) -> ServerProcess:
-    conf = tmp / "broker.conf"
-    conf.write_text("\n".join([
-        "brokerName=broker-crash", f"namesrvAddr={ns_addr}", f"listenPort={port}", "brokerIP1=127.0.0.1",
-        f"storePathRootDir={tmp / 'store'}", "flushDiskType=SYNC_FLUSH", "mappedFileSizeCommitLog=1048576",
-        f"logPath={tmp / 'broker.log'}"]) + "\n")
-    return ServerProcess(["fastmq-broker", "-c", str(conf)], port, tmp, env={"HOME": str(tmp)})
+def _broker(tmp: Path, ns_addr: str, port: int | None = None) -> ServerProcess:
+    return broker_process(tmp, ns_addr, port=port, brokerName="broker-crash", flushDiskType="SYNC_FLUSH",
+                          mappedFileSizeCommitLog=1048576)
 
 
 async def test_kill9_loses_no_acknowledged_message(tmp_path: Path) -> None:
-    ns_port, broker_port = free_port(), free_port()
-    (tmp_path / "ns.properties").write_text(
-        f"listenPort={ns_port}\nkvConfigPath={tmp_path / 'kv.json'}\nlogPath={tmp_path / 'ns.log'}\n")
-    ns = ServerProcess(["fastmq-namesrv", "-c", str(tmp_path / "ns.properties")], ns_port, tmp_path,
-                       env={"HOME": str(tmp_path)}).start()
-    broker = _broker(tmp_path, ns.addr, broker_port).start()
+    ns = namesrv_process(tmp_path).start()
+    broker = _broker(tmp_path, ns.addr).start()
+    broker_port = broker.port
     acked: dict[bytes, tuple[int, int]] = {}
     try:
         producer = Producer("PG_CRASH", namesrv_addr=ns.addr, send_msg_timeout=2000, retry_times_when_send_failed=0)

@@ -9,25 +9,15 @@ import pytest
 
 from fastmq.aio import Message, Producer
 from fastmq.client.push_consumer import ConsumeStatus, PullConsumer, PushConsumer
-from tests.support import ServerProcess, free_port
+from tests.support import broker_process, namesrv_process
 
 
 @pytest.fixture
 def cluster(tmp_path: Path):
-    ns_port, broker_port = free_port(), free_port()
-    env = {"HOME": str(tmp_path)}
-    (tmp_path / "ns.properties").write_text(
-        f"listenPort={ns_port}\nkvConfigPath={tmp_path / 'kv.json'}\nlogPath={tmp_path / 'ns.log'}\n")
-    ns = ServerProcess(["fastmq-namesrv", "-c", str(tmp_path / "ns.properties")], ns_port, tmp_path, env=env).start()
-    (tmp_path / "broker.conf").write_text("\n".join([
-        "brokerClusterName=DefaultCluster", "brokerName=broker-a", "brokerId=0", f"namesrvAddr={ns.addr}",
-        f"listenPort={broker_port}", "brokerIP1=127.0.0.1", f"storePathRootDir={tmp_path / 'store'}",
-        "mappedFileSizeCommitLog=16777216",
-        # retries come back through the delay levels: keep them short here
-        "messageDelayLevel=200ms 200ms 200ms 200ms 200ms 200ms 200ms 200ms 200ms 200ms 200ms 200ms 200ms 200ms "
-        "200ms 200ms 200ms 200ms"]) + "\n")
-    broker = ServerProcess(["fastmq-broker", "-c", str(tmp_path / "broker.conf")], broker_port, tmp_path,
-                           env=env).start()
+    ns = namesrv_process(tmp_path).start()
+    # retries come back through the delay levels: keep them short here
+    broker = broker_process(tmp_path, ns.addr, mappedFileSizeCommitLog=16777216,
+                            messageDelayLevel=" ".join(["200ms"] * 18)).start()
     try:
         yield ns.addr
     finally:

@@ -13,7 +13,7 @@ from fastmq.client.push_consumer import ConsumeStatus, PushConsumer
 from fastmq.protocol.codes import RequestCode
 from fastmq.protocol.command import create_request
 from fastmq.remoting import RemotingClient
-from tests.support import ServerProcess, free_port
+from tests.support import broker_process, namesrv_process
 
 pytestmark = pytest.mark.slow
 
@@ -28,15 +28,8 @@ async def _until(pred, seconds: float) -> bool:
 
 
 async def test_three_consumers_split_eight_queues_and_hand_over(tmp_path: Path) -> None:
-    ns_port, bport = free_port(), free_port()
-    env = {"HOME": str(tmp_path)}
-    (tmp_path / "ns.properties").write_text(
-        f"listenPort={ns_port}\nkvConfigPath={tmp_path / 'kv.json'}\nlogPath={tmp_path / 'ns.log'}\n")
-    ns = ServerProcess(["fastmq-namesrv", "-c", str(tmp_path / "ns.properties")], ns_port, tmp_path, env=env).start()
-    (tmp_path / "broker.conf").write_text(f"brokerName=broker-g\nnamesrvAddr={ns.addr}\nlistenPort={bport}\n"
-                                          f"brokerIP1=127.0.0.1\nstorePathRootDir={tmp_path / 'store'}\n"
-                                          f"mappedFileSizeCommitLog=4194304\nlogPath={tmp_path / 'broker.log'}\n")
-    broker = ServerProcess(["fastmq-broker", "-c", str(tmp_path / "broker.conf")], bport, tmp_path, env=env).start()
+    ns = namesrv_process(tmp_path).start()
+    broker = broker_process(tmp_path, ns.addr, brokerName="broker-g").start()
     consumers: list[PushConsumer] = []
     try:
         admin = RemotingClient()

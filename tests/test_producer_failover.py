@@ -14,28 +14,22 @@ from fastmq.client.push_consumer import PullConsumer
 from fastmq.protocol.codes import RequestCode
 from fastmq.protocol.command import create_request
 from fastmq.remoting import RemotingClient
-from tests.support import ServerProcess, free_port
+from tests.support import ServerProcess, broker_process, namesrv_process
 
 pytestmark = pytest.mark.slow
 
 
-def _broker(tmp: Path, name: str, ns: str, port: int) -> ServerProcess:
+def _broker(tmp: Path, name: str, ns: str, port: int | None = None) -> ServerProcess:
     d = tmp / name
     d.mkdir(exist_ok=True)
-    (d / "broker.conf").write_text(f"brokerName={name}\nnamesrvAddr={ns}\nlistenPort={port}\nbrokerIP1=127.0.0.1\n"
-                                   f"storePathRootDir={d / 'store'}\nmappedFileSizeCommitLog=4194304\n"
-                                   f"logPath={d / 'broker.log'}\n")
-    return ServerProcess(["fastmq-broker", "-c", str(d / "broker.conf")], port, d, env={"HOME": str(d)})
+    return broker_process(d, ns, port=port, brokerName=name)
 
 
 async def test_failover_keeps_sending_and_loses_nothing(tmp_path: Path) -> None:
-    ns_port, pa, pb = free_port(), free_port(), free_port()
-    (tmp_path / "ns.properties").write_text(
-        f"listenPort={ns_port}\nkvConfigPath={tmp_path / 'kv.json'}\nlogPath={tmp_path / 'ns.log'}\n")
-    ns = ServerProcess(["fastmq-namesrv", "-c", str(tmp_path / "ns.properties")], ns_port, tmp_path,
-                       env={"HOME": str(tmp_path)}).start()
-    a = _broker(tmp_path, "broker-a", ns.addr, pa).start()
-    b = _broker(tmp_path, "broker-b", ns.addr, pb).start()
+    ns = namesrv_process(tmp_path).start()
+    a = _broker(tmp_path, "broker-a", ns.addr).start()
+    b = _broker(tmp_path, "broker-b", ns.addr).start()
+    pa, pb = a.port, b.port
     acked: dict[bytes, str] = {}
     try:
         admin = RemotingClient()

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from spark_bench.histogram import LatencyHistogram
 from spark_bench.job import collate
 from spark_bench.load import LoadSpec, run_partition
+from tests.support import broker_process, namesrv_process
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -43,11 +44,7 @@ def test_histogram_wire_form_is_small() -> None:
 
 @pytest.fixture
 def namesrv_with_route(tmp_path):
-    from tests.support import ServerProcess, free_port
-    port = free_port()
-    props = tmp_path / "ns.properties"
-    props.write_text(f"listenPort={port}\nkvConfigPath={tmp_path / 'kv.json'}\nlogPath={tmp_path / 'ns.log'}\n")
-    proc = ServerProcess(["fastmq-namesrv", "-c", str(props)], port, tmp_path, env={"HOME": str(tmp_path)}).start()
+    proc = namesrv_process(tmp_path).start()
     try:
         yield proc
     finally:
@@ -95,16 +92,8 @@ def test_spark_job_local(namesrv_with_route, tmp_path) -> None:
 
 
 def test_send_load_against_a_real_broker(tmp_path) -> None:
-    from tests.support import ServerProcess, free_port
-    ns_port, port = free_port(), free_port()
-    env = {"HOME": str(tmp_path)}
-    (tmp_path / "ns.properties").write_text(f"listenPort={ns_port}\nkvConfigPath={tmp_path / 'kv.json'}\n"
-                                            f"logPath={tmp_path / 'ns.log'}\n")
-    ns = ServerProcess(["fastmq-namesrv", "-c", str(tmp_path / "ns.properties")], ns_port, tmp_path, env=env).start()
-    (tmp_path / "broker.conf").write_text(f"brokerName=sb\nnamesrvAddr={ns.addr}\nlistenPort={port}\n"
-                                          f"brokerIP1=127.0.0.1\nstorePathRootDir={tmp_path / 'store'}\n"
-                                          f"mappedFileSizeCommitLog=4194304\nlogPath={tmp_path / 'b.log'}\n")
-    broker = ServerProcess(["fastmq-broker", "-c", str(tmp_path / "broker.conf")], port, tmp_path, env=env).start()
+    ns = namesrv_process(tmp_path).start()
+    broker = broker_process(tmp_path, ns.addr, brokerName="sb").start()
     try:
         spec = LoadSpec(kind="send", target=broker.addr, topic="SparkSend", requests=300, depth=16)
         r = run_partition(1, spec.to_dict())
