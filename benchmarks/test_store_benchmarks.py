@@ -6,6 +6,8 @@ One round = a batch of 500 messages (ops/s x 500 = msgs/s).
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from typing import Iterator
 
 import pytest
 
@@ -48,39 +50,36 @@ def test_append_batch(benchmark, store, size: int) -> None:
     benchmark.extra_info["bytes_per_msg"] = size
 
 
-@pytest.mark.parametrize("size", [128, 1024])
-def test_read_32(benchmark, tmp_path, size: int) -> None:
+@contextlib.contextmanager
+def _filled_store(tmp_path, batches: int, size: int) -> Iterator[MessageStore]:
+    """An ASYNC_FLUSH store holding ``batches`` x 500 messages of ``size`` bytes."""
     cfg = MessageStoreConfig(storePathRootDir=str(tmp_path), mappedFileSizeCommitLog=64 * 1024 * 1024)
     s = MessageStore(cfg, "127.0.0.1:10911")
     s.load()
     s.start()
     loop = asyncio.new_event_loop()
     try:
-        for _ in range(8):
+        for _ in range(batches):
             loop.run_until_complete(s.put_messages(_msgs(size)))
+        yield s
+    finally:
+        loop.close()
+        s.shutdown()
+
+
+@pytest.mark.parametrize("size", [128, 1024])
+def test_read_32(benchmark, tmp_path, size: int) -> None:
+    with _filled_store(tmp_path, 8, size) as s:
         offsets = iter(range(10**9))
 
         def read() -> int:
             off = (next(offsets) * 32) % 900
             return s.get_message("G", "BenchTopic", 0, off, 32, None).msg_count
         assert benchmark(read) == 32
-    finally:
-        loop.close()
-        s.shutdown()
     benchmark.extra_info["msgs_per_round"] = 32
 
 
 def test_consume_queue_lookup_by_time(benchmark, tmp_path) -> None:
-    cfg = MessageStoreConfig(storePathRootDir=str(tmp_path), mappedFileSizeCommitLog=64 * 1024 * 1024)
-    s = MessageStore(cfg, "127.0.0.1:10911")
-    s.load()
-    s.start()
-    loop = asyncio.new_event_loop()
-    try:
-        for _ in range(10):
-            loop.run_until_complete(s.put_messages(_msgs(128)))
+    with _filled_store(tmp_path, 10, 128) as s:
         mid = s.message_store_time_stamp("BenchTopic", 0, 600)
         assert benchmark(s.offset_in_queue_by_time, "BenchTopic", 0, mid) >= 0
-    finally:
-        loop.close()
-        s.shutdown()
