@@ -56,3 +56,20 @@ async def test_store_indexes_keys_and_catches_up_after_losing_the_index(tmp_path
         assert decode_record(s2.query_message("IdxTopic", "order-29", 10, 0, 2**62)[0]).body == b"body-29"
     finally:
         s2.shutdown()
+
+
+async def test_clean_restart_does_not_rescan_the_commit_log(tmp_path, monkeypatch) -> None:
+    s = MessageStore(_cfg(tmp_path), "127.0.0.1:10911")
+    s.load()
+    s.start()
+    assert (await s.put_messages([_msg(0, "k")])).ok
+    s.shutdown()
+    calls = []
+    monkeypatch.setattr(MessageStore, "_index_catch_up", lambda self: calls.append(1))
+    again = MessageStore(_cfg(tmp_path), "127.0.0.1:10911")
+    again.load()
+    again.start()
+    try:
+        assert calls == [] and len(again.query_message("IdxTopic", "k", 10, 0, 2**62)) == 1
+    finally:
+        again.shutdown()

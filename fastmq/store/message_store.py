@@ -238,8 +238,13 @@ class MessageStore:
         self.checkpoint = StoreCheckpoint(self.config.checkpoint_path)
         self.recovery = recover_store(self.config, self.commit_log, self.queues, self.checkpoint)
         if self.index is not None:
+            # After a clean stop the index was flushed with everything: re-reading the commit log
+            # is only owed after a crash, or when the index directory itself is gone.
+            missing = not self.index.dir.exists()
             self.index.load()
-            self._index_catch_up()
+            if missing or self.recovery.abnormal:
+                self._index_catch_up()
+            self.index.dir.mkdir(parents=True, exist_ok=True)
         self._loaded = True
 
     def start(self) -> None:
