@@ -61,3 +61,9 @@ def fault(request: pytest.FixtureRequest):
 def selector(request: pytest.FixtureRequest):
     """Each queue-selection twin in turn (``py`` and ``c``)."""
     return importlib.import_module(request.param)
+
+
+@pytest.fixture(scope="module", params=_twin_params("send"))
+def send(request: pytest.FixtureRequest):
+    """Each send-pipeline twin in turn (``py`` and ``c``)."""
+    return importlib.import_module(request.param)

@@ -93,15 +93,7 @@ cdef class RemotingCommand:
     twin raises the same error when the command is encoded).
     """
 
-    cdef int _code
-    cdef int _language
-    cdef int _version
-    cdef int _opaque
-    cdef int _flag
-    cdef public object remark
-    cdef public object ext_fields
-    cdef int _serialize_type
-    cdef public object body
+    # the fields are declared in codec_c.pxd, so other compiled modules read them directly
 
     def __init__(self, code=0, *, language=3, version=409, opaque=0, flag=0, remark=None, ext_fields=None,
                  serialize_type=0, body=None):

@@ -45,6 +45,18 @@ class RequestProcessor:
         """True to answer SYSTEM_BUSY instead of processing (flow control)."""
         return False
 
+    #: True when the processor implements :meth:`process_batch`.
+    batches = False
+
+    def process_batch(self, conn: Connection, requests: list[RemotingCommand]) -> list[Any]:
+        """Process a run of requests from one socket read at once (when ``batches`` is True).
+
+        Returns a list whose items are pre-encoded response frames (``bytes``, written as
+        they are), ``(request, result)`` pairs (a result as :meth:`process_request` returns
+        it), or awaitables resolving to either of those (one task for all of them).
+        """
+        return [(req, self.process_request(conn, req)) for req in requests]
+
 
 class CodeDispatchProcessor(RequestProcessor):
     """A processor for several request codes: ``handlers`` maps each code to a method.
@@ -104,33 +116,87 @@ class Dispatcher:
         return response
 
     def dispatch(self, conn: Connection, requests: list[RemotingCommand]) -> None:
-        """Process the requests of one read; write the inline responses with one write."""
+        """Process the requests of one read; write the inline responses with one write.
+
+        A run of consecutive requests for a processor with ``process_batch`` (and no executor)
+        is handed over in one call; what it returns is written with the rest (see
+        :meth:`RequestProcessor.process_batch`).
+        """
         out: list[RemotingCommand] = []
-        for req in requests:
-            entry = self._table.get(req.code, self._default)
-            if entry is None:
-                resp: Any = response_for(req, ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
-                                         f" request type {req.code} not supported")
-            else:
-                proc, executor = entry
-                try:
-                    if proc.reject_request():
-                        resp = response_for(req, ResponseCode.SYSTEM_BUSY, _BUSY_REMARK)
-                    elif executor is not None:
-                        self._spawn(conn, req, self._run_in_executor(executor, proc, conn, req))
-                        continue
-                    else:
-                        resp = proc.process_request(conn, req)
-                        if inspect.isawaitable(resp):
-                            self._spawn(conn, req, resp)
-                            continue
-                except Exception as exc:
-                    resp = self._failed(conn, req, exc)
-            final = self._finish(req, resp)
-            if final is not None:
-                out.append(final)
+        raw: list[bytes] = []
+        i, n = 0, len(requests)
+        table, default = self._table, self._default
+        while i < n:
+            req = requests[i]
+            entry = table.get(req.code, default)
+            if entry is not None and entry[1] is None and entry[0].batches:
+                j = i + 1
+                while j < n and table.get(requests[j].code, default) is entry:
+                    j += 1
+                self._dispatch_batch(conn, entry[0], requests[i:j], out, raw)
+                i = j
+                continue
+            i += 1
+            self._dispatch_one(conn, req, entry, out)
         if out:
             conn.send_many(out)
+        if raw:
+            data = raw[0] if len(raw) == 1 else b"".join(raw)
+            if data and not conn.closed and conn.transport is not None and not conn.transport.is_closing():
+                conn.transport.write(data)
+
+    def _dispatch_batch(self, conn: Connection, proc: RequestProcessor, reqs: list[RemotingCommand],
+                        out: list[RemotingCommand], raw: list[bytes]) -> None:
+        try:
+            if proc.reject_request():
+                for req in reqs:
+                    final = self._finish(req, response_for(req, ResponseCode.SYSTEM_BUSY, _BUSY_REMARK))
+                    if final is not None:
+                        out.append(final)
+                return
+            items = proc.process_batch(conn, reqs)
+        except Exception as exc:  # a processor bug: each request gets the error (the client may retry)
+            for req in reqs:
+                final = self._finish(req, self._failed(conn, req, exc))
+                if final is not None:
+                    out.append(final)
+            return
+        for item in items:
+            if type(item) is bytes:
+                raw.append(item)
+            elif type(item) is tuple:
+                req, resp = item
+                if inspect.isawaitable(resp):
+                    self._spawn(conn, req, resp)
+                    continue
+                final = self._finish(req, resp)
+                if final is not None:
+                    out.append(final)
+            else:
+                self._spawn_batch(conn, item)
+
+    def _dispatch_one(self, conn: Connection, req: RemotingCommand, entry: Any, out: list[RemotingCommand]) -> None:
+        if entry is None:
+            resp: Any = response_for(req, ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
+                                     f" request type {req.code} not supported")
+        else:
+            proc, executor = entry
+            try:
+                if proc.reject_request():
+                    resp = response_for(req, ResponseCode.SYSTEM_BUSY, _BUSY_REMARK)
+                elif executor is not None:
+                    self._spawn(conn, req, self._run_in_executor(executor, proc, conn, req))
+                    return
+                else:
+                    resp = proc.process_request(conn, req)
+                    if inspect.isawaitable(resp):
+                        self._spawn(conn, req, resp)
+                        return
+            except Exception as exc:
+                resp = self._failed(conn, req, exc)
+        final = self._finish(req, resp)
+        if final is not None:
+            out.append(final)
 
     @staticmethod
     def _failed(conn: Connection, req: RemotingCommand, exc: Exception) -> RemotingCommand:
@@ -163,6 +229,33 @@ class Dispatcher:
             final = self._finish(req, resp)
             if final is not None:
                 conn.send(final)
+        finally:
+            conn.end_request()
+
+    def _spawn_batch(self, conn: Connection, aw: Awaitable[Any]) -> None:
+        conn.begin_request()
+        task = asyncio.ensure_future(self._complete_batch(conn, aw))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _complete_batch(self, conn: Connection, aw: Awaitable[Any]) -> None:
+        """A batch that waited (a SYNC_FLUSH group commit): pre-encoded frames, or
+        ``(request, response)`` pairs."""
+        try:
+            try:
+                result = await aw
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("a batch of requests from %s failed after it was stored", conn.remote_addr)
+                return
+            if type(result) is bytes:
+                if result and not conn.closed and conn.transport is not None and not conn.transport.is_closing():
+                    conn.transport.write(result)
+                return
+            out = [f for f in (self._finish(req, resp) for req, resp in result) if f is not None]
+            if out:
+                conn.send_many(out)
         finally:
             conn.end_request()
 

@@ -23,6 +23,9 @@ import time
 from pathlib import Path
 from typing import Callable, Iterable, NamedTuple, Sequence
 
+import numpy as np
+
+from .._ext.send import SendBatch, place_records
 from ..protocol.message import (
     BLANK_MAGIC, MAGIC_V1, PHYS_OFFSET_POS, QUEUE_OFFSET_POS, MessageExt, MessageSysFlag,
     decode_record, store_timestamp_pos, tags_code,
@@ -176,6 +179,38 @@ class CommitLog:
         if self.flush_service is not None:
             self.flush_service.wakeup()
         return out
+
+    def put_batch(self, batch: SendBatch, store_timestamp: int) -> None:
+        """Append the records of a compiled :class:`SendBatch` (the send fast path), in order.
+
+        One compiled call copies every record that fits the current file and patches its
+        queue offset, physical offset and store timestamp; the batch's ``cols`` then say
+        where each went. The encoder already refused records over the size limit.
+        """
+        table = self.topic_queue_table
+        with self._lock:
+            next_offsets = np.fromiter((table.get(k, 0) for k in batch.keys), np.int64, len(batch.keys))
+            mf = self.mfq.get_last_mapped_file()
+            i = 0
+            while i < batch.n:
+                start_pos = mf.wrote_position
+                i2, pos = place_records(batch, mf.buffer, start_pos, mf.file_size, mf.file_from_offset, i,
+                                        next_offsets, store_timestamp)
+                mf.wrote_position = pos
+                if i2 < batch.n:
+                    if i2 == i and start_pos == 0:
+                        raise MessageTooLargeError("a record does not fit in an empty commit-log file")
+                    self._seal(mf)
+                    mf = self.mfq.get_last_mapped_file()
+                i = i2
+            for k, key in enumerate(batch.keys):
+                table[key] = int(next_offsets[k])
+            mf.store_timestamp = store_timestamp
+            self.last_store_timestamp = store_timestamp
+            if mf.wrote_position > mf.file_size // 2:
+                self.mfq.prepare_next()
+        if self.flush_service is not None:
+            self.flush_service.wakeup()
 
     def _seal(self, mf: MappedFile) -> None:
         """Fill the end of a file with the BLANK marker so readers skip to the next file."""

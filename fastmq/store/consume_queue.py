@@ -124,6 +124,42 @@ class ConsumeQueue:
         self.max_physic_offset = commit_log_offset + size
         return True
 
+    def put_run(self, first_queue_offset: int, offsets: np.ndarray, sizes: np.ndarray, tags: np.ndarray) -> int:
+        """Write consecutive entries from ``first_queue_offset`` (the send fast path: one
+        numpy assignment per file instead of a Python round per entry). Entries already
+        there are skipped, as :meth:`put` skips them. Returns how many were new."""
+        n = len(offsets)
+        if n == 0:
+            return 0
+        cur = self.mfq.max_offset
+        target = first_queue_offset * _UNIT
+        skip = 0
+        if target < cur:
+            skip = min(n, (cur - target) // _UNIT)
+            target += skip * _UNIT
+        if skip == n:
+            return 0
+        if not self.mfq.files:
+            self.mfq.get_last_mapped_file(target)
+            cur = self.mfq.max_offset
+        if target > cur:
+            log.warning("consume queue %s/%d: gap from %d to %d", self.topic, self.queue_id,
+                        cur // _UNIT, target // _UNIT)
+        i = skip
+        while i < n:
+            mf = self._file_for_write(target)
+            pos = target - mf.file_from_offset
+            k = min(n - i, (mf.file_size - pos) // _UNIT)
+            view = np.frombuffer(mf.buffer, CQ_DTYPE, count=k, offset=pos)
+            view["offset"] = offsets[i:i + k]
+            view["size"] = sizes[i:i + k]
+            view["tags_code"] = tags[i:i + k]
+            mf.wrote_position = pos + k * _UNIT
+            target += k * _UNIT
+            i += k
+        self.max_physic_offset = int(offsets[-1] + sizes[-1])
+        return n - skip
+
     def _file_for_write(self, target: int) -> MappedFile:
         mf = self.mfq.get_last_mapped_file()
         while target >= mf.file_from_offset + mf.file_size:  # only on a gap: skip whole files

@@ -21,6 +21,7 @@ import struct
 import time
 from pathlib import Path
 
+from .._ext.send import SendBatch, index_records
 from ..protocol.message import java_string_hash
 
 __all__ = ["IndexFile", "IndexService"]
@@ -137,6 +138,21 @@ class IndexService:
             if key:
                 f = self._writable()
                 f.put(_key_hash(topic, key), phy, store_ts)
+
+    def put_batch(self, batch: SendBatch, store_ts: int) -> None:
+        """Index the KEYS and UNIQ_KEY of a placed :class:`SendBatch` with one compiled call per file."""
+        i = 0
+        while i < batch.n:
+            f = self._writable()
+            fresh = f.count <= 1
+            state = [f.begin_ts, f.end_ts, f.begin_phy, f.end_phy, f.slot_count, f.count]
+            i2 = index_records(batch, i, f._mm, f.slots, f.entries, state, store_ts)
+            f.begin_ts, f.end_ts, f.begin_phy, f.end_phy, f.slot_count, f.count = state
+            if i2 < batch.n:
+                if i2 == i and fresh:
+                    i2 += 1  # more keys than a whole file holds: this record stays unindexed
+                f.count = f.entries  # the next record's keys go to a new file together
+            i = i2
 
     def query(self, topic: str, key: str, max_num: int, begin: int, end: int) -> list[int]:
         """Commit-log offsets of messages of ``topic`` with ``key`` stored in [begin, end], newest first."""

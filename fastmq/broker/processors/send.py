@@ -17,8 +17,9 @@ from ...protocol.codes import RequestCode, ResponseCode
 from ...protocol.command import RemotingCommand, response_for
 from ...protocol.headers import (SEND_V2_NAMES, ConsumerSendMsgBackRequestHeader, SendMessageRequestHeader,
                                  decode_send_header)
+from ..._ext.send import SendBatch, answer_template, encode_answers, encode_sends
 from ...protocol.message import (MessageConst, MessageExt, MessageFormatError, MessageSysFlag, decode_batch_body,
-                                 decode_properties)
+                                 decode_properties, pack_host)
 from ...remoting import Connection
 from ...store.message_store import PutResult, PutStatus
 from .base import CodeDispatchProcessor
@@ -141,7 +142,12 @@ class _Reject(Exception):
         self.remark = remark
 
 
+_FAST_CODES = frozenset((RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE))
+
+
 class SendMessageProcessor(CodeDispatchProcessor):
+    batches = True
+
     def __init__(self, broker: "BrokerController") -> None:
         super().__init__(broker)
         eager_send = lambda conn, req: run_eagerly(self.send_message(conn, req))  # noqa: E731
@@ -150,6 +156,105 @@ class SendMessageProcessor(CodeDispatchProcessor):
                          RequestCode.SEND_MESSAGE_V2: eager_send,
                          RequestCode.SEND_BATCH_MESSAGE: eager_send,
                          RequestCode.CONSUMER_SEND_MSG_BACK: eager_back}
+        # The fast path's view of the topic table: topic -> (queue id bound, write queue nums,
+        # sys flag bits), for topics that passed _msg_check; rebuilt when the table or the
+        # broker permission changes.
+        self._fast_topics: dict[str, tuple[int, int, int]] = {}
+        self._fast_version: tuple[int, int, int] | None = None
+        self._rr = random.randrange(1 << 16)
+        self._template: tuple[bytes, ...] | None = None
+        self._store_host: bytes | None = None
+
+    # ------------------------------------------------------------------ the batch fast path
+    def process_batch(self, conn: Connection, requests: list[RemotingCommand]) -> list[Any]:
+        """Answer a run of requests from one socket read (see ``Dispatcher.dispatch``).
+
+        SEND requests the compiled encoder takes as they are (:mod:`fastmq._ext.send`) are
+        stored with one :meth:`MessageStore.put_batch` and answered with one buffer of frames;
+        the rest (and CONSUMER_SEND_MSG_BACK) go through :meth:`process_request` one by one.
+        """
+        born = self._born_host(conn)
+        store_host = self._fast_store_host()
+        if born is None or store_host is None or not tv.is_writeable(self.broker.config.brokerPermission):
+            return [(req, self.process_request(conn, req)) for req in requests]
+        self._refresh_fast_topics()
+        store = self.broker.store
+        max_size = min(store.config.maxMessageSize, store.config.mappedFileSizeCommitLog - 8)
+        batch = encode_sends(requests, self._fast_topics, born, store_host, self._cluster_prop(), max_size,
+                             self._rr)
+        self._rr = batch.rr & 0x3FFFFFFF
+        out: list[Any] = []
+        if batch.n:
+            res = run_eagerly(store.put_batch(batch))
+            if isinstance(res, PutResult):
+                out.append(self._batch_answers(batch, requests, res))
+            else:
+                out.append(self._finish_batch(batch, requests, res))
+        for i in batch.slow:
+            req = requests[i]
+            out.append((req, self.process_request(conn, req)))
+            if req.code in _FAST_CODES:
+                self._learn_topic(req)
+        return out
+
+    async def _finish_batch(self, batch: SendBatch, requests: list[RemotingCommand], pending: Any) -> Any:
+        return self._batch_answers(batch, requests, await pending)
+
+    def _batch_answers(self, batch: SendBatch, requests: list[RemotingCommand], res: PutResult) -> Any:
+        """One buffer of SUCCESS frames, or a response per request when the store said no."""
+        if res.ok:
+            if self._template is None:
+                cfg = self.broker.config
+                self._template = answer_template(cfg.regionId, bool(cfg.traceOn))
+            prefix = self.broker.store.msg_id_prefix.encode("ascii")
+            return encode_answers(batch, requests, prefix, self._template)
+        return [(requests[i], self._respond(requests[i], res, 0)) for i in batch.fast]
+
+    def _born_host(self, conn: Connection) -> bytes | None:
+        packed = conn.attrs.get("born_packed", b"")
+        if packed == b"":
+            born = conn.attrs.get("born_host")
+            if born is None:
+                born = conn.attrs["born_host"] = parse_addr(conn.remote_addr)
+            try:
+                packed = pack_host(*born)
+            except MessageFormatError:
+                packed = None
+            if packed is not None and len(packed) != 8:
+                packed = None  # IPv6 peers take the long way (the fast encoder writes IPv4 hosts)
+            conn.attrs["born_packed"] = packed
+        return packed
+
+    def _fast_store_host(self) -> bytes | None:
+        if self._store_host is None:
+            packed = pack_host(*self.broker.store.store_host)
+            self._store_host = packed if len(packed) == 8 else b""
+        return self._store_host or None
+
+    def _cluster_prop(self) -> bytes:
+        return f"{MessageConst.CLUSTER}\x01{self.broker.config.brokerClusterName}\x02".encode("utf-8")
+
+    def _refresh_fast_topics(self) -> None:
+        dv = self.broker.topic_config.data_version
+        version = (dv.timestamp, dv.counter, self.broker.config.brokerPermission)
+        if version != self._fast_version:
+            self._fast_topics.clear()
+            self._fast_version = version
+
+    def _learn_topic(self, request: RemotingCommand) -> None:
+        """After the long way, let the next sends to this topic take the fast path if they may."""
+        f = request.ext_fields or {}
+        topic = f.get("topic" if request.code == RequestCode.SEND_MESSAGE else "b")
+        if type(topic) is not str or topic in self._fast_topics or tv.is_retry_topic(topic):
+            return
+        if tv.validate_topic(topic) is not None or tv.is_not_allowed_send_topic(topic):
+            return
+        self._refresh_fast_topics()
+        tc = self.broker.topic_config.select(topic)
+        if tc is None or not tv.is_writeable(tc.perm):
+            return
+        sys_or = MessageSysFlag.MULTI_TAGS if tc.topic_filter_type == _MULTI_TAG else 0
+        self._fast_topics[topic] = (max(tc.write_queue_nums, tc.read_queue_nums), tc.write_queue_nums, sys_or)
 
     # ------------------------------------------------------------------ checks
     def _broker_forbidden(self) -> str:

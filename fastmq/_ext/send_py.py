@@ -1,0 +1,380 @@
+"""The broker's send hot path, pure-Python reference of ``send_c``.
+
+The contract both twins keep (the differential tests hold them to the same bytes and rows):
+
+- :func:`encode_sends` takes a list of SEND_MESSAGE / SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE
+  requests and encodes, back to back in one staging buffer, a commit-log record per message
+  (RocketMQ's store format with IPv4 hosts; queue offset, physical offset and store timestamp
+  left 0). A request is taken only when nothing about it needs judgement: a JSON header whose
+  fields are plain decimal strings, a topic found in ``topics`` (the processor's cache of topics
+  that passed its checks), a queue id under its bound, no transactional prepared/rollback flag,
+  properties made of well-formed ``k\\x01v\\x02`` pairs without DELAY or CLUSTER, a record within
+  ``max_size``, and for a batch a body whose every entry is well formed. Every other request is
+  listed in ``SendBatch.slow`` and left to the Python processor, which answers it with
+  RocketMQ's checks and remarks. Each record's properties are the message's own plus
+  ``cluster_prop``.
+- ``SendBatch.cols`` has one int64 row per record, columns :data:`COLUMNS`.
+- :func:`place_records` copies records into a mapped file and patches their offsets.
+- :func:`index_records` adds their KEYS and UNIQ_KEY to an index file (layout in
+  ``fastmq/store/index.py``), a record all or nothing per file.
+- :func:`encode_answers` writes the SUCCESS frames, byte for byte what the codec writes for
+  ``response_for(request, 0, None, {msgId, queueId, queueOffset, MSG_REGION, TRACE_ON})``.
+"""
+from __future__ import annotations
+
+import struct
+import zlib
+from typing import Any
+
+import numpy as np
+
+__all__ = ["SendBatch", "encode_sends", "place_records", "index_records", "encode_answers", "COLUMNS",
+           "crc32", "java_hash", "answer_template"]
+
+COLUMNS = ("req", "pos", "size", "key", "tags", "flags", "queue_offset", "commit_log_offset", "queue_id")
+C_REQ, C_POS, C_SIZE, C_KEY, C_TAGS, C_FLAGS, C_QOFF, C_PHYS, C_QID = range(9)
+F_WAIT, F_INDEX = 1, 2
+FIXED = 91
+MAGIC = -626843481
+_CODES = (10, 310, 320)
+_V1 = ("producerGroup", "topic", "defaultTopic", "defaultTopicQueueNums", "queueId", "sysFlag",
+       "bornTimestamp", "flag", "properties", "reconsumeTimes", "batch")
+_V2 = ("a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "m")
+_HEAD = struct.Struct(">iiiiiqqiq")       # size .. born timestamp (48 bytes)
+_I32 = struct.Struct(">i")
+_I64 = struct.Struct(">q")
+_U32 = struct.Struct(">I")
+
+
+def crc32(data: bytes) -> int:
+    """zlib's CRC-32 of ``data``."""
+    return zlib.crc32(data)
+
+
+def java_hash(data: bytes) -> int:
+    """Java's String.hashCode() of the UTF-8 text ``data`` (signed int32)."""
+    return _jhash(data, 0)
+
+
+def _jhash(data: bytes, h: int) -> int:
+    raw = data.decode("utf-8").encode("utf-16-be", "surrogatepass")
+    for (u,) in struct.iter_unpack(">H", raw):
+        h = (31 * h + u) & 0xFFFFFFFF
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
+def _int(v: Any) -> int | None:
+    """A plain ``-?[0-9]{1,18}`` str as an int, else None."""
+    if type(v) is not str or not v:
+        return None
+    digits = v[1:] if v[0] == "-" else v
+    if not digits or len(digits) > 18 or not digits.isascii() or not digits.isdigit():
+        return None
+    return int(v)
+
+
+def _i32(v: int | None) -> bool:
+    return v is not None and -(1 << 31) <= v < (1 << 31)
+
+
+class _Props:
+    __slots__ = ("ok", "wait", "index", "delay", "cluster", "tags")
+
+    def __init__(self, p: bytes) -> None:
+        self.ok, self.wait, self.index, self.delay, self.cluster, self.tags = True, True, False, False, False, 0
+        if not p:
+            return
+        if p[-1] != 2:
+            self.ok = False
+            return
+        for item in p[:-1].split(b"\x02"):
+            k, sep, v = item.partition(b"\x01")
+            if not sep or not k or b"\x01" in v:
+                self.ok = False
+                return
+            if k == b"TAGS":
+                self.tags = _jhash(v, 0) if v else 0
+            elif k == b"WAIT":
+                self.wait = v != b"false"
+            elif k in (b"KEYS", b"UNIQ_KEY"):
+                self.index = self.index or bool(v)
+            elif k == b"DELAY":
+                self.delay = True
+            elif k == b"CLUSTER":
+                self.cluster = True
+
+
+class SendBatch:
+    """Records encoded from a run of SEND requests (see the module doc)."""
+
+    def __init__(self, nreq: int, rr: int) -> None:
+        self._buf = bytearray()
+        self.cols: np.ndarray = np.zeros((max(16, nreq), len(COLUMNS)), np.int64)
+        self.n = 0
+        self.keys: list[tuple[str, int]] = []
+        self.slow: list[int] = []
+        self.fast: list[int] = []
+        self.rr = rr
+        self.wait = False
+        self.total_size = 0
+
+    @property
+    def records(self) -> bytes:
+        return bytes(self._buf)
+
+    def _add(self, req: int, rec: bytes, key: int, tags: int, flags: int, qid: int) -> None:
+        if self.n >= len(self.cols):
+            grown = np.zeros((len(self.cols) * 2, len(COLUMNS)), np.int64)
+            grown[:self.n] = self.cols[:self.n]
+            self.cols = grown
+        self.cols[self.n] = (req, len(self._buf), len(rec), key, tags, flags, 0, 0, qid)
+        self._buf += rec
+        self.n += 1
+
+
+def _record(qid: int, flag: int, sys_flag: int, born_ts: int, reconsume: int, body: bytes, topic: bytes,
+            props: bytes, born_host: bytes, store_host: bytes) -> bytes:
+    size = FIXED + len(body) + len(topic) + len(props)
+    return b"".join((
+        _HEAD.pack(size, MAGIC, zlib.crc32(body) & 0x7FFFFFFF, qid, flag, 0, 0, sys_flag, born_ts),
+        born_host, _I64.pack(0), store_host, _I32.pack(reconsume), _I64.pack(0),
+        _I32.pack(len(body)), body, bytes((len(topic),)), topic,
+        struct.pack(">H", len(props)), props))
+
+
+def encode_sends(requests: list, topics: dict, born_host: bytes, store_host: bytes, cluster_prop: bytes,
+                 max_size: int, rr: int = 0) -> SendBatch:
+    """Encode every request the fast path takes; list the others in ``slow`` (module doc)."""
+    b = SendBatch(len(requests), rr)
+    if len(born_host) != 8 or len(store_host) != 8:
+        raise ValueError("the fast path takes packed IPv4 hosts (8 bytes)")
+    key_index: dict[tuple[str, int], int] = {}
+    for i, req in enumerate(requests):
+        if req.serialize_type != 0 or req.code not in _CODES or type(req.ext_fields) is not dict:
+            b.slow.append(i)
+            continue
+        f = req.ext_fields
+        names = _V1 if req.code == 10 else _V2
+        topic = f.get(names[1])
+        info = topics.get(topic) if type(topic) is str else None
+        qid = _int(f.get(names[4]))
+        sys_flag, born_ts, flag = _int(f.get(names[5])), _int(f.get(names[6])), _int(f.get(names[7]))
+        rc = f.get(names[9])
+        reconsume = 0 if rc is None else _int(rc)
+        bv = f.get(names[10])
+        if (names[0] not in f or names[2] not in f or _int(f.get(names[3])) is None or info is None
+                or qid is None or qid >= info[0] or not _i32(sys_flag) or born_ts is None or not _i32(flag)
+                or not _i32(reconsume) or bv not in (None, "true", "false")):
+            b.slow.append(i)
+            continue
+        assert sys_flag is not None and flag is not None and reconsume is not None
+        if (sys_flag & 0xC) in (0x4, 0xC):
+            b.slow.append(i)
+            continue
+        sys_flag = (sys_flag & ~0x30) | info[2]
+        batch = req.code == 320 or bv == "true"
+        if qid < 0:
+            qid = b.rr % info[1] if info[1] > 0 else 0
+            b.rr += 1
+        try:
+            tb = topic.encode("utf-8")
+        except UnicodeEncodeError:
+            b.slow.append(i)
+            continue
+        body = req.body if req.body is not None else b""
+        if len(tb) > 127 or type(body) is not bytes:
+            b.slow.append(i)
+            continue
+        kidx = key_index.get((topic, qid))
+        if kidx is None:
+            kidx = key_index[(topic, qid)] = len(b.keys)
+            b.keys.append((topic, qid))
+        if not batch:
+            props = f.get(names[8])
+            if props is not None and type(props) is not str:
+                b.slow.append(i)
+                continue
+            try:
+                pb = props.encode("utf-8") if props else b""
+            except UnicodeEncodeError:
+                b.slow.append(i)
+                continue
+            pr = _Props(pb)
+            size = FIXED + len(body) + len(tb) + len(pb) + len(cluster_prop)
+            if (not pr.ok or pr.delay or pr.cluster or len(pb) + len(cluster_prop) > 0x7FFF
+                    or size > max_size):
+                b.slow.append(i)
+                continue
+            b._add(i, _record(qid, flag, sys_flag, born_ts, reconsume, body, tb, pb + cluster_prop, born_host,
+                              store_host), kidx, pr.tags, (F_WAIT if pr.wait else 0) | (F_INDEX if pr.index else 0),
+                   qid)
+            b.fast.append(i)
+            continue
+        entries = _batch_entries(body, tb, cluster_prop, max_size)
+        if not entries:
+            b.slow.append(i)
+            continue
+        for eflag, ebody, pb, pr in entries:
+            b._add(i, _record(qid, eflag, sys_flag, born_ts, reconsume, ebody, tb, pb + cluster_prop, born_host,
+                              store_host), kidx, pr.tags, (F_WAIT if pr.wait else 0) | (F_INDEX if pr.index else 0),
+                   qid)
+        b.fast.append(i)
+    b.cols = b.cols[:b.n]
+    b.wait = bool((b.cols[:, C_FLAGS] & F_WAIT).any()) if b.n else False
+    b.total_size = int(b.cols[:, C_SIZE].sum()) if b.n else 0
+    return b
+
+
+def _batch_entries(body: bytes, tb: bytes, cluster_prop: bytes, max_size: int) -> list | None:
+    out = []
+    pos, n = 0, len(body)
+    while pos < n:
+        if pos + 22 > n:
+            return None
+        size, _magic, _crc, flag, el = struct.unpack_from(">iiiii", body, pos)
+        if el < 0 or pos + 20 + el + 2 > n:
+            return None
+        epl = struct.unpack_from(">H", body, pos + 20 + el)[0]
+        end = pos + 22 + el + epl
+        if end > n or size != end - pos:
+            return None
+        pb = body[pos + 22 + el:end]
+        try:
+            pb.decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+        pr = _Props(pb)
+        if (not pr.ok or pr.delay or pr.cluster or epl + len(cluster_prop) > 0x7FFF
+                or FIXED + el + len(tb) + epl + len(cluster_prop) > max_size):
+            return None
+        out.append((flag, body[pos + 20:pos + 20 + el], pb, pr))
+        pos = end
+    return out or None
+
+
+def place_records(b: SendBatch, mapping: Any, pos: int, file_size: int, file_from: int, start: int,
+                  next_offsets: np.ndarray, store_ts: int) -> tuple[int, int]:
+    """Copy records ``start..`` into ``mapping`` from ``pos`` while each leaves the 8-byte
+    end-of-file marker room; returns ``(next record, next pos)``. Advances ``next_offsets``."""
+    mv = memoryview(mapping)
+    if file_size > len(mv):
+        raise ValueError("file_size is larger than the mapping")
+    c = b.cols
+    i = start
+    while i < b.n:
+        size = int(c[i, C_SIZE])
+        if pos + size + 8 > file_size:
+            break
+        src = int(c[i, C_POS])
+        mv[pos:pos + size] = b._buf[src:src + size]
+        k = int(c[i, C_KEY])
+        c[i, C_QOFF] = next_offsets[k]
+        next_offsets[k] += 1
+        c[i, C_PHYS] = file_from + pos
+        _I64.pack_into(mv, pos + 20, int(c[i, C_QOFF]))
+        _I64.pack_into(mv, pos + 28, int(c[i, C_PHYS]))
+        _I64.pack_into(mv, pos + 56, store_ts)
+        pos += size
+        i += 1
+    return i, pos
+
+
+def _record_keys(rec: bytes | bytearray) -> tuple[bytes, list[bytes]]:
+    p = 88 + _I32.unpack_from(rec, 84)[0]
+    tl = rec[p]
+    topic = bytes(rec[p + 1:p + 1 + tl])
+    p += 1 + tl
+    n = struct.unpack_from(">H", rec, p)[0]
+    props = bytes(rec[p + 2:p + 2 + n])
+    keys: list[bytes] = []
+    uniq = b""
+    for item in props[:-1].split(b"\x02") if props else []:
+        k, _, v = item.partition(b"\x01")
+        if k == b"UNIQ_KEY":
+            uniq = v
+        elif k == b"KEYS":
+            keys = [x for x in v.split(b" ") if x][:63]
+    if uniq:
+        keys.append(uniq)
+    return topic, keys
+
+
+def index_records(b: SendBatch, start: int, mapping: Any, slots: int, entries: int, state: list,
+                  store_ts: int) -> int:
+    """Add KEYS and UNIQ_KEY of records ``start..`` to one index file; ``state`` is
+    ``[begin_ts, end_ts, begin_phy, end_phy, slot_count, count]`` (updated in place). Returns the
+    first record not indexed because the file filled up, or ``b.n``."""
+    mv = memoryview(mapping)
+    begin_ts, end_ts, begin_phy, end_phy, slot_count, count = state
+    c = b.cols
+    i = start
+    while i < b.n:
+        if not c[i, C_FLAGS] & F_INDEX:
+            i += 1
+            continue
+        pos = int(c[i, C_POS])
+        rec = b._buf[pos:pos + int(c[i, C_SIZE])]
+        topic, keys = _record_keys(rec)
+        if count + len(keys) > entries:
+            break
+        phy = int(c[i, C_PHYS])
+        for key in keys:
+            h = _jhash(topic + b"#" + key, 0)
+            h = 0 if h == -(1 << 31) else abs(h)
+            slot_pos = 40 + (h % slots) * 4
+            prev = _I32.unpack_from(mv, slot_pos)[0]
+            if prev <= 0 or prev >= count:
+                prev = 0
+            if begin_ts == 0:
+                begin_ts, begin_phy = store_ts, phy
+            diff = max(0, (store_ts - begin_ts) // 1000)
+            struct.pack_into(">iqii", mv, 40 + slots * 4 + count * 20, h, phy, diff, prev)
+            _I32.pack_into(mv, slot_pos, count)
+            count += 1
+            slot_count += prev == 0
+            end_ts, end_phy = store_ts, phy
+        i += 1
+    struct.pack_into(">qqqqii", mv, 0, begin_ts, end_ts, begin_phy, end_phy, slot_count, count)
+    state[:] = [begin_ts, end_ts, begin_phy, end_phy, slot_count, count]
+    return i
+
+
+def encode_answers(b: SendBatch, requests: list, msg_id_prefix: bytes, template: tuple) -> bytes:
+    """The SUCCESS response frames (JSON headers) of every fast request that is not oneway."""
+    t0, t1, t2, t3, t4 = template
+    out = []
+    c = b.cols
+    i = 0
+    while i < b.n:
+        r = int(c[i, C_REQ])
+        j = i
+        while j < b.n and int(c[j, C_REQ]) == r:
+            j += 1
+        req = requests[r]
+        if not req.flag & 2:
+            ids = b",".join(msg_id_prefix + b"%016X" % int(c[k, C_PHYS]) for k in range(i, j))
+            header = b"".join((t0, ids, t1, b"%d" % int(c[i, C_QID]), t2, b"%d" % int(c[i, C_QOFF]), t3,
+                               b"%d" % req.opaque, t4))
+            out.append(_U32.pack(len(header) + 4) + _U32.pack(len(header)) + header)
+        i = j
+    return b"".join(out)
+
+
+def answer_template(region: str, trace_on: bool) -> tuple[bytes, bytes, bytes, bytes, bytes]:
+    """The five constant pieces of a SUCCESS send response header, cut out of what the codec
+    itself writes, so the fast answers cannot drift from it: before msgId, between msgId and
+    queueId, between queueId and queueOffset, between queueOffset and opaque, after opaque."""
+    from .codec import RemotingCommand, encode_frame
+    marks = ("\u0010M", "\u0010Q", "\u0010O")
+    cmd = RemotingCommand(0, language=0, version=409, opaque=2109876543, flag=1, ext_fields={
+        "msgId": marks[0], "queueId": marks[1], "queueOffset": marks[2], "MSG_REGION": region,
+        "TRACE_ON": "true" if trace_on else "false"})
+    header = encode_frame(cmd)[8:]
+    pieces = []
+    for sep in (b'\\u0010M', b'\\u0010Q', b'\\u0010O', b"2109876543"):
+        head, found, header = header.partition(sep)
+        if not found:
+            raise ValueError("the codec's response layout changed: cannot build the answer template")
+        pieces.append(head)
+    pieces.append(header)
+    return tuple(pieces)  # type: ignore[return-value]

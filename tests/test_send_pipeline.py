@@ -1,0 +1,217 @@
+"""The broker's compiled send path (fastmq._ext.send): both twins, against the slow path's own
+encoders (store format, codec, index), and against each other on random requests."""
+from __future__ import annotations
+
+import importlib
+import struct
+import zlib
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from fastmq._ext.codec import FrameDecoder, encode_frames
+from fastmq._ext.send_py import answer_template
+from fastmq.protocol.codes import RequestCode
+from fastmq.protocol.command import create_request, response_for
+from fastmq.protocol.headers import SendMessageRequestHeader
+from fastmq.protocol.message import (Message, decode_record, encode_batch_body, encode_properties, java_string_hash,
+                                     pack_host)
+from fastmq.store.index import IndexService
+
+BORN = pack_host("10.1.2.3", 5555)
+STORE = pack_host("127.0.0.1", 10911)
+CLUSTER = b"CLUSTER\x01DefaultCluster\x02"
+TOPICS = {"T1": (4, 4, 0), "T2": (8, 8, 0x4), "话题": (2, 2, 0)}
+PREFIX = STORE.hex().upper().encode()
+COL = {name: i for i, name in enumerate(importlib.import_module("fastmq._ext.send_py").COLUMNS)}
+
+
+def _send(topic: str = "T1", qid: int = 1, props: str | None = "TAGS\x01a\x02", body: bytes = b"hello", *,
+          code: int = RequestCode.SEND_MESSAGE_V2, sys_flag: int = 0, batch: bool = False, flag: int = 7,
+          reconsume: int | None = 2, oneway: bool = False):
+    h = SendMessageRequestHeader("PG", topic, "TBW102", 4, qid, sys_flag, 1_700_000_000_123, flag, props, reconsume,
+                                 False, None, batch)
+    fields = h.to_fields() if code == RequestCode.SEND_MESSAGE else h.to_v2_fields()
+    req = create_request(code, fields, body)
+    if oneway:
+        req.flag = 2
+    return req
+
+
+def _batch_body(n: int = 3) -> bytes:
+    return encode_batch_body([Message("T1", f"m{i}".encode() * (i + 1), flag=i,
+                                      properties={"TAGS": "标签", "KEYS": f"k{i} kk{i}", "UNIQ_KEY": f"U{i}"})
+                              for i in range(n)])
+
+
+def test_crc32_and_java_hash(send) -> None:
+    for data in (b"", b"x", bytes(range(256)) * 9, b"123456789"):
+        assert send.crc32(data) == zlib.crc32(data)
+    for text in ("", "TagA", "标签", "😀tag", "a" * 300):
+        assert send.java_hash(text.encode()) == java_string_hash(text)
+
+
+def test_records_are_the_store_format(send) -> None:
+    reqs = [_send(props="TAGS\x01标签\x02KEYS\x01k1 k2\x02WAIT\x01false\x02"),
+            _send("T2", 3, None, b"", code=RequestCode.SEND_MESSAGE, sys_flag=0x1, reconsume=None)]
+    b = send.encode_sends(reqs, TOPICS, BORN, STORE, CLUSTER, 4 << 20)
+    assert (b.n, b.slow, b.fast, b.keys) == (2, [], [0, 1], [("T1", 1), ("T2", 3)])
+    recs = b.records
+    m0 = decode_record(recs, 0)
+    assert (m0.topic, m0.queue_id, m0.flag, m0.body, m0.reconsume_times, m0.born_timestamp) == \
+        ("T1", 1, 7, b"hello", 2, 1_700_000_000_123)
+    assert m0.born_host == ("10.1.2.3", 5555) and m0.store_host == ("127.0.0.1", 10911)
+    assert m0.properties == {"TAGS": "标签", "KEYS": "k1 k2", "WAIT": "false", "CLUSTER": "DefaultCluster"}
+    m1 = decode_record(recs, m0.store_size)
+    assert (m1.topic, m1.queue_id, m1.sys_flag, m1.body, m1.reconsume_times) == ("T2", 3, 0x5, b"", 0)
+    cols = b.cols
+    assert cols[0, COL["tags"]] == java_string_hash("标签") and cols[1, COL["tags"]] == 0
+    assert list(cols[:, COL["flags"]]) == [2, 1]  # WAIT=false + KEYS; waits, no keys
+    assert b.wait and b.total_size == len(recs)
+
+
+def test_batch_request_becomes_one_record_per_entry(send) -> None:
+    b = send.encode_sends([_send(body=_batch_body(3), code=RequestCode.SEND_BATCH_MESSAGE, props=None)], TOPICS,
+                          BORN, STORE, CLUSTER, 4 << 20)
+    assert (b.n, b.slow, b.fast) == (3, [], [0])
+    pos = 0
+    for i in range(3):
+        m = decode_record(b.records, pos)
+        assert m.body == f"m{i}".encode() * (i + 1) and m.flag == i and m.properties["UNIQ_KEY"] == f"U{i}"
+        pos += m.store_size
+
+
+@pytest.mark.parametrize("req, why", [
+    (_send("Unknown"), "topic not in the fast table"),
+    (_send(qid=4), "queue id over its bound"),
+    (_send(props="DELAY\x013\x02"), "delay level"),
+    (_send(props="CLUSTER\x01x\x02"), "CLUSTER already set"),
+    (_send(props="TAGS\x01a"), "no trailing separator"),
+    (_send(props="\x01a\x02"), "empty property name"),
+    (_send(props="TAGS\x02"), "name without value separator"),
+    (_send(sys_flag=0x4), "prepared transaction"),
+    (_send(body=b"x" * 5000), "over max_size"),
+    (_send(body=b"\x00" * 30, code=RequestCode.SEND_BATCH_MESSAGE), "malformed batch body"),
+    (_send(body=b"", code=RequestCode.SEND_BATCH_MESSAGE), "empty batch"),
+    (create_request(RequestCode.SEND_MESSAGE_V2, {"a": "PG", "b": "T1"}, b"x"), "missing fields"),
+    (create_request(RequestCode.SEND_MESSAGE_V2, {"a": "PG", "b": "T1", "c": "T", "d": "4", "e": "1x", "f": "0",
+                                                  "g": "1", "h": "0"}, b"x"), "queue id not a number"),
+    (create_request(RequestCode.SEND_MESSAGE_V2, {"a": "PG", "b": "T1", "c": "T", "d": "4", "e": "1", "f": "0",
+                                                  "g": "1", "h": "99999999999"}, b"x"), "flag over int32"),
+    (create_request(RequestCode.SEND_MESSAGE_V2, {"a": "PG", "b": "T1", "c": "T", "d": "4", "e": "1", "f": "0",
+                                                  "g": "1", "h": "0", "m": "1"}, b"x"), "odd batch spelling"),
+    (create_request(RequestCode.PULL_MESSAGE, {}), "not a send"),
+    (create_request(RequestCode.SEND_MESSAGE_V2, {"a": "PG"}, b"x", serialize_type=1), "binary header"),
+])
+def test_what_the_fast_path_leaves_to_the_slow_one(send, req, why: str) -> None:
+    ok = _send()
+    b = send.encode_sends([ok, req, ok], TOPICS, BORN, STORE, CLUSTER, 4096)
+    assert b.slow == [1], why
+    assert b.fast == [0, 2] and b.n == 2
+
+
+@st.composite
+def _random_requests(draw) -> list:
+    reqs = []
+    for _ in range(draw(st.integers(1, 12))):
+        kind = draw(st.sampled_from(["v2", "v1", "batch", "bad", "oneway"]))
+        topic = draw(st.sampled_from(["T1", "T2", "话题", "Nope"]))
+        props = draw(st.one_of(st.none(), st.just(""), st.lists(
+            st.tuples(st.sampled_from(["TAGS", "KEYS", "UNIQ_KEY", "WAIT", "X", "DELAY", "ü"]),
+                      st.text(st.characters(blacklist_characters="\x01\x02", blacklist_categories=("Cs",)),
+                              max_size=8)), max_size=4).map(lambda kv: "".join(f"{k}\x01{v}\x02" for k, v in kv))))
+        body = draw(st.binary(max_size=300))
+        qid = draw(st.integers(-1, 9))
+        if kind == "batch":
+            reqs.append(_send(topic, qid, props, _batch_body(draw(st.integers(1, 4))),
+                              code=RequestCode.SEND_BATCH_MESSAGE))
+        elif kind == "bad":
+            reqs.append(create_request(RequestCode.SEND_MESSAGE_V2, draw(st.dictionaries(
+                st.sampled_from(list("abcdefghijm")), st.text(max_size=5), max_size=11)), body))
+        else:
+            reqs.append(_send(topic, qid, props, body, oneway=kind == "oneway",
+                              code=RequestCode.SEND_MESSAGE if kind == "v1" else RequestCode.SEND_MESSAGE_V2))
+    return reqs
+
+
+@pytest.mark.c_ext
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_twins_agree_end_to_end(data) -> None:
+    """encode, place (over a file boundary), index and answer: same bytes and rows from both."""
+    py, c = importlib.import_module("fastmq._ext.send_py"), importlib.import_module("fastmq._ext.send_c")
+    reqs = data.draw(_random_requests())
+    rr = data.draw(st.integers(0, 100))
+    out = []
+    for mod in (py, c):
+        b = mod.encode_sends(reqs, TOPICS, BORN, STORE, CLUSTER, 1200, rr)
+        mapping = bytearray(2500)
+        nxt = np.array([5] * len(b.keys), np.int64)
+        i, pos, placed = 0, 100, []
+        for file_from in (0, 2500, 5000, 7500, 10000, 12500, 15000, 17500):
+            mapping[:] = bytes(2500)
+            i, pos = mod.place_records(b, mapping, pos, 2500, file_from, i, nxt, 1_700_000_000_999)
+            placed.append(bytes(mapping))
+            pos = 0
+            if i >= b.n:
+                break
+        index = bytearray(40 + 16 * 4 + 30 * 20)
+        state = [0, 0, 0, 0, 0, 1]
+        stop = mod.index_records(b, 0, index, 16, 30, state, 1_700_000_000_999)
+        answers = mod.encode_answers(b, reqs, PREFIX, answer_template("DefaultRegion", True))
+        out.append((b.records, b.cols.tolist(), b.keys, b.slow, b.fast, b.rr, b.wait, b.total_size, i,
+                    placed, list(nxt), bytes(index), state, stop, answers))
+    assert out[0] == out[1]
+
+
+def test_answers_are_what_the_codec_writes(send) -> None:
+    reqs = [_send(), _send("T2", 2), _send(body=_batch_body(2), code=RequestCode.SEND_BATCH_MESSAGE),
+            _send(oneway=True)]
+    b = send.encode_sends(reqs, TOPICS, BORN, STORE, CLUSTER, 4 << 20)
+    b.cols[:, COL["queue_offset"]] = [10, 0, 11, 12, 13]
+    b.cols[:, COL["commit_log_offset"]] = [0, 0x1A2B, 0xFFFF_FFFF_FF, 5, 6]
+    got = send.encode_answers(b, reqs, PREFIX, answer_template("DefaultRegion", True))
+    want = []
+    for r, (ids, qid, qoff) in zip(reqs[:3], [("0" * 16, 1, 10), ("0000000000001A2B", 2, 0),
+                                              ("000000FFFFFFFFFF,0000000000000005", 1, 11)]):
+        ids = ",".join(PREFIX.decode() + x for x in ids.split(","))
+        want.append(response_for(r, 0, None, {"msgId": ids, "queueId": qid, "queueOffset": qoff,
+                                             "MSG_REGION": "DefaultRegion", "TRACE_ON": "true"}))
+    assert got == encode_frames(want)
+    assert [f.opaque for f in FrameDecoder().feed(got)] == [r.opaque for r in reqs[:3]]
+
+
+def test_index_entries_match_the_python_indexer(send, tmp_path) -> None:
+    reqs = [_send(props="KEYS\x01a b  c\x02UNIQ_KEY\x01U1\x02"), _send("话题", 0, "UNIQ_KEY\x01U2\x02"),
+            _send(props="TAGS\x01x\x02")]
+    b = send.encode_sends(reqs, TOPICS, BORN, STORE, CLUSTER, 4 << 20)
+    b.cols[:, COL["commit_log_offset"]] = [100, 200, 300]
+    ts = 1_700_000_005_000
+    svc = IndexService(tmp_path / "py", slots=16, entries=30)
+    svc.put("T1", ["a", "b", "c", "U1"], 100, ts)
+    svc.put("话题", ["U2"], 200, ts)
+    want = bytes(svc.files[0]._mm)
+    state = [0, 0, 0, 0, 0, 1]
+    mapping = bytearray(len(want))
+    assert send.index_records(b, 0, mapping, 16, 30, state, ts) == 3
+    assert bytes(mapping) == want
+    assert state[:4] == [ts, ts, 100, 200] and state[5] == 6
+    svc.close()
+
+
+def test_full_index_file_stops_before_a_record(send) -> None:
+    reqs = [_send(props="KEYS\x01a b\x02"), _send(props="KEYS\x01c d e\x02")]
+    b = send.encode_sends(reqs, TOPICS, BORN, STORE, CLUSTER, 4 << 20)
+    state = [0, 0, 0, 0, 0, 1]
+    assert send.index_records(b, 0, bytearray(40 + 8 * 4 + 5 * 20), 8, 5, state, 1) == 1
+    assert state[5] == 3
+
+
+def test_place_records_refuses_a_short_mapping(send) -> None:
+    b = send.encode_sends([_send()], TOPICS, BORN, STORE, CLUSTER, 4 << 20)
+    with pytest.raises(ValueError):
+        send.place_records(b, bytearray(10), 0, 100, 0, 0, np.zeros(1, np.int64), 0)
+    with pytest.raises(ValueError):
+        send.encode_sends([_send()], TOPICS, pack_host("::1", 1), STORE, CLUSTER, 4 << 20)
