@@ -6,6 +6,7 @@ Real figures: ``.venv/bin/python -m pytest benchmarks/test_broker_benchmarks.py 
 from __future__ import annotations
 
 import asyncio
+import socket
 import statistics
 import time
 from pathlib import Path
@@ -86,6 +87,40 @@ def test_batch_send(benchmark, broker) -> None:
     rate = per_batch * batches / benchmark.stats.stats.median if benchmark.stats else 0
     benchmark.extra_info.update(mode=mode, msgs_per_s=round(rate))
     print(f"\nSEND_BATCH_MESSAGE {mode} 100 x 128 B per batch, {batches} batches in flight: {rate:,.0f} msgs/s")
+
+
+def _one_in_flight(port: int, frames: list[bytes]) -> list[float]:
+    """Send each pre-encoded request and wait for its answer before the next (blocking socket,
+    so the figure is the broker's round trip plus the loopback, not an event loop's)."""
+    out = []
+    with socket.create_connection(("127.0.0.1", port)) as s:
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        s.settimeout(10)
+        dec = FrameDecoder()
+        for frame in frames:
+            t0 = time.perf_counter()
+            s.sendall(frame)
+            got: list = []
+            while not got:
+                chunk = s.recv(65536)
+                assert chunk, "broker closed the connection"
+                got = dec.feed(chunk)
+            out.append((time.perf_counter() - t0) * 1e6)
+            assert got[0].code == 0, (got[0].code, got[0].remark)
+    return out
+
+
+def test_one_send_in_flight(benchmark, broker) -> None:
+    """SEND_MESSAGE_V2 of 128 B, one at a time: p50 and p99 round trip (issue 3 goal: p50 <= 90 us)."""
+    mode, b = broker
+    frames = [encode_frames([_send_frame(i, b"x" * 128)]) for i in range(2000)]
+    _one_in_flight(b.port, frames[:200])
+    samples: list[float] = []
+    benchmark.pedantic(lambda: samples.extend(_one_in_flight(b.port, frames)), rounds=1, iterations=1)
+    samples.sort()
+    p50, p99 = samples[len(samples) // 2], samples[int(len(samples) * 0.99)]
+    benchmark.extra_info.update(mode=mode, p50_us=round(p50, 1), p99_us=round(p99, 1))
+    print(f"\none SEND_MESSAGE_V2 in flight {mode}: p50 {p50:.0f} us, p99 {p99:.0f} us over {len(samples)}")
 
 
 async def _wakeups(port: int, rounds: int) -> list[float]:

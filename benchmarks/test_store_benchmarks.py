@@ -11,7 +11,11 @@ from typing import Iterator
 
 import pytest
 
-from fastmq.protocol.message import MessageExt
+from fastmq._ext.send import encode_sends
+from fastmq.protocol.codes import RequestCode
+from fastmq.protocol.command import create_request
+from fastmq.protocol.headers import SendMessageRequestHeader
+from fastmq.protocol.message import MessageExt, pack_host
 from fastmq.store.config import ASYNC_FLUSH, SYNC_FLUSH, MessageStoreConfig
 from fastmq.store.message_store import MessageStore
 
@@ -46,6 +50,31 @@ def test_append_batch(benchmark, store, size: int) -> None:
     finally:
         loop.close()
     assert result.ok
+    benchmark.extra_info["msgs_per_round"] = BATCH
+    benchmark.extra_info["bytes_per_msg"] = size
+
+
+@pytest.mark.parametrize("size", [128, 1024])
+def test_append_send_batch(benchmark, store, size: int) -> None:
+    """The broker's hot path into the store: encode_sends of 500 SEND_MESSAGE_V2 requests (as one
+    socket read delivers them) and one put_batch."""
+    body = b"x" * size
+    reqs = [create_request(RequestCode.SEND_MESSAGE_V2, SendMessageRequestHeader(
+        "PG", "BenchTopic", "TBW102", 4, i % 4, 0, 1_700_000_000_000, 0, f"TAGS\x01tagA\x02UNIQ_KEY\x01{i:032X}\x02",
+        0).to_v2_fields(), body) for i in range(BATCH)]
+    born, host = pack_host("127.0.0.1", 50000), pack_host("127.0.0.1", 10911)
+    topics = {"BenchTopic": (4, 4, 0)}
+    loop = asyncio.new_event_loop()
+
+    def once():
+        b = encode_sends(reqs, topics, born, host, b"CLUSTER\x01DefaultCluster\x02", 4 << 20)
+        return loop.run_until_complete(store.put_batch(b))
+
+    try:
+        result = benchmark(once)
+    finally:
+        loop.close()
+    assert result.ok and result.msg_num == BATCH
     benchmark.extra_info["msgs_per_round"] = BATCH
     benchmark.extra_info["bytes_per_msg"] = size
 

@@ -510,7 +510,7 @@ class MessageStore:
         st["putMessageTimesTotal"] += batch.n
         st["putMessageSizeTotal"] += batch.total_size
         last = cols[-1]
-        result = PutResult(PutStatus.PUT_OK, None, int(cols[0, _C_QOFF]), int(cols[0, _C_PHYS]), batch.total_size,
+        result = PutResult(PutStatus.PUT_OK, "", int(cols[0, _C_QOFF]), int(cols[0, _C_PHYS]), batch.total_size,
                            batch.n, None, now)
         if self.config.sync_flush and batch.wait:
             try:
