@@ -589,17 +589,25 @@ class MessageStore:
                 per_file = cfg.mappedFileSizeConsumeQueue // CQ_STORE_UNIT_SIZE
                 res.next_begin_offset = offset + per_file - offset % per_file
             else:
-                offs = arr["offset"].tolist()
-                sizes = arr["size"].tolist()
-                tags = arr["tags_code"].tolist()
+                # Only entries up to the max_msg_nums-th match can be answered: the loop in
+                # _collect stops right after it, so Python lists of the other (up to 16,000)
+                # entries would be built for nothing.
                 if tag_codes:
                     # codeSet holds Java ints: compare the int32 value of the stored code
                     t32 = arr["tags_code"].astype(np.int64).astype(np.int32)
-                    matched = np.isin(t32, np.fromiter(tag_codes, dtype=np.int64, count=len(tag_codes))).tolist()
-                    del t32
+                    hits = np.isin(t32, np.fromiter(tag_codes, dtype=np.int64, count=len(tag_codes)))
+                    where = np.flatnonzero(hits)
+                    cut = int(where[max_msg_nums - 1]) + 1 if len(where) >= max_msg_nums > 0 else n
+                    matched: list[bool] | None = hits[:cut].tolist()
+                    del t32, hits, where
                 else:
+                    cut = min(n, max(1, max_msg_nums))
                     matched = None
-                del arr
+                part = arr[:cut]
+                offs = part["offset"].tolist()
+                sizes = part["size"].tolist()
+                tags = part["tags_code"].tolist()
+                del arr, part
                 self._collect(res, offset, offs, sizes, tags, matched, max_msg_nums, max_offset_py)
         return self._count_get(res, t0)
 
@@ -614,7 +622,8 @@ class MessageStore:
         max_phy_pulling = 0
         n = len(offs)
         i = 0
-        get_data = self.commit_log.get_data
+        find = self.commit_log.mfq.find_mapped_file_by_offset
+        mf, mf_from, mf_end = None, 0, -1  # the file of the previous record: most pulls read one file
         while i < n:
             o, s = offs[i], sizes[i]
             max_phy_pulling = o
@@ -637,7 +646,12 @@ class MessageStore:
                 i += 1
                 continue
             try:
-                buf = get_data(o, s)
+                if not (mf_from <= o and o + s <= mf_end):
+                    mf = find(o)
+                    if mf is None:
+                        raise StoreError(f"offset {o} is outside the commit log")
+                    mf_from, mf_end = mf.file_from_offset, mf.file_from_offset + mf.file_size
+                buf = mf.select(o - mf_from, s)  # type: ignore[union-attr]
             except StoreError:
                 if not res.buffer_total_size:
                     res.status = GetStatus.MESSAGE_WAS_REMOVING
