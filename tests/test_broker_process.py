@@ -376,3 +376,76 @@ async def test_run_eagerly_finishes_now_or_in_the_task():
     assert await run_eagerly(slow()) == 2
     with pytest.raises(ValueError, match="boom"):
         await run_eagerly(failing())
+
+
+async def test_one_socket_write_of_good_and_bad_sends(cluster):
+    """Everything a read delivers goes through the batch path at once: the good sends are stored
+    and acknowledged in order, each bad one gets its own error, a oneway gets nothing, and the
+    broker keeps serving the connection."""
+    from fastmq._ext.codec import FrameDecoder, encode_frames
+
+    _, broker = cluster
+    c = RemotingClient()
+    try:
+        await create_topic(c, broker.addr, "ProcMixed", queues=2)
+        await create_topic(c, broker.addr, "ProcMixedRO", queues=1, perm=4)
+    finally:
+        await c.close()
+    batch_body = encode_batch_body([Message("ProcMixed", f"b{i}".encode(), properties={"KEYS": f"bk{i}"})
+                                    for i in range(3)])
+    oneway = send_request("ProcMixed", b"oneway", {"TAGS": "ow"}, queue_id=0)
+    oneway.flag = 2
+    reqs = [
+        (send_request("ProcMixed", b"m0", {"TAGS": "标签", "KEYS": "k0"}, queue_id=0), ResponseCode.SUCCESS, None),
+        (send_request("NoSuchTopic", b"x"), ResponseCode.TOPIC_NOT_EXIST, "not exist"),
+        (send_request("ProcMixed", b"m1", {"DELAY": "1"}, queue_id=0), ResponseCode.SUCCESS, None),
+        (send_request("ProcMixed", b"x" * (MAX_MESSAGE_SIZE + 10), queue_id=0), ResponseCode.MESSAGE_ILLEGAL,
+         "maxMessageSize"),
+        (send_request("ProcMixed", batch_body, queue_id=1, code=RequestCode.SEND_BATCH_MESSAGE),
+         ResponseCode.SUCCESS, None),
+        (send_request("ProcMixed", b"x", queue_id=7), ResponseCode.SYSTEM_ERROR, "queueId[7] is illegal"),
+        (send_request("ProcMixedRO", b"x"), ResponseCode.NO_PERMISSION, "forbidden"),
+        (create_request(RequestCode.SEND_MESSAGE_V2, {"a": "PG", "b": "ProcMixed"}, b"x"), ResponseCode.SYSTEM_ERROR,
+         None),
+        (oneway, None, None),
+        (send_request("ProcMixed", b"m2", {"TAGS": "t"}, queue_id=0, code=RequestCode.SEND_MESSAGE),
+         ResponseCode.SUCCESS, None),
+    ]
+    reader, writer = await asyncio.open_connection("127.0.0.1", broker.port)
+    try:
+        writer.write(encode_frames([r for r, _, _ in reqs]))
+        want = {r.opaque: (code, remark) for r, code, remark in reqs if code is not None}
+        got: dict[int, object] = {}
+        dec = FrameDecoder()
+        deadline = time.monotonic() + 15
+        while len(got) < len(want) and time.monotonic() < deadline:
+            chunk = await asyncio.wait_for(reader.read(1 << 20), 15)
+            assert chunk, "the broker closed the connection"
+            for resp in dec.feed(chunk):
+                got[resp.opaque] = resp
+        assert set(got) == set(want)
+        for opaque, (code, remark) in want.items():
+            resp = got[opaque]
+            assert resp.code == code, (resp.code, resp.remark)
+            if remark:
+                assert remark in (resp.remark or "")
+        offsets = [int(got[r.opaque].ext_fields["queueOffset"]) for r, code, _ in reqs
+                   if code == ResponseCode.SUCCESS and r.ext_fields.get("e", r.ext_fields.get("queueId")) == "0"
+                   and "DELAY" not in (r.ext_fields.get("i") or "")]
+        assert offsets == sorted(offsets) and len(set(offsets)) == len(offsets)
+    finally:
+        writer.close()
+    c = RemotingClient()
+    try:
+        p = await c.invoke(broker.addr, pull_request("ProcMixed", 0, 0), 5)
+        bodies = [m.body for m in decode_records(p.body)]
+        assert bodies[0] == b"m0" and b"oneway" in bodies and bodies[-1] == b"m2" and b"m1" not in bodies
+        assert decode_records(p.body)[0].properties["TAGS"] == "标签"
+        p = await c.invoke(broker.addr, pull_request("ProcMixed", 1, 0), 5)
+        assert [m.body for m in decode_records(p.body)] == [b"b0", b"b1", b"b2"]
+        r = await c.invoke(broker.addr, create_request(RequestCode.QUERY_MESSAGE, {
+            "topic": "ProcMixed", "key": "bk1", "maxNum": 32, "beginTimestamp": 0,
+            "endTimestamp": int(time.time() * 1000) + 60000}), 5)
+        assert r.code == ResponseCode.SUCCESS and [m.body for m in decode_records(r.body)] == [b"b1"]
+    finally:
+        await c.close()
