@@ -70,7 +70,7 @@ def test_pipelined_send_v2(benchmark, broker, size: int) -> None:
     body = b"x" * size
     frames = encode_frames([_send_frame(i, body) for i in range(PIPELINE)])
     run(_pipelined(b.port, frames, PIPELINE))  # warm up: topic creation, first file
-    elapsed = benchmark.pedantic(lambda: run(_pipelined(b.port, frames, PIPELINE)), rounds=3, iterations=1)
+    elapsed = benchmark.pedantic(lambda: run(_pipelined(b.port, frames, PIPELINE)), rounds=15, iterations=1)
     rate = PIPELINE / benchmark.stats.stats.median if benchmark.stats else PIPELINE / (elapsed or 1)
     benchmark.extra_info.update(mode=mode, size=size, msgs_per_round=PIPELINE, msgs_per_s=round(rate))
     print(f"\nSEND_MESSAGE_V2 {mode} {size} B, {PIPELINE} in flight: {rate:,.0f} msgs/s")
@@ -83,7 +83,7 @@ def test_batch_send(benchmark, broker) -> None:
                               for i in range(per_batch)])
     frames = encode_frames([_send_frame(i, body, batch=True) for i in range(batches)])
     run(_pipelined(b.port, frames, batches))
-    benchmark.pedantic(lambda: run(_pipelined(b.port, frames, batches)), rounds=3, iterations=1)
+    benchmark.pedantic(lambda: run(_pipelined(b.port, frames, batches)), rounds=15, iterations=1)
     rate = per_batch * batches / benchmark.stats.stats.median if benchmark.stats else 0
     benchmark.extra_info.update(mode=mode, msgs_per_s=round(rate))
     print(f"\nSEND_BATCH_MESSAGE {mode} 100 x 128 B per batch, {batches} batches in flight: {rate:,.0f} msgs/s")
