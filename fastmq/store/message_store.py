@@ -175,12 +175,6 @@ def disk_used_ratio(path: str) -> float:
     return (total - free) / total
 
 
-def _disk_full_remark(ratio: float) -> str:
-    return ("service not available now. It may be caused by one of the following reasons: "
-            f"the broker's disk is full [CL: {ratio:5.2f} CQ: {ratio:5.2f} INDEX: -1.00], "
-            "messages are put to the slave, message store has been shut down, etc.")
-
-
 def _parse_host(addr: str) -> tuple[str, int]:
     host, sep, port = addr.rpartition(":")
     if not sep:
@@ -346,6 +340,23 @@ class MessageStore:
         self.stats["putMessageFailedTimes"] += 1
         return PutResult(status, remark=remark)
 
+    def _refuse_put(self, count: int) -> PutResult | None:
+        """Why no put can be taken now (store stopped, disk full, nothing to put), or None."""
+        if not self._running or self._shutdown:
+            return self._fail(PutStatus.SERVICE_NOT_AVAILABLE,
+                              "service not available now, the message store is not running")
+        if not count:
+            return self._fail(PutStatus.MESSAGE_ILLEGAL, "no message to put")
+        ratio = self._disk_full()
+        if ratio is not None:
+            log.error("disk of %s is %.1f%% used: refusing sends", self.config.commit_log_dir, ratio * 100)
+            return self._fail(
+                PutStatus.SERVICE_NOT_AVAILABLE,
+                "service not available now. It may be caused by one of the following reasons: "
+                f"the broker's disk is full [CL: {ratio:5.2f} CQ: {ratio:5.2f} INDEX: -1.00], "
+                "messages are put to the slave, message store has been shut down, etc.")
+        return None
+
     async def put_messages(self, msgs: Sequence[MessageExt]) -> PutResult:
         """Store one batch (a single send is a batch of one): all of it or none of it.
 
@@ -356,15 +367,9 @@ class MessageStore:
         Returns:
             A PutResult; bad input is a status with a remark, never an exception.
         """
-        if not self._running or self._shutdown:
-            return self._fail(PutStatus.SERVICE_NOT_AVAILABLE,
-                              "service not available now, the message store is not running")
-        if not msgs:
-            return self._fail(PutStatus.MESSAGE_ILLEGAL, "no message to put")
-        ratio = self._disk_full()
-        if ratio is not None:
-            log.error("disk of %s is %.1f%% used: refusing sends", self.config.commit_log_dir, ratio * 100)
-            return self._fail(PutStatus.SERVICE_NOT_AVAILABLE, _disk_full_remark(ratio))
+        refused = self._refuse_put(len(msgs))
+        if refused is not None:
+            return refused
         t0 = time.perf_counter()
         now = int(time.time() * 1000)
         max_size = self.config.maxMessageSize
@@ -447,20 +452,7 @@ class MessageStore:
         st = self.stats
         st["putMessageTimesTotal"] += len(dispatched)
         st["putMessageSizeTotal"] += total
-        if self.config.sync_flush and wait:
-            try:
-                await self.commit_log.wait_flushed(last.commit_log_offset + last.size)
-            except FlushTimeoutError as exc:
-                result.status = PutStatus.FLUSH_DISK_TIMEOUT
-                result.remark = str(exc)
-            except Exception as exc:  # a failed fsync: stored, but not known durable
-                log.exception("sync flush failed")
-                result.status = PutStatus.FLUSH_DISK_TIMEOUT
-                result.remark = f"flush failed: {exc}"
-        elapsed = int((time.perf_counter() - t0) * 1000)
-        if elapsed > st["putMessageEntireTimeMax"]:
-            st["putMessageEntireTimeMax"] = elapsed
-        return result
+        return await self._finish_put(result, last.commit_log_offset + last.size, wait, t0)
 
     async def put_batch(self, batch: SendBatch) -> PutResult:
         """Store the records of a compiled :class:`SendBatch` (the broker's send fast path).
@@ -471,15 +463,9 @@ class MessageStore:
         for the group commit covering every record that asked to wait. Where each record went
         is in ``batch.cols``.
         """
-        if not self._running or self._shutdown:
-            return self._fail(PutStatus.SERVICE_NOT_AVAILABLE,
-                              "service not available now, the message store is not running")
-        ratio = self._disk_full()
-        if ratio is not None:
-            log.error("disk of %s is %.1f%% used: refusing sends", self.config.commit_log_dir, ratio * 100)
-            return self._fail(PutStatus.SERVICE_NOT_AVAILABLE, _disk_full_remark(ratio))
-        if batch.n == 0:
-            return self._fail(PutStatus.MESSAGE_ILLEGAL, "no message to put")
+        refused = self._refuse_put(batch.n)
+        if refused is not None:
+            return refused
         t0 = time.perf_counter()
         now = int(time.time() * 1000)
         try:
@@ -512,9 +498,14 @@ class MessageStore:
         last = cols[-1]
         result = PutResult(PutStatus.PUT_OK, "", int(cols[0, _C_QOFF]), int(cols[0, _C_PHYS]), batch.total_size,
                            batch.n, None, now)
-        if self.config.sync_flush and batch.wait:
+        return await self._finish_put(result, int(last[_C_PHYS] + last[_C_SIZE]), batch.wait, t0)
+
+    async def _finish_put(self, result: PutResult, end_offset: int, wait: bool, t0: float) -> PutResult:
+        """The end of every put: under SYNC_FLUSH, wait (if asked) until ``end_offset`` is on
+        disk; then the latency statistic."""
+        if self.config.sync_flush and wait:
             try:
-                await self.commit_log.wait_flushed(int(last[_C_PHYS] + last[_C_SIZE]))
+                await self.commit_log.wait_flushed(end_offset)
             except FlushTimeoutError as exc:
                 result.status = PutStatus.FLUSH_DISK_TIMEOUT
                 result.remark = str(exc)
@@ -523,6 +514,7 @@ class MessageStore:
                 result.status = PutStatus.FLUSH_DISK_TIMEOUT
                 result.remark = f"flush failed: {exc}"
         elapsed = int((time.perf_counter() - t0) * 1000)
+        st = self.stats
         if elapsed > st["putMessageEntireTimeMax"]:
             st["putMessageEntireTimeMax"] = elapsed
         return result
