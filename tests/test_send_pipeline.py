@@ -215,3 +215,13 @@ def test_place_records_refuses_a_short_mapping(send) -> None:
         send.place_records(b, bytearray(10), 0, 100, 0, 0, np.zeros(1, np.int64), 0)
     with pytest.raises(ValueError):
         send.encode_sends([_send()], TOPICS, pack_host("::1", 1), STORE, CLUSTER, 4 << 20)
+
+
+def test_a_batch_refused_midway_leaves_no_trace(send) -> None:
+    """The second entry needs the slow path: the first entry's record, its queue key and its
+    round-robin turn are all taken back."""
+    body = encode_batch_body([Message("T2", b"ok"), Message("T2", b"delayed", properties={"DELAY": "2"})])
+    reqs = [_send("T2", -1, body=body, code=RequestCode.SEND_BATCH_MESSAGE), _send("T1", 0)]
+    b = send.encode_sends(reqs, TOPICS, BORN, STORE, CLUSTER, 4 << 20, rr=5)
+    assert (b.slow, b.fast, b.keys, b.rr, b.n) == ([0], [1], [("T1", 0)], 5, 1)
+    assert decode_record(b.records, 0).body == b"hello"

@@ -311,6 +311,10 @@ cdef class SendBatch:
     cdef public long long rr       # round-robin counter for queueId < 0
     cdef public bint wait          # some record has F_WAIT
     cdef public long long total_size
+    cdef dict _key_index
+    cdef object _last_topic
+    cdef int64_t _last_qid
+    cdef int64_t _last_key
 
     def __cinit__(self):
         self._buf = NULL
@@ -338,6 +342,20 @@ cdef class SendBatch:
         self._buf = nb
         self._cap = cap
         return 0
+
+    cdef int64_t _key(self, object topic, int64_t qid) except -1:
+        """The index of (topic, queue id) in ``keys``, adding it when new."""
+        cdef object k
+        if topic is self._last_topic and qid == self._last_qid:
+            return self._last_key
+        key = (topic, <int>qid)
+        k = _get(self._key_index, key)
+        if k is None:
+            k = len(self.keys)
+            self._key_index[key] = k
+            self.keys.append(key)
+        self._last_topic, self._last_qid, self._last_key = topic, qid, <int64_t>k
+        return self._last_key
 
     cdef int _row(self) except -1:
         cdef object grown
@@ -406,6 +424,14 @@ cdef object _V1 = ("producerGroup", "topic", "defaultTopic", "defaultTopicQueueN
 cdef object _V2 = ("a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "m")
 
 
+cdef struct Ctx:
+    const uint8_t* born_host
+    const uint8_t* store_host
+    const uint8_t* cluster
+    Py_ssize_t cluster_len
+    int64_t max_size
+
+
 @cython.boundscheck(False)
 @cython.wraparound(False)
 def encode_sends(list requests, dict topics, bytes born_host, bytes store_host, bytes cluster_prop,
@@ -417,7 +443,10 @@ def encode_sends(list requests, dict topics, bytes born_host, bytes store_host, 
     ``cluster_prop`` is ``b"CLUSTER\\x01<name>\\x02"``; ``max_size`` the largest record accepted.
     """
     cdef SendBatch b = SendBatch.__new__(SendBatch)
-    cdef Py_ssize_t nreq = len(requests)
+    cdef Py_ssize_t nreq = len(requests), i, mark, first_row, nkeys
+    cdef long long rr0
+    if len(born_host) != 8 or len(store_host) != 8:
+        raise ValueError("the fast path takes packed IPv4 hosts (8 bytes)")
     b.cols = np.zeros((max(16, nreq), NCOLS), np.int64)
     b._cols = b.cols
     b.n = 0
@@ -427,193 +456,171 @@ def encode_sends(list requests, dict topics, bytes born_host, bytes store_host, 
     b.rr = rr
     b.wait = False
     b.total_size = 0
-    if len(born_host) != 8 or len(store_host) != 8:
-        raise ValueError("the fast path takes packed IPv4 hosts (8 bytes)")
-    cdef const uint8_t* bh = <const uint8_t*>PyBytes_AS_STRING(born_host)
-    cdef const uint8_t* sh = <const uint8_t*>PyBytes_AS_STRING(store_host)
-    cdef const uint8_t* cl = <const uint8_t*>PyBytes_AS_STRING(cluster_prop)
-    cdef Py_ssize_t cl_len = PyBytes_GET_SIZE(cluster_prop)
-    cdef dict key_index = {}
-    cdef Py_ssize_t i, size, first_row, mark, pos, end, bl, el, epl
-    cdef RemotingCommand req
-    cdef object f, names, topic, v, body, props, info, key, last_topic = None
-    cdef int64_t x, qid, bound, wqn, sys_or
-    cdef int64_t last_qid = -1, last_key = -1
-    cdef RecIn r
-    cdef Props pr
-    cdef bint batch
-    cdef const uint8_t* bp
-    cdef int32_t flags
-    cdef int64_t kidx
-    cdef object kobj
+    b._key_index = {}
+    b._last_topic = None
+    b._last_qid = -1
+    b._last_key = -1
+    cdef Ctx ctx
+    ctx.born_host = <const uint8_t*>PyBytes_AS_STRING(born_host)
+    ctx.store_host = <const uint8_t*>PyBytes_AS_STRING(store_host)
+    ctx.cluster = <const uint8_t*>PyBytes_AS_STRING(cluster_prop)
+    ctx.cluster_len = PyBytes_GET_SIZE(cluster_prop)
+    ctx.max_size = max_size
     for i in range(nreq):
-        req = <RemotingCommand?>requests[i]
-        mark = b._len
-        first_row = b.n
-        if req._serialize_type != 0 or (req._code != CODE_SEND_V2 and req._code != CODE_SEND
-                                          and req._code != CODE_SEND_BATCH):
-            b.slow.append(i)
-            continue
-        f = req.ext_fields
-        if type(f) is not dict:
-            b.slow.append(i)
-            continue
-        names = _V1 if req._code == CODE_SEND else _V2
-        # required: producerGroup, topic, defaultTopic, defaultTopicQueueNums (the slow path names
-        # whichever is missing)
-        if (PyDict_GetItem(f, names[0]) == NULL or PyDict_GetItem(f, names[2]) == NULL
-                or not _parse_i64(_get(f, names[3]), &x)):
-            b.slow.append(i)
-            continue
-        topic = _get(f, names[1])
-        if type(topic) is not str:
-            b.slow.append(i)
-            continue
-        info = _get(topics, topic)
-        if info is None:
-            b.slow.append(i)
-            continue
-        bound = (<tuple>info)[0]
-        wqn = (<tuple>info)[1]
-        sys_or = (<tuple>info)[2]
-        if not _parse_i64(_get(f, names[4]), &qid) or qid >= bound:
-            b.slow.append(i)
-            continue
-        if not _parse_i64(_get(f, names[5]), &x) or not _i32(x):
-            b.slow.append(i)
-            continue
-        r.sys_flag = <int32_t>x
-        if (r.sys_flag & TX_MASK) == TX_PREPARED or (r.sys_flag & TX_MASK) == TX_ROLLBACK:
-            b.slow.append(i)
-            continue
-        r.sys_flag = (r.sys_flag & ~HOST_V6_BITS) | <int32_t>sys_or
-        if not _parse_i64(_get(f, names[6]), &r.born_ts):
-            b.slow.append(i)
-            continue
-        if not _parse_i64(_get(f, names[7]), &x) or not _i32(x):
-            b.slow.append(i)
-            continue
-        r.flag = <int32_t>x
-        v = _get(f, names[9])
-        if v is None:
-            r.reconsume = 0
-        elif not _parse_i64(v, &x) or not _i32(x):
-            b.slow.append(i)
-            continue
-        else:
-            r.reconsume = <int32_t>x
-        v = _get(f, names[10])
-        batch = req._code == CODE_SEND_BATCH
-        if v is not None:
-            if v == "true":
-                batch = True
-            elif v != "false":
-                b.slow.append(i)  # other spellings ("1", " TRUE ") go the long way
-                continue
-        if qid < 0:
-            qid = b.rr % wqn if wqn > 0 else 0
-            b.rr += 1
-        r.queue_id = <int32_t>qid
-        try:
-            r.topic = <const uint8_t*>PyUnicode_AsUTF8AndSize(topic, &r.topic_len)
-        except UnicodeEncodeError:
-            b.slow.append(i)
-            continue
-        if r.topic_len > MAX_TOPIC:
-            b.slow.append(i)
-            continue
-        body = req.body
-        if body is None:
-            body = b""
-        elif type(body) is not bytes:
-            b.slow.append(i)
-            continue
-        # the consume-queue key of this request's records
-        if topic is last_topic and qid == last_qid:
-            kidx = last_key
-        else:
-            key = (topic, <int>qid)
-            kobj = _get(key_index, key)
-            if kobj is None:
-                kidx = len(b.keys)
-                key_index[key] = kidx
-                b.keys.append(key)
-            else:
-                kidx = <int64_t>kobj
-            last_topic, last_qid, last_key = topic, qid, kidx
-        if not batch:
-            props = _get(f, names[8])
-            if props is None:
-                r.props, r.props_len = <const uint8_t*>b"", 0
-            elif type(props) is not str:
-                b.slow.append(i)
-                continue
-            else:
-                try:
-                    r.props = <const uint8_t*>PyUnicode_AsUTF8AndSize(props, &r.props_len)
-                except UnicodeEncodeError:  # lone surrogates
-                    b.slow.append(i)
-                    continue
-            pr = _scan_props(r.props, r.props_len)
-            r.body = <const uint8_t*>PyBytes_AS_STRING(body)
-            r.body_len = PyBytes_GET_SIZE(body)
-            size = FIXED + r.body_len + r.topic_len + r.props_len + cl_len
-            if (not pr.ok or pr.delay or pr.cluster or r.props_len + cl_len > MAX_PROPS
-                    or size > max_size):
-                b.slow.append(i)
-                continue
-            b._row()
-            _write_record(b, &r, bh, sh, cl, cl_len)
-            flags = (F_WAIT if pr.wait else 0) | (F_INDEX if pr.index else 0)
-            _set_row(b, i, mark, size, kidx, pr.tags_hash if pr.has_tags else 0, flags, qid)
+        mark, first_row, nkeys, rr0 = b._len, b.n, len(b.keys), b.rr
+        if _encode_one(b, <RemotingCommand?>requests[i], i, topics, &ctx):
             b.fast.append(i)
             continue
-        # a batch: every entry of the body becomes a record; any doubt sends the whole request
-        # the long way, so a batch is stored all or nothing either way
-        bp = <const uint8_t*>PyBytes_AS_STRING(body)
-        bl = PyBytes_GET_SIZE(body)
-        pos = 0
-        if bl == 0:
-            b.slow.append(i)
-            continue
-        while pos < bl:
-            if pos + 22 > bl:
-                break
-            el = <int32_t>_get32(bp + pos + 16)
-            if el < 0 or pos + 20 + el + 2 > bl:
-                break
-            epl = (<Py_ssize_t>bp[pos + 20 + el] << 8) | bp[pos + 21 + el]
-            end = pos + 22 + el + epl
-            if end > bl or <int32_t>_get32(bp + pos) != end - pos:
-                break
-            r.flag = <int32_t>_get32(bp + pos + 12)
-            r.body = bp + pos + 20
-            r.body_len = el
-            r.props = bp + pos + 22 + el
-            r.props_len = epl
-            if not _valid_utf8(r.props, epl):
-                break
-            pr = _scan_props(r.props, epl)
-            size = FIXED + el + r.topic_len + epl + cl_len
-            if not pr.ok or pr.delay or pr.cluster or epl + cl_len > MAX_PROPS or size > max_size:
-                break
-            b._row()
-            _write_record(b, &r, bh, sh, cl, cl_len)
-            flags = (F_WAIT if pr.wait else 0) | (F_INDEX if pr.index else 0)
-            _set_row(b, i, b._len - size, size, kidx, pr.tags_hash if pr.has_tags else 0, flags, qid)
-            pos = end
-        if pos != bl:
-            b._len = mark
-            b.n = first_row
-            b.slow.append(i)
-            continue
-        b.fast.append(i)
+        # a batch may have written some entries (and taken a queue key) before one failed: it
+        # goes the long way whole, and the batch is left as if it had never been seen
+        b._len, b.n, b.rr = mark, first_row, rr0
+        if len(b.keys) > nkeys:
+            for k in b.keys[nkeys:]:
+                del b._key_index[k]
+            del b.keys[nkeys:]
+            b._last_topic = None
+        b.slow.append(i)
     b.cols = b.cols[:b.n]
     for i in range(b.n):
         if b._cols[i, C_FLAGS] & F_WAIT:
             b.wait = True
         b.total_size += b._cols[i, C_SIZE]
     return b
+
+
+@cython.boundscheck(False)
+@cython.wraparound(False)
+cdef bint _encode_one(SendBatch b, RemotingCommand req, Py_ssize_t i, dict topics, Ctx* ctx) except -1:
+    """Encode the records of one request; False when it needs the slow path."""
+    cdef object f, names, topic, v, body, props, info
+    cdef int64_t x, qid, bound, wqn, sys_or, kidx
+    cdef Py_ssize_t size, pos, end, bl, el, epl
+    cdef RecIn r
+    cdef Props pr
+    cdef bint batch
+    cdef const uint8_t* bp
+    if req._serialize_type != 0 or (req._code != CODE_SEND_V2 and req._code != CODE_SEND
+                                      and req._code != CODE_SEND_BATCH):
+        return False
+    f = req.ext_fields
+    if type(f) is not dict:
+        return False
+    names = _V1 if req._code == CODE_SEND else _V2
+    # required: producerGroup, topic, defaultTopic, defaultTopicQueueNums (the slow path names
+    # whichever is missing)
+    if (PyDict_GetItem(f, names[0]) == NULL or PyDict_GetItem(f, names[2]) == NULL
+            or not _parse_i64(_get(f, names[3]), &x)):
+        return False
+    topic = _get(f, names[1])
+    if type(topic) is not str:
+        return False
+    info = _get(topics, topic)
+    if info is None:
+        return False
+    bound, wqn, sys_or = (<tuple>info)[0], (<tuple>info)[1], (<tuple>info)[2]
+    if not _parse_i64(_get(f, names[4]), &qid) or qid >= bound:
+        return False
+    if not _parse_i64(_get(f, names[5]), &x) or not _i32(x):
+        return False
+    r.sys_flag = <int32_t>x
+    if (r.sys_flag & TX_MASK) == TX_PREPARED or (r.sys_flag & TX_MASK) == TX_ROLLBACK:
+        return False
+    r.sys_flag = (r.sys_flag & ~HOST_V6_BITS) | <int32_t>sys_or
+    if not _parse_i64(_get(f, names[6]), &r.born_ts):
+        return False
+    if not _parse_i64(_get(f, names[7]), &x) or not _i32(x):
+        return False
+    r.flag = <int32_t>x
+    v = _get(f, names[9])
+    r.reconsume = 0
+    if v is not None:
+        if not _parse_i64(v, &x) or not _i32(x):
+            return False
+        r.reconsume = <int32_t>x
+    v = _get(f, names[10])
+    batch = req._code == CODE_SEND_BATCH
+    if v is not None:
+        if v == "true":
+            batch = True
+        elif v != "false":
+            return False  # other spellings ("1", " TRUE ") go the long way
+    try:
+        r.topic = <const uint8_t*>PyUnicode_AsUTF8AndSize(topic, &r.topic_len)
+    except UnicodeEncodeError:
+        return False
+    body = req.body
+    if body is None:
+        body = b""
+    elif type(body) is not bytes:
+        return False
+    if r.topic_len > MAX_TOPIC:
+        return False
+    if not batch:
+        props = _get(f, names[8])
+        if props is None:
+            r.props, r.props_len = <const uint8_t*>b"", 0
+        elif type(props) is not str:
+            return False
+        else:
+            try:
+                r.props = <const uint8_t*>PyUnicode_AsUTF8AndSize(props, &r.props_len)
+            except UnicodeEncodeError:  # lone surrogates
+                return False
+        pr = _scan_props(r.props, r.props_len)
+        r.body = <const uint8_t*>PyBytes_AS_STRING(body)
+        r.body_len = PyBytes_GET_SIZE(body)
+        size = FIXED + r.body_len + r.topic_len + r.props_len + ctx.cluster_len
+        if (not pr.ok or pr.delay or pr.cluster or r.props_len + ctx.cluster_len > MAX_PROPS
+                or size > ctx.max_size):
+            return False
+    elif PyBytes_GET_SIZE(body) == 0:
+        return False
+    if qid < 0:  # the broker picks (RocketMQ: at random); round robin keeps the twins comparable
+        qid = b.rr % wqn if wqn > 0 else 0
+        b.rr += 1
+    r.queue_id = <int32_t>qid
+    kidx = b._key(topic, qid)
+    if not batch:
+        _add_record(b, &r, &pr, ctx, i, kidx, qid)
+        return True
+    # a batch: every entry of the body becomes a record, or the whole request goes the long way
+    bp = <const uint8_t*>PyBytes_AS_STRING(body)
+    bl = PyBytes_GET_SIZE(body)
+    pos = 0
+    while pos < bl:
+        if pos + 22 > bl:
+            return False
+        el = <int32_t>_get32(bp + pos + 16)
+        if el < 0 or pos + 20 + el + 2 > bl:
+            return False
+        epl = (<Py_ssize_t>bp[pos + 20 + el] << 8) | bp[pos + 21 + el]
+        end = pos + 22 + el + epl
+        if end > bl or <int32_t>_get32(bp + pos) != end - pos:
+            return False
+        r.flag = <int32_t>_get32(bp + pos + 12)
+        r.body = bp + pos + 20
+        r.body_len = el
+        r.props = bp + pos + 22 + el
+        r.props_len = epl
+        if not _valid_utf8(r.props, epl):
+            return False
+        pr = _scan_props(r.props, epl)
+        size = FIXED + el + r.topic_len + epl + ctx.cluster_len
+        if not pr.ok or pr.delay or pr.cluster or epl + ctx.cluster_len > MAX_PROPS or size > ctx.max_size:
+            return False
+        _add_record(b, &r, &pr, ctx, i, kidx, qid)
+        pos = end
+    return True
+
+
+cdef int _add_record(SendBatch b, RecIn* r, Props* pr, Ctx* ctx, Py_ssize_t req, int64_t kidx,
+                     int64_t qid) except -1:
+    cdef Py_ssize_t pos = b._len
+    b._row()
+    cdef Py_ssize_t size = _write_record(b, r, ctx.born_host, ctx.store_host, ctx.cluster, ctx.cluster_len)
+    _set_row(b, req, pos, size, kidx, pr.tags_hash if pr.has_tags else 0,
+             (F_WAIT if pr.wait else 0) | (F_INDEX if pr.index else 0), qid)
+    return 0
 
 
 cdef inline object _get(dict d, object k):

@@ -173,22 +173,15 @@ def encode_sends(requests: list, topics: dict, born_host: bytes, store_host: byt
             continue
         sys_flag = (sys_flag & ~0x30) | info[2]
         batch = req.code == 320 or bv == "true"
-        if qid < 0:
-            qid = b.rr % info[1] if info[1] > 0 else 0
-            b.rr += 1
         try:
             tb = topic.encode("utf-8")
         except UnicodeEncodeError:
             b.slow.append(i)
             continue
         body = req.body if req.body is not None else b""
-        if len(tb) > 127 or type(body) is not bytes:
+        if type(body) is not bytes or len(tb) > 127:
             b.slow.append(i)
             continue
-        kidx = key_index.get((topic, qid))
-        if kidx is None:
-            kidx = key_index[(topic, qid)] = len(b.keys)
-            b.keys.append((topic, qid))
         if not batch:
             props = f.get(names[8])
             if props is not None and type(props) is not str:
@@ -205,15 +198,20 @@ def encode_sends(requests: list, topics: dict, born_host: bytes, store_host: byt
                     or size > max_size):
                 b.slow.append(i)
                 continue
-            b._add(i, _record(qid, flag, sys_flag, born_ts, reconsume, body, tb, pb + cluster_prop, born_host,
-                              store_host), kidx, pr.tags, (F_WAIT if pr.wait else 0) | (F_INDEX if pr.index else 0),
-                   qid)
-            b.fast.append(i)
-            continue
-        entries = _batch_entries(body, tb, cluster_prop, max_size)
-        if not entries:
-            b.slow.append(i)
-            continue
+            entries = [(flag, body, pb, pr)]
+        else:
+            entries = _batch_entries(body, tb, cluster_prop, max_size) if body else None
+            if not entries:
+                b.slow.append(i)
+                continue
+        # checks passed: only now does the request take a round-robin turn and a queue key
+        if qid < 0:  # the broker picks (RocketMQ: at random); round robin keeps the twins comparable
+            qid = b.rr % info[1] if info[1] > 0 else 0
+            b.rr += 1
+        kidx = key_index.get((topic, qid))
+        if kidx is None:
+            kidx = key_index[(topic, qid)] = len(b.keys)
+            b.keys.append((topic, qid))
         for eflag, ebody, pb, pr in entries:
             b._add(i, _record(qid, eflag, sys_flag, born_ts, reconsume, ebody, tb, pb + cluster_prop, born_host,
                               store_host), kidx, pr.tags, (F_WAIT if pr.wait else 0) | (F_INDEX if pr.index else 0),

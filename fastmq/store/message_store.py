@@ -480,6 +480,8 @@ class MessageStore:
         cb = self.on_arrival
         for k, (topic, qid) in enumerate(keys):
             rows = cols if len(keys) == 1 else cols[cols[:, _C_KEY] == k]
+            if not len(rows):  # (the encoder leaves no empty keys; a guard, not a path)
+                continue
             cq = self.queues.find_or_create(topic, qid)
             cq.put_run(int(rows[0, _C_QOFF]), rows[:, _C_PHYS], rows[:, _C_SIZE], rows[:, _C_TAGS])
             if cb is not None:
