@@ -3,6 +3,7 @@ encoders (store format, codec, index), and against each other on random requests
 from __future__ import annotations
 
 import importlib
+import os
 import struct
 import zlib
 
@@ -101,7 +102,7 @@ def test_batch_request_becomes_one_record_per_entry(send) -> None:
     (create_request(RequestCode.SEND_MESSAGE_V2, {"a": "PG", "b": "T1", "c": "T", "d": "4", "e": "1", "f": "0",
                                                   "g": "1", "h": "99999999999"}, b"x"), "flag over int32"),
     (create_request(RequestCode.SEND_MESSAGE_V2, {"a": "PG", "b": "T1", "c": "T", "d": "4", "e": "1", "f": "0",
-                                                  "g": "1", "h": "0", "m": "1"}, b"x"), "odd batch spelling"),
+                                                  "g": "1", "h": "0", "m": " TRUE"}, b"x"), "odd batch spelling"),
     (create_request(RequestCode.PULL_MESSAGE, {}), "not a send"),
     (create_request(RequestCode.SEND_MESSAGE_V2, {"a": "PG"}, b"x", serialize_type=1), "binary header"),
 ])
@@ -225,3 +226,38 @@ def test_a_batch_refused_midway_leaves_no_trace(send) -> None:
     b = send.encode_sends(reqs, TOPICS, BORN, STORE, CLUSTER, 4 << 20, rr=5)
     assert (b.slow, b.fast, b.keys, b.rr, b.n) == ([0], [1], [("T1", 0)], 5, 1)
     assert decode_record(b.records, 0).body == b"hello"
+
+
+def test_the_cpp_client_sends_take_the_fast_path(send) -> None:
+    """Every SEND the official C++ client recorded (SEND_MESSAGE, numbers as JSON numbers,
+    ``batch: "0"/"1"``): all but the delayed one are taken, and each record holds what the
+    slow path would store (the client's properties plus CLUSTER)."""
+    import json
+    from pathlib import Path
+
+    from fastmq._ext.codec import decode_frame
+    from fastmq.protocol.message import decode_batch_body, decode_properties
+
+    path = Path(os.environ.get("FASTMQ_WIRE_VECTORS", "/work/shared/wire-vectors/cpp-client")) / "producer.jsonl"
+    if not path.exists():
+        pytest.skip("wire vectors not present")
+    reqs = [decode_frame(bytes.fromhex(r["frame_hex"])) for r in map(json.loads, path.read_text().splitlines())
+            if r.get("direction") == "client->server" and r.get("code") == RequestCode.SEND_MESSAGE]
+    assert len(reqs) == 9
+    topics = {t: (8, 8, 0) for t in {r.ext_fields["topic"] for r in reqs}}
+    b = send.encode_sends(reqs, topics, BORN, STORE, CLUSTER, 4 << 20)
+    delayed = [i for i, r in enumerate(reqs) if "DELAY" in decode_properties(r.ext_fields["properties"])]
+    assert b.slow == delayed and len(b.fast) == 8
+    pos = 0
+    for i in b.fast:
+        r = reqs[i]
+        props = decode_properties(r.ext_fields["properties"])
+        entries = (decode_batch_body(r.body) if r.ext_fields.get("batch") == "1"
+                   else [Message(r.ext_fields["topic"], r.body, properties=props)])
+        for e in entries:
+            m = decode_record(b.records, pos)
+            assert (m.topic, m.body, m.queue_id) == (r.ext_fields["topic"], e.body, int(r.ext_fields["queueId"]))
+            assert m.properties == {**e.properties, "CLUSTER": "DefaultCluster"}
+            assert m.sys_flag == int(r.ext_fields["sysFlag"])
+            pos += m.store_size
+    assert pos == len(b.records)

@@ -540,10 +540,12 @@ cdef bint _encode_one(SendBatch b, RemotingCommand req, Py_ssize_t i, dict topic
     v = _get(f, names[10])
     batch = req._code == CODE_SEND_BATCH
     if v is not None:
-        if v == "true":
+        # Java's parseBoolean, plus the C++ client's "1" on SEND_MESSAGE (see fast_send_header);
+        # other spellings (" TRUE ", "yes") go the long way
+        if v == "true" or (v == "1" and req._code == CODE_SEND):
             batch = True
-        elif v != "false":
-            return False  # other spellings ("1", " TRUE ") go the long way
+        elif v != "false" and v != "0" and v != "1":
+            return False
     try:
         r.topic = <const uint8_t*>PyUnicode_AsUTF8AndSize(topic, &r.topic_len)
     except UnicodeEncodeError:

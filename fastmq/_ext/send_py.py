@@ -164,7 +164,7 @@ def encode_sends(requests: list, topics: dict, born_host: bytes, store_host: byt
         bv = f.get(names[10])
         if (names[0] not in f or names[2] not in f or _int(f.get(names[3])) is None or info is None
                 or qid is None or qid >= info[0] or not _i32(sys_flag) or born_ts is None or not _i32(flag)
-                or not _i32(reconsume) or bv not in (None, "true", "false")):
+                or not _i32(reconsume) or bv not in (None, "true", "false", "0", "1")):
             b.slow.append(i)
             continue
         assert sys_flag is not None and flag is not None and reconsume is not None
@@ -172,7 +172,8 @@ def encode_sends(requests: list, topics: dict, born_host: bytes, store_host: byt
             b.slow.append(i)
             continue
         sys_flag = (sys_flag & ~0x30) | info[2]
-        batch = req.code == 320 or bv == "true"
+        # Java's parseBoolean, plus the C++ client's "1" on SEND_MESSAGE (see fast_send_header)
+        batch = req.code == 320 or bv == "true" or (bv == "1" and req.code == 10)
         try:
             tb = topic.encode("utf-8")
         except UnicodeEncodeError:
