@@ -25,6 +25,12 @@ DEMO_TOPIC = "DemoTopic"
 DEMO_MESSAGES = 10
 
 
+
+def _say(line: str) -> None:
+    """One whole line per write: listeners run on several consumer threads at once."""
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
+
 def _port(preferred: int) -> int:
     with socket.socket() as s:
         try:
@@ -81,11 +87,11 @@ async def _traffic(namesrv: str) -> None:
             uid = m.properties.get("UNIQ_KEY", "")
             if m.body.endswith(b" 4") and uid not in refused:
                 refused.add(uid)
-                print(f"consumer: RECONSUME_LATER for {m.body.decode()} (it will come back via the retry topic)")
+                _say(f"consumer: RECONSUME_LATER for {m.body.decode()} (it will come back via the retry topic)")
                 return ConsumeStatus.RECONSUME_LATER
             received.append(m.body.decode())
-            print(f"consumer: {m.body.decode()!r} tag={m.tags} keys={m.properties.get('KEYS')} "
-                  f"reconsume_times={m.reconsume_times}")
+            _say(f"consumer: {m.body.decode()!r} tag={m.tags} keys={m.properties.get('KEYS')} "
+                 f"reconsume_times={m.reconsume_times}")
         return ConsumeStatus.CONSUME_SUCCESS
 
     consumer = PushConsumer("DemoConsumerGroup", namesrv_addr=namesrv, consume_from_where="CONSUME_FROM_FIRST_OFFSET")
