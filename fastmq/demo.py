@@ -25,11 +25,11 @@ DEMO_TOPIC = "DemoTopic"
 DEMO_MESSAGES = 10
 
 
-
 def _say(line: str) -> None:
     """One whole line per write: listeners run on several consumer threads at once."""
     sys.stdout.write(line + "\n")
     sys.stdout.flush()
+
 
 def _port(preferred: int) -> int:
     with socket.socket() as s:
