@@ -1,7 +1,7 @@
-"""The broker over loopback: pipelined sends, batches, long-poll wake-up, resident memory.
+"""The broker over loopback: pipelined sends, batches, long-poll wake-up (memory: test_broker_memory.py).
 
 Real figures: ``.venv/bin/python -m pytest benchmarks/test_broker_benchmarks.py --benchmark-only -s``
-(``-s`` shows the derived msgs/s and memory lines). Client and broker share the 2-core machine.
+(``-s`` shows the derived msgs/s lines). Client and broker share the 2-core machine.
 """
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ import asyncio
 import socket
 import statistics
 import time
-from pathlib import Path
 
 import pytest
 
@@ -165,23 +164,3 @@ def test_long_poll_wakeup(benchmark, broker) -> None:
     benchmark.extra_info.update(mode=mode, median_ms=round(med, 3), p90_ms=round(sorted(samples)[int(len(samples) * .9)], 3))
     print(f"\nlong-poll wake-up {mode}: median {med:.2f} ms over {len(samples)}")
 
-
-def _rss_kib(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1])
-    return 0
-
-
-def test_resident_memory_under_load(benchmark, broker) -> None:
-    mode, b = broker
-    assert b.proc is not None
-    frames = encode_frames([_send_frame(i, b"x" * 128) for i in range(PIPELINE)])
-    for _ in range(3):
-        run(_pipelined(b.port, frames, PIPELINE))
-    before = _rss_kib(b.proc.pid)
-    benchmark.pedantic(lambda: [run(_pipelined(b.port, frames, PIPELINE)) for _ in range(10)], rounds=1, iterations=1)
-    after = _rss_kib(b.proc.pid)
-    benchmark.extra_info.update(mode=mode, rss_before_kib=before, rss_after_kib=after)
-    print(f"\nbroker RSS {mode}: {before / 1024:.1f} MiB -> {after / 1024:.1f} MiB after {10 * PIPELINE} more sends "
-          f"(the mapped commit log pages are counted as they are touched)")
