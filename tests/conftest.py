@@ -1,4 +1,4 @@
-"""Shared fixtures: the twin selector, and a guard against silent pure fallback."""
+"""Shared fixtures: the twin selector, a guard against silent pure fallback, a remoting client."""
 from __future__ import annotations
 
 import importlib
@@ -67,3 +67,18 @@ def selector(request: pytest.FixtureRequest):
 def send(request: pytest.FixtureRequest):
     """Each send-pipeline twin in turn (``py`` and ``c``)."""
     return importlib.import_module(request.param)
+
+
+@pytest.fixture
+async def client():
+    """A ``RemotingClient`` with a short connect timeout, closed after the test.
+
+    Modules that need another kind of client define their own ``client`` fixture, which wins.
+    """
+    from fastmq.remoting import RemotingClient  # not at import time: pytest_configure checks the twins first
+
+    c = RemotingClient(connect_timeout=2)
+    try:
+        yield c
+    finally:
+        await c.close()

@@ -8,7 +8,10 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
+
+if TYPE_CHECKING:
+    from fastmq.remoting import RemotingServer
 
 
 def free_port() -> int:
@@ -16,6 +19,11 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def addr_of(srv: "RemotingServer") -> str:
+    """The ``host:port`` a client dials to reach an in-process server listening on loopback."""
+    return f"127.0.0.1:{srv.port}"
 
 
 def wait_port(port: int, timeout: float = 20.0, proc: subprocess.Popen | None = None) -> None:

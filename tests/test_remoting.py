@@ -20,7 +20,7 @@ from fastmq.errors import (RemotingConnectError, RemotingSendRequestError, Remot
 from fastmq.protocol.command import create_request, create_response, response_for
 from fastmq.remoting import Connection, ConnectionListener, RemotingClient, RemotingServer, RequestProcessor
 from fastmq.remoting.loop import new_event_loop, run
-from tests.support import free_port
+from tests.support import addr_of, free_port
 
 ECHO, BOOM, BUSY, SLOW, POOLED, BARE, SILENT = 101, 102, 103, 104, 105, 106, 107
 
@@ -119,19 +119,6 @@ async def server(pool):
         yield srv
     finally:
         await srv.close()
-
-
-@pytest.fixture
-async def client():
-    c = RemotingClient(connect_timeout=2)
-    try:
-        yield c
-    finally:
-        await c.close()
-
-
-def addr_of(srv: RemotingServer) -> str:
-    return f"127.0.0.1:{srv.port}"
 
 
 async def read_commands(reader: asyncio.StreamReader, n: int, timeout: float = 5) -> list[RemotingCommand]:

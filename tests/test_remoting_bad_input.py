@@ -13,6 +13,7 @@ from fastmq._ext.codec import FrameDecoder, RemotingCommand, encode_frame
 from fastmq.errors import RemotingConnectError, RemotingSendRequestError
 from fastmq.protocol.command import create_request, response_for
 from fastmq.remoting import Connection, ConnectionListener, RemotingClient, RemotingServer, RequestProcessor
+from tests.support import addr_of
 
 ECHO, WEIRD, UNENCODABLE = 101, 102, 103
 
@@ -87,19 +88,6 @@ async def server():
         yield srv
     finally:
         await srv.close()
-
-
-@pytest.fixture
-async def client():
-    c = RemotingClient(connect_timeout=2)
-    try:
-        yield c
-    finally:
-        await c.close()
-
-
-def addr_of(srv: RemotingServer) -> str:
-    return f"127.0.0.1:{srv.port}"
 
 
 def frame(total: int, mark: int, payload: bytes = b"") -> bytes:
