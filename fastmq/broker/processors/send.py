@@ -11,13 +11,13 @@ import logging
 import random
 from typing import TYPE_CHECKING, Any, Coroutine, Generator
 
+from ..._ext.send import SendBatch, answer_template, encode_answers, encode_sends
 from ...errors import RemotingCommandError
 from ...protocol import topic as tv
 from ...protocol.codes import RequestCode, ResponseCode
 from ...protocol.command import RemotingCommand, response_for
 from ...protocol.headers import (SEND_V2_NAMES, ConsumerSendMsgBackRequestHeader, SendMessageRequestHeader,
                                  decode_send_header)
-from ..._ext.send import SendBatch, answer_template, encode_answers, encode_sends
 from ...protocol.message import (MessageConst, MessageExt, MessageFormatError, MessageSysFlag, decode_batch_body,
                                  decode_properties, pack_host)
 from ...remoting import Connection
