@@ -192,19 +192,21 @@ class CommitLog:
             next_offsets = np.fromiter((table.get(k, 0) for k in batch.keys), np.int64, len(batch.keys))
             mf = self.mfq.get_last_mapped_file()
             i = 0
-            while i < batch.n:
-                start_pos = mf.wrote_position
-                i2, pos = place_records(batch, mf.buffer, start_pos, mf.file_size, mf.file_from_offset, i,
-                                        next_offsets, store_timestamp)
-                mf.wrote_position = pos
-                if i2 < batch.n:
-                    if i2 == i and start_pos == 0:
-                        raise MessageTooLargeError("a record does not fit in an empty commit-log file")
-                    self._seal(mf)
-                    mf = self.mfq.get_last_mapped_file()
-                i = i2
-            for k, key in enumerate(batch.keys):
-                table[key] = int(next_offsets[k])
+            try:
+                while i < batch.n:
+                    start_pos = mf.wrote_position
+                    i2, pos = place_records(batch, mf.buffer, start_pos, mf.file_size, mf.file_from_offset, i,
+                                            next_offsets, store_timestamp)
+                    mf.wrote_position = pos
+                    if i2 < batch.n:
+                        if i2 == i and start_pos == 0:
+                            raise MessageTooLargeError("a record does not fit in an empty commit-log file")
+                        self._seal(mf)
+                        mf = self.mfq.get_last_mapped_file()
+                    i = i2
+            finally:  # records already placed keep their queue offsets, whatever stopped the rest
+                for k, key in enumerate(batch.keys):
+                    table[key] = int(next_offsets[k])
             mf.store_timestamp = store_timestamp
             self.last_store_timestamp = store_timestamp
             if mf.wrote_position > mf.file_size // 2:
