@@ -12,16 +12,16 @@ running on it) and exits 1 when it reports problems. Logs go to stderr and to ``
 """
 from __future__ import annotations
 
-import argparse
 import asyncio
 import logging
 import signal
 import sys
 
 from .. import _ext
+from ..cli_common import EXIT_CONFIG_ERROR, load_or_report, print_config, server_parser
 from ..errors import ConfigError, FastMQError
 from ..server_log import LOG_FORMAT, setup_logging
-from ..properties import bind, format_config, load_properties
+from ..properties import bind, load_properties
 from ..remoting.loop import USING_UVLOOP, run
 from ..store.config import MessageStoreConfig
 from .config import BrokerConfig
@@ -92,20 +92,16 @@ def check_store(directory: str, store: MessageStoreConfig) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="fastmq-broker", description="fastmq broker (RocketMQ compatible)")
-    parser.add_argument("-c", "--configFile", help="broker config properties file")
+    parser = server_parser("fastmq-broker", "fastmq broker (RocketMQ compatible)", "broker config properties file")
     parser.add_argument("-n", "--namesrvAddr", help="name server address list, e.g. 192.168.0.1:9876;192.168.0.2:9876")
-    parser.add_argument("-p", "--printConfigItem", action="store_true", help="print all config items and exit")
     parser.add_argument("--check-store", metavar="DIR", help="check the store in DIR for consistency and exit")
     args = parser.parse_args(argv)
-    try:
-        cfg, store, log_path = load_config(args.configFile, args.namesrvAddr)
-    except ConfigError as exc:
-        print(f"fastmq-broker: {exc}", file=sys.stderr)
-        return 2
+    loaded = load_or_report("fastmq-broker", lambda: load_config(args.configFile, args.namesrvAddr))
+    if loaded is None:
+        return EXIT_CONFIG_ERROR
+    cfg, store, log_path = loaded
     if args.printConfigItem:
-        sys.stdout.write(format_config(cfg, store))
-        return 0
+        return print_config(cfg, store)
     if args.check_store:
         logging.basicConfig(level=logging.WARNING, format=LOG_FORMAT, stream=sys.stderr)
         try:

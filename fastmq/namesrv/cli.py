@@ -8,16 +8,14 @@ and SIGINT shut the server down cleanly (exit status 0). Logs go to stderr and t
 """
 from __future__ import annotations
 
-import argparse
 import asyncio
 import logging
 import signal
-import sys
 
 from .. import _ext
-from ..errors import ConfigError
+from ..cli_common import EXIT_CONFIG_ERROR, load_or_report, print_config, server_parser
 from ..server_log import setup_logging
-from ..properties import bind, format_config, load_properties
+from ..properties import bind, load_properties
 from ..remoting.loop import USING_UVLOOP, run
 from .config import NamesrvConfig, NamesrvServerConfig
 from .controller import NamesrvController
@@ -56,18 +54,15 @@ async def _serve(controller: NamesrvController) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="fastmq-namesrv", description="fastmq NameServer (RocketMQ compatible)")
-    parser.add_argument("-c", "--configFile", help="namesrv config properties file")
-    parser.add_argument("-p", "--printConfigItem", action="store_true", help="print all config items and exit")
+    parser = server_parser("fastmq-namesrv", "fastmq NameServer (RocketMQ compatible)",
+                           "namesrv config properties file")
     args = parser.parse_args(argv)
-    try:
-        cfg, server = load_config(args.configFile)
-    except ConfigError as exc:
-        print(f"fastmq-namesrv: {exc}", file=sys.stderr)
-        return 2
+    loaded = load_or_report("fastmq-namesrv", lambda: load_config(args.configFile))
+    if loaded is None:
+        return EXIT_CONFIG_ERROR
+    cfg, server = loaded
     if args.printConfigItem:
-        sys.stdout.write(format_config(cfg, server))
-        return 0
+        return print_config(cfg, server)
     setup_logging(cfg.logPath, "fastmq-namesrv")
     try:
         run(_serve(NamesrvController(cfg, server)))
