@@ -20,9 +20,9 @@ from typing import Callable, Sequence
 from .._ext.fault import FaultTable
 from ..errors import (BrokerError, ClientStateError, MessageValidationError, NoRouteError, RemotingError,
                       SendFailedError)
-from ..protocol.codes import RequestCode, ResponseCode
-from ..protocol.command import create_request, ext_int, ext_str
-from ..protocol.headers import SendMessageRequestHeader
+from .._ext.codec import RemotingCommand
+from ..protocol.codes import LanguageCode, RequestCode, ResponseCode
+from ..protocol.command import VERSION, ext_int, ext_str, next_opaque
 from ..protocol.message import Message, MessageConst, MessageSysFlag, encode_batch_body, encode_properties
 from ..protocol.message_queue import MessageQueue
 from ..protocol.topic import (AUTO_CREATE_TOPIC_KEY_TOPIC, is_not_allowed_send_topic, is_retry_topic,
@@ -35,6 +35,7 @@ __all__ = ["Producer", "SendResult", "SendStatus", "MessageQueueSelector", "hash
 
 log = logging.getLogger("fastmq.client")
 
+_LANG = int(LanguageCode.PYTHON)
 _FAQ = "\nSee http://rocketmq.apache.org/docs/faq/ for further details."
 
 #: The response codes a send is retried on (DefaultMQProducer.retryResponseCodes).
@@ -103,6 +104,7 @@ class Producer:
         self._counter = random.randrange(1 << 30)
         self._in_flight = asyncio.Semaphore(max_in_flight) if max_in_flight else None
         self._state = "CREATE_JUST"
+        self._good_topics: set[str] = set()  # topic names that passed validate_topic
 
     # -------------------------------------------------------- lifecycle
 
@@ -193,12 +195,15 @@ class Producer:
     # ------------------------------------------------------------ checks
 
     def _validate(self, msg: Message) -> None:
-        problem = validate_topic(msg.topic)
-        if problem:
-            raise MessageValidationError(problem, ResponseCode.MESSAGE_ILLEGAL)
-        if is_not_allowed_send_topic(msg.topic):
-            raise MessageValidationError(f"Sending message to topic[{msg.topic}] is forbidden.",
-                                         ResponseCode.MESSAGE_ILLEGAL)
+        if msg.topic not in self._good_topics:
+            problem = validate_topic(msg.topic)
+            if problem:
+                raise MessageValidationError(problem, ResponseCode.MESSAGE_ILLEGAL)
+            if is_not_allowed_send_topic(msg.topic):
+                raise MessageValidationError(f"Sending message to topic[{msg.topic}] is forbidden.",
+                                             ResponseCode.MESSAGE_ILLEGAL)
+            if len(self._good_topics) < 10_000:  # bounded: a producer of endless topic names stays small
+                self._good_topics.add(msg.topic)
         if not isinstance(msg.body, (bytes, bytearray, memoryview)):
             raise MessageValidationError(f"the message body must be bytes, not {type(msg.body).__name__}",
                                          ResponseCode.MESSAGE_ILLEGAL)
@@ -210,19 +215,34 @@ class Producer:
 
     # -------------------------------------------------------------- send
 
-    def _request(self, msg: Message, mq: MessageQueue, batch: bool = False):
+    def _request(self, msg: Message, mq: MessageQueue, batch: bool = False) -> RemotingCommand:
         body = bytes(msg.body)
         sys_flag = 0
         if not batch and len(body) > self.compress_over:
             body = zlib.compress(body, 5)
             sys_flag |= MessageSysFlag.COMPRESSED
-        props = dict(msg.properties)
-        header = SendMessageRequestHeader(
-            self.group, msg.topic, AUTO_CREATE_TOPIC_KEY_TOPIC, self.default_topic_queue_nums, mq.queue_id,
-            sys_flag, int(time.time() * 1000), msg.flag, encode_properties(props).decode("utf-8"),
-            0, False, 16 if is_retry_topic(msg.topic) else None, batch)
-        code = RequestCode.SEND_BATCH_MESSAGE if batch else RequestCode.SEND_MESSAGE_V2
-        return create_request(code, header.to_v2_fields(), body)
+        # SendMessageRequestHeader(...).to_v2_fields() written out: the same letters, order and
+        # strings (tests/test_producer_fast.py holds them equal), without a dataclass and a
+        # field-spec walk per message.
+        topic = msg.topic
+        fields = {"a": self.group, "b": topic, "c": AUTO_CREATE_TOPIC_KEY_TOPIC, "d": str(self.default_topic_queue_nums),
+                  "e": str(mq.queue_id), "f": str(sys_flag), "g": str(int(time.time() * 1000)), "h": str(msg.flag),
+                  "i": encode_properties(msg.properties).decode("utf-8"), "j": "0", "k": "false"}
+        if is_retry_topic(topic):
+            fields["l"] = "16"
+        fields["m"] = "true" if batch else "false"
+        return RemotingCommand(RequestCode.SEND_BATCH_MESSAGE if batch else RequestCode.SEND_MESSAGE_V2,
+                               language=_LANG, version=VERSION, opaque=next_opaque(), flag=0, ext_fields=fields,
+                               serialize_type=0, body=body)
+
+    def _result(self, resp: RemotingCommand, topic: str, mq: MessageQueue, uniq_id: str) -> SendResult:
+        status = _STATUS_BY_CODE.get(resp.code)
+        if status is None:
+            raise BrokerError.for_code(resp.code, resp.remark)
+        queue_id = ext_int(resp, "queueId", mq.queue_id)
+        return SendResult(status, uniq_id, ext_str(resp, "msgId") or "",
+                          MessageQueue(topic, mq.broker_name, queue_id if queue_id is not None else mq.queue_id),
+                          ext_int(resp, "queueOffset", 0) or 0, ext_str(resp, "MSG_REGION"))
 
     async def _send_once(self, msg: Message, mq: MessageQueue, info: TopicPublishInfo, timeout: float,
                          uniq_id: str, batch: bool, oneway: bool) -> SendResult | None:
@@ -234,21 +254,21 @@ class Producer:
             await self.instance.remoting.invoke_oneway(addr, req, timeout)
             return None
         resp = await self.instance.remoting.invoke(addr, req, timeout)
-        status = _STATUS_BY_CODE.get(resp.code)
-        if status is None:
-            raise BrokerError.for_code(resp.code, resp.remark)
-        queue_id = ext_int(resp, "queueId", mq.queue_id)
-        return SendResult(status, uniq_id, ext_str(resp, "msgId") or "",
-                          MessageQueue(msg.topic, mq.broker_name, queue_id if queue_id is not None else mq.queue_id),
-                          ext_int(resp, "queueOffset", 0) or 0, ext_str(resp, "MSG_REGION"))
+        return self._result(resp, msg.topic, mq, uniq_id)
 
     async def _send(self, msg: Message, timeout_ms: int | None, *, mq: MessageQueue | None = None,
-                    retries: int | None = None, batch: bool = False, oneway: bool = False) -> SendResult | None:
-        self._check_running()
-        self._validate(msg)
-        timeout = (timeout_ms if timeout_ms is not None else self.send_msg_timeout) / 1000
+                    retries: int | None = None, batch: bool = False, oneway: bool = False,
+                    prior: "_AsyncSend | None" = None) -> SendResult | None:
+        """``prior``: a first try already made by the send_async fast path; the retries go on from it
+        (same clock, brokers list and last error) as if this loop had made it."""
         loop = asyncio.get_running_loop()
-        begin = loop.time()
+        if prior is None:
+            self._check_running()
+            self._validate(msg)
+            begin = loop.time()
+        else:
+            begin = prior.begin
+        timeout = (timeout_ms if timeout_ms is not None else self.send_msg_timeout) / 1000
         if not batch:
             uniq = msg.properties.get(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
             if not uniq:
@@ -261,6 +281,10 @@ class Producer:
         brokers_sent: list[str] = []
         last_exc: BaseException | None = None
         chosen: MessageQueue | None = mq
+        if prior is not None:
+            brokers_sent.append(prior.mq.broker_name)
+            last_exc, chosen = prior.error, prior.mq
+            tries -= 1
         for _ in range(tries):
             remaining = timeout - (loop.time() - begin)
             if remaining <= 0:
@@ -314,23 +338,75 @@ class Producer:
 
     async def send_async(self, msg: Message, callback: Callable[[SendResult | None, BaseException | None], None]
                          | None = None, timeout_ms: int | None = None) -> "asyncio.Future[SendResult]":
-        """Start a send; the returned future (and ``callback(result, error)``) completes with it."""
-        async def run() -> SendResult:
-            try:
-                r = await self._send(msg, timeout_ms, retries=self.retry_times_when_send_async_failed)
-            except BaseException as exc:
-                if callback is not None:
-                    callback(None, exc)
-                raise
-            if callback is not None:
-                callback(r, None)
-            assert r is not None
-            return r
+        """Start a send; the returned future (and ``callback(result, error)``) completes with it.
+
+        Retried per ``retry_times_when_send_async_failed``. With the topic's route cached and its
+        broker connected, the first try costs no task and no timer: the request is queued on the
+        connection (the requests of one loop turn leave in one socket write) and its answer
+        completes the future straight from the connection's read.
+        """
         if self._in_flight is not None:
             await self._in_flight.acquire()
-        fut = asyncio.ensure_future(run())
+        try:
+            fut = self._send_async_now(msg, callback, timeout_ms)
+            if fut is None:
+                fut = asyncio.ensure_future(self._send_async_slow(msg, callback, timeout_ms))
+        except BaseException:
+            if self._in_flight is not None:
+                self._in_flight.release()
+            raise
         if self._in_flight is not None:
-            fut.add_done_callback(lambda _f: self._in_flight.release())  # type: ignore[union-attr]
+            fut.add_done_callback(self._release_in_flight)
+        return fut
+
+    def _release_in_flight(self, _fut: object) -> None:
+        self._in_flight.release()  # type: ignore[union-attr]
+
+    async def _send_async_slow(self, msg: Message, callback: Callable[[SendResult | None, BaseException | None], None]
+                               | None, timeout_ms: int | None, prior: "_AsyncSend | None" = None) -> SendResult:
+        try:
+            r = await self._send(msg, timeout_ms, retries=self.retry_times_when_send_async_failed, prior=prior)
+        except BaseException as exc:
+            if callback is not None:
+                callback(None, exc)
+            raise
+        if callback is not None:
+            callback(r, None)
+        assert r is not None
+        return r
+
+    def _send_async_now(self, msg: Message, callback: Callable[[SendResult | None, BaseException | None], None]
+                        | None, timeout_ms: int | None) -> "asyncio.Future[SendResult] | None":
+        """The fast first try of send_async, or None when anything calls for the general path
+        (not running, a bad message, no cached route, no open connection): that path then
+        raises or connects exactly as ``send`` does."""
+        if self._state != "RUNNING":
+            return None
+        try:
+            self._validate(msg)
+        except MessageValidationError:
+            return None
+        info = self._publish.get(msg.topic)
+        if info is None or not info.ok:
+            return None
+        chosen = self._select(info, None)
+        addr = info.master_addr(chosen.broker_name) or self.instance.master_addr(chosen.broker_name)
+        if addr is None:
+            return None
+        conn = self.instance.remoting.open_connection(addr)
+        if conn is None:
+            return None
+        props = msg.properties
+        uniq = props.get(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+        if not uniq:
+            uniq = props[MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = create_uniq_id()
+        req = self._request(msg, chosen)
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        timeout_ms = timeout_ms if timeout_ms is not None else self.send_msg_timeout
+        fut: asyncio.Future[SendResult] = loop.create_future()
+        entry = _AsyncSend(self, msg, chosen, uniq, fut, callback, timeout_ms, now)
+        conn.start_request(req, entry, now + timeout_ms / 1000, timeout_ms)
         return fut
 
     async def send_oneway(self, msg: Message) -> None:
@@ -375,3 +451,90 @@ class Producer:
         return SendResult(r.status, ",".join(m.properties[MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX] for m in msgs),
                           r.offset_msg_id, r.message_queue, r.queue_offset, r.region_id)
 
+
+
+class _AsyncSend:
+    """The first try of a send_async on the fast path, as the connection's pending entry: the
+    connection calls ``set_result`` with the broker's answer (or ``set_exception``) from its read,
+    and this completes the caller's future, or hands over to the general path for a retry."""
+
+    __slots__ = ("producer", "msg", "mq", "uniq", "fut", "callback", "timeout_ms", "begin", "error", "_done")
+
+    def __init__(self, producer: Producer, msg: Message, mq: MessageQueue, uniq: str, fut: "asyncio.Future[SendResult]",
+                 callback: Callable[[SendResult | None, BaseException | None], None] | None, timeout_ms: int,
+                 begin: float) -> None:
+        self.producer = producer
+        self.msg = msg
+        self.mq = mq
+        self.uniq = uniq
+        self.fut = fut
+        self.callback = callback
+        self.timeout_ms = timeout_ms
+        self.begin = begin
+        self.error: BaseException | None = None
+        self._done = False
+
+    def done(self) -> bool:
+        return self._done
+
+    def set_result(self, resp: RemotingCommand) -> None:
+        self._done = True
+        p = self.producer
+        latency = int((self.fut.get_loop().time() - self.begin) * 1000)
+        try:
+            result = p._result(resp, self.msg.topic, self.mq, self.uniq)
+        except BrokerError as exc:
+            p._update_fault(self.mq.broker_name, latency, True)
+            if exc.code in RETRY_RESPONSE_CODES:
+                self._retry(exc)
+            else:
+                self._finish(None, exc)
+            return
+        except Exception as exc:  # a malformed answer fails this send only, not the connection's read
+            self._finish(None, exc)
+            return
+        p._update_fault(self.mq.broker_name, latency, False)
+        if result.status != SendStatus.SEND_OK and p.retry_another_broker_when_not_store_ok:
+            self._retry(None)
+            return
+        self._finish(result, None)
+
+    def set_exception(self, exc: BaseException) -> None:
+        self._done = True
+        p = self.producer
+        p._update_fault(self.mq.broker_name, int((self.fut.get_loop().time() - self.begin) * 1000), True)
+        log.warning("send to %s failed: %s", self.mq, exc)
+        self._retry(exc)
+
+    def _retry(self, exc: BaseException | None) -> None:
+        if self.fut.done():  # the caller cancelled it
+            return
+        self.error = exc
+        task = asyncio.ensure_future(self.producer._send_async_slow(self.msg, self.callback, self.timeout_ms, self))
+        fut = self.fut
+
+        def relay(t: "asyncio.Task[SendResult]") -> None:
+            if fut.done():
+                return
+            if t.cancelled():
+                fut.cancel()
+            elif t.exception() is not None:
+                fut.set_exception(t.exception())  # type: ignore[arg-type]
+            else:
+                fut.set_result(t.result())
+        task.add_done_callback(relay)
+        fut.add_done_callback(lambda f: task.cancel() if f.cancelled() else None)
+
+    def _finish(self, result: SendResult | None, exc: BaseException | None) -> None:
+        if self.fut.done():
+            return
+        if self.callback is not None:
+            try:
+                self.callback(result, exc)
+            except Exception as cb_exc:  # as on the general path: the future fails with the callback's error
+                self.fut.set_exception(cb_exc)
+                return
+        if exc is not None:
+            self.fut.set_exception(exc)
+        else:
+            self.fut.set_result(result)  # type: ignore[arg-type]

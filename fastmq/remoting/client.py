@@ -117,6 +117,13 @@ class RemotingClient:
         log.debug("connected to %s", addr)
         return conn
 
+    def open_connection(self, addr: str) -> Connection | None:
+        """The open connection to ``addr``, or None (no connect is attempted)."""
+        conn = self._conns.get(addr)
+        if conn is None or conn.closed or self._closed:
+            return None
+        return conn
+
     def _forget(self, addr: str, conn: Connection) -> None:
         if self._conns.get(addr) is conn:
             del self._conns[addr]

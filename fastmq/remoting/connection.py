@@ -99,6 +99,9 @@ class Connection(asyncio.Protocol):
         self._write_paused = False
         self._read_paused = False
         self._drain_waiters: list[asyncio.Future[None]] = []
+        # Requests queued by start_request: written together when the loop next turns.
+        self._outq: list[RemotingCommand] = []
+        self._flush_scheduled = False
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread = 0
         # Set once connection_lost has run; close()/owners wait on it so no transport outlives its loop.
@@ -240,6 +243,9 @@ class Connection(asyncio.Protocol):
             assert self._loop is not None
             self._loop.call_soon_threadsafe(self.send_many, cmds)
             return
+        if self._outq:  # queued requests go first, so frames leave in the order they were made
+            cmds = self._outq + cmds
+            self._outq = []
         if self.closed or self.transport is None or self.transport.is_closing():
             log.debug("dropping %d command(s) for closed connection %s", len(cmds), self.remote_addr)
             return
@@ -298,6 +304,29 @@ class Connection(asyncio.Protocol):
             entry = self.pending.get(opaque)
             if entry is not None and entry[0] is fut:
                 del self.pending[opaque]
+
+    def start_request(self, request: RemotingCommand, entry: Any, deadline: float, timeout_ms: float) -> None:
+        """Send ``request`` without waiting: its response goes to ``entry.set_result`` (a future, or any
+        object with ``done``, ``set_result`` and ``set_exception``), called from ``data_received``.
+
+        Must be called on the loop thread. Requests started in one turn of the loop leave in one
+        socket write (one ``encode_frames`` call) when the loop next turns. No timer per request:
+        past ``deadline`` (loop clock) the once-a-second ``expire_pending`` scan fails it with
+        RemotingTimeoutError, as RocketMQ's scanResponseTable does for async requests.
+        """
+        if self.closed:
+            raise RemotingSendRequestError(self.remote_addr, "connection closed")
+        self.pending[request.opaque] = (entry, deadline, timeout_ms)
+        self._outq.append(request)
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            assert self._loop is not None
+            self._loop.call_soon(self._flush)
+
+    def _flush(self) -> None:
+        self._flush_scheduled = False
+        if self._outq:
+            self.send_many([])
 
     def send_oneway(self, request: RemotingCommand) -> None:
         """Push ``request`` with the oneway flag set: the peer will not answer it."""

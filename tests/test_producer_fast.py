@@ -1,0 +1,89 @@
+"""send_async's fast first try (no task, no timer, one socket write per loop turn) and the request
+fields the producer writes out by hand: both must behave exactly as the general path does."""
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from fastmq.client.producer import Producer, SendStatus
+from fastmq.errors import BrokerError, SendFailedError
+from fastmq.protocol.codes import RequestCode
+from fastmq.protocol.command import create_request
+from fastmq.protocol.headers import SendMessageRequestHeader
+from fastmq.protocol.message import Message, encode_properties
+from fastmq.protocol.message_queue import MessageQueue
+from fastmq.protocol.topic import AUTO_CREATE_TOPIC_KEY_TOPIC
+from tests.test_producer import cluster  # noqa: F401  (the fixture: NameServer and two stub brokers)
+
+
+@pytest.mark.parametrize("topic,batch,props", [("T", False, {"TAGS": "a", "KEYS": "k1 k2"}),
+                                               ("%RETRY%G", False, {}), ("T", True, {"WAIT": "true"})])
+def test_request_fields_match_the_header_class(topic: str, batch: bool, props: dict[str, str]) -> None:
+    p = Producer("PG", namesrv_addr="127.0.0.1:1", default_topic_queue_nums=6)
+    msg = Message(topic, b"x" * 10, 3, dict(props))
+    req = p._request(msg, MessageQueue(topic, "b", 2), batch)
+    born = int(req.ext_fields["g"])
+    expected = create_request(
+        RequestCode.SEND_BATCH_MESSAGE if batch else RequestCode.SEND_MESSAGE_V2,
+        SendMessageRequestHeader("PG", topic, AUTO_CREATE_TOPIC_KEY_TOPIC, 6, 2, 0, born, 3,
+                                 encode_properties(props).decode(), 0, False,
+                                 16 if topic.startswith("%RETRY%") else None, batch).to_v2_fields(),
+        b"x" * 10)
+    assert list(req.ext_fields.items()) == list(expected.ext_fields.items())
+    assert (req.code, req.language, req.version, req.flag, req.serialize_type, req.body) == \
+           (expected.code, expected.language, expected.version, expected.flag, expected.serialize_type,
+            expected.body)
+
+
+async def test_many_async_sends_in_flight(cluster) -> None:  # noqa: F811
+    addr, (b0, b1), _ = cluster
+    got: list[tuple[object, object]] = []
+    async with Producer("PG", namesrv_addr=addr) as p:
+        await p.send(Message("T", b"warm"))          # route cached, both brokers connected (round robin)
+        await p.send(Message("T", b"warm"))
+        futs = [await p.send_async(Message("T", f"m{i}".encode()), callback=lambda r, e: got.append((r, e)))
+                for i in range(200)]
+        results = await asyncio.gather(*futs)
+    assert all(r.status == SendStatus.SEND_OK for r in results)
+    assert len({r.msg_id for r in results}) == 200
+    assert sorted(id(r) for r, _ in got) == sorted(id(r) for r in results) and all(e is None for _, e in got)
+    bodies = [r.body for r in b0.sends() + b1.sends()]
+    assert bodies.count(b"warm") == 2
+    assert sorted(b for b in bodies if b != b"warm") == sorted(f"m{i}".encode() for i in range(200))
+
+
+async def test_async_retry_after_a_retried_code(cluster) -> None:  # noqa: F811
+    addr, (b0, b1), _ = cluster
+    async with Producer("PG", namesrv_addr=addr) as p:
+        await p.send(Message("T", b"warm"))
+        await p.send(Message("T", b"warm"))
+        b0.fail_next = [14]
+        b1.fail_next = [14]
+        got: list[tuple[object, object]] = []
+        fut = await p.send_async(Message("T", b"again"), callback=lambda r, e: got.append((r, e)))
+        r = await fut
+    assert r.status == SendStatus.SEND_OK
+    assert got == [(r, None)]
+    # first try (fast path) fails on one broker, the retry goes to the other and fails, the third succeeds
+    assert sum(1 for s in b0.sends() + b1.sends() if s.body == b"again") == 3
+
+
+async def test_async_not_retried_code_and_every_try_failing(cluster) -> None:  # noqa: F811
+    addr, (b0, b1), _ = cluster
+    async with Producer("PG", namesrv_addr=addr, retry_times_when_send_async_failed=1) as p:
+        await p.send(Message("T", b"warm"))
+        await p.send(Message("T", b"warm"))
+        b0.fail_next = [13]
+        b1.fail_next = [13]
+        got: list[tuple[object, object]] = []
+        fut = await p.send_async(Message("T", b"x"), callback=lambda r, e: got.append((r, e)))
+        with pytest.raises(BrokerError) as ei:
+            await fut
+        assert ei.value.code == 13 and got == [(None, ei.value)]
+        b0.fail_next = [14] * 2
+        b1.fail_next = [14] * 2
+        fut = await p.send_async(Message("T", b"y"))
+        with pytest.raises(SendFailedError, match=r"Send \[2\] times, still failed, cost \[\d+\]ms, Topic: T, "
+                                                  r"BrokersSent: \['broker-\d', 'broker-\d'\]"):
+            await fut
