@@ -33,12 +33,13 @@ from ..errors import ClientStateError, FastMQError, MessageValidationError
 from ..protocol.codes import RequestCode, ResponseCode
 from ..protocol.command import create_request, ext_int
 from ..protocol.heartbeat import ConsumerData, SubscriptionData, build_subscription
-from ..protocol.message import MessageConst, MessageExt, MessageSysFlag, decode_records
+from ..protocol.message import MessageConst, MessageExt, MessageSysFlag
 from ..protocol.message_queue import MessageQueue
 from ..protocol.topic import is_readable, retry_topic, validate_topic
 from .allocate import AllocateMessageQueueAveragely, AllocateStrategy
 from .instance import ClientConfig, ClientInstance
 from .offset_store import LocalFileOffsetStore, OffsetStore, RemoteBrokerOffsetStore
+from .pull_body import decode_pull_body
 
 __all__ = ["ConsumeStatus", "PushConsumer", "PullConsumer", "ProcessQueue"]
 
@@ -370,7 +371,7 @@ class _ConsumerBase:
                 continue
             next_offset = ext_int(resp, "nextBeginOffset", pq.next_offset)
             if resp.code == ResponseCode.SUCCESS:
-                msgs = [_unwrap(m, self.group) for m in decode_records(resp.body or b"", verify_crc=False)]
+                msgs = [_unwrap(m, self.group) for m in decode_pull_body(resp.body or b"")]
                 if sub is not None and not sub.subscribes_all:
                     wanted = set(sub.tags_set)
                     msgs = [m for m in msgs if m.tags in wanted]
