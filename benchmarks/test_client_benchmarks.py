@@ -96,15 +96,18 @@ def test_batch_sends(benchmark, cluster) -> None:
     print(f"\nbatch sends, {N_BATCH} x 128 B per batch, 50 in flight: {rates[0]:,.0f} msgs/s")
 
 
-async def _consume(ns: str, n: int) -> float:
+async def _consume(ns: str, n: int) -> tuple[float, float]:
     async with Producer("PG_BENCH_CONS", namesrv_addr=ns) as p:
         for _ in range(n // N_BATCH):
             await p.send_batch([Message("ConsumeBench", b"x" * 128) for _ in range(N_BATCH)])
     count = 0
+    first: list[tuple[float, int]] = []  # when the first batch arrived, and its size
     done = asyncio.Event()
 
     async def listener(msgs):
         nonlocal count
+        if not first:
+            first.append((time.perf_counter(), len(msgs)))
         count += len(msgs)
         if count >= n:
             done.set()
@@ -119,17 +122,23 @@ async def _consume(ns: str, n: int) -> float:
         async with asyncio.timeout(120):
             await done.wait()
     finally:
-        rate = count / (time.perf_counter() - t0)
+        t1 = time.perf_counter()
+        rate = count / (t1 - t0)
+        # Without the start (heartbeat, rebalance, offset queries: tens of ms, a fixed cost that
+        # would dominate 20,000 messages at the goal's rate): from the first batch to the last.
+        steady = (count - first[0][1]) / (t1 - first[0][0]) if first and t1 > first[0][0] else 0.0
         await c.shutdown()
-    return rate
+    return rate, steady
 
 
 def test_push_consumption(benchmark, cluster) -> None:
     ns, _ = cluster
-    rates: list[float] = []
+    rates: list[tuple[float, float]] = []
     benchmark.pedantic(lambda: rates.append(run(_consume(ns, 20_000))), rounds=1, iterations=1)
-    benchmark.extra_info["msgs_per_s"] = round(rates[0])
-    print(f"\npush consumption with offset commits, 128 B: {rates[0]:,.0f} msgs/s")
+    rate, steady = rates[0]
+    benchmark.extra_info.update(msgs_per_s=round(rate), steady_msgs_per_s=round(steady))
+    print(f"\npush consumption with offset commits, 128 B: {rate:,.0f} msgs/s "
+          f"({steady:,.0f} msgs/s from the first delivery on)")
 
 
 @pytest.mark.cpp_client

@@ -275,7 +275,9 @@ class Producer:
                 uniq = msg.properties[MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = create_uniq_id()
         else:
             uniq = ""
-        info = await self._publish_info(msg.topic)
+        info = self._publish.get(msg.topic)
+        if info is None or not info.ok:
+            info = await self._publish_info(msg.topic)
         tries = 1 if (oneway or mq is not None) else 1 + (self.retry_times_when_send_failed if retries is None
                                                            else retries)
         brokers_sent: list[str] = []

@@ -50,6 +50,7 @@ PULL_TIMEOUT_MS = 30_000          # consumerTimeoutMillisWhenSuspend
 PULL_DELAY_ON_ERROR_S = 3.0       # pullTimeDelayMillsWhenException
 PULL_DELAY_FLOW_CONTROL_S = 0.05
 REBALANCE_INTERVAL_S = 20.0
+MISSING_ROUTE_FIRST_RETRY_S = 0.05
 _SYSFLAG_COMMIT, _SYSFLAG_SUSPEND, _SYSFLAG_SUBSCRIPTION = 1, 2, 4
 
 
@@ -132,6 +133,7 @@ class _ConsumerBase:
         self._tasks: list[asyncio.Task[None]] = []
         self._running = False
         self._missing_routes = False
+        self._missing_wait = MISSING_ROUTE_FIRST_RETRY_S
 
     # ----------------------------------------------------------- set-up
 
@@ -196,8 +198,14 @@ class _ConsumerBase:
         ev = self.instance._rebalance_event
         while True:
             try:
-                # A topic without a route yet (just auto-created by a producer) is retried soon.
-                wait = 1.0 if self._missing_routes else self.rebalance_interval_s
+                # A topic without a route yet (just auto-created by a producer; the broker
+                # registers it within moments) is retried soon: after 50 ms, then doubling to 1 s.
+                if self._missing_routes:
+                    wait = self._missing_wait
+                    self._missing_wait = min(1.0, wait * 2)
+                else:
+                    wait = self.rebalance_interval_s
+                    self._missing_wait = MISSING_ROUTE_FIRST_RETRY_S
                 if ev is not None:
                     try:
                         async with asyncio.timeout(wait):
