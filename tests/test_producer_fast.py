@@ -87,3 +87,27 @@ async def test_async_not_retried_code_and_every_try_failing(cluster) -> None:  #
         with pytest.raises(SendFailedError, match=r"Send \[2\] times, still failed, cost \[\d+\]ms, Topic: T, "
                                                   r"BrokersSent: \['broker-\d', 'broker-\d'\]"):
             await fut
+
+
+async def test_permits_try_acquire_respects_the_bound_and_the_queue() -> None:
+    from fastmq.client.producer import _Permits
+    sem = _Permits(2)
+    assert sem.try_acquire() and sem.try_acquire()
+    assert not sem.try_acquire()
+    waiter = asyncio.ensure_future(sem.acquire())
+    await asyncio.sleep(0)
+    sem.release()                       # goes to the queued waiter, not to a later try_acquire
+    assert not sem.try_acquire()
+    await waiter
+    sem.release()
+    assert sem.try_acquire()
+
+
+async def test_send_async_waits_for_a_permit(cluster) -> None:  # noqa: F811
+    addr, _, _ = cluster
+    async with Producer("PG", namesrv_addr=addr, max_in_flight=3) as p:
+        await p.send(Message("T", b"warm"))
+        await p.send(Message("T", b"warm"))
+        futs = [await p.send_async(Message("T", f"m{i}".encode())) for i in range(20)]
+        results = await asyncio.gather(*futs)
+    assert all(r.status == SendStatus.SEND_OK for r in results)
