@@ -111,3 +111,14 @@ async def test_send_async_waits_for_a_permit(cluster) -> None:  # noqa: F811
         futs = [await p.send_async(Message("T", f"m{i}".encode())) for i in range(20)]
         results = await asyncio.gather(*futs)
     assert all(r.status == SendStatus.SEND_OK for r in results)
+
+
+def test_uniq_ids_in_bulk_look_like_single_ones() -> None:
+    from fastmq.client.message_id import create_uniq_id, create_uniq_ids
+    one = create_uniq_id()
+    many = create_uniq_ids(5)
+    after = create_uniq_id()
+    assert create_uniq_ids(0) == []
+    assert all(len(u) == len(one) and u[:20] == one[:20] for u in many + [after])  # ip, pid, random part
+    counts = [int(u[-4:], 16) for u in [one, *many, after]]
+    assert counts == [(counts[0] + i) & 0xFFFF for i in range(7)]  # one counter, no gaps

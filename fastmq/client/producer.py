@@ -28,7 +28,7 @@ from ..protocol.message_queue import MessageQueue
 from ..protocol.topic import (AUTO_CREATE_TOPIC_KEY_TOPIC, is_not_allowed_send_topic, is_retry_topic,
                               validate_topic)
 from .instance import ClientConfig, ClientInstance
-from .message_id import create_uniq_id
+from .message_id import create_uniq_id, create_uniq_ids
 from .publish_info import BrokerNumbers, TopicPublishInfo
 
 __all__ = ["Producer", "SendResult", "SendStatus", "MessageQueueSelector", "hash_selector"]
@@ -437,13 +437,18 @@ class Producer:
         if not msgs:
             raise MessageValidationError("the batch is empty")
         topic = msgs[0].topic
+        uniq_key = MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX
+        need_id = []
         for m in msgs:
             if m.topic != topic:
                 raise MessageValidationError("The topic of the messages in one batch should be the same")
             if m.delay_time_level > 0:
                 raise MessageValidationError("TimeDelayLevel is not supported for batching")
             self._validate(m)
-            m.properties.setdefault(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX, create_uniq_id())
+            if uniq_key not in m.properties:
+                need_id.append(m)
+        for m, uniq in zip(need_id, create_uniq_ids(len(need_id))):
+            m.properties[uniq_key] = uniq
         body = encode_batch_body(msgs)
         if len(body) > self.max_message_size:
             raise MessageValidationError(f"the message body size over max value, MAX: {self.max_message_size}")
