@@ -51,6 +51,13 @@ def load_config(path: str | None, namesrv: str | None = None
         raise ConfigError(f"listenPort={cfg.listenPort}: not a TCP port")
     if store.flushDiskType.upper() not in ("ASYNC_FLUSH", "SYNC_FLUSH"):
         raise ConfigError(f"flushDiskType={store.flushDiskType}: expected ASYNC_FLUSH or SYNC_FLUSH")
+    role = store.brokerRole.upper()
+    if role not in ("ASYNC_MASTER", "SYNC_MASTER", "SLAVE"):
+        raise ConfigError(f"brokerRole={store.brokerRole}: expected ASYNC_MASTER, SYNC_MASTER or SLAVE")
+    if role == "SLAVE" and cfg.brokerId <= 0:  # BrokerStartup's rule
+        raise ConfigError(f"brokerId={cfg.brokerId}: a slave's brokerId must be > 0")
+    if role != "SLAVE":
+        cfg.brokerId = 0  # BrokerStartup: a master is always id 0
     if store.mappedFileSizeCommitLog <= 0:
         raise ConfigError(f"mappedFileSizeCommitLog={store.mappedFileSizeCommitLog}: must be positive")
     return cfg, store, log_path

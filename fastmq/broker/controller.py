@@ -7,7 +7,12 @@
 - timers: NameServer registration every ``registerNameServerPeriod`` (forced at start and
   soon after a topic is created), consumer offsets every ``flushConsumerOffsetInterval``,
   the expiry scan of silent client channels every 10 s;
-- the delay-level service (:mod:`fastmq.broker.schedule`).
+- the delay-level service (:mod:`fastmq.broker.schedule`), on a master only;
+- replication (RocketMQ's classic HA): a master listens on ``haListenPort`` for slaves
+  (:class:`~fastmq.store.ha.HAService`; SYNC_MASTER sends wait for a slave's ack); a slave
+  (``brokerRole=SLAVE``, ``brokerId`` > 0) follows the master's commit log
+  (:class:`~fastmq.store.ha.HAClient`), refuses sends, and copies the master's metadata every
+  60 s (:mod:`fastmq.broker.slave_sync`).
 """
 from __future__ import annotations
 
@@ -22,6 +27,7 @@ from ..protocol.command import create_request
 from ..remoting import Connection, ConnectionGoneListener, RemotingClient, RemotingServer
 from ..remoting.loop import every
 from ..store.config import MessageStoreConfig
+from ..store.ha import HAClient, HAService
 from ..store.message_store import MessageStore
 from .config import BrokerConfig
 from .consumer_manager import ConsumerManager, ProducerManager
@@ -34,6 +40,7 @@ from .processors.consumer_manage import ConsumerManageProcessor
 from .processors.pull import PullMessageProcessor
 from .processors.send import SendMessageProcessor
 from .rebalance_lock import RebalanceLockManager
+from .slave_sync import SYNC_INTERVAL, MasterSyncProcessor, SlaveSynchronize
 from .subscription_group import SubscriptionGroupManager
 from .topic_config import TopicConfigManager
 
@@ -83,20 +90,43 @@ class BrokerController:
         self.hold_service = PullRequestHoldService(self.pull_processor.wake)
         self.server = RemotingServer("0.0.0.0", self.config.listenPort, listener=_ClientHousekeeping(self))
         for proc in (self.send_processor, self.pull_processor, ClientManageProcessor(self),
-                     ConsumerManageProcessor(self), AdminBrokerProcessor(self)):
+                     ConsumerManageProcessor(self), AdminBrokerProcessor(self), MasterSyncProcessor(self)):
             for code in proc.codes:
                 self.server.register_processor(code, proc)
         self.client = RemotingClient()
-        ha_addr = f"{self.config.brokerIP2 or self.config.brokerIP1}:{self.config.listenPort + 1}"
+        ha_port = self.store_config.haListenPort or self.config.listenPort + 1
+        ha_addr = f"{self.config.brokerIP2 or self.config.brokerIP1}:{ha_port}"
         self.namesrv = NamesrvLink(self.config, self.client, self.topic_config.snapshot, ha_addr)
         self.schedule = ScheduleMessageService(self.store) if ScheduleMessageService is not None else None
+        self.is_slave = self.store_config.is_slave
+        # the master's HA address: haMasterAddress when set, else what the NameServer answers
+        self.ha_master_addr: str | None = self.store_config.haMasterAddress or None
+        self.ha_service: HAService | None = None
+        self.ha_client: HAClient | None = None  # made at start: it reads the recovered store
+        self.slave_sync: SlaveSynchronize | None = None
+        if self.is_slave:
+            self.slave_sync = SlaveSynchronize(self, lambda: self.namesrv.master_addr)
+        else:
+            self.ha_service = HAService(self.store, ha_port)
+            self.store.ha_service = self.ha_service
         self._tasks: list[asyncio.Task[Any]] = []
         self._register_task: asyncio.Task[Any] | None = None
+        self._sync_task: asyncio.Task[Any] | None = None
         self._started = False
 
     # ------------------------------------------------------------------ callbacks
     def _on_arrival(self, topic: str, queue_id: int, max_offset: int, tags_code: int | None) -> None:
         self.hold_service.notify(topic, queue_id, max_offset, tags_code)
+        if self.ha_service is not None:
+            self.ha_service.notify_data()
+        elif self.slave_sync is not None and self._started and self.topic_config.select(topic) is None:
+            self._sync_soon()  # a topic the master made since the last sync: pulls need its config
+
+    def _sync_soon(self) -> None:
+        if self._sync_task is not None and not self._sync_task.done():
+            return
+        assert self.slave_sync is not None
+        self._sync_task = asyncio.ensure_future(self.slave_sync.sync_all())
 
     def _notify_consumer_ids_changed(self, group: str, conns: list[Any]) -> None:
         for conn in conns:
@@ -119,9 +149,17 @@ class BrokerController:
 
     async def register_all(self, force: bool) -> None:
         try:
-            await self.namesrv.register_all(force or self.config.forceRegister)
+            results = await self.namesrv.register_all(force or self.config.forceRegister)
         except Exception:
             log.exception("register to name servers failed")
+            return
+        if self.is_slave and results:
+            # RocketMQ: the first answer's haServerAddr (unless haMasterAddress is configured) and
+            # masterAddr (None while the master is away: the slave sync pauses)
+            first = results[0]
+            if not self.store_config.haMasterAddress and first.ha_server_addr:
+                self.ha_master_addr = first.ha_server_addr
+            self.namesrv.master_addr = first.master_addr
 
     # ------------------------------------------------------------------ lifetime
     @property
@@ -135,8 +173,10 @@ class BrokerController:
         self.offsets.load()
         self.store.load()
         self.store.start()
-        if self.schedule is not None:
+        if self.schedule is not None and not self.is_slave:
             await self.schedule.start()
+        if self.ha_service is not None:
+            await self.ha_service.start()
         await self.server.start()
         self._started = True
         self.client.set_namesrv_addrs(self.namesrv.namesrv_addrs)
@@ -148,6 +188,12 @@ class BrokerController:
                                               self.offsets.persist)),
             asyncio.ensure_future(every(CHANNEL_SCAN_INTERVAL, self.scan_channels)),
         ]
+        if self.is_slave:
+            self.ha_client = HAClient(self.store, lambda: self.ha_master_addr)
+            self.ha_client.start()
+            assert self.slave_sync is not None
+            await self.slave_sync.sync_all()
+            self._tasks.append(asyncio.ensure_future(every(SYNC_INTERVAL, self.slave_sync.sync_all)))
         if self.config.fetchNamesrvAddrByAddressServer:
             self._tasks.append(asyncio.ensure_future(every(ADDRESS_SERVER_POLL_INTERVAL,
                                                                  self.namesrv.poll_address_server)))
@@ -159,7 +205,7 @@ class BrokerController:
     async def shutdown(self) -> None:
         """Unregister, answer held pulls, stop serving, persist metadata, flush the store."""
         self._started = False
-        tasks = self._tasks + ([self._register_task] if self._register_task else [])
+        tasks = self._tasks + [t for t in (self._register_task, self._sync_task) if t is not None]
         for t in tasks:
             t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
@@ -170,7 +216,13 @@ class BrokerController:
             log.exception("unregister from name servers failed")
         self.hold_service.close()
         await self.server.close()
-        if self.schedule is not None:
+        for ha in (self.ha_client, self.ha_service):
+            if ha is not None:
+                try:
+                    await ha.close()
+                except Exception:
+                    log.exception("stopping replication failed")
+        if self.schedule is not None and not self.is_slave:
             try:
                 await self.schedule.stop()
             except Exception:

@@ -220,6 +220,34 @@ class CommitLog:
         _SIZE_MAGIC.pack_into(mf.buffer, mf.wrote_position, remaining, BLANK_MAGIC)
         mf.wrote_position = mf.file_size
 
+    def append_raw(self, offset: int, data: bytes | bytearray | memoryview) -> int:
+        """Append commit-log bytes copied from a master (HA), as they are, at ``offset``.
+
+        An empty log starts at ``offset`` (the master sends from the start of a file); otherwise
+        ``offset`` must be the log's end. The bytes may end inside a record: the reput step reads
+        only whole records. Returns the new end.
+
+        Raises:
+            StoreError: ``offset`` is not where this log ends.
+        """
+        mv = memoryview(data).cast("B")
+        with self._lock:
+            if self.mfq.files and offset != self.max_offset:
+                raise StoreError(f"replicated data at {offset}, but the commit log ends at {self.max_offset}")
+            if not self.mfq.files and offset % self.config.mappedFileSizeCommitLog:
+                raise StoreError(f"replicated data at {offset} does not start a commit-log file")
+            while len(mv):
+                mf = self.mfq.get_last_mapped_file(offset)
+                n = min(len(mv), mf.remaining)
+                pos = mf.wrote_position
+                mf.buffer[pos:pos + n] = mv[:n]
+                mf.wrote_position = pos + n
+                mv = mv[n:]
+            end = self.max_offset
+        if self.flush_service is not None:
+            self.flush_service.wakeup()
+        return end
+
     # -- read ----------------------------------------------------------------------------
     def get_data(self, offset: int, size: int) -> memoryview:
         """Zero-copy view of ``size`` bytes at physical ``offset`` (one record or a run of

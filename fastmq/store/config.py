@@ -9,10 +9,14 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["MessageStoreConfig", "ASYNC_FLUSH", "SYNC_FLUSH", "CQ_STORE_UNIT_SIZE"]
+__all__ = ["MessageStoreConfig", "ASYNC_FLUSH", "SYNC_FLUSH", "CQ_STORE_UNIT_SIZE",
+           "ASYNC_MASTER", "SYNC_MASTER", "SLAVE"]
 
 ASYNC_FLUSH = "ASYNC_FLUSH"
 SYNC_FLUSH = "SYNC_FLUSH"
+ASYNC_MASTER = "ASYNC_MASTER"
+SYNC_MASTER = "SYNC_MASTER"
+SLAVE = "SLAVE"
 CQ_STORE_UNIT_SIZE = 20
 """Bytes of one consume-queue entry: int64 commit-log offset, int32 size, int64 tag code."""
 
@@ -33,7 +37,7 @@ class MessageStoreConfig:
     flushIntervalConsumeQueue: int = 1000
     flushConsumeQueueLeastPages: int = 2
     flushConsumeQueueThoroughInterval: int = 60_000
-    syncFlushTimeout: int = 5000
+    syncFlushTimeout: int = 5000  # also how long a SYNC_MASTER send waits for the slave (4.9's handleHA)
     maxMessageSize: int = 4 * 1024 * 1024
     checkCRCOnRecover: bool = True
     # fastmq's own key: create the next commit-log file ahead of time and pre-read its pages
@@ -53,6 +57,15 @@ class MessageStoreConfig:
     maxMsgsNumBatch: int = 64
     maxHashSlotNum: int = 5_000_000
     maxIndexNum: int = 5_000_000 * 4
+    # Master-slave replication (RocketMQ's classic HA, store:ha/HAService). The role and the HA
+    # keys are store keys in RocketMQ too; haListenPort 0 means listenPort + 1, as BrokerStartup sets it.
+    brokerRole: str = ASYNC_MASTER
+    haListenPort: int = 0
+    haMasterAddress: str = ""
+    haSendHeartbeatInterval: int = 5000
+    haHousekeepingInterval: int = 20_000
+    haTransferBatchSize: int = 32 * 1024
+    haSlaveFallbehindMax: int = 256 * 1024 * 1024
 
     @property
     def commit_log_dir(self) -> str:
@@ -70,6 +83,15 @@ class MessageStoreConfig:
     def abort_path(self) -> str:
         """Exists while the store runs; found at start-up it means the last stop was a crash."""
         return os.path.join(self.storePathRootDir, "abort")
+
+    @property
+    def role(self) -> str:
+        """brokerRole, upper-cased."""
+        return self.brokerRole.upper()
+
+    @property
+    def is_slave(self) -> bool:
+        return self.role == SLAVE
 
     @property
     def sync_flush(self) -> bool:

@@ -26,7 +26,7 @@ import shutil
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
@@ -40,7 +40,7 @@ from .checkpoint import StoreCheckpoint, check_store, create_abort_file, recover
 from .commit_log import AppendRequest, CommitLog, DispatchRequest
 from ..protocol.topic import SCHEDULE_TOPIC as _SCHEDULE_TOPIC
 from .index import IndexService
-from .config import CQ_STORE_UNIT_SIZE, MessageStoreConfig
+from .config import CQ_STORE_UNIT_SIZE, SYNC_MASTER, MessageStoreConfig
 from .consume_queue import ConsumeQueue, ConsumeQueueTable, FlushConsumeQueueService
 from .retention import RetentionService
 
@@ -84,6 +84,9 @@ class PutStatus(enum.Enum):
     MESSAGE_ILLEGAL = "MESSAGE_ILLEGAL"
     PROPERTIES_SIZE_EXCEEDED = "PROPERTIES_SIZE_EXCEEDED"
     UNKNOWN_ERROR = "UNKNOWN_ERROR"
+    # SYNC_MASTER: stored on the master, but no slave has it (yet)
+    FLUSH_SLAVE_TIMEOUT = "FLUSH_SLAVE_TIMEOUT"
+    SLAVE_NOT_AVAILABLE = "SLAVE_NOT_AVAILABLE"
 
 
 @dataclass
@@ -101,8 +104,13 @@ class PutResult:
 
     @property
     def ok(self) -> bool:
-        """Stored (FLUSH_DISK_TIMEOUT is stored too, just not known durable)."""
-        return self.status in (PutStatus.PUT_OK, PutStatus.FLUSH_DISK_TIMEOUT)
+        """Stored (FLUSH_DISK_TIMEOUT and the SYNC_MASTER statuses are stored too, just not
+        known durable or replicated)."""
+        return self.status in _STORED
+
+
+_STORED = frozenset((PutStatus.PUT_OK, PutStatus.FLUSH_DISK_TIMEOUT, PutStatus.FLUSH_SLAVE_TIMEOUT,
+                     PutStatus.SLAVE_NOT_AVAILABLE))
 
 
 class GetStatus(enum.Enum):
@@ -227,6 +235,8 @@ class MessageStore:
         self.retention = RetentionService(self)
         self._min_cache: dict[tuple[str, int], tuple[int, int, int]] = {}
         self._retention_task: asyncio.Task[None] | None = None
+        # the master's HA service (fastmq.store.ha), set by the broker: SYNC_MASTER puts wait on it
+        self.ha_service: Any = None
 
     # ------------------------------------------------------------------ lifetime
     def load(self) -> None:
@@ -345,6 +355,13 @@ class MessageStore:
         if not self._running or self._shutdown:
             return self._fail(PutStatus.SERVICE_NOT_AVAILABLE,
                               "service not available now, the message store is not running")
+        if self.config.is_slave:  # RocketMQ: "broke role is slave, so putMessage is forbidden"
+            ratio = self.disk_ratio_fn(self.config.commit_log_dir)
+            return self._fail(
+                PutStatus.SERVICE_NOT_AVAILABLE,
+                "service not available now. It may be caused by one of the following reasons: "
+                f"the broker's disk is full [CL: {ratio:5.2f} CQ: {ratio:5.2f} INDEX: -1.00], "
+                "messages are put to the slave, message store has been shut down, etc.")
         if not count:
             return self._fail(PutStatus.MESSAGE_ILLEGAL, "no message to put")
         ratio = self._disk_full()
@@ -515,11 +532,24 @@ class MessageStore:
                 log.exception("sync flush failed")
                 result.status = PutStatus.FLUSH_DISK_TIMEOUT
                 result.remark = f"flush failed: {exc}"
+        if (self.ha_service is not None and wait and result.status is PutStatus.PUT_OK
+                and self.config.role == SYNC_MASTER):
+            await self._wait_slave(result, end_offset)
         elapsed = int((time.perf_counter() - t0) * 1000)
         st = self.stats
         if elapsed > st["putMessageEntireTimeMax"]:
             st["putMessageEntireTimeMax"] = elapsed
         return result
+
+    async def _wait_slave(self, result: PutResult, end_offset: int) -> None:
+        """SYNC_MASTER: answer only once a slave has the put (RocketMQ 4.9's CommitLog.handleHA)."""
+        ha = self.ha_service
+        if not ha.is_slave_ok(end_offset):
+            result.status = PutStatus.SLAVE_NOT_AVAILABLE
+            return
+        if not await ha.wait_for_slave(end_offset, self.config.syncFlushTimeout / 1000):
+            log.error("do sync transfer other node, wait return, but failed, topic offset %d", end_offset)
+            result.status = PutStatus.FLUSH_SLAVE_TIMEOUT
 
     def _dispatch(self, dispatched: list[DispatchRequest]) -> None:
         """Consume-queue entries for the appended records, then the arrival callbacks."""

@@ -11,7 +11,7 @@ import logging
 import random
 from typing import TYPE_CHECKING, Any, Coroutine, Generator
 
-from ..._ext.send import SendBatch, answer_template, encode_answers, encode_sends
+from ..._ext.send import COLUMNS, SendBatch, answer_template, encode_answers, encode_sends
 from ...errors import RemotingCommandError
 from ...protocol import topic as tv
 from ...protocol.codes import RequestCode, ResponseCode
@@ -45,7 +45,11 @@ PUT_STATUS_CODES = {
     PutStatus.MESSAGE_ILLEGAL: ResponseCode.MESSAGE_ILLEGAL,
     PutStatus.PROPERTIES_SIZE_EXCEEDED: ResponseCode.MESSAGE_ILLEGAL,
     PutStatus.UNKNOWN_ERROR: ResponseCode.SYSTEM_ERROR,
+    PutStatus.FLUSH_SLAVE_TIMEOUT: ResponseCode.FLUSH_SLAVE_TIMEOUT,
+    PutStatus.SLAVE_NOT_AVAILABLE: ResponseCode.SLAVE_NOT_AVAILABLE,
 }
+_C_REQ, _C_QID, _C_QOFF, _C_PHYS = (COLUMNS.index(c) for c in ("req", "queue_id", "queue_offset",
+                                                                 "commit_log_offset"))
 
 
 def parse_addr(addr: str) -> tuple[str, int]:
@@ -187,7 +191,11 @@ class SendMessageProcessor(CodeDispatchProcessor):
         if batch.n:
             res = run_eagerly(store.put_batch(batch))
             if isinstance(res, PutResult):
-                out.append(self._batch_answers(batch, requests, res))
+                answers = self._batch_answers(batch, requests, res)
+                if type(answers) is list:  # one (request, response) pair per request, not frames
+                    out.extend(answers)
+                else:
+                    out.append(answers)
             else:
                 out.append(self._finish_batch(batch, requests, res))
         for i in batch.slow:
@@ -202,6 +210,8 @@ class SendMessageProcessor(CodeDispatchProcessor):
 
     def _batch_answers(self, batch: SendBatch, requests: list[RemotingCommand], res: PutResult) -> Any:
         """One buffer of SUCCESS frames, or a response per request when the store said no."""
+        if res.ok and res.status is not PutStatus.PUT_OK:
+            return self._stored_answers(batch, requests, res)
         if res.ok:
             if self._template is None:
                 cfg = self.broker.config
@@ -209,6 +219,21 @@ class SendMessageProcessor(CodeDispatchProcessor):
             prefix = self.broker.store.msg_id_prefix.encode("ascii")
             return encode_answers(batch, requests, prefix, self._template)
         return [(requests[i], self._respond(requests[i], res, 0)) for i in batch.fast]
+
+    def _stored_answers(self, batch: SendBatch, requests: list[RemotingCommand], res: PutResult) -> Any:
+        """Stored but not SUCCESS (a flush or SYNC_MASTER wait that failed): RocketMQ still gives
+        each request its msgId, queueId and queueOffset, under the status's code."""
+        prefix = self.broker.store.msg_id_prefix
+        cols = batch.cols
+        out: list[Any] = []
+        for i in batch.fast:
+            rows = cols[cols[:, _C_REQ] == i]
+            if not len(rows):
+                continue
+            one = PutResult(res.status, ",".join(f"{prefix}{int(p):016X}" for p in rows[:, _C_PHYS]),
+                            int(rows[0, _C_QOFF]), remark=res.remark)
+            out.append((requests[i], self._respond(requests[i], one, int(rows[0, _C_QID]))))
+        return out
 
     def _born_host(self, conn: Connection) -> bytes | None:
         packed = conn.attrs.get("born_packed", b"")

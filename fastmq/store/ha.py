@@ -1,0 +1,397 @@
+"""Master-slave replication of the commit log: RocketMQ 4.9's classic HA (``store:ha/HAService``).
+
+The wire is RocketMQ's, so a fastmq slave can follow a Java master and the other way round:
+
+- slave -> master: an 8-byte big-endian int64, the slave's commit-log end. Sent on connect,
+  every ``haSendHeartbeatInterval`` ms, and after every transfer it applied; it is the ack.
+- master -> slave: a 12-byte header ``[int64 phyOffset][int32 size]`` and ``size`` bytes of
+  commit log (at most ``haTransferBatchSize``); size 0 is a heartbeat. A slave that first reports
+  0 gets the master's last file from its start (``max - max % mappedFileSizeCommitLog``).
+
+:class:`HAService` runs on the master: a listener on ``haListenPort``, one
+:class:`HAConnection` per slave (a reader of acks and a pushing writer), and the waits of
+SYNC_MASTER sends for an ack covering their end. :class:`HAClient` runs on the slave: it dials
+``haMasterAddress`` (or the master address the NameServer gave), appends what it receives with
+:meth:`CommitLog.append_raw` and lets :class:`ReputService` turn the appended records into
+consume-queue and index entries. Everything runs on the broker's event loop (asyncio streams).
+
+A frame that makes no sense (an offset outside the master's log, a header that does not follow
+the slave's log) closes that one HA connection; the broker goes on serving.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import struct
+import time
+from typing import TYPE_CHECKING, Callable
+
+from . import StoreError
+from .commit_log import DispatchRequest
+
+if TYPE_CHECKING:
+    from .message_store import MessageStore
+
+__all__ = ["HAService", "HAConnection", "HAClient", "ReputService", "HEADER_SIZE", "REPORT_SIZE"]
+
+log = logging.getLogger("fastmq.store.ha")
+
+_REPORT = struct.Struct(">q")
+_HEADER = struct.Struct(">qi")
+REPORT_SIZE = _REPORT.size   # 8
+HEADER_SIZE = _HEADER.size   # 12
+_RECONNECT_DELAY = 1.0       # seconds between a slave's connection attempts (RocketMQ waits 5 s)
+_CONNECT_TIMEOUT = 3.0
+
+
+class ReputService:
+    """Dispatches whole records appended by replication to the consume queues and the index.
+
+    It keeps a position in the commit log (where the next undispatched record starts) and, on
+    each :meth:`run`, reads forward with :meth:`CommitLog.check_record` -- the check recovery
+    uses -- stopping at the first incomplete record: the rest of it is still on the wire.
+    """
+
+    def __init__(self, store: "MessageStore") -> None:
+        self.store = store
+        self.position = store.commit_log.max_offset  # recovery dispatched everything before it
+
+    def run(self) -> int:
+        """Dispatch every whole record past the position; returns how many."""
+        cl = self.store.commit_log
+        file_size = cl.config.mappedFileSizeCommitLog
+        total = 0
+        while self.position < cl.max_offset:
+            mf = cl.mfq.find_mapped_file_by_offset(self.position)
+            if mf is None:  # an empty log that started at a later file
+                first = cl.mfq.files[0].file_from_offset if cl.mfq.files else self.position
+                if self.position >= first:
+                    break
+                self.position = first
+                continue
+            pos = self.position - mf.file_from_offset
+            buf = mf.buffer[:mf.wrote_position]
+            batch: list[DispatchRequest] = []
+            try:
+                while pos < len(buf):
+                    size, req = cl.check_record(buf, pos, False, mf.file_from_offset)
+                    if size > 0 and req is None:   # BLANK: go on in the next file
+                        pos = file_size
+                        break
+                    if size <= 0:                  # incomplete (or not yet there): wait for more bytes
+                        break
+                    assert req is not None
+                    batch.append(req)
+                    pos += size
+            finally:
+                buf.release()
+            self.position = mf.file_from_offset + pos
+            if batch:
+                self._dispatch(batch)
+                total += len(batch)
+            if pos < file_size:
+                break
+        return total
+
+    def _dispatch(self, batch: list[DispatchRequest]) -> None:
+        store = self.store
+        cl = store.commit_log
+        store._dispatch(batch)  # consume queues and the arrival callbacks, as a put does
+        for r in batch:
+            key = (r.topic, r.queue_id)
+            if cl.topic_queue_table.get(key, 0) <= r.queue_offset:
+                cl.topic_queue_table[key] = r.queue_offset + 1
+        last = batch[-1].store_timestamp
+        cl.last_store_timestamp = last
+        mf = cl.mfq.find_mapped_file_by_offset(batch[-1].commit_log_offset)
+        if mf is not None:
+            mf.store_timestamp = last
+        if store.index is not None:
+            for r in batch:
+                try:
+                    m = cl.get_message(r.commit_log_offset, r.size)
+                except Exception:  # noqa: BLE001 - the record verified a moment ago; never fail the copy
+                    continue
+                store._index_keys(r.topic, m.properties, r.commit_log_offset, r.store_timestamp)
+
+
+# ---------------------------------------------------------------------------------- master
+class HAConnection:
+    """One slave's connection on the master: acks in, commit log out."""
+
+    def __init__(self, service: "HAService", reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.service = service
+        self.reader = reader
+        self.writer = writer
+        peer = writer.get_extra_info("peername")
+        self.remote = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+        self.slave_ack_offset = -1        # -1: the slave has not reported yet
+        self.next_transfer_from = -1
+        self._reported = asyncio.Event()
+        self.closed = False
+
+    async def serve(self) -> None:
+        """Run the reader and the writer until either ends; then close."""
+        tasks = [asyncio.ensure_future(self._read_loop()), asyncio.ensure_future(self._write_loop())]
+        try:
+            await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            self.close()
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        self.writer.close()
+        self.service._gone(self)
+
+    async def _read_loop(self) -> None:
+        svc = self.service
+        housekeeping = svc.store.config.haHousekeepingInterval / 1000
+        while True:
+            try:
+                raw = await asyncio.wait_for(self.reader.readexactly(REPORT_SIZE), housekeeping)
+            except asyncio.TimeoutError:
+                log.warning("HA slave %s silent for %.0f s: closing", self.remote, housekeeping)
+                return
+            except asyncio.IncompleteReadError as exc:
+                if exc.partial:
+                    log.warning("HA slave %s sent a short report (%d bytes): closing", self.remote,
+                                len(exc.partial))
+                return
+            except (ConnectionError, OSError):
+                return
+            offset = _REPORT.unpack(raw)[0]
+            max_offset = svc.store.commit_log.max_offset
+            if offset < 0 or offset > max_offset:
+                log.warning("HA slave %s reported offset %d outside the master's log [0, %d]: closing",
+                            self.remote, offset, max_offset)
+                return
+            self.slave_ack_offset = offset
+            if self.next_transfer_from < 0:
+                file_size = svc.store.config.mappedFileSizeCommitLog
+                self.next_transfer_from = offset if offset else max_offset - max_offset % file_size
+                log.info("HA slave %s connected at offset %d; transfer starts at %d", self.remote, offset,
+                         self.next_transfer_from)
+                self._reported.set()
+            svc._acked(offset)
+
+    async def _write_loop(self) -> None:
+        svc = self.service
+        cfg = svc.store.config
+        cl = svc.store.commit_log
+        await self._reported.wait()
+        heartbeat = cfg.haSendHeartbeatInterval / 1000
+        last_write = time.monotonic()
+        while True:
+            data = b""
+            if self.next_transfer_from < cl.max_offset:
+                try:
+                    view = cl.read_from(self.next_transfer_from, cfg.haTransferBatchSize)
+                    data = bytes(view)
+                    view.release()
+                except StoreError as exc:  # retention removed what the slave needs
+                    log.warning("HA slave %s: %s: closing", self.remote, exc)
+                    return
+            if data:
+                self.writer.write(_HEADER.pack(self.next_transfer_from, len(data)) + data)
+                self.next_transfer_from += len(data)
+                await self.writer.drain()
+                last_write = time.monotonic()
+                continue
+            wait = heartbeat - (time.monotonic() - last_write)
+            if wait <= 0:
+                self.writer.write(_HEADER.pack(self.next_transfer_from, 0))
+                await self.writer.drain()
+                last_write = time.monotonic()
+                continue
+            await svc._wait_for_data(wait)
+
+
+class HAService:
+    """The master's side: the HA listener, the slaves' connections, and SYNC_MASTER waits."""
+
+    def __init__(self, store: "MessageStore", port: int, host: str = "0.0.0.0") -> None:
+        self.store = store
+        self.host = host
+        self.port = port
+        self.connections: set[HAConnection] = set()
+        self.push_to_slave_max_offset = 0  # the highest offset any slave acknowledged
+        self._server: asyncio.AbstractServer | None = None
+        self._data = asyncio.Event()
+        self._waiters: list[tuple[int, asyncio.Future[bool]]] = []
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    async def start(self) -> None:
+        self._server = await asyncio.start_server(self._accept, self.host, self.port)
+        sock = self._server.sockets[0]
+        self.port = sock.getsockname()[1]
+        log.info("HA service listening on %s:%d", self.host, self.port)
+
+    async def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            self._server = None
+        for c in list(self.connections):
+            c.close()
+        for t in list(self._tasks):
+            t.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        for _, fut in self._waiters:
+            if not fut.done():
+                fut.set_result(False)
+        self._waiters.clear()
+
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        conn = HAConnection(self, reader, writer)
+        self.connections.add(conn)
+        task = asyncio.current_task()
+        if task is not None:
+            self._tasks.add(task)  # type: ignore[arg-type]
+        log.info("HA slave %s connected", conn.remote)
+        try:
+            await conn.serve()
+        except Exception:  # noqa: BLE001 - one slave's failure must not reach the listener
+            log.exception("HA connection %s failed", conn.remote)
+        finally:
+            conn.close()
+            if task is not None:
+                self._tasks.discard(task)  # type: ignore[arg-type]
+
+    def _gone(self, conn: HAConnection) -> None:
+        if conn in self.connections:
+            self.connections.discard(conn)
+            log.info("HA slave %s disconnected", conn.remote)
+
+    # -- the push side -------------------------------------------------------------------
+    def notify_data(self) -> None:
+        """New commit-log data: wake the connections' writers (called after each put)."""
+        ev = self._data
+        self._data = asyncio.Event()
+        ev.set()
+
+    async def _wait_for_data(self, timeout: float) -> None:
+        try:
+            await asyncio.wait_for(self._data.wait(), timeout)
+        except asyncio.TimeoutError:
+            pass
+
+    # -- acks ----------------------------------------------------------------------------
+    def _acked(self, offset: int) -> None:
+        if offset > self.push_to_slave_max_offset:
+            self.push_to_slave_max_offset = offset
+        if not self._waiters:
+            return
+        keep = []
+        for want, fut in self._waiters:
+            if fut.done():
+                continue
+            if want <= offset:
+                fut.set_result(True)
+            else:
+                keep.append((want, fut))
+        self._waiters = keep
+
+    @property
+    def connection_count(self) -> int:
+        return sum(1 for c in self.connections if c.slave_ack_offset >= 0)
+
+    def is_slave_ok(self, master_put_where: int) -> bool:
+        """A slave is connected and not more than haSlaveFallbehindMax behind (RocketMQ's isSlaveOK)."""
+        return (self.connection_count > 0 and
+                master_put_where - self.push_to_slave_max_offset < self.store.config.haSlaveFallbehindMax)
+
+    async def wait_for_slave(self, offset: int, timeout: float) -> bool:
+        """True once a slave acknowledged ``offset``; False after ``timeout`` seconds."""
+        if self.push_to_slave_max_offset >= offset:
+            return True
+        fut: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        self._waiters.append((offset, fut))
+        self.notify_data()
+        try:
+            return await asyncio.wait_for(fut, timeout)
+        except asyncio.TimeoutError:
+            return False
+
+
+# ---------------------------------------------------------------------------------- slave
+class HAClient:
+    """The slave's side: follow the master's commit log.
+
+    ``master_addr`` is asked before each connection attempt (haMasterAddress, or what the
+    NameServer said at registration); None means no master is known yet.
+    """
+
+    def __init__(self, store: "MessageStore", master_addr: Callable[[], str | None],
+                 reput: ReputService | None = None) -> None:
+        self.store = store
+        self.master_addr = master_addr
+        self.reput = reput or ReputService(store)
+        self.connected_to: str | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._writer: asyncio.StreamWriter | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.ensure_future(self._run())
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+            self._task = None
+
+    async def _run(self) -> None:
+        while True:
+            addr = self.master_addr()
+            if addr:
+                try:
+                    await self._follow(addr)
+                except asyncio.CancelledError:
+                    raise
+                except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError, StoreError) as exc:
+                    log.info("HA connection to master %s ended: %s", addr, exc)
+                except Exception:  # noqa: BLE001 - keep following whatever went wrong
+                    log.exception("HA connection to master %s failed", addr)
+                finally:
+                    self.connected_to = None
+            await asyncio.sleep(_RECONNECT_DELAY)
+
+    def _report(self, writer: asyncio.StreamWriter) -> None:
+        writer.write(_REPORT.pack(self.store.commit_log.max_offset))
+
+    async def _follow(self, addr: str) -> None:
+        host, _, port = addr.rpartition(":")
+        reader, writer = await asyncio.wait_for(asyncio.open_connection(host, int(port)), _CONNECT_TIMEOUT)
+        cfg = self.store.config
+        self.connected_to = addr
+        log.info("HA connected to master %s", addr)
+        heartbeat = asyncio.ensure_future(self._heartbeats(writer, cfg.haSendHeartbeatInterval / 1000))
+        try:
+            self._report(writer)
+            housekeeping = cfg.haHousekeepingInterval / 1000
+            cl = self.store.commit_log
+            while True:
+                head = await asyncio.wait_for(reader.readexactly(HEADER_SIZE), housekeeping)
+                phy, size = _HEADER.unpack(head)
+                if size < 0 or size > max(cfg.haTransferBatchSize, 1 << 20):
+                    raise StoreError(f"master {addr} sent a transfer of {size} bytes")
+                data = await asyncio.wait_for(reader.readexactly(size), housekeeping) if size else b""
+                mine = cl.max_offset
+                if cl.mfq.files and phy != mine:
+                    raise StoreError(f"master {addr} sent offset {phy}, the slave's log ends at {mine}")
+                if not size:
+                    continue
+                cl.append_raw(phy, data)
+                self.reput.run()
+                self._report(writer)
+        finally:
+            heartbeat.cancel()
+            writer.close()
+
+    async def _heartbeats(self, writer: asyncio.StreamWriter, interval: float) -> None:
+        while True:
+            await asyncio.sleep(max(0.05, interval))
+            self._report(writer)

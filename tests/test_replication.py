@@ -1,0 +1,230 @@
+"""Master-slave replication (RocketMQ 4.9's classic HA) with real broker processes."""
+from __future__ import annotations
+
+import asyncio
+import socket
+import struct
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Awaitable, Callable
+
+import pytest
+
+from fastmq.protocol.codes import RequestCode, ResponseCode
+from fastmq.protocol.command import create_request
+from fastmq.protocol.message import decode_records
+from fastmq.remoting import RemotingClient
+from tests.support import ServerProcess, broker_process, free_port, namesrv_process
+from tests.test_broker_process import create_topic, pull_request, send_request
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+async def client():
+    c = RemotingClient()
+    try:
+        yield c
+    finally:
+        await c.close()
+
+
+def _master(tmp: Path, ns: str, *, port: int | None = None, ha_port: int | None = None,
+            role: str = "ASYNC_MASTER", **conf: Any) -> ServerProcess:
+    d = tmp / "master"
+    d.mkdir(exist_ok=True)
+    return broker_process(d, ns, port=port, brokerRole=role, haListenPort=ha_port or free_port(),
+                          registerNameServerPeriod=1000, **conf)
+
+
+def _slave(tmp: Path, ns: str, master_ha: int | None, **conf: Any) -> ServerProcess:
+    d = tmp / "slave"
+    d.mkdir(exist_ok=True)
+    extra = {"haMasterAddress": f"127.0.0.1:{master_ha}"} if master_ha else {}
+    return broker_process(d, ns, brokerId=1, brokerRole="SLAVE", haListenPort=free_port(),
+                          registerNameServerPeriod=1000, **extra, **conf)
+
+
+def _ha_port(b: ServerProcess) -> int:
+    conf = (b.workdir / "broker.conf").read_text()
+    return int(next(line.split("=", 1)[1] for line in conf.splitlines() if line.startswith("haListenPort=")))
+
+
+async def _until(fn: Callable[[], Awaitable[bool]], seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if await fn():
+            return True
+        await asyncio.sleep(0.1)
+    return await fn()
+
+
+async def _pull_all(client: RemotingClient, addr: str, topic: str, queues: int) -> list[bytes]:
+    bodies: list[bytes] = []
+    for q in range(queues):
+        off = 0
+        for _ in range(100):
+            p = await client.invoke(addr, pull_request(topic, q, off), 5)
+            if p.code != ResponseCode.SUCCESS:
+                break
+            msgs = decode_records(p.body)
+            bodies += [m.body for m in msgs]
+            off = int(p.ext_fields["nextBeginOffset"])
+    return bodies
+
+
+def _check_store(b: ServerProcess) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(Path(sys.executable).with_name("fastmq-broker")), "-c", str(b.workdir / "broker.conf"),
+                           "--check-store", str(b.workdir / "store")],
+                          capture_output=True, text=True, timeout=60, env={"HOME": str(b.workdir)})
+
+
+async def test_slave_copies_the_masters_log_and_serves_pulls(tmp_path: Path, client: RemotingClient) -> None:
+    ns = namesrv_process(tmp_path).start()
+    master = _master(tmp_path, ns.addr).start()
+    slave = None
+    try:
+        await create_topic(client, master.addr, "ReplTopic", queues=4)
+        sent = []
+        for i in range(40):  # some before the slave exists: it starts from the master's last file
+            body = f"repl-{i:03d}".encode() + b"y" * (i * 37)
+            r = await client.invoke(master.addr, send_request("ReplTopic", body, {"KEYS": f"k{i}"}, queue_id=i % 4), 5)
+            assert r.code == ResponseCode.SUCCESS, r.remark
+            sent.append(body)
+            if i == 19:
+                slave = _slave(tmp_path, ns.addr, _ha_port(master)).start()
+        assert slave is not None
+
+        async def complete() -> bool:
+            return sorted(await _pull_all(client, slave.addr, "ReplTopic", 4)) == sorted(sent)
+        assert await _until(complete, 20), slave.output()[-3000:]
+
+        # the slave's records are the master's, byte for byte
+        p_master = await client.invoke(master.addr, pull_request("ReplTopic", 1, 0), 5)
+        p_slave = await client.invoke(slave.addr, pull_request("ReplTopic", 1, 0), 5)
+        assert p_slave.code == ResponseCode.SUCCESS and p_slave.body == p_master.body
+        # the slave knows the topic from the master's config (slave sync)
+        r = await client.invoke(slave.addr, create_request(RequestCode.GET_ALL_TOPIC_CONFIG), 5)
+        assert b"ReplTopic" in r.body
+        # the route lists both: brokerAddrs {0: master, 1: slave}
+        route = await client.invoke(ns.addr, create_request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "ReplTopic"}), 5)
+        assert route.code == ResponseCode.SUCCESS
+        assert master.addr.encode() in route.body and slave.addr.encode() in route.body
+
+        assert slave.stop() == 0, slave.output()[-3000:]
+        check = _check_store(slave)
+        assert check.returncode == 0, check.stdout + check.stderr
+    finally:
+        if slave is not None:
+            slave.stop()
+        master.stop()
+        ns.stop()
+
+
+async def test_sync_master_answers_slave_not_available_then_success(tmp_path: Path, client: RemotingClient) -> None:
+    ns = namesrv_process(tmp_path).start()
+    master = _master(tmp_path, ns.addr, role="SYNC_MASTER").start()
+    slave = None
+    try:
+        await create_topic(client, master.addr, "SyncTopic", queues=2)
+        r = await client.invoke(master.addr, send_request("SyncTopic", b"alone"), 5)
+        assert r.code == ResponseCode.SLAVE_NOT_AVAILABLE, r.remark
+        # stored on the master all the same, and answered with where it went
+        assert len(r.ext_fields["msgId"]) == 32 and r.ext_fields["queueOffset"] == "0"
+        r = await client.invoke(master.addr, send_request("SyncTopic", b"alone, fast path"), 5)
+        assert r.code == ResponseCode.SLAVE_NOT_AVAILABLE, r.remark
+        assert len(r.ext_fields["msgId"]) == 32 and r.ext_fields["queueOffset"] == "1"
+
+        slave = _slave(tmp_path, ns.addr, _ha_port(master)).start()
+        codes: list[int] = []
+
+        async def replicated() -> bool:
+            r = await client.invoke(master.addr, send_request("SyncTopic", b"with a slave"), 5)
+            codes.append(r.code)
+            return r.code == ResponseCode.SUCCESS
+        assert await _until(replicated, 20), (codes, slave.output()[-3000:])
+        # and what the master acknowledged is on the slave already
+        bodies = await _pull_all(client, slave.addr, "SyncTopic", 2)
+        assert b"with a slave" in bodies and b"alone" in bodies
+    finally:
+        if slave is not None:
+            slave.stop()
+        master.stop()
+        ns.stop()
+
+
+async def test_slave_refuses_sends(tmp_path: Path, client: RemotingClient) -> None:
+    ns = namesrv_process(tmp_path).start()
+    master = _master(tmp_path, ns.addr).start()
+    slave = _slave(tmp_path, ns.addr, _ha_port(master)).start()
+    try:
+        await create_topic(client, master.addr, "SlaveSendTopic", queues=2)
+        for _ in range(2):  # the slow path (topic unknown to the slave), then the fast one
+            r = await client.invoke(slave.addr, send_request("SlaveSendTopic", b"nope"), 5)
+            assert r.code == ResponseCode.SERVICE_NOT_AVAILABLE
+            assert r.remark.startswith("service not available now. It may be caused by one of the following reasons:")
+            assert "messages are put to the slave" in r.remark
+        r = await client.invoke(master.addr, send_request("SlaveSendTopic", b"yes"), 5)
+        assert r.code == ResponseCode.SUCCESS
+    finally:
+        slave.stop()
+        master.stop()
+        ns.stop()
+
+
+def _closed_by_peer(s: socket.socket, seconds: float = 10.0) -> bool:
+    s.settimeout(seconds)
+    try:
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                return True
+    except (ConnectionResetError, BrokenPipeError):
+        return True
+    except socket.timeout:
+        return False
+
+
+async def test_garbage_on_the_ha_ports(tmp_path: Path, client: RemotingClient) -> None:
+    ns = namesrv_process(tmp_path).start()
+    master = _master(tmp_path, ns.addr).start()
+    ha = _ha_port(master)
+    # a fake master: its first transfer does not follow the slave's log; the slave must hang up
+    fake = socket.socket()
+    fake.bind(("127.0.0.1", 0))
+    fake.listen(4)
+    slave = _slave(tmp_path, ns.addr, fake.getsockname()[1]).start()
+    try:
+        await create_topic(client, master.addr, "GarbageTopic", queues=1)
+        loop = asyncio.get_running_loop()
+        # master side: an offset past the master's log, a negative one, and a short report
+        for junk in (b"garbage! and more", struct.pack(">q", -5), b"\x00\x01\x02"):
+            s = socket.create_connection(("127.0.0.1", ha), timeout=5)
+            s.sendall(junk)
+            if len(junk) < 8:
+                s.shutdown(socket.SHUT_WR)
+            assert await loop.run_in_executor(None, _closed_by_peer, s)
+            s.close()
+        r = await client.invoke(master.addr, send_request("GarbageTopic", b"still serving"), 5)
+        assert r.code == ResponseCode.SUCCESS
+
+        # slave side: the fake master sends a transfer at the wrong offset, then a bogus size
+        fake.settimeout(15)
+        for header in (struct.pack(">qi", 12345, 4) + b"abcd", struct.pack(">qi", 0, -7)):
+            conn, _ = await loop.run_in_executor(None, fake.accept)
+            conn.settimeout(5)
+            assert len(conn.recv(8)) == 8   # the slave's report
+            conn.sendall(header)
+            assert await loop.run_in_executor(None, _closed_by_peer, conn)
+            conn.close()
+        conn, _ = await loop.run_in_executor(None, fake.accept)   # and it comes back
+        conn.close()
+        r = await client.invoke(slave.addr, pull_request("GarbageTopic", 0, 0), 5)
+        assert r.code in (ResponseCode.PULL_NOT_FOUND, ResponseCode.TOPIC_NOT_EXIST, ResponseCode.SUCCESS)
+    finally:
+        fake.close()
+        assert slave.stop() == 0, slave.output()[-3000:]
+        assert master.stop() == 0, master.output()[-3000:]
+        ns.stop()
