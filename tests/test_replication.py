@@ -228,3 +228,75 @@ async def test_garbage_on_the_ha_ports(tmp_path: Path, client: RemotingClient) -
         assert slave.stop() == 0, slave.output()[-3000:]
         assert master.stop() == 0, master.output()[-3000:]
         ns.stop()
+
+
+async def test_push_consumer_follows_the_slave_and_back(tmp_path: Path, client: RemotingClient) -> None:
+    from fastmq.aio import ConsumeStatus, Message, Producer, PushConsumer
+
+    ns = namesrv_process(tmp_path).start()
+    ha = free_port()
+    master = _master(tmp_path, ns.addr, ha_port=ha).start()
+    slave = _slave(tmp_path, ns.addr, ha).start()
+    consumer = None
+    try:
+        await create_topic(client, master.addr, "FollowTopic", queues=1)
+        first = [f"before-{i:02d}".encode() for i in range(30)]
+        for body in first:
+            r = await client.invoke(master.addr, send_request("FollowTopic", body), 5)
+            assert r.code == ResponseCode.SUCCESS, r.remark
+
+        async def on_slave() -> bool:   # replicated, and the route lists the slave
+            route = await client.invoke(ns.addr, create_request(RequestCode.GET_ROUTEINFO_BY_TOPIC,
+                                                                {"topic": "FollowTopic"}), 5)
+            return (slave.addr.encode() in (route.body or b"") and
+                    len(await _pull_all(client, slave.addr, "FollowTopic", 1)) == len(first))
+        assert await _until(on_slave, 20), slave.output()[-3000:]
+
+        got: list[bytes] = []
+        gate = asyncio.Event()
+
+        async def listener(msgs):
+            for m in msgs:
+                if len(got) >= 5:
+                    await gate.wait()   # hold consumption: what is left must be pulled later
+                got.append(m.body)
+            return ConsumeStatus.CONSUME_SUCCESS
+
+        consumer = PushConsumer("GID_FOLLOW", namesrv_addr=ns.addr, consume_from_where="CONSUME_FROM_FIRST_OFFSET",
+                                pull_batch_size=1, pull_threshold_for_queue=1)
+        consumer.subscribe("FollowTopic")
+        consumer.register_message_listener(listener)
+        await consumer.start()
+
+        async def held() -> bool:
+            return len(got) >= 5
+        assert await _until(held, 20)
+        master.kill()                     # SIGKILL
+        gate.set()
+
+        async def all_first() -> bool:
+            return set(first) <= set(got)
+        assert await _until(all_first, 30), (len(got), slave.output()[-2000:])
+        [pq] = consumer.process_queues.values()
+        assert pq.pulling_from == slave.addr
+
+        master = _master(tmp_path, ns.addr, port=master.port, ha_port=ha).start()
+
+        async def back_on_master() -> bool:
+            return pq.pulling_from == master.addr
+        assert await _until(back_on_master, 20), pq.pulling_from
+        later = [f"after-{i:02d}".encode() for i in range(5)]
+        async with Producer("PG_FOLLOW", namesrv_addr=ns.addr) as producer:
+            for body in later:
+                await producer.send(Message("FollowTopic", body))
+
+        async def all_later() -> bool:
+            return set(later) <= set(got)
+        assert await _until(all_later, 30), len(got)
+        assert pq.pulling_from == master.addr
+    finally:
+        if consumer is not None:
+            await consumer.shutdown()
+        slave.stop()
+        master.stop()
+        ns.stop()

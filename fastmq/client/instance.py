@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import time
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -25,6 +26,8 @@ from ..remoting.loop import every
 __all__ = ["ClientConfig", "ClientInstance"]
 
 log = logging.getLogger("fastmq.client")
+
+UNREACHABLE_BACKOFF_S = 3.0  # how long a broker address that refused a connection is passed over
 
 
 def _split_namesrv(addr: str | list[str] | None) -> list[str]:
@@ -92,6 +95,7 @@ class ClientInstance:
         self._rebalance_event: asyncio.Event | None = None
         self._brokers_changed = False
         self.started = False
+        self._unreachable: dict[str, float] = {}
 
     @property
     def timeout(self) -> float:
@@ -131,6 +135,43 @@ class ClientInstance:
 
     def master_addr(self, broker_name: str) -> str | None:
         return self.broker_addrs.get(broker_name, {}).get(MASTER_ID)
+
+    # A broker address that just failed a connection (a master killed while the route still
+    # lists it) is passed over for a moment, so pulls and offset commits go to another broker of
+    # the same name (its slave) instead of failing once per request.
+    def mark_unreachable(self, addr: str) -> None:
+        """Pass over ``addr`` for :data:`UNREACHABLE_BACKOFF_S` when another address of its broker exists."""
+        self._unreachable[addr] = time.monotonic() + UNREACHABLE_BACKOFF_S
+
+    def _reachable(self, addr: str) -> bool:
+        until = self._unreachable.get(addr)
+        if until is None:
+            return True
+        if time.monotonic() >= until:
+            del self._unreachable[addr]
+            return True
+        return False
+
+    def find_broker_addr_in_subscribe(self, broker_name: str, broker_id: int,
+                                      only_this_broker: bool = False) -> tuple[str | None, bool]:
+        """RocketMQ's findBrokerAddressInSubscribe: the address of ``broker_id`` of that broker
+        (an unreachable one passed over), else -- unless ``only_this_broker`` -- any other of its
+        addresses, the master first. Returns ``(address, is_slave)``; ``(None, False)`` when none."""
+        addrs = self.broker_addrs.get(broker_name) or {}
+        addr = addrs.get(broker_id)
+        if addr is not None and (self._reachable(addr) or len(addrs) == 1):
+            return addr, broker_id != MASTER_ID
+        if only_this_broker:
+            return None, False
+        for bid in sorted(addrs):
+            a = addrs[bid]
+            if a != addr and self._reachable(a):
+                return a, bid != MASTER_ID
+        return (addr, broker_id != MASTER_ID) if addr is not None else (None, False)
+
+    def any_broker_addr(self, broker_name: str) -> str | None:
+        """The master of ``broker_name`` if reachable, else a slave (offset queries and commits)."""
+        return self.find_broker_addr_in_subscribe(broker_name, MASTER_ID)[0]
 
     # -------------------------------------------------------- lifecycle
 

@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..errors import FastMQError
+from ..errors import FastMQError, RemotingConnectError
 from ..protocol.codes import RequestCode, ResponseCode
 from ..protocol.command import create_request, ext_int
 from ..protocol.message_queue import MessageQueue
@@ -59,10 +59,11 @@ class RemoteBrokerOffsetStore(OffsetStore):
     """Offsets committed to the queue's broker (QUERY_CONSUMER_OFFSET / UPDATE_CONSUMER_OFFSET)."""
 
     async def _read_store(self, mq: MessageQueue) -> int:
-        addr = self.instance.master_addr(mq.broker_name)
+        # the master, else a slave of the same name (it has the master's offsets, synced)
+        addr = self.instance.any_broker_addr(mq.broker_name)
         if addr is None:
             await self.instance.update_route(mq.topic)
-            addr = self.instance.master_addr(mq.broker_name)
+            addr = self.instance.any_broker_addr(mq.broker_name)
         if addr is None:
             return -1
         resp = await self.instance.remoting.invoke(addr, create_request(RequestCode.QUERY_CONSUMER_OFFSET, {
@@ -78,12 +79,20 @@ class RemoteBrokerOffsetStore(OffsetStore):
 
     async def persist(self, mq: MessageQueue) -> None:
         off = self.table.get(mq)
-        addr = self.instance.master_addr(mq.broker_name)
+        addr = self.instance.any_broker_addr(mq.broker_name)  # whichever of the name is reachable
         if off is None or addr is None:
             return
-        await self.instance.remoting.invoke_oneway(addr, create_request(RequestCode.UPDATE_CONSUMER_OFFSET, {
-            "consumerGroup": self.group, "topic": mq.topic, "queueId": mq.queue_id, "commitOffset": off}),
-            self.instance.timeout)
+        fields = {"consumerGroup": self.group, "topic": mq.topic, "queueId": mq.queue_id, "commitOffset": off}
+        try:
+            await self.instance.remoting.invoke_oneway(
+                addr, create_request(RequestCode.UPDATE_CONSUMER_OFFSET, fields), self.instance.timeout)
+        except RemotingConnectError:
+            self.instance.mark_unreachable(addr)
+            other = self.instance.any_broker_addr(mq.broker_name)
+            if other is None or other == addr:
+                raise
+            await self.instance.remoting.invoke_oneway(
+                other, create_request(RequestCode.UPDATE_CONSUMER_OFFSET, fields), self.instance.timeout)
 
     async def persist_all(self, mqs: set[MessageQueue] | None = None) -> None:
         for mq in list(self.table):

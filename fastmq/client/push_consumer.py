@@ -29,7 +29,8 @@ import zlib
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Sequence
 
-from ..errors import ClientStateError, FastMQError, MessageValidationError
+from ..errors import ClientStateError, FastMQError, MessageValidationError, RemotingConnectError
+from ..protocol.bodies import MASTER_ID
 from ..protocol.codes import RequestCode, ResponseCode
 from ..protocol.command import create_request, ext_int
 from ..protocol.heartbeat import ConsumerData, SubscriptionData, build_subscription
@@ -72,6 +73,7 @@ class ProcessQueue:
     task: asyncio.Task[None] | None = None
     locked: bool = False                       # orderly: the broker lock on this queue is ours
     consuming: asyncio.Task[None] | None = None  # orderly: the one task consuming this queue
+    pulling_from: str | None = None            # the broker address of the last pull (master or slave)
 
     def put(self, msgs: Sequence[MessageExt]) -> None:
         for m in msgs:
@@ -134,6 +136,8 @@ class _ConsumerBase:
         self._running = False
         self._missing_routes = False
         self._missing_wait = MISSING_ROUTE_FIRST_RETRY_S
+        #: queue -> the broker id its last pull answer suggested (suggestWhichBrokerId)
+        self.pull_from_which: dict[MessageQueue, int] = {}
 
     # ----------------------------------------------------------- set-up
 
@@ -228,10 +232,9 @@ class _ConsumerBase:
 
     async def _consumer_ids(self, topic: str) -> list[str]:
         route = self.instance.routes.get(topic)
-        for bd in (route.broker_datas if route else []):
-            addr = bd.select_broker_addr()
-            if not addr:
-                continue
+        # every address, the master first: with the master gone a slave still knows the group
+        addrs = [a for bd in (route.broker_datas if route else []) for _, a in sorted(bd.broker_addrs.items())]
+        for addr in addrs:
             try:
                 resp = await self.instance.remoting.invoke(addr, create_request(
                     RequestCode.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": self.group}), self.instance.timeout)
@@ -327,7 +330,7 @@ class _ConsumerBase:
         self.offset_store.remove(pq.mq)
 
     async def _queue_offset(self, code: int, mq: MessageQueue, extra: dict[str, Any] | None = None) -> int:
-        addr = self.instance.master_addr(mq.broker_name)
+        addr = self.instance.any_broker_addr(mq.broker_name)
         if addr is None:
             raise FastMQError(f"The broker[{mq.broker_name}] not exist")
         resp = await self.instance.remoting.invoke(addr, create_request(code, {"topic": mq.topic, "queueId": mq.queue_id,
@@ -358,10 +361,14 @@ class _ConsumerBase:
             if len(pq.msgs) > self.pull_threshold_for_queue or pq.size_bytes > self.pull_threshold_size_for_queue:
                 await asyncio.sleep(PULL_DELAY_FLOW_CONTROL_S)
                 continue
-            addr = self.instance.master_addr(mq.broker_name)
+            # the broker id the last answer suggested (RocketMQ's pullFromWhichNodeTable), else a
+            # slave of the name when the master is gone from the route or unreachable
+            suggested = self.pull_from_which.get(mq, MASTER_ID)
+            addr, _ = self.instance.find_broker_addr_in_subscribe(mq.broker_name, suggested)
             if addr is None:
                 await asyncio.sleep(PULL_DELAY_ON_ERROR_S)
                 continue
+            pq.pulling_from = addr
             commit = self.offset_store.table.get(mq, -1) if self.message_model == "CLUSTERING" else -1
             sys_flag = _SYSFLAG_SUSPEND | _SYSFLAG_SUBSCRIPTION | (_SYSFLAG_COMMIT if commit > 0 else 0)
             req = create_request(RequestCode.PULL_MESSAGE, {
@@ -373,10 +380,19 @@ class _ConsumerBase:
                 resp = await self.instance.remoting.invoke(addr, req, PULL_TIMEOUT_MS / 1000)
             except asyncio.CancelledError:
                 raise
+            except RemotingConnectError as exc:
+                log.warning("pull %s from %s failed: %s", mq, addr, exc)
+                self.instance.mark_unreachable(addr)
+                other, _ = self.instance.find_broker_addr_in_subscribe(mq.broker_name, suggested)
+                if other is None or other == addr:
+                    await asyncio.sleep(PULL_DELAY_ON_ERROR_S)
+                continue  # another broker of the name (a slave) takes the next pull at once
             except FastMQError as exc:
                 log.warning("pull %s failed: %s", mq, exc)
                 await asyncio.sleep(PULL_DELAY_ON_ERROR_S)
                 continue
+            suggest = ext_int(resp, "suggestWhichBrokerId", MASTER_ID)
+            self.pull_from_which[mq] = MASTER_ID if suggest is None else suggest
             next_offset = ext_int(resp, "nextBeginOffset", pq.next_offset)
             if resp.code == ResponseCode.SUCCESS:
                 msgs = [_unwrap(m, self.group) for m in decode_pull_body(resp.body or b"")]
