@@ -300,3 +300,26 @@ async def test_push_consumer_follows_the_slave_and_back(tmp_path: Path, client: 
         slave.stop()
         master.stop()
         ns.stop()
+
+
+async def test_pull_suggests_the_slave_only_with_slave_read_enable(tmp_path: Path, client: RemotingClient) -> None:
+    ns = namesrv_process(tmp_path).start()
+    # a ratio of 0: any backlog counts as "more than fits in memory"
+    master = _master(tmp_path, ns.addr, slaveReadEnable="true", accessMessageInMemoryMaxRatio=0).start()
+    (tmp_path / "other").mkdir()
+    other = broker_process(tmp_path / "other", ns.addr, brokerName="broker-b", accessMessageInMemoryMaxRatio=0,
+                           haListenPort=free_port()).start()
+    try:
+        for b in (master, other):
+            await create_topic(client, b.addr, "SuggestTopic", queues=1)
+            for i in range(3):
+                r = await client.invoke(b.addr, send_request("SuggestTopic", b"s%d" % i), 5)
+                assert r.code == ResponseCode.SUCCESS
+        p = await client.invoke(master.addr, pull_request("SuggestTopic", 0, 0, max_nums=1), 5)
+        assert p.code == ResponseCode.SUCCESS and p.ext_fields["suggestWhichBrokerId"] == "1"  # whichBrokerWhenConsumeSlowly
+        p = await client.invoke(other.addr, pull_request("SuggestTopic", 0, 0, max_nums=1), 5)
+        assert p.code == ResponseCode.SUCCESS and p.ext_fields["suggestWhichBrokerId"] == "0"  # slaveReadEnable off
+    finally:
+        other.stop()
+        master.stop()
+        ns.stop()

@@ -222,6 +222,7 @@ class HAService:
         self.push_to_slave_max_offset = 0  # the highest offset any slave acknowledged
         self._server: asyncio.AbstractServer | None = None
         self._data = asyncio.Event()
+        self._sleepers = 0
         self._waiters: list[tuple[int, asyncio.Future[bool]]] = []
         self._tasks: set[asyncio.Task[None]] = set()
 
@@ -268,16 +269,22 @@ class HAService:
 
     # -- the push side -------------------------------------------------------------------
     def notify_data(self) -> None:
-        """New commit-log data: wake the connections' writers (called after each put)."""
+        """New commit-log data: wake the connections' writers (called after each put; costs
+        nothing while no writer sleeps, e.g. with no slave)."""
+        if not self._sleepers:
+            return
         ev = self._data
         self._data = asyncio.Event()
         ev.set()
 
     async def _wait_for_data(self, timeout: float) -> None:
+        self._sleepers += 1
         try:
             await asyncio.wait_for(self._data.wait(), timeout)
         except asyncio.TimeoutError:
             pass
+        finally:
+            self._sleepers -= 1
 
     # -- acks ----------------------------------------------------------------------------
     def _acked(self, offset: int) -> None:
