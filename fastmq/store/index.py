@@ -56,6 +56,7 @@ class IndexFile:
         (self.begin_ts, self.end_ts, self.begin_phy, self.end_phy, self.slot_count,
          self.count) = _HEADER.unpack_from(self._mm, 0)
         self.count = max(1, self.count)  # entry 0 is never used: 0 means "none"
+        self._released_to = 0
 
     @property
     def full(self) -> bool:
@@ -96,6 +97,25 @@ class IndexFile:
                 break
             idx, seen = prev, seen + 1
         return out
+
+    def release_written(self) -> None:
+        """Drop the resident entry pages already filled (queries fault them back in).
+
+        Entries are appended, so every whole page behind the newest one is done being written;
+        the slot table, written at random, stays resident. The kernel keeps a dropped dirty page
+        in the page cache for writeback, so nothing is lost (the same as the commit log's cold
+        files, see MappedFile.release_pages).
+        """
+        page = mmap.PAGESIZE
+        base = HEADER_SIZE + self.slots * 4
+        start = max(self._released_to, -(-base // page) * page)
+        end = (base + self.count * 20) // page * page
+        if end > start:
+            try:
+                self._mm.madvise(mmap.MADV_DONTNEED, start, end - start)
+            except (ValueError, OSError):  # closed meanwhile
+                return
+            self._released_to = end
 
     def flush(self) -> None:
         self._mm.flush()
@@ -153,6 +173,11 @@ class IndexService:
                     i2 += 1  # more keys than a whole file holds: this record stays unindexed
                 f.count = f.entries  # the next record's keys go to a new file together
             i = i2
+
+    def release_cold(self) -> None:
+        """:meth:`IndexFile.release_written` for every file (callable from the flusher thread)."""
+        for f in list(self.files):
+            f.release_written()
 
     def query(self, topic: str, key: str, max_num: int, begin: int, end: int) -> list[int]:
         """Commit-log offsets of messages of ``topic`` with ``key`` stored in [begin, end], newest first."""

@@ -119,6 +119,22 @@ class MappedFile:
                 f"{self.path.name}: range [{pos}, {end}) outside written [0, {self.wrote_position})")
         return self._mv[pos:end]
 
+    def release_pages(self) -> bool:
+        """Stop counting this file's pages in the process's resident memory, once it is on disk.
+
+        ``MADV_DONTNEED`` on a shared file mapping drops only our page-table entries: the data
+        stays in the page cache and on disk, and the next read faults it back in. Without it a
+        broker's RSS grows by every file it ever wrote or read (RocketMQ's does too). Returns
+        False when the file still has unflushed bytes or is closed.
+        """
+        if self._closed or self.flushed_position < self.wrote_position:
+            return False
+        try:
+            self._mm.madvise(mmap.MADV_DONTNEED)
+        except (ValueError, OSError):  # closed by retention meanwhile
+            return False
+        return True
+
     # -- flush ---------------------------------------------------------------------------
     def is_able_to_flush(self, least_pages: int) -> bool:
         """RocketMQ's rule: enough whole pages dirty, or anything when ``least_pages`` <= 0,
@@ -218,6 +234,11 @@ class MappedFileQueue:
         # job of RocketMQ's AllocateMappedFileService; only the commit log needs it.
         self.preload = preload
         self._next: tuple[int, concurrent.futures.Future[MappedFile]] | None = None
+
+    def release_cold(self, keep: int) -> int:
+        """:meth:`MappedFile.release_pages` for every file but the newest ``keep``; how many."""
+        files = list(self.files)  # the loop thread may add or delete files meanwhile
+        return sum(mf.release_pages() for mf in files[:max(0, len(files) - keep)])
 
     def load(self) -> None:
         """Map the existing files. Each is marked full; recovery then sets the real end.

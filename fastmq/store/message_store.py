@@ -55,6 +55,7 @@ SCHEDULE_TOPIC = _SCHEDULE_TOPIC  # re-exported: the schedule service and its te
 DEFAULT_DELAY_LEVELS = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
 DISK_SPACE_WARNING_RATIO = 0.90  # RocketMQ's diskSpaceWarningLevelRatio: sends refused above it
 _DISK_CHECK_INTERVAL = 1.0       # seconds between statvfs calls on the put path
+_RELEASE_INTERVAL = 1.0          # seconds between releases of cold mapped pages (release_cold_pages)
 _TX_MASK = 0xC
 _MAX_PROPERTIES = 0x7FFF
 _MAX_TOPIC = 127
@@ -235,6 +236,7 @@ class MessageStore:
         self.retention = RetentionService(self)
         self._min_cache: dict[tuple[str, int], tuple[int, int, int]] = {}
         self._retention_task: asyncio.Task[None] | None = None
+        self._released_at = time.monotonic()
         # the master's HA service (fastmq.store.ha), set by the broker: SYNC_MASTER puts wait on it
         self.ha_service: Any = None
 
@@ -298,6 +300,22 @@ class MessageStore:
                 cp.flush()  # one 4 KiB page a second: cheap, and crash recovery scans less
             except ValueError:  # closed by shutdown meanwhile
                 pass
+        now = time.monotonic()
+        if now - self._released_at >= _RELEASE_INTERVAL:
+            self._released_at = now
+            self.release_cold_pages()
+
+    def release_cold_pages(self) -> int:
+        """Drop the resident pages of store files that are no longer written: commit-log files
+        on disk but the two newest, each queue's files but its newest, the index entries filled
+        so far. Reads fault them back in from the page cache. Keeps the broker's RSS flat under
+        a sustained load."""
+        n = self.commit_log.mfq.release_cold(keep=2)
+        for cq in list(self.queues.queues.values()):
+            n += cq.mfq.release_cold(keep=1)
+        if self.index is not None:
+            self.index.release_cold()
+        return n
 
     def shutdown(self) -> None:
         """Flush the commit log and the queues, write the checkpoint, remove the abort file."""
