@@ -82,3 +82,9 @@ async def client():
         yield c
     finally:
         await c.close()
+
+
+@pytest.fixture(scope="module", params=_twin_params("batch"))
+def batch(request: pytest.FixtureRequest):
+    """Each SEND_BATCH_MESSAGE body encoder twin in turn (``py`` and ``c``)."""
+    return importlib.import_module(request.param)

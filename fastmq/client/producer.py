@@ -438,14 +438,19 @@ class Producer:
             raise MessageValidationError("the batch is empty")
         topic = msgs[0].topic
         uniq_key = MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX
+        delay_key = MessageConst.DELAY_TIME_LEVEL
+        self._validate(msgs[0])  # the topic checks, once: every message must share the topic
         need_id = []
         for m in msgs:
+            # _validate's body checks, inline: this loop runs once per message of every batch
+            body, props = m.body, m.properties
             if m.topic != topic:
                 raise MessageValidationError("The topic of the messages in one batch should be the same")
-            if m.delay_time_level > 0:
+            if delay_key in props and m.delay_time_level > 0:
                 raise MessageValidationError("TimeDelayLevel is not supported for batching")
-            self._validate(m)
-            if uniq_key not in m.properties:
+            if type(body) is not bytes or not body or len(body) > self.max_message_size:
+                self._validate(m)  # raises with the exact reason (or accepts a bytearray/memoryview)
+            if uniq_key not in props:
                 need_id.append(m)
         for m, uniq in zip(need_id, create_uniq_ids(len(need_id))):
             m.properties[uniq_key] = uniq

@@ -1,0 +1,4 @@
+"""Type stub of the compiled SEND_BATCH_MESSAGE body encoder (same contract as ``batch_py``)."""
+from typing import Any, Iterable
+
+def encode_batch_body(messages: Iterable[Any]) -> bytes: ...

@@ -1,0 +1,121 @@
+# cython: language_level=3, embedsignature=True
+"""SEND_BATCH_MESSAGE bodies, compiled twin of ``batch_py`` (read that module for the contract).
+
+One call encodes the whole batch into one growing C buffer: no bytes object per property,
+per header or per message, which is where the reference spends its time.
+"""
+cimport cython
+from cpython.buffer cimport PyBUF_SIMPLE, PyObject_GetBuffer, PyBuffer_Release
+from cpython.bytes cimport PyBytes_FromStringAndSize
+from cpython.dict cimport PyDict_Next
+from cpython.object cimport PyObject
+from libc.stdint cimport int64_t, uint8_t, uint32_t
+from libc.stdlib cimport free, realloc
+from libc.string cimport memchr, memcpy
+
+cdef extern from "Python.h":
+    const char* PyUnicode_AsUTF8AndSize(object o, Py_ssize_t *size) except NULL
+
+__all__ = ["encode_batch_body"]
+
+
+cdef struct Buf:
+    uint8_t* p
+    Py_ssize_t n
+    Py_ssize_t cap
+
+
+cdef int _reserve(Buf* b, Py_ssize_t extra) except -1:
+    cdef Py_ssize_t cap
+    cdef uint8_t* np_
+    if b.n + extra <= b.cap:
+        return 0
+    cap = max(b.n + extra, b.cap * 2, 4096)
+    np_ = <uint8_t*>realloc(b.p, cap)
+    if np_ == NULL:
+        raise MemoryError()
+    b.p = np_
+    b.cap = cap
+    return 0
+
+
+cdef inline void _put32(uint8_t* p, uint32_t v) noexcept:
+    p[0] = v >> 24
+    p[1] = v >> 16
+    p[2] = v >> 8
+    p[3] = v
+
+
+cdef inline bint _has_sep(const char* s, Py_ssize_t n) noexcept:
+    return memchr(s, 1, n) != NULL or memchr(s, 2, n) != NULL
+
+
+cdef Py_ssize_t _write_props(Buf* b, object props) except -1:
+    """Append ``k\\x01v\\x02`` for each property; returns the bytes written."""
+    cdef Py_ssize_t start = b.n, kn, vn, pos = 0
+    cdef const char* ks
+    cdef const char* vs
+    cdef PyObject* kp
+    cdef PyObject* vp
+    cdef object k, v
+    if not props:
+        return 0
+    if type(props) is not dict:
+        props = dict(props.items())
+    while PyDict_Next(props, &pos, &kp, &vp):
+        k = <object>kp
+        v = <object>vp
+        if type(k) is not str:
+            k = str(k)
+        if type(v) is not str:
+            v = str(v)
+        ks = PyUnicode_AsUTF8AndSize(k, &kn)
+        vs = PyUnicode_AsUTF8AndSize(v, &vn)
+        if _has_sep(ks, kn) or _has_sep(vs, vn):
+            raise ValueError(f"property {k!r} contains a reserved separator (\\x01 or \\x02)")
+        _reserve(b, kn + vn + 2)
+        memcpy(b.p + b.n, ks, kn)
+        b.p[b.n + kn] = 1
+        memcpy(b.p + b.n + kn + 1, vs, vn)
+        b.p[b.n + kn + 1 + vn] = 2
+        b.n += kn + vn + 2
+    return b.n - start
+
+
+def encode_batch_body(messages) -> bytes:
+    """The body of a SEND_BATCH_MESSAGE holding ``messages`` (see ``batch_py``)."""
+    cdef Buf b
+    cdef Py_buffer view
+    cdef Py_ssize_t head, plen, blen
+    cdef int64_t flag
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        for m in messages:
+            f = m.flag
+            if not -2147483648 <= f <= 2147483647:
+                raise ValueError(f"flag {f} is outside int32")
+            flag = f
+            PyObject_GetBuffer(m.body, &view, PyBUF_SIMPLE)
+            try:
+                blen = view.len
+                _reserve(&b, 22 + blen)
+                head = b.n
+                _put32(b.p + head + 8, 0)
+                _put32(b.p + head + 4, 0)
+                _put32(b.p + head + 12, <uint32_t>flag)
+                _put32(b.p + head + 16, <uint32_t>blen)
+                memcpy(b.p + head + 20, view.buf, blen)
+            finally:
+                PyBuffer_Release(&view)
+            b.n = head + 22 + blen
+            plen = _write_props(&b, m.properties)
+            if plen > 0x7FFF:
+                raise ValueError(f"properties are {plen} bytes, the batch format allows 32767")
+            b.p[head + 20 + blen] = <uint8_t>(plen >> 8)
+            b.p[head + 21 + blen] = <uint8_t>plen
+            _put32(b.p + head, <uint32_t>(b.n - head))
+        return PyBytes_FromStringAndSize(<char*>b.p, b.n) if b.n else b""
+    finally:
+        free(b.p)
