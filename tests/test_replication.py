@@ -323,3 +323,39 @@ async def test_pull_suggests_the_slave_only_with_slave_read_enable(tmp_path: Pat
         other.stop()
         master.stop()
         ns.stop()
+
+
+async def test_a_new_slave_starts_at_the_masters_last_file(tmp_path: Path, client: RemotingClient) -> None:
+    ns = namesrv_process(tmp_path).start()
+    file_size = 64 * 1024
+    master = _master(tmp_path, ns.addr, mappedFileSizeCommitLog=file_size).start()
+    slave = None
+    try:
+        await create_topic(client, master.addr, "LastFileTopic", queues=1)
+        for i in range(200):  # ~3 files of 1 KiB records
+            r = await client.invoke(master.addr, send_request("LastFileTopic", b"%04d" % i + b"z" * 1000), 5)
+            assert r.code == ResponseCode.SUCCESS
+        slave = _slave(tmp_path, ns.addr, _ha_port(master), mappedFileSizeCommitLog=file_size).start()
+
+        async def caught_up() -> bool:
+            r = await client.invoke(slave.addr, create_request(RequestCode.GET_MAX_OFFSET,
+                                                               {"topic": "LastFileTopic", "queueId": 0}), 5)
+            return r.code == ResponseCode.SUCCESS and r.ext_fields.get("offset") == "200"
+        assert await _until(caught_up, 20), slave.output()[-3000:]
+        r = await client.invoke(slave.addr, create_request(RequestCode.GET_MIN_OFFSET,
+                                                           {"topic": "LastFileTopic", "queueId": 0}), 5)
+        first = int(r.ext_fields["offset"])
+        assert 0 < first < 200    # only the master's last file came over
+        p = await client.invoke(slave.addr, pull_request("LastFileTopic", 0, first, max_nums=32), 5)
+        assert p.code == ResponseCode.SUCCESS, p.remark
+        msgs = decode_records(p.body)
+        assert [m.queue_offset for m in msgs] == list(range(first, first + len(msgs)))
+        assert msgs[0].body.startswith(b"%04d" % first)
+        assert slave.stop() == 0
+        check = _check_store(slave)
+        assert check.returncode == 0, check.stdout + check.stderr
+    finally:
+        if slave is not None:
+            slave.stop()
+        master.stop()
+        ns.stop()

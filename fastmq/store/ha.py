@@ -42,6 +42,7 @@ REPORT_SIZE = _REPORT.size   # 8
 HEADER_SIZE = _HEADER.size   # 12
 _RECONNECT_DELAY = 1.0       # seconds between a slave's connection attempts (RocketMQ waits 5 s)
 _CONNECT_TIMEOUT = 3.0
+_MAX_TRANSFER = 4 * 1024 * 1024  # a transfer larger than this is garbage (RocketMQ's slave reads into 4 MiB)
 
 
 class ReputService:
@@ -383,7 +384,7 @@ class HAClient:
             while True:
                 head = await asyncio.wait_for(reader.readexactly(HEADER_SIZE), housekeeping)
                 phy, size = _HEADER.unpack(head)
-                if size < 0 or size > max(cfg.haTransferBatchSize, 1 << 20):
+                if size < 0 or size > max(cfg.haTransferBatchSize, _MAX_TRANSFER):
                     raise StoreError(f"master {addr} sent a transfer of {size} bytes")
                 data = await asyncio.wait_for(reader.readexactly(size), housekeeping) if size else b""
                 mine = cl.max_offset
