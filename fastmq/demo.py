@@ -121,7 +121,8 @@ def main() -> int:
         namesrv = _start("fastmq-namesrv", ["-c", str(work / "namesrv.properties")], work, "boot success")
         try:
             (work / "broker.conf").write_text(
-                f"namesrvAddr=127.0.0.1:{ns_port}\nlistenPort={broker_port}\nbrokerIP1=127.0.0.1\n"
+                f"namesrvAddr=127.0.0.1:{ns_port}\nlistenPort={broker_port}\nhaListenPort={_port(10912)}\n"
+                f"brokerIP1=127.0.0.1\n"
                 f"storePathRootDir={work / 'store'}\nmappedFileSizeCommitLog=67108864\n")
             broker = _start("fastmq-broker", ["-c", str(work / "broker.conf")], work, "boot success")
             try:

@@ -114,7 +114,9 @@ def broker_process(workdir: Path, namesrv: str, *, port: int | None = None, **co
     port, to restart a broker where it was.
     """
     port = port or free_port()
-    lines = {"brokerName": "broker-a", "namesrvAddr": namesrv, "listenPort": port, "brokerIP1": "127.0.0.1",
+    # haListenPort too: a master binds it, and listenPort + 1 (the default) may be another test's port
+    lines = {"brokerName": "broker-a", "namesrvAddr": namesrv, "listenPort": port, "haListenPort": free_port(),
+             "brokerIP1": "127.0.0.1",
              "storePathRootDir": workdir / "store", "mappedFileSizeCommitLog": 4 * 1024 * 1024,
              "logPath": workdir / "broker.log", **conf}
     path = workdir / "broker.conf"

@@ -28,7 +28,7 @@ FAST_LEVELS = " ".join(["1s"] * 18)
 
 def write_broker_conf(path: Path, *, port: int, namesrv: str, store: Path, **extra: object) -> Path:
     lines = {"brokerClusterName": "FastCluster", "brokerName": "fast-broker-a", "brokerId": 0,
-             "listenPort": port, "namesrvAddr": namesrv, "brokerIP1": "127.0.0.1",
+             "listenPort": port, "haListenPort": free_port(), "namesrvAddr": namesrv, "brokerIP1": "127.0.0.1",
              "storePathRootDir": store, "mappedFileSizeCommitLog": 256 * 1024,
              "mappedFileSizeConsumeQueue": 6000, "logPath": store.parent / f"broker-{port}.log", **extra}
     path.write_text("".join(f"{k}={v}\n" for k, v in lines.items()))

@@ -15,13 +15,15 @@ from tests.support import broker_process, namesrv_process
 @pytest.fixture
 def cluster(tmp_path: Path):
     ns = namesrv_process(tmp_path).start()
-    # retries come back through the delay levels: keep them short here
-    broker = broker_process(tmp_path, ns.addr, mappedFileSizeCommitLog=16777216,
-                            messageDelayLevel=" ".join(["200ms"] * 18)).start()
     try:
-        yield ns.addr
+        # retries come back through the delay levels: keep them short here
+        broker = broker_process(tmp_path, ns.addr, mappedFileSizeCommitLog=16777216,
+                                messageDelayLevel=" ".join(["200ms"] * 18)).start()
+        try:
+            yield ns.addr
+        finally:
+            assert broker.stop() == 0, broker.output()[-3000:]
     finally:
-        assert broker.stop() == 0, broker.output()[-3000:]
         ns.stop()
 
 
