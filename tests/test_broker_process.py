@@ -57,15 +57,6 @@ def cluster(tmp_path_factory: pytest.TempPathFactory):
         namesrv.stop()
 
 
-@pytest.fixture
-async def client():
-    c = RemotingClient()
-    try:
-        yield c
-    finally:
-        await c.close()
-
-
 def send_request(topic: str, body: bytes, props: dict[str, str] | None = None, *, queue_id: int = 0,
                  code: int = RequestCode.SEND_MESSAGE_V2, batch: bool = False):
     h = SendMessageRequestHeader(producerGroup="PG_TEST", topic=topic, defaultTopic="TBW102", defaultTopicQueueNums=4,

@@ -22,15 +22,6 @@ from tests.test_broker_process import create_topic, pull_request, send_request
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture
-async def client():
-    c = RemotingClient()
-    try:
-        yield c
-    finally:
-        await c.close()
-
-
 def _master(tmp: Path, ns: str, *, port: int | None = None, ha_port: int | None = None,
             role: str = "ASYNC_MASTER", **conf: Any) -> ServerProcess:
     d = tmp / "master"

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import importlib
 import os
-import struct
 import zlib
 
 import numpy as np
@@ -17,8 +16,7 @@ from fastmq._ext.send_py import answer_template
 from fastmq.protocol.codes import RequestCode
 from fastmq.protocol.command import create_request, response_for
 from fastmq.protocol.headers import SendMessageRequestHeader
-from fastmq.protocol.message import (Message, decode_record, encode_batch_body, encode_properties, java_string_hash,
-                                     pack_host)
+from fastmq.protocol.message import Message, decode_record, encode_batch_body, java_string_hash, pack_host
 from fastmq.store.index import IndexService
 
 BORN = pack_host("10.1.2.3", 5555)
