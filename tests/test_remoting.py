@@ -664,3 +664,60 @@ def test_frame_header_layout_sanity() -> None:
     frame = encode_frame(create_request(ECHO))
     total, mark = struct.unpack(">II", frame[:8])
     assert total == len(frame) - 4 and mark >> 24 == 0
+
+
+# ----------------------------------------------------------------- batching processors
+
+BATCH, BATCH_BOOM = 7101, 7102
+
+
+class Batching(RequestProcessor):
+    """Answers a run at once: even opaques as pre-encoded frames, odd ones as pairs, and the
+    last of the run after a pause (an awaitable), as the broker's send path does."""
+
+    batches = True
+
+    def __init__(self) -> None:
+        self.runs: list[int] = []
+
+    def process_batch(self, conn: Connection, requests: list[RemotingCommand]) -> list[Any]:
+        if requests[0].code == BATCH_BOOM:
+            raise RuntimeError("batch exploded")
+        self.runs.append(len(requests))
+        *now, last = requests
+        frames = encode_frames([response_for(r, 0, "frame") for r in now if r.opaque % 2 == 0])
+        pairs = [(r, response_for(r, 0, "pair")) for r in now if r.opaque % 2]
+
+        async def later() -> list[Any]:
+            await asyncio.sleep(0.01)
+            return [(last, response_for(last, 0, "later"))]
+        return [frames, *pairs, later()]
+
+
+async def test_a_run_of_requests_goes_to_process_batch_once() -> None:
+    proc = Batching()
+    srv = RemotingServer("127.0.0.1", 0)
+    srv.register_processor(BATCH, proc)
+    srv.register_processor(BATCH_BOOM, proc)
+    srv.register_processor(ECHO, Echo())
+    await srv.start()
+    reader, writer = await asyncio.open_connection("127.0.0.1", srv.port)
+    try:
+        reqs = [create_request(BATCH, {"v": str(i)}) for i in range(20)]
+        reqs += [create_request(ECHO, {"v": "x"})] + [create_request(BATCH_BOOM, {}) for _ in range(3)]
+        writer.write(encode_frames(reqs))
+        await writer.drain()
+        got = {r.opaque: r for r in await read_commands(reader, len(reqs))}
+        assert set(got) == {r.opaque for r in reqs}
+        # one call per run (one read on loopback, almost always: a split read makes more runs)
+        assert sum(proc.runs) == 20 and len(proc.runs) <= 3, proc.runs
+        last_of_run = {sum(proc.runs[:k + 1]) - 1 for k in range(len(proc.runs))}
+        for i, r in enumerate(reqs[:20]):
+            want = "later" if i in last_of_run else ("frame" if r.opaque % 2 == 0 else "pair")
+            assert got[r.opaque].remark == want
+        assert got[reqs[20].opaque].code == 0                      # another processor between runs
+        for r in reqs[21:]:                                        # a failing run: each gets the error
+            assert got[r.opaque].code == 1 and "batch exploded" in got[r.opaque].remark
+    finally:
+        await close_writer(writer)
+        await srv.close()

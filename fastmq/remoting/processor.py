@@ -141,9 +141,13 @@ class Dispatcher:
         if out:
             conn.send_many(out)
         if raw:
-            data = raw[0] if len(raw) == 1 else b"".join(raw)
-            if data and not conn.closed and conn.transport is not None and not conn.transport.is_closing():
-                conn.transport.write(data)
+            self._write_raw(conn, raw[0] if len(raw) == 1 else b"".join(raw))
+
+    @staticmethod
+    def _write_raw(conn: Connection, data: bytes) -> None:
+        """Write frames a processor encoded itself (on the loop thread; dropped once closed)."""
+        if data and not conn.closed and conn.transport is not None and not conn.transport.is_closing():
+            conn.transport.write(data)
 
     def _dispatch_batch(self, conn: Connection, proc: RequestProcessor, reqs: list[RemotingCommand],
                         out: list[RemotingCommand], raw: list[bytes]) -> None:
@@ -156,8 +160,9 @@ class Dispatcher:
                 return
             items = proc.process_batch(conn, reqs)
         except Exception as exc:  # a processor bug: each request gets the error (the client may retry)
+            first = self._failed(conn, reqs[0], exc)  # logged once for the run
             for req in reqs:
-                final = self._finish(req, self._failed(conn, req, exc))
+                final = self._finish(req, response_for(req, first.code, first.remark))
                 if final is not None:
                     out.append(final)
             return
@@ -250,8 +255,7 @@ class Dispatcher:
                 log.exception("a batch of requests from %s failed after it was stored", conn.remote_addr)
                 return
             if type(result) is bytes:
-                if result and not conn.closed and conn.transport is not None and not conn.transport.is_closing():
-                    conn.transport.write(result)
+                self._write_raw(conn, result)
                 return
             out = [f for f in (self._finish(req, resp) for req, resp in result) if f is not None]
             if out:
