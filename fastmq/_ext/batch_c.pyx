@@ -13,6 +13,8 @@ from libc.stdint cimport int64_t, uint8_t, uint32_t
 from libc.stdlib cimport free, realloc
 from libc.string cimport memchr, memcpy
 
+from .bigendian cimport put32 as _put32
+
 cdef extern from "Python.h":
     const char* PyUnicode_AsUTF8AndSize(object o, Py_ssize_t *size) except NULL
 
@@ -37,13 +39,6 @@ cdef int _reserve(Buf* b, Py_ssize_t extra) except -1:
     b.p = np_
     b.cap = cap
     return 0
-
-
-cdef inline void _put32(uint8_t* p, uint32_t v) noexcept:
-    p[0] = v >> 24
-    p[1] = v >> 16
-    p[2] = v >> 8
-    p[3] = v
 
 
 cdef inline bint _has_sep(const char* s, Py_ssize_t n) noexcept:

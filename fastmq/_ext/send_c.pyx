@@ -33,6 +33,7 @@ from libc.string cimport memcpy, memcmp
 
 import numpy as np
 
+from .bigendian cimport get32 as _get32, put32 as _put32, put64 as _put64
 from .codec_c cimport RemotingCommand
 
 cdef extern from "Python.h":
@@ -180,23 +181,6 @@ cdef bint _valid_utf8(const uint8_t* p, Py_ssize_t n) noexcept nogil:
         else:
             return False
     return True
-
-
-# ----------------------------------------------------------------------------- big-endian stores
-cdef inline void _put32(uint8_t* p, uint32_t v) noexcept nogil:
-    p[0] = v >> 24
-    p[1] = v >> 16
-    p[2] = v >> 8
-    p[3] = v
-
-
-cdef inline void _put64(uint8_t* p, uint64_t v) noexcept nogil:
-    _put32(p, <uint32_t>(v >> 32))
-    _put32(p + 4, <uint32_t>v)
-
-
-cdef inline uint32_t _get32(const uint8_t* p) noexcept nogil:
-    return (<uint32_t>p[0] << 24) | (<uint32_t>p[1] << 16) | (<uint32_t>p[2] << 8) | p[3]
 
 
 # ----------------------------------------------------------------------------- properties scan
