@@ -88,3 +88,9 @@ async def client():
 def batch(request: pytest.FixtureRequest):
     """Each SEND_BATCH_MESSAGE body encoder twin in turn (``py`` and ``c``)."""
     return importlib.import_module(request.param)
+
+
+@pytest.fixture(scope="module", params=_twin_params("records"))
+def records(request: pytest.FixtureRequest):
+    """Each plain-IPv4 pull-body record decoder twin in turn (``py`` and ``c``)."""
+    return importlib.import_module(request.param)

@@ -1,0 +1,4 @@
+"""Type stub of the compiled plain-IPv4 record decoder (same contract as ``records_py``)."""
+from typing import Any
+
+def decode_v4(data: bytes, cls: Any) -> list[Any] | None: ...
