@@ -137,3 +137,14 @@ def test_hosts_and_topics_shared_values(records) -> None:
     # each object owns its properties dict: a handler may change one message's properties
     out[0].properties["B"] = "2"
     assert out[1].properties == {"A": "1"}
+
+
+def test_more_property_names_than_the_compiled_cache_holds(records) -> None:
+    # 16 names are remembered per body; the rest are decoded each time, the values of remembered
+    # names are reused only while they repeat.
+    recs = [encode_record(topic="T", body=b"", properties={f"N{(i * 7 + j) % 40}": ("same" if j % 2 else f"v{i}")
+                                                           for j in range(25)}) for i in range(6)]
+    data = b"".join(map(bytes, recs))
+    out = _same(records, data)
+    assert out == decode_records(data, verify_crc=False)
+    assert len(out[5].properties) == 25

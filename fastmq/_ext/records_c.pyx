@@ -2,14 +2,18 @@
 """Plain IPv4 store-format records, compiled twin of ``records_py`` (read that module for the contract).
 
 Building the record objects is the cost: a dataclass ``__init__`` of 16 arguments is about a
-microsecond. Here each object is ``cls.__new__(cls)`` given a ready ``__dict__`` (built in the
-order of ``FIELDS``, as ``__init__`` would), the properties dict is read from the bytes in C, and
-a topic or host that repeats the previous record's is the same ``str``/``tuple`` object.
+microsecond. Here each object is ``cls.__new__(cls)`` whose 16 attributes are set from C in the
+order of ``FIELDS``, as ``__init__`` sets them (so CPython keeps them in the instance's inline
+values, shared keys and all: no dict per object, and its specialised attribute loads stay fast;
+a ready ``__dict__`` per object measured slower). The properties dict is read from the bytes in
+C; property names, a value that repeats its name's last value, a topic or a host that repeats
+the previous record's are the same ``str``/``tuple`` object.
 """
 cimport cython
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE, PyBytes_FromStringAndSize
 from cpython.dict cimport PyDict_SetItem
 from cpython.list cimport PyList_Append
+from cpython.object cimport PyObject
 from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from libc.string cimport memchr, memcmp
@@ -17,7 +21,7 @@ from libc.string cimport memchr, memcmp
 from .bigendian cimport get32 as _get32
 
 cdef extern from "Python.h":
-    int PyObject_GenericSetDict(object o, object value, void* context) except -1
+    int setattr_ "PyObject_SetAttr"(object o, object name, object value) except -1
 
 __all__ = ["decode_v4"]
 
@@ -35,16 +39,76 @@ cdef inline str _utf8(const uint8_t* s, Py_ssize_t n):
     return PyUnicode_DecodeUTF8(<const char*>s, n, NULL)
 
 
-cdef dict _properties(const uint8_t* s, Py_ssize_t n):
-    """``decode_properties`` of ``s[:n]``; UnicodeDecodeError if any of it is not UTF-8.
+cdef struct Prop:
+    # a property name seen in this body and the value it had last, both as bytes in the body
+    # and as the str made of them (kept alive by the Cache's list)
+    Py_ssize_t name_at, name_len, value_at, value_len
+    PyObject* name
+    PyObject* value
+
+
+cdef enum:
+    _CACHED = 16
+
+
+cdef class _Cache:
+    """The names of a body's properties and their last values: nearly every record of a body
+    repeats the same names and most of the values (TAGS, WAIT), and a reused name's hash is
+    already computed for the dict."""
+    cdef const uint8_t* base
+    cdef Prop props[_CACHED]
+    cdef int n
+    cdef list keep
+
+    cdef object value(self, int slot, Py_ssize_t at, Py_ssize_t length):
+        """``base[at:at+length]`` decoded, the same str as last time if the name's value repeats."""
+        cdef Prop* e = &self.props[slot]
+        cdef object s
+        if e.value != NULL and e.value_len == length and memcmp(self.base + at, self.base + e.value_at,
+                                                               length) == 0:
+            return <object>e.value
+        s = _utf8(self.base + at, length)
+        self.keep.append(s)
+        e.value = <PyObject*>s
+        e.value_at = at
+        e.value_len = length
+        return s
+
+    cdef int slot(self, Py_ssize_t at, Py_ssize_t length):
+        """The slot of the name at ``at``, made now if there is room; -1 if none is left."""
+        cdef Prop* e
+        cdef int i
+        cdef object s
+        for i in range(self.n):
+            e = &self.props[i]
+            if e.name_len == length and memcmp(self.base + at, self.base + e.name_at, length) == 0:
+                return i
+        if self.n == _CACHED:
+            return -1
+        s = _utf8(self.base + at, length)
+        self.keep.append(s)
+        e = &self.props[self.n]
+        e.name = <PyObject*>s
+        e.name_at = at
+        e.name_len = length
+        e.value = NULL
+        self.n += 1
+        return self.n - 1
+
+
+cdef dict _properties(_Cache c, Py_ssize_t at, Py_ssize_t n):
+    """``decode_properties`` of ``c.base[at:at+n]``; UnicodeDecodeError if any of it is not UTF-8.
 
     The separators are ASCII, so they never sit inside a UTF-8 sequence: the pieces between
     them are valid exactly when the whole is.
     """
     cdef dict out = {}
+    cdef const uint8_t* base = c.base
+    cdef const uint8_t* s = base + at
     cdef const uint8_t* end = s + n
     cdef const uint8_t* stop
     cdef const uint8_t* sep
+    cdef int slot
     while True:
         stop = <const uint8_t*>memchr(s, 2, end - s)
         if stop == NULL:
@@ -53,7 +117,11 @@ cdef dict _properties(const uint8_t* s, Py_ssize_t n):
         if sep == NULL or sep == s:
             _utf8(s, stop - s)  # skipped, but it still has to be UTF-8
         else:
-            PyDict_SetItem(out, _utf8(s, sep - s), _utf8(sep + 1, stop - sep - 1))
+            slot = c.slot(s - base, sep - s)
+            if slot >= 0:
+                PyDict_SetItem(out, <object>c.props[slot].name, c.value(slot, sep + 1 - base, stop - sep - 1))
+            else:  # more distinct names than slots: no reuse for the rest
+                PyDict_SetItem(out, _utf8(s, sep - s), _utf8(sep + 1, stop - sep - 1))
         if stop == end:
             return out
         s = stop + 1
@@ -75,9 +143,12 @@ def decode_v4(bytes data not None, cls):
     cdef uint64_t last_born = 0, last_store = 0
     cdef uint64_t born_key, store_key
     cdef list out = []
-    cdef dict d
     cdef object new = cls.__new__
     cdef object topic = None, born = None, store = None, props, obj
+    cdef _Cache cache = _Cache.__new__(_Cache)
+    cache.base = base
+    cache.n = 0
+    cache.keep = []
     try:
         while pos < n:
             if n - pos < _FIXED:
@@ -107,7 +178,7 @@ def decode_v4(bytes data not None, cls):
             props_len = (base[p] << 8) | base[p + 1]
             if p + 2 + props_len != end:
                 return None
-            props = _properties(base + p + 2, props_len) if props_len else {}
+            props = _properties(cache, p + 2, props_len) if props_len else {}
             # a host's 4 address bytes and its port, as one key
             born_key = <uint64_t>_get64(r + 48)
             if born is None or born_key != last_born:
@@ -117,26 +188,23 @@ def decode_v4(bytes data not None, cls):
             if store is None or store_key != last_store:
                 store = born if store_key == born_key else _host(r + 64)
                 last_store = store_key
-            d = {
-                "topic": topic,
-                "body": body,
-                "flag": <int32_t>_get32(r + 16),
-                "properties": props,
-                "queue_id": <int32_t>_get32(r + 12),
-                "store_size": total,
-                "queue_offset": _get64(r + 20),
-                "sys_flag": sys_flag,
-                "born_timestamp": _get64(r + 40),
-                "born_host": born,
-                "store_timestamp": _get64(r + 56),
-                "store_host": store,
-                "commit_log_offset": _get64(r + 28),
-                "body_crc": <int32_t>_get32(r + 8),
-                "reconsume_times": <int32_t>_get32(r + 72),
-                "prepared_transaction_offset": _get64(r + 76),
-            }
             obj = new(cls)
-            PyObject_GenericSetDict(obj, d, NULL)
+            setattr_(obj, "topic", topic)
+            setattr_(obj, "body", body)
+            setattr_(obj, "flag", <int32_t>_get32(r + 16))
+            setattr_(obj, "properties", props)
+            setattr_(obj, "queue_id", <int32_t>_get32(r + 12))
+            setattr_(obj, "store_size", total)
+            setattr_(obj, "queue_offset", _get64(r + 20))
+            setattr_(obj, "sys_flag", sys_flag)
+            setattr_(obj, "born_timestamp", _get64(r + 40))
+            setattr_(obj, "born_host", born)
+            setattr_(obj, "store_timestamp", _get64(r + 56))
+            setattr_(obj, "store_host", store)
+            setattr_(obj, "commit_log_offset", _get64(r + 28))
+            setattr_(obj, "body_crc", <int32_t>_get32(r + 8))
+            setattr_(obj, "reconsume_times", <int32_t>_get32(r + 72))
+            setattr_(obj, "prepared_transaction_offset", _get64(r + 76))
             PyList_Append(out, obj)
             pos = end
     except UnicodeDecodeError:

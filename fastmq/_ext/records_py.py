@@ -7,8 +7,9 @@ per record, or ``None`` as soon as any record is not of that shape, so that the 
 whole body to its reference decoder (which decodes it or raises the typed error).
 
 ``cls`` is the record class: ``cls(*values)`` takes the values in the order of :data:`FIELDS`
-and only stores each under its name (a plain, non-slots dataclass such as ``MessageExt``). The
-compiled twin relies on that: it fills each instance's ``__dict__`` without calling ``__init__``.
+and only stores each under its name (a plain dataclass such as ``MessageExt``). The compiled
+twin relies on that: it makes each object with ``cls.__new__(cls)`` and sets the attributes
+itself, without calling ``__init__``.
 Properties follow ``decode_properties``: ``name\\x01value`` pieces split on ``\\x02``, pieces
 without a ``\\x01`` or with an empty name skipped, the last of a repeated name kept.
 """
