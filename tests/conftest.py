@@ -45,28 +45,21 @@ def _twin_params(stem: str) -> list:
     ]
 
 
-@pytest.fixture(scope="module", params=_twin_params("codec"))
-def codec(request: pytest.FixtureRequest):
-    """Each codec twin in turn (``py`` and ``c``)."""
-    return importlib.import_module(request.param)
+def _twin_fixture(stem: str, what: str):
+    """A module-scoped fixture giving each twin of ``fastmq._ext.<stem>`` in turn (``py``, ``c``)."""
+    @pytest.fixture(scope="module", params=_twin_params(stem), name=stem)
+    def fixture(request: pytest.FixtureRequest):
+        return importlib.import_module(request.param)
+    fixture.__doc__ = f"Each {what} twin in turn (``py`` and ``c``)."
+    return fixture
 
 
-@pytest.fixture(scope="module", params=_twin_params("fault"))
-def fault(request: pytest.FixtureRequest):
-    """Each latency-fault twin in turn (``py`` and ``c``)."""
-    return importlib.import_module(request.param)
-
-
-@pytest.fixture(scope="module", params=_twin_params("selector"))
-def selector(request: pytest.FixtureRequest):
-    """Each queue-selection twin in turn (``py`` and ``c``)."""
-    return importlib.import_module(request.param)
-
-
-@pytest.fixture(scope="module", params=_twin_params("send"))
-def send(request: pytest.FixtureRequest):
-    """Each send-pipeline twin in turn (``py`` and ``c``)."""
-    return importlib.import_module(request.param)
+codec = _twin_fixture("codec", "codec")
+fault = _twin_fixture("fault", "latency-fault")
+selector = _twin_fixture("selector", "queue-selection")
+send = _twin_fixture("send", "send-pipeline")
+batch = _twin_fixture("batch", "SEND_BATCH_MESSAGE body encoder")
+records = _twin_fixture("records", "plain-IPv4 pull-body record decoder")
 
 
 @pytest.fixture
@@ -82,15 +75,3 @@ async def client():
         yield c
     finally:
         await c.close()
-
-
-@pytest.fixture(scope="module", params=_twin_params("batch"))
-def batch(request: pytest.FixtureRequest):
-    """Each SEND_BATCH_MESSAGE body encoder twin in turn (``py`` and ``c``)."""
-    return importlib.import_module(request.param)
-
-
-@pytest.fixture(scope="module", params=_twin_params("records"))
-def records(request: pytest.FixtureRequest):
-    """Each plain-IPv4 pull-body record decoder twin in turn (``py`` and ``c``)."""
-    return importlib.import_module(request.param)
