@@ -47,11 +47,10 @@ def _twin_params(stem: str) -> list:
 
 def _twin_fixture(stem: str, what: str):
     """A module-scoped fixture giving each twin of ``fastmq._ext.<stem>`` in turn (``py``, ``c``)."""
-    @pytest.fixture(scope="module", params=_twin_params(stem), name=stem)
     def fixture(request: pytest.FixtureRequest):
         return importlib.import_module(request.param)
     fixture.__doc__ = f"Each {what} twin in turn (``py`` and ``c``)."
-    return fixture
+    return pytest.fixture(scope="module", params=_twin_params(stem), name=stem)(fixture)
 
 
 codec = _twin_fixture("codec", "codec")
