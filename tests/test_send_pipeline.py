@@ -212,8 +212,16 @@ def test_place_records_refuses_a_short_mapping(send) -> None:
     b = send.encode_sends([_send()], TOPICS, BORN, STORE, CLUSTER, 4 << 20)
     with pytest.raises(ValueError):
         send.place_records(b, bytearray(10), 0, 100, 0, 0, np.zeros(1, np.int64), 0)
+    with pytest.raises(ValueError):  # no next offset for the batch's queue key
+        send.place_records(b, bytearray(1000), 0, 1000, 0, 0, np.zeros(0, np.int64), 0)
+    with pytest.raises(ValueError):
+        send.place_records(b, bytearray(1000), -8, 1000, 0, 0, np.zeros(1, np.int64), 0)
     with pytest.raises(ValueError):
         send.encode_sends([_send()], TOPICS, pack_host("::1", 1), STORE, CLUSTER, 4 << 20)
+    with pytest.raises(ValueError):  # an index mapping shorter than its layout: refused, not overrun
+        send.index_records(b, 0, bytearray(100), 16, 30, [0, 0, 0, 0, 0, 1], 0)
+    with pytest.raises(ValueError):
+        send.index_records(b, 0, bytearray(100), 0, 0, [0, 0, 0, 0, 0, 1], 0)
 
 
 def test_a_batch_refused_midway_leaves_no_trace(send) -> None:

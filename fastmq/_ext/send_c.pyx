@@ -647,6 +647,8 @@ def place_records(SendBatch b, object mapping, Py_ssize_t pos, Py_ssize_t file_s
     cdef int64_t[:, ::1] c = b._cols
     cdef uint8_t* dst
     cdef int64_t k
+    if pos < 0 or start < 0 or next_offsets.shape[0] < len(b.keys):
+        raise ValueError("a negative position, or fewer next offsets than the batch has queue keys")
     PyObject_GetBuffer(mapping, &view, PyBUF_WRITABLE)
     try:
         if file_size > view.len:
@@ -697,9 +699,13 @@ def index_records(SendBatch b, Py_ssize_t start, object mapping, Py_ssize_t slot
     cdef Py_ssize_t key_lens[64]
     cdef const uint8_t* uniq
     cdef Py_ssize_t ul
+    if slots <= 0 or entries <= 0:
+        raise ValueError("an index file needs slots and entries")
     PyObject_GetBuffer(mapping, &view, PyBUF_WRITABLE)
     mm = <uint8_t*>view.buf
     try:
+        if view.len < 40 + slots * 4 + entries * 20:
+            raise ValueError("the mapping is smaller than the index file layout")
         while i < b.n:
             if not (c[i, C_FLAGS] & F_INDEX):
                 i += 1
@@ -814,8 +820,6 @@ def encode_answers(SendBatch b, list requests, bytes msg_id_prefix, tuple templa
     cdef char* out
     cdef char* p
     cdef char* frame
-    cdef char num[24]
-    cdef int64_t v
     cdef bytes res
     cdef uint64_t phys
     # worst case per record: prefix + 16 hex + comma; per request: pieces + numbers + frame head

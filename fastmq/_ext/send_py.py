@@ -255,6 +255,8 @@ def place_records(b: SendBatch, mapping: Any, pos: int, file_size: int, file_fro
                   next_offsets: np.ndarray, store_ts: int) -> tuple[int, int]:
     """Copy records ``start..`` into ``mapping`` from ``pos`` while each leaves the 8-byte
     end-of-file marker room; returns ``(next record, next pos)``. Advances ``next_offsets``."""
+    if pos < 0 or start < 0 or len(next_offsets) < len(b.keys):
+        raise ValueError("a negative position, or fewer next offsets than the batch has queue keys")
     mv = memoryview(mapping)
     if file_size > len(mv):
         raise ValueError("file_size is larger than the mapping")
@@ -303,7 +305,11 @@ def index_records(b: SendBatch, start: int, mapping: Any, slots: int, entries: i
     """Add KEYS and UNIQ_KEY of records ``start..`` to one index file; ``state`` is
     ``[begin_ts, end_ts, begin_phy, end_phy, slot_count, count]`` (updated in place). Returns the
     first record not indexed because the file filled up, or ``b.n``."""
+    if slots <= 0 or entries <= 0:
+        raise ValueError("an index file needs slots and entries")
     mv = memoryview(mapping)
+    if len(mv) < 40 + slots * 4 + entries * 20:
+        raise ValueError("the mapping is smaller than the index file layout")
     begin_ts, end_ts, begin_phy, end_phy, slot_count, count = state
     c = b.cols
     i = start
