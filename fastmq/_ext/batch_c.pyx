@@ -10,10 +10,10 @@ from cpython.bytes cimport PyBytes_FromStringAndSize
 from cpython.dict cimport PyDict_Next
 from cpython.object cimport PyObject
 from libc.stdint cimport int64_t, uint8_t, uint32_t
-from libc.stdlib cimport free, realloc
 from libc.string cimport memchr, memcpy
 
 from .bigendian cimport put32 as _put32
+from .bytebuf cimport ByteBuf, bytebuf_free, bytebuf_reserve
 
 cdef extern from "Python.h":
     const char* PyUnicode_AsUTF8AndSize(object o, Py_ssize_t *size) except NULL
@@ -21,31 +21,11 @@ cdef extern from "Python.h":
 __all__ = ["encode_batch_body"]
 
 
-cdef struct Buf:
-    uint8_t* p
-    Py_ssize_t n
-    Py_ssize_t cap
-
-
-cdef int _reserve(Buf* b, Py_ssize_t extra) except -1:
-    cdef Py_ssize_t cap
-    cdef uint8_t* np_
-    if b.n + extra <= b.cap:
-        return 0
-    cap = max(b.n + extra, b.cap * 2, 4096)
-    np_ = <uint8_t*>realloc(b.p, cap)
-    if np_ == NULL:
-        raise MemoryError()
-    b.p = np_
-    b.cap = cap
-    return 0
-
-
 cdef inline bint _has_sep(const char* s, Py_ssize_t n) noexcept:
     return memchr(s, 1, n) != NULL or memchr(s, 2, n) != NULL
 
 
-cdef Py_ssize_t _write_props(Buf* b, object props) except -1:
+cdef Py_ssize_t _write_props(ByteBuf* b, object props) except -1:
     """Append ``k\\x01v\\x02`` for each property; returns the bytes written."""
     cdef Py_ssize_t start = b.n, kn, vn, pos = 0
     cdef const char* ks
@@ -68,7 +48,7 @@ cdef Py_ssize_t _write_props(Buf* b, object props) except -1:
         vs = PyUnicode_AsUTF8AndSize(v, &vn)
         if _has_sep(ks, kn) or _has_sep(vs, vn):
             raise ValueError(f"property {k!r} contains a reserved separator (\\x01 or \\x02)")
-        _reserve(b, kn + vn + 2)
+        bytebuf_reserve(b, kn + vn + 2, 4096)
         memcpy(b.p + b.n, ks, kn)
         b.p[b.n + kn] = 1
         memcpy(b.p + b.n + kn + 1, vs, vn)
@@ -79,7 +59,7 @@ cdef Py_ssize_t _write_props(Buf* b, object props) except -1:
 
 def encode_batch_body(messages) -> bytes:
     """The body of a SEND_BATCH_MESSAGE holding ``messages`` (see ``batch_py``)."""
-    cdef Buf b
+    cdef ByteBuf b
     cdef Py_buffer view
     cdef Py_ssize_t head, plen, blen
     cdef int64_t flag
@@ -95,7 +75,7 @@ def encode_batch_body(messages) -> bytes:
             PyObject_GetBuffer(m.body, &view, PyBUF_SIMPLE)
             try:
                 blen = view.len
-                _reserve(&b, 22 + blen)
+                bytebuf_reserve(&b, 22 + blen, 4096)
                 head = b.n
                 _put32(b.p + head + 8, 0)
                 _put32(b.p + head + 4, 0)
@@ -113,4 +93,4 @@ def encode_batch_body(messages) -> bytes:
             _put32(b.p + head, <uint32_t>(b.n - head))
         return PyBytes_FromStringAndSize(<char*>b.p, b.n) if b.n else b""
     finally:
-        free(b.p)
+        bytebuf_free(&b)

@@ -28,12 +28,12 @@ from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE, PyBytes_FromStri
 from cpython.dict cimport PyDict_GetItem
 from cpython.object cimport PyObject
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
-from libc.stdlib cimport malloc, realloc, free
 from libc.string cimport memcpy, memcmp
 
 import numpy as np
 
 from .bigendian cimport get32 as _get32, put32 as _put32, put64 as _put64
+from .bytebuf cimport ByteBuf, bytebuf_free, bytebuf_reserve
 from .codec_c cimport RemotingCommand
 
 cdef extern from "Python.h":
@@ -283,9 +283,7 @@ cdef inline bint _i32(int64_t v) noexcept:
 cdef class SendBatch:
     """Records encoded from a run of SEND requests (see the module doc)."""
 
-    cdef uint8_t* _buf
-    cdef Py_ssize_t _len
-    cdef Py_ssize_t _cap
+    cdef ByteBuf _b                # the staging buffer: records back to back
     cdef public object cols        # int64 (n, NCOLS) numpy array
     cdef int64_t[:, ::1] _cols
     cdef public Py_ssize_t n       # records
@@ -301,31 +299,17 @@ cdef class SendBatch:
     cdef int64_t _last_key
 
     def __cinit__(self):
-        self._buf = NULL
-        self._len = 0
-        self._cap = 0
+        self._b.p = NULL
+        self._b.n = 0
+        self._b.cap = 0
 
     def __dealloc__(self):
-        free(self._buf)
+        bytebuf_free(&self._b)
 
     @property
     def records(self) -> bytes:
         """The staging buffer (all records back to back)."""
-        return PyBytes_FromStringAndSize(<char*>self._buf, self._len) if self._buf != NULL else b""
-
-    cdef int _reserve(self, Py_ssize_t extra) except -1:
-        cdef Py_ssize_t want = self._len + extra
-        cdef Py_ssize_t cap
-        cdef uint8_t* nb
-        if want <= self._cap:
-            return 0
-        cap = max(want, self._cap * 2, 65536)
-        nb = <uint8_t*>realloc(self._buf, cap)
-        if nb == NULL:
-            raise MemoryError()
-        self._buf = nb
-        self._cap = cap
-        return 0
+        return PyBytes_FromStringAndSize(<char*>self._b.p, self._b.n) if self._b.p != NULL else b""
 
     cdef int64_t _key(self, object topic, int64_t qid) except -1:
         """The index of (topic, queue id) in ``keys``, adding it when new."""
@@ -372,8 +356,8 @@ cdef int _write_record(SendBatch b, RecIn* r, const uint8_t* born_host, const ui
     """Append one record to the staging buffer (offsets and store timestamp left 0)."""
     cdef Py_ssize_t plen = r.props_len + cluster_len
     cdef Py_ssize_t size = FIXED + r.body_len + r.topic_len + plen
-    b._reserve(size)
-    cdef uint8_t* p = b._buf + b._len
+    bytebuf_reserve(&b._b, size, 65536)
+    cdef uint8_t* p = b._b.p + b._b.n
     _put32(p, <uint32_t>size)
     _put32(p + 4, <uint32_t>MAGIC)
     _put32(p + 8, _crc32(r.body, r.body_len) & 0x7FFFFFFF)
@@ -399,7 +383,7 @@ cdef int _write_record(SendBatch b, RecIn* r, const uint8_t* born_host, const ui
     p[1] = <uint8_t>plen
     memcpy(p + 2, r.props, r.props_len)
     memcpy(p + 2 + r.props_len, cluster, cluster_len)
-    b._len += size
+    b._b.n += size
     return <int>size
 
 
@@ -451,13 +435,13 @@ def encode_sends(list requests, dict topics, bytes born_host, bytes store_host, 
     ctx.cluster_len = PyBytes_GET_SIZE(cluster_prop)
     ctx.max_size = max_size
     for i in range(nreq):
-        mark, first_row, nkeys, rr0 = b._len, b.n, len(b.keys), b.rr
+        mark, first_row, nkeys, rr0 = b._b.n, b.n, len(b.keys), b.rr
         if _encode_one(b, <RemotingCommand?>requests[i], i, topics, &ctx):
             b.fast.append(i)
             continue
         # a batch may have written some entries (and taken a queue key) before one failed: it
         # goes the long way whole, and the batch is left as if it had never been seen
-        b._len, b.n, b.rr = mark, first_row, rr0
+        b._b.n, b.n, b.rr = mark, first_row, rr0
         if len(b.keys) > nkeys:
             for k in b.keys[nkeys:]:
                 del b._key_index[k]
@@ -601,7 +585,7 @@ cdef bint _encode_one(SendBatch b, RemotingCommand req, Py_ssize_t i, dict topic
 
 cdef int _add_record(SendBatch b, RecIn* r, Props* pr, Ctx* ctx, Py_ssize_t req, int64_t kidx,
                      int64_t qid) except -1:
-    cdef Py_ssize_t pos = b._len
+    cdef Py_ssize_t pos = b._b.n
     b._row()
     cdef Py_ssize_t size = _write_record(b, r, ctx.born_host, ctx.store_host, ctx.cluster, ctx.cluster_len)
     _set_row(b, req, pos, size, kidx, pr.tags_hash if pr.has_tags else 0,
@@ -658,7 +642,7 @@ def place_records(SendBatch b, object mapping, Py_ssize_t pos, Py_ssize_t file_s
             if pos + size + 8 > file_size:
                 break
             dst = <uint8_t*>view.buf + pos
-            memcpy(dst, b._buf + c[i, C_POS], size)
+            memcpy(dst, b._b.p + c[i, C_POS], size)
             k = c[i, C_KEY]
             c[i, C_QOFF] = next_offsets[k]
             next_offsets[k] += 1
@@ -710,7 +694,7 @@ def index_records(SendBatch b, Py_ssize_t start, object mapping, Py_ssize_t slot
             if not (c[i, C_FLAGS] & F_INDEX):
                 i += 1
                 continue
-            rec = b._buf + c[i, C_POS]
+            rec = b._b.p + c[i, C_POS]
             p = 88 + <int32_t>_get32(rec + 84)
             tl = rec[p]
             topic = rec + p + 1

@@ -1,0 +1,31 @@
+# A growable C byte buffer, shared by the compiled twins that build bytes (cimported, inlined).
+from libc.stdint cimport uint8_t
+from libc.stdlib cimport free, realloc
+
+
+cdef struct ByteBuf:
+    uint8_t* p
+    Py_ssize_t n      # bytes written
+    Py_ssize_t cap    # bytes allocated
+
+
+cdef inline int bytebuf_reserve(ByteBuf* b, Py_ssize_t extra, Py_ssize_t min_cap) except -1:
+    """Room for ``extra`` more bytes: the buffer at least doubles, and is never below ``min_cap``."""
+    cdef Py_ssize_t cap
+    cdef uint8_t* grown
+    if b.n + extra <= b.cap:
+        return 0
+    cap = max(b.n + extra, b.cap * 2, min_cap)
+    grown = <uint8_t*>realloc(b.p, cap)
+    if grown == NULL:
+        raise MemoryError()
+    b.p = grown
+    b.cap = cap
+    return 0
+
+
+cdef inline void bytebuf_free(ByteBuf* b) noexcept:
+    free(b.p)
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
