@@ -166,7 +166,8 @@ class SendMessageProcessor(CodeDispatchProcessor):
         self._fast_topics: dict[str, tuple[int, int, int]] = {}
         self._fast_version: tuple[int, int, int] | None = None
         self._rr = random.randrange(1 << 16)
-        self._template: tuple[bytes, ...] | None = None
+        # (CLUSTER property, msgId prefix, answer template): fixed for the broker's life, made once
+        self._consts: tuple[bytes, bytes, tuple[bytes, ...]] | None = None
         self._store_host: bytes | None = None
 
     # ------------------------------------------------------------------ the batch fast path
@@ -184,8 +185,8 @@ class SendMessageProcessor(CodeDispatchProcessor):
         self._refresh_fast_topics()
         store = self.broker.store
         max_size = min(store.config.maxMessageSize, store.config.mappedFileSizeCommitLog - 8)
-        batch = encode_sends(requests, self._fast_topics, born, store_host, self._cluster_prop(), max_size,
-                             self._rr)
+        cluster_prop, _, _ = self._fast_consts()
+        batch = encode_sends(requests, self._fast_topics, born, store_host, cluster_prop, max_size, self._rr)
         self._rr = batch.rr & 0x3FFFFFFF
         out: list[Any] = []
         if batch.n:
@@ -213,11 +214,8 @@ class SendMessageProcessor(CodeDispatchProcessor):
         if res.ok and res.status is not PutStatus.PUT_OK:
             return self._stored_answers(batch, requests, res)
         if res.ok:
-            if self._template is None:
-                cfg = self.broker.config
-                self._template = answer_template(cfg.regionId, bool(cfg.traceOn))
-            prefix = self.broker.store.msg_id_prefix.encode("ascii")
-            return encode_answers(batch, requests, prefix, self._template)
+            _, prefix, template = self._fast_consts()
+            return encode_answers(batch, requests, prefix, template)
         return [(requests[i], self._respond(requests[i], res, 0)) for i in batch.fast]
 
     def _stored_answers(self, batch: SendBatch, requests: list[RemotingCommand], res: PutResult) -> Any:
@@ -256,8 +254,14 @@ class SendMessageProcessor(CodeDispatchProcessor):
             self._store_host = packed if len(packed) == 8 else b""
         return self._store_host or None
 
-    def _cluster_prop(self) -> bytes:
-        return f"{MessageConst.CLUSTER}\x01{self.broker.config.brokerClusterName}\x02".encode("utf-8")
+    def _fast_consts(self) -> tuple[bytes, bytes, tuple[bytes, ...]]:
+        """The CLUSTER property every record gets, the msgId prefix and the answer template."""
+        if self._consts is None:
+            cfg = self.broker.config
+            self._consts = (f"{MessageConst.CLUSTER}\x01{cfg.brokerClusterName}\x02".encode("utf-8"),
+                            self.broker.store.msg_id_prefix.encode("ascii"),
+                            answer_template(cfg.regionId, bool(cfg.traceOn)))
+        return self._consts
 
     def _refresh_fast_topics(self) -> None:
         dv = self.broker.topic_config.data_version
