@@ -374,23 +374,22 @@ class MessageStore:
             return self._fail(PutStatus.SERVICE_NOT_AVAILABLE,
                               "service not available now, the message store is not running")
         if self.config.is_slave:  # RocketMQ: "broke role is slave, so putMessage is forbidden"
-            ratio = self.disk_ratio_fn(self.config.commit_log_dir)
-            return self._fail(
-                PutStatus.SERVICE_NOT_AVAILABLE,
-                "service not available now. It may be caused by one of the following reasons: "
-                f"the broker's disk is full [CL: {ratio:5.2f} CQ: {ratio:5.2f} INDEX: -1.00], "
-                "messages are put to the slave, message store has been shut down, etc.")
+            return self._unavailable(self.disk_ratio_fn(self.config.commit_log_dir))
         if not count:
             return self._fail(PutStatus.MESSAGE_ILLEGAL, "no message to put")
         ratio = self._disk_full()
         if ratio is not None:
             log.error("disk of %s is %.1f%% used: refusing sends", self.config.commit_log_dir, ratio * 100)
-            return self._fail(
-                PutStatus.SERVICE_NOT_AVAILABLE,
-                "service not available now. It may be caused by one of the following reasons: "
-                f"the broker's disk is full [CL: {ratio:5.2f} CQ: {ratio:5.2f} INDEX: -1.00], "
-                "messages are put to the slave, message store has been shut down, etc.")
+            return self._unavailable(ratio)
         return None
+
+    def _unavailable(self, ratio: float) -> PutResult:
+        """SERVICE_NOT_AVAILABLE with the remark RocketMQ gives a full disk and a slave alike."""
+        return self._fail(
+            PutStatus.SERVICE_NOT_AVAILABLE,
+            "service not available now. It may be caused by one of the following reasons: "
+            f"the broker's disk is full [CL: {ratio:5.2f} CQ: {ratio:5.2f} INDEX: -1.00], "
+            "messages are put to the slave, message store has been shut down, etc.")
 
     async def put_messages(self, msgs: Sequence[MessageExt]) -> PutResult:
         """Store one batch (a single send is a batch of one): all of it or none of it.
