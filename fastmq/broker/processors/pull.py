@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
-import struct
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -22,7 +20,6 @@ from ...protocol.command import RemotingCommand, response_for
 from ...protocol.headers import (PULL_SYSFLAG_COMMIT_OFFSET, PULL_SYSFLAG_SUBSCRIPTION, PULL_SYSFLAG_SUSPEND,
                                  PullMessageRequestHeader)
 from ...protocol.heartbeat import SubscriptionData, build_subscription
-from ...protocol.message import PHYS_OFFSET_POS
 from ...remoting import Connection
 from ...store.message_store import GetResult, GetStatus
 from ..config import MASTER_ID
@@ -37,17 +34,6 @@ __all__ = ["PullMessageProcessor"]
 log = logging.getLogger("fastmq.broker")
 
 _FAQ = "http://rocketmq.apache.org/docs/faq/"
-_I64 = struct.Struct(">q")
-
-
-def _total_memory() -> int:
-    try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError):  # not on this platform: assume 8 GiB
-        return 8 << 30
-
-
-_TOTAL_MEMORY = _total_memory()
 
 
 @dataclass(eq=False)
@@ -145,16 +131,11 @@ class PullMessageProcessor(CodeDispatchProcessor):
         """With slaveReadEnable: the group's whichBrokerWhenConsumeSlowly when what is left to
         read past this pull exceeds accessMessageInMemoryMaxRatio % of the memory (it would come
         from disk), else its brokerId (RocketMQ's isSuggestPullingFromSlave)."""
-        b = self.broker
-        sgc = b.subscription_groups.find(h.consumerGroup)
+        sgc = self.broker.subscription_groups.find(h.consumerGroup)
         if sgc is None or not res.buffers:
             return MASTER_ID
-        last = res.buffers[-1]
-        pulled = _I64.unpack_from(last, PHYS_OFFSET_POS)[0] if len(last) >= PHYS_OFFSET_POS + 8 else 0
-        behind = b.store.commit_log_max_offset - pulled
-        if behind > _TOTAL_MEMORY * b.store_config.accessMessageInMemoryMaxRatio / 100:
-            return sgc.which_broker_when_consume_slowly
-        return sgc.broker_id
+        # the store judged it while reading (MessageStore.get_message, as RocketMQ's getMessage)
+        return sgc.which_broker_when_consume_slowly if res.suggest_pulling_from_slave else sgc.broker_id
 
     def _not_found(self, request: RemotingCommand, res: GetResult, h: PullMessageRequestHeader) -> RemotingCommand:
         return response_for(request, ResponseCode.PULL_NOT_FOUND, res.status.value, self._fields(res))
