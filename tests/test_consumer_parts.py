@@ -1,11 +1,18 @@
-"""Consumer internals that need no broker: process queues, message unwrapping, the local offset store."""
+"""Consumer internals that need no broker: process queues, message unwrapping, the local offset
+store, how a push consumer hands batches to its listener."""
 from __future__ import annotations
 
+import asyncio
+import threading
 import zlib
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from fastmq.client.instance import ClientConfig, ClientInstance
 from fastmq.client.offset_store import LocalFileOffsetStore
-from fastmq.client.push_consumer import ProcessQueue, _unwrap
+from fastmq.client.push_consumer import ConsumeStatus, ProcessQueue, PushConsumer, _resume, _unwrap, _unwrap_all
 from fastmq.protocol.message import MessageExt, MessageSysFlag
 from fastmq.protocol.message_queue import MessageQueue
 
@@ -24,6 +31,57 @@ def test_commit_offset_is_the_smallest_in_flight() -> None:
     assert pq.remove([_m(13), _m(14)]) == 15        # all done: the next offset
     pq.put([_m(14)])                                # a duplicate of a consumed offset is not re-added twice
     assert pq.size_bytes == 1
+
+
+def test_commit_offset_after_an_offset_moved_back() -> None:
+    pq = ProcessQueue(MQ)
+    pq.put([_m(i) for i in range(10, 15)])
+    assert pq.remove([_m(10), _m(11)]) == 12
+    pq.put([_m(5), _m(6)])                          # the broker moved the offset back: 5 arrives after 12
+    assert not pq.ordered
+    assert pq.remove([_m(12)]) == 5                 # the smallest in flight, not the oldest inserted
+    assert pq.remove([_m(5), _m(6)]) == 13
+    assert pq.remove([_m(13), _m(14)]) == 15
+    assert pq.ordered                               # empty again: insertion order is offset order again
+
+
+# a process queue's life: answers (a start offset, a length) put, and batches of what is held removed
+_OPS = st.lists(st.one_of(st.tuples(st.just("put"), st.integers(0, 60), st.integers(1, 8)),
+                          st.tuples(st.just("remove"), st.lists(st.integers(0, 70), max_size=8))), max_size=40)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_OPS)
+def test_process_queue_matches_a_sorted_model(ops) -> None:
+    """What RocketMQ's TreeMap answers: the smallest offset held, else one past the largest seen."""
+    pq = ProcessQueue(MQ)
+    held: dict[int, int] = {}
+    max_seen = -1
+    for op in ops:
+        if op[0] == "put":
+            _, start, n = op
+            pq.put([_m(o, b"y" * (o % 3)) for o in range(start, start + n)])
+            for o in range(start, start + n):
+                held.setdefault(o, o % 3)
+            max_seen = max(max_seen, start + n - 1)
+        else:
+            got = pq.remove([_m(o, b"y" * (o % 3)) for o in op[1]])
+            for o in op[1]:
+                held.pop(o, None)
+            assert got == (min(held) if held else (max_seen + 1 if max_seen >= 0 else -1))
+        assert sorted(pq.msgs) == sorted(held)
+        assert pq.size_bytes == sum(held.values())
+        assert pq.max_seen == max_seen
+
+
+def test_unwrap_all_touches_only_what_needs_it() -> None:
+    plain = MessageExt("T", b"x", properties={"RETRY_TOPIC": "Other"})
+    packed = MessageExt("T", zlib.compress(b"hi"), sys_flag=MessageSysFlag.COMPRESSED)
+    _unwrap_all([plain, packed], "G", retry=False)
+    assert (plain.topic, packed.body) == ("T", b"hi")
+    retried = MessageExt("%RETRY%G", b"x", properties={"RETRY_TOPIC": "T"})
+    _unwrap_all([retried], "G", retry=True)
+    assert retried.topic == "T"
 
 
 def test_unwrap_restores_retry_topic_and_inflates() -> None:
@@ -46,3 +104,119 @@ async def test_local_offset_store_round_trip(tmp_path) -> None:
     again = LocalFileOffsetStore(inst, "G", path)
     assert await again.read(MQ, from_store=True) == 42
     await inst.shutdown()
+
+
+@pytest.fixture
+async def push_consumer():
+    c = PushConsumer("G", namesrv_addr="127.0.0.1:1", consume_message_batch_max_size=2, consume_thread_max=3)
+    try:
+        yield c
+    finally:
+        c._pool.shutdown(wait=True)
+        await c.instance.shutdown()
+
+
+async def _until(cond, timeout: float = 5.0) -> None:
+    async with asyncio.timeout(timeout):
+        while not cond():
+            await asyncio.sleep(0.01)
+
+
+async def test_async_listener_that_never_waits_commits_at_once(push_consumer) -> None:
+    c = push_consumer
+    seen = []
+
+    async def listener(msgs):
+        seen.append([m.queue_offset for m in msgs])
+        return ConsumeStatus.CONSUME_SUCCESS
+    c.register_message_listener(listener)
+    pq = ProcessQueue(MQ)
+    msgs = [_m(i) for i in range(5)]
+    pq.put(msgs)
+    await c._deliver(pq, msgs)
+    assert seen == [[0, 1], [2, 3], [4]]
+    assert c.offset_store.table[MQ] == 5 and not pq.msgs
+    assert c._slots._value == 3
+
+
+async def test_async_listener_that_waits_is_finished_by_a_task(push_consumer) -> None:
+    c = push_consumer
+    gate = asyncio.Event()
+
+    async def listener(msgs):
+        await gate.wait()
+        await asyncio.sleep(0)
+        return ConsumeStatus.CONSUME_SUCCESS
+    c.register_message_listener(listener)
+    pq = ProcessQueue(MQ)
+    msgs = [_m(i) for i in range(4)]
+    pq.put(msgs)
+    await c._deliver(pq, msgs)
+    assert MQ not in c.offset_store.table and c._slots._value == 1  # both batches hold their slot
+    gate.set()
+    await _until(lambda: c.offset_store.table.get(MQ) == 4)
+    assert c._slots._value == 3
+
+
+async def test_async_listener_failures_are_sent_back(push_consumer) -> None:
+    c = push_consumer
+    sent_back = []
+
+    async def send_back(m):
+        sent_back.append(m.queue_offset)
+        return True
+    c._send_back = send_back
+
+    async def listener(msgs):
+        if msgs[0].queue_offset == 0:
+            raise ValueError("at once")
+        await asyncio.sleep(0)
+        if msgs[0].queue_offset == 2:
+            raise ValueError("after a wait")
+        return ConsumeStatus.RECONSUME_LATER if msgs[0].queue_offset == 4 else "whatever"
+    c.register_message_listener(listener)
+    pq = ProcessQueue(MQ)
+    msgs = [_m(i) for i in range(8)]
+    pq.put(msgs)
+    await c._deliver(pq, msgs)
+    await _until(lambda: c.offset_store.table.get(MQ) == 8)
+    assert sorted(sent_back) == list(range(8))
+
+
+async def test_plain_listener_runs_on_the_pool(push_consumer) -> None:
+    c = push_consumer
+    threads = set()
+
+    def listener(msgs):
+        threads.add(threading.get_ident())
+        return ConsumeStatus.CONSUME_SUCCESS
+    c.register_message_listener(listener)
+    pq = ProcessQueue(MQ)
+    msgs = [_m(i) for i in range(4)]
+    pq.put(msgs)
+    await c._deliver(pq, msgs)
+    await _until(lambda: c.offset_store.table.get(MQ) == 4)
+    assert threading.get_ident() not in threads
+
+
+async def test_resume_passes_results_and_cancellation_on() -> None:
+    log = []
+    fut = asyncio.get_running_loop().create_future()
+
+    async def body():
+        log.append(await fut)
+        try:
+            await asyncio.sleep(10)
+        except asyncio.CancelledError:
+            log.append("cancelled")
+            raise
+    coro = body()
+    task = asyncio.ensure_future(_resume(coro, coro.send(None)))
+    await asyncio.sleep(0)
+    fut.set_result("answer")
+    await _until(lambda: log == ["answer"])
+    await asyncio.sleep(0)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert log == ["answer", "cancelled"]

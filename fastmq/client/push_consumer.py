@@ -24,15 +24,17 @@ import concurrent.futures
 import inspect
 import json
 import logging
+import operator
 import time
+import types
 import zlib
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, Sequence
+from typing import Any, Awaitable, Callable, Coroutine, Generator, Sequence
 
 from ..errors import ClientStateError, FastMQError, MessageValidationError, RemotingConnectError
 from ..protocol.bodies import MASTER_ID
-from ..protocol.codes import RequestCode, ResponseCode
-from ..protocol.command import create_request, ext_int
+from ..protocol.codes import LanguageCode, RequestCode, ResponseCode
+from ..protocol.command import VERSION, RemotingCommand, create_request, ext_int, next_opaque
 from ..protocol.heartbeat import ConsumerData, SubscriptionData, build_subscription
 from ..protocol.message import MessageConst, MessageExt, MessageSysFlag
 from ..protocol.message_queue import MessageQueue
@@ -53,6 +55,7 @@ PULL_DELAY_FLOW_CONTROL_S = 0.05
 REBALANCE_INTERVAL_S = 20.0
 MISSING_ROUTE_FIRST_RETRY_S = 0.05
 _SYSFLAG_COMMIT, _SYSFLAG_SUSPEND, _SYSFLAG_SUBSCRIPTION = 1, 2, 4
+_LANGUAGE = int(LanguageCode.PYTHON)
 
 
 class ConsumeStatus:
@@ -62,7 +65,14 @@ class ConsumeStatus:
 
 @dataclass
 class ProcessQueue:
-    """The messages of one queue pulled but not yet consumed, by queue offset."""
+    """The messages of one queue pulled but not yet consumed, by queue offset.
+
+    RocketMQ keeps them in a TreeMap and commits its first key. Pull answers come in queue-offset
+    order, so here the dict's insertion order is that order and its first key is the smallest
+    offset (``min`` over up to 1,000 keys cost ~15 µs per commit); ``ordered`` turns False when
+    an offset arrives below one already seen (an offset moved back), and ``min`` serves until
+    the dict empties.
+    """
 
     mq: MessageQueue
     next_offset: int = 0
@@ -74,22 +84,43 @@ class ProcessQueue:
     locked: bool = False                       # orderly: the broker lock on this queue is ours
     consuming: asyncio.Task[None] | None = None  # orderly: the one task consuming this queue
     pulling_from: str | None = None            # the broker address of the last pull (master or slave)
+    ordered: bool = True                       # msgs' insertion order is offset order
 
     def put(self, msgs: Sequence[MessageExt]) -> None:
+        if not msgs:
+            return
+        d = self.msgs
+        if msgs[0].queue_offset > self.max_seen:
+            # the usual case: a pull answer past everything seen, its offsets ascending
+            d.update(zip(map(_queue_offset, msgs), msgs))
+            self.size_bytes += sum(map(len, map(_body, msgs)))
+            self.max_seen = max(self.max_seen, msgs[-1].queue_offset)
+            return
         for m in msgs:
-            if m.queue_offset not in self.msgs:
-                self.msgs[m.queue_offset] = m
+            o = m.queue_offset
+            if o not in d:
+                if d and o < self.max_seen:
+                    self.ordered = False
+                d[o] = m
                 self.size_bytes += len(m.body)
-                self.max_seen = max(self.max_seen, m.queue_offset)
+                if o > self.max_seen:
+                    self.max_seen = o
 
     def remove(self, msgs: Sequence[MessageExt]) -> int:
         """Forget consumed messages; returns the offset safe to commit (-1: nothing new)."""
+        d = self.msgs
+        pop = d.pop
         for m in msgs:
-            if self.msgs.pop(m.queue_offset, None) is not None:
+            if pop(m.queue_offset, None) is not None:
                 self.size_bytes -= len(m.body)
-        if self.msgs:
-            return min(self.msgs)
+        if d:
+            return next(iter(d)) if self.ordered else min(d)
+        self.ordered = True
         return self.max_seen + 1 if self.max_seen >= 0 else -1
+
+
+_queue_offset = operator.attrgetter("queue_offset")
+_body = operator.attrgetter("body")
 
 
 def _unwrap(m: MessageExt, group: str) -> MessageExt:
@@ -103,6 +134,47 @@ def _unwrap(m: MessageExt, group: str) -> MessageExt:
     if real and m.topic == retry_topic(group):
         m.topic = real
     return m
+
+
+def _unwrap_all(msgs: list[MessageExt], group: str, retry: bool) -> None:
+    """``_unwrap`` of a pull answer's messages, in place; ``retry``: they come from the group's
+    retry topic. Only a retry topic's messages carry RETRY_TOPIC to restore, and compressed ones
+    are rare, so a plain answer costs one flag test per message."""
+    if retry:
+        for m in msgs:
+            _unwrap(m, group)
+        return
+    for m in msgs:
+        if m.sys_flag & _COMPRESSED:
+            _unwrap(m, group)
+
+
+_COMPRESSED = int(MessageSysFlag.COMPRESSED)
+
+
+def _status(status: object) -> str:
+    """A listener's answer; anything but the two statuses counts as RECONSUME_LATER."""
+    return status if status in (ConsumeStatus.CONSUME_SUCCESS, ConsumeStatus.RECONSUME_LATER) \
+        else ConsumeStatus.RECONSUME_LATER  # type: ignore[return-value]
+
+
+@types.coroutine
+def _resume(coro: Coroutine[Any, Any, Any], waiting: Any) -> Generator[Any, Any, Any]:
+    """The rest of ``coro``, whose first step already ran and yielded ``waiting``, for a task to
+    drive: each value the task sends or throws goes on to ``coro``, as ``await`` would pass it."""
+    while True:
+        try:
+            value = yield waiting
+        except BaseException as exc:  # the task's cancellation included: coro decides
+            try:
+                waiting = coro.throw(exc)
+            except StopIteration as stop:
+                return stop.value
+        else:
+            try:
+                waiting = coro.send(value)
+            except StopIteration as stop:
+                return stop.value
 
 
 class _ConsumerBase:
@@ -357,6 +429,14 @@ class _ConsumerBase:
     async def _pull_loop(self, pq: ProcessQueue) -> None:
         mq = pq.mq
         sub = self.subscriptions.get(mq.topic)
+        wanted = None if sub is None or sub.subscribes_all else set(sub.tags_set)
+        from_retry = mq.topic == retry_topic(self.group)
+        clustering = self.message_model == "CLUSTERING"
+        # the header fields no pull of this queue changes, stringified once (as create_request would)
+        template = {"consumerGroup": self.group, "topic": mq.topic, "queueId": str(mq.queue_id), "queueOffset": "",
+                    "maxMsgNums": str(self.pull_batch_size), "sysFlag": "", "commitOffset": "",
+                    "suspendTimeoutMillis": str(PULL_SUSPEND_MS), "subscription": sub.sub_string if sub else "*",
+                    "subVersion": str(sub.sub_version if sub else 0), "expressionType": "TAG"}
         while not pq.dropped and self._running:
             if len(pq.msgs) > self.pull_threshold_for_queue or pq.size_bytes > self.pull_threshold_size_for_queue:
                 await asyncio.sleep(PULL_DELAY_FLOW_CONTROL_S)
@@ -369,15 +449,15 @@ class _ConsumerBase:
                 await asyncio.sleep(PULL_DELAY_ON_ERROR_S)
                 continue
             pq.pulling_from = addr
-            commit = self.offset_store.table.get(mq, -1) if self.message_model == "CLUSTERING" else -1
-            sys_flag = _SYSFLAG_SUSPEND | _SYSFLAG_SUBSCRIPTION | (_SYSFLAG_COMMIT if commit > 0 else 0)
-            req = create_request(RequestCode.PULL_MESSAGE, {
-                "consumerGroup": self.group, "topic": mq.topic, "queueId": mq.queue_id, "queueOffset": pq.next_offset,
-                "maxMsgNums": self.pull_batch_size, "sysFlag": sys_flag, "commitOffset": max(commit, 0),
-                "suspendTimeoutMillis": PULL_SUSPEND_MS, "subscription": sub.sub_string if sub else "*",
-                "subVersion": sub.sub_version if sub else 0, "expressionType": "TAG"})
+            commit = self.offset_store.table.get(mq, -1) if clustering else -1
+            fields = template.copy()
+            fields["queueOffset"] = str(pq.next_offset)
+            fields["sysFlag"] = str(_SYSFLAG_SUSPEND | _SYSFLAG_SUBSCRIPTION | (_SYSFLAG_COMMIT if commit > 0 else 0))
+            fields["commitOffset"] = str(max(commit, 0))
+            req = RemotingCommand(RequestCode.PULL_MESSAGE, language=_LANGUAGE, version=VERSION, opaque=next_opaque(),
+                                  flag=0, ext_fields=fields, serialize_type=0, body=None)
             try:
-                resp = await self.instance.remoting.invoke(addr, req, PULL_TIMEOUT_MS / 1000)
+                resp = await self._pull(addr, req)
             except asyncio.CancelledError:
                 raise
             except RemotingConnectError as exc:
@@ -395,9 +475,9 @@ class _ConsumerBase:
             self.pull_from_which[mq] = MASTER_ID if suggest is None else suggest
             next_offset = ext_int(resp, "nextBeginOffset", pq.next_offset)
             if resp.code == ResponseCode.SUCCESS:
-                msgs = [_unwrap(m, self.group) for m in decode_pull_body(resp.body or b"")]
-                if sub is not None and not sub.subscribes_all:
-                    wanted = set(sub.tags_set)
+                msgs = decode_pull_body(resp.body or b"")
+                _unwrap_all(msgs, self.group, from_retry)
+                if wanted is not None:
                     msgs = [m for m in msgs if m.tags in wanted]
                 if msgs:
                     pq.put(msgs)
@@ -419,6 +499,30 @@ class _ConsumerBase:
             if next_offset is not None:
                 pq.next_offset = next_offset
 
+    async def _pull(self, addr: str, req: RemotingCommand) -> RemotingCommand:
+        """One PULL_MESSAGE exchange, written at once.
+
+        No timer is armed per pull (``asyncio.timeout`` cost ~3 µs): the remoting client's
+        once-a-second scan of the pending table fails it after PULL_TIMEOUT_MS, as RocketMQ's
+        scanResponseTable does for its async pulls. The write is not left for the loop's next
+        turn as ``start_request`` would: pulls of several queues leaving in one write come back
+        as one write of several answers, and the client and the broker then take turns instead
+        of working side by side (measured with 4 queues: ~290,000 msgs/s against ~600,000).
+        """
+        remoting = self.instance.remoting
+        conn = remoting.open_connection(addr)
+        if conn is None:
+            return await remoting.invoke(addr, req, PULL_TIMEOUT_MS / 1000)
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[RemotingCommand] = loop.create_future()
+        conn.start_request(req, fut, loop.time() + PULL_TIMEOUT_MS / 1000, PULL_TIMEOUT_MS)
+        conn.send_many([])  # write what start_request queued now
+        try:
+            return await fut
+        except asyncio.CancelledError:
+            conn.pending.pop(req.opaque, None)  # a dropped queue's pull (opaques are unique: ours)
+            raise
+
     def _commit(self, pq: ProcessQueue, msgs: Sequence[MessageExt]) -> None:
         off = pq.remove(msgs)
         if off >= 0 and not pq.dropped:
@@ -438,11 +542,15 @@ class PushConsumer(_ConsumerBase):
         self.consume_message_batch_max_size = consume_message_batch_max_size
         self.max_reconsume_times = max_reconsume_times
         self._listener: Callable[[list[MessageExt]], Any] | None = None
+        self._listener_is_async = False
         self._pool = concurrent.futures.ThreadPoolExecutor(consume_thread_max, thread_name_prefix=f"Consume_{group}")
         self._slots = asyncio.Semaphore(consume_thread_max)
 
     def register_message_listener(self, listener: Callable[[list[MessageExt]], str | Awaitable[str]]) -> None:
+        """Set the listener: ``listener(msgs)`` returns a ConsumeStatus; an ``async def`` runs on
+        the loop, a plain function on the consume thread pool."""
         self._listener = listener
+        self._listener_is_async = inspect.iscoroutinefunction(listener)
 
     async def start(self) -> None:
         if self._listener is None:
@@ -470,13 +578,45 @@ class PushConsumer(_ConsumerBase):
             return
         n = self.consume_message_batch_max_size
         for i in range(0, len(msgs), n):
-            batch = msgs[i:i + n]
+            batch = msgs[i:i + n] if i or n < len(msgs) else msgs
             await self._slots.acquire()
-            asyncio.ensure_future(self._consume(pq, batch))
+            if self._listener_is_async:
+                self._consume_now(pq, batch)
+            else:
+                asyncio.ensure_future(self._consume(pq, batch))
 
-    async def _consume(self, pq: ProcessQueue, batch: list[MessageExt]) -> None:
+    def _consume_now(self, pq: ProcessQueue, batch: list[MessageExt]) -> None:
+        """An ``async def`` listener's batch, started here rather than in a task of its own.
+
+        A task per batch (create, schedule, two steps) was a fifth of the consumer's time with a
+        listener that never waits. So the coroutine's first step runs now: when it returns at
+        once, the batch is committed here; when it waits on something, a task takes over the
+        suspended coroutine (``_resume``; Python 3.12's eager tasks do the same). It runs in the
+        pull loop's context, not a copy of it.
+        """
         try:
-            status = await self._call_listener(batch)
+            coro = self._listener(batch)  # type: ignore[misc]
+            waiting = coro.send(None)
+        except StopIteration as stop:
+            status = _status(stop.value)
+        except (Exception, asyncio.CancelledError):
+            log.exception("consumeMessage exception, group %s", self.group)
+            status = ConsumeStatus.RECONSUME_LATER
+        else:
+            asyncio.ensure_future(self._consume(pq, batch, running=_resume(coro, waiting)))
+            return
+        if pq.dropped or status == ConsumeStatus.CONSUME_SUCCESS or self.message_model != "CLUSTERING":
+            self._slots.release()
+            if not pq.dropped:
+                self._commit(pq, batch)
+        else:  # sending back awaits the broker
+            asyncio.ensure_future(self._consume(pq, batch, status=status))
+
+    async def _consume(self, pq: ProcessQueue, batch: list[MessageExt], *, status: str | None = None,
+                       running: Awaitable[Any] | None = None) -> None:
+        try:
+            if status is None:
+                status = await self._call_listener(batch, running)
             if pq.dropped:
                 return
             if status != ConsumeStatus.CONSUME_SUCCESS and self.message_model == "CLUSTERING":
@@ -522,18 +662,20 @@ class PushConsumer(_ConsumerBase):
         await self._slots.acquire()
         await self._consume(pq, msgs)
 
-    async def _call_listener(self, batch: list[MessageExt]) -> str:
+    async def _call_listener(self, batch: list[MessageExt], running: Awaitable[Any] | None = None) -> str:
+        """The listener's status for ``batch`` (``running``: its call, already started)."""
         assert self._listener is not None
         try:
-            if inspect.iscoroutinefunction(self._listener):
-                status = await self._listener(batch)
+            if running is not None:
+                status = await running
+            elif self._listener_is_async:
+                status = await self._listener(batch)  # type: ignore[misc]
             else:
                 status = await asyncio.get_running_loop().run_in_executor(self._pool, self._listener, batch)
         except Exception:
             log.exception("consumeMessage exception, group %s", self.group)
             return ConsumeStatus.RECONSUME_LATER
-        return status if status in (ConsumeStatus.CONSUME_SUCCESS, ConsumeStatus.RECONSUME_LATER) \
-            else ConsumeStatus.RECONSUME_LATER
+        return _status(status)
 
     async def _send_back(self, m: MessageExt) -> bool:
         addr = f"{m.store_host[0]}:{m.store_host[1]}"
@@ -595,6 +737,7 @@ class PullConsumer(_ConsumerBase):
         if pq is None:
             raise MessageValidationError(f"{mq} is not assigned to this consumer")
         pq.msgs.clear()
+        pq.ordered = True
         pq.size_bytes = 0
         pq.max_seen = offset - 1
         pq.next_offset = offset
