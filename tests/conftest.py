@@ -59,6 +59,7 @@ selector = _twin_fixture("selector", "queue-selection")
 send = _twin_fixture("send", "send-pipeline")
 batch = _twin_fixture("batch", "SEND_BATCH_MESSAGE body encoder")
 records = _twin_fixture("records", "plain-IPv4 pull-body record decoder")
+produce = _twin_fixture("produce", "producer hot path")
 
 
 @pytest.fixture

@@ -383,10 +383,11 @@ async def test_scan_expires_requests_past_deadline(server: RemotingServer, clien
     conn = client._conns[a]
     loop = asyncio.get_running_loop()
     fut: asyncio.Future[RemotingCommand] = loop.create_future()
-    conn.pending[424242] = (fut, loop.time() + 0.1, 100)
+    slow = create_request(SLOW, {"sleep": "5"})  # answered after 5 s: only the scan ends it sooner
+    conn.start_request(slow, fut, loop.time() + 0.1, 100)
     with pytest.raises(RemotingTimeoutError, match=r"100\(ms\)"):
         await asyncio.wait_for(fut, 3)
-    assert 424242 not in conn.pending
+    assert slow.opaque not in conn.pending
 
 
 async def test_connection_loss_fails_pending(server: RemotingServer, client: RemotingClient) -> None:

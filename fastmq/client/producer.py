@@ -14,21 +14,22 @@ import logging
 import random
 import time
 import zlib
-from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 from .._ext.fault import FaultTable
+from .._ext.produce import AsyncSend, SendFastPath, SendRequestWriter, SendResult, encode_batch
 from ..errors import (BrokerError, ClientStateError, MessageValidationError, NoRouteError, RemotingError,
                       SendFailedError)
 from .._ext.codec import RemotingCommand
 from ..protocol.codes import LanguageCode, RequestCode, ResponseCode
 from ..protocol.command import VERSION, ext_int, ext_str, next_opaque
-from ..protocol.message import Message, MessageConst, MessageSysFlag, encode_batch_body, encode_properties
+from ..protocol.message import (Message, MessageConst, MessageFormatError, MessageSysFlag, encode_batch_body,
+                                encode_properties)
 from ..protocol.message_queue import MessageQueue
 from ..protocol.topic import (AUTO_CREATE_TOPIC_KEY_TOPIC, is_not_allowed_send_topic, is_retry_topic,
                               validate_topic)
 from .instance import ClientConfig, ClientInstance
-from .message_id import create_uniq_id, create_uniq_ids
+from .message_id import UNIQ_IDS, create_uniq_id, create_uniq_ids
 from .publish_info import BrokerNumbers, TopicPublishInfo
 
 __all__ = ["Producer", "SendResult", "SendStatus", "MessageQueueSelector", "hash_selector"]
@@ -36,6 +37,7 @@ __all__ = ["Producer", "SendResult", "SendStatus", "MessageQueueSelector", "hash
 log = logging.getLogger("fastmq.client")
 
 _LANG = int(LanguageCode.PYTHON)
+_UNIQ_KEY = MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX
 _FAQ = "\nSee http://rocketmq.apache.org/docs/faq/ for further details."
 
 #: The response codes a send is retried on (DefaultMQProducer.retryResponseCodes).
@@ -51,18 +53,6 @@ class SendStatus:
     FLUSH_DISK_TIMEOUT = "FLUSH_DISK_TIMEOUT"
     FLUSH_SLAVE_TIMEOUT = "FLUSH_SLAVE_TIMEOUT"
     SLAVE_NOT_AVAILABLE = "SLAVE_NOT_AVAILABLE"
-
-
-@dataclass(frozen=True)
-class SendResult:
-    """As the Java client reports it: ``msg_id`` is the client's UNIQ_KEY, ``offset_msg_id`` the broker's."""
-
-    status: str
-    msg_id: str
-    offset_msg_id: str
-    message_queue: MessageQueue
-    queue_offset: int
-    region_id: str | None = None
 
 
 MessageQueueSelector = Callable[[Sequence[MessageQueue], Message, object], MessageQueue]
@@ -105,6 +95,8 @@ class Producer:
         self._in_flight = _Permits(max_in_flight) if max_in_flight else None
         self._state = "CREATE_JUST"
         self._good_topics: set[str] = set()  # topic names that passed validate_topic
+        self._writer = SendRequestWriter(group, AUTO_CREATE_TOPIC_KEY_TOPIC, default_topic_queue_nums, _LANG, VERSION)
+        self._fast = SendFastPath(self, self._writer, UNIQ_IDS, next_opaque)
 
     # -------------------------------------------------------- lifecycle
 
@@ -116,12 +108,15 @@ class Producer:
         self.instance.producers[self.group] = self
         await self.instance.start()
         self._state = "RUNNING"
+        self._fast.loop = asyncio.get_running_loop()
+        self._fast.running = True
 
     async def shutdown(self) -> None:
         if self._state != "RUNNING":
             self._state = "SHUTDOWN_ALREADY"
             return
         self._state = "SHUTDOWN_ALREADY"
+        self._fast.running = False
         self.instance.producers.pop(self.group, None)
         await self.instance.unregister(producer_group=self.group)
         if self._own_instance:
@@ -258,7 +253,7 @@ class Producer:
 
     async def _send(self, msg: Message, timeout_ms: int | None, *, mq: MessageQueue | None = None,
                     retries: int | None = None, batch: bool = False, oneway: bool = False,
-                    prior: "_AsyncSend | None" = None) -> SendResult | None:
+                    prior: AsyncSend | None = None) -> SendResult | None:
         """``prior``: a first try already made by the send_async fast path; the retries go on from it
         (same clock, brokers list and last error) as if this loop had made it."""
         loop = asyncio.get_running_loop()
@@ -343,31 +338,32 @@ class Producer:
         """Start a send; the returned future (and ``callback(result, error)``) completes with it.
 
         Retried per ``retry_times_when_send_async_failed``. With the topic's route cached and its
-        broker connected, the first try costs no task and no timer: the request is queued on the
-        connection (the requests of one loop turn leave in one socket write) and its answer
-        completes the future straight from the connection's read.
+        broker connected, the first try costs no task and no timer: the compiled writer encodes
+        the request frame, the connection queues it (the frames of one loop turn leave in one
+        socket write) and the answer completes the future straight from the connection's read.
         """
-        if self._in_flight is not None and not self._in_flight.try_acquire():
-            await self._in_flight.acquire()
+        permits = self._in_flight
+        if permits is not None and not permits.try_acquire():
+            await permits.acquire()
         try:
-            fut = self._send_async_now(msg, callback, timeout_ms)
+            fut = self._fast.start(msg, callback, timeout_ms)
             if fut is None:
                 fut = asyncio.ensure_future(self._send_async_slow(msg, callback, timeout_ms))
+                if permits is not None:
+                    fut.add_done_callback(self._release_in_flight)
         except BaseException:
-            if self._in_flight is not None:
-                self._in_flight.release()
+            if permits is not None:
+                permits.release()
             raise
-        if self._in_flight is not None:
-            fut.add_done_callback(self._release_in_flight)
         return fut
 
     def _release_in_flight(self, _fut: object) -> None:
         self._in_flight.release()  # type: ignore[union-attr]
 
     async def _send_async_slow(self, msg: Message, callback: Callable[[SendResult | None, BaseException | None], None]
-                               | None, timeout_ms: int | None, prior: "_AsyncSend | None" = None) -> SendResult:
+                               | None, timeout_ms: int | None) -> SendResult:
         try:
-            r = await self._send(msg, timeout_ms, retries=self.retry_times_when_send_async_failed, prior=prior)
+            r = await self._send(msg, timeout_ms, retries=self.retry_times_when_send_async_failed)
         except BaseException as exc:
             if callback is not None:
                 callback(None, exc)
@@ -377,39 +373,56 @@ class Producer:
         assert r is not None
         return r
 
-    def _send_async_now(self, msg: Message, callback: Callable[[SendResult | None, BaseException | None], None]
-                        | None, timeout_ms: int | None) -> "asyncio.Future[SendResult] | None":
-        """The fast first try of send_async, or None when anything calls for the general path
-        (not running, a bad message, no cached route, no open connection): that path then
-        raises or connects exactly as ``send`` does."""
-        if self._state != "RUNNING":
-            return None
+    # The compiled AsyncSend entry completes a plain SUCCESS itself; it asks back here for the rest.
+
+    def _async_answer(self, entry: AsyncSend, resp: RemotingCommand) -> None:
+        """An answer the entry did not take as a plain SUCCESS: RocketMQ's checks, retries, errors."""
+        latency = int((entry.fut.get_loop().time() - entry.begin) * 1000)
         try:
-            self._validate(msg)
-        except MessageValidationError:
-            return None
-        info = self._publish.get(msg.topic)
-        if info is None or not info.ok:
-            return None
-        chosen = self._select(info, None)
-        addr = info.master_addr(chosen.broker_name) or self.instance.master_addr(chosen.broker_name)
-        if addr is None:
-            return None
-        conn = self.instance.remoting.open_connection(addr)
-        if conn is None:
-            return None
-        props = msg.properties
-        uniq = props.get(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
-        if not uniq:
-            uniq = props[MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = create_uniq_id()
-        req = self._request(msg, chosen)
-        loop = asyncio.get_running_loop()
-        now = loop.time()
-        timeout_ms = timeout_ms if timeout_ms is not None else self.send_msg_timeout
-        fut: asyncio.Future[SendResult] = loop.create_future()
-        entry = _AsyncSend(self, msg, chosen, uniq, fut, callback, timeout_ms, now)
-        conn.start_request(req, entry, now + timeout_ms / 1000, timeout_ms)
-        return fut
+            result = self._result(resp, entry.msg.topic, entry.mq, entry.uniq)
+        except BrokerError as exc:
+            self._update_fault(entry.mq.broker_name, latency, True)
+            if exc.code in RETRY_RESPONSE_CODES:
+                self._async_retry(entry, exc)
+            else:
+                entry.finish(None, exc)
+            return
+        except Exception as exc:  # a malformed answer fails this send only, not the connection's read
+            entry.finish(None, exc)
+            return
+        self._update_fault(entry.mq.broker_name, latency, False)
+        if result.status != SendStatus.SEND_OK and self.retry_another_broker_when_not_store_ok:
+            self._async_retry(entry, None)
+            return
+        entry.finish(result, None)
+
+    def _async_failed(self, entry: AsyncSend, exc: BaseException) -> None:
+        """The entry's try failed before any answer (connection lost, timed out)."""
+        self._update_fault(entry.mq.broker_name, int((entry.fut.get_loop().time() - entry.begin) * 1000), True)
+        log.warning("send to %s failed: %s", entry.mq, exc)
+        self._async_retry(entry, exc)
+
+    def _async_retry(self, entry: AsyncSend, exc: BaseException | None) -> None:
+        """The rest of the tries, on the general path, from where the entry's first try left off."""
+        fut = entry.fut
+        if fut.done():  # the caller cancelled it
+            entry.release()
+            return
+        entry.error = exc
+        task = asyncio.ensure_future(self._send(entry.msg, entry.timeout_ms,
+                                                retries=self.retry_times_when_send_async_failed, prior=entry))
+
+        def relay(t: "asyncio.Task[SendResult | None]") -> None:
+            if t.cancelled():
+                entry.release()
+                if not fut.done():
+                    fut.cancel()
+            elif t.exception() is not None:
+                entry.finish(None, t.exception())
+            else:
+                entry.finish(t.result(), None)
+        task.add_done_callback(relay)
+        fut.add_done_callback(lambda f: task.cancel() if f.cancelled() else None)
 
     async def send_oneway(self, msg: Message) -> None:
         """Send without waiting for any answer (one try)."""
@@ -437,31 +450,37 @@ class Producer:
         if not msgs:
             raise MessageValidationError("the batch is empty")
         topic = msgs[0].topic
-        uniq_key = MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX
-        delay_key = MessageConst.DELAY_TIME_LEVEL
         self._validate(msgs[0])  # the topic checks, once: every message must share the topic
-        need_id = []
-        for m in msgs:
-            # _validate's body checks, inline: this loop runs once per message of every batch
-            body, props = m.body, m.properties
-            if m.topic != topic:
-                raise MessageValidationError("The topic of the messages in one batch should be the same")
-            if delay_key in props and m.delay_time_level > 0:
-                raise MessageValidationError("TimeDelayLevel is not supported for batching")
-            if type(body) is not bytes or not body or len(body) > self.max_message_size:
-                self._validate(m)  # raises with the exact reason (or accepts a bytearray/memoryview)
-            if uniq_key not in props:
-                need_id.append(m)
-        for m, uniq in zip(need_id, create_uniq_ids(len(need_id))):
-            m.properties[uniq_key] = uniq
-        body = encode_batch_body(msgs)
+        try:
+            encoded = encode_batch(msgs, topic, self.max_message_size, UNIQ_IDS)
+        except ValueError as exc:
+            raise MessageFormatError(str(exc)) from None
+        if encoded is None:  # a message the compiled check passes over: the exact checks and errors
+            body, msg_ids = self._batch_body_checked(msgs, topic)
+        else:
+            body, msg_ids = encoded
         if len(body) > self.max_message_size:
             raise MessageValidationError(f"the message body size over max value, MAX: {self.max_message_size}")
         batch = Message(topic, body, 0, {MessageConst.WAIT_STORE_MSG_OK: "true"})
         r = await self._send(batch, timeout_ms, batch=True)
         assert r is not None
-        return SendResult(r.status, ",".join(m.properties[MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX] for m in msgs),
-                          r.offset_msg_id, r.message_queue, r.queue_offset, r.region_id)
+        return SendResult(r.status, msg_ids, r.offset_msg_id, r.message_queue, r.queue_offset, r.region_id)
+
+    def _batch_body_checked(self, msgs: Sequence[Message], topic: str) -> tuple[bytes, str]:
+        """A batch's body the long way: each message checked with its exact error, UNIQ_KEYs given."""
+        delay_key = MessageConst.DELAY_TIME_LEVEL
+        need_id = []
+        for m in msgs:
+            if m.topic != topic:
+                raise MessageValidationError("The topic of the messages in one batch should be the same")
+            if delay_key in m.properties and m.delay_time_level > 0:
+                raise MessageValidationError("TimeDelayLevel is not supported for batching")
+            self._validate(m)  # raises with the exact reason (or accepts a bytearray/memoryview)
+            if _UNIQ_KEY not in m.properties:
+                need_id.append(m)
+        for m, uniq in zip(need_id, create_uniq_ids(len(need_id))):
+            m.properties[_UNIQ_KEY] = uniq
+        return encode_batch_body(msgs), ",".join(m.properties[_UNIQ_KEY] for m in msgs)
 
 
 
@@ -476,89 +495,9 @@ class _Permits(asyncio.Semaphore):
             return True
         return False
 
-
-class _AsyncSend:
-    """The first try of a send_async on the fast path, as the connection's pending entry: the
-    connection calls ``set_result`` with the broker's answer (or ``set_exception``) from its read,
-    and this completes the caller's future, or hands over to the general path for a retry."""
-
-    __slots__ = ("producer", "msg", "mq", "uniq", "fut", "callback", "timeout_ms", "begin", "error", "_done")
-
-    def __init__(self, producer: Producer, msg: Message, mq: MessageQueue, uniq: str, fut: "asyncio.Future[SendResult]",
-                 callback: Callable[[SendResult | None, BaseException | None], None] | None, timeout_ms: int,
-                 begin: float) -> None:
-        self.producer = producer
-        self.msg = msg
-        self.mq = mq
-        self.uniq = uniq
-        self.fut = fut
-        self.callback = callback
-        self.timeout_ms = timeout_ms
-        self.begin = begin
-        self.error: BaseException | None = None
-        self._done = False
-
-    def done(self) -> bool:
-        return self._done
-
-    def set_result(self, resp: RemotingCommand) -> None:
-        self._done = True
-        p = self.producer
-        latency = int((self.fut.get_loop().time() - self.begin) * 1000)
-        try:
-            result = p._result(resp, self.msg.topic, self.mq, self.uniq)
-        except BrokerError as exc:
-            p._update_fault(self.mq.broker_name, latency, True)
-            if exc.code in RETRY_RESPONSE_CODES:
-                self._retry(exc)
-            else:
-                self._finish(None, exc)
-            return
-        except Exception as exc:  # a malformed answer fails this send only, not the connection's read
-            self._finish(None, exc)
-            return
-        p._update_fault(self.mq.broker_name, latency, False)
-        if result.status != SendStatus.SEND_OK and p.retry_another_broker_when_not_store_ok:
-            self._retry(None)
-            return
-        self._finish(result, None)
-
-    def set_exception(self, exc: BaseException) -> None:
-        self._done = True
-        p = self.producer
-        p._update_fault(self.mq.broker_name, int((self.fut.get_loop().time() - self.begin) * 1000), True)
-        log.warning("send to %s failed: %s", self.mq, exc)
-        self._retry(exc)
-
-    def _retry(self, exc: BaseException | None) -> None:
-        if self.fut.done():  # the caller cancelled it
-            return
-        self.error = exc
-        task = asyncio.ensure_future(self.producer._send_async_slow(self.msg, self.callback, self.timeout_ms, self))
-        fut = self.fut
-
-        def relay(t: "asyncio.Task[SendResult]") -> None:
-            if fut.done():
-                return
-            if t.cancelled():
-                fut.cancel()
-            elif t.exception() is not None:
-                fut.set_exception(t.exception())  # type: ignore[arg-type]
-            else:
-                fut.set_result(t.result())
-        task.add_done_callback(relay)
-        fut.add_done_callback(lambda f: task.cancel() if f.cancelled() else None)
-
-    def _finish(self, result: SendResult | None, exc: BaseException | None) -> None:
-        if self.fut.done():
-            return
-        if self.callback is not None:
-            try:
-                self.callback(result, exc)
-            except Exception as cb_exc:  # as on the general path: the future fails with the callback's error
-                self.fut.set_exception(cb_exc)
-                return
-        if exc is not None:
-            self.fut.set_exception(exc)
+    def release(self) -> None:
+        """asyncio's release, without its wake-up call when nobody waits (once per send)."""
+        if self._waiters:
+            super().release()
         else:
-            self.fut.set_result(result)  # type: ignore[arg-type]
+            self._value += 1

@@ -39,6 +39,8 @@ class TopicPublishInfo:
     queues: list[MessageQueue] = field(default_factory=list)
     order_topic: bool = False
     table: QueueTable | None = None
+    #: broker name -> its master's address (the send path's lookup)
+    masters: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def from_route(cls, topic: str, route: TopicRouteData, numbers: BrokerNumbers) -> "TopicPublishInfo":
@@ -59,6 +61,8 @@ class TopicPublishInfo:
                     continue  # a broker without a master cannot take writes
                 info.queues += [MessageQueue(topic, qd.broker_name, i) for i in range(qd.write_queue_nums)]
         info.table = QueueTable([numbers.number(mq.broker_name) for mq in info.queues])
+        info.masters = {b.broker_name: b.broker_addrs[MASTER_ID] for b in route.broker_datas
+                        if MASTER_ID in b.broker_addrs}
         return info
 
     @property
@@ -66,10 +70,7 @@ class TopicPublishInfo:
         return bool(self.queues)
 
     def master_addr(self, broker_name: str) -> str | None:
-        for b in self.route.broker_datas:
-            if b.broker_name == broker_name:
-                return b.broker_addrs.get(MASTER_ID)
-        return None
+        return self.masters.get(broker_name)
 
     def write_queue_nums(self, broker_name: str) -> int:
         return sum(1 for mq in self.queues if mq.broker_name == broker_name)

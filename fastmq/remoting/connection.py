@@ -16,7 +16,7 @@ import asyncio
 import logging
 import threading
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Protocol
 
 from .._ext.codec import FrameDecoder, RemotingCommand, encode_frame, encode_frames
 from .._ext._protocols import DEFAULT_MAX_FRAME_SIZE, FLAG_ONEWAY
@@ -34,6 +34,10 @@ WRITE_HIGH_WATER = 4 * 1024 * 1024
 WRITE_LOW_WATER = 1024 * 1024
 #: Requests of one connection being processed at once before we stop reading it.
 MAX_INFLIGHT = 65536
+#: Bytes of requests queued by start_request/start_frame that are written at once rather than
+#: at the loop's next turn: a producer issuing thousands of sends in one turn keeps the broker
+#: busy with the first ones while it encodes the rest, instead of handing it everything at the end.
+OUTQ_FLUSH_BYTES = 64 * 1024
 
 
 class ConnectionListener:
@@ -69,6 +73,44 @@ class ConnectionGoneListener(ConnectionListener):
         self.connection_gone(conn)
 
 
+class PendingEntry(Protocol):
+    """What ``Connection.pending`` holds per opaque: the response goes to ``set_result``, a failure
+    (connection lost, past ``deadline`` on the loop clock) to ``set_exception``."""
+
+    deadline: float
+    timeout_ms: float
+
+    def done(self) -> bool: ...
+    def set_result(self, cmd: RemotingCommand) -> None: ...
+    def set_exception(self, exc: BaseException) -> None: ...
+
+
+class _Waiter(tuple):
+    """The pending entry of a plain future: ``(future, deadline, timeout_ms)``."""
+
+    __slots__ = ()
+
+    def __new__(cls, fut: "asyncio.Future[RemotingCommand]", deadline: float, timeout_ms: float) -> "_Waiter":
+        return tuple.__new__(cls, (fut, deadline, timeout_ms))
+
+    @property
+    def deadline(self) -> float:
+        return self[1]  # type: ignore[no-any-return]
+
+    @property
+    def timeout_ms(self) -> float:
+        return self[2]  # type: ignore[no-any-return]
+
+    def done(self) -> bool:
+        return self[0].done()  # type: ignore[no-any-return]
+
+    def set_result(self, cmd: RemotingCommand) -> None:
+        self[0].set_result(cmd)
+
+    def set_exception(self, exc: BaseException) -> None:
+        self[0].set_exception(exc)
+
+
 def _addr(peer: Any) -> str:
     if isinstance(peer, tuple) and len(peer) >= 2:
         return f"{peer[0]}:{peer[1]}"
@@ -91,16 +133,18 @@ class Connection(asyncio.Protocol):
         #: Free-form per-connection state for processors.
         self.attrs: dict[str, Any] = {}
         self.closed = False
-        #: opaque -> (future, deadline on the loop clock, timeout ms) of our requests awaiting an answer.
-        self.pending: dict[int, tuple[asyncio.Future[RemotingCommand], float, float]] = {}
+        #: opaque -> the entry of our request awaiting an answer (RocketMQ's responseTable).
+        self.pending: dict[int, PendingEntry] = {}
         self.last_activity = time.monotonic()
         self.inflight = 0
         self.max_inflight = max_inflight
         self._write_paused = False
         self._read_paused = False
         self._drain_waiters: list[asyncio.Future[None]] = []
-        # Requests queued by start_request: written together when the loop next turns.
-        self._outq: list[RemotingCommand] = []
+        # Frames queued by start_request/start_frame: written together when the loop next turns
+        # (or once OUTQ_FLUSH_BYTES have gathered).
+        self._outq: list[bytes] = []
+        self._outq_bytes = 0
         self._flush_scheduled = False
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread = 0
@@ -146,8 +190,8 @@ class Connection(asyncio.Protocol):
                 if entry is None:
                     log.warning("response with unknown opaque %d from %s (it timed out?)", cmd.opaque,
                                 self.remote_addr)
-                elif not entry[0].done():
-                    entry[0].set_result(cmd)
+                elif not entry.done():
+                    entry.set_result(cmd)
             else:
                 if requests is None:
                     requests = [cmd]
@@ -159,7 +203,7 @@ class Connection(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
         pending, self.pending = self.pending, {}
-        for fut, _, _ in pending.values():
+        for fut in pending.values():
             if not fut.done():
                 # One error object per future: a shared one would collect every caller's traceback.
                 err = RemotingSendRequestError(self.remote_addr,
@@ -243,16 +287,21 @@ class Connection(asyncio.Protocol):
             assert self._loop is not None
             self._loop.call_soon_threadsafe(self.send_many, cmds)
             return
-        if self._outq:  # queued requests go first, so frames leave in the order they were made
-            cmds = self._outq + cmds
-            self._outq = []
+        queued, self._outq = self._outq, []
+        self._outq_bytes = 0
         if self.closed or self.transport is None or self.transport.is_closing():
-            log.debug("dropping %d command(s) for closed connection %s", len(cmds), self.remote_addr)
+            log.debug("dropping %d command(s) for closed connection %s", len(cmds) + len(queued), self.remote_addr)
             return
-        try:
-            data = encode_frames(cmds)
-        except RemotingCommandError:
-            data = b"".join(self._encode_each(cmds))
+        if cmds:
+            try:
+                data = encode_frames(cmds)
+            except RemotingCommandError:
+                data = b"".join(self._encode_each(cmds))
+            if queued:  # queued requests go first, so frames leave in the order they were made
+                queued.append(data)
+                data = b"".join(queued)
+        else:
+            data = b"".join(queued)
         self.last_activity = time.monotonic()
         self.transport.write(data)
 
@@ -289,7 +338,8 @@ class Connection(asyncio.Protocol):
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[RemotingCommand] = loop.create_future()
         opaque = request.opaque
-        self.pending[opaque] = (fut, loop.time() + timeout, report_ms)
+        waiter = _Waiter(fut, loop.time() + timeout, report_ms)
+        self.pending[opaque] = waiter
         try:
             self.send(request)
             try:
@@ -301,24 +351,36 @@ class Connection(asyncio.Protocol):
             except TimeoutError:
                 raise RemotingTimeoutError(self.remote_addr, report_ms) from None
         finally:
-            entry = self.pending.get(opaque)
-            if entry is not None and entry[0] is fut:
+            if self.pending.get(opaque) is waiter:
                 del self.pending[opaque]
 
-    def start_request(self, request: RemotingCommand, entry: Any, deadline: float, timeout_ms: float) -> None:
-        """Send ``request`` without waiting: its response goes to ``entry.set_result`` (a future, or any
-        object with ``done``, ``set_result`` and ``set_exception``), called from ``data_received``.
+    def start_request(self, request: RemotingCommand, entry: Any, deadline: float | None = None,
+                      timeout_ms: float | None = None) -> None:
+        """Send ``request`` without waiting: its response goes to ``entry.set_result``, called from
+        ``data_received`` (see :meth:`start_frame`). ``entry`` is a :class:`PendingEntry`, or a
+        future with its ``deadline`` and ``timeout_ms``."""
+        if deadline is not None:
+            entry = _Waiter(entry, deadline, timeout_ms if timeout_ms is not None else 0.0)
+        self.start_frame(request.opaque, encode_frame(request), entry)
 
-        Must be called on the loop thread. Requests started in one turn of the loop leave in one
-        socket write (one ``encode_frames`` call) when the loop next turns. No timer per request:
-        past ``deadline`` (loop clock) the once-a-second ``expire_pending`` scan fails it with
-        RemotingTimeoutError, as RocketMQ's scanResponseTable does for async requests.
+    def start_frame(self, opaque: int, frame: bytes, entry: PendingEntry) -> None:
+        """Send a request already encoded as ``frame`` (its opaque is ``opaque``) without waiting:
+        its response goes to ``entry.set_result``, called from ``data_received``.
+
+        Must be called on the loop thread. Frames started in one turn of the loop leave in one
+        socket write when the loop next turns, or as soon as OUTQ_FLUSH_BYTES have gathered. No
+        timer per request: past ``entry.deadline`` (loop clock) the once-a-second
+        ``expire_pending`` scan fails it with RemotingTimeoutError, as RocketMQ's
+        scanResponseTable does for async requests.
         """
         if self.closed:
             raise RemotingSendRequestError(self.remote_addr, "connection closed")
-        self.pending[request.opaque] = (entry, deadline, timeout_ms)
-        self._outq.append(request)
-        if not self._flush_scheduled:
+        self.pending[opaque] = entry
+        self._outq.append(frame)
+        self._outq_bytes += len(frame)
+        if self._outq_bytes >= OUTQ_FLUSH_BYTES:
+            self.send_many([])
+        elif not self._flush_scheduled:
             self._flush_scheduled = True
             assert self._loop is not None
             self._loop.call_soon(self._flush)
@@ -335,11 +397,11 @@ class Connection(asyncio.Protocol):
 
     def expire_pending(self, now: float) -> int:
         """Fail the requests past their deadline (the once-a-second scan); returns how many."""
-        expired = [(op, fut, ms) for op, (fut, deadline, ms) in self.pending.items() if deadline <= now]
-        for op, fut, ms in expired:
+        expired = [(op, entry) for op, entry in self.pending.items() if entry.deadline <= now]
+        for op, entry in expired:
             del self.pending[op]
-            if not fut.done():
-                fut.set_exception(RemotingTimeoutError(self.remote_addr, ms))
+            if not entry.done():
+                entry.set_exception(RemotingTimeoutError(self.remote_addr, entry.timeout_ms))
         return len(expired)
 
     def close(self) -> None:

@@ -1,0 +1,670 @@
+# cython: language_level=3, embedsignature=True
+"""The producer's hot path, compiled twin of ``produce_py`` (read that module for the contract).
+
+What the reference spends per message on Python objects (a header dict of a dozen strings, a
+RemotingCommand, the properties string, a frozen dataclass for the result) is C here: the frame
+is written from the producer's fixed header pieces into one buffer, UNIQ_KEYs are formatted in
+place, and a SUCCESS answer becomes a SendResult without leaving C.
+"""
+cimport cython
+from cpython.buffer cimport PyBUF_SIMPLE, PyObject_GetBuffer, PyBuffer_Release
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
+from cpython.dict cimport PyDict_GetItem, PyDict_Next, PyDict_SetItem
+from cpython.object cimport PyObject
+from libc.stdint cimport int64_t, uint8_t, uint32_t, uint64_t
+from libc.string cimport memchr, memcpy
+
+from .bigendian cimport put32 as _put32
+from .bytebuf cimport ByteBuf, bytebuf_free, bytebuf_reserve
+from .codec_c cimport RemotingCommand
+
+import random
+import zlib
+
+from .batch_c import encode_batch_body
+from .codec_c import LANGUAGE_NAMES
+
+cdef extern from "Python.h":
+    const char* PyUnicode_AsUTF8AndSize(object o, Py_ssize_t *size) except NULL
+    object PyUnicode_New(Py_ssize_t size, Py_UCS4 maxchar)
+    void* PyUnicode_DATA(object o)
+
+cdef extern from "<time.h>" nogil:
+    ctypedef long time_t
+    cdef struct tm:
+        int tm_year
+        int tm_mon
+        int tm_mday
+        int tm_hour
+        int tm_min
+        int tm_sec
+    cdef struct timespec:
+        time_t tv_sec
+        long tv_nsec
+    int CLOCK_REALTIME
+    int clock_gettime(int clk, timespec* ts)
+    tm* gmtime_r(const time_t* t, tm* out)
+    time_t timegm(tm* t)
+
+__all__ = ["UniqIds", "SendRequestWriter", "encode_batch", "SendResult", "AsyncSend", "SendFastPath", "month_bounds"]
+
+cdef const char* _UHEX = b"0123456789ABCDEF"
+cdef const char* _LHEX = b"0123456789abcdef"
+cdef str _UNIQ_KEY = "UNIQ_KEY"
+cdef str _DELAY = "DELAY"
+cdef str _ZERO = "0"
+cdef str _SEND_OK = "SEND_OK"
+cdef str _QUEUE_ID = "queueId"
+cdef str _QUEUE_OFFSET = "queueOffset"
+cdef str _MSG_ID = "msgId"
+cdef str _MSG_REGION = "MSG_REGION"
+# the fixed pieces between a request's variable header values
+cdef bytes _F = b'","f":"'
+cdef bytes _G = b'","g":"'
+cdef bytes _H = b'","h":"'
+cdef bytes _I = b'","i":"'
+cdef bytes _JK = b'","j":"0","k":"false","m":"'
+cdef bytes _JKL = b'","j":"0","k":"false","l":"16","m":"'
+cdef bytes _BATCH = b'true"}'
+cdef bytes _SINGLE = b'false"}'
+
+
+# ======================================================================= UNIQ_KEY
+
+cdef int64_t _now_ms() noexcept:
+    cdef timespec ts
+    clock_gettime(CLOCK_REALTIME, &ts)
+    return <int64_t>ts.tv_sec * 1000 + ts.tv_nsec // 1000000
+
+
+cdef int64_t _month_start(int64_t ms, int ahead) noexcept:
+    """The first millisecond of the UTC month holding ``ms`` (``ahead`` 1: of the month after)."""
+    cdef time_t secs = <time_t>(ms // 1000)
+    cdef tm t
+    gmtime_r(&secs, &t)
+    t.tm_mon += ahead
+    if t.tm_mon == 12:
+        t.tm_mon = 0
+        t.tm_year += 1
+    t.tm_mday = 1
+    t.tm_hour = 0
+    t.tm_min = 0
+    t.tm_sec = 0
+    return <int64_t>timegm(&t) * 1000
+
+
+def month_bounds(int64_t ms) -> tuple:
+    """The first millisecond of the UTC month holding ``ms``, and of the month after it."""
+    return _month_start(ms, 0), _month_start(ms, 1)
+
+
+@cython.final
+cdef class UniqIds:
+    """UNIQ_KEYs with one 20-hex-digit ``prefix``; thread-safe (each call holds the GIL throughout)."""
+
+    cdef readonly str prefix
+    cdef char _prefix[20]
+    cdef uint32_t _count
+    cdef int64_t _start
+    cdef int64_t _next
+
+    def __init__(self, str prefix):
+        if len(prefix) != 20 or not prefix.isascii():
+            raise ValueError(f"a UNIQ_KEY prefix is 20 ASCII hex digits, not {prefix!r}")
+        self.prefix = prefix
+        memcpy(self._prefix, PyUnicode_DATA(prefix), 20)
+        self._count = 0
+        self._start = 0
+        self._next = 0
+
+    cdef uint32_t _diff(self, int64_t now) noexcept:
+        if now < 0:
+            now = _now_ms()
+        if not (self._start <= now < self._next):
+            self._start = _month_start(now, 0)
+            self._next = _month_start(now, 1)
+        return <uint32_t>((now - self._start) & 0xFFFFFFFF)
+
+    cdef str _make(self, uint32_t diff, uint32_t count):
+        cdef str s = PyUnicode_New(32, 127)
+        cdef char* p = <char*>PyUnicode_DATA(s)
+        cdef int i
+        memcpy(p, self._prefix, 20)
+        for i in range(8):
+            p[20 + i] = _UHEX[(diff >> (28 - 4 * i)) & 15]
+        for i in range(4):
+            p[28 + i] = _UHEX[(count >> (12 - 4 * i)) & 15]
+        return s
+
+    def next(self, int64_t now_ms=-1) -> str:
+        """A new UNIQ_KEY (``now_ms`` < 0: the clock's milliseconds)."""
+        cdef uint32_t diff = self._diff(now_ms)
+        cdef uint32_t c = self._count
+        self._count = (c + 1) & 0xFFFF
+        return self._make(diff, c)
+
+    def take(self, Py_ssize_t n, int64_t now_ms=-1) -> list:
+        """``n`` new UNIQ_KEYs from one clock read, as ``n`` calls of :meth:`next` would make them."""
+        cdef uint32_t diff = self._diff(now_ms)
+        cdef uint32_t c = self._count
+        cdef Py_ssize_t i
+        self._count = <uint32_t>((c + n) & 0xFFFF)
+        return [self._make(diff, <uint32_t>((c + i) & 0xFFFF)) for i in range(n)]
+
+
+# ======================================================================= frames
+
+cdef inline int _put(ByteBuf* b, const char* s, Py_ssize_t n) except -1:
+    bytebuf_reserve(b, n, 1024)
+    memcpy(b.p + b.n, s, n)
+    b.n += n
+    return 0
+
+
+cdef int _put_int(ByteBuf* b, int64_t v) except -1:
+    cdef char tmp[24]
+    cdef int i = 24
+    cdef uint64_t u
+    cdef bint neg = v < 0
+    u = <uint64_t>(-(v + 1)) + 1 if neg else <uint64_t>v
+    if u == 0:
+        i -= 1
+        tmp[i] = b"0"
+    while u:
+        i -= 1
+        tmp[i] = <char>(48 + <int>(u % 10))
+        u //= 10
+    if neg:
+        i -= 1
+        tmp[i] = b"-"
+    return _put(b, tmp + i, 24 - i)
+
+
+cdef int _put_escaped(ByteBuf* b, const unsigned char* p, Py_ssize_t n) except -1:
+    """UTF-8 text inside a JSON string literal, with json.dumps(ensure_ascii=False)'s escapes."""
+    cdef Py_ssize_t i, start = 0
+    cdef unsigned char c
+    cdef char esc[6]
+    for i in range(n):
+        c = p[i]
+        if c >= 0x20 and c != 34 and c != 92:
+            continue
+        if i > start:
+            _put(b, <const char*>p + start, i - start)
+        start = i + 1
+        if c == 34:
+            _put(b, b'\\"', 2)
+        elif c == 92:
+            _put(b, b"\\\\", 2)
+        elif c == 10:
+            _put(b, b"\\n", 2)
+        elif c == 13:
+            _put(b, b"\\r", 2)
+        elif c == 9:
+            _put(b, b"\\t", 2)
+        elif c == 8:
+            _put(b, b"\\b", 2)
+        elif c == 12:
+            _put(b, b"\\f", 2)
+        else:
+            memcpy(esc, b"\\u00", 4)
+            esc[4] = _LHEX[c >> 4]
+            esc[5] = _LHEX[c & 15]
+            _put(b, esc, 6)
+    if n > start:
+        _put(b, <const char*>p + start, n - start)
+    return 0
+
+
+cdef int _put_json_str(ByteBuf* b, object s) except -1:
+    cdef Py_ssize_t n
+    cdef const char* p = PyUnicode_AsUTF8AndSize(s, &n)
+    _put(b, b'"', 1)
+    _put_escaped(b, <const unsigned char*>p, n)
+    _put(b, b'"', 1)
+    return 0
+
+
+cdef int _put_properties(ByteBuf* b, object props) except -1:
+    """``k\\u0001v\\u0002`` per property, escaped for the JSON string it sits in."""
+    cdef Py_ssize_t pos = 0, kn, vn
+    cdef PyObject* kp
+    cdef PyObject* vp
+    cdef const char* ks
+    cdef const char* vs
+    cdef object k, v
+    if not props:
+        return 0
+    if type(props) is not dict:
+        props = dict(props.items())
+    while PyDict_Next(props, &pos, &kp, &vp):
+        k = <object>kp
+        v = <object>vp
+        if type(k) is not str:
+            k = str(k)
+        if type(v) is not str:
+            v = str(v)
+        ks = PyUnicode_AsUTF8AndSize(k, &kn)
+        vs = PyUnicode_AsUTF8AndSize(v, &vn)
+        if memchr(ks, 1, kn) != NULL or memchr(ks, 2, kn) != NULL or memchr(vs, 1, vn) != NULL \
+                or memchr(vs, 2, vn) != NULL:
+            raise ValueError(f"property {k!r} contains a reserved separator (\\x01 or \\x02)")
+        _put_escaped(b, <const unsigned char*>ks, kn)
+        _put(b, b"\\u0001", 6)
+        _put_escaped(b, <const unsigned char*>vs, vn)
+        _put(b, b"\\u0002", 6)
+    return 0
+
+
+cdef inline int _put_bytes(ByteBuf* b, bytes s) except -1:
+    return _put(b, PyBytes_AS_STRING(s), PyBytes_GET_SIZE(s))
+
+
+cdef inline int64_t _int32(str name, object v) except? -1:
+    if not -2147483648 <= v <= 2147483647:
+        raise ValueError(f"{name} {v} is outside int32")
+    return v
+
+
+@cython.final
+cdef class SendRequestWriter:
+    """SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE request frames of one producer group."""
+
+    cdef readonly str group
+    cdef readonly str default_topic
+    cdef readonly int default_topic_queue_nums
+    cdef readonly int language
+    cdef readonly int version
+    cdef bytes _head_v2        # {"code":310,"extFields":{"a":group,"b":
+    cdef bytes _head_batch     # the same with 320
+    cdef bytes _mid            # ,"c":defaultTopic,"d":"n","e":"
+    cdef bytes _tail           # ,"flag":0,"language":"PYTHON","opaque":
+    cdef bytes _version        # ,"serializeTypeCurrentRPC":"JSON","version":V}
+    cdef ByteBuf _buf
+
+    def __init__(self, str group, str default_topic, int default_topic_queue_nums, int language, int version):
+        cdef ByteBuf b
+        self.group = group
+        self.default_topic = default_topic
+        self.default_topic_queue_nums = default_topic_queue_nums
+        self.language = language
+        self.version = version
+        b.p = NULL
+        b.n = 0
+        b.cap = 0
+        try:
+            _put_json_str(&b, group)
+            quoted_group = PyBytes_FromStringAndSize(<char*>b.p, b.n)
+            b.n = 0
+            _put_json_str(&b, default_topic)
+            quoted_default = PyBytes_FromStringAndSize(<char*>b.p, b.n)
+        finally:
+            bytebuf_free(&b)
+        self._head_v2 = b'{"code":310,"extFields":{"a":' + quoted_group + b',"b":'
+        self._head_batch = b'{"code":320,"extFields":{"a":' + quoted_group + b',"b":'
+        self._mid = b',"c":' + quoted_default + b',"d":"' + str(default_topic_queue_nums).encode() + b'","e":"'
+        lang = LANGUAGE_NAMES[language] if 0 <= language < len(LANGUAGE_NAMES) else "OTHER"
+        self._tail = b',"flag":0,"language":"' + lang.encode() + b'","opaque":'
+        self._version = b',"serializeTypeCurrentRPC":"JSON","version":' + str(version).encode() + b'}'
+        self._buf.p = NULL
+        self._buf.n = 0
+        self._buf.cap = 0
+
+    def __dealloc__(self):
+        bytebuf_free(&self._buf)
+
+    def frame(self, opaque, str topic, queue_id, sys_flag, int64_t born_ms, flag, properties, body,
+              bint batch) -> bytes:
+        """One whole request frame (``batch``: SEND_BATCH_MESSAGE, else SEND_MESSAGE_V2)."""
+        cdef ByteBuf* b = &self._buf
+        cdef bytes head = self._head_batch if batch else self._head_v2
+        cdef Py_buffer view
+        cdef Py_ssize_t hlen
+        cdef bytes out
+        cdef char* o
+        cdef int64_t v_opaque = _int32("opaque", opaque)
+        cdef int64_t v_qid = _int32("queue_id", queue_id)
+        cdef int64_t v_sys = _int32("sys_flag", sys_flag)
+        cdef int64_t v_flag = _int32("flag", flag)
+        b.n = 0
+        _put_bytes(b, head)
+        _put_json_str(b, topic)
+        _put_bytes(b, self._mid)
+        _put_int(b, v_qid)
+        _put_bytes(b, _F)
+        _put_int(b, v_sys)
+        _put_bytes(b, _G)
+        _put_int(b, born_ms)
+        _put_bytes(b, _H)
+        _put_int(b, v_flag)
+        _put_bytes(b, _I)
+        _put_properties(b, properties)
+        _put_bytes(b, _JKL if topic.startswith("%RETRY%") else _JK)
+        _put_bytes(b, _BATCH if batch else _SINGLE)
+        _put_bytes(b, self._tail)
+        _put_int(b, v_opaque)
+        _put_bytes(b, self._version)
+        hlen = b.n
+        PyObject_GetBuffer(body, &view, PyBUF_SIMPLE)
+        try:
+            out = PyBytes_FromStringAndSize(NULL, 8 + hlen + view.len)
+            o = PyBytes_AS_STRING(out)
+            _put32(<uint8_t*>o, <uint32_t>(4 + hlen + view.len))
+            _put32(<uint8_t*>o + 4, <uint32_t>hlen)
+            memcpy(o + 8, b.p, hlen)
+            memcpy(o + 8 + hlen, view.buf, view.len)
+        finally:
+            PyBuffer_Release(&view)
+        return out
+
+
+def encode_batch(messages, str topic, Py_ssize_t max_body, UniqIds ids):
+    """The SEND_BATCH_MESSAGE body of ``messages`` and their UNIQ_KEYs joined by commas, or None."""
+    cdef Py_ssize_t need = 0, n, i = 0
+    cdef object body, props, delay
+    cdef list fresh
+    cdef list keys
+    for m in messages:
+        body = m.body
+        props = m.properties
+        if type(body) is not bytes or type(props) is not dict:
+            return None
+        n = PyBytes_GET_SIZE(body)
+        if n == 0 or n > max_body:
+            return None
+        t = m.topic
+        if t is not topic and t != topic:
+            return None
+        pd = PyDict_GetItem(props, _DELAY)
+        if pd != NULL and <object>pd != _ZERO:
+            return None
+        if PyDict_GetItem(props, _UNIQ_KEY) == NULL:
+            need += 1
+    fresh = ids.take(need) if need else []
+    keys = []
+    for m in messages:
+        props = m.properties
+        pu = PyDict_GetItem(props, _UNIQ_KEY)
+        if pu == NULL:
+            key = fresh[i]
+            i += 1
+            PyDict_SetItem(props, _UNIQ_KEY, key)
+        else:
+            key = <object>pu
+        keys.append(key)
+    return encode_batch_body(messages), ",".join(keys)
+
+
+# ======================================================================= results
+
+@cython.final
+@cython.no_gc
+@cython.freelist(256)
+cdef class SendResult:
+    """As the Java client reports it: ``msg_id`` is the client's UNIQ_KEY, ``offset_msg_id`` the
+    broker's; immutable, compared and hashed by value.
+
+    Not tracked by the cycle collector (one less object per send for it to scan): a result
+    holds strings, an int and a MessageQueue, none of which can refer back to it.
+    """
+
+    cdef readonly object status
+    cdef readonly object msg_id
+    cdef readonly object offset_msg_id
+    cdef readonly object message_queue
+    cdef readonly object queue_offset
+    cdef readonly object region_id
+
+    def __init__(self, status, msg_id, offset_msg_id, message_queue, queue_offset, region_id=None):
+        self.status = status
+        self.msg_id = msg_id
+        self.offset_msg_id = offset_msg_id
+        self.message_queue = message_queue
+        self.queue_offset = queue_offset
+        self.region_id = region_id
+
+    def _fields(self) -> tuple:
+        return (self.status, self.msg_id, self.offset_msg_id, self.message_queue, self.queue_offset, self.region_id)
+
+    def __eq__(self, other):
+        if type(other) is not SendResult:
+            return NotImplemented
+        return self._fields() == (<SendResult>other)._fields()
+
+    def __ne__(self, other):
+        r = self.__eq__(other)
+        return r if r is NotImplemented else not r
+
+    def __hash__(self):
+        return hash(self._fields())
+
+    def __repr__(self):
+        return ("SendResult(status={!r}, msg_id={!r}, offset_msg_id={!r}, message_queue={!r}, queue_offset={!r}, "
+                "region_id={!r})".format(*self._fields()))
+
+    def __reduce__(self):
+        return (SendResult, self._fields())
+
+
+cdef inline SendResult _result(object status, object msg_id, object offset_msg_id, object mq, object qoff,
+                               object region):
+    cdef SendResult r = SendResult.__new__(SendResult)
+    r.status = status
+    r.msg_id = msg_id
+    r.offset_msg_id = offset_msg_id
+    r.message_queue = mq
+    r.queue_offset = qoff
+    r.region_id = region
+    return r
+
+
+cdef bint _plain_int(object s, int64_t* out) noexcept:
+    """A decimal integer written plainly (what a broker sends); False for anything else."""
+    cdef Py_ssize_t n, i = 0
+    cdef const char* p
+    cdef int64_t v = 0
+    cdef bint neg = False
+    if type(s) is not str:
+        return False
+    n = len(<str>s)
+    if n == 0 or n > 19 or not (<str>s).isascii():
+        return False
+    p = <const char*>PyUnicode_DATA(s)
+    if p[0] == b"-":
+        neg = True
+        i = 1
+        if n == 1:
+            return False
+    while i < n:
+        if p[i] < b"0" or p[i] > b"9":
+            return False
+        v = v * 10 + (p[i] - 48)
+        i += 1
+    out[0] = -v if neg else v
+    return True
+
+
+@cython.final
+cdef class AsyncSend:
+    """One asynchronous send's try, as its connection's pending entry (see ``produce_py.AsyncSend``)."""
+
+    cdef public object owner
+    cdef public object msg
+    cdef public object mq
+    cdef public object uniq
+    cdef public object fut
+    cdef public object callback
+    cdef public object permits
+    cdef public object error
+    cdef public int timeout_ms
+    cdef public double begin
+    cdef public double deadline
+    cdef bint _done
+    cdef bint _released
+
+    def __init__(self, owner, msg, mq, uniq, fut, callback, permits, int timeout_ms, double begin, double deadline):
+        self.owner = owner
+        self.msg = msg
+        self.mq = mq
+        self.uniq = uniq
+        self.fut = fut
+        self.callback = callback
+        self.permits = permits
+        self.timeout_ms = timeout_ms
+        self.begin = begin
+        self.deadline = deadline
+        self.error = None
+        self._done = False
+        self._released = False
+
+    def done(self) -> bool:
+        """True once an answer or a failure reached this try."""
+        return self._done
+
+    def set_result(self, resp) -> None:
+        """The broker's answer: a SUCCESS with plain fields completes the send here."""
+        cdef RemotingCommand cmd
+        cdef int64_t qid, qoff
+        cdef PyObject* p
+        self._done = True
+        if type(resp) is RemotingCommand:
+            cmd = <RemotingCommand>resp
+            code, ext = cmd._code, cmd.ext_fields
+        else:
+            code, ext = resp.code, resp.ext_fields
+        if code == 0 and type(ext) is dict:
+            p = PyDict_GetItem(ext, _MSG_ID)
+            mq = self.mq
+            if p != NULL and type(<object>p) is str \
+                    and _plain_int(ext.get(_QUEUE_ID), &qid) and qid == mq.queue_id \
+                    and _plain_int(ext.get(_QUEUE_OFFSET), &qoff):
+                owner = self.owner
+                if owner.send_latency_fault_enable:
+                    owner._update_fault(mq.broker_name, int((self.fut.get_loop().time() - self.begin) * 1000),
+                                        False)
+                self.finish(_result(_SEND_OK, self.uniq, <object>p, mq, qoff, ext.get(_MSG_REGION)), None)
+                return
+        self.owner._async_answer(self, resp)
+
+    def set_exception(self, exc) -> None:
+        """The try failed before any answer (connection lost, timed out)."""
+        self._done = True
+        self.owner._async_failed(self, exc)
+
+    def release(self) -> None:
+        """Give the in-flight permit back (once)."""
+        if not self._released:
+            self._released = True
+            if self.permits is not None:
+                self.permits.release()
+
+    def finish(self, result, exc) -> None:
+        """The send is over: permit back, ``callback(result, exc)``, then the future."""
+        self.release()
+        fut = self.fut
+        if fut.done():
+            return
+        if self.callback is not None:
+            try:
+                self.callback(result, exc)
+            except Exception as cb_exc:
+                fut.set_exception(cb_exc)
+                return
+        if exc is not None:
+            fut.set_exception(exc)
+        else:
+            fut.set_result(result)
+
+
+@cython.final
+cdef class SendFastPath:
+    """The first try of ``owner``'s asynchronous sends, or None (see ``produce_py.SendFastPath``)."""
+
+    cdef public object owner
+    cdef public SendRequestWriter writer
+    cdef public UniqIds ids
+    cdef public object next_opaque
+    cdef public bint running
+    cdef public object loop
+    cdef public uint64_t counter
+
+    def __init__(self, owner, SendRequestWriter writer, UniqIds ids, next_opaque):
+        self.owner = owner
+        self.writer = writer
+        self.ids = ids
+        self.next_opaque = next_opaque
+        self.running = False
+        self.loop = None
+        self.counter = random.randrange(1 << 30)
+
+    def start(self, msg, callback, timeout_ms):
+        """The future of ``msg``'s send with its first try queued, or None (nothing queued)."""
+        cdef Py_ssize_t n
+        cdef int sys_flag = 0
+        cdef double now
+        cdef PyObject* p
+        cdef AsyncSend entry
+        if not self.running:
+            return None
+        owner = self.owner
+        topic = msg.topic
+        body = msg.body
+        props = msg.properties
+        if type(body) is not bytes or type(props) is not dict or topic not in owner._good_topics:
+            return None
+        n = PyBytes_GET_SIZE(body)
+        if n == 0 or n > owner.max_message_size:
+            return None
+        if n > owner.compress_over:
+            body = zlib.compress(body, 5)
+            sys_flag = 1  # MessageSysFlag.COMPRESSED
+        info = owner._publish.get(topic)
+        if info is None:
+            return None
+        queues = info.queues
+        if not queues:
+            return None
+        if owner.send_latency_fault_enable:
+            chosen = owner._select(info, None)
+        else:
+            self.counter = (self.counter + 1) & 0x3FFFFFFFFFFFFFFF
+            chosen = queues[info.table.select(self.counter, -1)]
+        addr = info.masters.get(chosen.broker_name)
+        if addr is None:
+            return None
+        conn = owner.instance.remoting.open_connection(addr)
+        if conn is None:
+            return None
+        p = PyDict_GetItem(props, _UNIQ_KEY)
+        if p != NULL and <object>p:
+            uniq = <object>p
+        else:
+            uniq = self.ids.next()
+            PyDict_SetItem(props, _UNIQ_KEY, uniq)
+        opaque = self.next_opaque()
+        try:
+            frame = self.writer.frame(opaque, topic, chosen.queue_id, sys_flag, _now_ms(), msg.flag, props, body,
+                                      False)
+        except (ValueError, TypeError):
+            return None  # the general path raises the typed error for it
+        loop = self.loop
+        now = loop.time()
+        if timeout_ms is None:
+            timeout_ms = owner.send_msg_timeout
+        fut = loop.create_future()
+        entry = AsyncSend.__new__(AsyncSend)
+        entry.owner = owner
+        entry.msg = msg
+        entry.mq = chosen
+        entry.uniq = uniq
+        entry.fut = fut
+        entry.callback = callback
+        entry.permits = owner._in_flight
+        entry.error = None
+        entry.timeout_ms = timeout_ms
+        entry.begin = now
+        entry.deadline = now + timeout_ms / 1000.0
+        entry._done = False
+        entry._released = False
+        conn.start_frame(opaque, frame, entry)
+        return fut

@@ -1,0 +1,372 @@
+"""The producer's hot path, pure-Python reference of ``produce_c``.
+
+A producer spends its time on four things per message; each is one call here:
+
+- :class:`UniqIds` makes the UNIQ_KEY a producer gives every message (MessageClientIDSetter):
+  32 uppercase hex digits, a 20-digit per-process prefix (IPv4 address, pid, a random int32),
+  milliseconds since the start of the month (UTC) as 8 digits and a 16-bit counter as 4.
+- :class:`SendRequestWriter` writes a whole SEND_MESSAGE_V2 (or SEND_BATCH_MESSAGE) request
+  frame: the JSON header a ``RemotingCommand`` with the producer's ext fields would encode to,
+  byte for byte, and the body; no command object and no header dict per message.
+- :func:`encode_batch` checks the messages of a batch, gives each its UNIQ_KEY and encodes the
+  SEND_BATCH_MESSAGE body, or answers ``None`` when a message needs the caller's exact checks
+  (a body that is not non-empty ``bytes`` within the limit, another topic, a delay level,
+  properties that are not a ``dict``); it changes nothing then.
+- :class:`SendFastPath` makes the first try of an asynchronous send when the producer has all
+  it needs at hand (running, a topic already checked, a cached route, an open connection):
+  queue chosen, UNIQ_KEY given, frame written and queued on the connection with an
+  :class:`AsyncSend` entry, in one call; ``None`` sends the message down the general path.
+- :class:`AsyncSend` is the connection's pending entry of an asynchronous send: a SUCCESS
+  answer becomes a :class:`SendResult` and completes the caller's future without leaving this
+  class; anything else goes back to the producer (``owner._async_answer`` / ``_async_failed``).
+
+Frame layout (RocketMQ RemotingCommand, JSON header)::
+
+    int32 total = 4 + header_len + body_len | int32 header_len (serialize type 0 in the top byte)
+    {"code":310,"extFields":{"a":group,"b":topic,"c":defaultTopic,"d":defaultTopicQueueNums,
+     "e":queueId,"f":sysFlag,"g":bornTimestamp,"h":flag,"i":properties,"j":"0","k":"false",
+     ["l":"16" on a %RETRY% topic,] "m":batch},"flag":0,"language":LANG,"opaque":N,
+     "serializeTypeCurrentRPC":"JSON","version":V} | body
+"""
+from __future__ import annotations
+
+import calendar
+import json
+import random
+import struct
+import threading
+import time
+import zlib
+from typing import Any, Callable, Sequence
+
+from .batch_py import encode_batch_body
+from .codec_py import LANGUAGE_NAMES
+
+__all__ = ["UniqIds", "SendRequestWriter", "encode_batch", "SendResult", "AsyncSend", "SendFastPath", "month_bounds"]
+
+_FRAME_HEAD = struct.Struct(">ii")
+_UNIQ_KEY = "UNIQ_KEY"
+_DELAY = "DELAY"
+_SUCCESS = 0
+
+
+def month_bounds(ms: int) -> tuple[int, int]:
+    """The first millisecond of the UTC month holding ``ms``, and of the month after it."""
+    t = time.gmtime(ms // 1000)
+    start = calendar.timegm((t.tm_year, t.tm_mon, 1, 0, 0, 0)) * 1000
+    year, month = (t.tm_year + 1, 1) if t.tm_mon == 12 else (t.tm_year, t.tm_mon + 1)
+    return start, calendar.timegm((year, month, 1, 0, 0, 0)) * 1000
+
+
+class UniqIds:
+    """UNIQ_KEYs with one 20-hex-digit ``prefix``; thread-safe, the counter shared by every call."""
+
+    def __init__(self, prefix: str) -> None:
+        if len(prefix) != 20 or not prefix.isascii():
+            raise ValueError(f"a UNIQ_KEY prefix is 20 ASCII hex digits, not {prefix!r}")
+        self.prefix = prefix
+        self._count = 0
+        self._start = self._next = 0
+        self._lock = threading.Lock()
+
+    def _head(self, now_ms: int) -> str:
+        if now_ms < 0:
+            now_ms = int(time.time() * 1000)
+        if not self._start <= now_ms < self._next:
+            self._start, self._next = month_bounds(now_ms)
+        return f"{self.prefix}{(now_ms - self._start) & 0xFFFFFFFF:08X}"
+
+    def next(self, now_ms: int = -1) -> str:
+        """A new UNIQ_KEY (``now_ms`` < 0: the clock's milliseconds)."""
+        with self._lock:
+            head = self._head(now_ms)
+            c = self._count
+            self._count = (c + 1) & 0xFFFF
+        return f"{head}{c:04X}"
+
+    def take(self, n: int, now_ms: int = -1) -> list[str]:
+        """``n`` new UNIQ_KEYs from one clock read, as ``n`` calls of :meth:`next` would make them."""
+        with self._lock:
+            head = self._head(now_ms)
+            c = self._count
+            self._count = (c + n) & 0xFFFF
+        return [f"{head}{(c + i) & 0xFFFF:04X}" for i in range(n)]
+
+
+def _json_str(s: str) -> str:
+    return json.dumps(s, ensure_ascii=False)
+
+
+def _properties(props: Any) -> str:
+    if not props:
+        return ""
+    parts = []
+    for k, v in props.items():
+        k, v = str(k), str(v)
+        if "\x01" in k or "\x02" in k or "\x01" in v or "\x02" in v:
+            raise ValueError(f"property {k!r} contains a reserved separator (\\x01 or \\x02)")
+        parts.append(f"{k}\x01{v}\x02")
+    return "".join(parts)
+
+
+class SendRequestWriter:
+    """SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE request frames of one producer group."""
+
+    def __init__(self, group: str, default_topic: str, default_topic_queue_nums: int, language: int,
+                 version: int) -> None:
+        self.group = group
+        self.default_topic = default_topic
+        self.default_topic_queue_nums = default_topic_queue_nums
+        self.language = language
+        self.version = version
+        lang = LANGUAGE_NAMES[language] if 0 <= language < len(LANGUAGE_NAMES) else "OTHER"
+        self._tail = f',"flag":0,"language":"{lang}","opaque":'
+
+    def frame(self, opaque: int, topic: str, queue_id: int, sys_flag: int, born_ms: int, flag: int,
+              properties: Any, body: bytes, batch: bool) -> bytes:
+        """One whole request frame (``batch``: SEND_BATCH_MESSAGE, else SEND_MESSAGE_V2).
+
+        Raises:
+            ValueError: a property name or value holds a separator (``\\x01``/``\\x02``), or an
+                integer is outside int32 (``opaque``, ``queue_id``, ``sys_flag``, ``flag``).
+        """
+        for name, v in (("opaque", opaque), ("queue_id", queue_id), ("sys_flag", sys_flag), ("flag", flag)):
+            if not -2147483648 <= v <= 2147483647:
+                raise ValueError(f"{name} {v} is outside int32")
+        ext = [("a", self.group), ("b", topic), ("c", self.default_topic), ("d", str(self.default_topic_queue_nums)),
+               ("e", str(queue_id)), ("f", str(sys_flag)), ("g", str(born_ms)), ("h", str(flag)),
+               ("i", _properties(properties)), ("j", "0"), ("k", "false")]
+        if topic.startswith("%RETRY%"):
+            ext.append(("l", "16"))
+        ext.append(("m", "true" if batch else "false"))
+        fields = ",".join(f"{_json_str(k)}:{_json_str(v)}" for k, v in ext)
+        header = (f'{{"code":{320 if batch else 310},"extFields":{{{fields}}}{self._tail}{opaque},'
+                  f'"serializeTypeCurrentRPC":"JSON","version":{self.version}}}').encode("utf-8")
+        body = bytes(body)
+        return _FRAME_HEAD.pack(4 + len(header) + len(body), len(header)) + header + body
+
+
+def encode_batch(messages: Sequence[Any], topic: str, max_body: int, ids: UniqIds) -> tuple[bytes, str] | None:
+    """The SEND_BATCH_MESSAGE body of ``messages`` and their UNIQ_KEYs joined by commas, or None.
+
+    None (and nothing changed) when a message needs the caller's own checks: its topic is not
+    ``topic``, its body is not non-empty ``bytes`` of at most ``max_body``, it has a DELAY
+    property that is not ``0``, or its properties are not a ``dict``. Messages without a
+    UNIQ_KEY get one (from one clock read); the body is ``batch_py.encode_batch_body``'s.
+
+    Raises:
+        ValueError: as ``encode_batch_body`` (a separator in a property, a flag outside int32).
+    """
+    need = 0
+    for m in messages:
+        body, props = m.body, m.properties
+        if m.topic != topic or type(body) is not bytes or not body or len(body) > max_body or type(props) is not dict:
+            return None
+        delay = props.get(_DELAY)
+        if delay is not None and delay != "0":
+            return None
+        if _UNIQ_KEY not in props:
+            need += 1
+    fresh = iter(ids.take(need)) if need else iter(())
+    for m in messages:
+        if _UNIQ_KEY not in m.properties:
+            m.properties[_UNIQ_KEY] = next(fresh)
+    return encode_batch_body(messages), ",".join(m.properties[_UNIQ_KEY] for m in messages)
+
+
+class SendResult:
+    """As the Java client reports it: ``msg_id`` is the client's UNIQ_KEY, ``offset_msg_id`` the
+    broker's; immutable, compared and hashed by value."""
+
+    __slots__ = ("status", "msg_id", "offset_msg_id", "message_queue", "queue_offset", "region_id")
+
+    status: str
+    msg_id: str
+    offset_msg_id: str
+    message_queue: Any
+    queue_offset: int
+    region_id: str | None
+
+    def __init__(self, status: str, msg_id: str, offset_msg_id: str, message_queue: Any, queue_offset: int,
+                 region_id: str | None = None) -> None:
+        for name, v in zip(self.__slots__, (status, msg_id, offset_msg_id, message_queue, queue_offset, region_id)):
+            object.__setattr__(self, name, v)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"SendResult is immutable: cannot assign to field {name!r}")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"SendResult is immutable: cannot delete field {name!r}")
+
+    def _fields(self) -> tuple:
+        return (self.status, self.msg_id, self.offset_msg_id, self.message_queue, self.queue_offset, self.region_id)
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self._fields() == other._fields()  # type: ignore[attr-defined]
+
+    def __hash__(self) -> int:
+        return hash(self._fields())
+
+    def __repr__(self) -> str:
+        return ("SendResult(status={!r}, msg_id={!r}, offset_msg_id={!r}, message_queue={!r}, queue_offset={!r}, "
+                "region_id={!r})".format(*self._fields()))
+
+    def __reduce__(self) -> tuple:
+        return (type(self), self._fields())
+
+
+def _plain_int(s: object) -> int | None:
+    """A decimal integer written plainly (what a broker sends), else None (the caller's parser decides)."""
+    if type(s) is not str or not s or len(s) > 19:
+        return None
+    digits = s[1:] if s[0] == "-" else s
+    if not digits or not digits.isascii() or not digits.isdigit():
+        return None
+    return int(s)
+
+
+class AsyncSend:
+    """One asynchronous send's try, as its connection's pending entry (``deadline`` on the loop
+    clock, ``timeout_ms`` reported on expiry). ``owner`` is the producer: it is asked back for
+    everything but a plain SUCCESS (``_async_answer(entry, resp)``, ``_async_failed(entry, exc)``),
+    and its ``send_latency_fault_enable`` / ``_update_fault`` keep the latency buckets current.
+    ``permits`` (or None) gets one ``release()`` when the send is over, whatever its end."""
+
+    __slots__ = ("owner", "msg", "mq", "uniq", "fut", "callback", "permits", "timeout_ms", "begin", "deadline",
+                 "error", "_done", "_released")
+
+    def __init__(self, owner: Any, msg: Any, mq: Any, uniq: str, fut: Any, callback: Callable[..., Any] | None,
+                 permits: Any, timeout_ms: int, begin: float, deadline: float) -> None:
+        self.owner = owner
+        self.msg = msg
+        self.mq = mq
+        self.uniq = uniq
+        self.fut = fut
+        self.callback = callback
+        self.permits = permits
+        self.timeout_ms = timeout_ms
+        self.begin = begin
+        self.deadline = deadline
+        self.error: BaseException | None = None
+        self._done = False
+        self._released = False
+
+    def done(self) -> bool:
+        """True once an answer or a failure reached this try."""
+        return self._done
+
+    def set_result(self, resp: Any) -> None:
+        """The broker's answer: a SUCCESS with plain fields completes the send here."""
+        self._done = True
+        ext = resp.ext_fields if resp.code == _SUCCESS else None
+        if type(ext) is dict:
+            qid = _plain_int(ext.get("queueId"))
+            qoff = _plain_int(ext.get("queueOffset"))
+            msg_id = ext.get("msgId")
+            mq = self.mq
+            if qid == mq.queue_id and qoff is not None and type(msg_id) is str:
+                owner = self.owner
+                if owner.send_latency_fault_enable:
+                    owner._update_fault(mq.broker_name, int((self.fut.get_loop().time() - self.begin) * 1000), False)
+                self.finish(SendResult("SEND_OK", self.uniq, msg_id, mq, qoff, ext.get("MSG_REGION")), None)
+                return
+        self.owner._async_answer(self, resp)
+
+    def set_exception(self, exc: BaseException) -> None:
+        """The try failed before any answer (connection lost, timed out)."""
+        self._done = True
+        self.owner._async_failed(self, exc)
+
+    def release(self) -> None:
+        """Give the in-flight permit back (once)."""
+        if not self._released:
+            self._released = True
+            if self.permits is not None:
+                self.permits.release()
+
+    def finish(self, result: Any, exc: BaseException | None) -> None:
+        """The send is over: permit back, ``callback(result, exc)``, then the future. A callback
+        that raises fails the future with its error."""
+        self.release()
+        fut = self.fut
+        if fut.done():  # the caller cancelled it
+            return
+        if self.callback is not None:
+            try:
+                self.callback(result, exc)
+            except Exception as cb_exc:
+                fut.set_exception(cb_exc)
+                return
+        if exc is not None:
+            fut.set_exception(exc)
+        else:
+            fut.set_result(result)
+
+
+class SendFastPath:
+    """The first try of ``owner``'s asynchronous sends, or None when the general path must take it.
+
+    ``owner`` is the producer; what this reads of it: ``_good_topics`` (topic names already
+    validated), ``_publish`` (topic -> publish info with ``queues``, ``table`` and ``masters``),
+    ``max_message_size``, ``compress_over``, ``send_latency_fault_enable`` (then ``_select``
+    chooses, with the latency buckets), ``send_msg_timeout``, ``_in_flight`` and
+    ``instance.remoting.open_connection``. ``running`` and ``loop`` (the loop the producer's
+    connections live on: asking asyncio for it costs a getpid() system call on Python 3.11) are
+    the producer's to set.
+    """
+
+    def __init__(self, owner: Any, writer: SendRequestWriter, ids: UniqIds, next_opaque: Callable[[], int]) -> None:
+        self.owner = owner
+        self.writer = writer
+        self.ids = ids
+        self.next_opaque = next_opaque
+        self.running = False
+        self.loop: Any = None  # the producer's event loop, set with ``running``
+        self.counter = random.randrange(1 << 30)  # round robin from a random start, as the Java client
+
+    def start(self, msg: Any, callback: Callable[..., Any] | None, timeout_ms: int | None) -> Any:
+        """The future of ``msg``'s send with its first try queued, or None (nothing queued)."""
+        if not self.running:
+            return None
+        owner = self.owner
+        topic, body, props = msg.topic, msg.body, msg.properties
+        if (topic not in owner._good_topics or type(body) is not bytes or not body
+                or len(body) > owner.max_message_size or type(props) is not dict):
+            return None
+        sys_flag = 0
+        if len(body) > owner.compress_over:
+            body = zlib.compress(body, 5)
+            sys_flag = 1  # MessageSysFlag.COMPRESSED
+        info = owner._publish.get(topic)
+        if info is None or not info.queues:
+            return None
+        if owner.send_latency_fault_enable:
+            chosen = owner._select(info, None)
+        else:
+            self.counter = (self.counter + 1) & 0x3FFFFFFFFFFFFFFF
+            chosen = info.queues[info.table.select(self.counter, -1)]
+        addr = info.masters.get(chosen.broker_name)
+        if addr is None:
+            return None
+        conn = owner.instance.remoting.open_connection(addr)
+        if conn is None:
+            return None
+        uniq = props.get(_UNIQ_KEY)
+        if not uniq:
+            uniq = props[_UNIQ_KEY] = self.ids.next()
+        opaque = self.next_opaque()
+        try:
+            frame = self.writer.frame(opaque, topic, chosen.queue_id, sys_flag, int(time.time() * 1000), msg.flag,
+                                      props, body, False)
+        except (ValueError, TypeError):
+            return None  # the general path raises the typed error for it
+        loop = self.loop
+        now = loop.time()
+        if timeout_ms is None:
+            timeout_ms = owner.send_msg_timeout
+        fut = loop.create_future()
+        conn.start_frame(opaque, frame, AsyncSend(owner, msg, chosen, uniq, fut, callback, owner._in_flight,
+                                                  timeout_ms, now, now + timeout_ms / 1000))
+        return fut
