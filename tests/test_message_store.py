@@ -508,3 +508,34 @@ async def test_cold_pages_are_released_and_still_readable(tmp_path: Path) -> Non
         assert s.check_consistency() == []
     finally:
         s.shutdown()
+
+
+def _outcome(g) -> tuple:
+    return (g.status, g.next_begin_offset, g.min_offset, g.max_offset, g.msg_count, g.buffer_total_size,
+            b"".join(g.buffers), g.queue_offsets, g.tag_codes_seen, g.suggest_pulling_from_slave)
+
+
+@pytest.mark.parametrize("limits", [{}, {"maxTransferBytesOnMessageInMemory": 700},
+                                    {"maxTransferCountOnMessageInMemory": 3},
+                                    {"accessMessageInMemoryMaxRatio": 0}], ids=["defaults", "bytes", "count", "disk"])
+async def test_a_pull_in_one_step_answers_as_the_loop_does(tmp_path: Path, limits, monkeypatch) -> None:
+    """_collect_run takes the usual pull at once; it must answer exactly as _collect's loop does,
+    across file ends (8 KiB files), records end to end (a batch into one queue) or not (puts
+    alternating between queues), byte and count limits, and records judged on disk."""
+    s = open_store(tmp_path, **limits)
+    try:
+        for round_ in range(6):
+            await s.put_messages([msg(body=b"b" * (40 + 13 * i), qid=0, tags=f"t{i % 3}") for i in range(9)])
+            for i in range(7):
+                await s.put_messages([msg(body=b"s" * (100 + i), qid=i % 2, tags="x")])
+        for qid in (0, 1):
+            top = s.queues.get("T", qid).max_offset
+            for off in range(0, top + 2):
+                for nums in (1, 4, 32):
+                    fast = _outcome(s.get_message("g", "T", qid, off, nums))
+                    with monkeypatch.context() as m:
+                        m.setattr(s, "_collect_run", lambda *a: False)
+                        slow = _outcome(s.get_message("g", "T", qid, off, nums))
+                    assert fast == slow, (qid, off, nums)
+    finally:
+        s.shutdown()
