@@ -55,3 +55,33 @@ def test_optional_fields_default() -> None:
     h = ConsumerSendMsgBackRequestHeader.decode(create_request(RequestCode.CONSUMER_SEND_MSG_BACK,
                                                                {"offset": "7", "group": "G", "delayLevel": 0}))
     assert (h.offset, h.originMsgId, h.unitMode, h.maxReconsumeTimes) == (7, None, False, None)
+
+
+_PULL = {"consumerGroup": "G", "topic": "T", "queueId": "3", "queueOffset": "10", "maxMsgNums": "32",
+         "sysFlag": "6", "commitOffset": "0", "suspendTimeoutMillis": "15000", "subVersion": "0",
+         "subscription": "*", "expressionType": "TAG"}
+
+
+def _pull_variants():
+    yield _PULL
+    yield {**_PULL, "queueOffset": " 12 ", "extra": "x"}
+    yield {k: v for k, v in _PULL.items() if k not in ("subscription", "expressionType")}
+    for k in _PULL:
+        yield {kk: v for kk, v in _PULL.items() if kk != k}           # each field missing
+        yield {**_PULL, k: None}                                       # each field null
+        yield {**_PULL, k: "12x"}                                      # each field not a number
+    yield {}
+
+
+@pytest.mark.parametrize("fields", list(_pull_variants()))
+def test_pull_header_fast_read_agrees_with_the_generic_one(fields) -> None:
+    cmd = create_request(RequestCode.PULL_MESSAGE)
+    cmd.ext_fields = dict(fields)
+
+    def outcome(read):
+        try:
+            return read()
+        except RemotingCommandError as exc:
+            return str(exc)
+    assert outcome(lambda: PullMessageRequestHeader.decode(cmd)) == \
+        outcome(lambda: PullMessageRequestHeader.from_fields(cmd.ext_fields))
