@@ -20,6 +20,7 @@ next delay level and to ``%DLQ%group`` after ``max_reconsume_times``.
 from __future__ import annotations
 
 import asyncio
+import collections
 import concurrent.futures
 import inspect
 import json
@@ -29,6 +30,7 @@ import time
 import types
 import zlib
 from dataclasses import dataclass, field
+from itertools import repeat
 from typing import Any, Awaitable, Callable, Coroutine, Generator, Sequence
 
 from ..errors import ClientStateError, FastMQError, MessageValidationError, RemotingConnectError
@@ -109,10 +111,13 @@ class ProcessQueue:
     def remove(self, msgs: Sequence[MessageExt]) -> int:
         """Forget consumed messages; returns the offset safe to commit (-1: nothing new)."""
         d = self.msgs
-        pop = d.pop
-        for m in msgs:
-            if pop(m.queue_offset, None) is not None:
-                self.size_bytes -= len(m.body)
+        before = len(d)
+        # the pops run in C (a Python loop over a batch was ~3 µs per commit)
+        _drain(map(d.pop, map(_queue_offset, msgs), repeat(None, len(msgs))))
+        if before - len(d) == len(msgs):
+            self.size_bytes -= sum(map(len, map(_body, msgs)))
+        else:  # some were not held (or came twice): count what is left
+            self.size_bytes = sum(map(len, map(_body, d.values())))
         if d:
             return next(iter(d)) if self.ordered else min(d)
         self.ordered = True
@@ -121,6 +126,7 @@ class ProcessQueue:
 
 _queue_offset = operator.attrgetter("queue_offset")
 _body = operator.attrgetter("body")
+_drain = collections.deque(maxlen=0).extend  # runs an iterator to its end, keeping nothing
 
 
 def _unwrap(m: MessageExt, group: str) -> MessageExt:
