@@ -188,3 +188,30 @@ async def test_broadcasting_every_member_gets_everything(cluster, tmp_path) -> N
             for c in consumers:
                 await c.shutdown()
     assert all((tmp_path / f"offsets-{i}.json").exists() for i in range(2))  # offsets kept locally
+
+
+async def test_a_dropped_queue_leaves_no_pull_waiting(cluster) -> None:
+    """Pulls on an empty topic are held by the broker (long polling); dropping a queue cancels its
+    pull, and the connection's table of requests awaiting an answer lets go of it."""
+    async with Producer("PG_HELD", namesrv_addr=cluster) as p:
+        await p.send(Message("HeldTopic", b"x"))
+    consumer = PushConsumer("GID_HELD", namesrv_addr=cluster)  # from the last offset: nothing to pull
+    consumer.subscribe("HeldTopic")
+    consumer.register_message_listener(lambda msgs: ConsumeStatus.CONSUME_SUCCESS)
+    await consumer.start()
+    try:
+        # the topic was just created by the send: its route may take a moment to reach the consumer
+        assert await _until(lambda: any(mq.topic == "HeldTopic" for mq in consumer.process_queues), 10)
+        mqs = [mq for mq in consumer.process_queues if mq.topic == "HeldTopic"]
+        pq = consumer.process_queues[mqs[0]]
+        assert await _until(lambda: pq.pulling_from is not None, 10)
+        conn = consumer.instance.remoting.open_connection(pq.pulling_from)
+        assert conn is not None
+        assert await _until(lambda: len(conn.pending) >= len(mqs), 10)
+        await asyncio.sleep(0.2)  # every queue's pull is held now
+        before = len(conn.pending)
+        consumer.process_queues.pop(mqs[0])
+        await consumer._drop(pq)
+        assert len(conn.pending) == before - 1
+    finally:
+        await consumer.shutdown()
