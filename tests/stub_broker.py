@@ -26,10 +26,15 @@ class RecordingBroker(RequestProcessor):
         self._offset = 0
         #: response codes to answer the next sends with, in order (failure injection)
         self.fail_next: list[int] = []
+        #: how many of the next sends get no answer at all (a broker that hangs)
+        self.silent_next = 0
 
     def process_request(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         self.requests.append(request)
         if request.code in _SEND_CODES:
+            if self.silent_next > 0:
+                self.silent_next -= 1
+                return None
             if self.fail_next:
                 return response_for(request, self.fail_next.pop(0), "injected failure")
             fields = request.ext_fields or {}

@@ -7,7 +7,7 @@ import asyncio
 import pytest
 
 from fastmq.client.producer import Producer, SendStatus
-from fastmq.errors import BrokerError, SendFailedError
+from fastmq.errors import BrokerError, RemotingTimeoutError, SendFailedError
 from fastmq.protocol.codes import RequestCode
 from fastmq.protocol.command import create_request
 from fastmq.protocol.headers import SendMessageRequestHeader
@@ -122,3 +122,43 @@ def test_uniq_ids_in_bulk_look_like_single_ones() -> None:
     assert all(len(u) == len(one) and u[:20] == one[:20] for u in many + [after])  # ip, pid, random part
     counts = [int(u[-4:], 16) for u in [one, *many, after]]
     assert counts == [(counts[0] + i) & 0xFFFF for i in range(7)]  # one counter, no gaps
+
+
+@pytest.mark.parametrize("batch", [False, True])
+async def test_awaited_send_fails_at_its_timeout_not_a_second_late(cluster, batch: bool) -> None:  # noqa: F811
+    """send() and send_batch() take the fast path too, with a timer of their own: a broker that
+    never answers costs the caller its timeout, then RocketMQ's "Send [N] times" error."""
+    addr, (b0, b1), _ = cluster
+    async with Producer("PG", namesrv_addr=addr) as p:
+        await p.send(Message("T", b"warm"))
+        await p.send(Message("T", b"warm"))
+        b0.silent_next = b1.silent_next = 5
+        loop = asyncio.get_running_loop()
+        t0 = loop.time()
+        with pytest.raises(SendFailedError, match=r"Send \[1\] times, still failed") as info:
+            if batch:
+                await p.send_batch([Message("T", b"a"), Message("T", b"b")], timeout_ms=300)
+            else:
+                await p.send(Message("T", b"lost"), timeout_ms=300)
+        took = loop.time() - t0
+        assert 0.29 <= took < 0.8, took
+        assert isinstance(info.value.__cause__, RemotingTimeoutError)
+        b0.silent_next = b1.silent_next = 0
+        r = await (p.send_batch([Message("T", b"c")]) if batch else p.send(Message("T", b"after")))
+        assert r.status == SendStatus.SEND_OK
+        for conn in p.instance.remoting._conns.values():
+            assert not conn.pending  # nothing left behind by the expired tries
+
+
+async def test_awaited_batch_result_names_every_message(cluster) -> None:  # noqa: F811
+    addr, (b0, b1), _ = cluster
+    async with Producer("PG", namesrv_addr=addr) as p:
+        await p.send(Message("T", b"warm"))
+        await p.send(Message("T", b"warm"))
+        msgs = [Message("T", f"m{i}".encode()) for i in range(3)]
+        r = await p.send_batch(msgs)
+        b0.fail_next = b1.fail_next = [14]  # SERVICE_NOT_AVAILABLE: retried, the result still names them all
+        msgs2 = [Message("T", f"n{i}".encode()) for i in range(2)]
+        r2 = await p.send_batch(msgs2)
+    assert r.msg_id.split(",") == [m.properties["UNIQ_KEY"] for m in msgs]
+    assert r2.status == SendStatus.SEND_OK and r2.msg_id.split(",") == [m.properties["UNIQ_KEY"] for m in msgs2]

@@ -40,6 +40,9 @@ class AsyncSend:
     callback: Callable[..., Any] | None
     permits: Any
     error: BaseException | None
+    timer: Any
+    retries: int
+    batch: bool
     timeout_ms: int
     begin: float
     deadline: float
@@ -60,4 +63,5 @@ class SendFastPath:
     loop: Any
     counter: int
     def __init__(self, owner: Any, writer: SendRequestWriter, ids: UniqIds, next_opaque: Callable[[], int]) -> None: ...
-    def start(self, msg: Any, callback: Callable[..., Any] | None, timeout_ms: int | None) -> Any: ...
+    def start(self, msg: Any, callback: Callable[..., Any] | None, timeout_ms: int | None, awaited: bool = False,
+              batch_ids: str | None = None) -> Any: ...

@@ -49,6 +49,7 @@ cdef extern from "<time.h>" nogil:
 __all__ = ["UniqIds", "SendRequestWriter", "encode_batch", "SendResult", "AsyncSend", "SendFastPath", "month_bounds"]
 
 cdef const char* _UHEX = b"0123456789ABCDEF"
+cdef uint64_t COUNTER_MASK = 0x3FFFFFFFFFFFFFFF  # the round-robin counter stays a positive int64
 cdef const char* _LHEX = b"0123456789abcdef"
 cdef str _UNIQ_KEY = "UNIQ_KEY"
 cdef str _DELAY = "DELAY"
@@ -496,7 +497,10 @@ cdef class AsyncSend:
     cdef public object callback
     cdef public object permits
     cdef public object error
+    cdef public object timer
     cdef public int timeout_ms
+    cdef public int retries
+    cdef public bint batch
     cdef public double begin
     cdef public double deadline
     cdef bint _done
@@ -514,6 +518,9 @@ cdef class AsyncSend:
         self.begin = begin
         self.deadline = deadline
         self.error = None
+        self.timer = None
+        self.retries = 0
+        self.batch = False
         self._done = False
         self._released = False
 
@@ -559,8 +566,11 @@ cdef class AsyncSend:
                 self.permits.release()
 
     def finish(self, result, exc) -> None:
-        """The send is over: permit back, ``callback(result, exc)``, then the future."""
+        """The send is over: permit back, timer off, ``callback(result, exc)``, then the future."""
         self.release()
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
         fut = self.fut
         if fut.done():
             return
@@ -587,6 +597,10 @@ cdef class SendFastPath:
     cdef public bint running
     cdef public object loop
     cdef public uint64_t counter
+    # the owner's containers, never rebound, looked up once (its settings are read per send: a
+    # user may change them at any time)
+    cdef set _good_topics
+    cdef dict _publish
 
     def __init__(self, owner, SendRequestWriter writer, UniqIds ids, next_opaque):
         self.owner = owner
@@ -596,11 +610,13 @@ cdef class SendFastPath:
         self.running = False
         self.loop = None
         self.counter = random.randrange(1 << 30)
+        self._good_topics = owner._good_topics
+        self._publish = owner._publish
 
-    def start(self, msg, callback, timeout_ms):
+    def start(self, msg, callback, timeout_ms, bint awaited=False, batch_ids=None):
         """The future of ``msg``'s send with its first try queued, or None (nothing queued)."""
         cdef Py_ssize_t n
-        cdef int sys_flag = 0
+        cdef int sys_flag = 0, tmo
         cdef double now
         cdef PyObject* p
         cdef AsyncSend entry
@@ -610,24 +626,25 @@ cdef class SendFastPath:
         topic = msg.topic
         body = msg.body
         props = msg.properties
-        if type(body) is not bytes or type(props) is not dict or topic not in owner._good_topics:
+        if type(body) is not bytes or type(props) is not dict or topic not in self._good_topics:
             return None
         n = PyBytes_GET_SIZE(body)
         if n == 0 or n > owner.max_message_size:
             return None
-        if n > owner.compress_over:
+        if batch_ids is None and n > owner.compress_over:
             body = zlib.compress(body, 5)
             sys_flag = 1  # MessageSysFlag.COMPRESSED
-        info = owner._publish.get(topic)
-        if info is None:
+        p = PyDict_GetItem(self._publish, topic)
+        if p == NULL:
             return None
+        info = <object>p
         queues = info.queues
         if not queues:
             return None
         if owner.send_latency_fault_enable:
             chosen = owner._select(info, None)
         else:
-            self.counter = (self.counter + 1) & 0x3FFFFFFFFFFFFFFF
+            self.counter = (self.counter + 1) & COUNTER_MASK
             chosen = queues[info.table.select(self.counter, -1)]
         addr = info.masters.get(chosen.broker_name)
         if addr is None:
@@ -635,22 +652,24 @@ cdef class SendFastPath:
         conn = owner.instance.remoting.open_connection(addr)
         if conn is None:
             return None
-        p = PyDict_GetItem(props, _UNIQ_KEY)
-        if p != NULL and <object>p:
-            uniq = <object>p
+        if batch_ids is not None:
+            uniq = batch_ids
         else:
-            uniq = self.ids.next()
-            PyDict_SetItem(props, _UNIQ_KEY, uniq)
+            p = PyDict_GetItem(props, _UNIQ_KEY)
+            if p != NULL and <object>p:
+                uniq = <object>p
+            else:
+                uniq = self.ids.next()
+                PyDict_SetItem(props, _UNIQ_KEY, uniq)
         opaque = self.next_opaque()
         try:
             frame = self.writer.frame(opaque, topic, chosen.queue_id, sys_flag, _now_ms(), msg.flag, props, body,
-                                      False)
+                                      batch_ids is not None)
         except (ValueError, TypeError):
             return None  # the general path raises the typed error for it
         loop = self.loop
         now = loop.time()
-        if timeout_ms is None:
-            timeout_ms = owner.send_msg_timeout
+        tmo = owner.send_msg_timeout if timeout_ms is None else timeout_ms
         fut = loop.create_future()
         entry = AsyncSend.__new__(AsyncSend)
         entry.owner = owner
@@ -659,12 +678,17 @@ cdef class SendFastPath:
         entry.uniq = uniq
         entry.fut = fut
         entry.callback = callback
-        entry.permits = owner._in_flight
+        entry.permits = None if awaited else owner._in_flight
         entry.error = None
-        entry.timeout_ms = timeout_ms
+        entry.timer = None
+        entry.timeout_ms = tmo
+        entry.retries = owner.retry_times_when_send_failed if awaited else owner.retry_times_when_send_async_failed
+        entry.batch = batch_ids is not None
         entry.begin = now
-        entry.deadline = now + timeout_ms / 1000.0
+        entry.deadline = now + tmo / 1000.0
         entry._done = False
         entry._released = False
         conn.start_frame(opaque, frame, entry)
+        if awaited:
+            entry.timer = loop.call_at(entry.deadline, conn.expire, opaque)
         return fut

@@ -232,10 +232,13 @@ class AsyncSend:
     clock, ``timeout_ms`` reported on expiry). ``owner`` is the producer: it is asked back for
     everything but a plain SUCCESS (``_async_answer(entry, resp)``, ``_async_failed(entry, exc)``),
     and its ``send_latency_fault_enable`` / ``_update_fault`` keep the latency buckets current.
-    ``permits`` (or None) gets one ``release()`` when the send is over, whatever its end."""
+    ``permits`` (or None) gets one ``release()`` when the send is over, whatever its end, and
+    ``timer`` (a loop timer handle, or None) is cancelled then. ``retries`` is how many more tries
+    the producer may make after this one; ``batch`` says the message is a SEND_BATCH_MESSAGE body
+    (``uniq`` then holds its messages' UNIQ_KEYs, joined by commas)."""
 
     __slots__ = ("owner", "msg", "mq", "uniq", "fut", "callback", "permits", "timeout_ms", "begin", "deadline",
-                 "error", "_done", "_released")
+                 "error", "retries", "batch", "timer", "_done", "_released")
 
     def __init__(self, owner: Any, msg: Any, mq: Any, uniq: str, fut: Any, callback: Callable[..., Any] | None,
                  permits: Any, timeout_ms: int, begin: float, deadline: float) -> None:
@@ -250,6 +253,9 @@ class AsyncSend:
         self.begin = begin
         self.deadline = deadline
         self.error: BaseException | None = None
+        self.retries = 0
+        self.batch = False
+        self.timer: Any = None
         self._done = False
         self._released = False
 
@@ -287,9 +293,12 @@ class AsyncSend:
                 self.permits.release()
 
     def finish(self, result: Any, exc: BaseException | None) -> None:
-        """The send is over: permit back, ``callback(result, exc)``, then the future. A callback
-        that raises fails the future with its error."""
+        """The send is over: permit back, timer off, ``callback(result, exc)``, then the future. A
+        callback that raises fails the future with its error."""
         self.release()
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
         fut = self.fut
         if fut.done():  # the caller cancelled it
             return
@@ -326,8 +335,17 @@ class SendFastPath:
         self.loop: Any = None  # the producer's event loop, set with ``running``
         self.counter = random.randrange(1 << 30)  # round robin from a random start, as the Java client
 
-    def start(self, msg: Any, callback: Callable[..., Any] | None, timeout_ms: int | None) -> Any:
-        """The future of ``msg``'s send with its first try queued, or None (nothing queued)."""
+    def start(self, msg: Any, callback: Callable[..., Any] | None, timeout_ms: int | None, awaited: bool = False,
+              batch_ids: str | None = None) -> Any:
+        """The future of ``msg``'s send with its first try queued, or None (nothing queued).
+
+        ``awaited``: a caller waits for it (``send``): the producer's ``retry_times_when_send_failed``
+        applies, no in-flight permit is taken (the caller holds one), and a timer fails the try at
+        its deadline (the once-a-second scan would be up to a second late). Otherwise it is an
+        asynchronous send: ``retry_times_when_send_async_failed``, a permit of ``_in_flight``, the
+        scan. ``batch_ids``: ``msg.body`` is a SEND_BATCH_MESSAGE body of messages with these
+        UNIQ_KEYs (never compressed).
+        """
         if not self.running:
             return None
         owner = self.owner
@@ -336,7 +354,7 @@ class SendFastPath:
                 or len(body) > owner.max_message_size or type(props) is not dict):
             return None
         sys_flag = 0
-        if len(body) > owner.compress_over:
+        if batch_ids is None and len(body) > owner.compress_over:
             body = zlib.compress(body, 5)
             sys_flag = 1  # MessageSysFlag.COMPRESSED
         info = owner._publish.get(topic)
@@ -353,13 +371,16 @@ class SendFastPath:
         conn = owner.instance.remoting.open_connection(addr)
         if conn is None:
             return None
-        uniq = props.get(_UNIQ_KEY)
-        if not uniq:
-            uniq = props[_UNIQ_KEY] = self.ids.next()
+        if batch_ids is not None:
+            uniq = batch_ids
+        else:
+            uniq = props.get(_UNIQ_KEY)
+            if not uniq:
+                uniq = props[_UNIQ_KEY] = self.ids.next()
         opaque = self.next_opaque()
         try:
             frame = self.writer.frame(opaque, topic, chosen.queue_id, sys_flag, int(time.time() * 1000), msg.flag,
-                                      props, body, False)
+                                      props, body, batch_ids is not None)
         except (ValueError, TypeError):
             return None  # the general path raises the typed error for it
         loop = self.loop
@@ -367,6 +388,11 @@ class SendFastPath:
         if timeout_ms is None:
             timeout_ms = owner.send_msg_timeout
         fut = loop.create_future()
-        conn.start_frame(opaque, frame, AsyncSend(owner, msg, chosen, uniq, fut, callback, owner._in_flight,
-                                                  timeout_ms, now, now + timeout_ms / 1000))
+        entry = AsyncSend(owner, msg, chosen, uniq, fut, callback, None if awaited else owner._in_flight, timeout_ms,
+                          now, now + timeout_ms / 1000)
+        entry.retries = owner.retry_times_when_send_failed if awaited else owner.retry_times_when_send_async_failed
+        entry.batch = batch_ids is not None
+        conn.start_frame(opaque, frame, entry)
+        if awaited:
+            entry.timer = loop.call_at(entry.deadline, conn.expire, opaque)
         return fut

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import random
 import time
 import zlib
 from typing import Any, Callable, Sequence
@@ -91,7 +90,6 @@ class Producer:
         self._publish: dict[str, TopicPublishInfo] = {}
         self._numbers = BrokerNumbers()
         self._faults = FaultTable(8)
-        self._counter = random.randrange(1 << 30)
         self._in_flight = _Permits(max_in_flight) if max_in_flight else None
         self._state = "CREATE_JUST"
         self._good_topics: set[str] = set()  # topic names that passed validate_topic
@@ -167,20 +165,21 @@ class Producer:
 
     def _select(self, info: TopicPublishInfo, last_broker: str | None) -> MessageQueue:
         assert info.table is not None
-        self._counter += 1
+        # one round-robin counter with the fast path's, which starts it at random as the Java client does
+        counter = self._fast.counter = (self._fast.counter + 1) & 0x3FFFFFFFFFFFFFFF
         last = self._numbers.number(last_broker) if last_broker else -1
         if self.send_latency_fault_enable:
             now = int(time.time() * 1000)
-            idx = info.table.select_fault(self._counter, last, self._faults, now)
+            idx = info.table.select_fault(counter, last, self._faults, now)
             if idx >= 0:
                 return info.queues[idx]
             broker = self._faults.pick_one_at_least(now)
             if broker >= 0:
-                idx = info.table.select_of_broker(self._counter, broker)
+                idx = info.table.select_of_broker(counter, broker)
                 if idx >= 0:
                     return info.queues[idx]
                 self._faults.remove(broker)  # no writable queue there any more
-        idx = info.table.select(self._counter, last)
+        idx = info.table.select(counter, last)
         return info.queues[idx]
 
     def _update_fault(self, broker_name: str, latency_ms: int, isolation: bool) -> None:
@@ -264,7 +263,9 @@ class Producer:
         else:
             begin = prior.begin
         timeout = (timeout_ms if timeout_ms is not None else self.send_msg_timeout) / 1000
-        if not batch:
+        if prior is not None:
+            uniq = prior.uniq
+        elif not batch:
             uniq = msg.properties.get(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
             if not uniq:
                 uniq = msg.properties[MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = create_uniq_id()
@@ -325,11 +326,15 @@ class Producer:
             BrokerError: a response code that is not retried.
             SendFailedError: every try failed ("Send [N] times, still failed ...").
         """
-        if self._in_flight is None:
-            r = await self._send(msg, timeout_ms)
-        else:
-            async with self._in_flight:
-                r = await self._send(msg, timeout_ms)
+        permits = self._in_flight
+        if permits is not None and not permits.try_acquire():
+            await permits.acquire()
+        try:
+            fut = self._fast.start(msg, None, timeout_ms, True)
+            r = await (fut if fut is not None else self._send(msg, timeout_ms))
+        finally:
+            if permits is not None:
+                permits.release()
         assert r is not None
         return r
 
@@ -409,8 +414,8 @@ class Producer:
             entry.release()
             return
         entry.error = exc
-        task = asyncio.ensure_future(self._send(entry.msg, entry.timeout_ms,
-                                                retries=self.retry_times_when_send_async_failed, prior=entry))
+        task = asyncio.ensure_future(self._send(entry.msg, entry.timeout_ms, retries=entry.retries,
+                                                batch=entry.batch, prior=entry))
 
         def relay(t: "asyncio.Task[SendResult | None]") -> None:
             if t.cancelled():
@@ -462,6 +467,9 @@ class Producer:
         if len(body) > self.max_message_size:
             raise MessageValidationError(f"the message body size over max value, MAX: {self.max_message_size}")
         batch = Message(topic, body, 0, {MessageConst.WAIT_STORE_MSG_OK: "true"})
+        fut = self._fast.start(batch, None, timeout_ms, True, msg_ids)
+        if fut is not None:
+            return await fut  # type: ignore[no-any-return]
         r = await self._send(batch, timeout_ms, batch=True)
         assert r is not None
         return SendResult(r.status, msg_ids, r.offset_msg_id, r.message_queue, r.queue_offset, r.region_id)

@@ -395,6 +395,13 @@ class Connection(asyncio.Protocol):
         request.flag |= FLAG_ONEWAY
         self.send(request)
 
+    def expire(self, opaque: int) -> None:
+        """Fail our request ``opaque`` with RemotingTimeoutError now, if it still awaits its answer
+        (a caller's own timer at its deadline)."""
+        entry = self.pending.pop(opaque, None)
+        if entry is not None and not entry.done():
+            entry.set_exception(RemotingTimeoutError(self.remote_addr, entry.timeout_ms))
+
     def expire_pending(self, now: float) -> int:
         """Fail the requests past their deadline (the once-a-second scan); returns how many."""
         expired = [(op, entry) for op, entry in self.pending.items() if entry.deadline <= now]
