@@ -7,7 +7,9 @@ import asyncio
 import pytest
 
 from fastmq.client.producer import Producer, SendStatus
-from fastmq.errors import BrokerError, RemotingTimeoutError, SendFailedError
+from fastmq.errors import (BrokerError, ClientStateError, MessageValidationError, RemotingTimeoutError,
+                           SendFailedError)
+from fastmq.protocol.message import MessageFormatError
 from fastmq.protocol.codes import RequestCode
 from fastmq.protocol.command import create_request
 from fastmq.protocol.headers import SendMessageRequestHeader
@@ -162,3 +164,29 @@ async def test_awaited_batch_result_names_every_message(cluster) -> None:  # noq
         r2 = await p.send_batch(msgs2)
     assert r.msg_id.split(",") == [m.properties["UNIQ_KEY"] for m in msgs]
     assert r2.status == SendStatus.SEND_OK and r2.msg_id.split(",") == [m.properties["UNIQ_KEY"] for m in msgs2]
+
+
+async def test_fast_path_hands_bad_input_to_the_typed_errors(cluster) -> None:  # noqa: F811
+    """What the compiled first try does not take goes the general way and fails there, typed: a
+    separator inside a property, a body that is not bytes-like; a bytearray body is still sent."""
+    addr, (b0, b1), _ = cluster
+    async with Producer("PG", namesrv_addr=addr) as p:
+        await p.send(Message("T", b"warm"))
+        await p.send(Message("T", b"warm"))
+        for send in (p.send, lambda m: p.send_async(m)):
+            with pytest.raises(MessageFormatError, match="reserved separator"):
+                r = await send(Message("T", b"x", properties={"K": "a\x01b"}))
+                await r  # send_async: the future carries the error
+            with pytest.raises(MessageValidationError, match="must be bytes"):
+                r = await send(Message("T", "text"))  # type: ignore[arg-type]
+                await r
+        r = await p.send(Message("T", bytearray(b"ba")))
+        assert r.status == SendStatus.SEND_OK
+        with pytest.raises(MessageFormatError, match="reserved separator"):
+            await p.send_batch([Message("T", b"x", properties={"K": "\x02"})])
+    got: list[tuple[object, object]] = []
+    late = await p.send_async(Message("T", b"late"), callback=lambda r, e: got.append((r, e)))
+    with pytest.raises(ClientStateError):  # as the Java client: through the future and the callback
+        await late
+    assert got and got[0][0] is None and isinstance(got[0][1], ClientStateError)
+    assert sum(1 for s in b0.sends() + b1.sends() if s.body == b"x") == 0
