@@ -7,53 +7,30 @@ per header or per message, which is where the reference spends its time.
 cimport cython
 from cpython.buffer cimport PyBUF_SIMPLE, PyObject_GetBuffer, PyBuffer_Release
 from cpython.bytes cimport PyBytes_FromStringAndSize
-from cpython.dict cimport PyDict_Next
-from cpython.object cimport PyObject
 from libc.stdint cimport int64_t, uint8_t, uint32_t
-from libc.string cimport memchr, memcpy
+from libc.string cimport memcpy
 
 from .bigendian cimport put32 as _put32
 from .bytebuf cimport ByteBuf, bytebuf_free, bytebuf_reserve
-
-cdef extern from "Python.h":
-    const char* PyUnicode_AsUTF8AndSize(object o, Py_ssize_t *size) except NULL
+from .properties cimport write_properties
 
 __all__ = ["encode_batch_body"]
 
 
-cdef inline bint _has_sep(const char* s, Py_ssize_t n) noexcept:
-    return memchr(s, 1, n) != NULL or memchr(s, 2, n) != NULL
+cdef int _put_raw(ByteBuf* b, const char* ks, Py_ssize_t kn, const char* vs, Py_ssize_t vn) except -1:
+    bytebuf_reserve(b, kn + vn + 2, 4096)
+    memcpy(b.p + b.n, ks, kn)
+    b.p[b.n + kn] = 1
+    memcpy(b.p + b.n + kn + 1, vs, vn)
+    b.p[b.n + kn + 1 + vn] = 2
+    b.n += kn + vn + 2
+    return 0
 
 
 cdef Py_ssize_t _write_props(ByteBuf* b, object props) except -1:
-    """Append ``k\\x01v\\x02`` for each property; returns the bytes written."""
-    cdef Py_ssize_t start = b.n, kn, vn, pos = 0
-    cdef const char* ks
-    cdef const char* vs
-    cdef PyObject* kp
-    cdef PyObject* vp
-    cdef object k, v
-    if not props:
-        return 0
-    if type(props) is not dict:
-        props = dict(props.items())
-    while PyDict_Next(props, &pos, &kp, &vp):
-        k = <object>kp
-        v = <object>vp
-        if type(k) is not str:
-            k = str(k)
-        if type(v) is not str:
-            v = str(v)
-        ks = PyUnicode_AsUTF8AndSize(k, &kn)
-        vs = PyUnicode_AsUTF8AndSize(v, &vn)
-        if _has_sep(ks, kn) or _has_sep(vs, vn):
-            raise ValueError(f"property {k!r} contains a reserved separator (\\x01 or \\x02)")
-        bytebuf_reserve(b, kn + vn + 2, 4096)
-        memcpy(b.p + b.n, ks, kn)
-        b.p[b.n + kn] = 1
-        memcpy(b.p + b.n + kn + 1, vs, vn)
-        b.p[b.n + kn + 1 + vn] = 2
-        b.n += kn + vn + 2
+    """Append ``k\x01v\x02`` for each property; returns the bytes written."""
+    cdef Py_ssize_t start = b.n
+    write_properties(b, props, _put_raw)
     return b.n - start
 
 

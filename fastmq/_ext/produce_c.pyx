@@ -9,13 +9,14 @@ place, and a SUCCESS answer becomes a SendResult without leaving C.
 cimport cython
 from cpython.buffer cimport PyBUF_SIMPLE, PyObject_GetBuffer, PyBuffer_Release
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
-from cpython.dict cimport PyDict_GetItem, PyDict_Next, PyDict_SetItem
+from cpython.dict cimport PyDict_GetItem, PyDict_SetItem
 from cpython.object cimport PyObject
 from libc.stdint cimport int64_t, uint8_t, uint32_t, uint64_t
-from libc.string cimport memchr, memcpy
+from libc.string cimport memcpy
 
 from .bigendian cimport put32 as _put32
 from .bytebuf cimport ByteBuf, bytebuf_free, bytebuf_reserve
+from .properties cimport write_properties
 from .codec_c cimport RemotingCommand
 
 import random
@@ -226,34 +227,12 @@ cdef int _put_json_str(ByteBuf* b, object s) except -1:
     return 0
 
 
-cdef int _put_properties(ByteBuf* b, object props) except -1:
-    """``k\\u0001v\\u0002`` per property, escaped for the JSON string it sits in."""
-    cdef Py_ssize_t pos = 0, kn, vn
-    cdef PyObject* kp
-    cdef PyObject* vp
-    cdef const char* ks
-    cdef const char* vs
-    cdef object k, v
-    if not props:
-        return 0
-    if type(props) is not dict:
-        props = dict(props.items())
-    while PyDict_Next(props, &pos, &kp, &vp):
-        k = <object>kp
-        v = <object>vp
-        if type(k) is not str:
-            k = str(k)
-        if type(v) is not str:
-            v = str(v)
-        ks = PyUnicode_AsUTF8AndSize(k, &kn)
-        vs = PyUnicode_AsUTF8AndSize(v, &vn)
-        if memchr(ks, 1, kn) != NULL or memchr(ks, 2, kn) != NULL or memchr(vs, 1, vn) != NULL \
-                or memchr(vs, 2, vn) != NULL:
-            raise ValueError(f"property {k!r} contains a reserved separator (\\x01 or \\x02)")
-        _put_escaped(b, <const unsigned char*>ks, kn)
-        _put(b, b"\\u0001", 6)
-        _put_escaped(b, <const unsigned char*>vs, vn)
-        _put(b, b"\\u0002", 6)
+cdef int _put_property(ByteBuf* b, const char* ks, Py_ssize_t kn, const char* vs, Py_ssize_t vn) except -1:
+    """``k\\u0001v\\u0002``, escaped for the JSON string it sits in."""
+    _put_escaped(b, <const unsigned char*>ks, kn)
+    _put(b, b"\\u0001", 6)
+    _put_escaped(b, <const unsigned char*>vs, vn)
+    _put(b, b"\\u0002", 6)
     return 0
 
 
@@ -339,7 +318,7 @@ cdef class SendRequestWriter:
         _put_bytes(b, _H)
         _put_int(b, v_flag)
         _put_bytes(b, _I)
-        _put_properties(b, properties)
+        write_properties(b, properties, _put_property)
         _put_bytes(b, _JKL if topic.startswith("%RETRY%") else _JK)
         _put_bytes(b, _BATCH if batch else _SINGLE)
         _put_bytes(b, self._tail)

@@ -39,7 +39,7 @@ import time
 import zlib
 from typing import Any, Callable, Sequence
 
-from .batch_py import encode_batch_body
+from .batch_py import _properties, encode_batch_body
 from .codec_py import LANGUAGE_NAMES
 
 __all__ = ["UniqIds", "SendRequestWriter", "encode_batch", "SendResult", "AsyncSend", "SendFastPath", "month_bounds"]
@@ -97,18 +97,6 @@ def _json_str(s: str) -> str:
     return json.dumps(s, ensure_ascii=False)
 
 
-def _properties(props: Any) -> str:
-    if not props:
-        return ""
-    parts = []
-    for k, v in props.items():
-        k, v = str(k), str(v)
-        if "\x01" in k or "\x02" in k or "\x01" in v or "\x02" in v:
-            raise ValueError(f"property {k!r} contains a reserved separator (\\x01 or \\x02)")
-        parts.append(f"{k}\x01{v}\x02")
-    return "".join(parts)
-
-
 class SendRequestWriter:
     """SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE request frames of one producer group."""
 
@@ -135,7 +123,7 @@ class SendRequestWriter:
                 raise ValueError(f"{name} {v} is outside int32")
         ext = [("a", self.group), ("b", topic), ("c", self.default_topic), ("d", str(self.default_topic_queue_nums)),
                ("e", str(queue_id)), ("f", str(sys_flag)), ("g", str(born_ms)), ("h", str(flag)),
-               ("i", _properties(properties)), ("j", "0"), ("k", "false")]
+               ("i", _properties(properties).decode("utf-8")), ("j", "0"), ("k", "false")]
         if topic.startswith("%RETRY%"):
             ext.append(("l", "16"))
         ext.append(("m", "true" if batch else "false"))
