@@ -13,7 +13,7 @@ import asyncio
 import logging
 import time
 import zlib
-from typing import Any, Callable, Sequence
+from typing import Callable, Sequence
 
 from .._ext.fault import FaultTable
 from .._ext.produce import AsyncSend, SendFastPath, SendRequestWriter, SendResult, encode_batch

@@ -85,30 +85,24 @@ class PendingEntry(Protocol):
     def set_exception(self, exc: BaseException) -> None: ...
 
 
-class _Waiter(tuple):
-    """The pending entry of a plain future: ``(future, deadline, timeout_ms)``."""
+class _Waiter:
+    """The pending entry of a plain future and its deadline."""
 
-    __slots__ = ()
+    __slots__ = ("fut", "deadline", "timeout_ms")
 
-    def __new__(cls, fut: "asyncio.Future[RemotingCommand]", deadline: float, timeout_ms: float) -> "_Waiter":
-        return tuple.__new__(cls, (fut, deadline, timeout_ms))
-
-    @property
-    def deadline(self) -> float:
-        return self[1]  # type: ignore[no-any-return]
-
-    @property
-    def timeout_ms(self) -> float:
-        return self[2]  # type: ignore[no-any-return]
+    def __init__(self, fut: "asyncio.Future[RemotingCommand]", deadline: float, timeout_ms: float) -> None:
+        self.fut = fut
+        self.deadline = deadline
+        self.timeout_ms = timeout_ms
 
     def done(self) -> bool:
-        return self[0].done()  # type: ignore[no-any-return]
+        return self.fut.done()
 
     def set_result(self, cmd: RemotingCommand) -> None:
-        self[0].set_result(cmd)
+        self.fut.set_result(cmd)
 
     def set_exception(self, exc: BaseException) -> None:
-        self[0].set_exception(exc)
+        self.fut.set_exception(exc)
 
 
 def _addr(peer: Any) -> str:
@@ -203,13 +197,13 @@ class Connection(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
         pending, self.pending = self.pending, {}
-        for fut in pending.values():
-            if not fut.done():
+        for entry in pending.values():
+            if not entry.done():
                 # One error object per future: a shared one would collect every caller's traceback.
                 err = RemotingSendRequestError(self.remote_addr,
                                                f"connection closed{': ' + str(exc) if exc else ''}")
                 err.__cause__ = exc
-                fut.set_exception(err)
+                entry.set_exception(err)
         for w in self._drain_waiters:
             if not w.done():
                 w.set_result(None)
