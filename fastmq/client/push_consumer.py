@@ -522,7 +522,7 @@ class _ConsumerBase:
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[RemotingCommand] = loop.create_future()
         conn.start_request(req, fut, loop.time() + PULL_TIMEOUT_MS / 1000, PULL_TIMEOUT_MS)
-        conn.send_many([])  # write what start_request queued now
+        conn.flush()
         try:
             return await fut
         except asyncio.CancelledError:

@@ -381,6 +381,10 @@ class Connection(asyncio.Protocol):
 
     def _flush(self) -> None:
         self._flush_scheduled = False
+        self.flush()
+
+    def flush(self) -> None:
+        """Write the frames start_request/start_frame queued now, not at the loop's next turn."""
         if self._outq:
             self.send_many([])
 
