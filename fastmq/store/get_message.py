@@ -1,0 +1,260 @@
+"""The read side of the message store: a pull's records (RocketMQ's DefaultMessageStore.getMessage).
+
+:class:`MessageGetter` is a part of :class:`~fastmq.store.message_store.MessageStore` (its base
+class), kept here so each module stays one concept: it reads the store's ``config``,
+``commit_log``, ``queues`` and ``stats`` and its ``_queue_min``. A pull takes consume-queue
+entries from the requested offset, filters them by tag code, and slices the records from the
+mapped commit log under RocketMQ's transfer limits (count and bytes, in memory or on disk);
+the records are sent as they are, never copied into Python objects.
+"""
+from __future__ import annotations
+
+import enum
+import os
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from . import StoreError
+from .config import CQ_STORE_UNIT_SIZE
+
+if TYPE_CHECKING:
+    from .commit_log import CommitLog
+    from .config import MessageStoreConfig
+    from .consume_queue import ConsumeQueue, ConsumeQueueTable
+
+__all__ = ["GetStatus", "GetResult", "MessageGetter", "TOTAL_PHYSICAL_MEMORY"]
+
+# RocketMQ MessageStoreConfig pull limits (not yet keys of our MessageStoreConfig)
+_PULL_DEFAULTS = {
+    "maxTransferBytesOnMessageInMemory": 256 * 1024,
+    "maxTransferCountOnMessageInMemory": 32,
+    "maxTransferBytesOnMessageInDisk": 64 * 1024,
+    "maxTransferCountOnMessageInDisk": 8,
+    "accessMessageInMemoryMaxRatio": 40,
+}
+
+try:
+    TOTAL_PHYSICAL_MEMORY = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+except (ValueError, OSError, AttributeError):  # pragma: no cover - non-POSIX
+    TOTAL_PHYSICAL_MEMORY = 8 << 30
+
+
+class GetStatus(enum.Enum):
+    FOUND = "FOUND"
+    NO_MATCHED_MESSAGE = "NO_MATCHED_MESSAGE"
+    MESSAGE_WAS_REMOVING = "MESSAGE_WAS_REMOVING"
+    OFFSET_FOUND_NULL = "OFFSET_FOUND_NULL"
+    OFFSET_OVERFLOW_BADLY = "OFFSET_OVERFLOW_BADLY"
+    OFFSET_OVERFLOW_ONE = "OFFSET_OVERFLOW_ONE"
+    OFFSET_TOO_SMALL = "OFFSET_TOO_SMALL"
+    NO_MATCHED_LOGIC_QUEUE = "NO_MATCHED_LOGIC_QUEUE"
+    NO_MESSAGE_IN_QUEUE = "NO_MESSAGE_IN_QUEUE"
+
+
+@dataclass
+class GetResult:
+    """A pull's worth of stored records (``buffers`` concatenate into a PULL body)."""
+
+    status: GetStatus
+    next_begin_offset: int
+    min_offset: int = 0
+    max_offset: int = 0
+    buffers: list[memoryview] = field(default_factory=list)
+    msg_count: int = 0
+    buffer_total_size: int = 0
+    queue_offsets: list[int] = field(default_factory=list)
+    tag_codes_seen: list[int] = field(default_factory=list)
+    suggest_pulling_from_slave: bool = False
+
+
+class MessageGetter:
+    """``get_message`` and its helpers, mixed into MessageStore."""
+
+    config: "MessageStoreConfig"
+    commit_log: "CommitLog"
+    queues: "ConsumeQueueTable"
+    stats: dict[str, Any]
+
+    def _queue_min(self, cq: "ConsumeQueue") -> int:
+        raise NotImplementedError
+
+    def get_message(self, group: str, topic: str, queue_id: int, offset: int, max_msg_nums: int,
+                    tag_codes: set[int] | None = None) -> GetResult:
+        """Up to ``max_msg_nums`` records of a queue from ``offset`` (DefaultMessageStore.getMessage).
+
+        ``tag_codes``: the subscription's codeSet (None or empty: every message matches).
+        ``next_begin_offset`` follows RocketMQ on a master: the queue's min for too-small
+        offsets, its max (or min when the queue starts at 0) for overflows, and past the last
+        entry examined otherwise.
+        """
+        t0 = time.perf_counter()
+        cfg = self.config
+        max_offset_py = self.commit_log.max_offset
+        cq = self.queues.get(topic, queue_id)
+        if cq is None:
+            # RocketMQ creates the queue on lookup, so an unknown queue reads as an empty one
+            return self._count_get(GetResult(GetStatus.NO_MESSAGE_IN_QUEUE, 0), t0)
+        min_off, max_off = self._queue_min(cq), cq.max_offset
+        res = GetResult(GetStatus.NO_MATCHED_MESSAGE, offset, min_off, max_off)
+        if max_off == 0:
+            res.status, res.next_begin_offset = GetStatus.NO_MESSAGE_IN_QUEUE, 0
+        elif offset < min_off:
+            res.status, res.next_begin_offset = GetStatus.OFFSET_TOO_SMALL, min_off
+        elif offset == max_off:
+            res.status, res.next_begin_offset = GetStatus.OFFSET_OVERFLOW_ONE, offset
+        elif offset > max_off:
+            res.status = GetStatus.OFFSET_OVERFLOW_BADLY
+            res.next_begin_offset = min_off if min_off == 0 else max_off
+        else:
+            max_filter = max(16000, max_msg_nums * CQ_STORE_UNIT_SIZE) // CQ_STORE_UNIT_SIZE
+            arr = cq.get_entries(offset, max_filter)
+            n = len(arr)
+            if n == 0:
+                res.status = GetStatus.OFFSET_FOUND_NULL
+                per_file = cfg.mappedFileSizeConsumeQueue // CQ_STORE_UNIT_SIZE
+                res.next_begin_offset = offset + per_file - offset % per_file
+            else:
+                # Only entries up to the max_msg_nums-th match can be answered: the loop in
+                # _collect stops right after it, so Python lists of the other (up to 16,000)
+                # entries would be built for nothing.
+                if tag_codes:
+                    # codeSet holds Java ints: compare the int32 value of the stored code
+                    t32 = arr["tags_code"].astype(np.int64).astype(np.int32)
+                    hits = np.isin(t32, np.fromiter(tag_codes, dtype=np.int64, count=len(tag_codes)))
+                    where = np.flatnonzero(hits)
+                    cut = int(where[max_msg_nums - 1]) + 1 if len(where) >= max_msg_nums > 0 else n
+                    matched: list[bool] | None = hits[:cut].tolist()
+                    del t32, hits, where
+                else:
+                    cut = min(n, max(1, max_msg_nums))
+                    matched = None
+                part = arr[:cut]
+                offs = part["offset"].tolist()
+                sizes = part["size"].tolist()
+                tags = part["tags_code"].tolist()
+                del arr, part
+                if matched is not None or not self._collect_run(res, offset, offs, sizes, tags, max_msg_nums,
+                                                                max_offset_py):
+                    self._collect(res, offset, offs, sizes, tags, matched, max_msg_nums, max_offset_py)
+        return self._count_get(res, t0)
+
+    def _collect_run(self, res: GetResult, offset: int, offs: list[int], sizes: list[int], tags: list[int],
+                     max_msg_nums: int, max_offset_py: int) -> bool:
+        """The usual pull in one step; False (``res`` untouched) when ``_collect`` must decide.
+
+        Usual: no tag filter, the first record in memory (so are the later ones: their commit-log
+        offsets are larger), every record to take inside one file and what was written of it,
+        their bytes within maxTransferBytesOnMessageInMemory. Then ``_collect``'s loop would take
+        the first min(count, maxMsgNums, maxTransferCountOnMessageInMemory) records one by one
+        (~0.6 µs of Python each, most of a pull's time in the broker); here they are counted at
+        once. Records lying end to end in the log (a batch send's, one queue's when it alone is
+        written to) go out as one buffer.
+        """
+        cfg = self.config
+        mem = TOTAL_PHYSICAL_MEMORY * getattr(cfg, "accessMessageInMemoryMaxRatio",
+                                              _PULL_DEFAULTS["accessMessageInMemoryMaxRatio"]) / 100
+        first = offs[0]
+        if max_offset_py - first > mem:
+            return False
+        n = len(offs)
+        limit = min(max_msg_nums, getattr(cfg, "maxTransferCountOnMessageInMemory",
+                                          _PULL_DEFAULTS["maxTransferCountOnMessageInMemory"]))
+        k = min(n, max(1, limit))
+        total = sum(sizes[:k]) if k < n else sum(sizes)
+        if k > 1 and total > getattr(cfg, "maxTransferBytesOnMessageInMemory",
+                                     _PULL_DEFAULTS["maxTransferBytesOnMessageInMemory"]):
+            return False
+        end = offs[k - 1] + sizes[k - 1]
+        mf = self.commit_log.mfq.find_mapped_file_by_offset(first)
+        if mf is None or end > mf.file_from_offset + mf.file_size:
+            return False
+        try:
+            run = mf.select(first - mf.file_from_offset, end - first)
+        except StoreError:
+            return False
+        if end - first == total:
+            res.buffers.append(run)
+        else:
+            res.buffers.extend([run[o - first:o - first + sz] for o, sz in zip(offs[:k], sizes[:k])])
+        res.msg_count = k
+        res.buffer_total_size = total
+        res.queue_offsets.extend(range(offset, offset + k))
+        res.tag_codes_seen.extend(tags[:k])
+        res.status = GetStatus.FOUND
+        res.next_begin_offset = offset + k
+        # the last record _collect would have looked at: the one it stopped before, or the last
+        res.suggest_pulling_from_slave = (max_offset_py - offs[k if k < n else n - 1]) > mem
+        return True
+
+    def _collect(self, res: GetResult, offset: int, offs: list[int], sizes: list[int],
+                 tags: list[int], matched: list[bool] | None, max_msg_nums: int,
+                 max_offset_py: int) -> None:
+        cfg = self.config
+        lim = {k: getattr(cfg, k, v) for k, v in _PULL_DEFAULTS.items()}
+        mem = TOTAL_PHYSICAL_MEMORY * lim["accessMessageInMemoryMaxRatio"] / 100
+        file_size = cfg.mappedFileSizeCommitLog
+        next_phy_start = None
+        max_phy_pulling = 0
+        n = len(offs)
+        i = 0
+        find = self.commit_log.mfq.find_mapped_file_by_offset
+        mf, mf_from, mf_end = None, 0, -1  # the file of the previous record: most pulls read one file
+        while i < n:
+            o, s = offs[i], sizes[i]
+            max_phy_pulling = o
+            if next_phy_start is not None and o < next_phy_start:
+                i += 1
+                continue
+            if res.msg_count:  # RocketMQ isTheBatchFull
+                if res.msg_count >= max_msg_nums:
+                    break
+                if max_offset_py - o > mem:
+                    if (res.buffer_total_size + s > lim["maxTransferBytesOnMessageInDisk"]
+                            or res.msg_count > lim["maxTransferCountOnMessageInDisk"] - 1):
+                        break
+                elif (res.buffer_total_size + s > lim["maxTransferBytesOnMessageInMemory"]
+                        or res.msg_count > lim["maxTransferCountOnMessageInMemory"] - 1):
+                    break
+            if matched is not None and not matched[i]:
+                if not res.buffer_total_size:
+                    res.status = GetStatus.NO_MATCHED_MESSAGE
+                i += 1
+                continue
+            try:
+                if not (mf_from <= o and o + s <= mf_end):
+                    mf = find(o)
+                    if mf is None:
+                        raise StoreError(f"offset {o} is outside the commit log")
+                    mf_from, mf_end = mf.file_from_offset, mf.file_from_offset + mf.file_size
+                buf = mf.select(o - mf_from, s)  # type: ignore[union-attr]
+            except StoreError:
+                if not res.buffer_total_size:
+                    res.status = GetStatus.MESSAGE_WAS_REMOVING
+                next_phy_start = o + file_size - o % file_size
+                i += 1
+                continue
+            res.buffers.append(buf)
+            res.msg_count += 1
+            res.buffer_total_size += s
+            res.queue_offsets.append(offset + i)
+            res.tag_codes_seen.append(tags[i])
+            res.status = GetStatus.FOUND
+            next_phy_start = None
+            i += 1
+        res.next_begin_offset = offset + i
+        res.suggest_pulling_from_slave = (max_offset_py - max_phy_pulling) > mem
+
+    def _count_get(self, res: GetResult, t0: float) -> GetResult:
+        st = self.stats
+        if res.status is GetStatus.FOUND:
+            st["getMessageTimesTotalFound"] += 1
+            st["getMessageTransferedMsgCount"] += res.msg_count
+        else:
+            st["getMessageTimesTotalMiss"] += 1
+        ms = int((time.perf_counter() - t0) * 1000)
+        if ms > st["getMessageEntireTimeMax"]:
+            st["getMessageEntireTimeMax"] = ms
+        return res
