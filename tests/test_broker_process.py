@@ -350,7 +350,7 @@ def test_cpp_batch_flag_one_is_a_batch():
 
 
 async def test_run_eagerly_finishes_now_or_in_the_task():
-    from fastmq.broker.processors.send import run_eagerly
+    from fastmq.remoting.loop import run_eagerly
 
     async def quick():
         return 1

@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 
 from fastmq.client.instance import ClientConfig, ClientInstance
 from fastmq.client.offset_store import LocalFileOffsetStore
-from fastmq.client.push_consumer import ConsumeStatus, ProcessQueue, PushConsumer, _resume, _unwrap, _unwrap_all
+from fastmq.client.push_consumer import ConsumeStatus, ProcessQueue, PushConsumer, _unwrap, _unwrap_all
+from fastmq.remoting.loop import Resume
 from fastmq.protocol.message import MessageExt, MessageSysFlag
 from fastmq.protocol.message_queue import MessageQueue
 
@@ -211,7 +212,7 @@ async def test_resume_passes_results_and_cancellation_on() -> None:
             log.append("cancelled")
             raise
     coro = body()
-    task = asyncio.ensure_future(_resume(coro, coro.send(None)))
+    task = asyncio.ensure_future(Resume(coro, coro.send(None)))
     await asyncio.sleep(0)
     fut.set_result("answer")
     await _until(lambda: log == ["answer"])

@@ -27,11 +27,10 @@ import json
 import logging
 import operator
 import time
-import types
 import zlib
 from dataclasses import dataclass, field
 from itertools import repeat
-from typing import Any, Awaitable, Callable, Coroutine, Generator, Sequence
+from typing import Any, Awaitable, Callable, Sequence
 
 from ..errors import ClientStateError, FastMQError, MessageValidationError, RemotingConnectError
 from ..protocol.bodies import MASTER_ID
@@ -41,6 +40,7 @@ from ..protocol.heartbeat import ConsumerData, SubscriptionData, build_subscript
 from ..protocol.message import MessageConst, MessageExt, MessageSysFlag
 from ..protocol.message_queue import MessageQueue
 from ..protocol.topic import is_readable, retry_topic, validate_topic
+from ..remoting.loop import Resume
 from .allocate import AllocateMessageQueueAveragely, AllocateStrategy
 from .instance import ClientConfig, ClientInstance
 from .offset_store import LocalFileOffsetStore, OffsetStore, RemoteBrokerOffsetStore
@@ -162,25 +162,6 @@ def _status(status: object) -> str:
     """A listener's answer; anything but the two statuses counts as RECONSUME_LATER."""
     return status if status in (ConsumeStatus.CONSUME_SUCCESS, ConsumeStatus.RECONSUME_LATER) \
         else ConsumeStatus.RECONSUME_LATER  # type: ignore[return-value]
-
-
-@types.coroutine
-def _resume(coro: Coroutine[Any, Any, Any], waiting: Any) -> Generator[Any, Any, Any]:
-    """The rest of ``coro``, whose first step already ran and yielded ``waiting``, for a task to
-    drive: each value the task sends or throws goes on to ``coro``, as ``await`` would pass it."""
-    while True:
-        try:
-            value = yield waiting
-        except BaseException as exc:  # the task's cancellation included: coro decides
-            try:
-                waiting = coro.throw(exc)
-            except StopIteration as stop:
-                return stop.value
-        else:
-            try:
-                waiting = coro.send(value)
-            except StopIteration as stop:
-                return stop.value
 
 
 class _ConsumerBase:
@@ -597,7 +578,7 @@ class PushConsumer(_ConsumerBase):
         A task per batch (create, schedule, two steps) was a fifth of the consumer's time with a
         listener that never waits. So the coroutine's first step runs now: when it returns at
         once, the batch is committed here; when it waits on something, a task takes over the
-        suspended coroutine (``_resume``; Python 3.12's eager tasks do the same). It runs in the
+        suspended coroutine (``Resume``; Python 3.12's eager tasks do the same). It runs in the
         pull loop's context, not a copy of it.
         """
         try:
@@ -609,7 +590,7 @@ class PushConsumer(_ConsumerBase):
             log.exception("consumeMessage exception, group %s", self.group)
             status = ConsumeStatus.RECONSUME_LATER
         else:
-            asyncio.ensure_future(self._consume(pq, batch, running=_resume(coro, waiting)))
+            asyncio.ensure_future(self._consume(pq, batch, running=Resume(coro, waiting)))
             return
         if pq.dropped or status == ConsumeStatus.CONSUME_SUCCESS or self.message_model != "CLUSTERING":
             self._slots.release()

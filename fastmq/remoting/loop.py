@@ -9,11 +9,11 @@ import asyncio
 import inspect
 import logging
 import os
-from typing import Any, Callable, Coroutine, TypeVar
+from typing import Any, Callable, Coroutine, Generator, TypeVar
 
 from ..errors import FastMQError
 
-__all__ = ["new_event_loop", "run", "every", "USING_UVLOOP"]
+__all__ = ["new_event_loop", "run", "every", "USING_UVLOOP", "Resume", "run_eagerly"]
 
 log = logging.getLogger("fastmq")
 
@@ -63,3 +63,44 @@ async def every(interval_s: float, fn: Callable[[], Any]) -> None:
                 log.warning("scheduled task %s failed: %s", name, exc)
             else:
                 log.exception("scheduled task %s failed", name)
+
+
+class Resume:
+    """The rest of a coroutine whose first step already ran by hand and yielded ``first``:
+    awaiting this (in a Task) finishes it.
+
+    Delegates like ``yield from``: the futures the coroutine waits on go up to the Task, and
+    what the Task sends or throws back (its cancellation included) goes down to the coroutine.
+    """
+
+    __slots__ = ("coro", "first")
+
+    def __init__(self, coro: Coroutine[Any, Any, Any], first: Any) -> None:
+        self.coro, self.first = coro, first
+
+    def __await__(self) -> Generator[Any, Any, Any]:
+        coro, pending = self.coro, self.first
+        while True:
+            try:
+                value = yield pending
+            except BaseException as exc:  # noqa: BLE001 - cancellation included: the coroutine decides
+                try:
+                    pending = coro.throw(exc)
+                except StopIteration as stop:
+                    return stop.value
+            else:
+                try:
+                    pending = coro.send(value)
+                except StopIteration as stop:
+                    return stop.value
+
+
+def run_eagerly(coro: Coroutine[Any, Any, T]) -> Any:
+    """Run ``coro`` now; its result if it finished without waiting, else a :class:`Resume` to
+    await for the rest (what Python 3.12's eager tasks do, without a Task for the quick case)."""
+    try:
+        first = coro.send(None)
+    except StopIteration as stop:
+        return stop.value
+    return Resume(coro, first)
+

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import random
-from typing import TYPE_CHECKING, Any, Coroutine, Generator
+from typing import TYPE_CHECKING, Any
 
 from ..._ext.send import COLUMNS, SendBatch, answer_template, encode_answers, encode_sends
 from ...errors import RemotingCommandError
@@ -21,13 +21,17 @@ from ...protocol.headers import (SEND_V2_NAMES, ConsumerSendMsgBackRequestHeader
 from ...protocol.message import (MessageConst, MessageExt, MessageFormatError, MessageSysFlag, decode_batch_body,
                                  decode_properties, pack_host)
 from ...remoting import Connection
+# Sends run eagerly: on an ASYNC_FLUSH store a send never waits, so its response joins the
+# other responses of the same socket read (one write) instead of costing a Task; a SYNC_FLUSH
+# send waits for the group commit and is finished by the dispatcher's Task.
+from ...remoting.loop import run_eagerly
 from ...store.message_store import PutResult, PutStatus
 from .base import CodeDispatchProcessor
 
 if TYPE_CHECKING:
     from ..controller import BrokerController
 
-__all__ = ["SendMessageProcessor", "parse_addr", "PUT_STATUS_CODES", "run_eagerly"]
+__all__ = ["SendMessageProcessor", "parse_addr", "PUT_STATUS_CODES"]
 
 log = logging.getLogger("fastmq.broker")
 
@@ -92,49 +96,6 @@ def fast_send_header(request: RemotingCommand) -> SendMessageRequestHeader:
     if b is not None and b.strip() == "1" and request.code == RequestCode.SEND_MESSAGE:
         h.batch = True
     return h
-
-
-class _Finish:
-    """Finishes, inside the awaiting Task, a coroutine that was started by hand and suspended.
-
-    Delegates like ``yield from``: the futures the coroutine waits on go up to the Task, and
-    what the Task sends or throws back goes down to the coroutine.
-    """
-
-    __slots__ = ("coro", "first")
-
-    def __init__(self, coro: Any, first: Any) -> None:
-        self.coro, self.first = coro, first
-
-    def __await__(self) -> Generator[Any, None, Any]:
-        coro, pending = self.coro, self.first
-        while True:
-            try:
-                yield pending
-            except BaseException as exc:  # noqa: BLE001 - cancellation included: the coroutine decides
-                try:
-                    pending = coro.throw(exc)
-                except StopIteration as stop:
-                    return stop.value
-            else:
-                try:
-                    pending = coro.send(None)
-                except StopIteration as stop:
-                    return stop.value
-
-
-def run_eagerly(coro: Coroutine[Any, Any, Any]) -> Any:
-    """Run ``coro`` now; its result if it finished without waiting, else an awaitable for the rest.
-
-    A send on an ASYNC_FLUSH store never waits, so its response joins the other responses of the
-    same socket read (one write) instead of costing a Task; a SYNC_FLUSH send waits for the group
-    commit and is finished by the dispatcher's Task.
-    """
-    try:
-        first = coro.send(None)
-    except StopIteration as stop:
-        return stop.value
-    return _Finish(coro, first)
 
 
 class _Reject(Exception):
