@@ -380,3 +380,33 @@ def test_encode_frames_is_the_concatenation(codec) -> None:
     assert codec.encode_frames(cmds) == b"".join(codec.encode_frame(c) for c in cmds)
     assert codec.encode_frames(iter(cmds)) == codec.encode_frames(cmds)
     assert codec.encode_frames([]) == b""
+
+
+class _Entry:
+    def __init__(self, done: bool = False) -> None:
+        self.got: list[object] = []
+        self._done = done
+
+    def done(self) -> bool:
+        return self._done
+
+    def set_result(self, cmd: object) -> None:
+        self.got.append(cmd)
+
+
+def test_settle_responses_hands_each_answer_to_its_entry(codec) -> None:
+    """One socket read's commands: responses go to their pending entries (popped), done entries
+    are left alone, unknown opaques are reported, requests come back in order."""
+    req1 = codec.RemotingCommand(10, opaque=7)
+    req2 = codec.RemotingCommand(11, opaque=8, flag=2)   # oneway: still a request
+    waiting, finished = _Entry(), _Entry(done=True)
+    pending = {1: waiting, 2: finished, 3: _Entry()}
+    r1 = codec.RemotingCommand(0, opaque=1, flag=1)
+    r2 = codec.RemotingCommand(0, opaque=2, flag=1)
+    lost = codec.RemotingCommand(0, opaque=99, flag=1)
+    requests, unmatched = codec.settle_responses([req1, r1, lost, r2, req2], pending)
+    assert requests == [req1, req2] and unmatched == [99]
+    assert waiting.got == [r1] and finished.got == [] and list(pending) == [3]
+    assert codec.settle_responses([], pending) == (None, None)
+    assert codec.settle_responses([codec.RemotingCommand(0, opaque=3, flag=1)], pending) == (None, None)
+    assert pending == {}

@@ -6,11 +6,11 @@ from typing import TYPE_CHECKING
 from ._flags import NO_EXTENSIONS
 
 if TYPE_CHECKING or NO_EXTENSIONS:
-    from .codec_py import FrameDecoder, RemotingCommand, decode_frame, encode_frame, encode_frames
+    from .codec_py import FrameDecoder, RemotingCommand, decode_frame, encode_frame, encode_frames, settle_responses
 else:
     try:
-        from .codec_c import FrameDecoder, RemotingCommand, decode_frame, encode_frame, encode_frames
+        from .codec_c import FrameDecoder, RemotingCommand, decode_frame, encode_frame, encode_frames, settle_responses
     except ImportError:  # unbuilt source checkout; the test suite refuses this (tests/conftest.py)
-        from .codec_py import FrameDecoder, RemotingCommand, decode_frame, encode_frame, encode_frames
+        from .codec_py import FrameDecoder, RemotingCommand, decode_frame, encode_frame, encode_frames, settle_responses
 
-__all__ = ["FrameDecoder", "RemotingCommand", "decode_frame", "encode_frame", "encode_frames"]
+__all__ = ["FrameDecoder", "RemotingCommand", "decode_frame", "encode_frame", "encode_frames", "settle_responses"]

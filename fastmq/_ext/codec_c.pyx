@@ -23,7 +23,7 @@ numbers of any length are scanned without ``int()`` (whose digit limit would rai
 cimport cython
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
 from cpython.buffer cimport PyBUF_SIMPLE, PyObject_GetBuffer, PyBuffer_Release
-from cpython.dict cimport PyDict_SetItem
+from cpython.dict cimport PyDict_DelItem, PyDict_GetItem, PyDict_SetItem
 from cpython.unicode cimport PyUnicode_DecodeUTF8, PyUnicode_AsUTF8String
 from libc.stdlib cimport malloc, realloc, free
 from libc.string cimport memcpy, memmove, memcmp
@@ -44,7 +44,7 @@ cdef extern from "Python.h":
     int PyUnicode_1BYTE_KIND
     bint PyUnicode_IS_ASCII(object o)
 
-__all__ = ["RemotingCommand", "FrameDecoder", "encode_frame", "encode_frames", "decode_frame",
+__all__ = ["RemotingCommand", "FrameDecoder", "encode_frame", "encode_frames", "decode_frame", "settle_responses",
            "LANGUAGE_NAMES", "MAX_HEADER_LENGTH"]
 
 LANGUAGE_NAMES = ("JAVA", "CPP", "DOTNET", "PYTHON", "DELPHI", "ERLANG", "RUBY", "OTHER",
@@ -424,3 +424,32 @@ cdef class FrameDecoder:
             raise
         finally:
             PyBuffer_Release(&view)
+
+
+def settle_responses(list cmds, dict pending):
+    """Hand each response of ``cmds`` to its pending entry (see ``codec_py.settle_responses``):
+    one call per socket read instead of a Python round per response."""
+    cdef list requests = None
+    cdef list unmatched = None
+    cdef RemotingCommand cmd
+    cdef PyObject* p
+    for obj in cmds:
+        cmd = <RemotingCommand?>obj
+        if cmd._flag & 1:
+            key = cmd._opaque
+            p = PyDict_GetItem(pending, key)
+            if p == NULL:
+                if unmatched is None:
+                    unmatched = []
+                unmatched.append(key)
+                continue
+            entry = <object>p
+            PyDict_DelItem(pending, key)
+            if not entry.done():
+                entry.set_result(cmd)
+        elif requests is None:
+            requests = [cmd]
+        else:
+            requests.append(cmd)
+    return requests, unmatched
+

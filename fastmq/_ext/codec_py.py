@@ -32,12 +32,12 @@ from __future__ import annotations
 
 import json
 import struct
-from typing import Iterable
+from typing import Any, Iterable
 
 from ..errors import FrameError, RemotingCommandError
 from ._protocols import DEFAULT_MAX_FRAME_SIZE, FLAG_ONEWAY, FLAG_RESPONSE, SERIALIZE_JSON, SERIALIZE_ROCKETMQ
 
-__all__ = ["RemotingCommand", "FrameDecoder", "encode_frame", "encode_frames", "decode_frame",
+__all__ = ["RemotingCommand", "FrameDecoder", "encode_frame", "encode_frames", "decode_frame", "settle_responses",
            "LANGUAGE_NAMES", "MAX_HEADER_LENGTH"]
 
 #: LanguageCode names by number; the JSON header carries the name.
@@ -476,3 +476,30 @@ class FrameDecoder:
             del buf[:pos]
         self._need = 4 + _U32.unpack_from(buf, 0)[0] if len(buf) >= 4 else 0
         return out
+
+
+def settle_responses(cmds: list[RemotingCommand], pending: dict[int, Any]
+                     ) -> tuple[list[RemotingCommand] | None, list[int] | None]:
+    """Hand each response of ``cmds`` (one socket read's commands) to its pending entry.
+
+    A response's entry is popped from ``pending`` by opaque and, unless already done, given the
+    response (``entry.set_result(cmd)``). Returns the requests among ``cmds`` and the opaques of
+    responses nobody waits for any more (each None when there are none).
+    """
+    requests: list[RemotingCommand] | None = None
+    unmatched: list[int] | None = None
+    for cmd in cmds:
+        if cmd.flag & FLAG_RESPONSE:
+            entry = pending.pop(cmd.opaque, None)
+            if entry is None:
+                if unmatched is None:
+                    unmatched = []
+                unmatched.append(cmd.opaque)
+            elif not entry.done():
+                entry.set_result(cmd)
+        elif requests is None:
+            requests = [cmd]
+        else:
+            requests.append(cmd)
+    return requests, unmatched
+

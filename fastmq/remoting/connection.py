@@ -18,7 +18,7 @@ import threading
 import time
 from typing import Any, Callable, Protocol
 
-from .._ext.codec import FrameDecoder, RemotingCommand, encode_frame, encode_frames
+from .._ext.codec import FrameDecoder, RemotingCommand, encode_frame, encode_frames, settle_responses
 from .._ext._protocols import DEFAULT_MAX_FRAME_SIZE, FLAG_ONEWAY
 from ..errors import FrameError, RemotingCommandError, RemotingSendRequestError, RemotingTimeoutError
 
@@ -177,20 +177,10 @@ class Connection(asyncio.Protocol):
             return
         if not cmds:
             return
-        requests = None
-        for cmd in cmds:
-            if cmd.flag & 1:
-                entry = self.pending.pop(cmd.opaque, None)
-                if entry is None:
-                    log.warning("response with unknown opaque %d from %s (it timed out?)", cmd.opaque,
-                                self.remote_addr)
-                elif not entry.done():
-                    entry.set_result(cmd)
-            else:
-                if requests is None:
-                    requests = [cmd]
-                else:
-                    requests.append(cmd)
+        requests, unmatched = settle_responses(cmds, self.pending)
+        if unmatched:  # one line per read, however many: a burst of late answers must not flood the log
+            log.warning("%d response(s) with unknown opaque from %s (timed out?), first %s", len(unmatched),
+                        self.remote_addr, unmatched[:5])
         if requests:
             self._handler(self, requests)
 
