@@ -466,7 +466,7 @@ cdef bint _plain_int(object s, int64_t* out) noexcept:
 
 @cython.final
 cdef class AsyncSend:
-    """One asynchronous send's try, as its connection's pending entry (see ``produce_py.AsyncSend``)."""
+    """One send's try, as its connection's pending entry (see ``produce_py.AsyncSend``)."""
 
     cdef public object owner
     cdef public object msg
@@ -567,7 +567,7 @@ cdef class AsyncSend:
 
 @cython.final
 cdef class SendFastPath:
-    """The first try of ``owner``'s asynchronous sends, or None (see ``produce_py.SendFastPath``)."""
+    """The first try of ``owner``'s sends, or None (see ``produce_py.SendFastPath``)."""
 
     cdef public object owner
     cdef public SendRequestWriter writer

@@ -1,6 +1,6 @@
 """The producer's hot path, pure-Python reference of ``produce_c``.
 
-A producer spends its time on four things per message; each is one call here:
+A producer spends its time on five things per message; each is one call here:
 
 - :class:`UniqIds` makes the UNIQ_KEY a producer gives every message (MessageClientIDSetter):
   32 uppercase hex digits, a 20-digit per-process prefix (IPv4 address, pid, a random int32),
@@ -12,11 +12,11 @@ A producer spends its time on four things per message; each is one call here:
   SEND_BATCH_MESSAGE body, or answers ``None`` when a message needs the caller's exact checks
   (a body that is not non-empty ``bytes`` within the limit, another topic, a delay level,
   properties that are not a ``dict``); it changes nothing then.
-- :class:`SendFastPath` makes the first try of an asynchronous send when the producer has all
+- :class:`SendFastPath` makes the first try of a send when the producer has all
   it needs at hand (running, a topic already checked, a cached route, an open connection):
   queue chosen, UNIQ_KEY given, frame written and queued on the connection with an
   :class:`AsyncSend` entry, in one call; ``None`` sends the message down the general path.
-- :class:`AsyncSend` is the connection's pending entry of an asynchronous send: a SUCCESS
+- :class:`AsyncSend` is the connection's pending entry of a send's try: a SUCCESS
   answer becomes a :class:`SendResult` and completes the caller's future without leaving this
   class; anything else goes back to the producer (``owner._async_answer`` / ``_async_failed``).
 
@@ -216,7 +216,7 @@ def _plain_int(s: object) -> int | None:
 
 
 class AsyncSend:
-    """One asynchronous send's try, as its connection's pending entry (``deadline`` on the loop
+    """One send's try, as its connection's pending entry (``deadline`` on the loop
     clock, ``timeout_ms`` reported on expiry). ``owner`` is the producer: it is asked back for
     everything but a plain SUCCESS (``_async_answer(entry, resp)``, ``_async_failed(entry, exc)``),
     and its ``send_latency_fault_enable`` / ``_update_fault`` keep the latency buckets current.
@@ -303,7 +303,7 @@ class AsyncSend:
 
 
 class SendFastPath:
-    """The first try of ``owner``'s asynchronous sends, or None when the general path must take it.
+    """The first try of ``owner``'s sends, or None when the general path must take it.
 
     ``owner`` is the producer; what this reads of it: ``_good_topics`` (topic names already
     validated), ``_publish`` (topic -> publish info with ``queues``, ``table`` and ``masters``),
