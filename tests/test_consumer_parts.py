@@ -3,6 +3,7 @@ store, how a push consumer hands batches to its listener."""
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import threading
 import zlib
 
@@ -221,3 +222,29 @@ async def test_resume_passes_results_and_cancellation_on() -> None:
     with pytest.raises(asyncio.CancelledError):
         await task
     assert log == ["answer", "cancelled"]
+
+
+_LISTENER_VAR: contextvars.ContextVar[str] = contextvars.ContextVar("listener_var", default="unset")
+
+
+async def test_async_listener_context_stays_with_its_batch(push_consumer) -> None:
+    """The first step runs inline, yet in a copy of the caller's context, as a task of its own
+    would: what the listener sets, before or after waiting, does not leak into the pull loop."""
+    c = push_consumer
+    seen: list[str] = []
+
+    async def listener(msgs):
+        seen.append(_LISTENER_VAR.get())
+        _LISTENER_VAR.set(f"batch-{msgs[0].queue_offset}")
+        if msgs[0].queue_offset == 2:
+            await asyncio.sleep(0)
+            seen.append(_LISTENER_VAR.get())
+        return ConsumeStatus.CONSUME_SUCCESS
+    c.register_message_listener(listener)
+    pq = ProcessQueue(MQ)
+    msgs = [_m(i) for i in range(4)]
+    pq.put(msgs)
+    await c._deliver(pq, msgs)
+    await _until(lambda: c.offset_store.table.get(MQ) == 4)
+    assert _LISTENER_VAR.get() == "unset"
+    assert seen == ["unset", "unset", "batch-2"]

@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import concurrent.futures
+import contextvars
 import inspect
 import json
 import logging
@@ -578,19 +579,22 @@ class PushConsumer(_ConsumerBase):
         A task per batch (create, schedule, two steps) was a fifth of the consumer's time with a
         listener that never waits. So the coroutine's first step runs now: when it returns at
         once, the batch is committed here; when it waits on something, a task takes over the
-        suspended coroutine (``Resume``; Python 3.12's eager tasks do the same). It runs in the
-        pull loop's context, not a copy of it.
+        suspended coroutine (``Resume``; Python 3.12's eager tasks do the same). Like a task of
+        its own, it runs in a copy of the pull loop's context: context variables the listener sets
+        stay with its batch.
         """
+        ctx = contextvars.copy_context()
         try:
             coro = self._listener(batch)  # type: ignore[misc]
-            waiting = coro.send(None)
+            waiting = ctx.run(coro.send, None)
         except StopIteration as stop:
             status = _status(stop.value)
         except (Exception, asyncio.CancelledError):
             log.exception("consumeMessage exception, group %s", self.group)
             status = ConsumeStatus.RECONSUME_LATER
         else:
-            asyncio.ensure_future(self._consume(pq, batch, running=Resume(coro, waiting)))
+            asyncio.get_running_loop().create_task(self._consume(pq, batch, running=Resume(coro, waiting)),
+                                                   context=ctx)
             return
         if pq.dropped or status == ConsumeStatus.CONSUME_SUCCESS or self.message_model != "CLUSTERING":
             self._slots.release()
