@@ -25,6 +25,16 @@ def _m(off: int, body: bytes = b"x") -> MessageExt:
     return MessageExt("T", body, queue_offset=off)
 
 
+async def _deliver_offsets(c: PushConsumer, listener: object, n: int) -> ProcessQueue:
+    """Register ``listener`` and hand it offsets 0..n-1 of MQ, as one pull answer would."""
+    c.register_message_listener(listener)  # type: ignore[arg-type]
+    pq = ProcessQueue(MQ)
+    msgs = [_m(i) for i in range(n)]
+    pq.put(msgs)
+    await c._deliver(pq, msgs)
+    return pq
+
+
 def test_commit_offset_is_the_smallest_in_flight() -> None:
     pq = ProcessQueue(MQ)
     pq.put([_m(i) for i in range(10, 15)])
@@ -131,11 +141,7 @@ async def test_async_listener_that_never_waits_commits_at_once(push_consumer) ->
     async def listener(msgs):
         seen.append([m.queue_offset for m in msgs])
         return ConsumeStatus.CONSUME_SUCCESS
-    c.register_message_listener(listener)
-    pq = ProcessQueue(MQ)
-    msgs = [_m(i) for i in range(5)]
-    pq.put(msgs)
-    await c._deliver(pq, msgs)
+    pq = await _deliver_offsets(c, listener, 5)
     assert seen == [[0, 1], [2, 3], [4]]
     assert c.offset_store.table[MQ] == 5 and not pq.msgs
     assert c._slots._value == 3
@@ -149,11 +155,7 @@ async def test_async_listener_that_waits_is_finished_by_a_task(push_consumer) ->
         await gate.wait()
         await asyncio.sleep(0)
         return ConsumeStatus.CONSUME_SUCCESS
-    c.register_message_listener(listener)
-    pq = ProcessQueue(MQ)
-    msgs = [_m(i) for i in range(4)]
-    pq.put(msgs)
-    await c._deliver(pq, msgs)
+    await _deliver_offsets(c, listener, 4)
     assert MQ not in c.offset_store.table and c._slots._value == 1  # both batches hold their slot
     gate.set()
     await _until(lambda: c.offset_store.table.get(MQ) == 4)
@@ -176,11 +178,7 @@ async def test_async_listener_failures_are_sent_back(push_consumer) -> None:
         if msgs[0].queue_offset == 2:
             raise ValueError("after a wait")
         return ConsumeStatus.RECONSUME_LATER if msgs[0].queue_offset == 4 else "whatever"
-    c.register_message_listener(listener)
-    pq = ProcessQueue(MQ)
-    msgs = [_m(i) for i in range(8)]
-    pq.put(msgs)
-    await c._deliver(pq, msgs)
+    await _deliver_offsets(c, listener, 8)
     await _until(lambda: c.offset_store.table.get(MQ) == 8)
     assert sorted(sent_back) == list(range(8))
 
@@ -192,11 +190,7 @@ async def test_plain_listener_runs_on_the_pool(push_consumer) -> None:
     def listener(msgs):
         threads.add(threading.get_ident())
         return ConsumeStatus.CONSUME_SUCCESS
-    c.register_message_listener(listener)
-    pq = ProcessQueue(MQ)
-    msgs = [_m(i) for i in range(4)]
-    pq.put(msgs)
-    await c._deliver(pq, msgs)
+    await _deliver_offsets(c, listener, 4)
     await _until(lambda: c.offset_store.table.get(MQ) == 4)
     assert threading.get_ident() not in threads
 
@@ -240,11 +234,7 @@ async def test_async_listener_context_stays_with_its_batch(push_consumer) -> Non
             await asyncio.sleep(0)
             seen.append(_LISTENER_VAR.get())
         return ConsumeStatus.CONSUME_SUCCESS
-    c.register_message_listener(listener)
-    pq = ProcessQueue(MQ)
-    msgs = [_m(i) for i in range(4)]
-    pq.put(msgs)
-    await c._deliver(pq, msgs)
+    await _deliver_offsets(c, listener, 4)
     await _until(lambda: c.offset_store.table.get(MQ) == 4)
     assert _LISTENER_VAR.get() == "unset"
     assert seen == ["unset", "unset", "batch-2"]
