@@ -56,6 +56,8 @@ def test_frame_refuses_what_cannot_be_encoded(produce) -> None:
         w.frame(1, "T", 0, 0, 0, 0, {}, "not bytes", False)
     with pytest.raises(UnicodeEncodeError):
         w.frame(1, "T", 0, 0, 0, 0, {"K": "\ud800"}, b"x", False)
+    with pytest.raises(ValueError, match="header is"):  # its length shares a word with the serialize type
+        w.frame(1, "T", 0, 0, 0, 0, {"K": "v" * (1 << 24)}, b"x", False)
 
 
 def test_uniq_ids_agree_and_count_on(produce) -> None:

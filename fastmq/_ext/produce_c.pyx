@@ -23,7 +23,7 @@ import random
 import zlib
 
 from .batch_c import encode_batch_body
-from .codec_c import LANGUAGE_NAMES
+from .codec_c import LANGUAGE_NAMES, MAX_HEADER_LENGTH
 
 cdef extern from "Python.h":
     const char* PyUnicode_AsUTF8AndSize(object o, Py_ssize_t *size) except NULL
@@ -325,8 +325,12 @@ cdef class SendRequestWriter:
         _put_int(b, v_opaque)
         _put_bytes(b, self._version)
         hlen = b.n
+        if hlen > MAX_HEADER_LENGTH:  # it shares a word with the serialize type
+            raise ValueError(f"the request header is {hlen} bytes, a frame allows {MAX_HEADER_LENGTH}")
         PyObject_GetBuffer(body, &view, PyBUF_SIMPLE)
         try:
+            if 4 + hlen + view.len > 0x7FFFFFFF:
+                raise ValueError(f"a {view.len}-byte body does not fit in a frame")
             out = PyBytes_FromStringAndSize(NULL, 8 + hlen + view.len)
             o = PyBytes_AS_STRING(out)
             _put32(<uint8_t*>o, <uint32_t>(4 + hlen + view.len))
@@ -520,15 +524,16 @@ cdef class AsyncSend:
             code, ext = resp.code, resp.ext_fields
         if code == 0 and type(ext) is dict:
             p = PyDict_GetItem(ext, _MSG_ID)
+            msg_id = <object>p if p != NULL else None  # a reference of our own before any Python call
             mq = self.mq
-            if p != NULL and type(<object>p) is str \
+            if type(msg_id) is str \
                     and _plain_int(ext.get(_QUEUE_ID), &qid) and qid == mq.queue_id \
                     and _plain_int(ext.get(_QUEUE_OFFSET), &qoff):
                 owner = self.owner
                 if owner.send_latency_fault_enable:
                     owner._update_fault(mq.broker_name, int((self.fut.get_loop().time() - self.begin) * 1000),
                                         False)
-                self.finish(_result(_SEND_OK, self.uniq, <object>p, mq, qoff, ext.get(_MSG_REGION)), None)
+                self.finish(_result(_SEND_OK, self.uniq, msg_id, mq, qoff, ext.get(_MSG_REGION)), None)
                 return
         self.owner._async_answer(self, resp)
 

@@ -40,7 +40,7 @@ import zlib
 from typing import Any, Callable, Sequence
 
 from .batch_py import _properties, encode_batch_body
-from .codec_py import LANGUAGE_NAMES
+from .codec_py import LANGUAGE_NAMES, MAX_HEADER_LENGTH
 
 __all__ = ["UniqIds", "SendRequestWriter", "encode_batch", "SendResult", "AsyncSend", "SendFastPath", "month_bounds"]
 
@@ -115,8 +115,10 @@ class SendRequestWriter:
         """One whole request frame (``batch``: SEND_BATCH_MESSAGE, else SEND_MESSAGE_V2).
 
         Raises:
-            ValueError: a property name or value holds a separator (``\\x01``/``\\x02``), or an
-                integer is outside int32 (``opaque``, ``queue_id``, ``sys_flag``, ``flag``).
+            ValueError: a property name or value holds a separator (``\\x01``/``\\x02``), an
+                integer is outside int32 (``opaque``, ``queue_id``, ``sys_flag``, ``flag``), the
+                header is over 16 MiB (its length shares a word with the serialize type) or the
+                frame over 2 GiB.
         """
         for name, v in (("opaque", opaque), ("queue_id", queue_id), ("sys_flag", sys_flag), ("flag", flag)):
             if not -2147483648 <= v <= 2147483647:
@@ -131,6 +133,10 @@ class SendRequestWriter:
         header = (f'{{"code":{320 if batch else 310},"extFields":{{{fields}}}{self._tail}{opaque},'
                   f'"serializeTypeCurrentRPC":"JSON","version":{self.version}}}').encode("utf-8")
         body = bytes(body)
+        if len(header) > MAX_HEADER_LENGTH:  # it shares a word with the serialize type
+            raise ValueError(f"the request header is {len(header)} bytes, a frame allows {MAX_HEADER_LENGTH}")
+        if 4 + len(header) + len(body) > 0x7FFFFFFF:
+            raise ValueError(f"a {len(body)}-byte body does not fit in a frame")
         return _FRAME_HEAD.pack(4 + len(header) + len(body), len(header)) + header + body
 
 
