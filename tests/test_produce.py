@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import os
 import pickle
 
 import pytest
@@ -77,6 +78,28 @@ def test_uniq_ids_agree_and_count_on(produce) -> None:
     assert int(ids.next(MONTH_MS)[20:28], 16) == MONTH_MS - start
     with pytest.raises(ValueError):
         produce.UniqIds("short")
+    ids.reseed("0" * 20)
+    assert ids.next(MONTH_MS) == "0" * 20 + f"{MONTH_MS - start:08X}0000"
+
+
+def test_forked_child_makes_keys_of_its_own() -> None:
+    """A pre-forking server's workers must not repeat the parent's UNIQ_KEYs."""
+    from fastmq.client.message_id import create_uniq_id
+    mine = create_uniq_id()
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        try:
+            os.write(w, create_uniq_id().encode())
+        finally:
+            os._exit(0)
+    os.close(w)
+    try:
+        child = os.read(r, 64).decode()
+    finally:
+        os.close(r)
+        os.waitpid(pid, 0)
+    assert len(child) == 32 and child[:20] != mine[:20]
 
 
 def _batch(n: int, **extra: object) -> list[Message]:

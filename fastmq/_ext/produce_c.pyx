@@ -111,6 +111,10 @@ cdef class UniqIds:
     cdef int64_t _next
 
     def __init__(self, str prefix):
+        self.reseed(prefix)
+
+    def reseed(self, str prefix) -> None:
+        """A new prefix, the counter from 0 (a forked child must not repeat its parent's keys)."""
         if len(prefix) != 20 or not prefix.isascii():
             raise ValueError(f"a UNIQ_KEY prefix is 20 ASCII hex digits, not {prefix!r}")
         self.prefix = prefix

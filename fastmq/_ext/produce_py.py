@@ -62,12 +62,20 @@ class UniqIds:
     """UNIQ_KEYs with one 20-hex-digit ``prefix``; thread-safe, the counter shared by every call."""
 
     def __init__(self, prefix: str) -> None:
+        self.reseed(prefix)
+
+    def reseed(self, prefix: str) -> None:
+        """A new prefix, the counter from 0 (a forked child must not repeat its parent's keys).
+
+        Not for use while other threads make keys: it replaces the lock rather than taking it,
+        since in a forked child a lock another thread held at the fork stays held forever.
+        """
         if len(prefix) != 20 or not prefix.isascii():
             raise ValueError(f"a UNIQ_KEY prefix is 20 ASCII hex digits, not {prefix!r}")
+        self._lock = threading.Lock()
         self.prefix = prefix
         self._count = 0
         self._start = self._next = 0
-        self._lock = threading.Lock()
 
     def _head(self, now_ms: int) -> str:
         if now_ms < 0:

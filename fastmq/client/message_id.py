@@ -17,9 +17,17 @@ from ..remoting.address import local_address
 
 __all__ = ["UNIQ_IDS", "create_uniq_id", "create_uniq_ids"]
 
+
+def _prefix() -> str:
+    return (socket.inet_aton(local_address()) + (os.getpid() & 0xFFFF).to_bytes(2, "big")
+            + random.getrandbits(32).to_bytes(4, "big")).hex().upper()
+
+
 #: The process's UNIQ_KEY generator (thread-safe; one counter for every producer).
-UNIQ_IDS = UniqIds((socket.inet_aton(local_address()) + (os.getpid() & 0xFFFF).to_bytes(2, "big")
-                    + random.getrandbits(32).to_bytes(4, "big")).hex().upper())
+UNIQ_IDS = UniqIds(_prefix())
+# A forked child (a pre-forking server's workers, multiprocessing) would otherwise repeat its
+# parent's keys: same prefix, same counter, the same millisecond.
+os.register_at_fork(after_in_child=lambda: UNIQ_IDS.reseed(_prefix()))
 
 
 def create_uniq_id() -> str:
