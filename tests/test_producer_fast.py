@@ -182,6 +182,9 @@ async def test_fast_path_hands_bad_input_to_the_typed_errors(cluster) -> None:  
                 await r
         r = await p.send(Message("T", bytearray(b"ba")))
         assert r.status == SendStatus.SEND_OK
+        for odd_timeout in (1500.0, 10 ** 10):  # a float, a timeout past int32: the fast path takes both
+            r = await (await p.send_async(Message("T", b"t"), timeout_ms=odd_timeout))  # type: ignore[arg-type]
+            assert r.status == SendStatus.SEND_OK
         with pytest.raises(MessageFormatError, match="reserved separator"):
             await p.send_batch([Message("T", b"x", properties={"K": "\x02"})])
     got: list[tuple[object, object]] = []

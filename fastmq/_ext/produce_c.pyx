@@ -485,7 +485,7 @@ cdef class AsyncSend:
     cdef public object permits
     cdef public object error
     cdef public object timer
-    cdef public int timeout_ms
+    cdef public int64_t timeout_ms
     cdef public int retries
     cdef public bint batch
     cdef public double begin
@@ -493,7 +493,7 @@ cdef class AsyncSend:
     cdef bint _done
     cdef bint _released
 
-    def __init__(self, owner, msg, mq, uniq, fut, callback, permits, int timeout_ms, double begin, double deadline):
+    def __init__(self, owner, msg, mq, uniq, fut, callback, permits, int64_t timeout_ms, double begin, double deadline):
         self.owner = owner
         self.msg = msg
         self.mq = mq
@@ -604,7 +604,8 @@ cdef class SendFastPath:
     def start(self, msg, callback, timeout_ms, bint awaited=False, batch_ids=None):
         """The future of ``msg``'s send with its first try queued, or None (nothing queued)."""
         cdef Py_ssize_t n
-        cdef int sys_flag = 0, tmo
+        cdef int sys_flag = 0
+        cdef int64_t tmo
         cdef double now
         cdef PyObject* p
         cdef AsyncSend entry
@@ -657,7 +658,7 @@ cdef class SendFastPath:
             return None  # the general path raises the typed error for it
         loop = self.loop
         now = loop.time()
-        tmo = owner.send_msg_timeout if timeout_ms is None else timeout_ms
+        tmo = int(owner.send_msg_timeout if timeout_ms is None else timeout_ms)
         fut = loop.create_future()
         entry = AsyncSend.__new__(AsyncSend)
         entry.owner = owner

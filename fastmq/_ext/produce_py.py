@@ -387,8 +387,7 @@ class SendFastPath:
             return None  # the general path raises the typed error for it
         loop = self.loop
         now = loop.time()
-        if timeout_ms is None:
-            timeout_ms = owner.send_msg_timeout
+        timeout_ms = int(owner.send_msg_timeout if timeout_ms is None else timeout_ms)
         fut = loop.create_future()
         entry = AsyncSend(owner, msg, chosen, uniq, fut, callback, None if awaited else owner._in_flight, timeout_ms,
                           now, now + timeout_ms / 1000)
