@@ -601,6 +601,11 @@ cdef class SendFastPath:
         self._good_topics = owner._good_topics
         self._publish = owner._publish
 
+    cpdef uint64_t next_counter(self):
+        """The round-robin counter, one step on (it wraps, staying a positive int64)."""
+        self.counter = (self.counter + 1) & COUNTER_MASK
+        return self.counter
+
     def start(self, msg, callback, timeout_ms, bint awaited=False, batch_ids=None):
         """The future of ``msg``'s send with its first try queued, or None (nothing queued)."""
         cdef Py_ssize_t n
@@ -633,8 +638,7 @@ cdef class SendFastPath:
         if owner.send_latency_fault_enable:
             chosen = owner._select(info, None)
         else:
-            self.counter = (self.counter + 1) & COUNTER_MASK
-            chosen = queues[info.table.select(self.counter, -1)]
+            chosen = queues[info.table.select(self.next_counter(), -1)]
         addr = info.masters.get(chosen.broker_name)
         if addr is None:
             return None

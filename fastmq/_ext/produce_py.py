@@ -337,6 +337,11 @@ class SendFastPath:
         self.loop: Any = None  # the producer's event loop, set with ``running``
         self.counter = random.randrange(1 << 30)  # round robin from a random start, as the Java client
 
+    def next_counter(self) -> int:
+        """The round-robin counter, one step on (it wraps, staying a positive int64)."""
+        self.counter = (self.counter + 1) & 0x3FFFFFFFFFFFFFFF
+        return self.counter
+
     def start(self, msg: Any, callback: Callable[..., Any] | None, timeout_ms: int | None, awaited: bool = False,
               batch_ids: str | None = None) -> Any:
         """The future of ``msg``'s send with its first try queued, or None (nothing queued).
@@ -365,8 +370,7 @@ class SendFastPath:
         if owner.send_latency_fault_enable:
             chosen = owner._select(info, None)
         else:
-            self.counter = (self.counter + 1) & 0x3FFFFFFFFFFFFFFF
-            chosen = info.queues[info.table.select(self.counter, -1)]
+            chosen = info.queues[info.table.select(self.next_counter(), -1)]
         addr = info.masters.get(chosen.broker_name)
         if addr is None:
             return None

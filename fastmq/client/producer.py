@@ -93,8 +93,8 @@ class Producer:
         self._in_flight = _Permits(max_in_flight) if max_in_flight else None
         self._state = "CREATE_JUST"
         self._good_topics: set[str] = set()  # topic names that passed validate_topic
-        self._writer = SendRequestWriter(group, AUTO_CREATE_TOPIC_KEY_TOPIC, default_topic_queue_nums, _LANG, VERSION)
-        self._fast = SendFastPath(self, self._writer, UNIQ_IDS, next_opaque)
+        self._fast = SendFastPath(self, SendRequestWriter(group, AUTO_CREATE_TOPIC_KEY_TOPIC, default_topic_queue_nums,
+                                                          _LANG, VERSION), UNIQ_IDS, next_opaque)
 
     # -------------------------------------------------------- lifecycle
 
@@ -165,8 +165,7 @@ class Producer:
 
     def _select(self, info: TopicPublishInfo, last_broker: str | None) -> MessageQueue:
         assert info.table is not None
-        # one round-robin counter with the fast path's, which starts it at random as the Java client does
-        counter = self._fast.counter = (self._fast.counter + 1) & 0x3FFFFFFFFFFFFFFF
+        counter = self._fast.next_counter()  # one round-robin counter for both paths
         last = self._numbers.number(last_broker) if last_broker else -1
         if self.send_latency_fault_enable:
             now = int(time.time() * 1000)
