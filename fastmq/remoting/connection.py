@@ -392,11 +392,9 @@ class Connection(asyncio.Protocol):
 
     def expire_pending(self, now: float) -> int:
         """Fail the requests past their deadline (the once-a-second scan); returns how many."""
-        expired = [(op, entry) for op, entry in self.pending.items() if entry.deadline <= now]
-        for op, entry in expired:
-            del self.pending[op]
-            if not entry.done():
-                entry.set_exception(RemotingTimeoutError(self.remote_addr, entry.timeout_ms))
+        expired = [op for op, entry in self.pending.items() if entry.deadline <= now]
+        for op in expired:
+            self.expire(op)
         return len(expired)
 
     def close(self) -> None:
