@@ -349,7 +349,7 @@ cdef class SendRequestWriter:
 def encode_batch(messages, str topic, Py_ssize_t max_body, UniqIds ids):
     """The SEND_BATCH_MESSAGE body of ``messages`` and their UNIQ_KEYs joined by commas, or None."""
     cdef Py_ssize_t need = 0, n, i = 0
-    cdef object body, props, delay
+    cdef object body, props
     cdef list fresh
     cdef list keys
     for m in messages:
