@@ -89,6 +89,13 @@ class Producer:
     def send_batch(self, msgs: Sequence[Message], timeout_ms: int | None = None) -> SendResult:
         return _blocking.call(self._core.send_batch(msgs, timeout_ms), self._t(timeout_ms))
 
+    def send_batch_async(self, msgs: Sequence[Message],
+                         callback: Callable[[SendResult | None, BaseException | None], None],
+                         timeout_ms: int | None = None) -> None:
+        """Start a batch send; ``callback(result, error)`` runs on fastmq's loop thread when it
+        completes. A bad batch raises here (see :meth:`fastmq.aio.Producer.send_batch_async`)."""
+        _blocking.call(self._core.send_batch_async(msgs, callback, timeout_ms), self._t(timeout_ms))
+
 
 class PushConsumer:
     """Blocking-API push consumer: ``subscribe``, ``register_message_listener``, ``start``.

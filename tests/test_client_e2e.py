@@ -215,3 +215,29 @@ async def test_a_dropped_queue_leaves_no_pull_waiting(cluster) -> None:
         assert len(conn.pending) == before - 1
     finally:
         await consumer.shutdown()
+
+
+async def test_next_pull_leaves_before_the_listener_runs(cluster, tmp_path: Path) -> None:
+    """RocketMQ's order: an answer's messages go into the process queue, the queue's next pull is
+    written, and only then does the listener get them; the broker is not left idle meanwhile."""
+    async with Producer("PG_ORDER", namesrv_addr=cluster, default_topic_queue_nums=1) as p:
+        for i in range(3):
+            await p.send(Message("OneQueueTopic", f"o{i}".encode()))
+    pending_then: list[int] = []
+    # broadcasting: no %RETRY% queue of the group is pulled, so a pull in flight while the
+    # listener runs is the next one of the topic's only queue
+    c = PushConsumer("GID_ORDER", namesrv_addr=cluster, consume_from_where="CONSUME_FROM_FIRST_OFFSET",
+                     message_model="BROADCASTING")
+    c.offset_store.path = tmp_path / "offsets.json"
+
+    async def listener(msgs):
+        pending_then.append(sum(len(conn.pending) for conn in c.instance.remoting._conns.values()))
+        return ConsumeStatus.CONSUME_SUCCESS
+    c.subscribe("OneQueueTopic")
+    c.register_message_listener(listener)
+    await c.start()
+    try:
+        assert await _until(lambda: len(pending_then) >= 3, 20), pending_then
+    finally:
+        await c.shutdown()
+    assert all(n >= 1 for n in pending_then), pending_then

@@ -193,3 +193,58 @@ async def test_fast_path_hands_bad_input_to_the_typed_errors(cluster) -> None:  
         await late
     assert got and got[0][0] is None and isinstance(got[0][1], ClientStateError)
     assert sum(1 for s in b0.sends() + b1.sends() if s.body == b"x") == 0
+
+
+async def test_send_batch_async_completes_future_and_callback_and_retries(cluster) -> None:  # noqa: F811
+    addr, (b0, b1), _ = cluster
+    got: list[tuple[object, object]] = []
+    async with Producer("PG", namesrv_addr=addr, max_in_flight=2) as p:
+        await p.send(Message("T", b"warm"))
+        await p.send(Message("T", b"warm"))
+        batches = [[Message("T", f"b{i}-{j}".encode(), properties={"TAGS": "t"}) for j in range(3)] for i in range(6)]
+        futs = [await p.send_batch_async(b, lambda r, e: got.append((r, e))) for b in batches]  # waits on permits
+        results = await asyncio.gather(*futs)
+        b0.fail_next = b1.fail_next = [14]  # retried on the general path from the entry's first try
+        retried = [Message("T", b"r0"), Message("T", b"r1", properties={"KEYS": "k"})]
+        r = await (await p.send_batch_async(retried))
+    assert [x.msg_id.split(",") for x in results] == [[m.properties["UNIQ_KEY"] for m in b] for b in batches]
+    assert sorted(id(x) for x, _ in got) == sorted(id(x) for x in results) and all(e is None for _, e in got)
+    assert r.status == SendStatus.SEND_OK and r.msg_id.split(",") == [m.properties["UNIQ_KEY"] for m in retried]
+    tries = [s for s in b0.sends() + b1.sends() if s.code == 320 and b"r1" in s.body]
+    assert len(tries) == 2 and tries[0].body == tries[1].body  # the same encoded batch, UNIQ_KEYs and all
+
+
+async def test_send_batch_async_refuses_a_bad_batch_at_once(cluster) -> None:  # noqa: F811
+    addr, _, _ = cluster
+    async with Producer("PG", namesrv_addr=addr, max_in_flight=1) as p:
+        await p.send(Message("T", b"warm"))
+        with pytest.raises(MessageValidationError, match="the batch is empty"):
+            await p.send_batch_async([])
+        with pytest.raises(MessageValidationError, match="should be the same"):
+            await p.send_batch_async([Message("T", b"a"), Message("U", b"b")])
+        with pytest.raises(MessageValidationError, match="TimeDelayLevel is not supported"):
+            await p.send_batch_async([Message("T", b"a", properties={"DELAY": "3"})])
+        # no permit was taken by the refused batches: the only one is still free
+        r = await asyncio.wait_for(await p.send_batch_async([Message("T", b"ok")]), 10)
+        assert r.status == SendStatus.SEND_OK
+    with pytest.raises(ClientStateError):
+        await (await p.send_batch_async([Message("T", b"late")]))
+
+
+@pytest.mark.parametrize("batch", [False, True])
+async def test_a_send_in_flight_does_not_keep_the_callers_message(cluster, batch: bool) -> None:  # noqa: F811
+    """The pending entry keeps what a retry needs, not the Message: a caller's messages die when
+    the caller drops them, rather than ageing into the collector's oldest generation in flight."""
+    import weakref
+    addr, (b0, b1), _ = cluster
+    async with Producer("PG", namesrv_addr=addr) as p:
+        await p.send(Message("T", b"warm"))
+        await p.send(Message("T", b"warm"))
+        b0.silent_next = b1.silent_next = 1  # the answer never comes: the send stays in flight
+        msg = Message("T", b"held", properties={"TAGS": "a"})
+        ref = weakref.ref(msg)
+        fut = await (p.send_batch_async([msg], timeout_ms=400) if batch else p.send_async(msg, timeout_ms=400))
+        del msg
+        assert ref() is None and not fut.done()
+        with pytest.raises((SendFailedError, RemotingTimeoutError)):
+            await asyncio.wait_for(fut, 10)  # the retry rebuilt the message from the entry and timed out too

@@ -34,7 +34,10 @@ class SendResult:
 
 class AsyncSend:
     owner: Any
-    msg: Any
+    topic: str | None
+    body: bytes | None
+    flag: int | None
+    properties: dict[str, str] | None
     mq: Any
     uniq: str
     fut: Any

@@ -477,7 +477,10 @@ cdef class AsyncSend:
     """One send's try, as its connection's pending entry (see ``produce_py.AsyncSend``)."""
 
     cdef public object owner
-    cdef public object msg
+    cdef public object topic
+    cdef public object body
+    cdef public object flag
+    cdef public object properties
     cdef public object mq
     cdef public object uniq
     cdef public object fut
@@ -495,7 +498,10 @@ cdef class AsyncSend:
 
     def __init__(self, owner, msg, mq, uniq, fut, callback, permits, int64_t timeout_ms, double begin, double deadline):
         self.owner = owner
-        self.msg = msg
+        if msg is None:
+            self.topic = self.body = self.flag = self.properties = None
+        else:
+            self.topic, self.body, self.flag, self.properties = msg.topic, msg.body, msg.flag, msg.properties
         self.mq = mq
         self.uniq = uniq
         self.fut = fut
@@ -666,7 +672,10 @@ cdef class SendFastPath:
         fut = loop.create_future()
         entry = AsyncSend.__new__(AsyncSend)
         entry.owner = owner
-        entry.msg = msg
+        entry.topic = topic
+        entry.body = msg.body  # as given: a retry compresses it again for itself
+        entry.flag = msg.flag
+        entry.properties = props
         entry.mq = chosen
         entry.uniq = uniq
         entry.fut = fut

@@ -237,15 +237,24 @@ class AsyncSend:
     ``permits`` (or None) gets one ``release()`` when the send is over, whatever its end, and
     ``timer`` (a loop timer handle, or None) is cancelled then. ``retries`` is how many more tries
     the producer may make after this one; ``batch`` says the message is a SEND_BATCH_MESSAGE body
-    (``uniq`` then holds its messages' UNIQ_KEYs, joined by commas)."""
+    (``uniq`` then holds its messages' UNIQ_KEYs, joined by commas).
 
-    __slots__ = ("owner", "msg", "mq", "uniq", "fut", "callback", "permits", "timeout_ms", "begin", "deadline",
-                 "error", "retries", "batch", "timer", "_done", "_released")
+    The entry keeps the message's topic, body, flag and properties, not the ``Message``: those are
+    all a retry needs, and none is seen by the cycle collector, so a caller's message can die as
+    soon as the caller drops it. Kept in flight, it would be promoted to the oldest generation
+    with the thousands of sends around it and add to every full collection (measured: full
+    collections were a third of ``send_async``'s time)."""
+
+    __slots__ = ("owner", "topic", "body", "flag", "properties", "mq", "uniq", "fut", "callback", "permits",
+                 "timeout_ms", "begin", "deadline", "error", "retries", "batch", "timer", "_done", "_released")
 
     def __init__(self, owner: Any, msg: Any, mq: Any, uniq: str, fut: Any, callback: Callable[..., Any] | None,
                  permits: Any, timeout_ms: int, begin: float, deadline: float) -> None:
         self.owner = owner
-        self.msg = msg
+        if msg is None:
+            self.topic = self.body = self.flag = self.properties = None
+        else:
+            self.topic, self.body, self.flag, self.properties = msg.topic, msg.body, msg.flag, msg.properties
         self.mq = mq
         self.uniq = uniq
         self.fut = fut

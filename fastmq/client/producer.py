@@ -365,16 +365,19 @@ class Producer:
         self._in_flight.release()  # type: ignore[union-attr]
 
     async def _send_async_slow(self, msg: Message, callback: Callable[[SendResult | None, BaseException | None], None]
-                               | None, timeout_ms: int | None) -> SendResult:
+                               | None, timeout_ms: int | None, batch_ids: str | None = None) -> SendResult:
         try:
-            r = await self._send(msg, timeout_ms, retries=self.retry_times_when_send_async_failed)
+            r = await self._send(msg, timeout_ms, retries=self.retry_times_when_send_async_failed,
+                                 batch=batch_ids is not None)
+            assert r is not None
+            if batch_ids is not None:
+                r = _with_ids(r, batch_ids)
         except BaseException as exc:
             if callback is not None:
                 callback(None, exc)
             raise
         if callback is not None:
             callback(r, None)
-        assert r is not None
         return r
 
     # The compiled AsyncSend entry completes a plain SUCCESS itself; it asks back here for the rest.
@@ -383,7 +386,7 @@ class Producer:
         """An answer the entry did not take as a plain SUCCESS: RocketMQ's checks, retries, errors."""
         latency = int((entry.fut.get_loop().time() - entry.begin) * 1000)
         try:
-            result = self._result(resp, entry.msg.topic, entry.mq, entry.uniq)
+            result = self._result(resp, entry.topic, entry.mq, entry.uniq)
         except BrokerError as exc:
             self._update_fault(entry.mq.broker_name, latency, True)
             if exc.code in RETRY_RESPONSE_CODES:
@@ -413,7 +416,8 @@ class Producer:
             entry.release()
             return
         entry.error = exc
-        task = asyncio.ensure_future(self._send(entry.msg, entry.timeout_ms, retries=entry.retries,
+        msg = Message(entry.topic, entry.body, entry.flag, entry.properties)
+        task = asyncio.ensure_future(self._send(msg, entry.timeout_ms, retries=entry.retries,
                                                 batch=entry.batch, prior=entry))
 
         def relay(t: "asyncio.Task[SendResult | None]") -> None:
@@ -450,7 +454,56 @@ class Producer:
         return await self.send_to_queue(msg, mq, timeout_ms)
 
     async def send_batch(self, msgs: Sequence[Message], timeout_ms: int | None = None) -> SendResult:
-        """Send messages of one topic as one SEND_BATCH_MESSAGE (each keeps its own UNIQ_KEY)."""
+        """Send messages of one topic as one SEND_BATCH_MESSAGE (each keeps its own UNIQ_KEY) and
+        wait for the broker's answer; retried per ``retry_times_when_send_failed``.
+
+        Raises:
+            MessageValidationError: an empty batch, mixed topics, a delay level, a bad message,
+                or an encoded batch over ``max_message_size``; and what :meth:`send` raises.
+        """
+        batch, msg_ids = self._batch_message(msgs)
+        del msgs  # the caller's messages are encoded: they need not live as long as the send
+        fut = self._fast.start(batch, None, timeout_ms, True, msg_ids)
+        if fut is not None:
+            return await fut  # type: ignore[no-any-return]
+        r = await self._send(batch, timeout_ms, batch=True)
+        assert r is not None
+        return _with_ids(r, msg_ids)
+
+    async def send_batch_async(self, msgs: Sequence[Message],
+                               callback: Callable[[SendResult | None, BaseException | None], None] | None = None,
+                               timeout_ms: int | None = None) -> "asyncio.Future[SendResult]":
+        """Start a batch send, as :meth:`send_async` starts one message's (the Java client's
+        ``send(Collection<Message>, SendCallback)``); the returned future, and
+        ``callback(result, error)``, complete with it. Retried per
+        ``retry_times_when_send_async_failed``; takes one in-flight permit.
+
+        The batch is checked and encoded before this returns, and the messages are not kept: a
+        caller that pipelines batches holds none of them while they are in flight.
+
+        Raises:
+            MessageValidationError: as :meth:`send_batch`, at once (as the Java client's batch
+                check does); failures of the send itself go to the future and the callback.
+        """
+        batch, msg_ids = self._batch_message(msgs)
+        del msgs
+        permits = self._in_flight
+        if permits is not None and not permits.try_acquire():
+            await permits.acquire()
+        try:
+            fut = self._fast.start(batch, callback, timeout_ms, False, msg_ids)
+            if fut is None:
+                fut = asyncio.ensure_future(self._send_async_slow(batch, callback, timeout_ms, msg_ids))
+                if permits is not None:
+                    fut.add_done_callback(self._release_in_flight)
+        except BaseException:
+            if permits is not None:
+                permits.release()
+            raise
+        return fut
+
+    def _batch_message(self, msgs: Sequence[Message]) -> tuple[Message, str]:
+        """The SEND_BATCH_MESSAGE message of ``msgs`` (checked, numbered, encoded) and their UNIQ_KEYs."""
         if not msgs:
             raise MessageValidationError("the batch is empty")
         topic = msgs[0].topic
@@ -465,13 +518,7 @@ class Producer:
             body, msg_ids = encoded
         if len(body) > self.max_message_size:
             raise MessageValidationError(f"the message body size over max value, MAX: {self.max_message_size}")
-        batch = Message(topic, body, 0, {MessageConst.WAIT_STORE_MSG_OK: "true"})
-        fut = self._fast.start(batch, None, timeout_ms, True, msg_ids)
-        if fut is not None:
-            return await fut  # type: ignore[no-any-return]
-        r = await self._send(batch, timeout_ms, batch=True)
-        assert r is not None
-        return SendResult(r.status, msg_ids, r.offset_msg_id, r.message_queue, r.queue_offset, r.region_id)
+        return Message(topic, body, 0, {MessageConst.WAIT_STORE_MSG_OK: "true"}), msg_ids
 
     def _batch_body_checked(self, msgs: Sequence[Message], topic: str) -> tuple[bytes, str]:
         """A batch's body the long way: each message checked with its exact error, UNIQ_KEYs given."""
@@ -489,6 +536,11 @@ class Producer:
             m.properties[_UNIQ_KEY] = uniq
         return encode_batch_body(msgs), ",".join(m.properties[_UNIQ_KEY] for m in msgs)
 
+
+
+def _with_ids(r: SendResult, msg_ids: str) -> SendResult:
+    """A batch's result from the general path, its msg_id the messages' UNIQ_KEYs (as the Java client reports)."""
+    return SendResult(r.status, msg_ids, r.offset_msg_id, r.message_queue, r.queue_offset, r.region_id)
 
 
 class _Permits(asyncio.Semaphore):
