@@ -235,3 +235,34 @@ def test_preload_prepares_and_uses_next_file(tmp_path: Path) -> None:
     assert cl.mfq._next is not None
     cl.close()
     assert sorted(p.name for p in Path(cl.config.commit_log_dir).iterdir()) == used
+
+
+def test_warm_keeps_pace_with_the_writes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Pages are brought in at most ``ahead`` bytes past the write position, not the whole file at
+    once; ``limit`` brings in a first part without waiting; closing the file ends the warming."""
+    import os
+    import time
+    mib = 1 << 20
+    read: list[int] = []
+    real_preadv = os.preadv
+    monkeypatch.setattr(os, "preadv", lambda fd, bufs, off: read.append(off) or real_preadv(fd, bufs, off))
+    mf = MappedFile(tmp_path / offset_to_file_name(0), 8 * mib)
+    mf.warm(limit=2 * mib)
+    assert read == [0, mib]
+    read.clear()
+    t = threading.Thread(target=mf.warm, kwargs={"ahead": 2 * mib})
+    t.start()
+
+    def settle(n: int) -> None:  # bounded: until the warming has read n chunks
+        deadline = time.monotonic() + 10
+        while len(read) < n and time.monotonic() < deadline:
+            time.sleep(0.01)
+        time.sleep(0.05)  # and has had the time to read more, were it not paced
+    settle(2)
+    assert read == [0, mib] and t.is_alive()
+    mf.append(b"x" * (3 * mib + 10))
+    settle(5)
+    assert read == [0, mib, 2 * mib, 3 * mib, 4 * mib, 5 * mib] and t.is_alive()
+    mf.close()
+    t.join(timeout=10)
+    assert not t.is_alive()
