@@ -248,3 +248,31 @@ async def test_a_send_in_flight_does_not_keep_the_callers_message(cluster, batch
         assert ref() is None and not fut.done()
         with pytest.raises((SendFailedError, RemotingTimeoutError)):
             await asyncio.wait_for(fut, 10)  # the retry rebuilt the message from the entry and timed out too
+
+
+async def test_settings_changed_after_start_reach_the_next_send(cluster) -> None:  # noqa: F811
+    """The compiled first try reads the producer's settings from C fields the producer keeps in
+    step: a change applies to the next send, and a value that is no number fails when set."""
+    from fastmq.errors import ConfigError
+    addr, (b0, b1), _ = cluster
+    async with Producer("PG", namesrv_addr=addr) as p:
+        await p.send(Message("T", b"warm"))
+        await p.send(Message("T", b"warm"))
+        p.max_message_size = 8
+        assert p.max_message_size == 8 and p._fast.max_message_size == 8
+        with pytest.raises(MessageValidationError, match="MAX: 8"):
+            await p.send(Message("T", b"123456789"))
+        with pytest.raises(MessageValidationError, match="MAX: 8"):
+            await (await p.send_async(Message("T", b"123456789")))
+        p.max_message_size = 4 * 1024 * 1024
+        p.compress_over = 16  # a body over it now leaves compressed (sysflag bit 0)
+        r = await p.send(Message("T", b"c" * 100))
+        sent = [s for s in b0.sends() + b1.sends() if s.ext_fields.get("f") == "1"]
+        assert r.status == SendStatus.SEND_OK and len(sent) == 1
+        p.send_msg_timeout = 1500.0  # a float is taken; what reads it back is what was set
+        assert p.send_msg_timeout == 1500.0 and p._fast.send_msg_timeout == 1500
+        for name, bad in [("send_msg_timeout", "soon"), ("retry_times_when_send_failed", None),
+                          ("max_message_size", 1 << 70)]:
+            with pytest.raises(ConfigError, match=name):
+                setattr(p, name, bad)
+        assert p.send_msg_timeout == 1500.0  # unchanged by the refused values

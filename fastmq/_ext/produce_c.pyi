@@ -47,6 +47,7 @@ class AsyncSend:
     timer: Any
     retries: int
     batch: bool
+    fault: bool
     timeout_ms: int
     begin: float
     deadline: float
@@ -66,6 +67,12 @@ class SendFastPath:
     running: bool
     loop: Any
     counter: int
+    max_message_size: int
+    compress_over: int
+    send_latency_fault_enable: bool
+    send_msg_timeout: int
+    retry_times_when_send_failed: int
+    retry_times_when_send_async_failed: int
     def __init__(self, owner: Any, writer: SendRequestWriter, ids: UniqIds, next_opaque: Callable[[], int]) -> None: ...
     def next_counter(self) -> int: ...
     def start(self, msg: Any, callback: Callable[..., Any] | None, timeout_ms: int | None, awaited: bool = False,

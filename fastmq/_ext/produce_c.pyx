@@ -142,7 +142,7 @@ cdef class UniqIds:
             p[28 + i] = _UHEX[(count >> (12 - 4 * i)) & 15]
         return s
 
-    def next(self, int64_t now_ms=-1) -> str:
+    cpdef str next(self, int64_t now_ms=-1):
         """A new UNIQ_KEY (``now_ms`` < 0: the clock's milliseconds)."""
         cdef uint32_t diff = self._diff(now_ms)
         cdef uint32_t c = self._count
@@ -297,8 +297,8 @@ cdef class SendRequestWriter:
     def __dealloc__(self):
         bytebuf_free(&self._buf)
 
-    def frame(self, opaque, str topic, queue_id, sys_flag, int64_t born_ms, flag, properties, body,
-              bint batch) -> bytes:
+    cpdef bytes frame(self, opaque, str topic, queue_id, sys_flag, int64_t born_ms, flag, properties, body,
+                      bint batch):
         """One whole request frame (``batch``: SEND_BATCH_MESSAGE, else SEND_MESSAGE_V2)."""
         cdef ByteBuf* b = &self._buf
         cdef bytes head = self._head_batch if batch else self._head_v2
@@ -491,6 +491,7 @@ cdef class AsyncSend:
     cdef public int64_t timeout_ms
     cdef public int retries
     cdef public bint batch
+    cdef public bint fault
     cdef public double begin
     cdef public double deadline
     cdef bint _done
@@ -514,6 +515,7 @@ cdef class AsyncSend:
         self.timer = None
         self.retries = 0
         self.batch = False
+        self.fault = owner.send_latency_fault_enable
         self._done = False
         self._released = False
 
@@ -539,9 +541,8 @@ cdef class AsyncSend:
             if type(msg_id) is str \
                     and _plain_int(ext.get(_QUEUE_ID), &qid) and qid == mq.queue_id \
                     and _plain_int(ext.get(_QUEUE_OFFSET), &qoff):
-                owner = self.owner
-                if owner.send_latency_fault_enable:
-                    owner._update_fault(mq.broker_name, int((self.fut.get_loop().time() - self.begin) * 1000),
+                if self.fault:
+                    self.owner._update_fault(mq.broker_name, int((self.fut.get_loop().time() - self.begin) * 1000),
                                         False)
                 self.finish(_result(_SEND_OK, self.uniq, msg_id, mq, qoff, ext.get(_MSG_REGION)), None)
                 return
@@ -589,12 +590,23 @@ cdef class SendFastPath:
     cdef public UniqIds ids
     cdef public object next_opaque
     cdef public bint running
-    cdef public object loop
     cdef public uint64_t counter
-    # the owner's containers, never rebound, looked up once (its settings are read per send: a
-    # user may change them at any time)
+    # the owner's settings, kept here by the producer whenever one is set (a C field read per
+    # send rather than a lookup in the producer's __dict__)
+    cdef public int64_t max_message_size
+    cdef public int64_t compress_over
+    cdef public bint send_latency_fault_enable
+    cdef public int64_t send_msg_timeout
+    cdef public int retry_times_when_send_failed
+    cdef public int retry_times_when_send_async_failed
+    # the owner's containers and its connection lookup, never rebound, looked up once
     cdef set _good_topics
     cdef dict _publish
+    cdef object _permits
+    cdef object _open
+    cdef object _loop
+    cdef object _time
+    cdef object _create_future
 
     def __init__(self, owner, SendRequestWriter writer, UniqIds ids, next_opaque):
         self.owner = owner
@@ -604,8 +616,27 @@ cdef class SendFastPath:
         self.running = False
         self.loop = None
         self.counter = random.randrange(1 << 30)
+        self.max_message_size = 4 * 1024 * 1024
+        self.compress_over = 4096
+        self.send_latency_fault_enable = False
+        self.send_msg_timeout = 3000
+        self.retry_times_when_send_failed = 2
+        self.retry_times_when_send_async_failed = 2
         self._good_topics = owner._good_topics
         self._publish = owner._publish
+        self._permits = owner._in_flight
+        self._open = owner.instance.remoting.open_connection
+
+    @property
+    def loop(self):
+        """The loop the owner's connections live on (None when it is not running)."""
+        return self._loop
+
+    @loop.setter
+    def loop(self, loop):
+        self._loop = loop
+        self._time = None if loop is None else loop.time
+        self._create_future = None if loop is None else loop.create_future
 
     cpdef uint64_t next_counter(self):
         """The round-robin counter, one step on (it wraps, staying a positive int64)."""
@@ -629,9 +660,9 @@ cdef class SendFastPath:
         if type(body) is not bytes or type(props) is not dict or topic not in self._good_topics:
             return None
         n = PyBytes_GET_SIZE(body)
-        if n == 0 or n > owner.max_message_size:
+        if n == 0 or n > self.max_message_size:
             return None
-        if batch_ids is None and n > owner.compress_over:
+        if batch_ids is None and n > self.compress_over:
             body = zlib.compress(body, 5)
             sys_flag = 1  # MessageSysFlag.COMPRESSED
         p = PyDict_GetItem(self._publish, topic)
@@ -641,14 +672,14 @@ cdef class SendFastPath:
         queues = info.queues
         if not queues:
             return None
-        if owner.send_latency_fault_enable:
+        if self.send_latency_fault_enable:
             chosen = owner._select(info, None)
         else:
             chosen = queues[info.table.select(self.next_counter(), -1)]
         addr = info.masters.get(chosen.broker_name)
         if addr is None:
             return None
-        conn = owner.instance.remoting.open_connection(addr)
+        conn = self._open(addr)
         if conn is None:
             return None
         if batch_ids is not None:
@@ -666,10 +697,9 @@ cdef class SendFastPath:
                                       batch_ids is not None)
         except (ValueError, TypeError):
             return None  # the general path raises the typed error for it
-        loop = self.loop
-        now = loop.time()
-        tmo = int(owner.send_msg_timeout if timeout_ms is None else timeout_ms)
-        fut = loop.create_future()
+        now = self._time()
+        tmo = self.send_msg_timeout if timeout_ms is None else int(timeout_ms)
+        fut = self._create_future()
         entry = AsyncSend.__new__(AsyncSend)
         entry.owner = owner
         entry.topic = topic
@@ -680,17 +710,18 @@ cdef class SendFastPath:
         entry.uniq = uniq
         entry.fut = fut
         entry.callback = callback
-        entry.permits = None if awaited else owner._in_flight
+        entry.permits = None if awaited else self._permits
         entry.error = None
         entry.timer = None
         entry.timeout_ms = tmo
-        entry.retries = owner.retry_times_when_send_failed if awaited else owner.retry_times_when_send_async_failed
+        entry.retries = self.retry_times_when_send_failed if awaited else self.retry_times_when_send_async_failed
         entry.batch = batch_ids is not None
+        entry.fault = self.send_latency_fault_enable
         entry.begin = now
         entry.deadline = now + tmo / 1000.0
         entry._done = False
         entry._released = False
         conn.start_frame(opaque, frame, entry)
         if awaited:
-            entry.timer = loop.call_at(entry.deadline, conn.expire, opaque)
+            entry.timer = self._loop.call_at(entry.deadline, conn.expire, opaque)
         return fut

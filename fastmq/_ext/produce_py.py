@@ -233,8 +233,8 @@ class AsyncSend:
     """One send's try, as its connection's pending entry (``deadline`` on the loop
     clock, ``timeout_ms`` reported on expiry). ``owner`` is the producer: it is asked back for
     everything but a plain SUCCESS (``_async_answer(entry, resp)``, ``_async_failed(entry, exc)``),
-    and its ``send_latency_fault_enable`` / ``_update_fault`` keep the latency buckets current.
-    ``permits`` (or None) gets one ``release()`` when the send is over, whatever its end, and
+    and its ``_update_fault`` keeps the latency buckets current when ``fault`` (the owner's
+    ``send_latency_fault_enable`` as the send started) is set. ``permits`` (or None) gets one ``release()`` when the send is over, whatever its end, and
     ``timer`` (a loop timer handle, or None) is cancelled then. ``retries`` is how many more tries
     the producer may make after this one; ``batch`` says the message is a SEND_BATCH_MESSAGE body
     (``uniq`` then holds its messages' UNIQ_KEYs, joined by commas).
@@ -246,7 +246,8 @@ class AsyncSend:
     collections were a third of ``send_async``'s time)."""
 
     __slots__ = ("owner", "topic", "body", "flag", "properties", "mq", "uniq", "fut", "callback", "permits",
-                 "timeout_ms", "begin", "deadline", "error", "retries", "batch", "timer", "_done", "_released")
+                 "timeout_ms", "begin", "deadline", "error", "retries", "batch", "fault", "timer", "_done",
+                 "_released")
 
     def __init__(self, owner: Any, msg: Any, mq: Any, uniq: str, fut: Any, callback: Callable[..., Any] | None,
                  permits: Any, timeout_ms: int, begin: float, deadline: float) -> None:
@@ -266,6 +267,7 @@ class AsyncSend:
         self.error: BaseException | None = None
         self.retries = 0
         self.batch = False
+        self.fault = bool(owner.send_latency_fault_enable)  # the send's own: as set when it started
         self.timer: Any = None
         self._done = False
         self._released = False
@@ -284,9 +286,8 @@ class AsyncSend:
             msg_id = ext.get("msgId")
             mq = self.mq
             if qid == mq.queue_id and qoff is not None and type(msg_id) is str:
-                owner = self.owner
-                if owner.send_latency_fault_enable:
-                    owner._update_fault(mq.broker_name, int((self.fut.get_loop().time() - self.begin) * 1000), False)
+                if self.fault:
+                    self.owner._update_fault(mq.broker_name, int((self.fut.get_loop().time() - self.begin) * 1000), False)
                 self.finish(SendResult("SEND_OK", self.uniq, msg_id, mq, qoff, ext.get("MSG_REGION")), None)
                 return
         self.owner._async_answer(self, resp)
@@ -328,13 +329,15 @@ class AsyncSend:
 class SendFastPath:
     """The first try of ``owner``'s sends, or None when the general path must take it.
 
-    ``owner`` is the producer; what this reads of it: ``_good_topics`` (topic names already
-    validated), ``_publish`` (topic -> publish info with ``queues``, ``table`` and ``masters``),
-    ``max_message_size``, ``compress_over``, ``send_latency_fault_enable`` (then ``_select``
-    chooses, with the latency buckets), ``send_msg_timeout``, ``_in_flight`` and
-    ``instance.remoting.open_connection``. ``running`` and ``loop`` (the loop the producer's
-    connections live on: asking asyncio for it costs a getpid() system call on Python 3.11) are
-    the producer's to set.
+    ``owner`` is the producer; what this reads of it, once: ``_good_topics`` (topic names
+    already validated), ``_publish`` (topic -> publish info with ``queues``, ``table`` and
+    ``masters``), ``_in_flight`` and ``instance.remoting.open_connection``; per send, ``_select``
+    when ``send_latency_fault_enable``. The producer keeps its settings here as it sets them
+    (``max_message_size``, ``compress_over``, ``send_latency_fault_enable``,
+    ``send_msg_timeout``, ``retry_times_when_send_failed``,
+    ``retry_times_when_send_async_failed``: the compiled twin reads them as C fields), and sets
+    ``running`` and ``loop`` (the loop the producer's connections live on: asking asyncio for it
+    costs a getpid() system call on Python 3.11).
     """
 
     def __init__(self, owner: Any, writer: SendRequestWriter, ids: UniqIds, next_opaque: Callable[[], int]) -> None:
@@ -345,6 +348,14 @@ class SendFastPath:
         self.running = False
         self.loop: Any = None  # the producer's event loop, set with ``running``
         self.counter = random.randrange(1 << 30)  # round robin from a random start, as the Java client
+        self.max_message_size = 4 * 1024 * 1024
+        self.compress_over = 4096
+        self.send_latency_fault_enable = False
+        self.send_msg_timeout = 3000
+        self.retry_times_when_send_failed = 2
+        self.retry_times_when_send_async_failed = 2
+        self._permits = owner._in_flight
+        self._open = owner.instance.remoting.open_connection
 
     def next_counter(self) -> int:
         """The round-robin counter, one step on (it wraps, staying a positive int64)."""
@@ -367,23 +378,23 @@ class SendFastPath:
         owner = self.owner
         topic, body, props = msg.topic, msg.body, msg.properties
         if (topic not in owner._good_topics or type(body) is not bytes or not body
-                or len(body) > owner.max_message_size or type(props) is not dict):
+                or len(body) > self.max_message_size or type(props) is not dict):
             return None
         sys_flag = 0
-        if batch_ids is None and len(body) > owner.compress_over:
+        if batch_ids is None and len(body) > self.compress_over:
             body = zlib.compress(body, 5)
             sys_flag = 1  # MessageSysFlag.COMPRESSED
         info = owner._publish.get(topic)
         if info is None or not info.queues:
             return None
-        if owner.send_latency_fault_enable:
+        if self.send_latency_fault_enable:
             chosen = owner._select(info, None)
         else:
             chosen = info.queues[info.table.select(self.next_counter(), -1)]
         addr = info.masters.get(chosen.broker_name)
         if addr is None:
             return None
-        conn = owner.instance.remoting.open_connection(addr)
+        conn = self._open(addr)
         if conn is None:
             return None
         if batch_ids is not None:
@@ -400,12 +411,13 @@ class SendFastPath:
             return None  # the general path raises the typed error for it
         loop = self.loop
         now = loop.time()
-        timeout_ms = int(owner.send_msg_timeout if timeout_ms is None else timeout_ms)
+        timeout_ms = self.send_msg_timeout if timeout_ms is None else int(timeout_ms)
         fut = loop.create_future()
-        entry = AsyncSend(owner, msg, chosen, uniq, fut, callback, None if awaited else owner._in_flight, timeout_ms,
+        entry = AsyncSend(owner, msg, chosen, uniq, fut, callback, None if awaited else self._permits, timeout_ms,
                           now, now + timeout_ms / 1000)
-        entry.retries = owner.retry_times_when_send_failed if awaited else owner.retry_times_when_send_async_failed
+        entry.retries = self.retry_times_when_send_failed if awaited else self.retry_times_when_send_async_failed
         entry.batch = batch_ids is not None
+        entry.fault = self.send_latency_fault_enable
         conn.start_frame(opaque, frame, entry)
         if awaited:
             entry.timer = loop.call_at(entry.deadline, conn.expire, opaque)

@@ -13,11 +13,11 @@ import asyncio
 import logging
 import time
 import zlib
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 from .._ext.fault import FaultTable
 from .._ext.produce import AsyncSend, SendFastPath, SendRequestWriter, SendResult, encode_batch
-from ..errors import (BrokerError, ClientStateError, MessageValidationError, NoRouteError, RemotingError,
+from ..errors import (BrokerError, ClientStateError, ConfigError, MessageValidationError, NoRouteError, RemotingError,
                       SendFailedError)
 from .._ext.codec import RemotingCommand
 from ..protocol.codes import LanguageCode, RequestCode, ResponseCode
@@ -63,8 +63,48 @@ def hash_selector(mqs: Sequence[MessageQueue], msg: Message, arg: object) -> Mes
     return mqs[abs(h) % len(mqs)]
 
 
+class _FastPathSetting:
+    """A producer setting that its compiled first try reads on every send: each assignment also
+    stores the value, converted, on the fast path (a C field there, rather than a lookup in the
+    producer's ``__dict__`` per send), so a change reaches the next send and a value that does
+    not convert fails at the assignment, with ConfigError."""
+
+    def __init__(self, convert: Callable[[Any], Any]) -> None:
+        self.convert = convert
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, obj: Any, objtype: type | None = None) -> Any:
+        return self if obj is None else obj.__dict__[self.name]
+
+    def __set__(self, obj: Any, value: Any) -> None:
+        try:
+            setattr(obj._fast, self.name, self.convert(value))
+        except (TypeError, ValueError, OverflowError) as exc:
+            raise ConfigError(f"{self.name} cannot be {value!r}: {exc}") from None
+        obj.__dict__[self.name] = value
+
+
+def _int_of(bits: int) -> Callable[[Any], int]:
+    """int(value), refused past a signed ``bits``-bit integer (the width of the fast path's field)."""
+    def convert(value: Any) -> int:
+        v = int(value)
+        if not -(1 << (bits - 1)) <= v < (1 << (bits - 1)):
+            raise OverflowError(f"out of the {bits}-bit range")
+        return v
+    return convert
+
+
 class Producer:
     """An asyncio producer. ``await start()``, then ``await send(...)``; ``await shutdown()`` at the end."""
+
+    send_msg_timeout = _FastPathSetting(_int_of(64))
+    retry_times_when_send_failed = _FastPathSetting(_int_of(32))
+    retry_times_when_send_async_failed = _FastPathSetting(_int_of(32))
+    compress_over = _FastPathSetting(_int_of(64))
+    max_message_size = _FastPathSetting(_int_of(64))
+    send_latency_fault_enable = _FastPathSetting(bool)
 
     def __init__(self, group: str = "DEFAULT_PRODUCER", *, namesrv_addr: str | list[str] | None = None,
                  send_msg_timeout: int = 3000, retry_times_when_send_failed: int = 2,
@@ -77,13 +117,6 @@ class Producer:
             raise MessageValidationError("the specified group is blank" if not group else
                                          "the specified group is longer than group max length 255.")
         self.group = group
-        self.send_msg_timeout = send_msg_timeout
-        self.retry_times_when_send_failed = retry_times_when_send_failed
-        self.retry_times_when_send_async_failed = retry_times_when_send_async_failed
-        self.retry_another_broker_when_not_store_ok = retry_another_broker_when_not_store_ok
-        self.compress_over = compress_msg_body_over_howmuch
-        self.max_message_size = max_message_size
-        self.send_latency_fault_enable = send_latency_fault_enable
         self.default_topic_queue_nums = default_topic_queue_nums
         self._own_instance = instance is None
         self.instance = instance or ClientInstance(client_config or ClientConfig(namesrv_addr=namesrv_addr))
@@ -95,6 +128,13 @@ class Producer:
         self._good_topics: set[str] = set()  # topic names that passed validate_topic
         self._fast = SendFastPath(self, SendRequestWriter(group, AUTO_CREATE_TOPIC_KEY_TOPIC, default_topic_queue_nums,
                                                           _LANG, VERSION), UNIQ_IDS, next_opaque)
+        self.send_msg_timeout = send_msg_timeout
+        self.retry_times_when_send_failed = retry_times_when_send_failed
+        self.retry_times_when_send_async_failed = retry_times_when_send_async_failed
+        self.retry_another_broker_when_not_store_ok = retry_another_broker_when_not_store_ok
+        self.compress_over = compress_msg_body_over_howmuch
+        self.max_message_size = max_message_size
+        self.send_latency_fault_enable = send_latency_fault_enable
 
     # -------------------------------------------------------- lifecycle
 
