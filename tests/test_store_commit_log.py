@@ -239,7 +239,8 @@ def test_preload_prepares_and_uses_next_file(tmp_path: Path) -> None:
 
 def test_warm_keeps_pace_with_the_writes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Pages are brought in at most ``ahead`` bytes past the write position, not the whole file at
-    once; ``limit`` brings in a first part without waiting; closing the file ends the warming."""
+    once, the warming thread sleeping until the writer wakes it; ``limit`` brings in a first part
+    without waiting; closing the file ends the warming."""
     import os
     import time
     mib = 1 << 20
@@ -261,6 +262,7 @@ def test_warm_keeps_pace_with_the_writes(tmp_path: Path, monkeypatch: pytest.Mon
     settle(2)
     assert read == [0, mib] and t.is_alive()
     mf.append(b"x" * (3 * mib + 10))
+    mf.wake_warm()  # the writer's call after its appends (MappedFileQueue.after_append)
     settle(5)
     assert read == [0, mib, 2 * mib, 3 * mib, 4 * mib, 5 * mib] and t.is_alive()
     mf.close()

@@ -174,8 +174,7 @@ class CommitLog:
                 out.append(DispatchRequest(r.topic, r.queue_id, phys, n, r.tags_code, ts, qoff, sys_flag))
             mf.store_timestamp = ts
             self.last_store_timestamp = ts
-            if mf.wrote_position > mf.file_size // 2:
-                self.mfq.prepare_next()
+            self.mfq.after_append(mf)
         if self.flush_service is not None:
             self.flush_service.wakeup()
         return out
@@ -209,8 +208,7 @@ class CommitLog:
                     table[key] = int(next_offsets[k])
             mf.store_timestamp = store_timestamp
             self.last_store_timestamp = store_timestamp
-            if mf.wrote_position > mf.file_size // 2:
-                self.mfq.prepare_next()
+            self.mfq.after_append(mf)
         if self.flush_service is not None:
             self.flush_service.wakeup()
 
@@ -242,6 +240,7 @@ class CommitLog:
                 pos = mf.wrote_position
                 mf.buffer[pos:pos + n] = mv[:n]
                 mf.wrote_position = pos + n
+                self.mfq.after_append(mf)
                 mv = mv[n:]
             end = self.max_offset
         if self.flush_service is not None:
