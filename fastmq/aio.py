@@ -9,6 +9,14 @@
             print(result.msg_id, result.message_queue, result.queue_offset)
 
     asyncio.run(main())
+
+For throughput, start many sends and wait for them together: ``send_async`` and
+``send_batch_async`` return once the request is queued, with a future of its SendResult::
+
+    futures = [await producer.send_async(Message("TopicTest", b"m%d" % i)) for i in range(1000)]
+    results = await asyncio.gather(*futures)
+    batch = [Message("TopicTest", b"b%d" % i) for i in range(100)]
+    one_result = await (await producer.send_batch_async(batch))
 """
 from __future__ import annotations
 
