@@ -276,3 +276,32 @@ async def test_settings_changed_after_start_reach_the_next_send(cluster) -> None
             with pytest.raises(ConfigError, match=name):
                 setattr(p, name, bad)
         assert p.send_msg_timeout == 1500.0  # unchanged by the refused values
+
+
+async def test_a_failure_given_to_the_callback_is_not_logged_as_never_retrieved(cluster, caplog) -> None:  # noqa: F811
+    """In the SendCallback style the caller keeps no future: a failure the callback received must
+    not come back as asyncio's "exception was never retrieved" (fast path and general path)."""
+    import gc
+    import logging
+    addr, (b0, b1), _ = cluster
+    got: list[object] = []
+    caplog.set_level(logging.ERROR, logger="asyncio")
+    async with Producer("PG", namesrv_addr=addr, retry_times_when_send_async_failed=0) as p:
+        await p.send(Message("T", b"warm"))
+        await p.send(Message("T", b"warm"))
+        b0.fail_next, b1.fail_next = [13, 13], [13, 13]  # not retried: the fast path's entry fails the send
+        await p.send_async(Message("T", b"x"), lambda r, e: got.append(e))
+        await p.send_batch_async([Message("T", b"y")], lambda r, e: got.append(e))
+        for _ in range(100):  # bounded: until both callbacks ran
+            if len(got) == 2:
+                break
+            await asyncio.sleep(0.02)
+    await p.send_async(Message("T", b"late"), lambda r, e: got.append(e))  # the general path's task
+    for _ in range(100):
+        if len(got) == 3:
+            break
+        await asyncio.sleep(0.02)
+    gc.collect()
+    await asyncio.sleep(0)
+    assert isinstance(got[0], BrokerError) and isinstance(got[1], BrokerError) and isinstance(got[2], ClientStateError)
+    assert "never retrieved" not in caplog.text

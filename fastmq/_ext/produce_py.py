@@ -322,6 +322,8 @@ class AsyncSend:
                 return
         if exc is not None:
             fut.set_exception(exc)
+            if self.callback is not None:
+                fut.exception()  # the callback had it: not to be logged as never retrieved
         else:
             fut.set_result(result)
 

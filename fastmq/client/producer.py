@@ -389,12 +389,21 @@ class Producer:
         permits = self._in_flight
         if permits is not None and not permits.try_acquire():
             await permits.acquire()
+        return self._start_async(msg, callback, timeout_ms, permits)
+
+    def _start_async(self, msg: Message, callback: Callable[[SendResult | None, BaseException | None], None] | None,
+                     timeout_ms: int | None, permits: _Permits | None, batch_ids: str | None = None
+                     ) -> "asyncio.Future[SendResult]":
+        """The first try of an asynchronous send that holds its in-flight permit: the fast path,
+        else a task on the general one; the permit goes back when the send is over."""
         try:
-            fut = self._fast.start(msg, callback, timeout_ms)
+            fut = self._fast.start(msg, callback, timeout_ms, False, batch_ids)
             if fut is None:
-                fut = asyncio.ensure_future(self._send_async_slow(msg, callback, timeout_ms))
+                fut = asyncio.ensure_future(self._send_async_slow(msg, callback, timeout_ms, batch_ids))
                 if permits is not None:
                     fut.add_done_callback(self._release_in_flight)
+                if callback is not None:
+                    fut.add_done_callback(_retrieved)
         except BaseException:
             if permits is not None:
                 permits.release()
@@ -530,17 +539,7 @@ class Producer:
         permits = self._in_flight
         if permits is not None and not permits.try_acquire():
             await permits.acquire()
-        try:
-            fut = self._fast.start(batch, callback, timeout_ms, False, msg_ids)
-            if fut is None:
-                fut = asyncio.ensure_future(self._send_async_slow(batch, callback, timeout_ms, msg_ids))
-                if permits is not None:
-                    fut.add_done_callback(self._release_in_flight)
-        except BaseException:
-            if permits is not None:
-                permits.release()
-            raise
-        return fut
+        return self._start_async(batch, callback, timeout_ms, permits, msg_ids)
 
     def _batch_message(self, msgs: Sequence[Message]) -> tuple[Message, str]:
         """The SEND_BATCH_MESSAGE message of ``msgs`` (checked, numbered, encoded) and their UNIQ_KEYs."""
@@ -576,6 +575,13 @@ class Producer:
             m.properties[_UNIQ_KEY] = uniq
         return encode_batch_body(msgs), ",".join(m.properties[_UNIQ_KEY] for m in msgs)
 
+
+
+def _retrieved(fut: "asyncio.Future[SendResult]") -> None:
+    """A failure the send's callback was given counts as retrieved: asyncio must not log it as
+    "never retrieved" when the caller, in the Java client's SendCallback style, keeps no future."""
+    if not fut.cancelled():
+        fut.exception()
 
 
 def _with_ids(r: SendResult, msg_ids: str) -> SendResult:
