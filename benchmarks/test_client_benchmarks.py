@@ -166,8 +166,8 @@ async def _consume(ns: str, n: int, group: str) -> tuple[float, float]:
 
 async def _produce_then_consume(ns: str, n: int) -> list[tuple[float, float]]:
     """n messages produced, then consumed by one group and then by a second one: the first reads
-    while the broker is still writing the just-produced commit log out to disk (its flush
-    threads take ~1.5 us of CPU a message then), the second reads the same messages after."""
+    right after the production, while the broker may still be busy with it (flushing it to disk),
+    the second reads the same messages after."""
     async with Producer("PG_BENCH_CONS", namesrv_addr=ns) as p:
         for _ in range(n // N_BATCH):
             await p.send_batch([Message("ConsumeBench", b"x" * 128) for _ in range(N_BATCH)])

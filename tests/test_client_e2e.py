@@ -104,8 +104,15 @@ def test_blocking_facade_end_to_end(cluster) -> None:
     import fastmq
 
     with fastmq.Producer("PG_BLOCK", namesrv_addr=cluster) as p:
-        for i in range(6):
+        for i in range(4):
             assert p.send(fastmq.Message("BlockTopic", f"b{i}".encode(), properties={"TAGS": "t"})).status == "SEND_OK"
+        answered = threading.Event()
+        results: list[object] = []
+        p.send_batch_async([fastmq.Message("BlockTopic", f"b{i}".encode(), properties={"TAGS": "t"}) for i in (4, 5)],
+                           lambda r, e: (results.append(r if e is None else e), answered.set()))
+        assert answered.wait(20) and results[0].status == "SEND_OK", results
+        with pytest.raises(fastmq.MessageValidationError, match="the batch is empty"):
+            p.send_batch_async([], lambda r, e: None)
     got: list[bytes] = []
     done = threading.Event()
 
@@ -219,7 +226,7 @@ async def test_a_dropped_queue_leaves_no_pull_waiting(cluster) -> None:
 
 async def test_next_pull_leaves_before_the_listener_runs(cluster, tmp_path: Path) -> None:
     """RocketMQ's order: an answer's messages go into the process queue, the queue's next pull is
-    written, and only then does the listener get them; the broker is not left idle meanwhile."""
+    written, and only then does the listener get them: the broker has that pull while it runs."""
     async with Producer("PG_ORDER", namesrv_addr=cluster, default_topic_queue_nums=1) as p:
         for i in range(3):
             await p.send(Message("OneQueueTopic", f"o{i}".encode()))

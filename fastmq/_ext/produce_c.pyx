@@ -618,12 +618,7 @@ cdef class SendFastPath:
         self.running = False
         self.loop = None
         self.counter = random.randrange(1 << 30)
-        self.max_message_size = 4 * 1024 * 1024
-        self.compress_over = 4096
-        self.send_latency_fault_enable = False
-        self.send_msg_timeout = 3000
-        self.retry_times_when_send_failed = 2
-        self.retry_times_when_send_async_failed = 2
+        # the settings stay 0 (the fast path takes no send) until the producer sets them
         self._good_topics = owner._good_topics
         self._publish = owner._publish
         self._permits = owner._in_flight

@@ -350,12 +350,10 @@ class SendFastPath:
         self.running = False
         self.loop: Any = None  # the producer's event loop, set with ``running``
         self.counter = random.randrange(1 << 30)  # round robin from a random start, as the Java client
-        self.max_message_size = 4 * 1024 * 1024
-        self.compress_over = 4096
+        # the producer's settings: none of its sends taken until it sets them (it does as it is built)
+        self.max_message_size = self.compress_over = self.send_msg_timeout = 0
+        self.retry_times_when_send_failed = self.retry_times_when_send_async_failed = 0
         self.send_latency_fault_enable = False
-        self.send_msg_timeout = 3000
-        self.retry_times_when_send_failed = 2
-        self.retry_times_when_send_async_failed = 2
         self._permits = owner._in_flight
         self._open = owner.instance.remoting.open_connection
 

@@ -479,8 +479,8 @@ class _ConsumerBase:
                         if next_offset is not None:
                             pq.next_offset = next_offset
                         # RocketMQ's order: the batch is in the process queue, the next pull leaves
-                        # now, then the batch goes to the listener. Pulling only after the listener
-                        # had run left the broker idle meanwhile (one pull per queue in flight).
+                        # now, then the batch goes to the listener; pulling only after the listener
+                        # had run left the broker without this queue's pull meanwhile.
                         nxt = self._start_pull(pq, template)
                         pull = None if isinstance(nxt, float) else nxt  # flow control: checked again after
                         await self._deliver(pq, msgs)
