@@ -269,13 +269,19 @@ async def test_settings_changed_after_start_reach_the_next_send(cluster) -> None
         r = await p.send(Message("T", b"c" * 100))
         sent = [s for s in b0.sends() + b1.sends() if s.ext_fields.get("f") == "1"]
         assert r.status == SendStatus.SEND_OK and len(sent) == 1
-        p.send_msg_timeout = 1500.0  # a float is taken; what reads it back is what was set
-        assert p.send_msg_timeout == 1500.0 and p._fast.send_msg_timeout == 1500
+        p.send_msg_timeout = 1500.7  # a float is taken as the integer both paths then read
+        assert p.send_msg_timeout == 1500 and p._fast.send_msg_timeout == 1500
         for name, bad in [("send_msg_timeout", "soon"), ("retry_times_when_send_failed", None),
                           ("max_message_size", 1 << 70)]:
             with pytest.raises(ConfigError, match=name):
                 setattr(p, name, bad)
-        assert p.send_msg_timeout == 1500.0  # unchanged by the refused values
+        assert p.send_msg_timeout == 1500  # unchanged by the refused values
+        p.default_topic_queue_nums = 6  # a header field the compiled writer holds ready: written anew
+        await p.send(Message("T", b"six"))
+        await (await p.send_async(Message("T", b"six")))
+        assert [s.ext_fields["d"] for s in b0.sends() + b1.sends() if s.body == b"six"] == ["6", "6"]
+        with pytest.raises(ConfigError, match="default_topic_queue_nums"):
+            p.default_topic_queue_nums = "many"
 
 
 async def test_a_failure_given_to_the_callback_is_not_logged_as_never_retrieved(cluster, caplog) -> None:  # noqa: F811

@@ -64,13 +64,15 @@ def hash_selector(mqs: Sequence[MessageQueue], msg: Message, arg: object) -> Mes
 
 
 class _FastPathSetting:
-    """A producer setting that its compiled first try reads on every send: each assignment also
-    stores the value, converted, on the fast path (a C field there, rather than a lookup in the
-    producer's ``__dict__`` per send), so a change reaches the next send and a value that does
-    not convert fails at the assignment, with ConfigError."""
+    """A producer setting that its compiled first try reads on every send. Each assignment
+    converts the value once and stores it on the fast path too (a C field there, rather than a
+    lookup in the producer's ``__dict__`` per send; or what ``apply(producer, value)`` makes of
+    it), so a change reaches the next send, both paths read the same value, and a value that
+    does not convert fails at the assignment, with ConfigError."""
 
-    def __init__(self, convert: Callable[[Any], Any]) -> None:
+    def __init__(self, convert: Callable[[Any], Any], apply: Callable[[Any, Any], None] | None = None) -> None:
         self.convert = convert
+        self.apply = apply
 
     def __set_name__(self, owner: type, name: str) -> None:
         self.name = name
@@ -80,10 +82,14 @@ class _FastPathSetting:
 
     def __set__(self, obj: Any, value: Any) -> None:
         try:
-            setattr(obj._fast, self.name, self.convert(value))
+            converted = self.convert(value)
         except (TypeError, ValueError, OverflowError) as exc:
             raise ConfigError(f"{self.name} cannot be {value!r}: {exc}") from None
-        obj.__dict__[self.name] = value
+        if self.apply is None:
+            setattr(obj._fast, self.name, converted)
+        else:
+            self.apply(obj, converted)
+        obj.__dict__[self.name] = converted  # what the general path reads too: both take the same value
 
 
 def _int_of(bits: int) -> Callable[[Any], int]:
@@ -105,6 +111,9 @@ class Producer:
     compress_over = _FastPathSetting(_int_of(64))
     max_message_size = _FastPathSetting(_int_of(64))
     send_latency_fault_enable = _FastPathSetting(bool)
+    # header field ``d`` (queues of a topic the broker creates on a first send): the compiled
+    # writer holds the header's fixed pieces ready, so a new value gets a new writer
+    default_topic_queue_nums = _FastPathSetting(_int_of(32), lambda p, n: p._new_writer(n))
 
     def __init__(self, group: str = "DEFAULT_PRODUCER", *, namesrv_addr: str | list[str] | None = None,
                  send_msg_timeout: int = 3000, retry_times_when_send_failed: int = 2,
@@ -117,7 +126,6 @@ class Producer:
             raise MessageValidationError("the specified group is blank" if not group else
                                          "the specified group is longer than group max length 255.")
         self.group = group
-        self.default_topic_queue_nums = default_topic_queue_nums
         self._own_instance = instance is None
         self.instance = instance or ClientInstance(client_config or ClientConfig(namesrv_addr=namesrv_addr))
         self._publish: dict[str, TopicPublishInfo] = {}
@@ -126,8 +134,8 @@ class Producer:
         self._in_flight = _Permits(max_in_flight) if max_in_flight else None
         self._state = "CREATE_JUST"
         self._good_topics: set[str] = set()  # topic names that passed validate_topic
-        self._fast = SendFastPath(self, SendRequestWriter(group, AUTO_CREATE_TOPIC_KEY_TOPIC, default_topic_queue_nums,
-                                                          _LANG, VERSION), UNIQ_IDS, next_opaque)
+        self._fast = SendFastPath(self, None, UNIQ_IDS, next_opaque)
+        self.default_topic_queue_nums = default_topic_queue_nums  # gives the fast path its writer
         self.send_msg_timeout = send_msg_timeout
         self.retry_times_when_send_failed = retry_times_when_send_failed
         self.retry_times_when_send_async_failed = retry_times_when_send_async_failed
@@ -135,6 +143,10 @@ class Producer:
         self.compress_over = compress_msg_body_over_howmuch
         self.max_message_size = max_message_size
         self.send_latency_fault_enable = send_latency_fault_enable
+
+    def _new_writer(self, default_topic_queue_nums: int) -> None:
+        self._fast.writer = SendRequestWriter(self.group, AUTO_CREATE_TOPIC_KEY_TOPIC, default_topic_queue_nums,
+                                              _LANG, VERSION)
 
     # -------------------------------------------------------- lifecycle
 
