@@ -234,8 +234,9 @@ class AsyncSend:
     clock, ``timeout_ms`` reported on expiry). ``owner`` is the producer: it is asked back for
     everything but a plain SUCCESS (``_async_answer(entry, resp)``, ``_async_failed(entry, exc)``),
     and its ``_update_fault`` keeps the latency buckets current when ``fault`` (the owner's
-    ``send_latency_fault_enable`` as the send started) is set. ``permits`` (or None) gets one ``release()`` when the send is over, whatever its end, and
-    ``timer`` (a loop timer handle, or None) is cancelled then. ``retries`` is how many more tries
+    ``send_latency_fault_enable`` as the send started) is set. ``permits`` (or None) gets one
+    ``release()`` when the send is over, whatever its end, and ``timer`` (a loop timer handle, or
+    None) is cancelled then. ``retries`` is how many more tries
     the producer may make after this one; ``batch`` says the message is a SEND_BATCH_MESSAGE body
     (``uniq`` then holds its messages' UNIQ_KEYs, joined by commas).
 
@@ -243,7 +244,7 @@ class AsyncSend:
     all a retry needs, and none is seen by the cycle collector, so a caller's message can die as
     soon as the caller drops it. Kept in flight, it would be promoted to the oldest generation
     with the thousands of sends around it and add to every full collection (measured: full
-    collections were a third of ``send_async``'s time)."""
+    collections were a quarter to a third of ``send_async``'s time)."""
 
     __slots__ = ("owner", "topic", "body", "flag", "properties", "mq", "uniq", "fut", "callback", "permits",
                  "timeout_ms", "begin", "deadline", "error", "retries", "batch", "fault", "timer", "_done",
@@ -287,7 +288,8 @@ class AsyncSend:
             mq = self.mq
             if qid == mq.queue_id and qoff is not None and type(msg_id) is str:
                 if self.fault:
-                    self.owner._update_fault(mq.broker_name, int((self.fut.get_loop().time() - self.begin) * 1000), False)
+                    self.owner._update_fault(mq.broker_name, int((self.fut.get_loop().time() - self.begin) * 1000),
+                                             False)
                 self.finish(SendResult("SEND_OK", self.uniq, msg_id, mq, qoff, ext.get("MSG_REGION")), None)
                 return
         self.owner._async_answer(self, resp)
@@ -337,9 +339,10 @@ class SendFastPath:
     when ``send_latency_fault_enable``. The producer keeps its settings here as it sets them
     (``max_message_size``, ``compress_over``, ``send_latency_fault_enable``,
     ``send_msg_timeout``, ``retry_times_when_send_failed``,
-    ``retry_times_when_send_async_failed``: the compiled twin reads them as C fields), and sets
-    ``running`` and ``loop`` (the loop the producer's connections live on: asking asyncio for it
-    costs a getpid() system call on Python 3.11).
+    ``retry_times_when_send_async_failed``: the compiled twin reads them as C fields), gives it a
+    new ``writer`` when ``default_topic_queue_nums`` changes, and sets ``running`` and ``loop``
+    (the loop the producer's connections live on: asking asyncio for it costs a getpid() system
+    call on Python 3.11).
     """
 
     def __init__(self, owner: Any, writer: SendRequestWriter, ids: UniqIds, next_opaque: Callable[[], int]) -> None:
