@@ -387,10 +387,10 @@ class _Entry:
         self.got: list[object] = []
         self._done = done
 
-    def done(self) -> bool:
+    def answered(self) -> bool:
         return self._done
 
-    def set_result(self, cmd: object) -> None:
+    def on_response(self, cmd: object) -> None:
         self.got.append(cmd)
 
 

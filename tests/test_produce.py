@@ -4,6 +4,7 @@ the same from both, and a batch must be checked, numbered and encoded identicall
 from __future__ import annotations
 
 import asyncio
+import gc
 import importlib
 import os
 import pickle
@@ -188,19 +189,19 @@ async def test_async_send_completes_a_plain_success_itself(produce, codec) -> No
         (codec.RemotingCommand(0, flag=1), False),
         (codec.RemotingCommand(14, flag=1, ext_fields={"msgId": "OFF", "queueId": "2", "queueOffset": "41"}), False),
     ]:
-        owner, permits, fut = _Owner(), _Permits(), loop.create_future()
-        entry = produce.AsyncSend(owner, Message("T", b"x"), mq, "UNIQ", fut, lambda r, e: got.append((r, e)),
+        owner, permits = _Owner(), _Permits()
+        entry = produce.AsyncSend(owner, Message("T", b"x"), mq, "UNIQ", loop, lambda r, e: got.append((r, e)),
                                   permits, 3000, loop.time(), loop.time() + 3)
-        assert not entry.done()
-        entry.set_result(resp)
-        assert entry.done()
+        assert not entry.answered() and not entry.done()
+        entry.on_response(resp)
+        assert entry.answered()
         if taken:
-            r = fut.result()
+            r = entry.result()
             assert (r.status, r.msg_id, r.offset_msg_id, r.message_queue, r.queue_offset, r.region_id) == \
                    ("SEND_OK", "UNIQ", "OFF", mq, 41, "R")
             assert permits.released == 1 and got[-1] == (r, None) and owner.answers == []
         else:  # everything else is the producer's to judge, the permit still held
-            assert not fut.done() and owner.answers == [resp] and permits.released == 0
+            assert not entry.done() and owner.answers == [resp] and permits.released == 0
         entry.finish(None, None) if not taken else None
         entry.release()
         assert permits.released == 1  # released once, however often asked
@@ -209,21 +210,132 @@ async def test_async_send_completes_a_plain_success_itself(produce, codec) -> No
 async def test_async_send_failure_and_callback_errors(produce) -> None:
     loop = asyncio.get_running_loop()
     owner, permits = _Owner(), _Permits()
-    entry = produce.AsyncSend(owner, None, MessageQueue("T", "b", 0), "U", loop.create_future(), None, permits,
-                              3000, 0.0, 3.0)
+    entry = produce.AsyncSend(owner, None, MessageQueue("T", "b", 0), "U", loop, None, permits, 3000, 0.0, 3.0)
     err = RuntimeError("gone")
-    entry.set_exception(err)
-    assert entry.done() and owner.failures == [err]
+    entry.on_failure(err)
+    assert entry.answered() and not entry.done() and owner.failures == [err]
 
     def bad(r: object, e: object) -> None:
         raise KeyError("callback")
-    fut = loop.create_future()
-    entry = produce.AsyncSend(owner, None, MessageQueue("T", "b", 0), "U", fut, bad, None, 3000, 0.0, 3.0)
+    entry = produce.AsyncSend(owner, None, MessageQueue("T", "b", 0), "U", loop, bad, None, 3000, 0.0, 3.0)
     entry.finish("result", None)
     with pytest.raises(KeyError):
-        fut.result()
-    fut = loop.create_future()
-    fut.cancel()
-    entry = produce.AsyncSend(owner, None, MessageQueue("T", "b", 0), "U", fut, bad, permits, 3000, 0.0, 3.0)
+        entry.result()
+    entry = produce.AsyncSend(owner, None, MessageQueue("T", "b", 0), "U", loop, bad, permits, 3000, 0.0, 3.0)
+    assert entry.cancel()
     entry.finish("result", None)  # a cancelled caller: nothing to complete, the permit still comes back
-    assert permits.released == 1
+    assert permits.released == 1 and entry.cancelled()
+
+
+def _send_future(produce, loop, permits=None, callback=None):
+    return produce.AsyncSend(_Owner(), None, MessageQueue("T", "b", 0), "U", loop, callback, permits, 3000, 0.0, 3.0)
+
+
+async def test_async_send_is_the_callers_future(produce) -> None:
+    """The entry is the future send_async returns: asyncio takes it as one (tasks await it,
+    gather, wait, wait_for, shield), and only the send completes it."""
+    loop = asyncio.get_running_loop()
+    f = _send_future(produce, loop)
+    assert asyncio.isfuture(f) and f.get_loop() is loop and not f.done() and not f.cancelled()
+    with pytest.raises(asyncio.InvalidStateError):
+        f.result()
+    with pytest.raises(asyncio.InvalidStateError):
+        f.exception()
+    with pytest.raises(RuntimeError):
+        f.set_result("x")
+    with pytest.raises(RuntimeError):
+        f.set_exception(ValueError())
+
+    async def waiter(fut):
+        return await fut
+    task = asyncio.ensure_future(waiter(f))
+    await asyncio.sleep(0)
+    seen: list[str] = []
+    f.add_done_callback(lambda g: seen.append("first"))
+    f.add_done_callback(lambda g: seen.append("second"))
+    gone = seen.append
+    f.add_done_callback(gone)
+    assert f.remove_done_callback(gone) == 1 and f.remove_done_callback(gone) == 0
+    f.finish("R", None)
+    assert f.done() and f.result() == "R" and f.exception() is None
+    assert await task == "R" and seen == ["first", "second"] and await f == "R"
+    late: list[object] = []
+    f.add_done_callback(late.append)  # after the end: still called, on the loop
+    await asyncio.sleep(0)
+    assert late == [f]
+
+    ok, bad = _send_future(produce, loop), _send_future(produce, loop)
+    gathered = asyncio.gather(ok, bad, return_exceptions=True)
+    err = KeyError("k")
+    bad.finish(None, err)
+    ok.finish("fine", None)
+    assert await gathered == ["fine", err]
+    with pytest.raises(KeyError):
+        bad.result()
+
+    f = _send_future(produce, loop)
+    assert await asyncio.shield(_later(f, "S")) == "S"
+    f = _send_future(produce, loop)
+    done, pending = await asyncio.wait([f], timeout=0.01)
+    assert not done and pending == {f}
+
+
+async def _later(f, result):
+    asyncio.get_running_loop().call_soon(f.finish, result, None)
+    return await f
+
+
+async def test_async_send_future_cancelled_by_its_caller(produce) -> None:
+    """A caller that stops waiting cancels the future; the send still ends once (its permit back)."""
+    loop = asyncio.get_running_loop()
+    permits = _Permits()
+    f = _send_future(produce, loop, permits)
+    with pytest.raises(TimeoutError):
+        await asyncio.wait_for(f, 0.01)
+    assert f.cancelled() and not f.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        f.result()
+    with pytest.raises(asyncio.CancelledError):
+        f.exception()
+    f.finish("late", None)
+    assert f.cancelled() and permits.released == 1
+
+    f = _send_future(produce, loop)
+    task = asyncio.ensure_future(_later_never(f))
+    await asyncio.sleep(0)
+    task.cancel("stop")
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert f.cancelled()
+    with pytest.raises(asyncio.CancelledError, match="stop"):
+        f.result()
+
+
+async def _later_never(f):
+    return await f
+
+
+async def test_async_send_failure_nobody_retrieved_is_logged(produce) -> None:
+    """As asyncio does for a future: a send that failed, dropped with its error never looked at,
+    is reported to the loop's exception handler; not when a callback had the error."""
+    loop = asyncio.get_running_loop()
+    reported: list[dict] = []
+    loop.set_exception_handler(lambda _loop, ctx: reported.append(ctx))
+    try:
+        f = _send_future(produce, loop)
+        f.finish(None, KeyError("lost"))
+        del f
+        gc.collect()
+        assert [c["message"] for c in reported] == ["AsyncSend exception was never retrieved"]
+        assert isinstance(reported[0]["exception"], KeyError)
+        reported.clear()
+        f = _send_future(produce, loop, callback=lambda r, e: None)
+        f.finish(None, KeyError("seen"))
+        f = _send_future(produce, loop)
+        f.finish(None, KeyError("looked at"))
+        assert isinstance(f.exception(), KeyError)
+        del f
+        gc.collect()
+        assert reported == []
+    finally:
+        loop.set_exception_handler(None)

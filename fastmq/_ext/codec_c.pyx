@@ -445,8 +445,8 @@ def settle_responses(list cmds, dict pending):
                 continue
             entry = <object>p
             PyDict_DelItem(pending, key)
-            if not entry.done():
-                entry.set_result(cmd)
+            if not entry.answered():
+                entry.on_response(cmd)
         elif requests is None:
             requests = [cmd]
         else:

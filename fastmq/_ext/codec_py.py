@@ -482,8 +482,8 @@ def settle_responses(cmds: list[RemotingCommand], pending: dict[int, Any]
                      ) -> tuple[list[RemotingCommand] | None, list[int] | None]:
     """Hand each response of ``cmds`` (one socket read's commands) to its pending entry.
 
-    A response's entry is popped from ``pending`` by opaque and, unless already done, given the
-    response (``entry.set_result(cmd)``). Returns the requests among ``cmds`` and the opaques of
+    A response's entry is popped from ``pending`` by opaque and, unless already answered, given the
+    response (``entry.on_response(cmd)``). Returns the requests among ``cmds`` and the opaques of
     responses nobody waits for any more (each None when there are none).
     """
     requests: list[RemotingCommand] | None = None
@@ -495,8 +495,8 @@ def settle_responses(cmds: list[RemotingCommand], pending: dict[int, Any]
                 if unmatched is None:
                     unmatched = []
                 unmatched.append(cmd.opaque)
-            elif not entry.done():
-                entry.set_result(cmd)
+            elif not entry.answered():
+                entry.on_response(cmd)
         elif requests is None:
             requests = [cmd]
         else:

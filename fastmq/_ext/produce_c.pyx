@@ -21,6 +21,8 @@ from .codec_c cimport RemotingCommand
 
 import random
 import zlib
+from asyncio import CancelledError, InvalidStateError
+from contextvars import copy_context
 
 from .batch_c import encode_batch_body
 from .codec_c import LANGUAGE_NAMES, MAX_HEADER_LENGTH
@@ -472,9 +474,19 @@ cdef bint _plain_int(object s, int64_t* out) noexcept:
     return True
 
 
+# the future's states, as asyncio's
+cdef enum:
+    _PENDING = 0
+    _CANCELLED = 1
+    _FINISHED = 2
+
+
 @cython.final
 cdef class AsyncSend:
-    """One send's try, as its connection's pending entry (see ``produce_py.AsyncSend``)."""
+    """One asynchronous send: the future its caller holds and the pending entry of its first try
+    (see ``produce_py.AsyncSend``, an ``asyncio.Future``). This one keeps asyncio's Future
+    protocol itself (``asyncio.isfuture`` is true of it: tasks await it, ``gather``, ``wait``,
+    ``wait_for`` and ``shield`` take it), because a compiled class cannot extend the C future."""
 
     cdef public object owner
     cdef public object topic
@@ -483,7 +495,6 @@ cdef class AsyncSend:
     cdef public object properties
     cdef public object mq
     cdef public object uniq
-    cdef public object fut
     cdef public object callback
     cdef public object permits
     cdef public object error
@@ -494,10 +505,24 @@ cdef class AsyncSend:
     cdef public bint fault
     cdef public double begin
     cdef public double deadline
-    cdef bint _done
+    cdef bint _answered
     cdef bint _released
+    # the future's part: what a C future holds, the first callback apart as it keeps it (a task
+    # awaiting the send is the usual one, and needs no list)
+    cdef object _loop
+    cdef int _state
+    cdef object _result
+    cdef object _exception
+    cdef object _exception_tb
+    cdef object _cancel_message
+    cdef object _cb0
+    cdef object _ctx0
+    cdef list _callbacks
+    cdef bint _log_traceback
+    cdef public bint _asyncio_future_blocking
 
-    def __init__(self, owner, msg, mq, uniq, fut, callback, permits, int64_t timeout_ms, double begin, double deadline):
+    def __init__(self, owner, msg, mq, uniq, loop, callback, permits, int64_t timeout_ms, double begin,
+                 double deadline):
         self.owner = owner
         if msg is None:
             self.topic = self.body = self.flag = self.properties = None
@@ -505,30 +530,27 @@ cdef class AsyncSend:
             self.topic, self.body, self.flag, self.properties = msg.topic, msg.body, msg.flag, msg.properties
         self.mq = mq
         self.uniq = uniq
-        self.fut = fut
+        self._loop = loop
         self.callback = callback
         self.permits = permits
         self.timeout_ms = timeout_ms
         self.begin = begin
         self.deadline = deadline
-        self.error = None
-        self.timer = None
         self.retries = 0
-        self.batch = False
         self.fault = owner.send_latency_fault_enable
-        self._done = False
-        self._released = False
 
-    def done(self) -> bool:
-        """True once an answer or a failure reached this try."""
-        return self._done
+    # ------------------------------------------------------------- the pending entry
 
-    def set_result(self, resp) -> None:
+    def answered(self) -> bool:
+        """True once an answer or a failure reached this send's first try."""
+        return self._answered
+
+    def on_response(self, resp) -> None:
         """The broker's answer: a SUCCESS with plain fields completes the send here."""
         cdef RemotingCommand cmd
         cdef int64_t qid, qoff
         cdef PyObject* p
-        self._done = True
+        self._answered = True
         if type(resp) is RemotingCommand:
             cmd = <RemotingCommand>resp
             code, ext = cmd._code, cmd.ext_fields
@@ -542,16 +564,17 @@ cdef class AsyncSend:
                     and _plain_int(ext.get(_QUEUE_ID), &qid) and qid == mq.queue_id \
                     and _plain_int(ext.get(_QUEUE_OFFSET), &qoff):
                 if self.fault:
-                    self.owner._update_fault(mq.broker_name, int((self.fut.get_loop().time() - self.begin) * 1000),
-                                        False)
+                    self.owner._update_fault(mq.broker_name, int((self._loop.time() - self.begin) * 1000), False)
                 self.finish(_result(_SEND_OK, self.uniq, msg_id, mq, qoff, ext.get(_MSG_REGION)), None)
                 return
         self.owner._async_answer(self, resp)
 
-    def set_exception(self, exc) -> None:
+    def on_failure(self, exc) -> None:
         """The try failed before any answer (connection lost, timed out)."""
-        self._done = True
+        self._answered = True
         self.owner._async_failed(self, exc)
+
+    # ------------------------------------------------------------- the send's end
 
     def release(self) -> None:
         """Give the in-flight permit back (once)."""
@@ -566,21 +589,139 @@ cdef class AsyncSend:
         if self.timer is not None:
             self.timer.cancel()
             self.timer = None
-        fut = self.fut
-        if fut.done():
+        if self._state != _PENDING:  # the caller cancelled it
             return
         if self.callback is not None:
             try:
                 self.callback(result, exc)
             except Exception as cb_exc:
-                fut.set_exception(cb_exc)
+                self._complete(None, cb_exc)
                 return
-        if exc is not None:
-            fut.set_exception(exc)
-            if self.callback is not None:
-                fut.exception()  # the callback had it: not to be logged as never retrieved
+        self._complete(result, exc)
+        if exc is not None and self.callback is not None:
+            self._log_traceback = False  # the callback had it: not to be logged as never retrieved
+
+    cdef _complete(self, result, exc):
+        if exc is None:
+            self._result = result
         else:
-            fut.set_result(result)
+            self._exception = exc
+            self._exception_tb = exc.__traceback__
+            self._log_traceback = True
+        self._state = _FINISHED
+        self._schedule_callbacks()
+
+    cdef _schedule_callbacks(self):
+        cb0 = self._cb0
+        if cb0 is not None:
+            ctx0 = self._ctx0
+            self._cb0 = self._ctx0 = None
+            self._loop.call_soon(cb0, self, context=ctx0)
+        callbacks = self._callbacks
+        if callbacks is not None:
+            self._callbacks = None
+            for cb, ctx in callbacks:
+                self._loop.call_soon(cb, self, context=ctx)
+
+    # ------------------------------------------------------------- asyncio's Future protocol
+
+    def set_result(self, result) -> None:
+        raise RuntimeError("a send's future is completed by the send only")
+
+    def set_exception(self, exception) -> None:
+        raise RuntimeError("a send's future is completed by the send only")
+
+    def get_loop(self):
+        """The loop the send runs on."""
+        return self._loop
+
+    def done(self) -> bool:
+        """True once the send is over (or cancelled)."""
+        return self._state != _PENDING
+
+    def cancelled(self) -> bool:
+        return self._state == _CANCELLED
+
+    def cancel(self, msg=None) -> bool:
+        """Cancel the caller's wait; a request already written is not recalled (its answer is
+        taken, then dropped)."""
+        self._log_traceback = False
+        if self._state != _PENDING:
+            return False
+        self._state = _CANCELLED
+        self._cancel_message = msg
+        self._schedule_callbacks()
+        return True
+
+    cdef _cancelled_error(self):
+        return CancelledError() if self._cancel_message is None else CancelledError(self._cancel_message)
+
+    def result(self):
+        """The SendResult; raises the send's error, CancelledError, or InvalidStateError while it runs."""
+        if self._state == _CANCELLED:
+            raise self._cancelled_error()
+        if self._state != _FINISHED:
+            raise InvalidStateError("Result is not ready.")
+        self._log_traceback = False
+        if self._exception is not None:
+            raise self._exception.with_traceback(self._exception_tb)
+        return self._result
+
+    def exception(self):
+        """The send's error or None; raises CancelledError, or InvalidStateError while it runs."""
+        if self._state == _CANCELLED:
+            raise self._cancelled_error()
+        if self._state != _FINISHED:
+            raise InvalidStateError("Exception is not set.")
+        self._log_traceback = False
+        return self._exception
+
+    def add_done_callback(self, fn, *, context=None) -> None:
+        """``fn(self)`` on the loop once the send is over, in ``context`` (a copy of the current one)."""
+        if context is None:
+            context = copy_context()
+        if self._state != _PENDING:
+            self._loop.call_soon(fn, self, context=context)
+        elif self._cb0 is None and not self._callbacks:
+            self._cb0, self._ctx0 = fn, context
+        else:
+            if self._callbacks is None:
+                self._callbacks = []
+            self._callbacks.append((fn, context))
+
+    def remove_done_callback(self, fn) -> int:
+        """Forget every ``fn`` added; returns how many."""
+        cdef int n = 0
+        if self._cb0 is not None and self._cb0 == fn:
+            self._cb0 = self._ctx0 = None
+            n = 1
+        if self._callbacks:
+            kept = [(cb, ctx) for cb, ctx in self._callbacks if cb != fn]
+            n += len(self._callbacks) - len(kept)
+            self._callbacks = kept or None
+        return n
+
+    def __await__(self):
+        if self._state == _PENDING:
+            self._asyncio_future_blocking = True
+            yield self
+        if self._state == _PENDING:
+            raise RuntimeError("await wasn't used with future")
+        return self.result()
+
+    def __iter__(self):
+        return self.__await__()
+
+    def __del__(self):
+        if self._log_traceback and self._state == _FINISHED and self._loop is not None:
+            self._loop.call_exception_handler({
+                "message": f"{type(self).__name__} exception was never retrieved",
+                "exception": self._exception,
+                "future": self,
+            })
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {('pending', 'cancelled', 'finished')[self._state]} {self.mq!r}>"
 
 
 @cython.final
@@ -608,7 +749,6 @@ cdef class SendFastPath:
     cdef object _open
     cdef object _loop
     cdef object _time
-    cdef object _create_future
 
     def __init__(self, owner, SendRequestWriter writer, UniqIds ids, next_opaque):
         self.owner = owner
@@ -633,7 +773,6 @@ cdef class SendFastPath:
     def loop(self, loop):
         self._loop = loop
         self._time = None if loop is None else loop.time
-        self._create_future = None if loop is None else loop.create_future
 
     cpdef uint64_t next_counter(self):
         """The round-robin counter, one step on (it wraps, staying a positive int64)."""
@@ -696,7 +835,6 @@ cdef class SendFastPath:
             return None  # the general path raises the typed error for it
         now = self._time()
         tmo = self.send_msg_timeout if timeout_ms is None else int(timeout_ms)
-        fut = self._create_future()
         entry = AsyncSend.__new__(AsyncSend)
         entry.owner = owner
         entry.topic = topic
@@ -705,20 +843,16 @@ cdef class SendFastPath:
         entry.properties = props
         entry.mq = chosen
         entry.uniq = uniq
-        entry.fut = fut
+        entry._loop = self._loop
         entry.callback = callback
         entry.permits = None if awaited else self._permits
-        entry.error = None
-        entry.timer = None
         entry.timeout_ms = tmo
         entry.retries = self.retry_times_when_send_failed if awaited else self.retry_times_when_send_async_failed
         entry.batch = batch_ids is not None
         entry.fault = self.send_latency_fault_enable
         entry.begin = now
         entry.deadline = now + tmo / 1000.0
-        entry._done = False
-        entry._released = False
         conn.start_frame(opaque, frame, entry)
         if awaited:
             entry.timer = self._loop.call_at(entry.deadline, conn.expire, opaque)
-        return fut
+        return entry

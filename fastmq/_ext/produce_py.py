@@ -16,9 +16,10 @@ A producer spends its time on five things per message; each is one call here:
   it needs at hand (running, a topic already checked, a cached route, an open connection):
   queue chosen, UNIQ_KEY given, frame written and queued on the connection with an
   :class:`AsyncSend` entry, in one call; ``None`` sends the message down the general path.
-- :class:`AsyncSend` is the connection's pending entry of a send's try: a SUCCESS
-  answer becomes a :class:`SendResult` and completes the caller's future without leaving this
-  class; anything else goes back to the producer (``owner._async_answer`` / ``_async_failed``).
+- :class:`AsyncSend` is both the caller's future of a send and the connection's pending entry
+  of its first try: a SUCCESS answer becomes a :class:`SendResult` and completes the future
+  without leaving this class; anything else goes back to the producer
+  (``owner._async_answer`` / ``_async_failed``).
 
 Frame layout (RocketMQ RemotingCommand, JSON header)::
 
@@ -30,6 +31,7 @@ Frame layout (RocketMQ RemotingCommand, JSON header)::
 """
 from __future__ import annotations
 
+import asyncio
 import calendar
 import json
 import random
@@ -229,29 +231,41 @@ def _plain_int(s: object) -> int | None:
     return int(s)
 
 
-class AsyncSend:
-    """One send's try, as its connection's pending entry (``deadline`` on the loop
-    clock, ``timeout_ms`` reported on expiry). ``owner`` is the producer: it is asked back for
-    everything but a plain SUCCESS (``_async_answer(entry, resp)``, ``_async_failed(entry, exc)``),
-    and its ``_update_fault`` keeps the latency buckets current when ``fault`` (the owner's
-    ``send_latency_fault_enable`` as the send started) is set. ``permits`` (or None) gets one
-    ``release()`` when the send is over, whatever its end, and ``timer`` (a loop timer handle, or
-    None) is cancelled then. ``retries`` is how many more tries
-    the producer may make after this one; ``batch`` says the message is a SEND_BATCH_MESSAGE body
-    (``uniq`` then holds its messages' UNIQ_KEYs, joined by commas).
+class AsyncSend(asyncio.Future):  # type: ignore[type-arg]
+    """One asynchronous send: the future its caller holds, and the pending entry of its first try
+    on the connection (``deadline`` on the loop clock, ``timeout_ms`` reported on expiry).
+
+    One object for both because a pipelining caller keeps thousands of sends in flight: each is
+    promoted to the cycle collector's oldest generation and walked by every full collection, and
+    a separate future and entry made that two objects a send (measured: full collections were a
+    quarter of ``send_async``'s time).
+
+    As a pending entry (``answered`` / ``on_response`` / ``on_failure``, see
+    ``Connection.pending``): a plain SUCCESS answer becomes a :class:`SendResult` without leaving
+    this class; anything else goes back to ``owner``, the producer (``_async_answer(entry,
+    resp)``, ``_async_failed(entry, exc)``), and its ``_update_fault`` keeps the latency buckets
+    current when ``fault`` (the owner's ``send_latency_fault_enable`` as the send started) is
+    set. ``retries`` is how many more tries the producer may make after this one, on its general
+    path; ``batch`` says the message is a SEND_BATCH_MESSAGE body (``uniq`` then holds its
+    messages' UNIQ_KEYs, joined by commas).
+
+    As a future: asyncio's, completed only by :meth:`finish` (``set_result`` and
+    ``set_exception`` raise, as a Task's do). ``permits`` (or None) gets one ``release()`` when
+    the send is over, whatever its end, and ``timer`` (a loop timer handle, or None) is
+    cancelled then. Cancelling the future does not recall a request already written: its answer
+    is still taken (permit, latency) and then dropped.
 
     The entry keeps the message's topic, body, flag and properties, not the ``Message``: those are
     all a retry needs, and none is seen by the cycle collector, so a caller's message can die as
-    soon as the caller drops it. Kept in flight, it would be promoted to the oldest generation
-    with the thousands of sends around it and add to every full collection (measured: full
-    collections were a quarter to a third of ``send_async``'s time)."""
+    soon as the caller drops it."""
 
-    __slots__ = ("owner", "topic", "body", "flag", "properties", "mq", "uniq", "fut", "callback", "permits",
-                 "timeout_ms", "begin", "deadline", "error", "retries", "batch", "fault", "timer", "_done",
+    __slots__ = ("owner", "topic", "body", "flag", "properties", "mq", "uniq", "callback", "permits",
+                 "timeout_ms", "begin", "deadline", "error", "retries", "batch", "fault", "timer", "_answered",
                  "_released")
 
-    def __init__(self, owner: Any, msg: Any, mq: Any, uniq: str, fut: Any, callback: Callable[..., Any] | None,
+    def __init__(self, owner: Any, msg: Any, mq: Any, uniq: str, loop: Any, callback: Callable[..., Any] | None,
                  permits: Any, timeout_ms: int, begin: float, deadline: float) -> None:
+        super().__init__(loop=loop)
         self.owner = owner
         if msg is None:
             self.topic = self.body = self.flag = self.properties = None
@@ -259,7 +273,6 @@ class AsyncSend:
             self.topic, self.body, self.flag, self.properties = msg.topic, msg.body, msg.flag, msg.properties
         self.mq = mq
         self.uniq = uniq
-        self.fut = fut
         self.callback = callback
         self.permits = permits
         self.timeout_ms = timeout_ms
@@ -270,16 +283,18 @@ class AsyncSend:
         self.batch = False
         self.fault = bool(owner.send_latency_fault_enable)  # the send's own: as set when it started
         self.timer: Any = None
-        self._done = False
+        self._answered = False
         self._released = False
 
-    def done(self) -> bool:
-        """True once an answer or a failure reached this try."""
-        return self._done
+    # ------------------------------------------------------------- the pending entry
 
-    def set_result(self, resp: Any) -> None:
+    def answered(self) -> bool:
+        """True once an answer or a failure reached this send's first try."""
+        return self._answered
+
+    def on_response(self, resp: Any) -> None:
         """The broker's answer: a SUCCESS with plain fields completes the send here."""
-        self._done = True
+        self._answered = True
         ext = resp.ext_fields if resp.code == _SUCCESS else None
         if type(ext) is dict:
             qid = _plain_int(ext.get("queueId"))
@@ -288,16 +303,18 @@ class AsyncSend:
             mq = self.mq
             if qid == mq.queue_id and qoff is not None and type(msg_id) is str:
                 if self.fault:
-                    self.owner._update_fault(mq.broker_name, int((self.fut.get_loop().time() - self.begin) * 1000),
+                    self.owner._update_fault(mq.broker_name, int((self.get_loop().time() - self.begin) * 1000),
                                              False)
                 self.finish(SendResult("SEND_OK", self.uniq, msg_id, mq, qoff, ext.get("MSG_REGION")), None)
                 return
         self.owner._async_answer(self, resp)
 
-    def set_exception(self, exc: BaseException) -> None:
+    def on_failure(self, exc: BaseException) -> None:
         """The try failed before any answer (connection lost, timed out)."""
-        self._done = True
+        self._answered = True
         self.owner._async_failed(self, exc)
+
+    # ------------------------------------------------------------- the send's end
 
     def release(self) -> None:
         """Give the in-flight permit back (once)."""
@@ -313,21 +330,30 @@ class AsyncSend:
         if self.timer is not None:
             self.timer.cancel()
             self.timer = None
-        fut = self.fut
-        if fut.done():  # the caller cancelled it
+        if self.done():  # the caller cancelled it
             return
         if self.callback is not None:
             try:
                 self.callback(result, exc)
             except Exception as cb_exc:
-                fut.set_exception(cb_exc)
+                _FUTURE_SET_EXCEPTION(self, cb_exc)
                 return
         if exc is not None:
-            fut.set_exception(exc)
+            _FUTURE_SET_EXCEPTION(self, exc)
             if self.callback is not None:
-                fut.exception()  # the callback had it: not to be logged as never retrieved
+                self.exception()  # the callback had it: not to be logged as never retrieved
         else:
-            fut.set_result(result)
+            _FUTURE_SET_RESULT(self, result)
+
+    def set_result(self, result: Any) -> None:
+        raise RuntimeError("a send's future is completed by the send only")
+
+    def set_exception(self, exception: Any) -> None:
+        raise RuntimeError("a send's future is completed by the send only")
+
+
+_FUTURE_SET_RESULT = asyncio.Future.set_result
+_FUTURE_SET_EXCEPTION = asyncio.Future.set_exception
 
 
 class SendFastPath:
@@ -415,8 +441,7 @@ class SendFastPath:
         loop = self.loop
         now = loop.time()
         timeout_ms = self.send_msg_timeout if timeout_ms is None else int(timeout_ms)
-        fut = loop.create_future()
-        entry = AsyncSend(owner, msg, chosen, uniq, fut, callback, None if awaited else self._permits, timeout_ms,
+        entry = AsyncSend(owner, msg, chosen, uniq, loop, callback, None if awaited else self._permits, timeout_ms,
                           now, now + timeout_ms / 1000)
         entry.retries = self.retry_times_when_send_failed if awaited else self.retry_times_when_send_async_failed
         entry.batch = batch_ids is not None
@@ -424,4 +449,4 @@ class SendFastPath:
         conn.start_frame(opaque, frame, entry)
         if awaited:
             entry.timer = loop.call_at(entry.deadline, conn.expire, opaque)
-        return fut
+        return entry

@@ -397,6 +397,12 @@ class Producer:
         broker connected, the first try costs no task and no timer: the compiled writer encodes
         the request frame, the connection queues it (the frames of one loop turn leave in one
         socket write) and the answer completes the future straight from the connection's read.
+
+        The future keeps asyncio's Future protocol (await it, ``gather``, ``wait_for``,
+        ``add_done_callback``, ``cancel``; ``asyncio.isfuture`` is true). On that first-try path
+        it is the send's own record, the one object a send in flight costs, so with the compiled
+        core it is not an ``asyncio.Future`` instance. Cancelling it stops the wait and any
+        retry, not a request already written.
         """
         permits = self._in_flight
         if permits is not None and not permits.try_acquire():
@@ -445,7 +451,7 @@ class Producer:
 
     def _async_answer(self, entry: AsyncSend, resp: RemotingCommand) -> None:
         """An answer the entry did not take as a plain SUCCESS: RocketMQ's checks, retries, errors."""
-        latency = int((entry.fut.get_loop().time() - entry.begin) * 1000)
+        latency = int((entry.get_loop().time() - entry.begin) * 1000)
         try:
             result = self._result(resp, entry.topic, entry.mq, entry.uniq)
         except BrokerError as exc:
@@ -466,14 +472,13 @@ class Producer:
 
     def _async_failed(self, entry: AsyncSend, exc: BaseException) -> None:
         """The entry's try failed before any answer (connection lost, timed out)."""
-        self._update_fault(entry.mq.broker_name, int((entry.fut.get_loop().time() - entry.begin) * 1000), True)
+        self._update_fault(entry.mq.broker_name, int((entry.get_loop().time() - entry.begin) * 1000), True)
         log.warning("send to %s failed: %s", entry.mq, exc)
         self._async_retry(entry, exc)
 
     def _async_retry(self, entry: AsyncSend, exc: BaseException | None) -> None:
         """The rest of the tries, on the general path, from where the entry's first try left off."""
-        fut = entry.fut
-        if fut.done():  # the caller cancelled it
+        if entry.done():  # the caller cancelled it
             entry.release()
             return
         entry.error = exc
@@ -484,14 +489,13 @@ class Producer:
         def relay(t: "asyncio.Task[SendResult | None]") -> None:
             if t.cancelled():
                 entry.release()
-                if not fut.done():
-                    fut.cancel()
+                entry.cancel()
             elif t.exception() is not None:
                 entry.finish(None, t.exception())
             else:
                 entry.finish(t.result(), None)
         task.add_done_callback(relay)
-        fut.add_done_callback(lambda f: task.cancel() if f.cancelled() else None)
+        entry.add_done_callback(lambda f: task.cancel() if f.cancelled() else None)
 
     async def send_oneway(self, msg: Message) -> None:
         """Send without waiting for any answer (one try)."""

@@ -74,15 +74,17 @@ class ConnectionGoneListener(ConnectionListener):
 
 
 class PendingEntry(Protocol):
-    """What ``Connection.pending`` holds per opaque: the response goes to ``set_result``, a failure
-    (connection lost, past ``deadline`` on the loop clock) to ``set_exception``."""
+    """What ``Connection.pending`` holds per opaque: the response goes to ``on_response``, a
+    failure (connection lost, past ``deadline`` on the loop clock) to ``on_failure``; neither once
+    ``answered()``. The names are not a future's: a send's entry is also the future its caller
+    holds (``produce_py.AsyncSend``), and its answer is not its result."""
 
     deadline: float
     timeout_ms: float
 
-    def done(self) -> bool: ...
-    def set_result(self, cmd: RemotingCommand) -> None: ...
-    def set_exception(self, exc: BaseException) -> None: ...
+    def answered(self) -> bool: ...
+    def on_response(self, cmd: RemotingCommand) -> None: ...
+    def on_failure(self, exc: BaseException) -> None: ...
 
 
 class _Waiter:
@@ -95,13 +97,13 @@ class _Waiter:
         self.deadline = deadline
         self.timeout_ms = timeout_ms
 
-    def done(self) -> bool:
+    def answered(self) -> bool:
         return self.fut.done()
 
-    def set_result(self, cmd: RemotingCommand) -> None:
+    def on_response(self, cmd: RemotingCommand) -> None:
         self.fut.set_result(cmd)
 
-    def set_exception(self, exc: BaseException) -> None:
+    def on_failure(self, exc: BaseException) -> None:
         self.fut.set_exception(exc)
 
 
@@ -188,12 +190,12 @@ class Connection(asyncio.Protocol):
         self.closed = True
         pending, self.pending = self.pending, {}
         for entry in pending.values():
-            if not entry.done():
+            if not entry.answered():
                 # One error object per future: a shared one would collect every caller's traceback.
                 err = RemotingSendRequestError(self.remote_addr,
                                                f"connection closed{': ' + str(exc) if exc else ''}")
                 err.__cause__ = exc
-                entry.set_exception(err)
+                entry.on_failure(err)
         for w in self._drain_waiters:
             if not w.done():
                 w.set_result(None)
@@ -340,7 +342,7 @@ class Connection(asyncio.Protocol):
 
     def start_request(self, request: RemotingCommand, entry: Any, deadline: float | None = None,
                       timeout_ms: float | None = None) -> None:
-        """Send ``request`` without waiting: its response goes to ``entry.set_result``, called from
+        """Send ``request`` without waiting: its response goes to ``entry.on_response``, called from
         ``data_received`` (see :meth:`start_frame`). ``entry`` is a :class:`PendingEntry`, or a
         future with its ``deadline`` and ``timeout_ms``."""
         if deadline is not None:
@@ -349,7 +351,7 @@ class Connection(asyncio.Protocol):
 
     def start_frame(self, opaque: int, frame: bytes, entry: PendingEntry) -> None:
         """Send a request already encoded as ``frame`` (its opaque is ``opaque``) without waiting:
-        its response goes to ``entry.set_result``, called from ``data_received``.
+        its response goes to ``entry.on_response``, called from ``data_received``.
 
         Must be called on the loop thread. Frames started in one turn of the loop leave in one
         socket write when the loop next turns, or as soon as OUTQ_FLUSH_BYTES have gathered. No
@@ -387,8 +389,8 @@ class Connection(asyncio.Protocol):
         """Fail our request ``opaque`` with RemotingTimeoutError now, if it still awaits its answer
         (a caller's own timer at its deadline)."""
         entry = self.pending.pop(opaque, None)
-        if entry is not None and not entry.done():
-            entry.set_exception(RemotingTimeoutError(self.remote_addr, entry.timeout_ms))
+        if entry is not None and not entry.answered():
+            entry.on_failure(RemotingTimeoutError(self.remote_addr, entry.timeout_ms))
 
     def expire_pending(self, now: float) -> int:
         """Fail the requests past their deadline (the once-a-second scan); returns how many."""
