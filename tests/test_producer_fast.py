@@ -311,3 +311,72 @@ async def test_a_failure_given_to_the_callback_is_not_logged_as_never_retrieved(
     await asyncio.sleep(0)
     assert isinstance(got[0], BrokerError) and isinstance(got[1], BrokerError) and isinstance(got[2], ClientStateError)
     assert "never retrieved" not in caplog.text
+
+
+@pytest.mark.c_ext
+async def test_sends_in_flight_are_hidden_from_the_collector_until_answered(cluster) -> None:  # noqa: F811
+    """The compiled fast path untracks an async send while its connection's pending table holds it
+    (thousands in flight made full collections a quarter of send_async's time); it is tracked
+    again when answered, and a full collection tracks every send in flight again first."""
+    import gc
+    addr, (b0, b1), _ = cluster
+    gc.disable()  # only the collections this test asks for
+    try:
+        async with Producer("PG", namesrv_addr=addr) as p:
+            await p.send(Message("T", b"warm"))
+            await p.send(Message("T", b"warm"))
+            loud = [await p.send_async(Message("T", b"loud")) for _ in range(4)]
+            assert not any(gc.is_tracked(f) for f in loud)
+            await asyncio.gather(*loud)
+            assert all(gc.is_tracked(f) for f in loud)
+
+            b0.silent_next, b1.silent_next = 2, 2  # the next two sends, wherever they go, never answered
+            quiet = [await p.send_async(Message("T", b"quiet")) for _ in range(2)]
+            await asyncio.sleep(0.05)
+            assert not any(gc.is_tracked(f) for f in quiet) and not any(f.done() for f in quiet)
+            gc.collect()
+            assert all(gc.is_tracked(f) for f in quiet)
+            for f in quiet:
+                f.cancel()
+    finally:
+        gc.enable()
+
+
+def test_a_producer_abandoned_with_sends_in_flight_is_collected(tmp_path) -> None:
+    """A loop closed with the producer never shut down and sends never answered (a broker that
+    stopped answering): nothing the sends in flight refer to may be kept alive for good."""
+    import gc
+    import os
+    import signal
+    import warnings
+    import weakref
+
+    from fastmq.remoting.loop import new_event_loop
+    from tests.support import broker_process, namesrv_process
+
+    ns = namesrv_process(tmp_path).start()
+    b = broker_process(tmp_path, ns.addr, brokerName="abandon").start()
+    try:
+        loop = new_event_loop()
+
+        async def abandon() -> tuple[weakref.ref, weakref.ref]:
+            p = Producer("PG_ABANDON", namesrv_addr=ns.addr)
+            await p.start()
+            await p.send(Message("Abandon", b"warm"))
+            os.kill(b.proc.pid, signal.SIGSTOP)
+            futs = [await p.send_async(Message("Abandon", b"x"), lambda r, e: None) for _ in range(50)]
+            await asyncio.sleep(0.05)
+            assert not any(f.done() for f in futs)
+            return weakref.ref(p), weakref.ref(futs[0].mq)
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ResourceWarning)  # the transports left open are the point
+            producer, queue = loop.run_until_complete(abandon())
+            loop.close()
+            del loop
+            gc.collect()
+        assert producer() is None and queue() is None
+    finally:
+        os.kill(b.proc.pid, signal.SIGCONT)
+        b.stop()
+        ns.stop()
