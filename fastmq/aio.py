@@ -17,6 +17,14 @@ For throughput, start many sends and wait for them together: ``send_async`` and
     results = await asyncio.gather(*futures)
     batch = [Message("TopicTest", b"b%d" % i) for i in range(100)]
     one_result = await (await producer.send_batch_async(batch))
+
+Faster still is the Java client's SendCallback style: a callback per send and no future kept
+(``gather`` costs more per future than the send itself; see ``benchmarks/RESULTS.md``)::
+
+    def on_sent(result, error):
+        ...  # result is a SendResult, or error says why the send failed
+    for i in range(1000):
+        await producer.send_async(Message("TopicTest", b"m%d" % i), on_sent)
 """
 from __future__ import annotations
 

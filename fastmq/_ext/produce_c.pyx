@@ -665,27 +665,25 @@ cdef class AsyncSend:
         self._schedule_callbacks()
         return True
 
-    cdef _cancelled_error(self):
-        return CancelledError() if self._cancel_message is None else CancelledError(self._cancel_message)
+    cdef _settled(self, str not_ready):
+        """Raise unless the send finished (CancelledError, or InvalidStateError(``not_ready``));
+        its error now counts as seen."""
+        if self._state == _CANCELLED:
+            raise CancelledError() if self._cancel_message is None else CancelledError(self._cancel_message)
+        if self._state != _FINISHED:
+            raise InvalidStateError(not_ready)
+        self._log_traceback = False
 
     def result(self):
         """The SendResult; raises the send's error, CancelledError, or InvalidStateError while it runs."""
-        if self._state == _CANCELLED:
-            raise self._cancelled_error()
-        if self._state != _FINISHED:
-            raise InvalidStateError("Result is not ready.")
-        self._log_traceback = False
+        self._settled("Result is not ready.")
         if self._exception is not None:
             raise self._exception.with_traceback(self._exception_tb)
         return self._result
 
     def exception(self):
         """The send's error or None; raises CancelledError, or InvalidStateError while it runs."""
-        if self._state == _CANCELLED:
-            raise self._cancelled_error()
-        if self._state != _FINISHED:
-            raise InvalidStateError("Exception is not set.")
-        self._log_traceback = False
+        self._settled("Exception is not set.")
         return self._exception
 
     def add_done_callback(self, fn, *, context=None) -> None:
