@@ -207,28 +207,29 @@ async def test_async_send_completes_a_plain_success_itself(produce, codec) -> No
         assert permits.released == 1  # released once, however often asked
 
 
+def _send_future(produce, loop, permits=None, callback=None, owner=None):
+    return produce.AsyncSend(owner or _Owner(), None, MessageQueue("T", "b", 0), "U", loop, callback, permits, 3000,
+                             0.0, 3.0)
+
+
 async def test_async_send_failure_and_callback_errors(produce) -> None:
     loop = asyncio.get_running_loop()
     owner, permits = _Owner(), _Permits()
-    entry = produce.AsyncSend(owner, None, MessageQueue("T", "b", 0), "U", loop, None, permits, 3000, 0.0, 3.0)
+    entry = _send_future(produce, loop, permits, owner=owner)
     err = RuntimeError("gone")
     entry.on_failure(err)
     assert entry.answered() and not entry.done() and owner.failures == [err]
 
     def bad(r: object, e: object) -> None:
         raise KeyError("callback")
-    entry = produce.AsyncSend(owner, None, MessageQueue("T", "b", 0), "U", loop, bad, None, 3000, 0.0, 3.0)
+    entry = _send_future(produce, loop, callback=bad)
     entry.finish("result", None)
     with pytest.raises(KeyError):
         entry.result()
-    entry = produce.AsyncSend(owner, None, MessageQueue("T", "b", 0), "U", loop, bad, permits, 3000, 0.0, 3.0)
+    entry = _send_future(produce, loop, permits, bad)
     assert entry.cancel()
     entry.finish("result", None)  # a cancelled caller: nothing to complete, the permit still comes back
     assert permits.released == 1 and entry.cancelled()
-
-
-def _send_future(produce, loop, permits=None, callback=None):
-    return produce.AsyncSend(_Owner(), None, MessageQueue("T", "b", 0), "U", loop, callback, permits, 3000, 0.0, 3.0)
 
 
 async def test_async_send_is_the_callers_future(produce) -> None:
@@ -246,9 +247,7 @@ async def test_async_send_is_the_callers_future(produce) -> None:
     with pytest.raises(RuntimeError):
         f.set_exception(ValueError())
 
-    async def waiter(fut):
-        return await fut
-    task = asyncio.ensure_future(waiter(f))
+    task = asyncio.ensure_future(_await(f))
     await asyncio.sleep(0)
     seen: list[str] = []
     f.add_done_callback(lambda g: seen.append("first"))
@@ -301,7 +300,7 @@ async def test_async_send_future_cancelled_by_its_caller(produce) -> None:
     assert f.cancelled() and permits.released == 1
 
     f = _send_future(produce, loop)
-    task = asyncio.ensure_future(_later_never(f))
+    task = asyncio.ensure_future(_await(f))
     await asyncio.sleep(0)
     task.cancel("stop")
     with pytest.raises(asyncio.CancelledError):
@@ -311,7 +310,7 @@ async def test_async_send_future_cancelled_by_its_caller(produce) -> None:
         f.result()
 
 
-async def _later_never(f):
+async def _await(f):
     return await f
 
 
