@@ -188,7 +188,7 @@ class CommitLog:
         """
         table = self.topic_queue_table
         with self._lock:
-            next_offsets = np.fromiter((table.get(k, 0) for k in batch.keys), np.int64, len(batch.keys))
+            next_offsets = np.array([table.get(k, 0) for k in batch.keys], np.int64)
             mf = self.mfq.get_last_mapped_file()
             i = 0
             try:

@@ -478,7 +478,7 @@ class MessageStore(MessageGetter):
             cq.put_run(int(rows[0, _C_QOFF]), rows[:, _C_PHYS], rows[:, _C_SIZE], rows[:, _C_TAGS])
             if cb is not None:
                 tags = rows[:, _C_TAGS]
-                tag = int(tags[0]) if (tags == tags[0]).all() else None
+                tag = int(tags[0]) if len(tags) == 1 or (tags == tags[0]).all() else None
                 try:
                     cb(topic, qid, int(rows[-1, _C_QOFF]) + 1, tag)
                 except Exception:  # a listener bug must not fail a stored send
