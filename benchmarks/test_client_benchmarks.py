@@ -1,5 +1,6 @@
 """The client end to end through the public API, against one fastmq broker; the official C++ client
-(rocketmq 0.4.4) sending to the same broker is the peer to beat.
+(rocketmq 0.4.4) sending to the same broker is the peer to beat, and one-in-flight sends are also
+timed beside the references of ``round_trips`` (an echo floor, redis-py when installed).
 
 Real figures: ``.venv/bin/python -m pytest benchmarks/test_client_benchmarks.py --benchmark-only -s``.
 """
@@ -8,23 +9,29 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import shutil
-import socket
+import os
 import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any, Awaitable, Callable, Iterator
+from typing import NamedTuple
 
 import numpy as np
 import pytest
+from round_trips import RoundTrip, echo_round_trip, pinned, redis_client
 
 from fastmq.aio import Message, Producer
 from fastmq.client.push_consumer import ConsumeStatus, PushConsumer
 from fastmq.remoting.loop import run
-from tests.support import broker_process, free_port, namesrv_process, wait_port
+from tests.support import broker_process, namesrv_process
 
 N_SYNC, N_ASYNC, N_BATCH = 2000, 20000, 100
+
+
+class Cluster(NamedTuple):
+    ns: str
+    tmp: Path
+    broker_pid: int
 
 
 @pytest.fixture(scope="module")
@@ -32,8 +39,9 @@ def cluster(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("client-bench")
     ns = namesrv_process(tmp).start()
     b = broker_process(tmp, ns.addr, brokerName="bench", mappedFileSizeCommitLog=268435456).start()
+    assert b.proc is not None
     try:
-        yield ns.addr, tmp
+        yield Cluster(ns.addr, tmp, b.proc.pid)
     finally:
         b.stop()
         ns.stop()
@@ -52,94 +60,13 @@ async def _sync_sends(ns: str, n: int) -> np.ndarray:
 
 
 def test_sync_send_latency(benchmark, cluster) -> None:
-    ns, _ = cluster
+    ns = cluster.ns
     out: list[np.ndarray] = []
     benchmark.pedantic(lambda: out.append(run(_sync_sends(ns, N_SYNC))), rounds=1, iterations=1)
     lat = out[0] * 1e6
     p50, p99 = np.percentile(lat, 50), np.percentile(lat, 99)
     benchmark.extra_info.update(p50_us=round(p50, 1), p99_us=round(p99, 1))
     print(f"\nsync send, one in flight, 128 B: p50 {p50:.0f} us, p99 {p99:.0f} us over {N_SYNC}")
-
-
-# The floor under any send: an echo server written with the loop the broker runs on (uvloop when
-# installed), in a process of its own, answering each frame after ``argv[2]`` µs of busy work (0 for
-# the floor). One round trip through it is what a Python client and a Python server cost each other
-# on this machine before any message work.
-_ECHO_SERVER = """
-import asyncio, socket, sys, time
-from fastmq.remoting.loop import run
-work = float(sys.argv[2]) / 1e6
-class Echo(asyncio.Protocol):
-    def connection_made(self, t):
-        t.get_extra_info("socket").setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self.t = t
-    def data_received(self, d):
-        end = time.perf_counter() + work
-        while time.perf_counter() < end:
-            pass
-        self.t.write(d)
-async def main():
-    await asyncio.get_running_loop().create_server(Echo, "127.0.0.1", int(sys.argv[1]))
-    await asyncio.Event().wait()
-run(main())
-"""
-_ECHO_FRAME = b"x" * 400  # about a SEND_MESSAGE_V2 request carrying 128 B
-
-
-@contextlib.contextmanager
-def _server(argv: list[str], port: int, cwd: Path) -> Iterator[None]:
-    proc = subprocess.Popen(argv, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        wait_port(port, 20.0, proc)
-        yield
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)
-
-
-def _redis_client(tmp: Path, stack: contextlib.ExitStack) -> Any:
-    """A redis-py client of a redis-server started here, or None when either is not installed
-    (Debian's redis-server and PyPI's redis; they are references, not dependencies)."""
-    try:
-        import redis
-    except ImportError:
-        return None
-    if shutil.which("redis-server") is None:
-        return None
-    port = free_port()
-    stack.enter_context(_server(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-                                 "--appendonly", "no", "--dir", str(tmp)], port, tmp))
-    client = redis.Redis(host="127.0.0.1", port=port)
-    stack.callback(client.close)
-    return client
-
-
-async def _echo_round_trip(tmp: Path, work_us: float,
-                           stack: contextlib.ExitStack) -> Callable[[], Awaitable[None]]:
-    """One round trip to an echo server started here (see ``_ECHO_SERVER``), as a coroutine."""
-    loop = asyncio.get_running_loop()
-    port = free_port()
-    stack.enter_context(_server([sys.executable, "-c", _ECHO_SERVER, str(port), str(work_us)], port, tmp))
-    answered: list[asyncio.Future] = []
-
-    class EchoClient(asyncio.Protocol):
-        def data_received(self, data: bytes) -> None:  # a 400 B echo arrives in one read on loopback
-            answered.pop().set_result(None)
-
-    transport, _ = await loop.create_connection(EchoClient, "127.0.0.1", port)
-    transport.get_extra_info("socket").setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    stack.callback(transport.close)
-
-    async def round_trip() -> None:
-        fut = loop.create_future()
-        answered.append(fut)
-        transport.write(_ECHO_FRAME)
-        await fut
-    return round_trip
 
 
 async def _side_by_side(ns: str, tmp: Path, blocks: int, per_block: int) -> dict[str, np.ndarray]:
@@ -149,8 +76,8 @@ async def _side_by_side(ns: str, tmp: Path, blocks: int, per_block: int) -> dict
     lat: dict[str, list[float]] = {"fastmq send": [], "asyncio echo": [], "redis-py XADD": []}
     body = b"x" * 128
     with contextlib.ExitStack() as stack:
-        echo = await _echo_round_trip(tmp, 0.0, stack)
-        rds = _redis_client(tmp, stack)
+        echo = await echo_round_trip(tmp, stack)
+        rds = redis_client(tmp, stack)
         if rds is None:
             del lat["redis-py XADD"]
         async with Producer("PG_BENCH_SIDE", namesrv_addr=ns) as p:
@@ -162,7 +89,7 @@ async def _side_by_side(ns: str, tmp: Path, blocks: int, per_block: int) -> dict
             async def xadd() -> None:
                 rds.xadd("ClientBench", {"body": body})  # blocking: nothing else runs on this loop
 
-            peers: dict[str, Callable[[], Awaitable[None]]] = {
+            peers: dict[str, RoundTrip] = {
                 "fastmq send": fastmq_send, "asyncio echo": echo, "redis-py XADD": xadd}
             for name in lat:  # each warmed once, untimed
                 await peers[name]()
@@ -177,41 +104,25 @@ async def _side_by_side(ns: str, tmp: Path, blocks: int, per_block: int) -> dict
     return {name: np.array(v) * 1e6 for name, v in lat.items()}
 
 
-def test_sync_send_latency_side_by_side(benchmark, cluster) -> None:
-    ns, tmp = cluster
+# Where a one-in-flight exchange runs decides its cost on this VM more than either end's code:
+# "scheduler" leaves placement to the kernel, "one vCPU" pins both ends (and the references) to
+# one: what the exchange costs without cross-vCPU wake-ups (see test_round_trip_benchmarks.py).
+@pytest.mark.parametrize("placement", ["scheduler", "one vCPU"])
+def test_sync_send_latency_side_by_side(benchmark, cluster, placement: str) -> None:
     out: list[dict[str, np.ndarray]] = []
-    benchmark.pedantic(lambda: out.append(run(_side_by_side(ns, tmp, 10, 300))), rounds=1, iterations=1)
+
+    def go() -> None:
+        with pinned([0, cluster.broker_pid], min(os.sched_getaffinity(0))) if placement == "one vCPU" \
+                else contextlib.nullcontext():
+            out.append(run(_side_by_side(cluster.ns, cluster.tmp, 10, 300)))
+    benchmark.pedantic(go, rounds=1, iterations=1)
     p50 = {name: float(np.percentile(v, 50)) for name, v in out[0].items()}
     benchmark.extra_info.update({f"{name} p50_us": round(v, 1) for name, v in p50.items()})
     for name, v in out[0].items():
-        print(f"\n{name}, one in flight: p50 {p50[name]:.0f} us, p99 {np.percentile(v, 99):.0f} us over {len(v)}",
-              end="")
+        print(f"\n{name}, one in flight ({placement}): p50 {p50[name]:.0f} us, p99 {np.percentile(v, 99):.0f} us "
+              f"over {len(v)}", end="")
     ratios = ", ".join(f"/ {name} {p50['fastmq send'] / v:.2f}" for name, v in p50.items() if name != "fastmq send")
-    print(f"\np50 ratios, fastmq send {ratios}")
-
-
-async def _echo_by_work(tmp: Path, work_us: float, n: int) -> np.ndarray:
-    with contextlib.ExitStack() as stack:
-        round_trip = await _echo_round_trip(tmp, work_us, stack)
-        await round_trip()
-        lat = np.empty(n)
-        for i in range(n):
-            t0 = time.perf_counter()
-            await round_trip()
-            lat[i] = time.perf_counter() - t0
-    return lat * 1e6
-
-
-@pytest.mark.parametrize("work_us", [0, 10, 20, 30])
-def test_echo_round_trip_by_server_work(benchmark, tmp_path, work_us: int) -> None:
-    """What one exchange costs here as the server's work per request grows: the machine's part
-    of the sync-send latency, apart from fastmq's (see RESULTS, session 7)."""
-    out: list[np.ndarray] = []
-    benchmark.pedantic(lambda: out.append(run(_echo_by_work(tmp_path, work_us, 3000))), rounds=1, iterations=1)
-    p50 = float(np.percentile(out[0], 50))
-    benchmark.extra_info["p50_us"] = round(p50, 1)
-    print(f"\necho with {work_us} us of server work per request, one in flight: p50 {p50:.0f} us, "
-          f"p99 {np.percentile(out[0], 99):.0f} us")
+    print(f"\np50 ratios ({placement}), fastmq send {ratios}")
 
 
 async def _async_sends(ns: str, n: int, rounds: int, with_callback: bool) -> list[float]:
@@ -247,7 +158,7 @@ async def _async_sends(ns: str, n: int, rounds: int, with_callback: bool) -> lis
 
 @pytest.mark.parametrize("style", ["gather", "callback"])
 def test_async_pipelined_sends(benchmark, cluster, style: str) -> None:
-    ns, _ = cluster
+    ns = cluster.ns
     rates: list[float] = []
     benchmark.pedantic(lambda: rates.extend(run(_async_sends(ns, N_ASYNC, 7, style == "callback"))), rounds=1,
                        iterations=1)
@@ -279,7 +190,7 @@ async def _batch_sends(ns: str, batches: int, rounds: int, pipelined: bool = Fal
 
 @pytest.mark.parametrize("style", ["send_batch", "send_batch_async"])
 def test_batch_sends(benchmark, cluster, style: str) -> None:
-    ns, _ = cluster
+    ns = cluster.ns
     rates: list[float] = []
     benchmark.pedantic(lambda: rates.extend(run(_batch_sends(ns, 200, 7, style == "send_batch_async"))), rounds=1,
                        iterations=1)
@@ -337,7 +248,7 @@ N_CONSUME = 200_000
 
 
 def test_push_consumption(benchmark, cluster) -> None:
-    ns, _ = cluster
+    ns = cluster.ns
     rates: list[tuple[float, float]] = []
     benchmark.pedantic(lambda: rates.extend(run(_produce_then_consume(ns, N_CONSUME))), rounds=1, iterations=1)
     (rate, steady), (_, again) = rates
@@ -351,7 +262,7 @@ def test_push_consumption(benchmark, cluster) -> None:
 @pytest.mark.cpp_client
 def test_cpp_client_sync_sends_for_comparison(benchmark, cluster) -> None:
     pytest.importorskip("rocketmq.client")
-    ns, tmp = cluster
+    ns, tmp = cluster.ns, cluster.tmp
     peer = Path(__file__).resolve().parent.parent / "tests" / "cpp_peer.py"
     out: list[dict] = []
 

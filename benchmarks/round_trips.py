@@ -1,0 +1,131 @@
+"""Reference peers for one-in-flight latency: an echo server (the floor under any request/answer
+exchange between two Python processes here), redis-server through redis-py, and CPU pinning.
+
+They are references, not dependencies: redis-server (Debian's package) and redis-py (PyPI's
+``redis``) are used when installed and skipped otherwise.
+"""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Awaitable, Callable, Iterator
+
+import numpy as np
+
+from tests.support import free_port, wait_port
+
+# Written with the loop the broker runs on (uvloop when installed); answers each frame after
+# ``argv[2]`` µs of busy work, 0 for the floor.
+_ECHO_SERVER = """
+import asyncio, socket, sys, time
+from fastmq.remoting.loop import run
+work = float(sys.argv[2]) / 1e6
+class Echo(asyncio.Protocol):
+    def connection_made(self, t):
+        t.get_extra_info("socket").setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.t = t
+    def data_received(self, d):
+        end = time.perf_counter() + work
+        while time.perf_counter() < end:
+            pass
+        self.t.write(d)
+async def main():
+    await asyncio.get_running_loop().create_server(Echo, "127.0.0.1", int(sys.argv[1]))
+    await asyncio.Event().wait()
+run(main())
+"""
+ECHO_FRAME = b"x" * 400  # about a SEND_MESSAGE_V2 request carrying 128 B
+
+RoundTrip = Callable[[], Awaitable[None]]
+
+
+@contextlib.contextmanager
+def server(argv: list[str], port: int, cwd: Path) -> Iterator[subprocess.Popen]:
+    """A server process listening on ``port``, stopped (bounded) on exit."""
+    proc = subprocess.Popen(argv, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_port(port, 20.0, proc)
+        yield proc
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
+
+
+async def echo_round_trip(tmp: Path, stack: contextlib.ExitStack, work_us: float = 0.0,
+                          server_cpu: int | None = None) -> RoundTrip:
+    """One round trip to an echo server started here, as a coroutine function; ``server_cpu``
+    pins the server to that CPU."""
+    loop = asyncio.get_running_loop()
+    port = free_port()
+    proc = stack.enter_context(server([sys.executable, "-c", _ECHO_SERVER, str(port), str(work_us)], port, tmp))
+    if server_cpu is not None:
+        os.sched_setaffinity(proc.pid, {server_cpu})
+    answered: list[asyncio.Future] = []
+
+    class EchoClient(asyncio.Protocol):
+        def data_received(self, data: bytes) -> None:  # a 400 B echo arrives in one read on loopback
+            answered.pop().set_result(None)
+
+    transport, _ = await loop.create_connection(EchoClient, "127.0.0.1", port)
+    transport.get_extra_info("socket").setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    stack.callback(transport.close)
+
+    async def round_trip() -> None:
+        fut = loop.create_future()
+        answered.append(fut)
+        transport.write(ECHO_FRAME)
+        await fut
+    return round_trip
+
+
+def redis_client(tmp: Path, stack: contextlib.ExitStack) -> Any:
+    """A redis-py client of a redis-server started here (no persistence), or None when either
+    is not installed."""
+    try:
+        import redis
+    except ImportError:
+        return None
+    if shutil.which("redis-server") is None:
+        return None
+    port = free_port()
+    stack.enter_context(server(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+                                "--appendonly", "no", "--dir", str(tmp)], port, tmp))
+    client = redis.Redis(host="127.0.0.1", port=port)
+    stack.callback(client.close)
+    return client
+
+
+@contextlib.contextmanager
+def pinned(pids: list[int], cpu: int) -> Iterator[None]:
+    """``pids`` (0: this process) on ``cpu`` alone, each put back where it was afterwards;
+    processes started meanwhile from this one inherit the pin."""
+    before = {pid: os.sched_getaffinity(pid) for pid in pids}
+    try:
+        for pid in pids:
+            os.sched_setaffinity(pid, {cpu})
+        yield
+    finally:
+        for pid, cpus in before.items():
+            with contextlib.suppress(ProcessLookupError):
+                os.sched_setaffinity(pid, cpus)
+
+
+async def time_round_trips(one: RoundTrip, n: int) -> np.ndarray:
+    """Latencies of ``n`` round trips one after another, in µs."""
+    lat = np.empty(n)
+    for i in range(n):
+        t0 = time.perf_counter()
+        await one()
+        lat[i] = time.perf_counter() - t0
+    return lat * 1e6
