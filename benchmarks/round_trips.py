@@ -106,19 +106,29 @@ def redis_client(tmp: Path, stack: contextlib.ExitStack) -> Any:
     return client
 
 
+def _threads(pid: int) -> list[int]:
+    """The thread ids of process ``pid`` (0: this one); affinity is per thread on Linux."""
+    return [int(t) for t in os.listdir(f"/proc/{pid or os.getpid()}/task")]
+
+
 @contextlib.contextmanager
 def pinned(pids: list[int], cpu: int) -> Iterator[None]:
-    """``pids`` (0: this process) on ``cpu`` alone, each put back where it was afterwards;
-    processes started meanwhile from this one inherit the pin."""
+    """Every thread of ``pids`` (0: this process) on ``cpu`` alone, and afterwards every thread
+    they then have (those started meanwhile too) back on the CPUs the process had; processes
+    started meanwhile from this one inherit the pin."""
     before = {pid: os.sched_getaffinity(pid) for pid in pids}
     try:
         for pid in pids:
-            os.sched_setaffinity(pid, {cpu})
+            for tid in _threads(pid):
+                with contextlib.suppress(ProcessLookupError):
+                    os.sched_setaffinity(tid, {cpu})
         yield
     finally:
         for pid, cpus in before.items():
-            with contextlib.suppress(ProcessLookupError):
-                os.sched_setaffinity(pid, cpus)
+            with contextlib.suppress(FileNotFoundError):
+                for tid in _threads(pid):
+                    with contextlib.suppress(ProcessLookupError):
+                        os.sched_setaffinity(tid, cpus)
 
 
 async def time_round_trips(one: RoundTrip, n: int) -> np.ndarray:
