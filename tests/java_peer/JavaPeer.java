@@ -1,0 +1,146 @@
+// Drives the Apache RocketMQ Java client (4.x) in its own JVM, for tests/test_java_rocketmq.py.
+//
+//   java -cp <rocketmq client classpath>:<dir of this class> JavaPeer produce NAMESRV TOPIC COUNT [batch]
+//   java -cp ... JavaPeer consume NAMESRV TOPIC GROUP EXPECT SECONDS
+//
+// produce sends COUNT messages (body "java-<i>", tags "TagJ", keys "key-<i>", user property
+// userProp=value-<i>), synchronously one by one or as one batch, and prints one
+// "SENT {json}" line per message and "RESULT {json}" at the end. consume subscribes TOPIC "*"
+// in clustering mode from the first offset and prints "MSG {json}" per delivery and "DONE {json}"
+// once EXPECT distinct bodies arrived or SECONDS passed. The classpath is the environment's: this
+// file is fastmq's own test peer, not part of RocketMQ.
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+
+import org.apache.rocketmq.client.consumer.DefaultMQPushConsumer;
+import org.apache.rocketmq.client.consumer.listener.ConsumeConcurrentlyStatus;
+import org.apache.rocketmq.client.consumer.listener.MessageListenerConcurrently;
+import org.apache.rocketmq.client.producer.DefaultMQProducer;
+import org.apache.rocketmq.client.producer.SendResult;
+import org.apache.rocketmq.common.consumer.ConsumeFromWhere;
+import org.apache.rocketmq.common.message.Message;
+import org.apache.rocketmq.common.message.MessageExt;
+
+public final class JavaPeer {
+    private JavaPeer() {
+    }
+
+    private static String q(String s) {
+        if (s == null) {
+            return "null";
+        }
+        StringBuilder b = new StringBuilder("\"");
+        for (char c : s.toCharArray()) {
+            if (c == '"' || c == '\\') {
+                b.append('\\').append(c);
+            } else if (c < 0x20) {
+                b.append(String.format("\\u%04x", (int) c));
+            } else {
+                b.append(c);
+            }
+        }
+        return b.append('"').toString();
+    }
+
+    private static Message message(String topic, int i) {
+        Message m = new Message(topic, "TagJ", "key-" + i, ("java-" + i).getBytes(StandardCharsets.UTF_8));
+        m.putUserProperty("userProp", "value-" + i);
+        return m;
+    }
+
+    private static void printSent(SendResult r) {
+        System.out.println("SENT {\"status\": " + q(r.getSendStatus().name()) + ", \"msg_id\": " + q(r.getMsgId())
+            + ", \"offset_msg_id\": " + q(r.getOffsetMsgId()) + ", \"queue_id\": " + r.getMessageQueue().getQueueId()
+            + ", \"queue_offset\": " + r.getQueueOffset() + ", \"broker\": " + q(r.getMessageQueue().getBrokerName())
+            + "}");
+    }
+
+    private static void produce(String namesrv, String topic, int count, boolean batch) throws Exception {
+        DefaultMQProducer p = new DefaultMQProducer("PG_JAVA_PEER");
+        p.setNamesrvAddr(namesrv);
+        p.setInstanceName("java-peer-" + ProcessHandle.current().pid());
+        p.setSendMsgTimeout(10000);
+        p.start();
+        int ok = 0;
+        int failed = 0;
+        String error = null;
+        try {
+            if (batch) {
+                List<Message> msgs = new ArrayList<>();
+                for (int i = 0; i < count; i++) {
+                    msgs.add(message(topic, i));
+                }
+                SendResult r = p.send(msgs);
+                printSent(r);
+                ok = count;
+            } else {
+                for (int i = 0; i < count; i++) {
+                    try {
+                        printSent(p.send(message(topic, i)));
+                        ok++;
+                    } catch (Exception e) {
+                        failed++;
+                        error = e.toString();
+                    }
+                }
+            }
+        } catch (Exception e) {
+            failed = count - ok;
+            error = e.toString();
+        } finally {
+            p.shutdown();
+        }
+        System.out.println("RESULT {\"ok\": " + ok + ", \"failed\": " + failed + ", \"error\": " + q(error) + "}");
+    }
+
+    private static void consume(String namesrv, String topic, String group, int expect, int seconds) throws Exception {
+        Set<String> bodies = ConcurrentHashMap.newKeySet();
+        CountDownLatch done = new CountDownLatch(1);
+        DefaultMQPushConsumer c = new DefaultMQPushConsumer(group);
+        c.setNamesrvAddr(namesrv);
+        c.setInstanceName("java-peer-" + ProcessHandle.current().pid());
+        c.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
+        c.subscribe(topic, "*");
+        c.registerMessageListener((MessageListenerConcurrently) (msgs, ctx) -> {
+            for (MessageExt m : msgs) {
+                String body = new String(m.getBody(), StandardCharsets.UTF_8);
+                synchronized (JavaPeer.class) {
+                    System.out.println("MSG {\"msg_id\": " + q(m.getMsgId()) + ", \"topic\": " + q(m.getTopic())
+                        + ", \"tags\": " + q(m.getTags()) + ", \"keys\": " + q(m.getKeys())
+                        + ", \"body\": " + q(body) + ", \"body_len\": " + m.getBody().length
+                        + ", \"user_prop\": " + q(m.getUserProperty("userProp"))
+                        + ", \"queue_id\": " + m.getQueueId() + ", \"queue_offset\": " + m.getQueueOffset()
+                        + ", \"reconsume_times\": " + m.getReconsumeTimes() + "}");
+                }
+                bodies.add(body);
+            }
+            if (bodies.size() >= expect) {
+                done.countDown();
+            }
+            return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
+        });
+        c.start();
+        boolean complete = done.await(seconds, TimeUnit.SECONDS);
+        Thread.sleep(500);  // let the consumed offsets reach the broker before shutdown persists them
+        c.shutdown();
+        System.out.println("DONE {\"complete\": " + complete + ", \"distinct\": " + bodies.size() + "}");
+    }
+
+    public static void main(String[] args) throws Exception {
+        if (args.length >= 4 && args[0].equals("produce")) {
+            produce(args[1], args[2], Integer.parseInt(args[3]), args.length > 4 && args[4].equals("batch"));
+        } else if (args.length == 6 && args[0].equals("consume")) {
+            consume(args[1], args[2], args[3], Integer.parseInt(args[4]), Integer.parseInt(args[5]));
+        } else {
+            System.err.println("usage: JavaPeer produce NAMESRV TOPIC COUNT [batch] | "
+                + "consume NAMESRV TOPIC GROUP EXPECT SECONDS");
+            System.exit(2);
+        }
+        System.exit(0);
+    }
+}
