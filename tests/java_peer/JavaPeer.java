@@ -1,14 +1,16 @@
 // Drives the Apache RocketMQ Java client (4.x) in its own JVM, for tests/test_java_rocketmq.py.
 //
 //   java -cp <rocketmq client classpath>:<dir of this class> JavaPeer produce NAMESRV TOPIC COUNT [batch]
-//   java -cp ... JavaPeer consume NAMESRV TOPIC GROUP EXPECT SECONDS
+//   java -cp ... JavaPeer consume NAMESRV TOPIC GROUP EXPECT SECONDS [orderly] [fail=BODY]
 //
 // produce sends COUNT messages (body "java-<i>", tags "TagJ", keys "key-<i>", user property
 // userProp=value-<i>), synchronously one by one or as one batch, and prints one
 // "SENT {json}" line per message and "RESULT {json}" at the end. consume subscribes TOPIC "*"
-// in clustering mode from the first offset and prints "MSG {json}" per delivery and "DONE {json}"
-// once EXPECT distinct bodies arrived or SECONDS passed. The classpath is the environment's: this
-// file is fastmq's own test peer, not part of RocketMQ.
+// in clustering mode from the first offset, concurrently or (orderly) with queues locked on the
+// broker, and prints "MSG {json}" per delivery and "DONE {json}" once EXPECT distinct bodies were
+// consumed or SECONDS passed. The first delivery of body BODY is refused (RECONSUME_LATER, or
+// SUSPEND_CURRENT_QUEUE_A_MOMENT when orderly), so that it must come again. The classpath is the
+// environment's: this file is fastmq's own test peer, not part of RocketMQ.
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.List;
@@ -19,7 +21,9 @@ import java.util.concurrent.TimeUnit;
 
 import org.apache.rocketmq.client.consumer.DefaultMQPushConsumer;
 import org.apache.rocketmq.client.consumer.listener.ConsumeConcurrentlyStatus;
+import org.apache.rocketmq.client.consumer.listener.ConsumeOrderlyStatus;
 import org.apache.rocketmq.client.consumer.listener.MessageListenerConcurrently;
+import org.apache.rocketmq.client.consumer.listener.MessageListenerOrderly;
 import org.apache.rocketmq.client.producer.DefaultMQProducer;
 import org.apache.rocketmq.client.producer.SendResult;
 import org.apache.rocketmq.common.consumer.ConsumeFromWhere;
@@ -98,32 +102,26 @@ public final class JavaPeer {
         System.out.println("RESULT {\"ok\": " + ok + ", \"failed\": " + failed + ", \"error\": " + q(error) + "}");
     }
 
-    private static void consume(String namesrv, String topic, String group, int expect, int seconds) throws Exception {
+    private static void consume(String namesrv, String topic, String group, int expect, int seconds, boolean orderly,
+                                String fail) throws Exception {
         Set<String> bodies = ConcurrentHashMap.newKeySet();
+        Set<String> refused = ConcurrentHashMap.newKeySet();
         CountDownLatch done = new CountDownLatch(1);
         DefaultMQPushConsumer c = new DefaultMQPushConsumer(group);
         c.setNamesrvAddr(namesrv);
         c.setInstanceName("java-peer-" + ProcessHandle.current().pid());
         c.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
+        c.setConsumeMessageBatchMaxSize(1);
         c.subscribe(topic, "*");
-        c.registerMessageListener((MessageListenerConcurrently) (msgs, ctx) -> {
-            for (MessageExt m : msgs) {
-                String body = new String(m.getBody(), StandardCharsets.UTF_8);
-                synchronized (JavaPeer.class) {
-                    System.out.println("MSG {\"msg_id\": " + q(m.getMsgId()) + ", \"topic\": " + q(m.getTopic())
-                        + ", \"tags\": " + q(m.getTags()) + ", \"keys\": " + q(m.getKeys())
-                        + ", \"body\": " + q(body) + ", \"body_len\": " + m.getBody().length
-                        + ", \"user_prop\": " + q(m.getUserProperty("userProp"))
-                        + ", \"queue_id\": " + m.getQueueId() + ", \"queue_offset\": " + m.getQueueOffset()
-                        + ", \"reconsume_times\": " + m.getReconsumeTimes() + "}");
-                }
-                bodies.add(body);
-            }
-            if (bodies.size() >= expect) {
-                done.countDown();
-            }
-            return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
-        });
+        if (orderly) {
+            c.registerMessageListener((MessageListenerOrderly) (msgs, ctx) ->
+                handle(msgs, fail, refused, bodies, expect, done) ? ConsumeOrderlyStatus.SUCCESS
+                    : ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT);
+        } else {
+            c.registerMessageListener((MessageListenerConcurrently) (msgs, ctx) ->
+                handle(msgs, fail, refused, bodies, expect, done) ? ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+                    : ConsumeConcurrentlyStatus.RECONSUME_LATER);
+        }
         c.start();
         boolean complete = done.await(seconds, TimeUnit.SECONDS);
         Thread.sleep(500);  // let the consumed offsets reach the broker before shutdown persists them
@@ -131,14 +129,50 @@ public final class JavaPeer {
         System.out.println("DONE {\"complete\": " + complete + ", \"distinct\": " + bodies.size() + "}");
     }
 
+    /** Print the deliveries; false when one of them is to be refused this time. */
+    private static boolean handle(List<MessageExt> msgs, String fail, Set<String> refused, Set<String> bodies,
+                                  int expect, CountDownLatch done) {
+        boolean ok = true;
+        for (MessageExt m : msgs) {
+            String body = new String(m.getBody(), StandardCharsets.UTF_8);
+            boolean refuse = body.equals(fail) && refused.add(body);
+            synchronized (JavaPeer.class) {
+                System.out.println("MSG {\"msg_id\": " + q(m.getMsgId()) + ", \"topic\": " + q(m.getTopic())
+                    + ", \"tags\": " + q(m.getTags()) + ", \"keys\": " + q(m.getKeys())
+                    + ", \"body\": " + q(body) + ", \"body_len\": " + m.getBody().length
+                    + ", \"user_prop\": " + q(m.getUserProperty("userProp"))
+                    + ", \"queue_id\": " + m.getQueueId() + ", \"queue_offset\": " + m.getQueueOffset()
+                    + ", \"reconsume_times\": " + m.getReconsumeTimes() + ", \"refused\": " + refuse + "}");
+            }
+            if (refuse) {
+                ok = false;
+            } else {
+                bodies.add(body);
+            }
+        }
+        if (bodies.size() >= expect) {
+            done.countDown();
+        }
+        return ok;
+    }
+
     public static void main(String[] args) throws Exception {
         if (args.length >= 4 && args[0].equals("produce")) {
             produce(args[1], args[2], Integer.parseInt(args[3]), args.length > 4 && args[4].equals("batch"));
-        } else if (args.length == 6 && args[0].equals("consume")) {
-            consume(args[1], args[2], args[3], Integer.parseInt(args[4]), Integer.parseInt(args[5]));
+        } else if (args.length >= 6 && args[0].equals("consume")) {
+            boolean orderly = false;
+            String fail = null;
+            for (int i = 6; i < args.length; i++) {
+                if (args[i].equals("orderly")) {
+                    orderly = true;
+                } else if (args[i].startsWith("fail=")) {
+                    fail = args[i].substring(5);
+                }
+            }
+            consume(args[1], args[2], args[3], Integer.parseInt(args[4]), Integer.parseInt(args[5]), orderly, fail);
         } else {
             System.err.println("usage: JavaPeer produce NAMESRV TOPIC COUNT [batch] | "
-                + "consume NAMESRV TOPIC GROUP EXPECT SECONDS");
+                + "consume NAMESRV TOPIC GROUP EXPECT SECONDS [orderly] [fail=BODY]");
             System.exit(2);
         }
         System.exit(0);
