@@ -28,7 +28,12 @@ __all__ = [
     "MessageValidationError",
     "ClientStateError",
     "SendFailedError",
+    "SendTimeoutError",
+    "FAQ_SUFFIX",
 ]
+
+#: What the Java client appends to its own errors' texts (FAQUrl.suggestTodo).
+FAQ_SUFFIX = "\nSee http://rocketmq.apache.org/docs/faq/ for further details."
 
 
 class FastMQError(Exception):
@@ -189,3 +194,8 @@ class ClientStateError(ClientError):
 
 class SendFailedError(ClientError):
     """Every try of a send failed: RocketMQ's "Send [N] times, still failed" with the last cause chained."""
+
+
+class SendTimeoutError(SendFailedError, RemotingTooMuchRequestError):
+    """The caller's timeout ran out with tries left: the Java producer's
+    RemotingTooMuchRequestException("sendDefaultImpl call timeout"), the last try's error chained."""

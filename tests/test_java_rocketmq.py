@@ -370,3 +370,52 @@ async def test_two_fastmq_consumers_split_a_java_brokers_queues() -> None:
     assert sorted(bodies) == sorted([b"create"] + [f"r{i}".encode() for i in range(40)])  # once each
     # after the split (the "create" message may have come while the first member held every queue)
     assert not {q for b, q in got[0] if b != b"create"} & {q for b, q in got[1] if b != b"create"}
+
+
+@pytest.fixture(params=["java", "fastmq"])
+def either_cluster(request) -> str:
+    """The NameServer of the Java cluster or of a fastmq one: the same scenario must end the same."""
+    if request.param == "java":
+        if not JAVA_NAMESRV:
+            pytest.skip("FASTMQ_JAVA_NAMESRV (an Apache RocketMQ cluster) not set")
+        return JAVA_NAMESRV
+    return request.getfixturevalue("cluster")
+
+
+async def test_routes_read_only_topics_and_client_error_codes(either_cluster: str) -> None:
+    """Run against the Java cluster and against fastmq: no route for an unknown topic; a topic
+    made read-only through UPDATE_AND_CREATE_TOPIC is refused by the producer (no writable queue:
+    "No route info", the Java client's code 10005) yet stored when sent to one of its queues
+    (a 4.9.8 broker does not check a topic's permission on a send)."""
+    from fastmq.errors import NoRouteError
+    from fastmq.protocol.codes import RequestCode
+    from fastmq.protocol.command import create_request
+    from fastmq.protocol.message_queue import MessageQueue
+
+    topic = _unique("ReadOnly")
+    async with Producer("PG_READ_ONLY", namesrv_addr=either_cluster) as p:
+        assert await p.instance.fetch_route(_unique("NoSuchTopic")) is None
+        await p.send(Message(_unique("Warm"), b"x"))  # learns the broker through an auto-created topic
+        broker_name, addr = next((name, addrs[0]) for name, addrs in p.instance.broker_addrs.items() if 0 in addrs)
+        resp = await p.instance.remoting.invoke(addr, create_request(RequestCode.UPDATE_AND_CREATE_TOPIC, {
+            "topic": topic, "defaultTopic": "TBW102", "readQueueNums": 2, "writeQueueNums": 2, "perm": 4,
+            "topicFilterType": "SINGLE_TAG", "topicSysFlag": 0, "order": "false"}), 5)
+        assert resp.code == 0, resp.remark
+        assert await _until_route(p, topic)
+        (qd,) = (await p.instance.fetch_route(topic)).queue_datas
+        assert (qd.perm, qd.read_queue_nums, qd.write_queue_nums) == (4, 2, 2)
+        with pytest.raises(NoRouteError, match=f"No route info of this topic: {topic}") as no_route:
+            await p.send(Message(topic, b"refused"))
+        assert no_route.value.code == 10005
+        r = await p.send_to_queue(Message(topic, b"stored"), MessageQueue(topic, broker_name, 1))
+        assert r.status == "SEND_OK" and r.queue_offset == 0
+
+
+async def _until_route(p: Producer, topic: str) -> bool:
+    """The broker registers a new topic with the NameServer on its own schedule: wait (bounded)."""
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        if await p.instance.fetch_route(topic) is not None:
+            return True
+        await asyncio.sleep(0.2)
+    return False

@@ -94,8 +94,9 @@ async def test_every_try_failing(cluster) -> None:
     b1.fail_next = [14] * 3
     async with Producer("PG", namesrv_addr=addr) as p:
         with pytest.raises(SendFailedError, match=r"Send \[3\] times, still failed, cost \[\d+\]ms, Topic: T, "
-                                                  r"BrokersSent: \['broker-\d', 'broker-\d', 'broker-\d'\]"):
+                                                  r"BrokersSent: \['broker-\d', 'broker-\d', 'broker-\d'\]") as ei:
             await p.send(Message("T", b"x"))
+    assert ei.value.code == 14  # the last broker answer's code, as the Java producer sets it
 
 
 async def test_oneway_async_batch_orderly_compression(cluster) -> None:
@@ -140,8 +141,9 @@ async def test_bad_input(cluster, tmp_path) -> None:
                           (Message("SCHEDULE_TOPIC_XXXX", b"x"), "forbidden")]:
             with pytest.raises(MessageValidationError, match=text):
                 await p.send(msg)
-        with pytest.raises(NoRouteError, match="No route info of this topic: Nope"):
+        with pytest.raises(NoRouteError, match="No route info of this topic: Nope") as no_route:
             await _no_default(p, "Nope")  # a cluster without TBW102: nothing to auto-create from
+        assert no_route.value.code == 10005  # the Java client's NOT_FOUND_TOPIC_EXCEPTION
     finally:
         await p.shutdown()
     with pytest.raises(ClientStateError):
@@ -149,8 +151,9 @@ async def test_bad_input(cluster, tmp_path) -> None:
     lonely = Producer("PG", namesrv_addr=[])
     await lonely.start()
     try:
-        with pytest.raises(NoNameServerError, match="No name server address"):
+        with pytest.raises(NoNameServerError, match="No name server address, please set it.\nSee http") as none:
             await lonely.send(Message("T", b"x"))
+        assert none.value.code == 10004  # NO_NAME_SERVER_EXCEPTION
     finally:
         await lonely.shutdown()
 

@@ -55,7 +55,6 @@ log = logging.getLogger("fastmq.broker")
 
 CHANNEL_SCAN_INTERVAL = 10.0
 ADDRESS_SERVER_POLL_INTERVAL = 120.0
-_REGISTER_DEBOUNCE = 0.2   # seconds: topics created in one burst register once
 
 
 class _ClientHousekeeping(ConnectionGoneListener):
@@ -111,6 +110,7 @@ class BrokerController:
             self.store.ha_service = self.ha_service
         self._tasks: list[asyncio.Task[Any]] = []
         self._register_task: asyncio.Task[Any] | None = None
+        self._register_again = False
         self._sync_task: asyncio.Task[Any] | None = None
         self._started = False
 
@@ -138,14 +138,25 @@ class BrokerController:
                 log.exception("notify consumer %s of group %s failed", getattr(conn, "remote_addr", conn), group)
 
     def schedule_register(self, force: bool = False) -> None:
-        """Register with the NameServers soon (coalescing bursts, e.g. several auto-created topics)."""
-        if not self._started or (self._register_task is not None and not self._register_task.done()):
+        """Register with the NameServers now; what changes meanwhile (a burst of auto-created
+        topics) goes in one more registration after it.
+
+        4.9 registers inside the request that created a topic, so a consumer that looks up the
+        route right after the first send finds it; a Java consumer that does not waits for its
+        30 s route poll."""
+        if not self._started:
+            return
+        if self._register_task is not None and not self._register_task.done():
+            self._register_again = True
             return
 
-        async def later() -> None:
-            await asyncio.sleep(_REGISTER_DEBOUNCE)
-            await self.register_all(force)
-        self._register_task = asyncio.ensure_future(later())
+        async def run() -> None:
+            while True:
+                self._register_again = False
+                await self.register_all(force)
+                if not self._register_again:
+                    return
+        self._register_task = asyncio.ensure_future(run())
 
     async def register_all(self, force: bool) -> None:
         try:

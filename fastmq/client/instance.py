@@ -14,9 +14,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from ..errors import FastMQError, NoNameServerError
+from ..errors import FAQ_SUFFIX, FastMQError, NoNameServerError
 from ..protocol.bodies import MASTER_ID, TopicRouteData
-from ..protocol.codes import RequestCode, ResponseCode
+from ..protocol.codes import ClientErrorCode, RequestCode, ResponseCode
 from ..protocol.command import RemotingCommand, create_request, response_for
 from ..protocol.heartbeat import ConsumerData, HeartbeatData, ProducerData
 from ..remoting import Connection, RemotingClient, RequestProcessor
@@ -106,7 +106,8 @@ class ClientInstance:
     async def fetch_route(self, topic: str, timeout: float | None = None) -> TopicRouteData | None:
         """The route of ``topic`` from a NameServer; None when it has none (TOPIC_NOT_EXIST)."""
         if not self.remoting.namesrv_addrs:
-            raise NoNameServerError("No name server address, please set it.")
+            raise NoNameServerError(f"No name server address, please set it.{FAQ_SUFFIX}",
+                                    ClientErrorCode.NO_NAME_SERVER_EXCEPTION)
         resp = await self.remoting.invoke_namesrv(
             create_request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic}), timeout or self.timeout)
         if resp.code == ResponseCode.TOPIC_NOT_EXIST:

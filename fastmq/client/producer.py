@@ -17,10 +17,12 @@ from typing import Any, Callable, Sequence
 
 from .._ext.fault import FaultTable
 from .._ext.produce import AsyncSend, SendFastPath, SendRequestWriter, SendResult, encode_batch
-from ..errors import (BrokerError, ClientStateError, ConfigError, MessageValidationError, NoRouteError, RemotingError,
-                      SendFailedError)
+from ..errors import (FAQ_SUFFIX, BrokerError, ClientError, ClientStateError, ConfigError, MessageValidationError,
+                      NoRouteError, RemotingConnectError, RemotingError, RemotingTimeoutError, SendFailedError,
+                      SendTimeoutError)
 from .._ext.codec import RemotingCommand
-from ..protocol.codes import LanguageCode, RequestCode, ResponseCode
+from ..protocol.codes import ClientErrorCode, LanguageCode, RequestCode, ResponseCode
+from ..protocol.bodies import TopicRouteData
 from ..protocol.command import VERSION, ext_int, ext_str, next_opaque
 from ..protocol.message import (Message, MessageConst, MessageFormatError, MessageSysFlag, encode_batch_body,
                                 encode_properties)
@@ -37,7 +39,6 @@ log = logging.getLogger("fastmq.client")
 
 _LANG = int(LanguageCode.PYTHON)
 _UNIQ_KEY = MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX
-_FAQ = "\nSee http://rocketmq.apache.org/docs/faq/ for further details."
 
 #: The response codes a send is retried on (DefaultMQProducer.retryResponseCodes).
 RETRY_RESPONSE_CODES = frozenset({ResponseCode.TOPIC_NOT_EXIST, ResponseCode.SERVICE_NOT_AVAILABLE,
@@ -45,6 +46,20 @@ RETRY_RESPONSE_CODES = frozenset({ResponseCode.TOPIC_NOT_EXIST, ResponseCode.SER
 _STATUS_BY_CODE = {ResponseCode.SUCCESS: "SEND_OK", ResponseCode.FLUSH_DISK_TIMEOUT: "FLUSH_DISK_TIMEOUT",
                    ResponseCode.FLUSH_SLAVE_TIMEOUT: "FLUSH_SLAVE_TIMEOUT",
                    ResponseCode.SLAVE_NOT_AVAILABLE: "SLAVE_NOT_AVAILABLE"}
+
+
+def _failure_code(exc: BaseException | None) -> int | None:
+    """The code the Java producer puts on "Send [N] times, still failed": the broker's answer, else
+    what kind of failure the last try was (sendDefaultImpl)."""
+    if isinstance(exc, BrokerError):
+        return exc.code
+    if isinstance(exc, RemotingConnectError):
+        return ClientErrorCode.CONNECT_BROKER_EXCEPTION
+    if isinstance(exc, RemotingTimeoutError):
+        return ClientErrorCode.ACCESS_BROKER_TIMEOUT
+    if isinstance(exc, ClientError):
+        return ClientErrorCode.BROKER_NOT_EXIST_EXCEPTION
+    return None
 
 
 class SendStatus:
@@ -192,8 +207,12 @@ class Producer:
         if topic in self._publish:
             self._publish[topic] = TopicPublishInfo.from_route(topic, route, self._numbers)
 
-    async def _publish_info(self, topic: str) -> TopicPublishInfo:
-        """tryToFindTopicPublishInfo: cache, NameServer, then the default topic for auto-creation."""
+    async def _publish_info(self, topic: str, writable: bool = True) -> TopicPublishInfo:
+        """tryToFindTopicPublishInfo: cache, NameServer, then the default topic for auto-creation.
+
+        ``writable=False`` (a send to a given queue) takes a route without writable queues, or none:
+        the Java producer sends to that queue's broker all the same and lets the broker answer
+        (NO_PERMISSION for a read-only topic)."""
         info = self._publish.get(topic)
         if info is not None and info.ok:
             return info
@@ -204,11 +223,17 @@ class Producer:
                 for qd in default.queue_datas:  # the broker creates the topic with at most this many queues
                     qd.write_queue_nums = qd.read_queue_nums = min(self.default_topic_queue_nums, qd.read_queue_nums)
                 route = default
+        if route is None and not writable:
+            return TopicPublishInfo.from_route(topic, TopicRouteData(), self._numbers)
         if route is None:
-            raise NoRouteError(f"No route info of this topic: {topic}{_FAQ}", ResponseCode.TOPIC_NOT_EXIST)
+            raise NoRouteError(f"No route info of this topic: {topic}{FAQ_SUFFIX}",
+                               ClientErrorCode.NOT_FOUND_TOPIC_EXCEPTION)
         info = TopicPublishInfo.from_route(topic, route, self._numbers)
-        if not info.ok:
-            raise NoRouteError(f"No route info of this topic: {topic}{_FAQ}", ResponseCode.TOPIC_NOT_EXIST)
+        if not info.ok and not writable:
+            return info
+        if not info.ok:  # a route, but no writable queue in it (what Java reports the same way)
+            raise NoRouteError(f"No route info of this topic: {topic}{FAQ_SUFFIX}",
+                               ClientErrorCode.NOT_FOUND_TOPIC_EXCEPTION)
         # Cached even when it is TBW102's route standing in for a topic being auto-created, as the
         # Java producer does: the 30 s refresh swaps in the topic's own route once a broker has
         # registered it, and meanwhile the fault table keeps steering around dead brokers.
@@ -293,7 +318,7 @@ class Producer:
                          uniq_id: str, batch: bool, oneway: bool) -> SendResult | None:
         addr = info.master_addr(mq.broker_name) or self.instance.master_addr(mq.broker_name)
         if addr is None:
-            raise NoRouteError(f"The broker[{mq.broker_name}] not exist", ResponseCode.TOPIC_NOT_EXIST)
+            raise NoRouteError(f"The broker[{mq.broker_name}] not exist")  # no code, as in Java's sendKernelImpl
         req = self._request(msg, mq, batch)
         if oneway:
             await self.instance.remoting.invoke_oneway(addr, req, timeout)
@@ -324,7 +349,7 @@ class Producer:
             uniq = ""
         info = self._publish.get(msg.topic)
         if info is None or not info.ok:
-            info = await self._publish_info(msg.topic)
+            info = await self._publish_info(msg.topic, writable=mq is None)
         tries = 1 if (oneway or mq is not None) else 1 + (self.retry_times_when_send_failed if retries is None
                                                            else retries)
         brokers_sent: list[str] = []
@@ -334,9 +359,11 @@ class Producer:
             brokers_sent.append(prior.mq.broker_name)
             last_exc, chosen = prior.error, prior.mq
             tries -= 1
+        timed_out = False
         for _ in range(tries):
             remaining = timeout - (loop.time() - begin)
             if remaining <= 0:
+                timed_out = True
                 break
             if mq is None:
                 chosen = self._select(info, chosen.broker_name if chosen else None)
@@ -362,11 +389,11 @@ class Producer:
                 last_exc = None
                 continue
             return result
+        if timed_out:
+            raise SendTimeoutError("sendDefaultImpl call timeout") from last_exc
         cost = int((loop.time() - begin) * 1000)
-        err = SendFailedError(f"Send [{len(brokers_sent)}] times, still failed, cost [{cost}]ms, Topic: {msg.topic}, "
-                              f"BrokersSent: {brokers_sent}{_FAQ}",
-                              getattr(last_exc, "code", None))
-        raise err from last_exc
+        raise SendFailedError(f"Send [{len(brokers_sent)}] times, still failed, cost [{cost}]ms, Topic: {msg.topic}, "
+                              f"BrokersSent: {brokers_sent}{FAQ_SUFFIX}", _failure_code(last_exc)) from last_exc
 
     async def send(self, msg: Message, timeout_ms: int | None = None) -> SendResult:
         """Send and wait for the broker's answer; retried per ``retry_times_when_send_failed``.

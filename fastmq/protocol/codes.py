@@ -146,6 +146,18 @@ class ResponseCode(IntEnum):
     FLOW_CONTROL = 215
 
 
+class ClientErrorCode(IntEnum):
+    """The codes the Java client sets on errors of its own making (client.common.ClientErrorCode)."""
+
+    CONNECT_BROKER_EXCEPTION = 10001
+    ACCESS_BROKER_TIMEOUT = 10002
+    BROKER_NOT_EXIST_EXCEPTION = 10003
+    NO_NAME_SERVER_EXCEPTION = 10004
+    NOT_FOUND_TOPIC_EXCEPTION = 10005
+    REQUEST_TIMEOUT_EXCEPTION = 10006
+    CREATE_REPLY_MESSAGE_EXCEPTION = 10007
+
+
 class LanguageCode(IntEnum):
     JAVA = 0
     CPP = 1

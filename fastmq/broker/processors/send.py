@@ -252,7 +252,10 @@ class SendMessageProcessor(CodeDispatchProcessor):
 
     def _msg_check(self, conn: Connection, h: SendMessageRequestHeader):  # -> TopicConfig
         b = self.broker
-        if not tv.is_writeable(b.config.brokerPermission):
+        # 4.9's msgCheck refuses a broker without write permission only for order topics, and
+        # never looks at the topic's own permission: routes keep producers away from both, and a
+        # send to such a queue anyway (send_to_queue) is stored, as a 4.9.8 broker was seen to do.
+        if not tv.is_writeable(b.config.brokerPermission) and b.topic_config.is_order_topic(h.topic):
             raise _Reject(ResponseCode.NO_PERMISSION, self._broker_forbidden())
         remark = tv.validate_topic(h.topic)
         if remark is not None:
@@ -273,8 +276,6 @@ class SendMessageProcessor(CodeDispatchProcessor):
         if h.queueId >= max(tc.write_queue_nums, tc.read_queue_nums):
             raise _Reject(ResponseCode.SYSTEM_ERROR,
                           f"request queueId[{h.queueId}] is illegal, {tc} Producer: {conn.remote_addr}")
-        if not tv.is_writeable(tc.perm):
-            raise _Reject(ResponseCode.NO_PERMISSION, f"the topic[{h.topic}] sending message is forbidden")
         return tc
 
     def _retry_or_dlq(self, h: SendMessageRequestHeader, msg: MessageExt, request: RemotingCommand) -> None:
