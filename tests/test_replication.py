@@ -342,6 +342,12 @@ async def test_a_new_slave_starts_at_the_masters_last_file(tmp_path: Path, clien
         msgs = decode_records(p.body)
         assert [m.queue_offset for m in msgs] == list(range(first, first + len(msgs)))
         assert msgs[0].body.startswith(b"%04d" % first)
+        # below the slave's min, or past its max: a slave does not move the offset (offsetCheckInSlave
+        # off) but sends the consumer back to the group's broker at once, as 4.9.8 does
+        for off in (0, 500):
+            p = await client.invoke(slave.addr, pull_request("LastFileTopic", 0, off), 5)
+            assert p.code == ResponseCode.PULL_RETRY_IMMEDIATELY, (off, p.code, p.remark)
+            assert (p.ext_fields["nextBeginOffset"], p.ext_fields["suggestWhichBrokerId"]) == (str(off), "0")
         assert slave.stop() == 0
         check = _check_store(slave)
         assert check.returncode == 0, check.stdout + check.stderr

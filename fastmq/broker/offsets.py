@@ -66,6 +66,13 @@ class ConsumerOffsetManager:
                 del self.table[k]
                 self._dirty = True
 
+    def remove_group(self, group: str) -> None:
+        suffix = TOPIC_GROUP_SEPARATOR + group
+        with self._lock:
+            for k in [k for k in self.table if k.endswith(suffix)]:
+                del self.table[k]
+                self._dirty = True
+
     def load(self) -> None:
         obj = read_json(self.path, loads_lenient)
         if not obj:

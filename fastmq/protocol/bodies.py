@@ -207,6 +207,14 @@ class TopicConfig(_Json):
                 "topicFilterType": self.topic_filter_type, "topicName": self.topic_name,
                 "topicSysFlag": self.topic_sys_flag, "writeQueueNums": self.write_queue_nums}
 
+    def __str__(self) -> str:
+        """Java's TopicConfig.toString, which error remarks quote."""
+        from .topic import perm_to_string
+        return (f"TopicConfig [topicName={self.topic_name}, readQueueNums={self.read_queue_nums}, "
+                f"writeQueueNums={self.write_queue_nums}, perm={perm_to_string(self.perm)}, "
+                f"topicFilterType={self.topic_filter_type}, topicSysFlag={self.topic_sys_flag}, "
+                f"order={'true' if self.order else 'false'}]")
+
     @classmethod
     def from_obj(cls, obj: Any) -> Self:
         o = _obj(obj, "topicConfig")

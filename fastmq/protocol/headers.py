@@ -337,6 +337,12 @@ class DeleteTopicRequestHeader(Header):
 
 
 @dataclass(slots=True)
+class DeleteSubscriptionGroupRequestHeader(Header):
+    groupName: str
+    removeOffset: bool = False
+
+
+@dataclass(slots=True)
 class GetTopicStatsInfoRequestHeader(Header):
     topic: str
 

@@ -40,6 +40,7 @@ class MessageStoreConfig:
     syncFlushTimeout: int = 5000  # also how long a SYNC_MASTER send waits for the slave (4.9's handleHA)
     maxMessageSize: int = 4 * 1024 * 1024
     checkCRCOnRecover: bool = True
+    offsetCheckInSlave: bool = False  # a slave corrects a pull's offset as a master does
     # fastmq's own key: create the next commit-log file ahead of time and pre-read its pages
     # (a first write to a fresh page is a ~10x slower page fault; see MappedFile.warm).
     preloadMappedFile: bool = True

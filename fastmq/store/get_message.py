@@ -86,9 +86,10 @@ class MessageGetter:
         """Up to ``max_msg_nums`` records of a queue from ``offset`` (DefaultMessageStore.getMessage).
 
         ``tag_codes``: the subscription's codeSet (None or empty: every message matches).
-        ``next_begin_offset`` follows RocketMQ on a master: the queue's min for too-small
-        offsets, its max (or min when the queue starts at 0) for overflows, and past the last
-        entry examined otherwise.
+        ``next_begin_offset`` follows 4.9.8: 0 for an empty queue, the queue's min for a
+        too-small offset, its max for an overflow, and past the last entry examined otherwise;
+        except that a slave (without offsetCheckInSlave) leaves the requested offset alone
+        where those rules would move it (nextOffsetCorrection).
         """
         t0 = time.perf_counter()
         cfg = self.config
@@ -99,15 +100,17 @@ class MessageGetter:
             return self._count_get(GetResult(GetStatus.NO_MESSAGE_IN_QUEUE, 0), t0)
         min_off, max_off = self._queue_min(cq), cq.max_offset
         res = GetResult(GetStatus.NO_MATCHED_MESSAGE, offset, min_off, max_off)
+        correct = not cfg.is_slave or cfg.offsetCheckInSlave
         if max_off == 0:
-            res.status, res.next_begin_offset = GetStatus.NO_MESSAGE_IN_QUEUE, 0
+            res.status, res.next_begin_offset = GetStatus.NO_MESSAGE_IN_QUEUE, 0 if correct else offset
         elif offset < min_off:
-            res.status, res.next_begin_offset = GetStatus.OFFSET_TOO_SMALL, min_off
+            res.status, res.next_begin_offset = GetStatus.OFFSET_TOO_SMALL, min_off if correct else offset
         elif offset == max_off:
             res.status, res.next_begin_offset = GetStatus.OFFSET_OVERFLOW_ONE, offset
         elif offset > max_off:
-            res.status = GetStatus.OFFSET_OVERFLOW_BADLY
-            res.next_begin_offset = min_off if min_off == 0 else max_off
+            # (4.9.0-4.9.3 sent a queue that starts at 0 back to 0: a consumer ahead of a
+            # truncated queue then read it all again; 4.9.4 on use the max)
+            res.status, res.next_begin_offset = GetStatus.OFFSET_OVERFLOW_BADLY, max_off if correct else offset
         else:
             max_filter = max(16000, max_msg_nums * CQ_STORE_UNIT_SIZE) // CQ_STORE_UNIT_SIZE
             arr = cq.get_entries(offset, max_filter)

@@ -7,6 +7,7 @@ tools parse only that form, so the stats bodies here are written the same way.
 from __future__ import annotations
 
 import json
+import logging
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -15,7 +16,8 @@ from ...protocol import topic as tv
 from ...protocol.bodies import KVTable, TopicConfig, loads_lenient
 from ...protocol.codes import RequestCode, ResponseCode
 from ...protocol.command import VERSION, RemotingCommand, response_for
-from ...protocol.headers import (CreateTopicRequestHeader, DeleteTopicRequestHeader, GetConsumeStatsRequestHeader,
+from ...protocol.headers import (CreateTopicRequestHeader, DeleteSubscriptionGroupRequestHeader,
+                                 DeleteTopicRequestHeader, GetConsumeStatsRequestHeader,
                                  GetConsumerConnectionListRequestHeader, GetEarliestMsgStoretimeRequestHeader,
                                  GetMaxOffsetRequestHeader, GetMinOffsetRequestHeader, GetTopicStatsInfoRequestHeader,
                                  QueryMessageRequestHeader, SearchOffsetRequestHeader, ViewMessageRequestHeader)
@@ -25,6 +27,8 @@ from .base import CodeDispatchProcessor
 
 if TYPE_CHECKING:
     from ..controller import BrokerController
+
+log = logging.getLogger("fastmq.broker")
 
 __all__ = ["AdminBrokerProcessor", "mq_keyed_json"]
 
@@ -52,6 +56,7 @@ class AdminBrokerProcessor(CodeDispatchProcessor):
             RequestCode.DELETE_TOPIC_IN_BROKER: self.delete_topic,
             RequestCode.GET_ALL_TOPIC_CONFIG: self.get_all_topic_config,
             RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: self.update_and_create_subscription_group,
+            RequestCode.DELETE_SUBSCRIPTIONGROUP: self.delete_subscription_group,
             RequestCode.GET_BROKER_RUNTIME_INFO: self.get_broker_runtime_info,
             RequestCode.GET_MAX_OFFSET: self.get_max_offset,
             RequestCode.GET_MIN_OFFSET: self.get_min_offset,
@@ -97,6 +102,16 @@ class AdminBrokerProcessor(CodeDispatchProcessor):
     def update_and_create_subscription_group(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         sgc = SubscriptionGroupConfig.from_obj(loads_lenient(request.body or b""))
         self.broker.subscription_groups.update(sgc)
+        return response_for(request, ResponseCode.SUCCESS)
+
+    def delete_subscription_group(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        """DELETE_SUBSCRIPTIONGROUP: the group's config, and its offsets when ``removeOffset``;
+        SUCCESS for an unknown group too, as 4.9.8 answers."""
+        h = DeleteSubscriptionGroupRequestHeader.decode(request)
+        log.info("deleteSubscriptionGroup %s called by %s", h.groupName, conn.remote_addr)
+        self.broker.subscription_groups.delete(h.groupName)
+        if h.removeOffset:
+            self.broker.offsets.remove_group(h.groupName)
         return response_for(request, ResponseCode.SUCCESS)
 
     # ----------------------------------------------------------- offsets
@@ -193,11 +208,12 @@ class AdminBrokerProcessor(CodeDispatchProcessor):
         store = self.broker.store
         max_num = min(h.maxNum, self.broker.store_config.maxMsgsNumBatch) if h.maxNum > 0 else 64
         records = store.query_message(h.topic, h.key, max_num, h.beginTimestamp, h.endTimestamp)
+        if not records:  # 4.9 fills the index fields in only when something was found
+            return response_for(request, ResponseCode.QUERY_NOT_FOUND,
+                                "can not find message, maybe time range not correct",
+                                ext_fields={"indexLastUpdateTimestamp": 0, "indexLastUpdatePhyoffset": 0})
         ts, phy = store.index.last_update if store.index is not None else (0, 0)
         fields = {"indexLastUpdateTimestamp": ts, "indexLastUpdatePhyoffset": phy}
-        if not records:
-            return response_for(request, ResponseCode.QUERY_NOT_FOUND,
-                                "can not find message, maybe time range not correct", ext_fields=fields)
         return response_for(request, ResponseCode.SUCCESS, ext_fields=fields, body=b"".join(records))
 
     # ------------------------------------------------------------- locks

@@ -13,7 +13,7 @@ import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ...errors import RemotingCommandError
+from ...errors import FAQ_SUFFIX, RemotingCommandError
 from ...protocol import topic as tv
 from ...protocol.codes import RequestCode, ResponseCode
 from ...protocol.command import RemotingCommand, response_for
@@ -33,7 +33,6 @@ __all__ = ["PullMessageProcessor"]
 
 log = logging.getLogger("fastmq.broker")
 
-_FAQ = "http://rocketmq.apache.org/docs/faq/"
 
 
 @dataclass(eq=False)
@@ -74,14 +73,14 @@ class PullMessageProcessor(CodeDispatchProcessor):
         tc = b.topic_config.select(h.topic)
         if tc is None:
             return response_for(request, ResponseCode.TOPIC_NOT_EXIST,
-                                f"topic[{h.topic}] not exist, apply first please! {_FAQ}")
+                                f"topic[{h.topic}] not exist, apply first please! {FAQ_SUFFIX}")
         if not tv.is_readable(tc.perm):
             return response_for(request, ResponseCode.NO_PERMISSION,
                                 f"the topic[{h.topic}] pulling message is forbidden")
         if h.queueId < 0 or h.queueId >= tc.read_queue_nums:
             return response_for(request, ResponseCode.SYSTEM_ERROR,
                                 f"queueId[{h.queueId}] is illegal, topic:[{h.topic}] topicConfig.readQueueNums:"
-                                f"[{tc.read_queue_nums}] consumer:[{conn.remote_addr}]")
+                                f"[{tc.read_queue_nums}] consumer:[/{conn.remote_addr}]")  # Java prints the SocketAddress
         sub: SubscriptionData | None
         if has_sub:
             try:
@@ -154,19 +153,29 @@ class PullMessageProcessor(CodeDispatchProcessor):
         if st in (GetStatus.NO_MATCHED_LOGIC_QUEUE, GetStatus.NO_MESSAGE_IN_QUEUE):
             if h.queueOffset != 0:
                 # the store has nothing for this queue: tell the client to fix its offset
-                fields["nextBeginOffset"] = str(h.queueOffset)
                 log.info("the broker store no queue data, fix the request offset %d to %d, Topic: %s QueueId: %d "
                          "Consumer Group: %s", h.queueOffset, res.next_begin_offset, h.topic, h.queueId,
                          h.consumerGroup)
-                return response_for(request, ResponseCode.PULL_OFFSET_MOVED, st.value, fields)
+                return self._offset_moved(request, h, st, fields)
             return None
         if st in (GetStatus.OFFSET_FOUND_NULL, GetStatus.OFFSET_OVERFLOW_ONE):
             return None
         if st in (GetStatus.OFFSET_OVERFLOW_BADLY, GetStatus.OFFSET_TOO_SMALL):
             log.info("the request offset %d moved (%s), topic %s queue %d group %s, next %d", h.queueOffset,
                      st.value, h.topic, h.queueId, h.consumerGroup, res.next_begin_offset)
-            return response_for(request, ResponseCode.PULL_OFFSET_MOVED, st.value, fields)
+            return self._offset_moved(request, h, st, fields)
         return response_for(request, ResponseCode.SYSTEM_ERROR, f"store error {st.value}")
+
+    def _offset_moved(self, request: RemotingCommand, h: PullMessageRequestHeader, st: GetStatus,
+                      fields: dict[str, str]) -> RemotingCommand:
+        """PULL_OFFSET_MOVED; but a slave that may not judge offsets (offsetCheckInSlave off)
+        sends the consumer back to the group's broker to retry at once, as 4.9.8 does."""
+        cfg = self.broker.store.config
+        if cfg.is_slave and not cfg.offsetCheckInSlave:
+            sgc = self.broker.subscription_groups.find(h.consumerGroup)
+            fields["suggestWhichBrokerId"] = str(sgc.broker_id if sgc is not None else 0)
+            return response_for(request, ResponseCode.PULL_RETRY_IMMEDIATELY, st.value, fields)
+        return response_for(request, ResponseCode.PULL_OFFSET_MOVED, st.value, fields)
 
     # ------------------------------------------------------------------ long polling
     def wake(self, held: HeldPull, timed_out: bool) -> bool:

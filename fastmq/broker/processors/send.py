@@ -12,7 +12,7 @@ import random
 from typing import TYPE_CHECKING, Any
 
 from ..._ext.send import COLUMNS, SendBatch, answer_template, encode_answers, encode_sends
-from ...errors import RemotingCommandError
+from ...errors import FAQ_SUFFIX, RemotingCommandError
 from ...protocol import topic as tv
 from ...protocol.codes import RequestCode, ResponseCode
 from ...protocol.command import RemotingCommand, response_for
@@ -35,7 +35,6 @@ __all__ = ["SendMessageProcessor", "parse_addr", "PUT_STATUS_CODES"]
 
 log = logging.getLogger("fastmq.broker")
 
-_FAQ_NO_TOPIC = "http://rocketmq.apache.org/docs/faq/"
 _UNIT_SUB_FLAG = 0x2          # TopicSysFlag unit-subscription bit
 _DLQ_NUMS_PER_GROUP = 1
 _V3_4_9 = 109                 # MQVersion.Version.V3_4_9.ordinal(): clients from here send maxReconsumeTimes
@@ -272,7 +271,7 @@ class SendMessageProcessor(CodeDispatchProcessor):
                                                    conn.remote_addr, h.defaultTopicQueueNums, sys_flag)
             if tc is None:
                 raise _Reject(ResponseCode.TOPIC_NOT_EXIST,
-                              f"topic[{h.topic}] not exist, apply first please! {_FAQ_NO_TOPIC}")
+                              f"topic[{h.topic}] not exist, apply first please!{FAQ_SUFFIX}")
         if h.queueId >= max(tc.write_queue_nums, tc.read_queue_nums):
             raise _Reject(ResponseCode.SYSTEM_ERROR,
                           f"request queueId[{h.queueId}] is illegal, {tc} Producer: {conn.remote_addr}")
@@ -299,14 +298,18 @@ class SendMessageProcessor(CodeDispatchProcessor):
             msg.queue_id = random.randrange(_DLQ_NUMS_PER_GROUP)
             msg.properties.pop(MessageConst.DELAY_TIME_LEVEL, None)
 
+    def _region_fields(self) -> dict[str, str]:
+        cfg = self.broker.config
+        return {"MSG_REGION": cfg.regionId, "TRACE_ON": "true" if cfg.traceOn else "false"}
+
     def _respond(self, request: RemotingCommand, res: PutResult, queue_id: int) -> RemotingCommand:
         code = PUT_STATUS_CODES.get(res.status, ResponseCode.SYSTEM_ERROR)
         if not res.ok:
-            return response_for(request, code, res.remark or f"store refused the message: {res.status.value}")
-        cfg = self.broker.config
+            return response_for(request, code, res.remark or f"store refused the message: {res.status.value}",
+                                self._region_fields())
         return response_for(request, code, res.remark, ext_fields={
             "msgId": res.msg_id, "queueId": str(queue_id), "queueOffset": str(res.queue_offset),
-            "MSG_REGION": cfg.regionId, "TRACE_ON": "true" if cfg.traceOn else "false"})
+            **self._region_fields()})
 
     # ------------------------------------------------------------------ SEND
     async def send_message(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
@@ -356,8 +359,8 @@ class SendMessageProcessor(CodeDispatchProcessor):
                 self._retry_or_dlq(h, msg, request)
                 qid = msg.queue_id
                 msgs = [msg]
-        except _Reject as rej:
-            return response_for(request, rej.code, rej.remark)
+        except _Reject as rej:  # 4.9 puts the region and trace switch on every send answer, refusals too
+            return response_for(request, rej.code, rej.remark, self._region_fields())
         res = await self.broker.store.put_messages(msgs)
         return self._respond(request, res, qid)
 
