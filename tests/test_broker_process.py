@@ -447,3 +447,27 @@ async def test_one_socket_write_of_good_and_bad_sends(cluster):
         assert r.code == ResponseCode.SUCCESS and [m.body for m in decode_records(r.body)] == [b"b1"]
     finally:
         await c.close()
+
+
+async def test_delete_subscription_group_with_and_without_its_offsets(cluster, client):
+    _, broker = cluster
+    await create_topic(client, broker.addr, "ProcDeleteGroup")
+
+    async def committed(group: str) -> int:
+        r = await client.invoke(broker.addr, create_request(RequestCode.QUERY_CONSUMER_OFFSET, {
+            "consumerGroup": group, "topic": "ProcDeleteGroup", "queueId": 0}), 5)
+        return int(r.ext_fields["offset"]) if r.code == ResponseCode.SUCCESS else -r.code
+
+    for group in ("GID_KEEP", "GID_DROP"):
+        r = await client.invoke(broker.addr, create_request(RequestCode.UPDATE_CONSUMER_OFFSET, {
+            "consumerGroup": group, "topic": "ProcDeleteGroup", "queueId": 0, "commitOffset": 7}), 5)
+        assert r.code == ResponseCode.SUCCESS
+        r = await client.invoke(broker.addr, create_request(RequestCode.DELETE_SUBSCRIPTIONGROUP, {
+            "groupName": group, "removeOffset": str(group == "GID_DROP").lower()}), 5)
+        assert r.code == ResponseCode.SUCCESS, r.remark
+    assert await committed("GID_KEEP") == 7
+    assert await committed("GID_DROP") == 0  # no offset: an empty queue that starts at 0 answers 0
+    r = await client.invoke(broker.addr, create_request(RequestCode.DELETE_SUBSCRIPTIONGROUP, {"groupName": "NoSuch"}), 5)
+    assert r.code == ResponseCode.SUCCESS  # an unknown group too, as 4.9.8 answers
+    r = await client.invoke(broker.addr, create_request(RequestCode.DELETE_SUBSCRIPTIONGROUP, {}), 5)
+    assert r.code == ResponseCode.SYSTEM_ERROR  # no groupName: a header error, the broker stays up
