@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -200,7 +201,7 @@ def test_batch_sends(benchmark, cluster, style: str) -> None:
           f"{med:,.0f} msgs/s (rounds {min(rates):,.0f}-{max(rates):,.0f})")
 
 
-async def _consume(ns: str, n: int, group: str) -> tuple[float, float]:
+async def _consume(ns: str, n: int, group: str, topic: str = "ConsumeBench") -> tuple[float, float]:
     count = 0
     first: list[tuple[float, int]] = []  # when the first batch arrived, and its size
     done = asyncio.Event()
@@ -215,7 +216,7 @@ async def _consume(ns: str, n: int, group: str) -> tuple[float, float]:
         return ConsumeStatus.CONSUME_SUCCESS
     c = PushConsumer(group, namesrv_addr=ns, consume_from_where="CONSUME_FROM_FIRST_OFFSET",
                      consume_message_batch_max_size=32)
-    c.subscribe("ConsumeBench")
+    c.subscribe(topic)
     c.register_message_listener(listener)
     t0 = time.perf_counter()
     await c.start()
@@ -232,14 +233,15 @@ async def _consume(ns: str, n: int, group: str) -> tuple[float, float]:
     return rate, steady
 
 
-async def _produce_then_consume(ns: str, n: int) -> list[tuple[float, float]]:
+async def _produce_then_consume(ns: str, n: int, suffix: str = "") -> list[tuple[float, float]]:
     """n messages produced, then consumed by one group and then by a second one: the first reads
     right after the production, while the broker may still be busy with it (flushing it to disk),
     the second reads the same messages after."""
     async with Producer("PG_BENCH_CONS", namesrv_addr=ns) as p:
         for _ in range(n // N_BATCH):
-            await p.send_batch([Message("ConsumeBench", b"x" * 128) for _ in range(N_BATCH)])
-    return [await _consume(ns, n, "GID_BENCH"), await _consume(ns, n, "GID_BENCH_AGAIN")]
+            await p.send_batch([Message("ConsumeBench" + suffix, b"x" * 128) for _ in range(N_BATCH)])
+    return [await _consume(ns, n, "GID_BENCH" + suffix, "ConsumeBench" + suffix),
+            await _consume(ns, n, "GID_BENCH_AGAIN" + suffix, "ConsumeBench" + suffix)]
 
 
 # 200,000 rather than 20,000: at ~500,000 msgs/s 20,000 messages take ~40 ms, and one scheduler
@@ -278,3 +280,64 @@ def test_cpp_client_sync_sends_for_comparison(benchmark, cluster) -> None:
     per = r["elapsed_s"] / max(1, r["ok"]) * 1e6
     benchmark.extra_info.update(cpp_mean_us=round(per, 1))
     print(f"\nC++ client send_sync, one in flight: mean {per:.0f} us over {r['ok']} sends")
+
+
+
+# ------------------------------------------------------------------ beside Apache RocketMQ's own
+# Opt-in, when the environment provides them (none can be installed from the registries CI
+# reaches): FASTMQ_JAVA_NAMESRV, a running Apache RocketMQ 4.x cluster, and FASTMQ_JAVA_CLASSPATH,
+# its Java client's jars (with javac). The same client workloads then run against its broker too,
+# and the Java client sends to both.
+JAVA_NAMESRV = os.environ.get("FASTMQ_JAVA_NAMESRV", "")
+JAVA_CLASSPATH = os.environ.get("FASTMQ_JAVA_CLASSPATH", "")
+
+
+async def _workloads(ns: str, suffix: str) -> dict[str, float]:
+    lat = await _sync_sends(ns, N_SYNC) * 1e6
+    callback = await _async_sends(ns, N_ASYNC, 5, True)
+    batches = await _batch_sends(ns, 200, 5, True)
+    (_, steady), _ = await _produce_then_consume(ns, N_CONSUME, suffix)
+    return {"sync p50 us": float(np.percentile(lat, 50)), "sync p99 us": float(np.percentile(lat, 99)),
+            "send_async callback msgs/s": sorted(callback)[2], "send_batch_async msgs/s": sorted(batches)[2],
+            "push consumption msgs/s": steady}
+
+
+@pytest.mark.skipif(not JAVA_NAMESRV, reason="FASTMQ_JAVA_NAMESRV (an Apache RocketMQ cluster) not set")
+def test_fastmq_client_against_fastmq_and_java_brokers(benchmark, cluster) -> None:
+    """The fastmq client's workloads against the fastmq broker and against a Java one, one after
+    the other in the same run (medians of five rounds where there are rounds)."""
+    suffix = f"_{os.getpid()}_{time.monotonic_ns() % 10**6}"
+    out: dict[str, dict[str, float]] = {}
+
+    def go() -> None:
+        out["fastmq broker"] = run(_workloads(cluster.ns, suffix))
+        out["java broker"] = run(_workloads(JAVA_NAMESRV, suffix))
+    benchmark.pedantic(go, rounds=1, iterations=1)
+    for target, figures in out.items():
+        benchmark.extra_info[target] = {k: round(v) for k, v in figures.items()}
+        print(f"\nfastmq client -> {target}: " + ", ".join(f"{k} {v:,.0f}" for k, v in figures.items()), end="")
+    print()
+
+
+@pytest.mark.skipif(not JAVA_CLASSPATH or shutil.which("javac") is None,
+                    reason="FASTMQ_JAVA_CLASSPATH (RocketMQ's Java client) and javac not both set")
+def test_java_client_sync_sends_for_comparison(benchmark, cluster, tmp_path) -> None:
+    from tests.test_java_rocketmq import compile_java_peer, run_peer
+
+    cp = compile_java_peer(tmp_path)
+    targets = {"fastmq broker": cluster.ns, **({"java broker": JAVA_NAMESRV} if JAVA_NAMESRV else {})}
+    out: dict[str, float] = {}
+
+    def go() -> None:
+        for target, ns in targets.items():
+            # 3,000 untimed sends first: the JVM compiles its send path meanwhile
+            _, (result,), log = run_peer(cp, ["produce", ns, "ClientBench", str(N_SYNC), "size=128", "warm=3000"],
+                                         300)
+            assert result["ok"] == N_SYNC, log
+            out[target] = result
+    benchmark.pedantic(go, rounds=1, iterations=1)
+    for target, r in out.items():
+        benchmark.extra_info[f"java client -> {target}"] = {k: r[k] for k in ("p50_us", "p99_us", "elapsed_us")}
+        print(f"\nJava client send (sync), one in flight -> {target}: p50 {r['p50_us']} us, p99 {r['p99_us']} us, "
+              f"mean {r['elapsed_us'] / N_SYNC:.0f} us over {N_SYNC} after 3,000 untimed", end="")
+    print()

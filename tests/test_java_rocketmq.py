@@ -38,17 +38,20 @@ needs_java_client = pytest.mark.skipif(not CLASSPATH or shutil.which("javac") is
 needs_java_cluster = pytest.mark.skipif(not JAVA_NAMESRV, reason="FASTMQ_JAVA_NAMESRV (an Apache RocketMQ cluster) not set")
 
 
-@pytest.fixture(scope="module")
-def java_peer(tmp_path_factory) -> str:
-    """The classpath that runs ``JavaPeer``, compiled here against the environment's client."""
-    out = tmp_path_factory.mktemp("java-peer")
+def compile_java_peer(out: Path) -> str:
+    """Compile ``JavaPeer`` into ``out`` against the environment's client; the classpath that runs it."""
     proc = subprocess.run(["javac", "-cp", CLASSPATH, "-d", str(out), str(PEER_SOURCE)], capture_output=True,
                           text=True, timeout=180)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return f"{CLASSPATH}{os.pathsep}{out}"
 
 
-def _run_peer(cp: str, args: list[str], timeout: float) -> tuple[list[dict], list[dict], str]:
+@pytest.fixture(scope="module")
+def java_peer(tmp_path_factory) -> str:
+    return compile_java_peer(tmp_path_factory.mktemp("java-peer"))
+
+
+def run_peer(cp: str, args: list[str], timeout: float) -> tuple[list[dict], list[dict], str]:
     """Run JavaPeer; its SENT/MSG records, its RESULT/DONE record(s), and its whole output for messages."""
     proc = subprocess.run(["java", "-Xmx256m", "-cp", cp, "JavaPeer", *args], capture_output=True, text=True,
                           timeout=timeout)
@@ -95,7 +98,7 @@ def _java_messages(n: int, start: int = 0) -> dict[bytes, tuple[str, str, str]]:
 @needs_java_client
 async def test_java_producer_to_fastmq_push_consumer(java_peer, cluster) -> None:  # noqa: F811
     topic = _unique("JavaToFastmq")
-    sent, (result,), log = await asyncio.to_thread(_run_peer, java_peer, ["produce", cluster, topic, "10"], 120)
+    sent, (result,), log = await asyncio.to_thread(run_peer, java_peer, ["produce", cluster, topic, "10"], 120)
     assert result["ok"] == 10 and result["failed"] == 0, log
     # the Java client's UNIQ_KEY carries its host as 16 bytes when that address is IPv6-mapped: 56 hex digits
     assert all(s["status"] == "SEND_OK" and len(s["msg_id"]) in (32, 56) and len(s["offset_msg_id"]) == 32
@@ -108,7 +111,7 @@ async def test_java_producer_to_fastmq_push_consumer(java_peer, cluster) -> None
 @needs_java_client
 async def test_java_batch_to_fastmq(java_peer, cluster) -> None:  # noqa: F811
     topic = _unique("JavaBatch")
-    sent, (result,), log = await asyncio.to_thread(_run_peer, java_peer,
+    sent, (result,), log = await asyncio.to_thread(run_peer, java_peer,
                                                    ["produce", cluster, topic, "8", "batch"], 120)
     assert result["ok"] == 8 and sent[0]["status"] == "SEND_OK", log
     assert len(sent[0]["msg_id"].split(",")) == 8  # a batch's SendResult lists every message's id
@@ -126,7 +129,7 @@ async def test_fastmq_producer_to_java_push_consumer(java_peer, cluster) -> None
             assert r.status == "SEND_OK"
         await p.send(Message(topic, b"B" * 6000, properties={"TAGS": "TagF", "KEYS": "big"}))  # compressed
     msgs, (done,), log = await asyncio.to_thread(
-        _run_peer, java_peer, ["consume", cluster, topic, _unique("GID_JAVA_FROM_FASTMQ"), "6", "60"], 120)
+        run_peer, java_peer, ["consume", cluster, topic, _unique("GID_JAVA_FROM_FASTMQ"), "6", "60"], 120)
     assert done["complete"], log
     by_body = {m["body"]: m for m in msgs}
     for i in range(5):
@@ -145,7 +148,7 @@ async def test_java_consumer_retries_through_a_fastmq_broker(java_peer, cluster)
         for i in range(5):
             await p.send(Message(topic, f"x-{i}".encode(), properties={"TAGS": "TagR"}))
     msgs, (done,), log = await asyncio.to_thread(
-        _run_peer, java_peer, ["consume", cluster, topic, _unique("GID_JAVA_RETRY"), "5", "60", "fail=x-2"], 120)
+        run_peer, java_peer, ["consume", cluster, topic, _unique("GID_JAVA_RETRY"), "5", "60", "fail=x-2"], 120)
     assert done["complete"], log
     again = [m for m in msgs if m["body"] == "x-2"]
     assert [(m["refused"], m["reconsume_times"]) for m in again] == [(True, 0), (False, 1)], again
@@ -164,7 +167,7 @@ async def test_java_orderly_consumer_on_a_fastmq_broker(java_peer, cluster) -> N
             for order in range(3):
                 await p.send_orderly(Message(topic, f"{order}:{step}".encode()), hash_selector, order)
     msgs, (done,), log = await asyncio.to_thread(
-        _run_peer, java_peer, ["consume", cluster, topic, _unique("GID_JAVA_ORDER"), "15", "60", "orderly",
+        run_peer, java_peer, ["consume", cluster, topic, _unique("GID_JAVA_ORDER"), "15", "60", "orderly",
                                "fail=1:2"], 120)
     assert done["complete"], log
     seen: dict[int, list[int]] = {}
@@ -241,7 +244,7 @@ async def test_a_group_resumes_from_offsets_the_java_broker_keeps() -> None:
 @needs_java_client
 async def test_java_and_fastmq_clients_share_a_java_cluster(java_peer) -> None:
     topic = _unique("MixedOnJava")
-    sent, (result,), log = await asyncio.to_thread(_run_peer, java_peer, ["produce", JAVA_NAMESRV, topic, "5"], 120)
+    sent, (result,), log = await asyncio.to_thread(run_peer, java_peer, ["produce", JAVA_NAMESRV, topic, "5"], 120)
     assert result["ok"] == 5, log
     got = await _push_consume(JAVA_NAMESRV, topic, _unique("GID_MIXED_FASTMQ"), 5, 60)
     assert {b: (d["tags"], d["keys"], d["user"]) for b, d in got.items()} == _java_messages(5)
@@ -249,7 +252,7 @@ async def test_java_and_fastmq_clients_share_a_java_cluster(java_peer) -> None:
         for i in range(3):
             await p.send(Message(topic, f"fastmq-{i}".encode(), properties={"TAGS": "TagF", "userProp": f"v{i}"}))
     msgs, (done,), log = await asyncio.to_thread(
-        _run_peer, java_peer, ["consume", JAVA_NAMESRV, topic, _unique("GID_MIXED_JAVA"), "8", "60"], 120)
+        run_peer, java_peer, ["consume", JAVA_NAMESRV, topic, _unique("GID_MIXED_JAVA"), "8", "60"], 120)
     assert done["complete"], log
     assert {m["body"] for m in msgs} >= {f"fastmq-{i}" for i in range(3)} | {f"java-{i}" for i in range(5)}
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import struct
 import zlib
 
 import numpy as np
@@ -71,6 +72,25 @@ def test_records_are_the_store_format(send) -> None:
     assert b.wait and b.total_size == len(recs)
 
 
+def test_properties_as_the_java_client_sends_them_take_the_fast_path(send) -> None:
+    """4.9's Java client drops the separator after its last property; the record puts it back
+    before CLUSTER, single sends and batch entries alike."""
+    java_props = "KEYS\x01k1\x02TAGS\x01TagJ\x02UNIQ_KEY\x01" + "AB" * 28 + "\x02WAIT\x01true"
+    props = b"TAGS\x01batch"
+    entry = struct.pack(">iiiii", 0, 0, 0, 5, 2) + b"m0" + struct.pack(">H", len(props)) + props
+    entry = struct.pack(">i", len(entry)) + entry[4:]
+    b = send.encode_sends([_send(props=java_props), _send(body=entry, code=RequestCode.SEND_BATCH_MESSAGE,
+                                                          props=None)], TOPICS, BORN, STORE, CLUSTER, 4096)
+    assert (b.slow, b.fast, b.n) == ([], [0, 1], 2)
+    m0 = decode_record(b.records, 0)
+    assert m0.properties == {"KEYS": "k1", "TAGS": "TagJ", "UNIQ_KEY": "AB" * 28, "WAIT": "true",
+                             "CLUSTER": "DefaultCluster"}
+    assert b.records[m0.store_size - len(CLUSTER) - 1:m0.store_size] == b"\x02" + CLUSTER
+    m1 = decode_record(b.records, m0.store_size)
+    assert m1.properties == {"TAGS": "batch", "CLUSTER": "DefaultCluster"} and m1.body == b"m0"
+    assert b.cols[0, COL["tags"]] == java_string_hash("TagJ") and b.cols[1, COL["tags"]] == java_string_hash("batch")
+
+
 def test_batch_request_becomes_one_record_per_entry(send) -> None:
     b = send.encode_sends([_send(body=_batch_body(3), code=RequestCode.SEND_BATCH_MESSAGE, props=None)], TOPICS,
                           BORN, STORE, CLUSTER, 4 << 20)
@@ -87,7 +107,6 @@ def test_batch_request_becomes_one_record_per_entry(send) -> None:
     (_send(qid=4), "queue id over its bound"),
     (_send(props="DELAY\x013\x02"), "delay level"),
     (_send(props="CLUSTER\x01x\x02"), "CLUSTER already set"),
-    (_send(props="TAGS\x01a"), "no trailing separator"),
     (_send(props="\x01a\x02"), "empty property name"),
     (_send(props="TAGS\x02"), "name without value separator"),
     (_send(sys_flag=0x4), "prepared transaction"),
@@ -120,7 +139,10 @@ def _random_requests(draw) -> list:
         props = draw(st.one_of(st.none(), st.just(""), st.lists(
             st.tuples(st.sampled_from(["TAGS", "KEYS", "UNIQ_KEY", "WAIT", "X", "DELAY", "ü"]),
                       st.text(st.characters(blacklist_characters="\x01\x02", blacklist_categories=("Cs",)),
-                              max_size=8)), max_size=4).map(lambda kv: "".join(f"{k}\x01{v}\x02" for k, v in kv))))
+                              max_size=8)), max_size=4).map(lambda kv: "".join(f"{k}\x01{v}\x02" for k, v in kv)),
+            # as the Java client sends them: no separator after the last pair
+            st.lists(st.tuples(st.sampled_from(["TAGS", "KEYS", "WAIT"]), st.text("ab", max_size=4)),
+                     min_size=1, max_size=3).map(lambda kv: "\x02".join(f"{k}\x01{v}" for k, v in kv))))
         body = draw(st.binary(max_size=300))
         qid = draw(st.integers(-1, 9))
         if kind == "batch":

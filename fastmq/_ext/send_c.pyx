@@ -185,7 +185,8 @@ cdef bint _valid_utf8(const uint8_t* p, Py_ssize_t n) noexcept nogil:
 
 # ----------------------------------------------------------------------------- properties scan
 cdef struct Props:
-    int ok              # well formed: k\x01v\x02 pairs, non-empty keys, nothing after the last \x02
+    int ok              # well formed: k\x01v pairs separated by \x02, non-empty keys
+    int open_end        # no \x02 after the last pair (the Java client's form): the record adds one
     int wait            # WAIT is not "false"
     int index           # KEYS or UNIQ_KEY present and not empty
     int delay           # DELAY present
@@ -202,6 +203,7 @@ cdef inline bint _key_is(const uint8_t* k, Py_ssize_t kn, const char* name, Py_s
 cdef Props _scan_props(const uint8_t* p, Py_ssize_t n) noexcept nogil:
     cdef Props r
     r.ok = 1
+    r.open_end = 0
     r.wait = 1
     r.index = 0
     r.delay = 0
@@ -211,9 +213,9 @@ cdef Props _scan_props(const uint8_t* p, Py_ssize_t n) noexcept nogil:
     cdef Py_ssize_t i = 0, ks, kn, vs, vn
     if n == 0:
         return r
-    if p[n - 1] != 2:
-        r.ok = 0
-        return r
+    # 4.9's messageProperties2String drops the separator after the last pair: the Java client
+    # sends its properties so; the end of the string then closes the last value
+    r.open_end = p[n - 1] != 2
     while i < n:
         ks = i
         while i < n and p[i] != 1 and p[i] != 2:
@@ -347,6 +349,7 @@ cdef struct RecIn:
     Py_ssize_t topic_len
     const uint8_t* props
     Py_ssize_t props_len
+    Py_ssize_t props_sep  # 1: a \x02 goes between the message's properties and CLUSTER
 
 
 @cython.boundscheck(False)
@@ -354,7 +357,7 @@ cdef struct RecIn:
 cdef int _write_record(SendBatch b, RecIn* r, const uint8_t* born_host, const uint8_t* store_host,
                        const uint8_t* cluster, Py_ssize_t cluster_len) except -1:
     """Append one record to the staging buffer (offsets and store timestamp left 0)."""
-    cdef Py_ssize_t plen = r.props_len + cluster_len
+    cdef Py_ssize_t plen = r.props_len + r.props_sep + cluster_len
     cdef Py_ssize_t size = FIXED + r.body_len + r.topic_len + plen
     bytebuf_reserve(&b._b, size, 65536)
     cdef uint8_t* p = b._b.p + b._b.n
@@ -382,7 +385,9 @@ cdef int _write_record(SendBatch b, RecIn* r, const uint8_t* born_host, const ui
     p[0] = <uint8_t>(plen >> 8)
     p[1] = <uint8_t>plen
     memcpy(p + 2, r.props, r.props_len)
-    memcpy(p + 2 + r.props_len, cluster, cluster_len)
+    if r.props_sep:
+        p[2 + r.props_len] = 2
+    memcpy(p + 2 + r.props_len + r.props_sep, cluster, cluster_len)
     b._b.n += size
     return <int>size
 
@@ -537,10 +542,11 @@ cdef bint _encode_one(SendBatch b, RemotingCommand req, Py_ssize_t i, dict topic
             except UnicodeEncodeError:  # lone surrogates
                 return False
         pr = _scan_props(r.props, r.props_len)
+        r.props_sep = pr.open_end
         r.body = <const uint8_t*>PyBytes_AS_STRING(body)
         r.body_len = PyBytes_GET_SIZE(body)
-        size = FIXED + r.body_len + r.topic_len + r.props_len + ctx.cluster_len
-        if (not pr.ok or pr.delay or pr.cluster or r.props_len + ctx.cluster_len > MAX_PROPS
+        size = FIXED + r.body_len + r.topic_len + r.props_len + r.props_sep + ctx.cluster_len
+        if (not pr.ok or pr.delay or pr.cluster or r.props_len + r.props_sep + ctx.cluster_len > MAX_PROPS
                 or size > ctx.max_size):
             return False
     elif PyBytes_GET_SIZE(body) == 0:
@@ -575,8 +581,10 @@ cdef bint _encode_one(SendBatch b, RemotingCommand req, Py_ssize_t i, dict topic
         if not _valid_utf8(r.props, epl):
             return False
         pr = _scan_props(r.props, epl)
-        size = FIXED + el + r.topic_len + epl + ctx.cluster_len
-        if not pr.ok or pr.delay or pr.cluster or epl + ctx.cluster_len > MAX_PROPS or size > ctx.max_size:
+        r.props_sep = pr.open_end
+        size = FIXED + el + r.topic_len + epl + r.props_sep + ctx.cluster_len
+        if (not pr.ok or pr.delay or pr.cluster or epl + r.props_sep + ctx.cluster_len > MAX_PROPS
+                or size > ctx.max_size):
             return False
         _add_record(b, &r, &pr, ctx, i, kidx, qid)
         pos = end

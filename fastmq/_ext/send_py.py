@@ -8,7 +8,8 @@ The contract both twins keep (the differential tests hold them to the same bytes
   left 0). A request is taken only when nothing about it needs judgement: a JSON header whose
   fields are plain decimal strings, a topic found in ``topics`` (the processor's cache of topics
   that passed its checks), a queue id under its bound, no transactional prepared/rollback flag,
-  properties made of well-formed ``k\\x01v\\x02`` pairs without DELAY or CLUSTER, a record within
+  properties made of well-formed ``k\\x01v\\x02`` pairs (the last \\x02 may be missing, as the Java
+  client sends them; the record then adds it) without DELAY or CLUSTER, a record within
   ``max_size``, and for a batch a body whose every entry is well formed. Every other request is
   listed in ``SendBatch.slow`` and left to the Python processor, which answers it with
   RocketMQ's checks and remarks. Each record's properties are the message's own plus
@@ -78,16 +79,16 @@ def _i32(v: int | None) -> bool:
 
 
 class _Props:
-    __slots__ = ("ok", "wait", "index", "delay", "cluster", "tags")
+    __slots__ = ("ok", "wait", "index", "delay", "cluster", "tags", "sep")
 
     def __init__(self, p: bytes) -> None:
         self.ok, self.wait, self.index, self.delay, self.cluster, self.tags = True, True, False, False, False, 0
+        #: what goes between the message's properties and CLUSTER in the record: the \x02 that
+        #: the Java client (4.9's messageProperties2String) leaves off after its last pair
+        self.sep = b"\x02" if p and p[-1] != 2 else b""
         if not p:
             return
-        if p[-1] != 2:
-            self.ok = False
-            return
-        for item in p[:-1].split(b"\x02"):
+        for item in (p + self.sep)[:-1].split(b"\x02"):
             k, sep, v = item.partition(b"\x01")
             if not sep or not k or b"\x01" in v:
                 self.ok = False
@@ -194,6 +195,7 @@ def encode_sends(requests: list, topics: dict, born_host: bytes, store_host: byt
                 b.slow.append(i)
                 continue
             pr = _Props(pb)
+            pb += pr.sep
             size = FIXED + len(body) + len(tb) + len(pb) + len(cluster_prop)
             if (not pr.ok or pr.delay or pr.cluster or len(pb) + len(cluster_prop) > 0x7FFF
                     or size > max_size):
@@ -243,8 +245,9 @@ def _batch_entries(body: bytes, tb: bytes, cluster_prop: bytes, max_size: int) -
         except UnicodeDecodeError:
             return None
         pr = _Props(pb)
-        if (not pr.ok or pr.delay or pr.cluster or epl + len(cluster_prop) > 0x7FFF
-                or FIXED + el + len(tb) + epl + len(cluster_prop) > max_size):
+        pb += pr.sep
+        if (not pr.ok or pr.delay or pr.cluster or len(pb) + len(cluster_prop) > 0x7FFF
+                or FIXED + el + len(tb) + len(pb) + len(cluster_prop) > max_size):
             return None
         out.append((flag, body[pos + 20:pos + 20 + el], pb, pr))
         pos = end

@@ -1,11 +1,12 @@
 // Drives the Apache RocketMQ Java client (4.x) in its own JVM, for tests/test_java_rocketmq.py.
 //
-//   java -cp <rocketmq client classpath>:<dir of this class> JavaPeer produce NAMESRV TOPIC COUNT [batch]
+//   java -cp <rocketmq client classpath>:<dir of this class> JavaPeer produce NAMESRV TOPIC COUNT [batch] [size=N] [warm=N]
 //   java -cp ... JavaPeer consume NAMESRV TOPIC GROUP EXPECT SECONDS [orderly] [fail=BODY]
 //
 // produce sends COUNT messages (body "java-<i>", tags "TagJ", keys "key-<i>", user property
 // userProp=value-<i>), synchronously one by one or as one batch, and prints one
-// "SENT {json}" line per message and "RESULT {json}" at the end. consume subscribes TOPIC "*"
+// "SENT {json}" line per message and "RESULT {json}" at the end (with the timed sends' elapsed
+// time and, one by one, their p50 and p99; "warm=N" sends N untimed messages first). consume subscribes TOPIC "*"
 // in clustering mode from the first offset, concurrently or (orderly) with queues locked on the
 // broker, and prints "MSG {json}" per delivery and "DONE {json}" once EXPECT distinct bodies were
 // consumed or SECONDS passed. The first delivery of body BODY is refused (RECONSUME_LATER, or
@@ -51,8 +52,15 @@ public final class JavaPeer {
         return b.append('"').toString();
     }
 
+    private static int bodySize = 0;  // "size=N": bodies padded with 'x' to N bytes
+    private static int warm = 0;  // "warm=N": N sends before the timed ones
+
     private static Message message(String topic, int i) {
-        Message m = new Message(topic, "TagJ", "key-" + i, ("java-" + i).getBytes(StandardCharsets.UTF_8));
+        StringBuilder body = new StringBuilder("java-" + i);
+        while (body.length() < bodySize) {
+            body.append('x');
+        }
+        Message m = new Message(topic, "TagJ", "key-" + i, body.toString().getBytes(StandardCharsets.UTF_8));
         m.putUserProperty("userProp", "value-" + i);
         return m;
     }
@@ -73,6 +81,11 @@ public final class JavaPeer {
         int ok = 0;
         int failed = 0;
         String error = null;
+        long[] took = new long[count];
+        for (int i = 0; i < warm; i++) {  // untimed: the JIT compiles the send path first
+            p.send(message(topic, -1 - i));
+        }
+        long began = System.nanoTime();
         try {
             if (batch) {
                 List<Message> msgs = new ArrayList<>();
@@ -85,7 +98,10 @@ public final class JavaPeer {
             } else {
                 for (int i = 0; i < count; i++) {
                     try {
-                        printSent(p.send(message(topic, i)));
+                        long t0 = System.nanoTime();
+                        SendResult r = p.send(message(topic, i));
+                        took[ok] = System.nanoTime() - t0;
+                        printSent(r);
                         ok++;
                     } catch (Exception e) {
                         failed++;
@@ -96,10 +112,15 @@ public final class JavaPeer {
         } catch (Exception e) {
             failed = count - ok;
             error = e.toString();
-        } finally {
-            p.shutdown();
         }
-        System.out.println("RESULT {\"ok\": " + ok + ", \"failed\": " + failed + ", \"error\": " + q(error) + "}");
+        long elapsed = System.nanoTime() - began;  // the sends alone, without the JVM's start or the shutdown
+        p.shutdown();
+        long[] sorted = java.util.Arrays.copyOf(took, batch ? 0 : ok);
+        java.util.Arrays.sort(sorted);
+        long p50 = sorted.length > 0 ? sorted[sorted.length / 2] / 1000 : -1;
+        long p99 = sorted.length > 0 ? sorted[(int) (sorted.length * 0.99)] / 1000 : -1;
+        System.out.println("RESULT {\"ok\": " + ok + ", \"failed\": " + failed + ", \"error\": " + q(error)
+            + ", \"elapsed_us\": " + elapsed / 1000 + ", \"p50_us\": " + p50 + ", \"p99_us\": " + p99 + "}");
     }
 
     private static void consume(String namesrv, String topic, String group, int expect, int seconds, boolean orderly,
@@ -158,7 +179,17 @@ public final class JavaPeer {
 
     public static void main(String[] args) throws Exception {
         if (args.length >= 4 && args[0].equals("produce")) {
-            produce(args[1], args[2], Integer.parseInt(args[3]), args.length > 4 && args[4].equals("batch"));
+            boolean batch = false;
+            for (int i = 4; i < args.length; i++) {
+                if (args[i].equals("batch")) {
+                    batch = true;
+                } else if (args[i].startsWith("size=")) {
+                    bodySize = Integer.parseInt(args[i].substring(5));
+                } else if (args[i].startsWith("warm=")) {
+                    warm = Integer.parseInt(args[i].substring(5));
+                }
+            }
+            produce(args[1], args[2], Integer.parseInt(args[3]), batch);
         } else if (args.length >= 6 && args[0].equals("consume")) {
             boolean orderly = false;
             String fail = null;
@@ -171,7 +202,7 @@ public final class JavaPeer {
             }
             consume(args[1], args[2], args[3], Integer.parseInt(args[4]), Integer.parseInt(args[5]), orderly, fail);
         } else {
-            System.err.println("usage: JavaPeer produce NAMESRV TOPIC COUNT [batch] | "
+            System.err.println("usage: JavaPeer produce NAMESRV TOPIC COUNT [batch] [size=N] [warm=N] | "
                 + "consume NAMESRV TOPIC GROUP EXPECT SECONDS [orderly] [fail=BODY]");
             System.exit(2);
         }
