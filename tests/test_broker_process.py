@@ -7,6 +7,7 @@ UPDATE_AND_CREATE_TOPIC as an operator would. Requests go through fastmq's Remot
 from __future__ import annotations
 
 import asyncio
+import json
 import signal
 import subprocess
 import sys
@@ -471,3 +472,38 @@ async def test_delete_subscription_group_with_and_without_its_offsets(cluster, c
     assert r.code == ResponseCode.SUCCESS  # an unknown group too, as 4.9.8 answers
     r = await client.invoke(broker.addr, create_request(RequestCode.DELETE_SUBSCRIPTIONGROUP, {}), 5)
     assert r.code == ResponseCode.SYSTEM_ERROR  # no groupName: a header error, the broker stays up
+
+
+async def test_runtime_info_and_connection_lists_as_mqadmin_reads_them(cluster, client):
+    """clusterList and brokerStatus read these keys (a missing one was a NullPointerException in
+    mqadmin); producerConnection and consumerConnection these bodies."""
+    from fastmq.protocol.heartbeat import ConsumerData, HeartbeatData, ProducerData, build_subscription
+
+    _, broker = cluster
+    await create_topic(client, broker.addr, "ProcAdmin")
+    for i in range(3):
+        assert (await client.invoke(broker.addr, send_request("ProcAdmin", b"%d" % i), 5)).code == ResponseCode.SUCCESS
+    r = await client.invoke(broker.addr, create_request(RequestCode.GET_BROKER_RUNTIME_INFO, {}), 5)
+    table = json.loads(r.body)["table"]
+    for key in ("putTps", "getTransferedTps", "getFoundTps", "getMissTps", "getTotalTps", "brokerVersionDesc",
+                "sendThreadPoolQueueSize", "pullThreadPoolQueueSize", "sendThreadPoolQueueHeadWaitTimeMills",
+                "pullThreadPoolQueueHeadWaitTimeMills", "pageCacheLockTimeMills", "earliestMessageTimeStamp",
+                "commitLogDiskRatio", "msgPutTotalTodayNow", "msgGetTotalTodayNow", "msgPutTotalTodayMorning"):
+        assert isinstance(table.get(key), str), key
+    assert len(table["putTps"].split(" ")) == 3  # the 10 s, 1 min and 10 min windows
+    assert int(table["msgPutTotalTodayNow"]) >= 3 and 0 < int(table["earliestMessageTimeStamp"]) <= time.time() * 1000
+
+    hb = HeartbeatData("10.0.0.9@admin", [ProducerData("PG_ADMIN")],
+                       [ConsumerData("GID_ADMIN", subscriptions=[build_subscription("ProcAdmin", "*")])])
+    assert (await client.invoke(broker.addr, create_request(RequestCode.HEART_BEAT, body=hb.to_json()), 5)).code == 0
+    r = await client.invoke(broker.addr, create_request(RequestCode.GET_PRODUCER_CONNECTION_LIST,
+                                                        {"producerGroup": "PG_ADMIN"}), 5)
+    assert r.code == ResponseCode.SUCCESS
+    [c] = json.loads(r.body)["connectionSet"]
+    assert c["clientId"] == "10.0.0.9@admin" and c["language"] == "PYTHON"
+    r = await client.invoke(broker.addr, create_request(RequestCode.GET_CONSUMER_CONNECTION_LIST,
+                                                        {"consumerGroup": "GID_ADMIN"}), 5)
+    assert r.code == ResponseCode.SUCCESS and json.loads(r.body)["connectionSet"][0]["clientId"] == "10.0.0.9@admin"
+    r = await client.invoke(broker.addr, create_request(RequestCode.GET_PRODUCER_CONNECTION_LIST,
+                                                        {"producerGroup": "PG_NONE"}), 5)
+    assert (r.code, r.remark) == (ResponseCode.SYSTEM_ERROR, "the producer group[PG_NONE] not exist")

@@ -539,3 +539,21 @@ async def test_a_pull_in_one_step_answers_as_the_loop_does(tmp_path: Path, limit
                     assert fast == slow, (qid, off, nums)
     finally:
         s.shutdown()
+
+
+def test_store_stats_service_windows() -> None:
+    from fastmq.store.stats_service import StoreStatsService
+
+    now = [0.0]
+    stats = {"putMessageTimesTotal": 0, "getMessageTransferedMsgCount": 0}
+    svc = StoreStatsService(stats, clock=lambda: now[0])
+    svc.sample()
+    assert svc.runtime_info()["putTps"] == "  "  # no window covered yet: empty figures, as Java
+    for _ in range(60):
+        now[0] += 1.0
+        stats["putMessageTimesTotal"] += 100
+        stats["getMessageTransferedMsgCount"] += 50
+        svc.sample()
+    info = svc.runtime_info()
+    assert info["putTps"] == "100.0 100.0 "  # 10 s and 1 min covered, 10 min not yet
+    assert info["getTransferedTps"] == "50.0 50.0 " and info["getMissTps"] == "0.0 0.0 "

@@ -54,6 +54,7 @@ __all__ = ["BrokerController"]
 log = logging.getLogger("fastmq.broker")
 
 CHANNEL_SCAN_INTERVAL = 10.0
+STATS_SAMPLE_INTERVAL = 1.0  # StoreStatsService's sampling period
 ADDRESS_SERVER_POLL_INTERVAL = 120.0
 
 
@@ -113,6 +114,10 @@ class BrokerController:
         self._register_again = False
         self._sync_task: asyncio.Task[Any] | None = None
         self._started = False
+        # BrokerStats: the put and get totals at yesterday's and today's midnight (0 until one passes)
+        self._stats_day = time.strftime("%Y%m%d")
+        self._put_mornings = (0, 0)
+        self._get_mornings = (0, 0)
 
     # ------------------------------------------------------------------ callbacks
     def _on_arrival(self, topic: str, queue_id: int, max_offset: int, tags_code: int | None) -> None:
@@ -198,6 +203,7 @@ class BrokerController:
             asyncio.ensure_future(every(self.config.flushConsumerOffsetInterval / 1000,
                                               self.offsets.persist)),
             asyncio.ensure_future(every(CHANNEL_SCAN_INTERVAL, self.scan_channels)),
+            asyncio.ensure_future(every(STATS_SAMPLE_INTERVAL, self.sample_stats)),
         ]
         if self.is_slave:
             self.ha_client = HAClient(self.store, lambda: self.ha_master_addr)
@@ -208,6 +214,26 @@ class BrokerController:
         if self.config.fetchNamesrvAddrByAddressServer:
             self._tasks.append(asyncio.ensure_future(every(ADDRESS_SERVER_POLL_INTERVAL,
                                                                  self.namesrv.poll_address_server)))
+
+    def _totals_now(self) -> tuple[int, int]:
+        st = self.store.stats
+        return st["putMessageTimesTotal"], st["getMessageTransferedMsgCount"]
+
+    def sample_stats(self) -> None:
+        """Once a second: the store's TPS snapshot; on the first sample of a new day, the daily
+        totals roll over (BrokerStats.record, which 4.9 schedules at midnight)."""
+        self.store.stats_service.sample()
+        today = time.strftime("%Y%m%d")
+        if today != self._stats_day:
+            self._stats_day = today
+            put, get = self._totals_now()
+            self._put_mornings = (self._put_mornings[1], put)
+            self._get_mornings = (self._get_mornings[1], get)
+
+    def daily_totals(self) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
+        """(yesterday morning, today morning, now) of the messages put, and of those got."""
+        put, get = self._totals_now()
+        return (*self._put_mornings, put), (*self._get_mornings, get)
 
     def scan_channels(self) -> None:
         for conn in self.consumer_manager.scan_not_active() + self.producer_manager.scan_not_active():

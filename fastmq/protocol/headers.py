@@ -337,6 +337,11 @@ class DeleteTopicRequestHeader(Header):
 
 
 @dataclass(slots=True)
+class GetProducerConnectionListRequestHeader(Header):
+    producerGroup: str
+
+
+@dataclass(slots=True)
 class DeleteSubscriptionGroupRequestHeader(Header):
     groupName: str
     removeOffset: bool = False

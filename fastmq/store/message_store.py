@@ -44,6 +44,7 @@ from .config import SYNC_MASTER, MessageStoreConfig
 from .consume_queue import ConsumeQueue, ConsumeQueueTable, FlushConsumeQueueService
 from .get_message import GetResult, GetStatus, MessageGetter
 from .retention import RetentionService
+from .stats_service import StoreStatsService
 
 __all__ = [
     "PutStatus", "PutResult", "GetStatus", "GetResult", "MessageStore",
@@ -190,6 +191,7 @@ class MessageStore(MessageGetter):
                       "getMessageTimesTotalFound": 0, "getMessageTimesTotalMiss": 0,
                       "getMessageTransferedMsgCount": 0, "putMessageEntireTimeMax": 0,
                       "getMessageEntireTimeMax": 0}
+        self.stats_service = StoreStatsService(self.stats)  # sampled once a second by the broker
         self.recovery = None
         self.retention = RetentionService(self)
         self._min_cache: dict[tuple[str, int], tuple[int, int, int]] = {}
@@ -694,6 +696,14 @@ class MessageStore(MessageGetter):
     def commit_log_min_offset(self) -> int:
         return self.commit_log.min_offset
 
+    def earliest_message_time_in_log(self) -> int:
+        """The store time of the oldest record the commit log holds (getEarliestMessageTime);
+        -1 when it holds none."""
+        first = self.commit_log.min_offset
+        if first >= self.commit_log.max_offset:
+            return -1
+        return self._store_ts(first, 80)  # a record up to its STORETS, IPv6 born host included
+
     # ------------------------------------------------------------------ admin
     def delete_topics(self, topics: Iterable[str]) -> int:
         """Drop the consume queues (and their files) of ``topics``; returns queues deleted.
@@ -738,8 +748,10 @@ class MessageStore(MessageGetter):
                        f"{up // 60_000 % 60} minutes, {up // 1000 % 60} seconds ]",
             "bootTimestamp": self.boot_timestamp,
             "pageCacheLockTimeMills": 0,
+            "earliestMessageTimeStamp": self.earliest_message_time_in_log(),
         }
         info.update(st)
+        info.update(self.stats_service.runtime_info())
         return {k: str(v) for k, v in info.items()}
 
     def check_consistency(self) -> list[str]:

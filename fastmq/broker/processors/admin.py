@@ -18,6 +18,7 @@ from ...protocol.codes import RequestCode, ResponseCode
 from ...protocol.command import VERSION, RemotingCommand, response_for
 from ...protocol.headers import (CreateTopicRequestHeader, DeleteSubscriptionGroupRequestHeader,
                                  DeleteTopicRequestHeader, GetConsumeStatsRequestHeader,
+                                 GetProducerConnectionListRequestHeader,
                                  GetConsumerConnectionListRequestHeader, GetEarliestMsgStoretimeRequestHeader,
                                  GetMaxOffsetRequestHeader, GetMinOffsetRequestHeader, GetTopicStatsInfoRequestHeader,
                                  QueryMessageRequestHeader, SearchOffsetRequestHeader, ViewMessageRequestHeader)
@@ -63,6 +64,7 @@ class AdminBrokerProcessor(CodeDispatchProcessor):
             RequestCode.SEARCH_OFFSET_BY_TIMESTAMP: self.search_offset_by_timestamp,
             RequestCode.GET_EARLIEST_MSG_STORETIME: self.get_earliest_msg_storetime,
             RequestCode.GET_CONSUMER_CONNECTION_LIST: self.get_consumer_connection_list,
+            RequestCode.GET_PRODUCER_CONNECTION_LIST: self.get_producer_connection_list,
             RequestCode.GET_TOPIC_STATS_INFO: self.get_topic_stats_info,
             RequestCode.GET_CONSUME_STATS: self.get_consume_stats,
             RequestCode.VIEW_MESSAGE_BY_ID: self.view_message_by_id,
@@ -172,26 +174,49 @@ class AdminBrokerProcessor(CodeDispatchProcessor):
                                                                   "lastTimestamp": last}))
         return response_for(request, ResponseCode.SUCCESS, body=mq_keyed_json(entries, consumeTps=0.0))
 
+    @staticmethod
+    def _connections(channels: Any) -> list[dict[str, Any]]:
+        return [{"clientAddr": c.conn.remote_addr, "clientId": c.client_id,
+                 "language": _LANG_NAMES[c.language] if c.language < len(_LANG_NAMES) else "OTHER",
+                 "version": c.version} for c in channels]
+
     def get_consumer_connection_list(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         h = GetConsumerConnectionListRequestHeader.decode(request)
         g = self.broker.consumer_manager.find(h.consumerGroup)
         if g is None:
             return response_for(request, ResponseCode.CONSUMER_NOT_ONLINE,
                                 f"the consumer group[{h.consumerGroup}] not online")
-        body = {"connectionSet": [{"clientAddr": c.conn.remote_addr, "clientId": c.client_id,
-                                   "language": _LANG_NAMES[c.language] if c.language < len(_LANG_NAMES) else "OTHER",
-                                   "version": c.version} for c in g.channels.values()],
+        body = {"connectionSet": self._connections(g.channels.values()),
                 "consumeFromWhere": g.consume_from_where, "consumeType": g.consume_type,
                 "messageModel": g.message_model,
                 "subscriptionTable": {t: s.to_obj() for t, s in g.subscriptions.items()}}
         return response_for(request, ResponseCode.SUCCESS, body=_compact(body).encode("utf-8"))
 
+    def get_producer_connection_list(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        h = GetProducerConnectionListRequestHeader.decode(request)
+        channels = self.broker.producer_manager.groups.get(h.producerGroup)
+        if channels is None:
+            return response_for(request, ResponseCode.SYSTEM_ERROR, f"the producer group[{h.producerGroup}] not exist")
+        body = {"connectionSet": self._connections(list(channels.values()))}
+        return response_for(request, ResponseCode.SUCCESS, body=_compact(body).encode("utf-8"))
+
     def get_broker_runtime_info(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         b = self.broker
+        puts, gets = b.daily_totals()
         info = {"brokerVersionDesc": "V4_9_8", "brokerVersion": str(VERSION),
                 "bootTimestamp": str(b.boot_timestamp), "runtime": _runtime(b.boot_timestamp),
-                "brokerActive": "true", "putTps": "0", "getTotalTps": "0"}
-        info.update({k: str(v) for k, v in b.store.runtime_info().items()})
+                "brokerActive": "true",
+                "msgPutTotalYesterdayMorning": puts[0], "msgPutTotalTodayMorning": puts[1],
+                "msgPutTotalTodayNow": puts[2], "msgGetTotalYesterdayMorning": gets[0],
+                "msgGetTotalTodayMorning": gets[1], "msgGetTotalTodayNow": gets[2],
+                # requests run on the event loop, not on Java's bounded pools: nothing queues there
+                "sendThreadPoolQueueSize": 0, "sendThreadPoolQueueCapacity": 0,
+                "pullThreadPoolQueueSize": 0, "pullThreadPoolQueueCapacity": 0,
+                "queryThreadPoolQueueSize": 0, "queryThreadPoolQueueCapacity": 0,
+                "sendThreadPoolQueueHeadWaitTimeMills": 0, "pullThreadPoolQueueHeadWaitTimeMills": 0,
+                "startAcceptSendRequestTimeStamp": 0}  # (a key fastmq does not take: sends are never held)
+        info.update(b.store.runtime_info())
+        info = {k: str(v) for k, v in info.items()}
         return response_for(request, ResponseCode.SUCCESS, body=KVTable(info).to_json())
 
     def view_message_by_id(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
