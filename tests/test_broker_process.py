@@ -507,3 +507,13 @@ async def test_runtime_info_and_connection_lists_as_mqadmin_reads_them(cluster, 
     r = await client.invoke(broker.addr, create_request(RequestCode.GET_PRODUCER_CONNECTION_LIST,
                                                         {"producerGroup": "PG_NONE"}), 5)
     assert (r.code, r.remark) == (ResponseCode.SYSTEM_ERROR, "the producer group[PG_NONE] not exist")
+
+
+async def test_get_broker_config(cluster, client):
+    _, broker = cluster
+    r = await client.invoke(broker.addr, create_request(RequestCode.GET_BROKER_CONFIG, {}), 5)
+    assert r.code == ResponseCode.SUCCESS
+    conf = dict(line.split("=", 1) for line in r.body.decode().splitlines())
+    assert conf["listenPort"] == str(broker.port) and conf["flushDiskType"] == "ASYNC_FLUSH"
+    assert conf["autoCreateTopicEnable"] == "false" and "mappedFileSizeCommitLog" in conf  # broker and store keys
+    assert set(json.loads(r.ext_fields["version"])) == {"counter", "timestamp"}

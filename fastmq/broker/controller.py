@@ -22,6 +22,7 @@ import os
 import time
 from typing import Any
 
+from ..protocol.bodies import DataVersion
 from ..protocol.codes import RequestCode
 from ..protocol.command import create_request
 from ..remoting import Connection, ConnectionGoneListener, RemotingClient, RemotingServer
@@ -115,6 +116,7 @@ class BrokerController:
         self._sync_task: asyncio.Task[Any] | None = None
         self._started = False
         # BrokerStats: the put and get totals at yesterday's and today's midnight (0 until one passes)
+        self.config_version = DataVersion()  # GET_BROKER_CONFIG's version
         self._stats_day = time.strftime("%Y%m%d")
         self._put_mornings = (0, 0)
         self._get_mornings = (0, 0)

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...errors import RemotingCommandError
 from ...protocol import topic as tv
+from ...properties import format_config
 from ...protocol.bodies import KVTable, TopicConfig, loads_lenient
 from ...protocol.codes import RequestCode, ResponseCode
 from ...protocol.command import VERSION, RemotingCommand, response_for
@@ -59,6 +60,7 @@ class AdminBrokerProcessor(CodeDispatchProcessor):
             RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: self.update_and_create_subscription_group,
             RequestCode.DELETE_SUBSCRIPTIONGROUP: self.delete_subscription_group,
             RequestCode.GET_BROKER_RUNTIME_INFO: self.get_broker_runtime_info,
+            RequestCode.GET_BROKER_CONFIG: self.get_broker_config,
             RequestCode.GET_MAX_OFFSET: self.get_max_offset,
             RequestCode.GET_MIN_OFFSET: self.get_min_offset,
             RequestCode.SEARCH_OFFSET_BY_TIMESTAMP: self.search_offset_by_timestamp,
@@ -199,6 +201,14 @@ class AdminBrokerProcessor(CodeDispatchProcessor):
             return response_for(request, ResponseCode.SYSTEM_ERROR, f"the producer group[{h.producerGroup}] not exist")
         body = {"connectionSet": self._connections(list(channels.values()))}
         return response_for(request, ResponseCode.SUCCESS, body=_compact(body).encode("utf-8"))
+
+    def get_broker_config(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        """GET_BROKER_CONFIG: every key=value of the broker and store configs; ``version`` the
+        configuration's data version (mqadmin getBrokerConfig). The configuration does not
+        change at run time (UPDATE_BROKER_CONFIG is not taken), so its version stays the boot one."""
+        b = self.broker
+        return response_for(request, ResponseCode.SUCCESS, ext_fields={"version": b.config_version.to_json().decode("utf-8")},
+                            body=format_config(b.config, b.store_config).encode("utf-8"))
 
     def get_broker_runtime_info(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         b = self.broker
