@@ -468,7 +468,8 @@ async def test_delete_subscription_group_with_and_without_its_offsets(cluster, c
         assert r.code == ResponseCode.SUCCESS, r.remark
     assert await committed("GID_KEEP") == 7
     assert await committed("GID_DROP") == 0  # no offset: an empty queue that starts at 0 answers 0
-    r = await client.invoke(broker.addr, create_request(RequestCode.DELETE_SUBSCRIPTIONGROUP, {"groupName": "NoSuch"}), 5)
+    r = await client.invoke(broker.addr, create_request(RequestCode.DELETE_SUBSCRIPTIONGROUP,
+                                                        {"groupName": "NoSuch"}), 5)
     assert r.code == ResponseCode.SUCCESS  # an unknown group too, as 4.9.8 answers
     r = await client.invoke(broker.addr, create_request(RequestCode.DELETE_SUBSCRIPTIONGROUP, {}), 5)
     assert r.code == ResponseCode.SYSTEM_ERROR  # no groupName: a header error, the broker stays up
@@ -517,3 +518,27 @@ async def test_get_broker_config(cluster, client):
     assert conf["listenPort"] == str(broker.port) and conf["flushDiskType"] == "ASYNC_FLUSH"
     assert conf["autoCreateTopicEnable"] == "false" and "mappedFileSizeCommitLog" in conf  # broker and store keys
     assert set(json.loads(r.ext_fields["version"])) == {"counter", "timestamp"}
+
+
+async def test_unknown_groups_without_auto_creation(cluster, client, tmp_path):
+    """autoCreateSubscriptionGroup=false: a pull and a send-back for a group nobody made are
+    refused with 4.9.8's code and remark, and the broker keeps serving."""
+    from tests.support import broker_process
+
+    namesrv, _ = cluster
+    strict = broker_process(tmp_path, namesrv.addr, brokerName="broker-strict",
+                            autoCreateSubscriptionGroup="false").start()
+    try:
+        await create_topic(client, strict.addr, "ProcStrict")
+        assert (await client.invoke(strict.addr, send_request("ProcStrict", b"x"), 5)).code == ResponseCode.SUCCESS
+        p = await client.invoke(strict.addr, pull_request("ProcStrict", 0, 0, group="GID_NOBODY"), 5)
+        assert p.code == ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST
+        assert p.remark.startswith("subscription group [GID_NOBODY] does not exist, \nSee http://rocketmq.apache.org")
+        r = await client.invoke(strict.addr, create_request(RequestCode.CONSUMER_SEND_MSG_BACK, {
+            "group": "GID_NOBODY", "offset": 0, "delayLevel": 0, "originMsgId": "X", "originTopic": "ProcStrict",
+            "unitMode": "false", "maxReconsumeTimes": 16}), 5)
+        assert r.code == ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST
+        assert r.remark.startswith("subscription group not exist, GID_NOBODY \nSee http://rocketmq.apache.org")
+        assert (await client.invoke(strict.addr, send_request("ProcStrict", b"y"), 5)).code == ResponseCode.SUCCESS
+    finally:
+        assert strict.stop() == 0, strict.output()[-3000:]

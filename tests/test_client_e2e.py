@@ -138,20 +138,25 @@ def test_blocking_facade_end_to_end(cluster) -> None:
     assert set(polled) == set(got)
 
 
+def orderly_listener(log: dict[int, list[int]], refused: set[tuple[int, int]], refuse: tuple[int, int] = (2, 3)):
+    """A listener of "order:step" bodies that logs each order's steps and refuses ``refuse`` once."""
+    def listener(msgs):
+        for m in msgs:
+            order, step = (int(x) for x in m.body.decode().split(":"))
+            if (order, step) == refuse and (order, step) not in refused:
+                refused.add((order, step))
+                return ConsumeStatus.RECONSUME_LATER       # suspends the queue; the same message comes next
+            log.setdefault(order, []).append(step)
+        return ConsumeStatus.CONSUME_SUCCESS
+    return listener
+
+
 async def test_orderly_send_and_orderly_consume(cluster) -> None:
     from fastmq.aio import hash_selector
 
     log: dict[int, list[int]] = {}
     refused: set[tuple[int, int]] = set()
-
-    def listener(msgs):
-        for m in msgs:
-            order, step = (int(x) for x in m.body.decode().split(":"))
-            if (order, step) == (2, 3) and (order, step) not in refused:
-                refused.add((order, step))
-                return ConsumeStatus.RECONSUME_LATER       # suspends the queue; the same message comes next
-            log.setdefault(order, []).append(step)
-        return ConsumeStatus.CONSUME_SUCCESS
+    listener = orderly_listener(log, refused)
 
     async with Producer("PG_ORDER", namesrv_addr=cluster) as p:
         for step in range(10):

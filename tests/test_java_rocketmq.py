@@ -25,6 +25,7 @@ import pytest
 
 from fastmq.aio import Message, Producer
 from fastmq.client.push_consumer import ConsumeStatus, PullConsumer, PushConsumer
+from tests.test_client_e2e import _until, orderly_listener
 from tests.test_client_e2e import cluster  # noqa: F401  (fixture: a fastmq namesrv + broker)
 
 pytestmark = [pytest.mark.java_rocketmq, pytest.mark.slow]
@@ -35,7 +36,8 @@ PEER_SOURCE = Path(__file__).resolve().parent / "java_peer" / "JavaPeer.java"
 
 needs_java_client = pytest.mark.skipif(not CLASSPATH or shutil.which("javac") is None,
                                        reason="FASTMQ_JAVA_CLASSPATH (RocketMQ's Java client) and javac not both set")
-needs_java_cluster = pytest.mark.skipif(not JAVA_NAMESRV, reason="FASTMQ_JAVA_NAMESRV (an Apache RocketMQ cluster) not set")
+needs_java_cluster = pytest.mark.skipif(not JAVA_NAMESRV,
+                                        reason="FASTMQ_JAVA_NAMESRV (an Apache RocketMQ cluster) not set")
 
 
 def compile_java_peer(out: Path) -> str:
@@ -58,7 +60,8 @@ def run_peer(cp: str, args: list[str], timeout: float) -> tuple[list[dict], list
     out = proc.stdout
     records = [json.loads(ln.split(" ", 1)[1]) for ln in out.splitlines() if ln.startswith(("SENT ", "MSG "))]
     ends = [json.loads(ln.split(" ", 1)[1]) for ln in out.splitlines() if ln.startswith(("RESULT ", "DONE "))]
-    assert ends, f"JavaPeer {args[0]} ended without a result (rc={proc.returncode}): {out[-2000:]} {proc.stderr[-3000:]}"
+    assert ends, (f"JavaPeer {args[0]} ended without a result (rc={proc.returncode}): "
+                  f"{out[-2000:]} {proc.stderr[-3000:]}")
     return records, ends, out[-2000:] + proc.stderr[-2000:]
 
 
@@ -257,15 +260,6 @@ async def test_java_and_fastmq_clients_share_a_java_cluster(java_peer) -> None:
     assert {m["body"] for m in msgs} >= {f"fastmq-{i}" for i in range(3)} | {f"java-{i}" for i in range(5)}
 
 
-async def _until(pred, seconds: float) -> bool:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if pred():
-            return True
-        await asyncio.sleep(0.1)
-    return pred()
-
-
 @needs_java_cluster
 async def test_retry_and_delay_levels_on_a_java_broker() -> None:
     """A delivery answered RECONSUME_LATER goes back to the Java broker (CONSUMER_SEND_MSG_BACK)
@@ -308,15 +302,7 @@ async def test_orderly_send_and_consume_on_a_java_broker() -> None:
     topic, group = _unique("JavaOrder"), _unique("GID_JAVA_ORDER")
     log: dict[int, list[int]] = {}
     refused: set[tuple[int, int]] = set()
-
-    def listener(msgs):
-        for m in msgs:
-            order, step = (int(x) for x in m.body.decode().split(":"))
-            if (order, step) == (2, 3) and (order, step) not in refused:
-                refused.add((order, step))
-                return ConsumeStatus.RECONSUME_LATER  # suspends the queue; the same message comes next
-            log.setdefault(order, []).append(step)
-        return ConsumeStatus.CONSUME_SUCCESS
+    listener = orderly_listener(log, refused)
 
     async with Producer("PG_JAVA_ORDER", namesrv_addr=JAVA_NAMESRV) as p:
         for step in range(6):

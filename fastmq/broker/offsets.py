@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import threading
 from pathlib import Path
+from typing import Callable
 
 from ..protocol.bodies import loads_lenient
 from ..store.json_file import read_json, write_json_atomic
@@ -61,15 +62,15 @@ class ConsumerOffsetManager:
 
     def remove_topic(self, topic: str) -> None:
         prefix = topic + TOPIC_GROUP_SEPARATOR
-        with self._lock:
-            for k in [k for k in self.table if k.startswith(prefix)]:
-                del self.table[k]
-                self._dirty = True
+        self._remove(lambda k: k.startswith(prefix))
 
     def remove_group(self, group: str) -> None:
         suffix = TOPIC_GROUP_SEPARATOR + group
+        self._remove(lambda k: k.endswith(suffix))
+
+    def _remove(self, doomed: Callable[[str], bool]) -> None:
         with self._lock:
-            for k in [k for k in self.table if k.endswith(suffix)]:
+            for k in [k for k in self.table if doomed(k)]:
                 del self.table[k]
                 self._dirty = True
 

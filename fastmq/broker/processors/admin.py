@@ -207,13 +207,14 @@ class AdminBrokerProcessor(CodeDispatchProcessor):
         configuration's data version (mqadmin getBrokerConfig). The configuration does not
         change at run time (UPDATE_BROKER_CONFIG is not taken), so its version stays the boot one."""
         b = self.broker
-        return response_for(request, ResponseCode.SUCCESS, ext_fields={"version": b.config_version.to_json().decode("utf-8")},
+        version = b.config_version.to_json().decode("utf-8")
+        return response_for(request, ResponseCode.SUCCESS, ext_fields={"version": version},
                             body=format_config(b.config, b.store_config).encode("utf-8"))
 
     def get_broker_runtime_info(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         b = self.broker
         puts, gets = b.daily_totals()
-        info = {"brokerVersionDesc": "V4_9_8", "brokerVersion": str(VERSION),
+        info: dict[str, object] = {"brokerVersionDesc": "V4_9_8", "brokerVersion": str(VERSION),
                 "bootTimestamp": str(b.boot_timestamp), "runtime": _runtime(b.boot_timestamp),
                 "brokerActive": "true",
                 "msgPutTotalYesterdayMorning": puts[0], "msgPutTotalTodayMorning": puts[1],
@@ -226,8 +227,7 @@ class AdminBrokerProcessor(CodeDispatchProcessor):
                 "sendThreadPoolQueueHeadWaitTimeMills": 0, "pullThreadPoolQueueHeadWaitTimeMills": 0,
                 "startAcceptSendRequestTimeStamp": 0}  # (a key fastmq does not take: sends are never held)
         info.update(b.store.runtime_info())
-        info = {k: str(v) for k, v in info.items()}
-        return response_for(request, ResponseCode.SUCCESS, body=KVTable(info).to_json())
+        return response_for(request, ResponseCode.SUCCESS, body=KVTable({k: str(v) for k, v in info.items()}).to_json())
 
     def view_message_by_id(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         """VIEW_MESSAGE_BY_ID: the record at the commit-log offset an offset message id names."""

@@ -1,8 +1,8 @@
 """HEART_BEAT, UNREGISTER_CLIENT and CHECK_CLIENT_CONFIG: clients announcing who they are.
 
 A consumer's heartbeat also creates its group's ``%RETRY%`` topic (so its first send-back has
-somewhere to go; a new one is registered with the NameServers before the answer) and, when the group's members or topics changed, makes the consumer manager tell
-the group to rebalance.
+somewhere to go; a new one is registered with the NameServers before the answer) and, when the
+group's members or topics changed, makes the consumer manager tell the group to rebalance.
 """
 from __future__ import annotations
 

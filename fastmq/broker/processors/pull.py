@@ -63,7 +63,7 @@ class PullMessageProcessor(CodeDispatchProcessor):
         sgc = b.subscription_groups.find(h.consumerGroup)
         if sgc is None:
             return response_for(request, ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
-                                f"subscription group [{h.consumerGroup}] does not exist, {_FAQ}")
+                                f"subscription group [{h.consumerGroup}] does not exist, {FAQ_SUFFIX}")
         if not sgc.consume_enable:
             return response_for(request, ResponseCode.NO_PERMISSION,
                                 f"subscription group no permission, {h.consumerGroup}")
@@ -80,7 +80,7 @@ class PullMessageProcessor(CodeDispatchProcessor):
         if h.queueId < 0 or h.queueId >= tc.read_queue_nums:
             return response_for(request, ResponseCode.SYSTEM_ERROR,
                                 f"queueId[{h.queueId}] is illegal, topic:[{h.topic}] topicConfig.readQueueNums:"
-                                f"[{tc.read_queue_nums}] consumer:[/{conn.remote_addr}]")  # Java prints the SocketAddress
+                                f"[{tc.read_queue_nums}] consumer:[/{conn.remote_addr}]")  # (Java's SocketAddress form)
         sub: SubscriptionData | None
         if has_sub:
             try:

@@ -285,7 +285,7 @@ class SendMessageProcessor(CodeDispatchProcessor):
         sgc = self.broker.subscription_groups.find(group)
         if sgc is None:
             raise _Reject(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
-                          f"subscription group not exist, {group} {_FAQ_NO_TOPIC}")
+                          f"subscription group not exist, {group} {FAQ_SUFFIX}")
         max_times = sgc.retry_max_times
         if request.version >= _V3_4_9 and h.maxReconsumeTimes is not None:
             max_times = h.maxReconsumeTimes
@@ -374,7 +374,7 @@ class SendMessageProcessor(CodeDispatchProcessor):
         sgc = b.subscription_groups.find(h.group)
         if sgc is None:
             return response_for(request, ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
-                                f"subscription group not exist, {h.group} {_FAQ_NO_TOPIC}")
+                                f"subscription group not exist, {h.group} {FAQ_SUFFIX}")
         if not tv.is_writeable(b.config.brokerPermission):
             return response_for(request, ResponseCode.NO_PERMISSION, self._broker_forbidden())
         if sgc.retry_queue_nums <= 0:
