@@ -542,3 +542,34 @@ async def test_unknown_groups_without_auto_creation(cluster, client, tmp_path):
         assert (await client.invoke(strict.addr, send_request("ProcStrict", b"y"), 5)).code == ResponseCode.SUCCESS
     finally:
         assert strict.stop() == 0, strict.output()[-3000:]
+
+
+async def test_update_broker_config(cluster, client, tmp_path):
+    """UPDATE_BROKER_CONFIG: a live key applies at once, a start-only one waits for the next
+    start, both land in the -c file (as 4.9's BrokerStartup has it); a bad value changes nothing."""
+    from tests.support import broker_process
+
+    namesrv, _ = cluster
+    b = broker_process(tmp_path, namesrv.addr, brokerName="broker-conf", maxMessageSize=65536).start()
+    try:
+        await create_topic(client, b.addr, "ProcConf")
+
+        async def update(**kv: object):
+            body = "".join(f"{k}={v}\n" for k, v in kv.items()).encode()
+            return await client.invoke(b.addr, create_request(RequestCode.UPDATE_BROKER_CONFIG, {}, body), 5)
+
+        assert (await client.invoke(b.addr, send_request("ProcConf", b"x" * 2000), 5)).code == ResponseCode.SUCCESS
+        r = await update(maxMessageSize=1024, listenPort=1, noSuchKey="x")
+        assert r.code == ResponseCode.SUCCESS, r.remark
+        r = await client.invoke(b.addr, send_request("ProcConf", b"x" * 2000), 5)
+        assert r.code == ResponseCode.MESSAGE_ILLEGAL  # applied now
+        conf = (tmp_path / "broker.conf").read_text()
+        assert "maxMessageSize=1024" in conf and "listenPort=1\n" in conf and "noSuchKey" not in conf
+        r = await update(maxMessageSize="lots", flushIntervalCommitLog=100)
+        assert r.code == ResponseCode.SYSTEM_ERROR and "maxMessageSize" in r.remark
+        r = await client.invoke(b.addr, create_request(RequestCode.GET_BROKER_CONFIG, {}), 5)
+        got = dict(line.split("=", 1) for line in r.body.decode().splitlines())
+        assert (got["maxMessageSize"], got["flushIntervalCommitLog"]) == ("1024", "500")  # all or nothing
+        assert (await client.invoke(b.addr, send_request("ProcConf", b"ok"), 5)).code == ResponseCode.SUCCESS
+    finally:
+        assert b.stop() == 0, b.output()[-3000:]

@@ -19,12 +19,12 @@ import sys
 
 from .. import _ext
 from ..cli_common import EXIT_CONFIG_ERROR, load_or_report, print_config, server_parser
-from ..errors import ConfigError, FastMQError
+from ..errors import FastMQError
 from ..server_log import LOG_FORMAT, setup_logging
 from ..properties import bind, load_properties
 from ..remoting.loop import USING_UVLOOP, run
 from ..store.config import MessageStoreConfig
-from .config import BrokerConfig
+from .config import BrokerConfig, check_configs, split_keys
 from .controller import BrokerController
 
 __all__ = ["main", "load_config"]
@@ -42,24 +42,15 @@ def load_config(path: str | None, namesrv: str | None = None
     if path:
         props = load_properties(path)
         log_path = props.pop("logPath", log_path)
-        mine = {k: v for k, v in props.items() if hasattr(store, k) and not hasattr(cfg, k)}
-        bind(store, mine, source=path)
-        bind(cfg, {k: v for k, v in props.items() if k not in mine}, source=path)
+        broker_keys, store_keys = split_keys(props, cfg, store)
+        bind(store, store_keys, source=path)
+        # (unknown keys go to bind too, which names them in a warning)
+        bind(cfg, {k: v for k, v in props.items() if k not in store_keys}, source=path)
     if namesrv:
         cfg.namesrvAddr = namesrv
-    if not 0 <= cfg.listenPort <= 65535:
-        raise ConfigError(f"listenPort={cfg.listenPort}: not a TCP port")
-    if store.flushDiskType.upper() not in ("ASYNC_FLUSH", "SYNC_FLUSH"):
-        raise ConfigError(f"flushDiskType={store.flushDiskType}: expected ASYNC_FLUSH or SYNC_FLUSH")
-    role = store.brokerRole.upper()
-    if role not in ("ASYNC_MASTER", "SYNC_MASTER", "SLAVE"):
-        raise ConfigError(f"brokerRole={store.brokerRole}: expected ASYNC_MASTER, SYNC_MASTER or SLAVE")
-    if role == "SLAVE" and cfg.brokerId <= 0:  # BrokerStartup's rule
-        raise ConfigError(f"brokerId={cfg.brokerId}: a slave's brokerId must be > 0")
-    if role != "SLAVE":
+    check_configs(cfg, store)
+    if store.brokerRole.upper() != "SLAVE":
         cfg.brokerId = 0  # BrokerStartup: a master is always id 0
-    if store.mappedFileSizeCommitLog <= 0:
-        raise ConfigError(f"mappedFileSizeCommitLog={store.mappedFileSizeCommitLog}: must be positive")
     return cfg, store, log_path
 
 
@@ -118,7 +109,9 @@ def main(argv: list[str] | None = None) -> int:
             return 1
     setup_logging(log_path, "fastmq-broker")
     try:
-        run(_serve(BrokerController(cfg, store)))
+        controller = BrokerController(cfg, store)
+        controller.config_path = args.configFile  # where UPDATE_BROKER_CONFIG writes, as BrokerStartup's -c
+        run(_serve(controller))
     except (OSError, FastMQError) as exc:
         log.error("cannot start the broker: %s", exc)
         return 1

@@ -10,9 +10,13 @@ import os
 import socket
 from dataclasses import dataclass, field
 
-from ..remoting.address import local_address
+from typing import Mapping
 
-__all__ = ["BrokerConfig", "local_address", "MASTER_ID"]
+from ..errors import ConfigError
+from ..remoting.address import local_address
+from ..store.config import MessageStoreConfig
+
+__all__ = ["BrokerConfig", "local_address", "MASTER_ID", "split_keys", "check_configs", "RESTART_ONLY_KEYS"]
 
 MASTER_ID = 0
 PERM_PRIORITY, PERM_READ, PERM_WRITE, PERM_INHERIT = 8, 4, 2, 1
@@ -62,3 +66,35 @@ class BrokerConfig:
     @property
     def is_master(self) -> bool:
         return self.brokerId == MASTER_ID
+
+
+#: Keys fastmq reads only when the broker starts: UPDATE_BROKER_CONFIG records them for the next
+#: start but leaves the running broker's value alone (4.9 sets the field, with no effect, or, for
+#: flushDiskType, a broken store).
+RESTART_ONLY_KEYS = frozenset({
+    "listenPort", "haListenPort", "brokerIP1", "brokerIP2", "brokerName", "brokerClusterName", "brokerId",
+    "brokerRole", "namesrvAddr", "rocketmqHome", "storePathRootDir", "storePathCommitLog",
+    "mappedFileSizeCommitLog", "mappedFileSizeConsumeQueue", "flushDiskType", "messageDelayLevel"})
+
+
+def split_keys(props: Mapping[str, str], cfg: BrokerConfig, store: MessageStoreConfig
+               ) -> tuple[dict[str, str], dict[str, str]]:
+    """The keys of one properties file for BrokerConfig and for MessageStoreConfig (a key both
+    know is the broker's); keys neither knows are left out."""
+    mine = {k: v for k, v in props.items() if hasattr(store, k) and not hasattr(cfg, k)}
+    return {k: v for k, v in props.items() if k not in mine and hasattr(cfg, k)}, mine
+
+
+def check_configs(cfg: BrokerConfig, store: MessageStoreConfig) -> None:
+    """BrokerStartup's checks. Raises ConfigError naming the key."""
+    if not 0 <= cfg.listenPort <= 65535:
+        raise ConfigError(f"listenPort={cfg.listenPort}: not a TCP port")
+    if store.flushDiskType.upper() not in ("ASYNC_FLUSH", "SYNC_FLUSH"):
+        raise ConfigError(f"flushDiskType={store.flushDiskType}: expected ASYNC_FLUSH or SYNC_FLUSH")
+    role = store.brokerRole.upper()
+    if role not in ("ASYNC_MASTER", "SYNC_MASTER", "SLAVE"):
+        raise ConfigError(f"brokerRole={store.brokerRole}: expected ASYNC_MASTER, SYNC_MASTER or SLAVE")
+    if role == "SLAVE" and cfg.brokerId <= 0:  # BrokerStartup's rule
+        raise ConfigError(f"brokerId={cfg.brokerId}: a slave's brokerId must be > 0")
+    if store.mappedFileSizeCommitLog <= 0:
+        raise ConfigError(f"mappedFileSizeCommitLog={store.mappedFileSizeCommitLog}: must be positive")

@@ -17,11 +17,14 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import os
 import time
+from pathlib import Path
 from typing import Any
 
+from ..properties import bind, format_config
 from ..protocol.bodies import DataVersion
 from ..protocol.codes import RequestCode
 from ..protocol.command import create_request
@@ -30,7 +33,7 @@ from ..remoting.loop import every
 from ..store.config import MessageStoreConfig
 from ..store.ha import HAClient, HAService
 from ..store.message_store import MessageStore
-from .config import BrokerConfig
+from .config import RESTART_ONLY_KEYS, BrokerConfig, check_configs, split_keys
 from .consumer_manager import ConsumerManager, ProducerManager
 from .long_polling import PullRequestHoldService
 from .namesrv_link import NamesrvLink
@@ -117,6 +120,9 @@ class BrokerController:
         self._started = False
         # BrokerStats: the put and get totals at yesterday's and today's midnight (0 until one passes)
         self.config_version = DataVersion()  # GET_BROKER_CONFIG's version
+        self._pending_restart: dict[str, str] = {}  # updated keys that apply at the next start
+        #: the -c file: UPDATE_BROKER_CONFIG rewrites it, as 4.9's BrokerStartup makes Configuration do
+        self.config_path: str | None = None
         self._stats_day = time.strftime("%Y%m%d")
         self._put_mornings = (0, 0)
         self._get_mornings = (0, 0)
@@ -216,6 +222,58 @@ class BrokerController:
         if self.config.fetchNamesrvAddrByAddressServer:
             self._tasks.append(asyncio.ensure_future(every(ADDRESS_SERVER_POLL_INTERVAL,
                                                                  self.namesrv.poll_address_server)))
+
+    def update_config(self, props: dict[str, str]) -> None:
+        """UPDATE_BROKER_CONFIG: check the new values on copies (one bad value changes nothing),
+        apply them, then write every key to the config file.
+
+        Keys read only at start (RESTART_ONLY_KEYS) are written for the next start but not
+        applied now; unknown keys are ignored, as 4.9's Configuration.update ignores them.
+
+        Raises:
+            ConfigError: a value of the wrong type, or one BrokerStartup would refuse.
+        """
+        broker_keys, store_keys = split_keys(props, self.config, self.store_config)
+        unknown = sorted(props.keys() - broker_keys.keys() - store_keys.keys())
+        if unknown:
+            log.warning("updateBrokerConfig: unknown keys ignored: %s", ", ".join(unknown))
+        trial_cfg = bind(dataclasses.replace(self.config), broker_keys, source="UPDATE_BROKER_CONFIG")
+        trial_store = bind(dataclasses.replace(self.store_config), store_keys, source="UPDATE_BROKER_CONFIG")
+        check_configs(trial_cfg, trial_store)
+        later = sorted((broker_keys.keys() | store_keys.keys()) & RESTART_ONLY_KEYS)
+        for live, trial, keys in ((self.config, trial_cfg, broker_keys), (self.store_config, trial_store, store_keys)):
+            for k in keys:
+                if k not in RESTART_ONLY_KEYS:
+                    setattr(live, k, getattr(trial, k))
+        self._pending_restart.update({k: props[k] for k in later})
+        if later:
+            log.warning("updateBrokerConfig: %s take effect at the next start", ", ".join(later))
+        self.config_version.next_version()
+        self.send_processor.config_changed()
+        log.info("updateBrokerConfig, new config: %s", props)
+        self._persist_config()
+        if "brokerPermission" in broker_keys:
+            self.topic_config.data_version.next_version()
+            self.schedule_register(True)
+
+    def config_text(self) -> str:
+        """The configuration as the file would hold it: the running values, and those waiting
+        for a restart."""
+        text = format_config(self.config, self.store_config)
+        if not self._pending_restart:
+            return text
+        lines = [ln for ln in text.splitlines() if ln.split("=", 1)[0] not in self._pending_restart]
+        return "\n".join(lines + [f"{k}={v}" for k, v in sorted(self._pending_restart.items())]) + "\n"
+
+    def _persist_config(self) -> None:
+        path = Path(self.config_path or Path.home() / "store" / "config" / "broker.properties").expanduser()
+        tmp = path.with_name(path.name + ".tmp")
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp.write_text(self.config_text(), encoding="utf-8")
+            os.replace(tmp, path)
+        except OSError as exc:  # the running values still apply; only the file lags
+            log.error("persist broker config to %s failed: %s", path, exc)
 
     def _totals_now(self) -> tuple[int, int]:
         st = self.store.stats

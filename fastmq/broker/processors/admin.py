@@ -11,9 +11,9 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
-from ...errors import RemotingCommandError
+from ...errors import ConfigError, RemotingCommandError
 from ...protocol import topic as tv
-from ...properties import format_config
+from ...properties import parse_properties
 from ...protocol.bodies import KVTable, TopicConfig, loads_lenient
 from ...protocol.codes import RequestCode, ResponseCode
 from ...protocol.command import VERSION, RemotingCommand, response_for
@@ -61,6 +61,7 @@ class AdminBrokerProcessor(CodeDispatchProcessor):
             RequestCode.DELETE_SUBSCRIPTIONGROUP: self.delete_subscription_group,
             RequestCode.GET_BROKER_RUNTIME_INFO: self.get_broker_runtime_info,
             RequestCode.GET_BROKER_CONFIG: self.get_broker_config,
+            RequestCode.UPDATE_BROKER_CONFIG: self.update_broker_config,
             RequestCode.GET_MAX_OFFSET: self.get_max_offset,
             RequestCode.GET_MIN_OFFSET: self.get_min_offset,
             RequestCode.SEARCH_OFFSET_BY_TIMESTAMP: self.search_offset_by_timestamp,
@@ -203,13 +204,26 @@ class AdminBrokerProcessor(CodeDispatchProcessor):
         return response_for(request, ResponseCode.SUCCESS, body=_compact(body).encode("utf-8"))
 
     def get_broker_config(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
-        """GET_BROKER_CONFIG: every key=value of the broker and store configs; ``version`` the
-        configuration's data version (mqadmin getBrokerConfig). The configuration does not
-        change at run time (UPDATE_BROKER_CONFIG is not taken), so its version stays the boot one."""
+        """GET_BROKER_CONFIG: every key=value of the broker and store configs, as the config file
+        holds them; ``version`` the configuration's data version (mqadmin getBrokerConfig)."""
         b = self.broker
         version = b.config_version.to_json().decode("utf-8")
         return response_for(request, ResponseCode.SUCCESS, ext_fields={"version": version},
-                            body=format_config(b.config, b.store_config).encode("utf-8"))
+                            body=b.config_text().encode("utf-8"))
+
+    def update_broker_config(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        """UPDATE_BROKER_CONFIG (mqadmin updateBrokerConfig): properties in the body."""
+        log.info("updateBrokerConfig called by %s", conn.remote_addr)
+        if request.body:
+            try:
+                props = parse_properties(request.body.decode("utf-8"))
+            except (UnicodeDecodeError, ConfigError) as exc:
+                return response_for(request, ResponseCode.SYSTEM_ERROR, f"string2Properties error: {exc}")
+            try:
+                self.broker.update_config(props)
+            except ConfigError as exc:
+                return response_for(request, ResponseCode.SYSTEM_ERROR, str(exc))
+        return response_for(request, ResponseCode.SUCCESS)
 
     def get_broker_runtime_info(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         b = self.broker

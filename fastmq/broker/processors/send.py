@@ -214,6 +214,11 @@ class SendMessageProcessor(CodeDispatchProcessor):
             self._store_host = packed if len(packed) == 8 else b""
         return self._store_host or None
 
+    def config_changed(self) -> None:
+        """The broker's configuration changed (UPDATE_BROKER_CONFIG): drop what was derived from it."""
+        self._consts = None
+        self._fast_version = None
+
     def _fast_consts(self) -> tuple[bytes, bytes, tuple[bytes, ...]]:
         """The CLUSTER property every record gets, the msgId prefix and the answer template."""
         if self._consts is None:
