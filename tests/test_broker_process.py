@@ -573,3 +573,61 @@ async def test_update_broker_config(cluster, client, tmp_path):
         assert (await client.invoke(b.addr, send_request("ProcConf", b"ok"), 5)).code == ResponseCode.SUCCESS
     finally:
         assert b.stop() == 0, b.output()[-3000:]
+
+
+async def test_reset_offset_pushes_the_offsets_to_online_members(cluster, client):
+    """INVOKE_BROKER_TO_RESET_OFFSET (mqadmin resetOffsetByTime) as 4.9.8's Broker2Client does it:
+    each queue's offset at the time, pushed oneway to the group's members, and answered; and
+    its refusals (no topic, no offsets, nobody online)."""
+    from fastmq.protocol.heartbeat import ConsumerData, HeartbeatData, build_subscription
+    from fastmq.remoting import RemotingClient
+    from fastmq.remoting.processor import RequestProcessor
+
+    _, broker = cluster
+    await create_topic(client, broker.addr, "ProcReset", queues=2)
+    for i in range(4):
+        assert (await client.invoke(broker.addr, send_request("ProcReset", b"%d" % i, queue_id=i % 2), 5)).code == 0
+
+    def reset(group: str, timestamp: int, force: bool = True, topic: str = "ProcReset"):
+        return client.invoke(broker.addr, create_request(RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, {
+            "topic": topic, "group": group, "timestamp": timestamp, "isForce": str(force).lower()}), 5)
+
+    r = await reset("GID_RESET", 0, topic="NoSuchTopic")
+    assert (r.code, r.remark) == (ResponseCode.SYSTEM_ERROR,
+                                  "[reset-offset] reset offset failed, no topic in this broker. topic=NoSuchTopic")
+    r = await reset("GID_RESET", 0)
+    assert (r.code, r.remark) == (ResponseCode.SYSTEM_ERROR, "THe consumer group <GID_RESET> not exist")
+    for q in (0, 1):
+        await client.invoke(broker.addr, create_request(RequestCode.UPDATE_CONSUMER_OFFSET, {
+            "consumerGroup": "GID_RESET", "topic": "ProcReset", "queueId": q, "commitOffset": 2}), 5)
+    r = await reset("GID_RESET", 0)
+    assert r.code == ResponseCode.CONSUMER_NOT_ONLINE
+    assert r.remark == "Consumer not online, so can not reset offset, Group: GID_RESET Topic: ProcReset Timestamp: 0"
+
+    pushed: list = []
+
+    class Member(RequestProcessor):
+        def process_request(self, conn, request):
+            if request.code == RequestCode.RESET_CONSUMER_CLIENT_OFFSET:  # (not NOTIFY_CONSUMER_IDS_CHANGED)
+                pushed.append(request)
+            return None
+
+    member = RemotingClient(processor=Member())
+    try:
+        hb = HeartbeatData("10.0.0.7@member", [], [ConsumerData("GID_RESET",
+                                                                subscriptions=[build_subscription("ProcReset", "*")])])
+        assert (await member.invoke(broker.addr, create_request(RequestCode.HEART_BEAT, body=hb.to_json()), 5)).code == 0
+        r = await reset("GID_RESET", 0)  # the time of the first message: back to 0 on both queues
+        assert r.code == ResponseCode.SUCCESS, r.remark
+        assert r.body.count(b'"topic":"ProcReset"}:0') == 2  # fastjson's Map<MessageQueue, Long>
+        r = await reset("GID_RESET", -1, force=False)  # the end is later than where the group is: kept
+        assert r.code == ResponseCode.SUCCESS and r.body.count(b'"topic":"ProcReset"}:2') == 2
+        deadline = time.monotonic() + 10
+        while len(pushed) < 2 and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        assert [p.code for p in pushed] == [RequestCode.RESET_CONSUMER_CLIENT_OFFSET] * 2
+        assert (pushed[0].ext_fields["group"], pushed[0].ext_fields["topic"], pushed[0].ext_fields["timestamp"]) == \
+            ("GID_RESET", "ProcReset", "0")
+        assert pushed[0].flag & 2 and b'"queueId":1' in pushed[0].body  # oneway, with the offset table
+    finally:
+        await member.close()

@@ -337,6 +337,15 @@ class DeleteTopicRequestHeader(Header):
 
 
 @dataclass(slots=True)
+class ResetOffsetRequestHeader(Header):
+    """INVOKE_BROKER_TO_RESET_OFFSET and RESET_CONSUMER_CLIENT_OFFSET."""
+    topic: str
+    group: str
+    timestamp: int
+    isForce: bool = False
+
+
+@dataclass(slots=True)
 class GetProducerConnectionListRequestHeader(Header):
     producerGroup: str
 

@@ -9,17 +9,17 @@ from __future__ import annotations
 import json
 import logging
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Sequence
 
 from ...errors import ConfigError, RemotingCommandError
 from ...protocol import topic as tv
 from ...properties import parse_properties
 from ...protocol.bodies import KVTable, TopicConfig, loads_lenient
-from ...protocol.codes import RequestCode, ResponseCode
-from ...protocol.command import VERSION, RemotingCommand, response_for
+from ...protocol.codes import LanguageCode, RequestCode, ResponseCode
+from ...protocol.command import VERSION, RemotingCommand, create_request, response_for
 from ...protocol.headers import (CreateTopicRequestHeader, DeleteSubscriptionGroupRequestHeader,
                                  DeleteTopicRequestHeader, GetConsumeStatsRequestHeader,
-                                 GetProducerConnectionListRequestHeader,
+                                 GetProducerConnectionListRequestHeader, ResetOffsetRequestHeader,
                                  GetConsumerConnectionListRequestHeader, GetEarliestMsgStoretimeRequestHeader,
                                  GetMaxOffsetRequestHeader, GetMinOffsetRequestHeader, GetTopicStatsInfoRequestHeader,
                                  QueryMessageRequestHeader, SearchOffsetRequestHeader, ViewMessageRequestHeader)
@@ -34,6 +34,7 @@ log = logging.getLogger("fastmq.broker")
 
 __all__ = ["AdminBrokerProcessor", "mq_keyed_json"]
 
+_V3_0_7_SNAPSHOT = 28  # MQVersion's ordinal: older clients cannot take an offset reset
 _LANG_NAMES = ("JAVA", "CPP", "DOTNET", "PYTHON", "DELPHI", "ERLANG", "RUBY", "OTHER", "HTTP", "GO", "PHP", "OMS",
                "RUST", "NODE_JS")
 
@@ -42,7 +43,7 @@ def _compact(obj: Any) -> str:
     return json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
 
 
-def mq_keyed_json(entries: list[tuple[tuple[str, str, int], dict[str, Any]]], **top: Any) -> bytes:
+def mq_keyed_json(entries: Sequence[tuple[tuple[str, str, int], Any]], **top: Any) -> bytes:
     """fastjson's form of ``Map<MessageQueue, X>``: the queue object itself is the key."""
     table = ",".join(
         _compact({"brokerName": b, "queueId": q, "topic": t}) + ":" + _compact(v) for (t, b, q), v in entries)
@@ -68,6 +69,7 @@ class AdminBrokerProcessor(CodeDispatchProcessor):
             RequestCode.GET_EARLIEST_MSG_STORETIME: self.get_earliest_msg_storetime,
             RequestCode.GET_CONSUMER_CONNECTION_LIST: self.get_consumer_connection_list,
             RequestCode.GET_PRODUCER_CONNECTION_LIST: self.get_producer_connection_list,
+            RequestCode.INVOKE_BROKER_TO_RESET_OFFSET: self.reset_offset,
             RequestCode.GET_TOPIC_STATS_INFO: self.get_topic_stats_info,
             RequestCode.GET_CONSUME_STATS: self.get_consume_stats,
             RequestCode.VIEW_MESSAGE_BY_ID: self.view_message_by_id,
@@ -224,6 +226,53 @@ class AdminBrokerProcessor(CodeDispatchProcessor):
             except ConfigError as exc:
                 return response_for(request, ResponseCode.SYSTEM_ERROR, str(exc))
         return response_for(request, ResponseCode.SUCCESS)
+
+    def reset_offset(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        """INVOKE_BROKER_TO_RESET_OFFSET (mqadmin resetOffsetByTime), 4.9.8's Broker2Client.resetOffset:
+        each queue's offset at ``timestamp`` (-1: the end), kept where the group already is
+        earlier unless ``isForce``, pushed to every online member (RESET_CONSUMER_CLIENT_OFFSET,
+        oneway), which moves and then commits it. The broker's own table is left to them."""
+        h = ResetOffsetRequestHeader.decode(request)
+        b = self.broker
+        log.info("[reset-offset] reset offset started by %s. topic=%s, group=%s, timestamp=%d, isForce=%s",
+                 conn.remote_addr, h.topic, h.group, h.timestamp, h.isForce)
+        tc = b.topic_config.select(h.topic)
+        if tc is None:
+            return response_for(request, ResponseCode.SYSTEM_ERROR,
+                                f"[reset-offset] reset offset failed, no topic in this broker. topic={h.topic}")
+        table: list[tuple[tuple[str, str, int], int]] = []
+        for q in range(tc.write_queue_nums):
+            current = b.offsets.query(h.group, h.topic, q)
+            if current == -1:
+                return response_for(request, ResponseCode.SYSTEM_ERROR, f"THe consumer group <{h.group}> not exist")
+            at = (b.store.max_offset_in_queue(h.topic, q) if h.timestamp == -1
+                  else b.store.offset_in_queue_by_time(h.topic, q, h.timestamp))
+            at = max(at, 0)
+            table.append(((h.topic, b.config.brokerName, q), at if h.isForce or at < current else current))
+        if request.language == LanguageCode.CPP:  # (the requester's language decides, as in 4.9.8)
+            body = _compact({"offsetTable": [{"brokerName": bn, "offset": o, "queueId": q, "topic": t}
+                                             for (t, bn, q), o in table]}).encode("utf-8")
+        else:
+            body = mq_keyed_json(table)
+        push = create_request(RequestCode.RESET_CONSUMER_CLIENT_OFFSET,
+                              {"topic": h.topic, "group": h.group, "timestamp": h.timestamp, "isForce": False}, body)
+        push.flag |= 2  # oneway
+        g = b.consumer_manager.find(h.group)
+        if g is None or not g.channels:
+            return response_for(request, ResponseCode.CONSUMER_NOT_ONLINE,
+                                f"Consumer not online, so can not reset offset, Group: {h.group} Topic: {h.topic} "
+                                f"Timestamp: {h.timestamp}")
+        for info in list(g.channels.values()):
+            if info.version < _V3_0_7_SNAPSHOT:
+                return response_for(request, ResponseCode.SYSTEM_ERROR,
+                                    f"the client does not support this feature. version={info.version}")
+            try:
+                info.conn.send(push)
+                log.info("[reset-offset] reset offset success. topic=%s, group=%s, clientId=%s",
+                         h.topic, h.group, info.client_id)
+            except Exception as exc:  # a closing channel: the others still get theirs
+                log.error("[reset-offset] reset offset exception. topic=%s, group=%s, error=%s", h.topic, h.group, exc)
+        return response_for(request, ResponseCode.SUCCESS, body=mq_keyed_json(table))
 
     def get_broker_runtime_info(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         b = self.broker
