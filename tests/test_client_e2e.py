@@ -253,3 +253,33 @@ async def test_next_pull_leaves_before_the_listener_runs(cluster, tmp_path: Path
     finally:
         await c.shutdown()
     assert all(n >= 1 for n in pending_then), pending_then
+
+
+async def test_reset_offset_by_time_reaches_a_consumer(cluster) -> None:
+    """mqadmin resetOffsetByTime's request: the broker pushes the offsets, the consumer drops its
+    queues, commits them and reads the topic again from there."""
+    from fastmq.protocol.codes import RequestCode
+    from fastmq.protocol.command import create_request
+    from fastmq.remoting import RemotingClient
+
+    got: list[bytes] = []
+    c = PushConsumer("GID_RESET_E2E", namesrv_addr=cluster, consume_from_where="CONSUME_FROM_FIRST_OFFSET")
+    c.subscribe("ResetTopic")
+    c.register_message_listener(lambda msgs: got.extend(m.body for m in msgs) or ConsumeStatus.CONSUME_SUCCESS)
+    async with Producer("PG_RESET_E2E", namesrv_addr=cluster) as p:
+        for i in range(6):
+            await p.send(Message("ResetTopic", f"r{i}".encode()))
+        broker = p.instance.master_addr("broker-a")
+    await c.start()
+    admin = RemotingClient()
+    try:
+        assert await _until(lambda: len(got) == 6, 20), got
+        await c.offset_store.persist_all()  # what the 5 s persist would do: the broker knows the group's offsets
+        r = await admin.invoke(broker, create_request(RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, {
+            "topic": "ResetTopic", "group": "GID_RESET_E2E", "timestamp": 0, "isForce": "true"}), 5)
+        assert r.code == 0, r.remark
+        assert await _until(lambda: len(got) == 12, 20), got
+        assert sorted(got[6:]) == sorted(got[:6])  # the whole topic again, once
+    finally:
+        await admin.close()
+        await c.shutdown()

@@ -238,3 +238,20 @@ async def test_async_listener_context_stays_with_its_batch(push_consumer) -> Non
     await _until(lambda: c.offset_store.table.get(MQ) == 4)
     assert _LISTENER_VAR.get() == "unset"
     assert seen == ["unset", "unset", "batch-2"]
+
+
+def test_reset_offset_table_in_both_forms() -> None:
+    import pytest
+
+    from fastmq.client.instance import reset_offset_table
+    from fastmq.protocol.message_queue import MessageQueue
+
+    java = (b'{"offsetTable":{{"brokerName":"broker-a","queueId":0,"topic":"T"}:5,'
+            b'{"brokerName":"broker-a","queueId":1,"topic":"T"}:0}}')
+    assert reset_offset_table(java) == {MessageQueue("T", "broker-a", 0): 5, MessageQueue("T", "broker-a", 1): 0}
+    cpp = b'{"offsetTable":[{"brokerName":"b","offset":7,"queueId":2,"topic":"T"}]}'
+    assert reset_offset_table(cpp) == {MessageQueue("T", "b", 2): 7}
+    assert reset_offset_table(b'{"offsetTable":{}}') == {}
+    for bad in (b"junk", b'{"other":1}', b'{"offsetTable":{{"queueId":0}:1}}', b"\xff"):
+        with pytest.raises(ValueError):
+            reset_offset_table(bad)

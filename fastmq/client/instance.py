@@ -8,8 +8,10 @@ and, at shutdown, UNREGISTER_CLIENT to every broker.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
+import re
 import time
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -19,6 +21,7 @@ from ..protocol.bodies import MASTER_ID, TopicRouteData
 from ..protocol.codes import ClientErrorCode, RequestCode, ResponseCode
 from ..protocol.command import RemotingCommand, create_request, response_for
 from ..protocol.heartbeat import ConsumerData, HeartbeatData, ProducerData
+from ..protocol.message_queue import MessageQueue
 from ..remoting import Connection, RemotingClient, RequestProcessor
 from ..remoting.address import local_address
 from ..remoting.loop import every
@@ -61,6 +64,34 @@ class _Member(Protocol):
     group: str
 
 
+_MQ_KEY = re.compile(r'(\{[^{}]*\})\s*:\s*(-?\d+)')
+
+
+def reset_offset_table(body: bytes) -> dict[MessageQueue, int]:
+    """ResetOffsetBody: fastjson's ``{"offsetTable":{{mq}:offset,...}}``, or the list the broker
+    sends when a C++ tool asked (``{"offsetTable":[{brokerName, offset, queueId, topic}]}``).
+
+    Raises:
+        ValueError: neither form.
+    """
+    text = body.decode("utf-8")
+    try:
+        obj = json.loads(text)
+    except ValueError:
+        obj = None
+    if isinstance(obj, dict) and isinstance(obj.get("offsetTable"), list):
+        return {MessageQueue.from_obj(o): int(o["offset"]) for o in obj["offsetTable"]}
+    if isinstance(obj, dict) and obj.get("offsetTable") == {}:
+        return {}
+    pairs = _MQ_KEY.findall(text)
+    if not pairs and '"offsetTable"' not in text:
+        raise ValueError("no offsetTable")
+    try:
+        return {MessageQueue.from_obj(json.loads(k)): int(v) for k, v in pairs}
+    except (KeyError, TypeError) as exc:
+        raise ValueError(f"a queue without topic, brokerName or queueId: {exc}") from None
+
+
 class _ServerRequests(RequestProcessor):
     """Requests brokers push to clients: NOTIFY_CONSUMER_IDS_CHANGED and the admin ones."""
 
@@ -73,6 +104,20 @@ class _ServerRequests(RequestProcessor):
             log.info("receive broker's notification[%s], the consumer group: %s changed, rebalance immediately",
                      conn.remote_addr, group)
             self.instance.rebalance_soon()
+            return None
+        if request.code == RequestCode.RESET_CONSUMER_CLIENT_OFFSET:
+            fields = request.ext_fields or {}
+            group, topic = fields.get("group", ""), fields.get("topic", "")
+            consumer = self.instance.consumers.get(group)
+            try:
+                offsets = reset_offset_table(request.body or b"")
+            except ValueError as exc:
+                log.warning("reset offset from %s for %s: unreadable body: %s", conn.remote_addr, group, exc)
+                return None
+            log.info("invoke reset offset operation from broker. brokerAddr=%s, topic=%s, group=%s, timestamp=%s",
+                     conn.remote_addr, topic, group, fields.get("timestamp"))
+            if consumer is not None and hasattr(consumer, "reset_offset"):
+                asyncio.ensure_future(consumer.reset_offset(topic, offsets))
             return None
         return response_for(request, ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
                             f" request type {request.code} not supported")

@@ -206,6 +206,7 @@ class _ConsumerBase:
         self.instance = instance or ClientInstance(client_config or ClientConfig(namesrv_addr=namesrv_addr))
         self.subscriptions: dict[str, SubscriptionData] = {}
         self.process_queues: dict[MessageQueue, ProcessQueue] = {}
+        self._rebalance_lock = asyncio.Lock()
         self.offset_store: OffsetStore = (LocalFileOffsetStore(self.instance, group) if message_model == "BROADCASTING"
                                           else RemoteBrokerOffsetStore(self.instance, group))
         self._tasks: list[asyncio.Task[None]] = []
@@ -323,6 +324,10 @@ class _ConsumerBase:
 
     async def rebalance(self) -> None:
         """Recompute this member's queues and start or stop pulling accordingly."""
+        async with self._rebalance_lock:  # one at a time, and never beside an offset reset
+            await self._rebalance()
+
+    async def _rebalance(self) -> None:
         wanted: set[MessageQueue] = set()
         self._missing_routes = False
         for topic in list(self.subscriptions):
@@ -365,6 +370,26 @@ class _ConsumerBase:
             log.info("rebalance: %s consumes %s from offset %d", self.group, mq, offset)
 
     _orderly = False
+
+    async def reset_offset(self, topic: str, offsets: dict[MessageQueue, int]) -> None:
+        """A broker's RESET_CONSUMER_CLIENT_OFFSET (mqadmin resetOffsetByTime): stop the named
+        queues of ``topic``, commit the given offsets, and let a rebalance start them again
+        from there (MQClientInstance.resetOffset)."""
+        async with self._rebalance_lock:
+            for mq, offset in offsets.items():
+                if mq.topic != topic:
+                    continue
+                pq = self.process_queues.pop(mq, None)
+                if pq is not None:
+                    await self._drop(pq)
+                self.offset_store.update(mq, offset)
+                try:
+                    await self.offset_store.persist_all({mq})
+                except FastMQError as exc:
+                    log.warning("reset offset of %s to %d: commit failed: %s", mq, offset, exc)
+                self.offset_store.remove(mq)
+                log.info("reset offset of %s in %s to %d", mq, self.group, offset)
+        self.instance.rebalance_soon()  # (through the rebalance loop: never two rebalances at once)
 
     async def _lock(self, mqs: list[MessageQueue], unlock: bool = False) -> set[MessageQueue]:
         """LOCK_BATCH_MQ (or UNLOCK_BATCH_MQ) per broker; returns the queues we now hold."""
