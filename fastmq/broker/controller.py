@@ -118,11 +118,11 @@ class BrokerController:
         self._register_again = False
         self._sync_task: asyncio.Task[Any] | None = None
         self._started = False
-        # BrokerStats: the put and get totals at yesterday's and today's midnight (0 until one passes)
         self.config_version = DataVersion()  # GET_BROKER_CONFIG's version
         self._pending_restart: dict[str, str] = {}  # updated keys that apply at the next start
         #: the -c file: UPDATE_BROKER_CONFIG rewrites it, as 4.9's BrokerStartup makes Configuration do
         self.config_path: str | None = None
+        # BrokerStats: the put and get totals at yesterday's and today's midnight (0 until one passes)
         self._stats_day = time.strftime("%Y%m%d")
         self._put_mornings = (0, 0)
         self._get_mornings = (0, 0)

@@ -211,8 +211,8 @@ class Producer:
         """tryToFindTopicPublishInfo: cache, NameServer, then the default topic for auto-creation.
 
         ``writable=False`` (a send to a given queue) takes a route without writable queues, or none:
-        the Java producer sends to that queue's broker all the same and lets the broker answer
-        (NO_PERMISSION for a read-only topic)."""
+        the Java producer sends to that queue's broker all the same and lets the broker answer (a
+        4.9.8 broker stores it even on a read-only topic)."""
         info = self._publish.get(topic)
         if info is not None and info.ok:
             return info

@@ -371,26 +371,6 @@ class _ConsumerBase:
 
     _orderly = False
 
-    async def reset_offset(self, topic: str, offsets: dict[MessageQueue, int]) -> None:
-        """A broker's RESET_CONSUMER_CLIENT_OFFSET (mqadmin resetOffsetByTime): stop the named
-        queues of ``topic``, commit the given offsets, and let a rebalance start them again
-        from there (MQClientInstance.resetOffset)."""
-        async with self._rebalance_lock:
-            for mq, offset in offsets.items():
-                if mq.topic != topic:
-                    continue
-                pq = self.process_queues.pop(mq, None)
-                if pq is not None:
-                    await self._drop(pq)
-                self.offset_store.update(mq, offset)
-                try:
-                    await self.offset_store.persist_all({mq})
-                except FastMQError as exc:
-                    log.warning("reset offset of %s to %d: commit failed: %s", mq, offset, exc)
-                self.offset_store.remove(mq)
-                log.info("reset offset of %s in %s to %d", mq, self.group, offset)
-        self.instance.rebalance_soon()  # (through the rebalance loop: never two rebalances at once)
-
     async def _lock(self, mqs: list[MessageQueue], unlock: bool = False) -> set[MessageQueue]:
         """LOCK_BATCH_MQ (or UNLOCK_BATCH_MQ) per broker; returns the queues we now hold."""
         held: set[MessageQueue] = set()
@@ -588,6 +568,26 @@ class PushConsumer(_ConsumerBase):
         self._listener_is_async = False
         self._pool = concurrent.futures.ThreadPoolExecutor(consume_thread_max, thread_name_prefix=f"Consume_{group}")
         self._slots = asyncio.Semaphore(consume_thread_max)
+
+    async def reset_offset(self, topic: str, offsets: dict[MessageQueue, int]) -> None:
+        """A broker's RESET_CONSUMER_CLIENT_OFFSET (mqadmin resetOffsetByTime): stop the named
+        queues of ``topic``, commit the given offsets, and let a rebalance start them again
+        from there (MQClientInstance.resetOffset, which 4.9 applies to push consumers only)."""
+        async with self._rebalance_lock:
+            for mq, offset in offsets.items():
+                if mq.topic != topic:
+                    continue
+                pq = self.process_queues.pop(mq, None)
+                if pq is not None:
+                    await self._drop(pq)
+                self.offset_store.update(mq, offset)
+                try:
+                    await self.offset_store.persist_all({mq})
+                except FastMQError as exc:
+                    log.warning("reset offset of %s to %d: commit failed: %s", mq, offset, exc)
+                self.offset_store.remove(mq)
+                log.info("reset offset of %s in %s to %d", mq, self.group, offset)
+        self.instance.rebalance_soon()  # (through the rebalance loop: never two rebalances at once)
 
     def register_message_listener(self, listener: Callable[[list[MessageExt]], str | Awaitable[str]]) -> None:
         """Set the listener: ``listener(msgs)`` returns a ConsumeStatus; an ``async def`` runs on
