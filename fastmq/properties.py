@@ -85,6 +85,19 @@ def parse_properties(text: str) -> dict[str, str]:
     return out
 
 
+def parse_properties_body(body: bytes) -> dict[str, str]:
+    """A request body of properties text (UPDATE_NAMESRV_CONFIG, UPDATE_BROKER_CONFIG).
+
+    Raises:
+        ConfigError: not UTF-8, or a bad escape.
+    """
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"not UTF-8: {exc.reason}") from None
+    return parse_properties(text)
+
+
 def load_properties(path: str | Path) -> dict[str, str]:
     """Read and parse a properties file; a missing or unreadable file is a ConfigError."""
     try:

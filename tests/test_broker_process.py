@@ -570,6 +570,8 @@ async def test_update_broker_config(cluster, client, tmp_path):
         r = await client.invoke(b.addr, create_request(RequestCode.GET_BROKER_CONFIG, {}), 5)
         got = dict(line.split("=", 1) for line in r.body.decode().splitlines())
         assert (got["maxMessageSize"], got["flushIntervalCommitLog"]) == ("1024", "500")  # all or nothing
+        r = await client.invoke(b.addr, create_request(RequestCode.UPDATE_BROKER_CONFIG, {}, b"\xff=1\n"), 5)
+        assert r.code == ResponseCode.SYSTEM_ERROR and r.remark.startswith("string2Properties error: not UTF-8")
         assert (await client.invoke(b.addr, send_request("ProcConf", b"ok"), 5)).code == ResponseCode.SUCCESS
     finally:
         assert b.stop() == 0, b.output()[-3000:]

@@ -6,7 +6,7 @@ import zlib
 from typing import TYPE_CHECKING, Callable
 
 from ..errors import ConfigError, RemotingCommandError
-from ..properties import parse_properties
+from ..properties import parse_properties_body
 from ..protocol.bodies import DataVersion, KVTable, RegisterBrokerBody, loads_lenient
 from ..protocol.codes import RequestCode, ResponseCode
 from ..protocol.command import RemotingCommand, ext_bool, ext_int, ext_str, response_for
@@ -209,8 +209,8 @@ class DefaultRequestProcessor(CodeDispatchProcessor):
         log.info("updateConfig called by %s", conn.remote_addr)
         if request.body:
             try:
-                props = parse_properties(request.body.decode("utf-8"))
-            except (UnicodeDecodeError, ConfigError) as exc:
+                props = parse_properties_body(request.body)
+            except ConfigError as exc:
                 return response_for(request, ResponseCode.SYSTEM_ERROR, f"string2Properties error: {exc}")
             if CONFIG_BLACK_LIST & props.keys():
                 return response_for(request, ResponseCode.NO_PERMISSION, "Can not update config in black list.")

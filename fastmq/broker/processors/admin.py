@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 from ...errors import ConfigError, RemotingCommandError
 from ...protocol import topic as tv
-from ...properties import parse_properties
+from ...properties import parse_properties_body
 from ...protocol.bodies import KVTable, TopicConfig, loads_lenient
 from ...protocol.codes import LanguageCode, RequestCode, ResponseCode
 from ...protocol.command import VERSION, RemotingCommand, create_request, response_for
@@ -218,8 +218,8 @@ class AdminBrokerProcessor(CodeDispatchProcessor):
         log.info("updateBrokerConfig called by %s", conn.remote_addr)
         if request.body:
             try:
-                props = parse_properties(request.body.decode("utf-8"))
-            except (UnicodeDecodeError, ConfigError) as exc:
+                props = parse_properties_body(request.body)
+            except ConfigError as exc:
                 return response_for(request, ResponseCode.SYSTEM_ERROR, f"string2Properties error: {exc}")
             try:
                 self.broker.update_config(props)
