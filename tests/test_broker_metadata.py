@@ -82,3 +82,22 @@ def test_consumer_offsets_persist_and_read_java_form(tmp_path) -> None:
     assert java.query_all("G", "T") == {0: 5, 1: 6}
     java.remove_topic("T")
     assert java.query("G", "T", 0) == -1
+
+
+def test_broker_stats_windows() -> None:
+    from fastmq.broker.stats import GROUP_GET_NUMS, TOPIC_PUT_NUMS, BrokerStatsManager
+
+    now = [100.0]
+    stats = BrokerStatsManager(clock=lambda: now[0])
+    assert stats.stats_data(TOPIC_PUT_NUMS, "T") is None
+    stats.topic_put("T", 10)                  # the item starts its windows here (value 0)
+    for _ in range(6):                        # a minute of 10 s samples, 30 messages in 3 calls each 10 s
+        now[0] += 10.0
+        for _ in range(3):
+            stats.topic_put("T", 10)
+        stats.sample("minute")
+    data = stats.stats_data(TOPIC_PUT_NUMS, "T")
+    assert data["statsMinute"] == {"avgpt": 10.0, "sum": 190, "tps": 190 / 60}
+    assert data["statsHour"] == {"avgpt": 0.0, "sum": 0, "tps": 0.0}  # one snapshot: nothing to compare yet
+    stats.group_get("G", "T", 5)
+    assert stats.get(GROUP_GET_NUMS, "T@G").value == 5

@@ -633,3 +633,28 @@ async def test_reset_offset_pushes_the_offsets_to_online_members(cluster, client
         assert pushed[0].flag & 2 and b'"queueId":1' in pushed[0].body  # oneway, with the offset table
     finally:
         await member.close()
+
+
+async def test_stats_data_and_consumers_of_a_topic_for_stats_all(cluster, client):
+    _, broker = cluster
+    await create_topic(client, broker.addr, "ProcStats", queues=1)
+    for i in range(3):
+        assert (await client.invoke(broker.addr, send_request("ProcStats", b"%d" % i), 5)).code == 0
+    p = await client.invoke(broker.addr, pull_request("ProcStats", 0, 0, group="GID_STATS"), 5)
+    assert p.code == ResponseCode.SUCCESS
+    await client.invoke(broker.addr, create_request(RequestCode.UPDATE_CONSUMER_OFFSET, {
+        "consumerGroup": "GID_STATS", "topic": "ProcStats", "queueId": 0, "commitOffset": 3}), 5)
+
+    async def stats(name: str, key: str):
+        return await client.invoke(broker.addr, create_request(RequestCode.VIEW_BROKER_STATS_DATA,
+                                                               {"statsName": name, "statsKey": key}), 5)
+    for name, key in (("TOPIC_PUT_NUMS", "ProcStats"), ("GROUP_GET_NUMS", "ProcStats@GID_STATS")):
+        r = await stats(name, key)
+        assert r.code == ResponseCode.SUCCESS, r.remark
+        assert set(json.loads(r.body)) == {"statsMinute", "statsHour", "statsDay"}
+        assert set(json.loads(r.body)["statsMinute"]) == {"sum", "tps", "avgpt"}
+    r = await stats("TOPIC_PUT_NUMS", "NoSuchTopic")
+    assert (r.code, r.remark) == (ResponseCode.SYSTEM_ERROR, "The stats <TOPIC_PUT_NUMS> <NoSuchTopic> not exist")
+    r = await client.invoke(broker.addr, create_request(RequestCode.QUERY_TOPIC_CONSUME_BY_WHO,
+                                                        {"topic": "ProcStats"}), 5)
+    assert r.code == ResponseCode.SUCCESS and "GID_STATS" in json.loads(r.body)["groupList"]

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import logging
 import os
 import time
@@ -35,6 +36,7 @@ from ..store.ha import HAClient, HAService
 from ..store.message_store import MessageStore
 from .config import RESTART_ONLY_KEYS, BrokerConfig, check_configs, split_keys
 from .consumer_manager import ConsumerManager, ProducerManager
+from .stats import DAY_EVERY_S, HOUR_EVERY_S, MINUTE_EVERY_S, BrokerStatsManager
 from .long_polling import PullRequestHoldService
 from .namesrv_link import NamesrvLink
 from .offsets import ConsumerOffsetManager
@@ -118,6 +120,7 @@ class BrokerController:
         self._register_again = False
         self._sync_task: asyncio.Task[Any] | None = None
         self._started = False
+        self.stats = BrokerStatsManager()  # VIEW_BROKER_STATS_DATA's counters
         self.config_version = DataVersion()  # GET_BROKER_CONFIG's version
         self._pending_restart: dict[str, str] = {}  # updated keys that apply at the next start
         #: the -c file: UPDATE_BROKER_CONFIG rewrites it, as 4.9's BrokerStartup makes Configuration do
@@ -212,6 +215,8 @@ class BrokerController:
                                               self.offsets.persist)),
             asyncio.ensure_future(every(CHANNEL_SCAN_INTERVAL, self.scan_channels)),
             asyncio.ensure_future(every(STATS_SAMPLE_INTERVAL, self.sample_stats)),
+            *(asyncio.ensure_future(every(period, functools.partial(self.stats.sample, window)))
+              for window, period in (("minute", MINUTE_EVERY_S), ("hour", HOUR_EVERY_S), ("day", DAY_EVERY_S))),
         ]
         if self.is_slave:
             self.ha_client = HAClient(self.store, lambda: self.ha_master_addr)

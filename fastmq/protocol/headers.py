@@ -337,6 +337,12 @@ class DeleteTopicRequestHeader(Header):
 
 
 @dataclass(slots=True)
+class ViewBrokerStatsDataRequestHeader(Header):
+    statsName: str
+    statsKey: str
+
+
+@dataclass(slots=True)
 class ResetOffsetRequestHeader(Header):
     """INVOKE_BROKER_TO_RESET_OFFSET and RESET_CONSUMER_CLIENT_OFFSET."""
     topic: str

@@ -20,6 +20,7 @@ from ...protocol.command import VERSION, RemotingCommand, create_request, respon
 from ...protocol.headers import (CreateTopicRequestHeader, DeleteSubscriptionGroupRequestHeader,
                                  DeleteTopicRequestHeader, GetConsumeStatsRequestHeader,
                                  GetProducerConnectionListRequestHeader, ResetOffsetRequestHeader,
+                                 ViewBrokerStatsDataRequestHeader,
                                  GetConsumerConnectionListRequestHeader, GetEarliestMsgStoretimeRequestHeader,
                                  GetMaxOffsetRequestHeader, GetMinOffsetRequestHeader, GetTopicStatsInfoRequestHeader,
                                  QueryMessageRequestHeader, SearchOffsetRequestHeader, ViewMessageRequestHeader)
@@ -70,6 +71,8 @@ class AdminBrokerProcessor(CodeDispatchProcessor):
             RequestCode.GET_CONSUMER_CONNECTION_LIST: self.get_consumer_connection_list,
             RequestCode.GET_PRODUCER_CONNECTION_LIST: self.get_producer_connection_list,
             RequestCode.INVOKE_BROKER_TO_RESET_OFFSET: self.reset_offset,
+            RequestCode.VIEW_BROKER_STATS_DATA: self.view_broker_stats_data,
+            RequestCode.QUERY_TOPIC_CONSUME_BY_WHO: self.query_topic_consume_by_who,
             RequestCode.GET_TOPIC_STATS_INFO: self.get_topic_stats_info,
             RequestCode.GET_CONSUME_STATS: self.get_consume_stats,
             RequestCode.VIEW_MESSAGE_BY_ID: self.view_message_by_id,
@@ -273,6 +276,24 @@ class AdminBrokerProcessor(CodeDispatchProcessor):
             except Exception as exc:  # a closing channel: the others still get theirs
                 log.error("[reset-offset] reset offset exception. topic=%s, group=%s, error=%s", h.topic, h.group, exc)
         return response_for(request, ResponseCode.SUCCESS, body=mq_keyed_json(table))
+
+    def query_topic_consume_by_who(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        """QUERY_TOPIC_CONSUME_BY_WHO: the groups online with a subscription to the topic, and those
+        with offsets on it ({"groupList": [...]})."""
+        h = GetTopicStatsInfoRequestHeader.decode(request)  # (the same one field: topic)
+        b = self.broker
+        groups = {g for g, info in list(b.consumer_manager.groups.items()) if h.topic in info.subscriptions}
+        groups |= b.offsets.groups_of_topic(h.topic)
+        return response_for(request, ResponseCode.SUCCESS, body=_compact({"groupList": sorted(groups)}).encode("utf-8"))
+
+    def view_broker_stats_data(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        """VIEW_BROKER_STATS_DATA (mqadmin statsAll): one stats item's last minute, hour and day."""
+        h = ViewBrokerStatsDataRequestHeader.decode(request)
+        data = self.broker.stats.stats_data(h.statsName, h.statsKey)
+        if data is None:
+            return response_for(request, ResponseCode.SYSTEM_ERROR,
+                                f"The stats <{h.statsName}> <{h.statsKey}> not exist")
+        return response_for(request, ResponseCode.SUCCESS, body=_compact(data).encode("utf-8"))
 
     def get_broker_runtime_info(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         b = self.broker

@@ -144,6 +144,7 @@ class PullMessageProcessor(CodeDispatchProcessor):
         st = res.status
         fields = self._fields(res)
         if st is GetStatus.FOUND:
+            self.broker.stats.group_get(h.consumerGroup, h.topic, res.msg_count)
             if self.broker.config.slaveReadEnable:
                 fields["suggestWhichBrokerId"] = str(self._suggest(h, res))
             body = b"".join(res.buffers) if len(res.buffers) != 1 else bytes(res.buffers[0])

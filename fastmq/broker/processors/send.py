@@ -26,6 +26,7 @@ from ...remoting import Connection
 # send waits for the group commit and is finished by the dispatcher's Task.
 from ...remoting.loop import run_eagerly
 from ...store.message_store import PutResult, PutStatus
+from ..stats import TOPIC_PUT_NUMS
 from .base import CodeDispatchProcessor
 
 if TYPE_CHECKING:
@@ -51,8 +52,8 @@ PUT_STATUS_CODES = {
     PutStatus.FLUSH_SLAVE_TIMEOUT: ResponseCode.FLUSH_SLAVE_TIMEOUT,
     PutStatus.SLAVE_NOT_AVAILABLE: ResponseCode.SLAVE_NOT_AVAILABLE,
 }
-_C_REQ, _C_QID, _C_QOFF, _C_PHYS = (COLUMNS.index(c) for c in ("req", "queue_id", "queue_offset",
-                                                                 "commit_log_offset"))
+_C_REQ, _C_QID, _C_QOFF, _C_PHYS, _C_KEY = (COLUMNS.index(c) for c in ("req", "queue_id", "queue_offset",
+                                                                         "commit_log_offset", "key"))
 
 
 def parse_addr(addr: str) -> tuple[str, int]:
@@ -171,12 +172,28 @@ class SendMessageProcessor(CodeDispatchProcessor):
 
     def _batch_answers(self, batch: SendBatch, requests: list[RemotingCommand], res: PutResult) -> Any:
         """One buffer of SUCCESS frames, or a response per request when the store said no."""
+        if res.ok:
+            self._count_puts(batch)
         if res.ok and res.status is not PutStatus.PUT_OK:
             return self._stored_answers(batch, requests, res)
         if res.ok:
             _, prefix, template = self._fast_consts()
             return encode_answers(batch, requests, prefix, template)
         return [(requests[i], self._respond(requests[i], res, 0)) for i in batch.fast]
+
+    def _count_puts(self, batch: SendBatch) -> None:
+        """TOPIC_PUT_NUMS: each topic's messages and requests in this batch (statsAll's InTPS)."""
+        cols, stats = batch.cols, self.broker.stats
+        if len(batch.keys) == 1:  # (one send in flight: no numpy needed)
+            stats.add(TOPIC_PUT_NUMS, batch.keys[0][0], batch.n, len(set(cols[:, _C_REQ].tolist())))
+            return
+        per_topic: dict[str, tuple[int, set[int]]] = {}
+        for k, (topic, _qid) in enumerate(batch.keys):
+            reqs = cols[cols[:, _C_KEY] == k][:, _C_REQ].tolist()
+            n, seen = per_topic.get(topic, (0, set()))
+            per_topic[topic] = (n + len(reqs), seen | set(reqs))
+        for topic, (n, seen) in per_topic.items():
+            stats.add(TOPIC_PUT_NUMS, topic, n, len(seen))
 
     def _stored_answers(self, batch: SendBatch, requests: list[RemotingCommand], res: PutResult) -> Any:
         """Stored but not SUCCESS (a flush or SYNC_MASTER wait that failed): RocketMQ still gives
@@ -367,6 +384,8 @@ class SendMessageProcessor(CodeDispatchProcessor):
         except _Reject as rej:  # 4.9 puts the region and trace switch on every send answer, refusals too
             return response_for(request, rej.code, rej.remark, self._region_fields())
         res = await self.broker.store.put_messages(msgs)
+        if res.ok:
+            self.broker.stats.topic_put(msgs[0].topic, len(msgs))
         return self._respond(request, res, qid)
 
     # ------------------------------------------------------------------ SEND BACK
