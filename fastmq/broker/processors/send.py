@@ -184,8 +184,8 @@ class SendMessageProcessor(CodeDispatchProcessor):
     def _count_puts(self, batch: SendBatch) -> None:
         """TOPIC_PUT_NUMS: each topic's messages and requests in this batch (statsAll's InTPS)."""
         cols, stats = batch.cols, self.broker.stats
-        if len(batch.keys) == 1:  # (one send in flight: no numpy needed)
-            stats.add(TOPIC_PUT_NUMS, batch.keys[0][0], batch.n, len(set(cols[:, _C_REQ].tolist())))
+        if len(batch.keys) == 1:  # every request of the batch went to this one queue
+            stats.add(TOPIC_PUT_NUMS, batch.keys[0][0], batch.n, len(batch.fast))
             return
         per_topic: dict[str, tuple[int, set[int]]] = {}
         for k, (topic, _qid) in enumerate(batch.keys):
