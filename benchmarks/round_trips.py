@@ -11,7 +11,6 @@ import contextlib
 import os
 import shutil
 import socket
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -19,7 +18,7 @@ from typing import Any, Awaitable, Callable, Iterator
 
 import numpy as np
 
-from tests.support import free_port, wait_port
+from tests.support import ServerProcess, free_port
 
 # Written with the loop the broker runs on (uvloop when installed); answers each frame after
 # ``argv[2]`` µs of busy work, 0 for the floor.
@@ -46,31 +45,17 @@ ECHO_FRAME = b"x" * 400  # about a SEND_MESSAGE_V2 request carrying 128 B
 RoundTrip = Callable[[], Awaitable[None]]
 
 
-@contextlib.contextmanager
-def server(argv: list[str], port: int, cwd: Path) -> Iterator[subprocess.Popen]:
-    """A server process listening on ``port``, stopped (bounded) on exit."""
-    proc = subprocess.Popen(argv, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        wait_port(port, 20.0, proc)
-        yield proc
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)
-
-
 async def echo_round_trip(tmp: Path, stack: contextlib.ExitStack, work_us: float = 0.0,
                           server_cpu: int | None = None) -> RoundTrip:
     """One round trip to an echo server started here, as a coroutine function; ``server_cpu``
     pins the server to that CPU."""
     loop = asyncio.get_running_loop()
     port = free_port()
-    proc = stack.enter_context(server([sys.executable, "-c", _ECHO_SERVER, str(port), str(work_us)], port, tmp))
+    argv = [Path(sys.executable).name, "-c", _ECHO_SERVER, str(port), str(work_us)]  # (this venv's python)
+    echo = stack.enter_context(ServerProcess(argv, port, tmp))
     if server_cpu is not None:
-        os.sched_setaffinity(proc.pid, {server_cpu})
+        assert echo.proc is not None
+        os.sched_setaffinity(echo.proc.pid, {server_cpu})
     answered: list[asyncio.Future] = []
 
     class EchoClient(asyncio.Protocol):
@@ -99,8 +84,8 @@ def redis_client(tmp: Path, stack: contextlib.ExitStack) -> Any:
     if shutil.which("redis-server") is None:
         return None
     port = free_port()
-    stack.enter_context(server(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-                                "--appendonly", "no", "--dir", str(tmp)], port, tmp))
+    stack.enter_context(ServerProcess(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+                                       "--appendonly", "no", "--dir", str(tmp)], port, tmp))
     client = redis.Redis(host="127.0.0.1", port=port)
     stack.callback(client.close)
     return client

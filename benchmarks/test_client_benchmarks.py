@@ -19,7 +19,7 @@ from typing import NamedTuple
 
 import numpy as np
 import pytest
-from round_trips import RoundTrip, echo_round_trip, pinned, redis_client
+from round_trips import RoundTrip, echo_round_trip, pinned, redis_client, time_round_trips
 
 from fastmq.aio import Message, Producer
 from fastmq.client.push_consumer import ConsumeStatus, PushConsumer
@@ -97,12 +97,8 @@ async def _side_by_side(ns: str, tmp: Path, blocks: int, per_block: int) -> dict
             names = list(lat)
             for b in range(blocks):
                 for name in names[b % len(names):] + names[:b % len(names)]:
-                    one, out = peers[name], lat[name]
-                    for _ in range(per_block):
-                        t0 = time.perf_counter()
-                        await one()
-                        out.append(time.perf_counter() - t0)
-    return {name: np.array(v) * 1e6 for name, v in lat.items()}
+                    lat[name].extend(await time_round_trips(peers[name], per_block))
+    return {name: np.array(v) for name, v in lat.items()}
 
 
 # Where a one-in-flight exchange runs decides its cost on this VM more than either end's code:
