@@ -289,3 +289,22 @@ def test_the_cpp_client_sends_take_the_fast_path(send) -> None:
             assert m.sys_flag == int(r.ext_fields["sysFlag"])
             pos += m.store_size
     assert pos == len(b.records)
+
+
+def test_puts_are_counted_per_topic_for_stats(send) -> None:
+    """TOPIC_PUT_NUMS from one socket read's batch: a topic's messages and requests over its queues."""
+    from types import SimpleNamespace
+
+    from fastmq.broker.processors.send import SendMessageProcessor
+    from fastmq.broker.stats import TOPIC_PUT_NUMS, BrokerStatsManager
+
+    reqs = [_send("T1", 1), _send("T1", 2), _send("T2", 3),
+            _send("T1", 1, None, _batch_body(3), code=RequestCode.SEND_BATCH_MESSAGE)]
+    b = send.encode_sends(reqs, TOPICS, BORN, STORE, CLUSTER, 4096)
+    stats = BrokerStatsManager()
+    SendMessageProcessor._count_puts(SimpleNamespace(broker=SimpleNamespace(stats=stats)), b)
+    t1, t2 = stats.get(TOPIC_PUT_NUMS, "T1"), stats.get(TOPIC_PUT_NUMS, "T2")
+    assert (t1.value, t1.times, t2.value, t2.times) == (5, 3, 1, 1)
+    one = send.encode_sends([_send("T2", 3)], TOPICS, BORN, STORE, CLUSTER, 4096)
+    SendMessageProcessor._count_puts(SimpleNamespace(broker=SimpleNamespace(stats=stats)), one)
+    assert (t2.value, t2.times) == (2, 2)

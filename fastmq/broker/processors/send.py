@@ -11,6 +11,8 @@ import logging
 import random
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from ..._ext.send import COLUMNS, SendBatch, answer_template, encode_answers, encode_sends
 from ...errors import FAQ_SUFFIX, RemotingCommandError
 from ...protocol import topic as tv
@@ -172,14 +174,13 @@ class SendMessageProcessor(CodeDispatchProcessor):
 
     def _batch_answers(self, batch: SendBatch, requests: list[RemotingCommand], res: PutResult) -> Any:
         """One buffer of SUCCESS frames, or a response per request when the store said no."""
-        if res.ok:
-            self._count_puts(batch)
-        if res.ok and res.status is not PutStatus.PUT_OK:
+        if not res.ok:
+            return [(requests[i], self._respond(requests[i], res, 0)) for i in batch.fast]
+        self._count_puts(batch)
+        if res.status is not PutStatus.PUT_OK:
             return self._stored_answers(batch, requests, res)
-        if res.ok:
-            _, prefix, template = self._fast_consts()
-            return encode_answers(batch, requests, prefix, template)
-        return [(requests[i], self._respond(requests[i], res, 0)) for i in batch.fast]
+        _, prefix, template = self._fast_consts()
+        return encode_answers(batch, requests, prefix, template)
 
     def _count_puts(self, batch: SendBatch) -> None:
         """TOPIC_PUT_NUMS: each topic's messages and requests in this batch (statsAll's InTPS)."""
@@ -187,13 +188,12 @@ class SendMessageProcessor(CodeDispatchProcessor):
         if len(batch.keys) == 1:  # every request of the batch went to this one queue
             stats.add(TOPIC_PUT_NUMS, batch.keys[0][0], batch.n, len(batch.fast))
             return
-        per_topic: dict[str, tuple[int, set[int]]] = {}
-        for k, (topic, _qid) in enumerate(batch.keys):
-            reqs = cols[cols[:, _C_KEY] == k][:, _C_REQ].tolist()
-            n, seen = per_topic.get(topic, (0, set()))
-            per_topic[topic] = (n + len(reqs), seen | set(reqs))
-        for topic, (n, seen) in per_topic.items():
-            stats.add(TOPIC_PUT_NUMS, topic, n, len(seen))
+        keys = cols[:, _C_KEY]
+        msgs = np.bincount(keys, minlength=len(batch.keys))
+        _, first = np.unique(cols[:, _C_REQ], return_index=True)  # a request's records share one queue
+        calls = np.bincount(keys[first], minlength=len(batch.keys))
+        for k, (topic, _qid) in enumerate(batch.keys):  # (a topic's queues add up in its item)
+            stats.add(TOPIC_PUT_NUMS, topic, int(msgs[k]), int(calls[k]))
 
     def _stored_answers(self, batch: SendBatch, requests: list[RemotingCommand], res: PutResult) -> Any:
         """Stored but not SUCCESS (a flush or SYNC_MASTER wait that failed): RocketMQ still gives
