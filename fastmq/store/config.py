@@ -95,5 +95,11 @@ class MessageStoreConfig:
         return self.role == SLAVE
 
     @property
+    def corrects_offsets(self) -> bool:
+        """Whether a pull's out-of-range offset is moved (nextOffsetCorrection): on a master, or
+        on a slave with offsetCheckInSlave."""
+        return not self.is_slave or self.offsetCheckInSlave
+
+    @property
     def sync_flush(self) -> bool:
         return self.flushDiskType.upper() == SYNC_FLUSH

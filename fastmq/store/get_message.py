@@ -100,17 +100,16 @@ class MessageGetter:
             return self._count_get(GetResult(GetStatus.NO_MESSAGE_IN_QUEUE, 0), t0)
         min_off, max_off = self._queue_min(cq), cq.max_offset
         res = GetResult(GetStatus.NO_MATCHED_MESSAGE, offset, min_off, max_off)
-        correct = not cfg.is_slave or cfg.offsetCheckInSlave
         if max_off == 0:
-            res.status, res.next_begin_offset = GetStatus.NO_MESSAGE_IN_QUEUE, 0 if correct else offset
+            res.status, res.next_begin_offset = GetStatus.NO_MESSAGE_IN_QUEUE, self._corrected(offset, 0)
         elif offset < min_off:
-            res.status, res.next_begin_offset = GetStatus.OFFSET_TOO_SMALL, min_off if correct else offset
+            res.status, res.next_begin_offset = GetStatus.OFFSET_TOO_SMALL, self._corrected(offset, min_off)
         elif offset == max_off:
             res.status, res.next_begin_offset = GetStatus.OFFSET_OVERFLOW_ONE, offset
         elif offset > max_off:
             # (4.9.0-4.9.3 sent a queue that starts at 0 back to 0: a consumer ahead of a
             # truncated queue then read it all again; 4.9.4 on use the max)
-            res.status, res.next_begin_offset = GetStatus.OFFSET_OVERFLOW_BADLY, max_off if correct else offset
+            res.status, res.next_begin_offset = GetStatus.OFFSET_OVERFLOW_BADLY, self._corrected(offset, max_off)
         else:
             max_filter = max(16000, max_msg_nums * CQ_STORE_UNIT_SIZE) // CQ_STORE_UNIT_SIZE
             arr = cq.get_entries(offset, max_filter)
@@ -249,6 +248,11 @@ class MessageGetter:
             i += 1
         res.next_begin_offset = offset + i
         res.suggest_pulling_from_slave = (max_offset_py - max_phy_pulling) > mem
+
+    def _corrected(self, offset: int, new: int) -> int:
+        """nextOffsetCorrection: ``new``, but a slave without offsetCheckInSlave keeps ``offset``
+        (evaluated only where a pull's offset is being moved, not on every pull)."""
+        return new if self.config.corrects_offsets else offset
 
     def _count_get(self, res: GetResult, t0: float) -> GetResult:
         st = self.stats

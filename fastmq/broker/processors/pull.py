@@ -171,8 +171,7 @@ class PullMessageProcessor(CodeDispatchProcessor):
                       fields: dict[str, str]) -> RemotingCommand:
         """PULL_OFFSET_MOVED; but a slave that may not judge offsets (offsetCheckInSlave off)
         sends the consumer back to the group's broker to retry at once, as 4.9.8 does."""
-        cfg = self.broker.store.config
-        if cfg.is_slave and not cfg.offsetCheckInSlave:
+        if not self.broker.store.config.corrects_offsets:
             sgc = self.broker.subscription_groups.find(h.consumerGroup)
             fields["suggestWhichBrokerId"] = str(sgc.broker_id if sgc is not None else 0)
             return response_for(request, ResponseCode.PULL_RETRY_IMMEDIATELY, st.value, fields)
