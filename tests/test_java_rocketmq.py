@@ -184,6 +184,51 @@ async def test_java_orderly_consumer_on_a_fastmq_broker(java_peer, cluster) -> N
 
 # ------------------------------------------------------------------ fastmq client, Java cluster
 
+
+@needs_java_client
+async def test_fastmq_broker_asks_a_java_consumer_for_its_running_info(java_peer, cluster) -> None:  # noqa: F811
+    """mqadmin consumerStatus and queryMsgById -g -d through a fastmq broker to the Java consumer:
+    its fastjson body (queue objects as map keys) reads, and it consumes the message on request."""
+    from tests.test_consumer_running_info import ask_consumer
+
+    topic, group = _unique("JavaRunInfo"), _unique("GID_JAVA_RUNINFO")
+    async with Producer("PG_JAVA_RUNINFO", namesrv_addr=cluster) as p:
+        sent = await p.send(Message(topic, b"hello"))
+        broker = p.instance.master_addr("broker-a")
+    peer = subprocess.Popen(["java", "-Xmx256m", "-cp", java_peer, "JavaPeer", "consume", cluster, topic, group,
+                             "1000", "40"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        info, direct = await ask_consumer(broker, group, topic, sent.offset_msg_id)
+        assert info.properties["PROP_CONSUME_TYPE"] == "CONSUME_PASSIVELY"
+        assert info.properties["consumerGroup"] == group and "PROP_CLIENT_VERSION" in info.properties
+        assert {s.topic for s in info.subscriptions} == {topic, f"%RETRY%{group}"}
+        assert direct.consume_result == "CR_SUCCESS" and not direct.order
+    finally:
+        peer.kill()
+        peer.communicate(timeout=10)
+
+
+@needs_java_cluster
+async def test_a_java_broker_asks_a_fastmq_consumer_for_its_running_info() -> None:
+    """The same two requests through the Java broker to a fastmq consumer."""
+    from tests.test_consumer_running_info import ask_consumer
+
+    topic, group = _unique("RunInfoOnJava"), _unique("GID_RUNINFO_ON_JAVA")
+    c = PushConsumer(group, namesrv_addr=JAVA_NAMESRV, consume_from_where="CONSUME_FROM_FIRST_OFFSET")
+    c.subscribe(topic)
+    c.register_message_listener(lambda msgs: ConsumeStatus.CONSUME_SUCCESS)
+    async with Producer("PG_RUNINFO_ON_JAVA", namesrv_addr=JAVA_NAMESRV) as p:
+        sent = await p.send(Message(topic, b"hello"))
+        broker = p.instance.master_addr(sent.message_queue.broker_name)
+        await c.start()
+        try:
+            info, direct = await ask_consumer(broker, group, topic, sent.offset_msg_id)
+            assert info.properties["PROP_CLIENT_VERSION"] == "V4_9_8"
+            assert direct.consume_result == "CR_SUCCESS"
+        finally:
+            await c.shutdown()
+
+
 @needs_java_cluster
 async def test_fastmq_client_on_a_java_cluster() -> None:
     """Auto-created topic via TBW102, every send style, then push and pull consumption, all

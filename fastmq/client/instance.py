@@ -8,23 +8,32 @@ and, at shutdown, UNREGISTER_CLIENT to every broker.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 import os
 import re
+import sys
+import threading
 import time
+import traceback
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ..errors import FAQ_SUFFIX, FastMQError, NoNameServerError
 from ..protocol.bodies import MASTER_ID, TopicRouteData
 from ..protocol.codes import ClientErrorCode, RequestCode, ResponseCode
-from ..protocol.command import RemotingCommand, create_request, response_for
+from ..protocol.command import VERSION_NAME, RemotingCommand, create_request, response_for
+from ..protocol.consumer_running_info import PROP_CLIENT_VERSION, PROP_CONSUME_TYPE, PROP_NAMESERVER_ADDR
+from ..protocol.headers import ConsumeMessageDirectlyResultRequestHeader, GetConsumerRunningInfoRequestHeader
 from ..protocol.heartbeat import ConsumerData, HeartbeatData, ProducerData
+from ..protocol.message import MessageFormatError, decode_record
 from ..protocol.message_queue import MessageQueue
 from ..remoting import Connection, RemotingClient, RequestProcessor
 from ..remoting.address import local_address
 from ..remoting.loop import every
+from ..stats_item import HOUR_EVERY_S, MINUTE_EVERY_S
+from .consumer_stats import ConsumerStatsManager
 
 __all__ = ["ClientConfig", "ClientInstance"]
 
@@ -92,13 +101,61 @@ def reset_offset_table(body: bytes) -> dict[MessageQueue, int]:
         raise ValueError(f"a queue without topic, brokerName or queueId: {exc}") from None
 
 
+def thread_stacks() -> str:
+    """Every thread's stack, innermost call first, in the shape of Java's UtilAll.jstack (what a
+    Java consumer answers when the request asks ``jstackEnable``)."""
+    frames = sys._current_frames()
+    out: list[str] = []
+    for t in threading.enumerate():
+        out.append(f"Thread: {t.name}\n")
+        f = frames.get(t.ident) if t.ident is not None else None
+        if f is not None:
+            out.extend(f"\tat {fr.name}({fr.filename}:{fr.lineno})\n" for fr in reversed(traceback.extract_stack(f)))
+        out.append("\n")
+    return "".join(out)
+
+
+def _not_here(request: RemotingCommand, group: str) -> RemotingCommand:
+    return response_for(request, ResponseCode.SYSTEM_ERROR, f"The Consumer Group <{group}> not exist in this consumer")
+
+
 class _ServerRequests(RequestProcessor):
     """Requests brokers push to clients: NOTIFY_CONSUMER_IDS_CHANGED and the admin ones."""
 
     def __init__(self, instance: "ClientInstance") -> None:
         self.instance = instance
 
-    def process_request(self, conn: Connection, request: RemotingCommand) -> RemotingCommand | None:
+    async def running_info(self, request: RemotingCommand) -> RemotingCommand:
+        """GET_CONSUMER_RUNNING_INFO (``mqadmin consumerStatus``), passed on by a broker."""
+        h = GetConsumerRunningInfoRequestHeader.decode(request)
+        consumer = self.instance.consumers.get(h.consumerGroup)
+        if consumer is None:
+            return _not_here(request, h.consumerGroup)
+        info = await consumer.running_info(thread_stacks() if h.jstackEnable else None)
+        info.properties[PROP_NAMESERVER_ADDR] = "".join(f"{a};" for a in self.instance.remoting.namesrv_addrs)
+        info.properties[PROP_CONSUME_TYPE] = consumer.consume_type
+        info.properties[PROP_CLIENT_VERSION] = VERSION_NAME
+        return response_for(request, ResponseCode.SUCCESS, body=info.to_json())
+
+    async def consume_directly(self, request: RemotingCommand) -> RemotingCommand:
+        """CONSUME_MESSAGE_DIRECTLY (``mqadmin queryMsgById -g -d``): the broker sends the stored
+        record as the body; a push consumer of the group hands it to its listener."""
+        h = ConsumeMessageDirectlyResultRequestHeader.decode(request)
+        consumer = self.instance.consumers.get(h.consumerGroup)
+        if consumer is None or not hasattr(consumer, "consume_message_directly"):
+            return _not_here(request, h.consumerGroup)
+        try:
+            msg = decode_record(request.body or b"")
+        except MessageFormatError as exc:
+            return response_for(request, ResponseCode.SYSTEM_ERROR, f"the message to consume cannot be read: {exc}")
+        result = await consumer.consume_message_directly(msg, h.brokerName)
+        return response_for(request, ResponseCode.SUCCESS, body=result.to_json())
+
+    def process_request(self, conn: Connection, request: RemotingCommand) -> Any:
+        if request.code == RequestCode.GET_CONSUMER_RUNNING_INFO:
+            return self.running_info(request)
+        if request.code == RequestCode.CONSUME_MESSAGE_DIRECTLY:
+            return self.consume_directly(request)
         if request.code == RequestCode.NOTIFY_CONSUMER_IDS_CHANGED:
             group = (request.ext_fields or {}).get("consumerGroup", "")
             log.info("receive broker's notification[%s], the consumer group: %s changed, rebalance immediately",
@@ -141,6 +198,7 @@ class ClientInstance:
         self._brokers_changed = False
         self.started = False
         self._unreachable: dict[str, float] = {}
+        self.consumer_stats = ConsumerStatsManager()
 
     @property
     def timeout(self) -> float:
@@ -228,7 +286,15 @@ class ClientInstance:
         self._rebalance_event = asyncio.Event()
         self._tasks = [asyncio.ensure_future(every(self.config.poll_name_server_interval / 1000, self._refresh_routes)),
                        asyncio.ensure_future(every(self.config.heartbeat_broker_interval / 1000,
-                                                         self.send_heartbeat_to_all_brokers))]
+                                                         self.send_heartbeat_to_all_brokers)),
+                       *(asyncio.ensure_future(every(period, functools.partial(self.sample_consumer_stats, window)))
+                         for window, period in (("minute", MINUTE_EVERY_S), ("hour", HOUR_EVERY_S)))]
+
+    def sample_consumer_stats(self, window: str) -> None:
+        """The consumer stats' snapshot for ``window``, after folding in what every queue counted."""
+        for consumer in list(self.consumers.values()):
+            consumer.fold_stats()
+        self.consumer_stats.sample(window)
 
     async def _refresh_routes(self) -> None:
         topics = set(self.routes)

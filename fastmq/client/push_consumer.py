@@ -37,12 +37,16 @@ from ..errors import ClientStateError, FastMQError, MessageValidationError, Remo
 from ..protocol.bodies import MASTER_ID
 from ..protocol.codes import LanguageCode, RequestCode, ResponseCode
 from ..protocol.command import VERSION, RemotingCommand, create_request, ext_int, next_opaque
+from ..protocol.consumer_running_info import (PROP_CONSUME_ORDERLY, PROP_CONSUMER_START_TIMESTAMP,
+                                              PROP_THREADPOOL_CORE_SIZE, CMResult, ConsumeMessageDirectlyResult,
+                                              ConsumerRunningInfo, ProcessQueueInfo)
 from ..protocol.heartbeat import ConsumerData, SubscriptionData, build_subscription
 from ..protocol.message import MessageConst, MessageExt, MessageSysFlag
 from ..protocol.message_queue import MessageQueue
 from ..protocol.topic import is_readable, retry_topic, validate_topic
 from ..remoting.loop import Resume
 from .allocate import AllocateMessageQueueAveragely, AllocateStrategy
+from .consumer_stats import QueueCounters
 from .instance import ClientConfig, ClientInstance
 from .offset_store import LocalFileOffsetStore, OffsetStore, RemoteBrokerOffsetStore
 from .pull_body import decode_pull_body
@@ -69,17 +73,22 @@ class ConsumeStatus:
 class _Pull:
     """A PULL_MESSAGE on its way: the future of its answer, where it went, and how to take it back."""
 
-    __slots__ = ("answer", "addr", "suggested", "conn", "opaque")
+    __slots__ = ("answer", "addr", "suggested", "conn", "opaque", "started")
 
     def __init__(self, answer: "asyncio.Future[RemotingCommand]", addr: str, suggested: int,
                  conn: Any = None, opaque: int = 0) -> None:
         self.answer, self.addr, self.suggested, self.conn, self.opaque = answer, addr, suggested, conn, opaque
+        self.started = time.monotonic()  # for the pull's response time (consumer stats)
 
     def cancel(self) -> None:
         """Forget the answer (opaques are unique: the pending entry is ours)."""
         if self.conn is not None:
             self.conn.pending.pop(self.opaque, None)
         self.answer.cancel()
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
 
 
 @dataclass
@@ -104,6 +113,26 @@ class ProcessQueue:
     consuming: asyncio.Task[None] | None = None  # orderly: the one task consuming this queue
     pulling_from: str | None = None            # the broker address of the last pull (master or slave)
     ordered: bool = True                       # msgs' insertion order is offset order
+    counters: QueueCounters = field(default_factory=QueueCounters)  # consumer stats since the last fold
+    # epoch ms, for GET_CONSUMER_RUNNING_INFO; from the queue's creation, as in RocketMQ (an admin
+    # tool calls a queue with cached messages and no consumption for 60 s blocked)
+    last_pull_timestamp: int = field(default_factory=_now_ms)
+    last_consume_timestamp: int = field(default_factory=_now_ms)
+    last_lock_timestamp: int = field(default_factory=_now_ms)
+
+    def info(self, commit_offset: int) -> ProcessQueueInfo:
+        """ProcessQueue.fillProcessQueueInfo: what GET_CONSUMER_RUNNING_INFO reports of this queue."""
+        d = self.msgs
+        pqi = ProcessQueueInfo(commit_offset=commit_offset, locked=self.locked, dropped=self.dropped,
+                               last_lock_timestamp=self.last_lock_timestamp,
+                               last_pull_timestamp=self.last_pull_timestamp,
+                               last_consume_timestamp=self.last_consume_timestamp)
+        if d:
+            offsets = list(d)  # (a listener thread may not change it: removals run on the loop)
+            pqi.cached_msg_min_offset, pqi.cached_msg_max_offset = min(offsets), max(offsets)
+            pqi.cached_msg_count = len(offsets)
+            pqi.cached_msg_size_in_mib = self.size_bytes // (1024 * 1024)
+        return pqi
 
     def put(self, msgs: Sequence[MessageExt]) -> None:
         if not msgs:
@@ -215,6 +244,7 @@ class _ConsumerBase:
         self._missing_wait = MISSING_ROUTE_FIRST_RETRY_S
         #: queue -> the broker id its last pull answer suggested (suggestWhichBrokerId)
         self.pull_from_which: dict[MessageQueue, int] = {}
+        self._start_timestamp = 0  # epoch ms of start(), for GET_CONSUMER_RUNNING_INFO
 
     # ----------------------------------------------------------- set-up
 
@@ -226,10 +256,11 @@ class _ConsumerBase:
         self.subscriptions[topic] = build_subscription(topic, expression, int(time.time() * 1000))
 
     def consumer_data(self) -> ConsumerData:
-        return ConsumerData(self.group, self._consume_type, self.message_model, self.consume_from_where,
+        return ConsumerData(self.group, self.consume_type, self.message_model, self.consume_from_where,
                             list(self.subscriptions.values()))
 
-    _consume_type = "CONSUME_PASSIVELY"
+    #: ConsumeType: how the broker and admin tools see this consumer (pushed to, or pulling itself)
+    consume_type = "CONSUME_PASSIVELY"
 
     async def start(self) -> None:
         if self._running:
@@ -240,6 +271,7 @@ class _ConsumerBase:
             rt = retry_topic(self.group)
             self.subscriptions.setdefault(rt, build_subscription(rt, "*"))
         self.instance.consumers[self.group] = self
+        self._start_timestamp = int(time.time() * 1000)
         await self.instance.start()
         for topic in self.subscriptions:
             try:
@@ -272,6 +304,43 @@ class _ConsumerBase:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.shutdown()
+
+    # ------------------------------------------------- admin requests
+
+    def fold_stats(self) -> None:
+        """Move each held queue's counters into the instance's consumer stats (before a snapshot)."""
+        stats = self.instance.consumer_stats
+        for pq in list(self.process_queues.values()):
+            stats.fold(self.group, pq.mq.topic, pq.counters)
+
+    def _running_properties(self) -> dict[str, str]:
+        """Our settings under DefaultMQPushConsumer's field names: only those fastmq honours."""
+        props = {"consumerGroup": self.group, "messageModel": self.message_model,
+                 "consumeFromWhere": self.consume_from_where,
+                 "allocateMessageQueueStrategy": type(self.allocate).__name__,
+                 "pullBatchSize": str(self.pull_batch_size),
+                 "pullThresholdForQueue": str(self.pull_threshold_for_queue),
+                 "pullThresholdSizeForQueue": str(self.pull_threshold_size_for_queue // (1024 * 1024)),  # MiB
+                 PROP_CONSUMER_START_TIMESTAMP: str(self._start_timestamp)}
+        if self.consume_timestamp_ms is not None:
+            props["consumeTimestamp"] = time.strftime("%Y%m%d%H%M%S", time.localtime(self.consume_timestamp_ms / 1000))
+        return props
+
+    async def running_info(self, jstack: str | None = None) -> ConsumerRunningInfo:
+        """What GET_CONSUMER_RUNNING_INFO reports of this consumer: its settings, subscriptions,
+        each held queue's state and committed offset, and each topic's rates (the instance adds
+        the NameServer list, the consume type and the client version)."""
+        info = ConsumerRunningInfo(self._running_properties(), list(self.subscriptions.values()), jstack=jstack)
+        for mq, pq in sorted(self.process_queues.items()):
+            try:
+                committed = await self.offset_store.read(mq)
+            except FastMQError:
+                committed = -1
+            info.mq_table[mq] = pq.info(committed)
+        stats = self.instance.consumer_stats
+        for topic in self.subscriptions:
+            info.status_table[topic] = stats.consume_status(self.group, topic)
+        return info
 
     # -------------------------------------------------------- rebalance
 
@@ -396,6 +465,7 @@ class _ConsumerBase:
 
     async def _drop(self, pq: ProcessQueue) -> None:
         pq.dropped = True
+        self.instance.consumer_stats.fold(self.group, pq.mq.topic, pq.counters)
         if pq.task is not None:
             pq.task.cancel()
             await asyncio.gather(pq.task, return_exceptions=True)
@@ -479,6 +549,10 @@ class _ConsumerBase:
                     _unwrap_all(msgs, self.group, from_retry)
                     if wanted is not None:
                         msgs = [m for m in msgs if m.tags in wanted]
+                    c = pq.counters
+                    c.pulls += 1
+                    c.pull_rt_ms += int((time.monotonic() - started.started) * 1000)
+                    c.pulled += len(msgs)
                     if msgs:
                         pq.put(msgs)
                         if next_offset is not None:
@@ -523,6 +597,7 @@ class _ConsumerBase:
         if addr is None:
             return PULL_DELAY_ON_ERROR_S
         pq.pulling_from = addr
+        pq.last_pull_timestamp = _now_ms()
         commit = self.offset_store.table.get(mq, -1) if self.message_model == "CLUSTERING" else -1
         fields = template.copy()
         fields["queueOffset"] = str(pq.next_offset)
@@ -547,6 +622,7 @@ class _ConsumerBase:
         return _Pull(fut, addr, suggested, conn, req.opaque)
 
     def _commit(self, pq: ProcessQueue, msgs: Sequence[MessageExt]) -> None:
+        pq.last_consume_timestamp = _now_ms()
         off = pq.remove(msgs)
         if off >= 0 and not pq.dropped:
             self.offset_store.update(pq.mq, off, increase_only=True)
@@ -562,6 +638,7 @@ class PushConsumer(_ConsumerBase):
                  max_reconsume_times: int = 16, orderly: bool = False, **kwargs: Any) -> None:
         super().__init__(group, **kwargs)
         self._orderly = orderly
+        self.consume_thread_max = consume_thread_max
         self.consume_message_batch_max_size = consume_message_batch_max_size
         self.max_reconsume_times = max_reconsume_times
         self._listener: Callable[[list[MessageExt]], Any] | None = None
@@ -589,6 +666,44 @@ class PushConsumer(_ConsumerBase):
                 log.info("reset offset of %s in %s to %d", mq, self.group, offset)
         self.instance.rebalance_soon()  # (through the rebalance loop: never two rebalances at once)
 
+    def _running_properties(self) -> dict[str, str]:
+        props = super()._running_properties()
+        listener = self._listener
+        props.update({"consumeThreadMin": str(self.consume_thread_max), "consumeThreadMax": str(self.consume_thread_max),
+                      "consumeMessageBatchMaxSize": str(self.consume_message_batch_max_size),
+                      "maxReconsumeTimes": str(self.max_reconsume_times),
+                      "suspendCurrentQueueTimeMillis": "1000",
+                      "messageListener": getattr(listener, "__qualname__", type(listener).__name__),
+                      PROP_CONSUME_ORDERLY: "true" if self._orderly else "false",
+                      PROP_THREADPOOL_CORE_SIZE: str(self.consume_thread_max)})
+        return props
+
+    async def consume_message_directly(self, msg: MessageExt, broker_name: str | None) -> ConsumeMessageDirectlyResult:
+        """CONSUME_MESSAGE_DIRECTLY (``mqadmin queryMsgById -g -d``): hand one stored message to
+        the listener now, outside any queue, and say how it went. Nothing is committed, sent
+        back or counted in the stats, as in RocketMQ's consumeMessageDirectly."""
+        assert self._listener is not None
+        result = ConsumeMessageDirectlyResult(order=self._orderly, auto_commit=True)
+        _unwrap(msg, self.group)
+        log.info("consumeMessageDirectly receive new message from %s: %s", broker_name, msg.msg_id)
+        t0 = time.monotonic()
+        try:
+            if self._listener_is_async:
+                status = await self._listener([msg])
+            else:
+                status = await asyncio.get_running_loop().run_in_executor(self._pool, self._listener, [msg])
+        except Exception as exc:
+            log.warning("consumeMessageDirectly exception, group %s", self.group, exc_info=True)
+            result.consume_result = CMResult.CR_THROW_EXCEPTION
+            result.remark = f"{type(exc).__name__}: {exc}"
+        else:
+            result.consume_result = (CMResult.CR_RETURN_NULL if status is None
+                                     else CMResult.CR_SUCCESS if status == ConsumeStatus.CONSUME_SUCCESS
+                                     else CMResult.CR_LATER if status == ConsumeStatus.RECONSUME_LATER
+                                     else None)  # (Java leaves any other status unnamed too)
+        result.spent_time_mills = int((time.monotonic() - t0) * 1000)
+        return result
+
     def register_message_listener(self, listener: Callable[[list[MessageExt]], str | Awaitable[str]]) -> None:
         """Set the listener: ``listener(msgs)`` returns a ConsumeStatus; an ``async def`` runs on
         the loop, a plain function on the consume thread pool."""
@@ -611,8 +726,11 @@ class PushConsumer(_ConsumerBase):
         while True:
             await asyncio.sleep(20)
             held = await self._lock(list(self.process_queues))
+            now = _now_ms()
             for mq, pq in list(self.process_queues.items()):
                 pq.locked = mq in held
+                if pq.locked:
+                    pq.last_lock_timestamp = now
 
     async def _deliver(self, pq: ProcessQueue, msgs: list[MessageExt]) -> None:
         if self._orderly:
@@ -639,6 +757,7 @@ class PushConsumer(_ConsumerBase):
         stay with its batch.
         """
         ctx = contextvars.copy_context()
+        t0 = time.monotonic()
         try:
             coro = self._listener(batch)  # type: ignore[misc]
             waiting = ctx.run(coro.send, None)
@@ -648,9 +767,10 @@ class PushConsumer(_ConsumerBase):
             log.exception("consumeMessage exception, group %s", self.group)
             status = ConsumeStatus.RECONSUME_LATER
         else:
-            asyncio.get_running_loop().create_task(self._consume(pq, batch, running=Resume(coro, waiting)),
-                                                   context=ctx)
+            asyncio.get_running_loop().create_task(
+                self._consume(pq, batch, running=Resume(coro, waiting), started=t0), context=ctx)
             return
+        self._count(pq, len(batch), status, t0)
         if pq.dropped or status == ConsumeStatus.CONSUME_SUCCESS or self.message_model != "CLUSTERING":
             self._slots.release()
             if not pq.dropped:
@@ -659,10 +779,10 @@ class PushConsumer(_ConsumerBase):
             asyncio.ensure_future(self._consume(pq, batch, status=status))
 
     async def _consume(self, pq: ProcessQueue, batch: list[MessageExt], *, status: str | None = None,
-                       running: Awaitable[Any] | None = None) -> None:
+                       running: Awaitable[Any] | None = None, started: float | None = None) -> None:
         try:
             if status is None:
-                status = await self._call_listener(batch, running)
+                status = await self._call_listener(pq, batch, running, started)
             if pq.dropped:
                 return
             if status != ConsumeStatus.CONSUME_SUCCESS and self.message_model == "CLUSTERING":
@@ -687,7 +807,7 @@ class PushConsumer(_ConsumerBase):
             offsets = sorted(pq.msgs)[:self.consume_message_batch_max_size]
             batch = [pq.msgs[o] for o in offsets]
             async with self._slots:
-                status = await self._call_listener(batch)
+                status = await self._call_listener(pq, batch)
             if pq.dropped:
                 return
             if status == ConsumeStatus.CONSUME_SUCCESS:
@@ -708,20 +828,34 @@ class PushConsumer(_ConsumerBase):
         await self._slots.acquire()
         await self._consume(pq, msgs)
 
-    async def _call_listener(self, batch: list[MessageExt], running: Awaitable[Any] | None = None) -> str:
-        """The listener's status for ``batch`` (``running``: its call, already started)."""
+    async def _call_listener(self, pq: ProcessQueue, batch: list[MessageExt], running: Awaitable[Any] | None = None,
+                             started: float | None = None) -> str:
+        """The listener's status for ``batch`` (``running``: its call, already started at
+        ``started``), counted in the queue's consumer stats."""
         assert self._listener is not None
+        t0 = time.monotonic() if started is None else started
         try:
             if running is not None:
-                status = await running
+                status = _status(await running)
             elif self._listener_is_async:
-                status = await self._listener(batch)  # type: ignore[misc]
+                status = _status(await self._listener(batch))  # type: ignore[misc]
             else:
-                status = await asyncio.get_running_loop().run_in_executor(self._pool, self._listener, batch)
+                status = _status(await asyncio.get_running_loop().run_in_executor(self._pool, self._listener, batch))
         except Exception:
             log.exception("consumeMessage exception, group %s", self.group)
-            return ConsumeStatus.RECONSUME_LATER
-        return _status(status)
+            status = ConsumeStatus.RECONSUME_LATER
+        self._count(pq, len(batch), status, t0)
+        return status
+
+    @staticmethod
+    def _count(pq: ProcessQueue, n: int, status: str, started: float) -> None:
+        c = pq.counters
+        c.consumes += 1
+        c.consume_rt_ms += int((time.monotonic() - started) * 1000)
+        if status == ConsumeStatus.CONSUME_SUCCESS:
+            c.consumed_ok += n
+        else:
+            c.consumed_failed += n
 
     async def _send_back(self, m: MessageExt) -> bool:
         addr = f"{m.store_host[0]}:{m.store_host[1]}"
@@ -744,7 +878,7 @@ class PullConsumer(_ConsumerBase):
     """The lite pull consumer: ``subscribe``, ``start``, then ``poll()`` batches; offsets commit
     automatically when the next poll starts (``auto_commit``) or on ``commit()``."""
 
-    _consume_type = "CONSUME_ACTIVELY"
+    consume_type = "CONSUME_ACTIVELY"
 
     def __init__(self, group: str, *, auto_commit: bool = True, **kwargs: Any) -> None:
         super().__init__(group, **kwargs)

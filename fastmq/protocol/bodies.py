@@ -16,11 +16,12 @@ import struct
 import time
 import zlib
 from dataclasses import dataclass, field
-from typing import Any, Self
+from typing import Any, Iterable, Self
 
 from ..errors import RemotingCommandError
+from .message_queue import MessageQueue
 
-__all__ = ["loads_lenient", "dumps", "DataVersion", "TopicConfig", "QueueData", "BrokerData", "TopicRouteData",
+__all__ = ["loads_lenient", "loads_mq_keyed", "mq_map_json", "compact_json", "dumps", "DataVersion", "TopicConfig", "QueueData", "BrokerData", "TopicRouteData",
            "RegisterBrokerBody", "ClusterInfo", "KVTable", "TopicList", "MASTER_ID", "TOPIC_FILTER_TYPES",
            "MAX_INFLATED_REGISTER_BODY"]
 
@@ -88,9 +89,109 @@ def loads_lenient(data: bytes | bytearray | memoryview | str) -> Any:
         raise RemotingCommandError(f"body is not valid JSON: {exc}") from None
 
 
+_WS = re.compile(r"[ \t\n\r]+")
+_BARE_KEY = re.compile(r"-?[0-9]+")
+_SCALARS = json.JSONDecoder()
+_MAX_DEPTH = 200
+
+
+def loads_mq_keyed(data: bytes | bytearray | memoryview | str) -> Any:
+    """Parse a body holding fastjson's ``Map<MessageQueue, X>``, whose keys are the queue objects
+    themselves (``{{"brokerName":"b","queueId":0,"topic":"T"}:...}``); such keys come back as
+    :class:`MessageQueue`, and bare integer keys as strings (as :func:`loads_lenient` reads them).
+
+    Raises:
+        RemotingCommandError: not UTF-8, not that JSON, a key object that is not a queue, or
+            nesting past 200 levels.
+    """
+    try:
+        text = bytes(data).decode("utf-8") if isinstance(data, (bytes, bytearray, memoryview)) else data
+        value, end = _mq_value(text, 0, 0)
+        if _skip_ws(text, end) != len(text):
+            raise ValueError(f"extra data at {end}")
+    except ValueError as exc:
+        raise RemotingCommandError(f"body is not valid JSON: {exc}") from None
+    return value
+
+
+def _skip_ws(s: str, i: int) -> int:
+    m = _WS.match(s, i)
+    return i if m is None else m.end()
+
+
+def _mq_value(s: str, i: int, depth: int) -> tuple[Any, int]:
+    i = _skip_ws(s, i)
+    c = s[i:i + 1]
+    if depth > _MAX_DEPTH:
+        raise ValueError(f"nests deeper than {_MAX_DEPTH} levels")
+    if c == "{":
+        return _mq_object(s, i + 1, depth + 1)
+    if c == "[":
+        out: list[Any] = []
+        i = _skip_ws(s, i + 1)
+        if s[i:i + 1] == "]":
+            return out, i + 1
+        while True:
+            v, i = _mq_value(s, i, depth + 1)
+            out.append(v)
+            i = _skip_ws(s, i)
+            c, i = s[i:i + 1], i + 1
+            if c == "]":
+                return out, i
+            if c != ",":
+                raise ValueError(f"expected ',' or ']' at {i - 1}")
+    return _SCALARS.raw_decode(s, i)
+
+
+def _mq_object(s: str, i: int, depth: int) -> tuple[dict[Any, Any], int]:
+    out: dict[Any, Any] = {}
+    i = _skip_ws(s, i)
+    if s[i:i + 1] == "}":
+        return out, i + 1
+    while True:
+        i = _skip_ws(s, i)
+        c = s[i:i + 1]
+        key: Any
+        if c == "{":
+            at = i
+            obj, i = _mq_object(s, i + 1, depth + 1)
+            try:
+                key = MessageQueue.from_obj(obj)
+            except (KeyError, ValueError, TypeError) as exc:
+                raise ValueError(f"the key object at {at} is not a MessageQueue: {type(exc).__name__} {exc}") from None
+        elif c == '"':
+            key, i = _SCALARS.raw_decode(s, i)
+        else:
+            m = _BARE_KEY.match(s, i)
+            if m is None:
+                raise ValueError(f"expected a key at {i}")
+            key, i = m.group(), m.end()
+        i = _skip_ws(s, i)
+        if s[i:i + 1] != ":":
+            raise ValueError(f"expected ':' at {i}")
+        out[key], i = _mq_value(s, i + 1, depth)
+        i = _skip_ws(s, i)
+        c, i = s[i:i + 1], i + 1
+        if c == "}":
+            return out, i
+        if c != ",":
+            raise ValueError(f"expected ',' or '}}' at {i - 1}")
+
+
+def mq_map_json(entries: Iterable[tuple[MessageQueue, Any]]) -> str:
+    """fastjson's text of a ``Map<MessageQueue, X>`` (each value already JSON-ready), in the order
+    given: the queue object itself is the key, which standard JSON cannot say."""
+    return "{" + ",".join(f"{compact_json(mq.to_obj())}:{compact_json(v)}" for mq, v in entries) + "}"
+
+
+def compact_json(obj: Any) -> str:
+    """Compact standard JSON text (no spaces, non-ASCII kept), as fastjson writes it."""
+    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
+
+
 def dumps(obj: Any) -> bytes:
     """Compact standard JSON, UTF-8, keys as given (the classes below write them sorted, like fastjson)."""
-    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    return compact_json(obj).encode("utf-8")
 
 
 def _obj(obj: Any, what: str) -> dict[str, Any]:

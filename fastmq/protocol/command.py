@@ -17,6 +17,7 @@ from .codes import LanguageCode, ResponseCode
 __all__ = [
     "RemotingCommand",
     "VERSION",
+    "VERSION_NAME",
     "next_opaque",
     "create_request",
     "create_response",
@@ -29,6 +30,8 @@ __all__ = [
 #: The wire version fastmq announces: MQVersion.V4_9_8's ordinal, so 4.9
 #: servers treat us as a current 4.9 client (standard JSON route bodies).
 VERSION = 409
+#: Its name (MQVersion.getVersionDesc), as a client reports it in PROP_CLIENT_VERSION.
+VERSION_NAME = "V4_9_8"
 
 _opaque = itertools.count(1)
 

@@ -29,6 +29,7 @@ __all__ = [
     "UnregisterClientRequestHeader", "GetConsumerListByGroupRequestHeader", "NotifyConsumerIdsChangedRequestHeader",
     "QueryMessageRequestHeader", "QueryMessageResponseHeader", "ViewMessageRequestHeader",
     "CreateTopicRequestHeader", "DeleteTopicRequestHeader", "GetTopicStatsInfoRequestHeader",
+    "GetConsumerRunningInfoRequestHeader", "ConsumeMessageDirectlyResultRequestHeader",
     "GetConsumeStatsRequestHeader", "GetConsumerConnectionListRequestHeader", "GetRouteInfoRequestHeader",
     "PULL_SYSFLAG_COMMIT_OFFSET", "PULL_SYSFLAG_SUSPEND", "PULL_SYSFLAG_SUBSCRIPTION", "PULL_SYSFLAG_CLASS_FILTER",
 ]
@@ -360,6 +361,23 @@ class GetProducerConnectionListRequestHeader(Header):
 class DeleteSubscriptionGroupRequestHeader(Header):
     groupName: str
     removeOffset: bool = False
+
+
+@dataclass(slots=True)
+class GetConsumerRunningInfoRequestHeader(Header):
+    """GET_CONSUMER_RUNNING_INFO, from an admin tool to the broker and from it to the client."""
+    consumerGroup: str
+    clientId: str
+    jstackEnable: bool = False
+
+
+@dataclass(slots=True)
+class ConsumeMessageDirectlyResultRequestHeader(Header):
+    """CONSUME_MESSAGE_DIRECTLY; the broker adds ``brokerName`` before passing it to the client."""
+    consumerGroup: str
+    clientId: str | None = None
+    msgId: str | None = None
+    brokerName: str | None = None
 
 
 @dataclass(slots=True)

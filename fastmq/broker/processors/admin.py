@@ -6,24 +6,26 @@ tools parse only that form, so the stats bodies here are written the same way.
 """
 from __future__ import annotations
 
-import json
 import logging
 import time
 from typing import TYPE_CHECKING, Any, Sequence
 
-from ...errors import ConfigError, RemotingCommandError
+from ...errors import ConfigError, FastMQError, RemotingCommandError, RemotingTimeoutError
 from ...protocol import topic as tv
 from ...properties import parse_properties_body
-from ...protocol.bodies import KVTable, TopicConfig, loads_lenient
+from ...protocol.bodies import KVTable, TopicConfig, compact_json, loads_lenient, mq_map_json
 from ...protocol.codes import LanguageCode, RequestCode, ResponseCode
 from ...protocol.command import VERSION, RemotingCommand, create_request, response_for
-from ...protocol.headers import (CreateTopicRequestHeader, DeleteSubscriptionGroupRequestHeader,
+from ...protocol.headers import (ConsumeMessageDirectlyResultRequestHeader, CreateTopicRequestHeader,
+                                 DeleteSubscriptionGroupRequestHeader, GetConsumerRunningInfoRequestHeader,
                                  DeleteTopicRequestHeader, GetConsumeStatsRequestHeader,
                                  GetProducerConnectionListRequestHeader, ResetOffsetRequestHeader,
                                  ViewBrokerStatsDataRequestHeader,
                                  GetConsumerConnectionListRequestHeader, GetEarliestMsgStoretimeRequestHeader,
                                  GetMaxOffsetRequestHeader, GetMinOffsetRequestHeader, GetTopicStatsInfoRequestHeader,
                                  QueryMessageRequestHeader, SearchOffsetRequestHeader, ViewMessageRequestHeader)
+from ...protocol.message import MessageFormatError, decode_offset_msg_id
+from ...protocol.message_queue import MessageQueue
 from ...remoting import Connection
 from ..subscription_group import SubscriptionGroupConfig
 from .base import CodeDispatchProcessor
@@ -36,20 +38,17 @@ log = logging.getLogger("fastmq.broker")
 __all__ = ["AdminBrokerProcessor", "mq_keyed_json"]
 
 _V3_0_7_SNAPSHOT = 28  # MQVersion's ordinal: older clients cannot take an offset reset
+_V3_1_8_SNAPSHOT = 62  # ... nor answer GET_CONSUMER_RUNNING_INFO or CONSUME_MESSAGE_DIRECTLY
+_CALL_CLIENT_TIMEOUT_S = 10.0  # Broker2Client.callClient
 _LANG_NAMES = ("JAVA", "CPP", "DOTNET", "PYTHON", "DELPHI", "ERLANG", "RUBY", "OTHER", "HTTP", "GO", "PHP", "OMS",
                "RUST", "NODE_JS")
 
 
-def _compact(obj: Any) -> str:
-    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
-
-
 def mq_keyed_json(entries: Sequence[tuple[tuple[str, str, int], Any]], **top: Any) -> bytes:
-    """fastjson's form of ``Map<MessageQueue, X>``: the queue object itself is the key."""
-    table = ",".join(
-        _compact({"brokerName": b, "queueId": q, "topic": t}) + ":" + _compact(v) for (t, b, q), v in entries)
-    head = "".join(f"{_compact(k)}:{_compact(v)}," for k, v in top.items())
-    return ("{" + head + '"offsetTable":{' + table + "}}").encode("utf-8")
+    """A body whose ``offsetTable`` is fastjson's ``Map<MessageQueue, X>`` (see ``mq_map_json``)."""
+    table = mq_map_json((MessageQueue(t, b, q), v) for (t, b, q), v in entries)
+    head = "".join(f"{compact_json(k)}:{compact_json(v)}," for k, v in top.items())
+    return ("{" + head + '"offsetTable":' + table + "}").encode("utf-8")
 
 
 class AdminBrokerProcessor(CodeDispatchProcessor):
@@ -76,6 +75,8 @@ class AdminBrokerProcessor(CodeDispatchProcessor):
             RequestCode.GET_TOPIC_STATS_INFO: self.get_topic_stats_info,
             RequestCode.GET_CONSUME_STATS: self.get_consume_stats,
             RequestCode.VIEW_MESSAGE_BY_ID: self.view_message_by_id,
+            RequestCode.GET_CONSUMER_RUNNING_INFO: self.get_consumer_running_info,
+            RequestCode.CONSUME_MESSAGE_DIRECTLY: self.consume_message_directly,
             RequestCode.QUERY_MESSAGE: self.query_message,
             RequestCode.LOCK_BATCH_MQ: self.lock_batch_mq,
             RequestCode.UNLOCK_BATCH_MQ: self.unlock_batch_mq,
@@ -107,7 +108,7 @@ class AdminBrokerProcessor(CodeDispatchProcessor):
     def get_all_topic_config(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         table, version = self.broker.topic_config.snapshot()
         body = {"dataVersion": version.to_obj(), "topicConfigTable": {k: v.to_obj() for k, v in table.items()}}
-        return response_for(request, ResponseCode.SUCCESS, body=_compact(body).encode("utf-8"))
+        return response_for(request, ResponseCode.SUCCESS, body=compact_json(body).encode("utf-8"))
 
     def update_and_create_subscription_group(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         sgc = SubscriptionGroupConfig.from_obj(loads_lenient(request.body or b""))
@@ -198,7 +199,7 @@ class AdminBrokerProcessor(CodeDispatchProcessor):
                 "consumeFromWhere": g.consume_from_where, "consumeType": g.consume_type,
                 "messageModel": g.message_model,
                 "subscriptionTable": {t: s.to_obj() for t, s in g.subscriptions.items()}}
-        return response_for(request, ResponseCode.SUCCESS, body=_compact(body).encode("utf-8"))
+        return response_for(request, ResponseCode.SUCCESS, body=compact_json(body).encode("utf-8"))
 
     def get_producer_connection_list(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         h = GetProducerConnectionListRequestHeader.decode(request)
@@ -206,7 +207,7 @@ class AdminBrokerProcessor(CodeDispatchProcessor):
         if channels is None:
             return response_for(request, ResponseCode.SYSTEM_ERROR, f"the producer group[{h.producerGroup}] not exist")
         body = {"connectionSet": self._connections(list(channels.values()))}
-        return response_for(request, ResponseCode.SUCCESS, body=_compact(body).encode("utf-8"))
+        return response_for(request, ResponseCode.SUCCESS, body=compact_json(body).encode("utf-8"))
 
     def get_broker_config(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         """GET_BROKER_CONFIG: every key=value of the broker and store configs, as the config file
@@ -253,7 +254,7 @@ class AdminBrokerProcessor(CodeDispatchProcessor):
             at = max(at, 0)
             table.append(((h.topic, b.config.brokerName, q), at if h.isForce or at < current else current))
         if request.language == LanguageCode.CPP:  # (the requester's language decides, as in 4.9.8)
-            body = _compact({"offsetTable": [{"brokerName": bn, "offset": o, "queueId": q, "topic": t}
+            body = compact_json({"offsetTable": [{"brokerName": bn, "offset": o, "queueId": q, "topic": t}
                                              for (t, bn, q), o in table]}).encode("utf-8")
         else:
             body = mq_keyed_json(table)
@@ -284,7 +285,7 @@ class AdminBrokerProcessor(CodeDispatchProcessor):
         b = self.broker
         groups = {g for g, info in list(b.consumer_manager.groups.items()) if h.topic in info.subscriptions}
         groups |= b.offsets.groups_of_topic(h.topic)
-        return response_for(request, ResponseCode.SUCCESS, body=_compact({"groupList": sorted(groups)}).encode("utf-8"))
+        return response_for(request, ResponseCode.SUCCESS, body=compact_json({"groupList": sorted(groups)}).encode("utf-8"))
 
     def view_broker_stats_data(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         """VIEW_BROKER_STATS_DATA (mqadmin statsAll): one stats item's last minute, hour and day."""
@@ -293,7 +294,7 @@ class AdminBrokerProcessor(CodeDispatchProcessor):
         if data is None:
             return response_for(request, ResponseCode.SYSTEM_ERROR,
                                 f"The stats <{h.statsName}> <{h.statsKey}> not exist")
-        return response_for(request, ResponseCode.SUCCESS, body=_compact(data).encode("utf-8"))
+        return response_for(request, ResponseCode.SUCCESS, body=compact_json(data).encode("utf-8"))
 
     def get_broker_runtime_info(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         b = self.broker
@@ -320,6 +321,50 @@ class AdminBrokerProcessor(CodeDispatchProcessor):
         if record is None:
             return response_for(request, ResponseCode.SYSTEM_ERROR, f"can not find message by the offset, {h.offset}")
         return response_for(request, ResponseCode.SUCCESS, body=record)
+
+    # ------------------------------------------------- requests passed on to a consumer
+
+    def get_consumer_running_info(self, conn: Connection, request: RemotingCommand) -> Any:
+        """GET_CONSUMER_RUNNING_INFO (``mqadmin consumerStatus``): asked of the named client, whose
+        answer is passed back as it is."""
+        h = GetConsumerRunningInfoRequestHeader.decode(request)
+        return self._call_consumer(request, h.consumerGroup, h.clientId, request.body, dict(request.ext_fields or {}))
+
+    def consume_message_directly(self, conn: Connection, request: RemotingCommand) -> Any:
+        """CONSUME_MESSAGE_DIRECTLY (``mqadmin queryMsgById -g -d``): the record an offset message
+        id names goes to the named client, with this broker's name, to be consumed at once."""
+        h = ConsumeMessageDirectlyResultRequestHeader.decode(request)
+        try:
+            _, _, offset = decode_offset_msg_id(h.msgId or "")
+        except MessageFormatError as exc:
+            return response_for(request, ResponseCode.SYSTEM_ERROR, str(exc))
+        record = self.broker.store.select_one_message_by_offset(offset)
+        if record is None:
+            return response_for(request, ResponseCode.SYSTEM_ERROR, f"can not find message by the offset, {offset}")
+        fields = dict(request.ext_fields or {}, brokerName=self.broker.config.brokerName)
+        return self._call_consumer(request, h.consumerGroup, h.clientId, record, fields)
+
+    async def _call_consumer(self, request: RemotingCommand, group: str, client_id: str | None,
+                             body: bytes | None, fields: dict[str, str]) -> RemotingCommand:
+        """Broker2Client.callClient: the same code and fields to the client's connection, waited
+        for up to 10 s; its response (whatever its code) is the answer."""
+        g = self.broker.consumer_manager.find(group)
+        info = next((c for c in (g.channels.values() if g else ()) if c.client_id == client_id), None)
+        if info is None:
+            return response_for(request, ResponseCode.SYSTEM_ERROR, f"The Consumer <{group}> <{client_id}> not online")
+        if info.version < _V3_1_8_SNAPSHOT:
+            return response_for(request, ResponseCode.SYSTEM_ERROR,
+                                f"The Consumer <{client_id}> Version <{info.version}> too low to finish, "
+                                "please upgrade it to V3_1_8_SNAPSHOT")  # (4.9 names the version; we give its number)
+        conn: Connection = info.conn
+        try:
+            return await conn.invoke(create_request(request.code, fields, body), _CALL_CLIENT_TIMEOUT_S)
+        except RemotingTimeoutError as exc:
+            return response_for(request, ResponseCode.CONSUME_MSG_TIMEOUT,
+                                f"consumer <{group}> <{client_id}> Timeout: {type(exc).__name__}: {exc}")
+        except FastMQError as exc:
+            return response_for(request, ResponseCode.SYSTEM_ERROR,
+                                f"invoke consumer <{group}> <{client_id}> Exception: {type(exc).__name__}: {exc}")
 
     def query_message(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         """QUERY_MESSAGE: messages of a topic by key (KEYS or UNIQ_KEY), through the index file."""
@@ -353,7 +398,7 @@ class AdminBrokerProcessor(CodeDispatchProcessor):
         group, client, mqs = self._mq_set(request)
         got = self.broker.rebalance_locks.try_lock_batch(group, mqs, client)
         body = {"lockOKMQSet": [{"brokerName": b, "queueId": q, "topic": t} for t, b, q in sorted(got)]}
-        return response_for(request, ResponseCode.SUCCESS, body=_compact(body).encode("utf-8"))
+        return response_for(request, ResponseCode.SUCCESS, body=compact_json(body).encode("utf-8"))
 
     def unlock_batch_mq(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         group, client, mqs = self._mq_set(request)
