@@ -165,6 +165,49 @@ def test_async_pipelined_sends(benchmark, cluster, style: str) -> None:
           f"{med:,.0f} msgs/s (rounds {min(rates):,.0f}-{max(rates):,.0f})")
 
 
+def test_blocking_facade_sends(benchmark, cluster) -> None:
+    """The same sends through the blocking API (``fastmq.Producer``), whose calls cross from the
+    caller's thread to the facade's loop thread and back: one in flight, and send_async with a
+    callback from one thread."""
+    import threading
+
+    import fastmq
+
+    out: dict[str, object] = {}
+
+    def go() -> None:
+        with fastmq.Producer("PG_BENCH_BLOCKING", namesrv_addr=cluster.ns) as p:
+            p.send(fastmq.Message("ClientBench", b"warm"))
+            body = b"x" * 128
+            lat = np.empty(N_SYNC)
+            for i in range(N_SYNC):
+                t0 = time.perf_counter()
+                p.send(fastmq.Message("ClientBench", body))
+                lat[i] = time.perf_counter() - t0
+            out["lat"] = lat * 1e6
+            rates = []
+            for _ in range(5):
+                done = threading.Event()
+                acked = [0]
+
+                def on_sent(result, error) -> None:
+                    acked[0] += 1
+                    if error is not None or acked[0] == N_ASYNC:
+                        done.set()
+                t0 = time.perf_counter()
+                for _ in range(N_ASYNC):
+                    p.send_async(fastmq.Message("ClientBench", body), on_sent)
+                assert done.wait(60) and acked[0] == N_ASYNC
+                rates.append(N_ASYNC / (time.perf_counter() - t0))
+            out["rates"] = rates
+    benchmark.pedantic(go, rounds=1, iterations=1)
+    lat, rates = out["lat"], sorted(out["rates"])  # type: ignore[arg-type]
+    p50, p99, med = np.percentile(lat, 50), np.percentile(lat, 99), rates[len(rates) // 2]
+    benchmark.extra_info.update(p50_us=round(p50, 1), p99_us=round(p99, 1), async_msgs_per_s=round(med))
+    print(f"\nblocking facade: sync send p50 {p50:.0f} us, p99 {p99:.0f} us over {N_SYNC}; send_async with a "
+          f"callback, median of {len(rates)} rounds {med:,.0f} msgs/s (rounds {rates[0]:,.0f}-{rates[-1]:,.0f})")
+
+
 async def _batch_sends(ns: str, batches: int, rounds: int, pipelined: bool = False) -> list[float]:
     """``rounds`` rounds of ``batches`` batch sends in flight; msgs/s of each round. Either each
     ``send_batch`` is a task of its own, or (``pipelined``) each ``send_batch_async`` call returns

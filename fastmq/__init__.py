@@ -14,13 +14,14 @@ The blocking API (this module) drives the asyncio core (:mod:`fastmq.aio`) on a 
 """
 from __future__ import annotations
 
+import threading
 from typing import Any, Callable, Sequence
 
 from . import _blocking
 from .client import producer as _producer
 from .client import push_consumer as _consumer
 from .errors import (BrokerError, ClientError, FastMQError, MessageValidationError, NoNameServerError, NoRouteError,
-                     SendFailedError)
+                     RemotingTooMuchRequestError, SendFailedError)
 from .protocol.message import Message, MessageExt
 from .protocol.message_queue import MessageQueue
 
@@ -46,6 +47,9 @@ class Producer:
     def __init__(self, group: str = "DEFAULT_PRODUCER", **kwargs: Any) -> None:
         self._timeout = kwargs.get("send_msg_timeout", 3000) / 1000
         self._core = _blocking.call(self._make(group, kwargs), 10)
+        # sends handed to the loop and not yet over: a thread sending faster than the loop can
+        # go waits here instead of queueing calls on the loop without bound
+        self._window = threading.BoundedSemaphore(kwargs.get("max_in_flight", 65535) or 65535)
 
     @staticmethod
     async def _make(group: str, kwargs: dict[str, Any]) -> _producer.Producer:
@@ -69,12 +73,33 @@ class Producer:
 
     def send(self, msg: Message, timeout_ms: int | None = None) -> SendResult:
         """Send and wait for the broker; see :meth:`fastmq.aio.Producer.send` for what it raises."""
-        return _blocking.call(self._core.send(msg, timeout_ms), self._t(timeout_ms))
+        outcome: _blocking.Outcome[SendResult] = _blocking.Outcome()
+        _blocking.submit(self._core.start_send, msg, outcome, timeout_ms)
+        return outcome.wait(self._t(timeout_ms))
 
     def send_async(self, msg: Message, callback: Callable[[SendResult | None, BaseException | None], None],
                    timeout_ms: int | None = None) -> None:
-        """Start a send; ``callback(result, error)`` runs on fastmq's loop thread when it completes."""
-        _blocking.call(self._core.send_async(msg, callback, timeout_ms), self._t(timeout_ms))
+        """Start a send; ``callback(result, error)`` runs on fastmq's loop thread when it completes.
+
+        Returns once the send is handed to the loop. A stopped producer or a bad message raises
+        here (ClientStateError, MessageValidationError); with ``max_in_flight`` sends not yet
+        over, the call waits for one to end, and raises RemotingTooMuchRequestError if none
+        does within the send's timeout.
+        """
+        self._core.check_message(msg)
+        timeout = self._t(timeout_ms) - _GRACE
+        if not self._window.acquire(timeout=timeout):
+            raise RemotingTooMuchRequestError(f"send_async tryAcquire semaphore timeout, {int(timeout * 1000)}ms")
+        window = self._window
+
+        def done(result: SendResult | None, error: BaseException | None) -> None:
+            window.release()
+            callback(result, error)
+        try:
+            _blocking.submit(self._core.start_send, msg, done, timeout_ms, False)
+        except BaseException:
+            window.release()
+            raise
 
     def send_oneway(self, msg: Message) -> None:
         _blocking.call(self._core.send_oneway(msg), self._t(None))

@@ -7,11 +7,11 @@ import pytest
 
 from fastmq.client.producer import Producer, SendStatus, hash_selector
 from fastmq.errors import (BrokerError, ClientStateError, MessageValidationError, NoNameServerError, NoRouteError,
-                           SendFailedError)
+                           RemotingTooMuchRequestError, SendFailedError)
 from fastmq.namesrv.config import NamesrvConfig, NamesrvServerConfig
 from fastmq.namesrv.controller import NamesrvController
 from fastmq.protocol.bodies import DataVersion, RegisterBrokerBody, TopicConfig
-from fastmq.protocol.codes import RequestCode
+from fastmq.protocol.codes import RequestCode, ResponseCode
 from fastmq.protocol.command import create_request
 from fastmq.protocol.headers import SEND_V2_NAMES, SendMessageRequestHeader
 from fastmq.protocol.message import Message, decode_batch_body, decode_properties
@@ -190,6 +190,7 @@ async def test_latency_fault_tolerance_avoids_failed_broker(cluster) -> None:
 def test_blocking_facade(tmp_path) -> None:
     """fastmq.Producer from plain threads, against a real fastmq-namesrv process and a stub broker."""
     import threading
+    import time
 
     import fastmq
     from fastmq import _blocking
@@ -226,7 +227,50 @@ def test_blocking_facade(tmp_path) -> None:
             assert len(results) == 4 and all(r.status == fastmq.SendStatus.SEND_OK for r in results)
             with pytest.raises(fastmq.MessageValidationError):
                 p.send(fastmq.Message("T", b""))
-        assert len(holder["stub"].sends()) == 4
+
+            # send_async from two threads: handed to the loop without waiting, every callback runs once
+            outcomes: list = []
+            all_done = threading.Event()
+
+            def on_sent(r, e) -> None:
+                outcomes.append(e if e is not None else r.status)
+                if len(outcomes) == 400:
+                    all_done.set()
+            senders = [threading.Thread(target=lambda: [p.send_async(fastmq.Message("T", b"a"), on_sent)
+                                                        for _ in range(200)]) for _ in range(2)]
+            for t in senders:
+                t.start()
+            for t in senders:
+                t.join(20)
+            assert all_done.wait(20) and outcomes == [fastmq.SendStatus.SEND_OK] * 400
+            with pytest.raises(fastmq.MessageValidationError):   # raised to the caller, not to the callback
+                p.send_async(fastmq.Message("bad topic!", b"a"), on_sent)
+            holder["stub"].fail_next = [ResponseCode.MESSAGE_ILLEGAL]  # not a code a send retries
+            with pytest.raises(BrokerError) as refused:
+                p.send(fastmq.Message("T", b"x"))
+            assert refused.value.code == ResponseCode.MESSAGE_ILLEGAL
+        with pytest.raises(ClientStateError):
+            p.send(fastmq.Message("T", b"x"))
+        with pytest.raises(ClientStateError):
+            p.send_async(fastmq.Message("T", b"x"), on_sent)
+
+        # one send in flight at most: the next send_async waits for it, and gives up at its timeout
+        with fastmq.Producer("PG_WINDOW", namesrv_addr=ns.addr, max_in_flight=1, send_msg_timeout=400,
+                             retry_times_when_send_async_failed=0) as p:
+            p.send(fastmq.Message("T", b"warm"))
+            holder["stub"].silent_next = 1
+            first: list = []
+            p.send_async(fastmq.Message("T", b"unanswered"), lambda r, e: first.append(e))
+            t0 = time.monotonic()
+            with pytest.raises(RemotingTooMuchRequestError):
+                p.send_async(fastmq.Message("T", b"next"), on_sent)
+            assert time.monotonic() - t0 >= 0.3
+            deadline = time.monotonic() + 5
+            while not first and time.monotonic() < deadline:
+                time.sleep(0.01)
+            assert first and isinstance(first[0], fastmq.FastMQError), first   # the unanswered one timed out
+            assert p.send(fastmq.Message("T", b"x")).status == fastmq.SendStatus.SEND_OK  # and the window is free
+        assert len(holder["stub"].sends()) == 4 + 400 + 1 + 1 + 1 + 1  # refused, warm, unanswered, last
     finally:
         _blocking.call(teardown(), 10)
         ns.stop()

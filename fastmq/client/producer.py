@@ -10,6 +10,7 @@ caller's timeout, retrying the response codes RocketMQ retries on.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 import zlib
@@ -455,6 +456,49 @@ class Producer:
             raise
         return fut
 
+    def start_send(self, msg: Message, callback: Callable[[SendResult | None, BaseException | None], None],
+                   timeout_ms: int | None = None, awaited: bool = True) -> None:
+        """Start a send from the loop's thread without awaiting anything: ``callback(result,
+        error)`` runs exactly once on the loop when the send is over, whether it failed at once
+        or after its retries. ``awaited``: a caller is waiting for it, so it is retried as
+        :meth:`send` is; otherwise as :meth:`send_async`.
+
+        This is the blocking facade's path: its thread hands the call to the loop and waits for
+        the callback, where a coroutine run with ``run_coroutine_threadsafe`` would cost a Task,
+        two chained futures and a second loop turn per send.
+        """
+        permits = self._in_flight
+        try:
+            if permits is not None and not permits.try_acquire():
+                # every permit is out: a task waits for one, as send / send_async would
+                if awaited:
+                    asyncio.ensure_future(self.send(msg, timeout_ms)).add_done_callback(
+                        functools.partial(_relay, callback))
+                else:
+                    asyncio.ensure_future(self.send_async(msg, callback, timeout_ms)).add_done_callback(
+                        functools.partial(_relay_start_failure, callback))
+                return
+            if not awaited:
+                self._start_async(msg, callback, timeout_ms, permits)
+                return
+            done = callback if permits is None else functools.partial(_release_then, permits, callback)
+            try:
+                if self._fast.start(msg, done, timeout_ms, True) is None:
+                    asyncio.ensure_future(self._send(msg, timeout_ms)).add_done_callback(functools.partial(_relay, done))
+            except BaseException:
+                if permits is not None:
+                    permits.release()
+                raise
+        except Exception as exc:  # refused before anything was sent (a bad message, a stopped producer)
+            callback(None, exc)
+
+    def check_message(self, msg: Message) -> None:
+        """What a send refuses before sending anything, raised now: a producer not running, a bad
+        topic or body (MessageValidationError). For callers on other threads (the blocking
+        facade), so that they get the error rather than their callback."""
+        self._check_running()
+        self._validate(msg)
+
     def _release_in_flight(self, _fut: object) -> None:
         self._in_flight.release()  # type: ignore[union-attr]
 
@@ -625,6 +669,31 @@ def _retrieved(fut: "asyncio.Future[SendResult]") -> None:
     "never retrieved" when the caller, in the Java client's SendCallback style, keeps no future."""
     if not fut.cancelled():
         fut.exception()
+
+
+def _relay(callback: Callable[[SendResult | None, BaseException | None], None], task: "asyncio.Future[Any]") -> None:
+    """A task's outcome to a send callback."""
+    if task.cancelled():
+        callback(None, asyncio.CancelledError())
+    elif task.exception() is not None:
+        callback(None, task.exception())
+    else:
+        callback(task.result(), None)
+
+
+def _relay_start_failure(callback: Callable[[SendResult | None, BaseException | None], None],
+                         task: "asyncio.Future[Any]") -> None:
+    """``send_async``'s task failed before its send started (so the send never calls back)."""
+    if task.cancelled():
+        callback(None, asyncio.CancelledError())
+    elif task.exception() is not None:
+        callback(None, task.exception())
+
+
+def _release_then(permits: "_Permits", callback: Callable[[SendResult | None, BaseException | None], None],
+                  result: SendResult | None, error: BaseException | None) -> None:
+    permits.release()
+    callback(result, error)
 
 
 def _with_ids(r: SendResult, msg_ids: str) -> SendResult:
