@@ -276,6 +276,32 @@ async def test_disk_full_refuses(store: MessageStore) -> None:
     assert (await store.put_messages([msg()])).status is PutStatus.PUT_OK
 
 
+def test_disk_ratio_is_dfs_use_percent(monkeypatch, tmp_path: Path) -> None:
+    """UtilAll.getDiskPartitionSpaceUsedPercent: blocks reserved for root are neither used nor
+    available, and the percentage rounds up. This machine's own disk: 252 GB with 196 GB free but
+    only 34.6 GB available to users is 62% used (df says so too), not 87%: at 87% retention deletes
+    every commit-log file but the last, whatever its age."""
+    import collections
+
+    from fastmq.store.message_store import disk_used_ratio, human_readable_bytes
+
+    Vfs = collections.namedtuple("Vfs", "f_blocks f_bfree f_bavail f_frsize")
+    stat = Vfs(61_606_656, 47_908_140, 8_452_848, 4096)
+    monkeypatch.setattr(os, "statvfs", lambda path: stat)
+    assert disk_used_ratio(str(tmp_path)) == 0.62
+    stat = Vfs(100, 50, 50, 4096)     # exactly half: no rounding up
+    assert disk_used_ratio(str(tmp_path)) == 0.5
+    stat = Vfs(0, 0, 0, 4096)
+    assert disk_used_ratio(str(tmp_path)) == -1.0
+
+    def gone(path):
+        raise OSError("no such filesystem")
+    monkeypatch.setattr(os, "statvfs", gone)
+    assert disk_used_ratio(str(tmp_path / "not" / "yet")) == -1.0
+    assert [human_readable_bytes(n) for n in (0, 1023, 1536, 252 * 2**30 + 2**29)] == \
+           ["0 B", "1023 B", "1.5 KiB", "252.5 GiB"]
+
+
 async def test_put_after_shutdown(tmp_path: Path) -> None:
     s = open_store(tmp_path)
     s.shutdown()
