@@ -13,6 +13,7 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import NamedTuple
@@ -240,10 +241,15 @@ def test_batch_sends(benchmark, cluster, style: str) -> None:
           f"{med:,.0f} msgs/s (rounds {min(rates):,.0f}-{max(rates):,.0f})")
 
 
-async def _consume(ns: str, n: int, group: str, topic: str = "ConsumeBench") -> tuple[float, float]:
+async def _consume(ns: str, n: int, group: str, topic: str = "ConsumeBench", plain: bool = False) -> tuple[float, float]:
+    """``n`` messages consumed by one new group: an ``async def`` listener taking batches of up to
+    32, or (``plain``) what a blocking program writes: a plain function, one message a call (the
+    default batch size), run on the consume threads."""
     count = 0
     first: list[tuple[float, int]] = []  # when the first batch arrived, and its size
     done = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    lock = threading.Lock()
 
     async def listener(msgs):
         nonlocal count
@@ -253,10 +259,20 @@ async def _consume(ns: str, n: int, group: str, topic: str = "ConsumeBench") -> 
         if count >= n:
             done.set()
         return ConsumeStatus.CONSUME_SUCCESS
+
+    def plain_listener(msgs):
+        nonlocal count
+        with lock:
+            if not first:
+                first.append((time.perf_counter(), len(msgs)))
+            count += len(msgs)
+            if count >= n:
+                loop.call_soon_threadsafe(done.set)
+        return ConsumeStatus.CONSUME_SUCCESS
     c = PushConsumer(group, namesrv_addr=ns, consume_from_where="CONSUME_FROM_FIRST_OFFSET",
-                     consume_message_batch_max_size=32)
+                     consume_message_batch_max_size=1 if plain else 32)
     c.subscribe(topic)
-    c.register_message_listener(listener)
+    c.register_message_listener(plain_listener if plain else listener)
     t0 = time.perf_counter()
     await c.start()
     try:
@@ -272,15 +288,15 @@ async def _consume(ns: str, n: int, group: str, topic: str = "ConsumeBench") -> 
     return rate, steady
 
 
-async def _produce_then_consume(ns: str, n: int, suffix: str = "") -> list[tuple[float, float]]:
+async def _produce_then_consume(ns: str, n: int, suffix: str = "", plain: bool = False) -> list[tuple[float, float]]:
     """n messages produced, then consumed by one group and then by a second one: the first reads
     right after the production, while the broker may still be busy with it (flushing it to disk),
     the second reads the same messages after."""
     async with Producer("PG_BENCH_CONS", namesrv_addr=ns) as p:
         for _ in range(n // N_BATCH):
             await p.send_batch([Message("ConsumeBench" + suffix, b"x" * 128) for _ in range(N_BATCH)])
-    return [await _consume(ns, n, "GID_BENCH" + suffix, "ConsumeBench" + suffix),
-            await _consume(ns, n, "GID_BENCH_AGAIN" + suffix, "ConsumeBench" + suffix)]
+    return [await _consume(ns, n, "GID_BENCH" + suffix, "ConsumeBench" + suffix, plain),
+            await _consume(ns, n, "GID_BENCH_AGAIN" + suffix, "ConsumeBench" + suffix, plain)]
 
 
 # 200,000 rather than 20,000: at ~500,000 msgs/s 20,000 messages take ~40 ms, and one scheduler
@@ -288,14 +304,18 @@ async def _produce_then_consume(ns: str, n: int, suffix: str = "") -> list[tuple
 N_CONSUME = 200_000
 
 
-def test_push_consumption(benchmark, cluster) -> None:
+@pytest.mark.parametrize("listener", ["async", "plain"])
+def test_push_consumption(benchmark, cluster, listener: str) -> None:
     ns = cluster.ns
     rates: list[tuple[float, float]] = []
-    benchmark.pedantic(lambda: rates.extend(run(_produce_then_consume(ns, N_CONSUME))), rounds=1, iterations=1)
+    plain = listener == "plain"
+    benchmark.pedantic(lambda: rates.extend(run(_produce_then_consume(ns, N_CONSUME, "Plain" if plain else "",
+                                                                      plain))), rounds=1, iterations=1)
     (rate, steady), (_, again) = rates
     benchmark.extra_info.update(msgs_per_s=round(rate), steady_msgs_per_s=round(steady),
                                 second_group_msgs_per_s=round(again))
-    print(f"\npush consumption with offset commits, 128 B: {rate:,.0f} msgs/s "
+    what = "a plain listener, one message a call" if plain else "an async listener, batches of 32"
+    print(f"\npush consumption with offset commits ({what}), 128 B: {rate:,.0f} msgs/s "
           f"({steady:,.0f} msgs/s from the first delivery on; a second group over the same messages "
           f"{again:,.0f} msgs/s)")
 

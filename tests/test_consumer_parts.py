@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import threading
+import time
 import zlib
 
 import pytest
@@ -124,7 +125,7 @@ async def push_consumer():
     try:
         yield c
     finally:
-        c._pool.shutdown(wait=True)
+        c._workers.shutdown()
         await c.instance.shutdown()
 
 
@@ -193,6 +194,75 @@ async def test_plain_listener_runs_on_the_pool(push_consumer) -> None:
     await _deliver_offsets(c, listener, 4)
     await _until(lambda: c.offset_store.table.get(MQ) == 4)
     assert threading.get_ident() not in threads
+
+
+async def test_plain_listener_hand_offs_follow_its_speed(push_consumer) -> None:
+    """A slow plain listener gets one hand-off per batch, which the threads share; a listener
+    that answers within microseconds gets a whole pull answer in one hand-off. Either way every
+    failure is sent back and every offset committed."""
+    c = push_consumer
+    sent_back = []
+
+    async def send_back(m):
+        sent_back.append(m.queue_offset)
+        return True
+    c._send_back = send_back
+    busy: list[int] = []
+    most = [0]
+    lock = threading.Lock()
+
+    def slow(msgs):
+        with lock:
+            busy.append(1)
+            most[0] = max(most[0], len(busy))
+        time.sleep(0.05)
+        with lock:
+            busy.pop()
+        return ConsumeStatus.CONSUME_SUCCESS
+    await _deliver_offsets(c, slow, 6)          # three batches of two, the listener still unmeasured
+    await _until(lambda: c.offset_store.table.get(MQ) == 6)
+    assert most[0] >= 2                         # batches of one answer ran side by side
+    assert c._listen_us > 10_000
+
+    calls: list[list[int]] = []
+    threads: set[int] = set()
+
+    def quick(msgs):
+        calls.append([m.queue_offset for m in msgs])
+        threads.add(threading.get_ident())
+        if msgs[0].queue_offset == 2:
+            raise ValueError("refused")
+        return ConsumeStatus.RECONSUME_LATER if msgs[0].queue_offset == 6 else ConsumeStatus.CONSUME_SUCCESS
+    c._listen_us = 1.0                          # as measured for a listener of a few microseconds
+    c.offset_store.table.pop(MQ)
+    pq = await _deliver_offsets(c, quick, 10)
+    await _until(lambda: c.offset_store.table.get(MQ) == 10)
+    assert calls == [[0, 1], [2, 3], [4, 5], [6, 7], [8, 9]] and len(threads) == 1  # one hand-off, in order
+    assert sorted(sent_back) == [2, 3, 6, 7] and not pq.msgs
+    assert pq.counters.consumes == 5 and pq.counters.consumed_failed == 4 and pq.counters.consumed_ok == 6
+
+
+async def test_consume_pool_runs_reports_and_stops() -> None:
+    from fastmq.client.consume_pool import ConsumePool
+
+    pool = ConsumePool(2, "T")
+    assert await pool.run(lambda a, b: a + b, 2, 3) == 5
+    with pytest.raises(ZeroDivisionError):
+        await pool.run(lambda: 1 / 0)
+    gate = threading.Event()
+    futs = [pool.run(gate.wait, 5) for _ in range(5)]
+    await asyncio.sleep(0.05)
+    assert len(pool._threads) == 2             # never more than max_threads
+    gate.set()
+    assert await asyncio.gather(*futs) == [True] * 5
+    pool.shutdown()
+    with pytest.raises(RuntimeError, match="shut down"):
+        pool.run(lambda: None)
+    for t in pool._threads:
+        t.join(5)
+        assert not t.is_alive()
+    with pytest.raises(ValueError):
+        ConsumePool(0, "none")
 
 
 async def test_resume_passes_results_and_cancellation_on() -> None:

@@ -309,14 +309,15 @@ async def test_the_broker_asks_the_cpp_consumer(cluster) -> None:
     CONSUME_MSG_TIMEOUT after Broker2Client's 10 s, as 4.9 does."""
     pytest.importorskip("rocketmq.client")
     ns, broker, home = cluster
+    # the topic first: a C++ client that finds no route waits 30 s before it asks again
+    async with Producer("PG_RUNINFO_CPP", namesrv_addr=ns) as p:
+        sent = await p.send(Message("RunInfoCpp", b"hello"))
     peer = subprocess.Popen([sys.executable, str(HERE / "cpp_consumer_peer.py"), "--namesrv", ns, "--topic",
                              "RunInfoCpp", "--group", "GID_RUNINFO_CPP", "--expect", "1000", "--seconds", "40"],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=home,
                             env={"HOME": str(home), "PATH": "/usr/bin:/bin"})
     admin = RemotingClient()
     try:
-        async with Producer("PG_RUNINFO_CPP", namesrv_addr=ns) as p:
-            sent = await p.send(Message("RunInfoCpp", b"hello"))
         ids: list[str] = []
         deadline = time.monotonic() + 30
         while not ids and time.monotonic() < deadline:
@@ -324,7 +325,9 @@ async def test_the_broker_asks_the_cpp_consumer(cluster) -> None:
                                                 consumerGroup="GID_RUNINFO_CPP"), 5)
             ids = json.loads(r.body).get("consumerIdList", []) if r.code == 0 and r.body else []
             await asyncio.sleep(0.2)
-        assert ids, "the C++ consumer never registered"
+        if not ids:
+            peer.kill()
+            pytest.fail(f"the C++ consumer never registered: {peer.communicate(timeout=10)[0][-3000:]}")
         fields = {"consumerGroup": "GID_RUNINFO_CPP", "clientId": ids[0]}
         info = None
         for _ in range(50):  # until its rebalance has given it the topic's queues

@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import concurrent.futures
 import contextvars
+import functools
 import inspect
 import json
 import logging
@@ -46,6 +46,7 @@ from ..protocol.message_queue import MessageQueue
 from ..protocol.topic import is_readable, retry_topic, validate_topic
 from ..remoting.loop import Resume
 from .allocate import AllocateMessageQueueAveragely, AllocateStrategy
+from .consume_pool import ConsumePool
 from .consumer_stats import QueueCounters
 from .instance import ClientConfig, ClientInstance
 from .offset_store import LocalFileOffsetStore, OffsetStore, RemoteBrokerOffsetStore
@@ -60,6 +61,9 @@ PULL_TIMEOUT_MS = 30_000          # consumerTimeoutMillisWhenSuspend
 PULL_DELAY_ON_ERROR_S = 3.0       # pullTimeDelayMillsWhenException
 PULL_DELAY_FLOW_CONTROL_S = 0.05
 REBALANCE_INTERVAL_S = 20.0
+#: A pull answer whose batches a plain listener is expected to finish within this many µs goes to
+#: one consume thread as one hand-off (see PushConsumer._deliver).
+QUICK_HANDOFF_US = 1000
 MISSING_ROUTE_FIRST_RETRY_S = 0.05
 _SYSFLAG_COMMIT, _SYSFLAG_SUSPEND, _SYSFLAG_SUBSCRIPTION = 1, 2, 4
 _LANGUAGE = int(LanguageCode.PYTHON)
@@ -643,8 +647,9 @@ class PushConsumer(_ConsumerBase):
         self.max_reconsume_times = max_reconsume_times
         self._listener: Callable[[list[MessageExt]], Any] | None = None
         self._listener_is_async = False
-        self._pool = concurrent.futures.ThreadPoolExecutor(consume_thread_max, thread_name_prefix=f"Consume_{group}")
-        self._slots = asyncio.Semaphore(consume_thread_max)
+        self._workers = ConsumePool(consume_thread_max, f"Consume_{group}")  # plain listeners run here
+        self._listen_us = float(QUICK_HANDOFF_US)  # a plain listener's mean µs per call; slow until seen
+        self._slots = asyncio.Semaphore(consume_thread_max)  # async listeners' batches at once
 
     async def reset_offset(self, topic: str, offsets: dict[MessageQueue, int]) -> None:
         """A broker's RESET_CONSUMER_CLIENT_OFFSET (mqadmin resetOffsetByTime): stop the named
@@ -691,7 +696,7 @@ class PushConsumer(_ConsumerBase):
             if self._listener_is_async:
                 status = await self._listener([msg])
             else:
-                status = await asyncio.get_running_loop().run_in_executor(self._pool, self._listener, [msg])
+                status = await self._workers.run(self._listener, [msg])
         except Exception as exc:
             log.warning("consumeMessageDirectly exception, group %s", self.group, exc_info=True)
             result.consume_result = CMResult.CR_THROW_EXCEPTION
@@ -719,7 +724,7 @@ class PushConsumer(_ConsumerBase):
 
     async def shutdown(self) -> None:
         await super().shutdown()
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        self._workers.shutdown()
 
     async def _relock_loop(self) -> None:
         """Orderly: renew our queue locks every 20 s (the broker lets an unrenewed lock lapse at 60 s)."""
@@ -738,13 +743,58 @@ class PushConsumer(_ConsumerBase):
                 pq.consuming = asyncio.ensure_future(self._consume_orderly(pq))
             return
         n = self.consume_message_batch_max_size
+        if not self._listener_is_async:
+            batches = [msgs[i:i + n] for i in range(0, len(msgs), n)] if n < len(msgs) else [msgs]
+            # To the consume threads. A listener that answers within microseconds gets the whole
+            # pull answer as one hand-off (a hand-off costs more than such a call); a slower one
+            # gets a hand-off per batch, so that the threads share the answer as RocketMQ's
+            # consumeExecutor would. What waits for the threads is bounded by the process queue's
+            # thresholds, which pause this queue's pulls.
+            if self._listen_us * len(batches) < QUICK_HANDOFF_US:
+                self._workers.submit(self._listen, (batches,), functools.partial(self._listened, pq, batches))
+            else:
+                for b in batches:
+                    self._workers.submit(self._listen, ([b],), functools.partial(self._listened, pq, [b]))
+            return
         for i in range(0, len(msgs), n):
             batch = msgs[i:i + n] if i or n < len(msgs) else msgs
             await self._slots.acquire()
-            if self._listener_is_async:
-                self._consume_now(pq, batch)
-            else:
-                asyncio.ensure_future(self._consume(pq, batch))
+            self._consume_now(pq, batch)
+
+    def _listen(self, batches: list[list[MessageExt]]) -> list[tuple[str, int]]:
+        """On a consume thread: a plain listener's status and milliseconds for each batch."""
+        out: list[tuple[str, int]] = []
+        listener = self._listener
+        for batch in batches:
+            t0 = time.monotonic()
+            try:
+                status = _status(listener(batch))  # type: ignore[misc]
+            except Exception:
+                log.exception("consumeMessage exception, group %s", self.group)
+                status = ConsumeStatus.RECONSUME_LATER
+            spent = time.monotonic() - t0
+            out.append((status, int(spent * 1000)))
+            # (written from several threads without a lock: a lost update only blurs the average)
+            self._listen_us = 0.8 * self._listen_us + 0.2 * spent * 1e6
+        return out
+
+    def _listened(self, pq: ProcessQueue, batches: list[list[MessageExt]], outcomes: list[tuple[str, int]] | None,
+                  error: BaseException | None) -> None:
+        """Back on the loop from a consume thread: count, commit what was consumed, send back
+        the rest."""
+        if outcomes is None or error is not None:
+            outcomes = [(ConsumeStatus.RECONSUME_LATER, 0)] * len(batches)
+        done: list[MessageExt] = []
+        for batch, (status, rt_ms) in zip(batches, outcomes):
+            self._count(pq, len(batch), status, rt_ms)
+            if pq.dropped:
+                continue
+            if status == ConsumeStatus.CONSUME_SUCCESS or self.message_model != "CLUSTERING":
+                done += batch
+            else:  # sending back awaits the broker
+                asyncio.ensure_future(self._settle(pq, batch, status))
+        if done:
+            self._commit(pq, done)
 
     def _consume_now(self, pq: ProcessQueue, batch: list[MessageExt]) -> None:
         """An ``async def`` listener's batch, started here rather than in a task of its own.
@@ -770,7 +820,7 @@ class PushConsumer(_ConsumerBase):
             asyncio.get_running_loop().create_task(
                 self._consume(pq, batch, running=Resume(coro, waiting), started=t0), context=ctx)
             return
-        self._count(pq, len(batch), status, t0)
+        self._count(pq, len(batch), status, int((time.monotonic() - t0) * 1000))
         if pq.dropped or status == ConsumeStatus.CONSUME_SUCCESS or self.message_model != "CLUSTERING":
             self._slots.release()
             if not pq.dropped:
@@ -783,18 +833,22 @@ class PushConsumer(_ConsumerBase):
         try:
             if status is None:
                 status = await self._call_listener(pq, batch, running, started)
-            if pq.dropped:
-                return
-            if status != ConsumeStatus.CONSUME_SUCCESS and self.message_model == "CLUSTERING":
-                failed = [m for m in batch if not await self._send_back(m)]
-                if failed:  # the broker would not take them back: consume them again here, later
-                    await asyncio.sleep(5)
-                    if not pq.dropped:
-                        await self._consume_retry(pq, failed)
-                    batch = [m for m in batch if m not in failed]
-            self._commit(pq, batch)
+            await self._settle(pq, batch, status)
         finally:
             self._slots.release()
+
+    async def _settle(self, pq: ProcessQueue, batch: list[MessageExt], status: str) -> None:
+        """After the listener: commit the batch, sending back first what it did not consume."""
+        if pq.dropped:
+            return
+        if status != ConsumeStatus.CONSUME_SUCCESS and self.message_model == "CLUSTERING":
+            failed = [m for m in batch if not await self._send_back(m)]
+            if failed:  # the broker would not take them back: consume them again here, later
+                await asyncio.sleep(5)
+                if not pq.dropped:
+                    await self._consume_retry(pq, failed)
+                batch = [m for m in batch if m not in failed]
+        self._commit(pq, batch)
 
     async def _consume_orderly(self, pq: ProcessQueue) -> None:
         """One queue, one message batch at a time, in queue-offset order; a failure suspends the
@@ -833,25 +887,27 @@ class PushConsumer(_ConsumerBase):
         """The listener's status for ``batch`` (``running``: its call, already started at
         ``started``), counted in the queue's consumer stats."""
         assert self._listener is not None
+        if not self._listener_is_async and running is None:
+            ((status, rt_ms),) = await self._workers.run(self._listen, [batch])
+            self._count(pq, len(batch), status, rt_ms)
+            return status
         t0 = time.monotonic() if started is None else started
         try:
             if running is not None:
                 status = _status(await running)
-            elif self._listener_is_async:
-                status = _status(await self._listener(batch))  # type: ignore[misc]
             else:
-                status = _status(await asyncio.get_running_loop().run_in_executor(self._pool, self._listener, batch))
+                status = _status(await self._listener(batch))  # type: ignore[misc]
         except Exception:
             log.exception("consumeMessage exception, group %s", self.group)
             status = ConsumeStatus.RECONSUME_LATER
-        self._count(pq, len(batch), status, t0)
+        self._count(pq, len(batch), status, int((time.monotonic() - t0) * 1000))
         return status
 
     @staticmethod
-    def _count(pq: ProcessQueue, n: int, status: str, started: float) -> None:
+    def _count(pq: ProcessQueue, n: int, status: str, rt_ms: int) -> None:
         c = pq.counters
         c.consumes += 1
-        c.consume_rt_ms += int((time.monotonic() - started) * 1000)
+        c.consume_rt_ms += rt_ms
         if status == ConsumeStatus.CONSUME_SUCCESS:
             c.consumed_ok += n
         else:
