@@ -258,19 +258,25 @@ def test_blocking_facade(tmp_path) -> None:
         with fastmq.Producer("PG_WINDOW", namesrv_addr=ns.addr, max_in_flight=1, send_msg_timeout=400,
                              retry_times_when_send_async_failed=0) as p:
             p.send(fastmq.Message("T", b"warm"))
-            holder["stub"].silent_next = 1
             first: list = []
+            holder["stub"].silent_next = 1
+            p.send_async(fastmq.Message("T", b"unanswered"), lambda r, e: first.append(e))
+            t0 = time.monotonic()   # a sync send behind it waits on the loop for the only permit
+            assert p.send(fastmq.Message("T", b"behind")).status == fastmq.SendStatus.SEND_OK
+            assert time.monotonic() - t0 >= 0.3 and first and isinstance(first[0], fastmq.FastMQError), first
+            holder["stub"].silent_next = 1
             p.send_async(fastmq.Message("T", b"unanswered"), lambda r, e: first.append(e))
             t0 = time.monotonic()
             with pytest.raises(RemotingTooMuchRequestError):
                 p.send_async(fastmq.Message("T", b"next"), on_sent)
             assert time.monotonic() - t0 >= 0.3
             deadline = time.monotonic() + 5
-            while not first and time.monotonic() < deadline:
+            while len(first) < 2 and time.monotonic() < deadline:
                 time.sleep(0.01)
-            assert first and isinstance(first[0], fastmq.FastMQError), first   # the unanswered one timed out
+            assert len(first) == 2 and isinstance(first[1], fastmq.FastMQError), first  # timed out too
             assert p.send(fastmq.Message("T", b"x")).status == fastmq.SendStatus.SEND_OK  # and the window is free
-        assert len(holder["stub"].sends()) == 4 + 400 + 1 + 1 + 1 + 1  # refused, warm, unanswered, last
+        # 4 sends, 400 async ones, the refused one, then warm, unanswered, behind, unanswered, last
+        assert len(holder["stub"].sends()) == 4 + 400 + 1 + 5
     finally:
         _blocking.call(teardown(), 10)
         ns.stop()

@@ -476,7 +476,7 @@ class Producer:
                         functools.partial(_relay, callback))
                 else:
                     asyncio.ensure_future(self.send_async(msg, callback, timeout_ms)).add_done_callback(
-                        functools.partial(_relay_start_failure, callback))
+                        functools.partial(_relay, callback, result=False))
                 return
             if not awaited:
                 self._start_async(msg, callback, timeout_ms, permits)
@@ -671,23 +671,16 @@ def _retrieved(fut: "asyncio.Future[SendResult]") -> None:
         fut.exception()
 
 
-def _relay(callback: Callable[[SendResult | None, BaseException | None], None], task: "asyncio.Future[Any]") -> None:
-    """A task's outcome to a send callback."""
+def _relay(callback: Callable[[SendResult | None, BaseException | None], None], task: "asyncio.Future[Any]",
+           result: bool = True) -> None:
+    """A task's outcome to a send callback; with ``result`` False only its failure (the task of
+    ``send_async`` ends once its send has started, and that send calls back itself)."""
     if task.cancelled():
         callback(None, asyncio.CancelledError())
     elif task.exception() is not None:
         callback(None, task.exception())
-    else:
+    elif result:
         callback(task.result(), None)
-
-
-def _relay_start_failure(callback: Callable[[SendResult | None, BaseException | None], None],
-                         task: "asyncio.Future[Any]") -> None:
-    """``send_async``'s task failed before its send started (so the send never calls back)."""
-    if task.cancelled():
-        callback(None, asyncio.CancelledError())
-    elif task.exception() is not None:
-        callback(None, task.exception())
 
 
 def _release_then(permits: "_Permits", callback: Callable[[SendResult | None, BaseException | None], None],
