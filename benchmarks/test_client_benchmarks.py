@@ -241,10 +241,12 @@ def test_batch_sends(benchmark, cluster, style: str) -> None:
           f"{med:,.0f} msgs/s (rounds {min(rates):,.0f}-{max(rates):,.0f})")
 
 
-async def _consume(ns: str, n: int, group: str, topic: str = "ConsumeBench", plain: bool = False) -> tuple[float, float]:
+async def _consume(ns: str, n: int, group: str, topic: str = "ConsumeBench", plain: bool = False,
+                   orderly: bool = False) -> tuple[float, float]:
     """``n`` messages consumed by one new group: an ``async def`` listener taking batches of up to
     32, or (``plain``) what a blocking program writes: a plain function, one message a call (the
-    default batch size), run on the consume threads."""
+    default batch size), run on the consume threads; ``orderly``: queues locked on the broker,
+    each consumed in order by one thread at a time."""
     count = 0
     first: list[tuple[float, int]] = []  # when the first batch arrived, and its size
     done = asyncio.Event()
@@ -270,7 +272,7 @@ async def _consume(ns: str, n: int, group: str, topic: str = "ConsumeBench", pla
                 loop.call_soon_threadsafe(done.set)
         return ConsumeStatus.CONSUME_SUCCESS
     c = PushConsumer(group, namesrv_addr=ns, consume_from_where="CONSUME_FROM_FIRST_OFFSET",
-                     consume_message_batch_max_size=1 if plain else 32)
+                     consume_message_batch_max_size=1 if plain else 32, orderly=orderly)
     c.subscribe(topic)
     c.register_message_listener(plain_listener if plain else listener)
     t0 = time.perf_counter()
@@ -288,15 +290,16 @@ async def _consume(ns: str, n: int, group: str, topic: str = "ConsumeBench", pla
     return rate, steady
 
 
-async def _produce_then_consume(ns: str, n: int, suffix: str = "", plain: bool = False) -> list[tuple[float, float]]:
+async def _produce_then_consume(ns: str, n: int, suffix: str = "", plain: bool = False,
+                                orderly: bool = False) -> list[tuple[float, float]]:
     """n messages produced, then consumed by one group and then by a second one: the first reads
     right after the production, while the broker may still be busy with it (flushing it to disk),
     the second reads the same messages after."""
     async with Producer("PG_BENCH_CONS", namesrv_addr=ns) as p:
         for _ in range(n // N_BATCH):
             await p.send_batch([Message("ConsumeBench" + suffix, b"x" * 128) for _ in range(N_BATCH)])
-    return [await _consume(ns, n, "GID_BENCH" + suffix, "ConsumeBench" + suffix, plain),
-            await _consume(ns, n, "GID_BENCH_AGAIN" + suffix, "ConsumeBench" + suffix, plain)]
+    return [await _consume(ns, n, "GID_BENCH" + suffix, "ConsumeBench" + suffix, plain, orderly),
+            await _consume(ns, n, "GID_BENCH_AGAIN" + suffix, "ConsumeBench" + suffix, plain, orderly)]
 
 
 # 200,000 rather than 20,000: at ~500,000 msgs/s 20,000 messages take ~40 ms, and one scheduler
@@ -304,17 +307,19 @@ async def _produce_then_consume(ns: str, n: int, suffix: str = "", plain: bool =
 N_CONSUME = 200_000
 
 
-@pytest.mark.parametrize("listener", ["async", "plain"])
+@pytest.mark.parametrize("listener", ["async", "plain", "plain orderly"])
 def test_push_consumption(benchmark, cluster, listener: str) -> None:
     ns = cluster.ns
     rates: list[tuple[float, float]] = []
-    plain = listener == "plain"
-    benchmark.pedantic(lambda: rates.extend(run(_produce_then_consume(ns, N_CONSUME, "Plain" if plain else "",
-                                                                      plain))), rounds=1, iterations=1)
+    plain, orderly = listener.startswith("plain"), listener.endswith("orderly")
+    suffix = listener.title().replace(" ", "") if plain else ""
+    benchmark.pedantic(lambda: rates.extend(run(_produce_then_consume(ns, N_CONSUME, suffix, plain, orderly))),
+                       rounds=1, iterations=1)
     (rate, steady), (_, again) = rates
     benchmark.extra_info.update(msgs_per_s=round(rate), steady_msgs_per_s=round(steady),
                                 second_group_msgs_per_s=round(again))
-    what = "a plain listener, one message a call" if plain else "an async listener, batches of 32"
+    what = (f"a plain listener{', orderly' if orderly else ''}, one message a call" if plain
+            else "an async listener, batches of 32")
     print(f"\npush consumption with offset commits ({what}), 128 B: {rate:,.0f} msgs/s "
           f"({steady:,.0f} msgs/s from the first delivery on; a second group over the same messages "
           f"{again:,.0f} msgs/s)")

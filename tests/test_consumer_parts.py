@@ -242,6 +242,37 @@ async def test_plain_listener_hand_offs_follow_its_speed(push_consumer) -> None:
     assert pq.counters.consumes == 5 and pq.counters.consumed_failed == 4 and pq.counters.consumed_ok == 6
 
 
+async def test_orderly_plain_listener_takes_many_batches_per_hand_off_and_stops_at_a_failure() -> None:
+    """A consume thread gets up to 32 batches of the queue at once and consumes them in order
+    until one fails; the failed batch comes again after the suspension, then the rest."""
+    c = PushConsumer("G", namesrv_addr="127.0.0.1:1", orderly=True, consume_thread_max=3)
+    calls: list[int] = []
+    threads: set[int] = set()
+    refused: set[int] = set()
+
+    def listener(msgs):
+        o = msgs[0].queue_offset
+        calls.append(o)
+        threads.add(threading.get_ident())
+        if o == 3 and o not in refused:
+            refused.add(o)
+            return ConsumeStatus.RECONSUME_LATER
+        return ConsumeStatus.CONSUME_SUCCESS
+    try:
+        c.register_message_listener(listener)
+        pq = ProcessQueue(MQ, locked=True)
+        msgs = [_m(i) for i in range(40)]
+        pq.put(msgs)
+        await c._deliver(pq, msgs)
+        await _until(lambda: c.offset_store.table.get(MQ) == 40)
+        assert calls == [0, 1, 2, 3] + list(range(3, 40))  # in order; 3 again after the suspension
+        assert threading.get_ident() not in threads
+        assert pq.counters.consumes == 41 and pq.counters.consumed_failed == 1
+    finally:
+        c._workers.shutdown()
+        await c.instance.shutdown()
+
+
 async def test_consume_pool_runs_reports_and_stops() -> None:
     from fastmq.client.consume_pool import ConsumePool
 

@@ -24,6 +24,7 @@ import collections
 import contextvars
 import functools
 import inspect
+import itertools
 import json
 import logging
 import operator
@@ -64,6 +65,8 @@ REBALANCE_INTERVAL_S = 20.0
 #: A pull answer whose batches a plain listener is expected to finish within this many µs goes to
 #: one consume thread as one hand-off (see PushConsumer._deliver).
 QUICK_HANDOFF_US = 1000
+#: How many batches of one queue an orderly consumer hands a consume thread at once.
+ORDERLY_BATCHES_PER_HANDOFF = 32
 MISSING_ROUTE_FIRST_RETRY_S = 0.05
 _SYSFLAG_COMMIT, _SYSFLAG_SUSPEND, _SYSFLAG_SUBSCRIPTION = 1, 2, 4
 _LANGUAGE = int(LanguageCode.PYTHON)
@@ -761,11 +764,16 @@ class PushConsumer(_ConsumerBase):
             await self._slots.acquire()
             self._consume_now(pq, batch)
 
-    def _listen(self, batches: list[list[MessageExt]]) -> list[tuple[str, int]]:
-        """On a consume thread: a plain listener's status and milliseconds for each batch."""
+    def _listen(self, batches: list[list[MessageExt]], orderly: ProcessQueue | None = None) -> list[tuple[str, int]]:
+        """On a consume thread: a plain listener's status and milliseconds for each batch. For
+        an ``orderly`` queue, only up to the first failure, and not once the queue is dropped or
+        its lock lost (read across threads: at worst one batch more)."""
         out: list[tuple[str, int]] = []
         listener = self._listener
         for batch in batches:
+            if orderly is not None and (orderly.dropped or not orderly.locked or
+                                        (out and out[-1][0] != ConsumeStatus.CONSUME_SUCCESS)):
+                break
             t0 = time.monotonic()
             try:
                 status = _status(listener(batch))  # type: ignore[misc]
@@ -852,31 +860,52 @@ class PushConsumer(_ConsumerBase):
 
     async def _consume_orderly(self, pq: ProcessQueue) -> None:
         """One queue, one message batch at a time, in queue-offset order; a failure suspends the
-        queue for a second and retries the same batch (ConsumeMessageOrderlyService)."""
+        queue for a second and retries the same batch (ConsumeMessageOrderlyService).
+
+        A plain listener is handed up to ORDERLY_BATCHES_PER_HANDOFF batches at once, which its
+        thread consumes in order until one fails or the queue is dropped or unlocked, as a Java
+        ConsumeRequest keeps consuming its queue: a hand-off per batch cost a round trip between
+        threads for each message."""
         tries: dict[int, int] = {}
+        n = self.consume_message_batch_max_size
         while not pq.dropped and pq.msgs:
             if not pq.locked:
                 await asyncio.sleep(1)  # lock lost: wait for the relock instead of consuming out of turn
                 continue
-            offsets = sorted(pq.msgs)[:self.consume_message_batch_max_size]
-            batch = [pq.msgs[o] for o in offsets]
+            d = pq.msgs
+            take = n if self._listener_is_async else n * ORDERLY_BATCHES_PER_HANDOFF
+            offsets = list(itertools.islice(d, take)) if pq.ordered else sorted(d)[:take]
+            batches = [[d[o] for o in offsets[i:i + n]] for i in range(0, len(offsets), n)]
             async with self._slots:
-                status = await self._call_listener(pq, batch)
+                if self._listener_is_async:
+                    outcomes = [(await self._call_listener(pq, batches[0]), 0)]
+                else:
+                    outcomes = await self._workers.run(self._listen, batches, pq)
+                    for batch, (status, rt_ms) in zip(batches, outcomes):
+                        self._count(pq, len(batch), status, rt_ms)
             if pq.dropped:
                 return
-            if status == ConsumeStatus.CONSUME_SUCCESS:
-                self._commit(pq, batch)
-                continue
-            first = offsets[0]
-            tries[first] = tries.get(first, 0) + 1
-            if tries[first] > self.max_reconsume_times:
-                # give up on it: to the broker (and its DLQ), then carry on with the queue
-                for m in batch:
-                    m.reconsume_times = max(m.reconsume_times, self.max_reconsume_times)
-                    await self._send_back(m)
-                self._commit(pq, batch)
-                continue
-            await asyncio.sleep(1)  # suspendCurrentQueueTimeMillis
+            consumed: list[MessageExt] = []
+            for batch, (status, _) in zip(batches, outcomes):
+                if status == ConsumeStatus.CONSUME_SUCCESS:
+                    consumed += batch
+                    continue
+                if consumed:
+                    self._commit(pq, consumed)
+                    consumed = []
+                first = batch[0].queue_offset
+                tries[first] = tries.get(first, 0) + 1
+                if tries[first] > self.max_reconsume_times:
+                    # give up on it: to the broker (and its DLQ), then carry on with the queue
+                    for m in batch:
+                        m.reconsume_times = max(m.reconsume_times, self.max_reconsume_times)
+                        await self._send_back(m)
+                    self._commit(pq, batch)
+                    break
+                await asyncio.sleep(1)  # suspendCurrentQueueTimeMillis
+                break
+            if consumed:
+                self._commit(pq, consumed)
 
     async def _consume_retry(self, pq: ProcessQueue, msgs: list[MessageExt]) -> None:
         await self._slots.acquire()
