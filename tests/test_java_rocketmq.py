@@ -471,14 +471,16 @@ def _normalized(resp, suffix: str) -> tuple:
         text = str(text).replace(suffix, "")
         return re.sub(r"\d+\.\d+\.\d+\.\d+:\d+", "ADDR", text)
     fields = {k: neutral(v) for k, v in (resp.ext_fields or {}).items()}
+    remark = None if resp.remark == "not set any response code" else resp.remark
     if "msgId" in fields:
         fields["msgId"] = len(fields["msgId"] or "")
     if "indexLastUpdatePhyoffset" in fields and fields["indexLastUpdatePhyoffset"] != "0":
         fields["indexLastUpdatePhyoffset"] = fields["indexLastUpdateTimestamp"] = "N"
     body: object = None
     if resp.body:
+        from fastmq.protocol.bodies import loads_mq_keyed
         try:
-            obj = json.loads(resp.body)
+            obj = loads_mq_keyed(resp.body)  # standard JSON, and fastjson's maps keyed by queue objects
             body = sorted(obj) if isinstance(obj, dict) else type(obj).__name__
         except ValueError:
             try:
@@ -486,7 +488,7 @@ def _normalized(resp, suffix: str) -> tuple:
                         for m in decode_records(resp.body)]
             except Exception:
                 body = len(resp.body)
-    return resp.code, neutral(resp.remark), sorted(fields.items()), body
+    return resp.code, neutral(remark), sorted(fields.items()), body
 
 
 async def _raw_answers(namesrv: str, suffix: str) -> dict[str, tuple]:
@@ -494,9 +496,10 @@ async def _raw_answers(namesrv: str, suffix: str) -> dict[str, tuple]:
 
     Left out as known differences: a 4.9.8 NameServer never answers a request code it does not
     know (fastmq answers REQUEST_CODE_NOT_SUPPORTED rather than let the client time out), and its
-    broker's UPDATE_AND_CREATE_TOPIC answer carries the remark "not set any response code". The
-    stored properties are compared as maps: 4.9.8 re-encodes them in HashMap order without the
-    last separator, fastmq keeps the producer's order and appends CLUSTER."""
+    broker's UPDATE_AND_CREATE_TOPIC and QUERY_CONSUME_QUEUE answers carry the remark "not set any
+    response code" beside SUCCESS (``_normalized`` drops it). The stored properties are compared
+    as maps: 4.9.8 re-encodes them in HashMap order without the last separator, fastmq keeps the
+    producer's order and appends CLUSTER."""
     from fastmq.protocol.codes import RequestCode as RC
     from fastmq.protocol.command import create_request
     from fastmq.remoting.client import RemotingClient
@@ -558,6 +561,17 @@ async def _raw_answers(namesrv: str, suffix: str) -> dict[str, tuple]:
                                                                {"groupName": f"NoGroup{suffix}"}))
         await ask("stats of a missing topic", b, create_request(RC.GET_TOPIC_STATS_INFO,
                                                                 {"topic": f"Missing{suffix}"}))
+        await ask("consume stats", b, create_request(RC.GET_CONSUME_STATS, {"consumerGroup": group, "topic": topic}))
+        await ask("consume stats of an unknown group", b, create_request(RC.GET_CONSUME_STATS,
+                                                                         {"consumerGroup": f"NoGroup{suffix}"}))
+        await ask("broker consume stats", b, create_request(RC.GET_BROKER_CONSUME_STATS, {"isOrder": "false"}))
+        for name, fields in [("query cq", {"queueId": 0, "index": 0, "count": 2}),
+                             ("query cq past the end", {"queueId": 0, "index": 99, "count": 2}),
+                             # (queue 9 would exist in 4.9.8 by now: its reads above create it)
+                             ("query cq of a missing queue", {"queueId": 7, "index": 0, "count": 2}),
+                             ("query cq, group offline", {"queueId": 0, "index": 1, "count": 5,
+                                                          "consumerGroup": group})]:
+            await ask(name, b, create_request(RC.QUERY_CONSUME_QUEUE, {"topic": topic, **fields}))
         await ask("send back an unknown offset", b, create_request(RC.CONSUMER_SEND_MSG_BACK, {
             "group": group, "offset": 999_999_999, "delayLevel": 0, "originMsgId": "X", "originTopic": topic,
             "unitMode": "false", "maxReconsumeTimes": 16}))

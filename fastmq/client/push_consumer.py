@@ -917,7 +917,8 @@ class PushConsumer(_ConsumerBase):
         ``started``), counted in the queue's consumer stats."""
         assert self._listener is not None
         if not self._listener_is_async and running is None:
-            ((status, rt_ms),) = await self._workers.run(self._listen, [batch])
+            outcomes: list[tuple[str, int]] = await self._workers.run(self._listen, [batch])
+            (status, rt_ms), = outcomes
             self._count(pq, len(batch), status, rt_ms)
             return status
         t0 = time.monotonic() if started is None else started

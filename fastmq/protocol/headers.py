@@ -30,6 +30,7 @@ __all__ = [
     "QueryMessageRequestHeader", "QueryMessageResponseHeader", "ViewMessageRequestHeader",
     "CreateTopicRequestHeader", "DeleteTopicRequestHeader", "GetTopicStatsInfoRequestHeader",
     "GetConsumerRunningInfoRequestHeader", "ConsumeMessageDirectlyResultRequestHeader",
+    "GetConsumeStatsInBrokerHeader", "QueryConsumeQueueRequestHeader",
     "GetConsumeStatsRequestHeader", "GetConsumerConnectionListRequestHeader", "GetRouteInfoRequestHeader",
     "PULL_SYSFLAG_COMMIT_OFFSET", "PULL_SYSFLAG_SUSPEND", "PULL_SYSFLAG_SUBSCRIPTION", "PULL_SYSFLAG_CLASS_FILTER",
 ]
@@ -389,6 +390,22 @@ class GetTopicStatsInfoRequestHeader(Header):
 class GetConsumeStatsRequestHeader(Header):
     consumerGroup: str
     topic: str | None = None
+
+
+@dataclass(slots=True)
+class GetConsumeStatsInBrokerHeader(Header):
+    """GET_BROKER_CONSUME_STATS (``mqadmin brokerConsumeStats``)."""
+    isOrder: bool
+
+
+@dataclass(slots=True)
+class QueryConsumeQueueRequestHeader(Header):
+    """QUERY_CONSUME_QUEUE (``mqadmin queryCq``)."""
+    topic: str
+    queueId: int
+    index: int
+    count: int
+    consumerGroup: str | None = None
 
 
 @dataclass(slots=True)

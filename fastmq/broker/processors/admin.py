@@ -18,15 +18,17 @@ from ...protocol.codes import LanguageCode, RequestCode, ResponseCode
 from ...protocol.command import VERSION, RemotingCommand, create_request, response_for
 from ...protocol.headers import (ConsumeMessageDirectlyResultRequestHeader, CreateTopicRequestHeader,
                                  DeleteSubscriptionGroupRequestHeader, GetConsumerRunningInfoRequestHeader,
-                                 DeleteTopicRequestHeader, GetConsumeStatsRequestHeader,
+                                 DeleteTopicRequestHeader, GetConsumeStatsInBrokerHeader, GetConsumeStatsRequestHeader,
                                  GetProducerConnectionListRequestHeader, ResetOffsetRequestHeader,
                                  ViewBrokerStatsDataRequestHeader,
                                  GetConsumerConnectionListRequestHeader, GetEarliestMsgStoretimeRequestHeader,
                                  GetMaxOffsetRequestHeader, GetMinOffsetRequestHeader, GetTopicStatsInfoRequestHeader,
-                                 QueryMessageRequestHeader, SearchOffsetRequestHeader, ViewMessageRequestHeader)
+                                 QueryConsumeQueueRequestHeader, QueryMessageRequestHeader, SearchOffsetRequestHeader,
+                                 ViewMessageRequestHeader)
 from ...protocol.message import MessageFormatError, decode_offset_msg_id
 from ...protocol.message_queue import MessageQueue
 from ...remoting import Connection
+from ..stats import GROUP_GET_NUMS
 from ..subscription_group import SubscriptionGroupConfig
 from .base import CodeDispatchProcessor
 
@@ -75,6 +77,8 @@ class AdminBrokerProcessor(CodeDispatchProcessor):
             RequestCode.GET_TOPIC_STATS_INFO: self.get_topic_stats_info,
             RequestCode.GET_CONSUME_STATS: self.get_consume_stats,
             RequestCode.VIEW_MESSAGE_BY_ID: self.view_message_by_id,
+            RequestCode.GET_BROKER_CONSUME_STATS: self.get_broker_consume_stats,
+            RequestCode.QUERY_CONSUME_QUEUE: self.query_consume_queue,
             RequestCode.GET_CONSUMER_RUNNING_INFO: self.get_consumer_running_info,
             RequestCode.CONSUME_MESSAGE_DIRECTLY: self.consume_message_directly,
             RequestCode.QUERY_MESSAGE: self.query_message,
@@ -167,21 +171,91 @@ class AdminBrokerProcessor(CodeDispatchProcessor):
         return response_for(request, ResponseCode.SUCCESS, body=mq_keyed_json(entries))
 
     def get_consume_stats(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        """GET_CONSUME_STATS (``mqadmin consumerProgress``): one ConsumeStats over the group's
+        topics (or the one asked for), each over its read queues."""
         h = GetConsumeStatsRequestHeader.decode(request)
-        b = self.broker
-        topics = [h.topic] if h.topic else sorted(b.offsets.topics_of_group(h.consumerGroup))
-        entries = []
+        topics = [h.topic] if h.topic else sorted(self.broker.offsets.topics_of_group(h.consumerGroup))
+        entries: list[tuple[tuple[str, str, int], Any]] = []
+        tps = 0.0
         for topic in topics:
-            if b.topic_config.select(topic) is None:
-                continue
-            for q in self._queue_ids(topic):
-                broker_off = b.store.max_offset_in_queue(topic, q)
-                consumer_off = max(b.offsets.query(h.consumerGroup, topic, q), 0)
-                last = b.store.message_store_time_stamp(topic, q, consumer_off - 1) if consumer_off > 0 else 0
-                entries.append(((topic, b.config.brokerName, q), {"brokerOffset": broker_off,
-                                                                  "consumerOffset": consumer_off,
-                                                                  "lastTimestamp": last}))
-        return response_for(request, ResponseCode.SUCCESS, body=mq_keyed_json(entries, consumeTps=0.0))
+            stats = self._topic_consume_stats(h.consumerGroup, topic, write_queues=False)
+            if stats is not None:
+                entries += stats[0]
+                tps += stats[1]
+        return response_for(request, ResponseCode.SUCCESS, body=mq_keyed_json(entries, consumeTps=tps))
+
+    def get_broker_consume_stats(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        """GET_BROKER_CONSUME_STATS (``mqadmin brokerConsumeStats``): a ConsumeStats per topic of
+        every subscription group, over its write queues; ``isOrder``: order topics only."""
+        h = GetConsumeStatsInBrokerHeader.decode(request)
+        b = self.broker
+        groups: list[str] = []
+        total_diff = 0
+        for group in list(b.subscription_groups.table):
+            stats = []
+            for topic in sorted(b.offsets.topics_of_group(group)):
+                one = self._topic_consume_stats(group, topic, write_queues=True, order_only=h.isOrder)
+                if one is None:
+                    continue
+                entries, tps = one
+                total_diff += sum(w["brokerOffset"] - w["consumerOffset"] for _, w in entries)
+                stats.append(mq_keyed_json(entries, consumeTps=tps).decode("utf-8"))
+            groups.append("{" + compact_json(group) + ":[" + ",".join(stats) + "]}")
+        body = (f'{{"brokerAddr":{compact_json(b.config.broker_addr)},"consumeStatsList":[{",".join(groups)}],'
+                f'"totalDiff":{total_diff}}}')
+        return response_for(request, ResponseCode.SUCCESS, body=body.encode("utf-8"))
+
+    def _topic_consume_stats(self, group: str, topic: str, *, write_queues: bool, order_only: bool = False
+                             ) -> tuple[list[tuple[tuple[str, str, int], Any]], float] | None:
+        """One topic's ConsumeStats for ``group``: its queues' OffsetWrappers and the group's
+        consume TPS over the last minute. None for a topic skipped as 4.9.8 skips it: unknown,
+        not an order topic when only those are asked for, or not among the subscriptions of the
+        group while it is online."""
+        b = self.broker
+        tc = b.topic_config.select(topic)
+        if tc is None or (order_only and not tc.order):
+            return None
+        if b.consumer_manager.find_subscription(group, topic) is None and self._subscription_count(group) > 0:
+            return None
+        entries: list[tuple[tuple[str, str, int], Any]] = []
+        for q in range(tc.write_queue_nums if write_queues else tc.read_queue_nums):
+            broker_off = max(b.store.max_offset_in_queue(topic, q), 0)
+            consumer_off = max(b.offsets.query(group, topic, q), 0)
+            last = b.store.message_store_time_stamp(topic, q, consumer_off - 1) if consumer_off > 0 else 0
+            entries.append(((topic, b.config.brokerName, q), {"brokerOffset": broker_off,
+                                                              "consumerOffset": consumer_off,
+                                                              "lastTimestamp": max(last, 0)}))
+        return entries, float(b.stats.figures(GROUP_GET_NUMS, f"{topic}@{group}", "minute")["tps"])
+
+    def _subscription_count(self, group: str) -> int:
+        g = self.broker.consumer_manager.find(group)
+        return len(g.subscriptions) if g is not None else 0
+
+    def query_consume_queue(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        """QUERY_CONSUME_QUEUE (``mqadmin queryCq``): up to ``count`` consume-queue entries from
+        ``index``, within the file holding it, with the queue's bounds and, for a named group, its
+        subscription here."""
+        h = QueryConsumeQueueRequestHeader.decode(request)
+        b = self.broker
+        cq = b.store.queues.get(h.topic, h.queueId)
+        if cq is None:
+            return response_for(request, ResponseCode.SYSTEM_ERROR, f"{h.queueId}@{h.topic} is not exist!")
+        body: dict[str, Any] = {"maxQueueIndex": cq.max_offset, "minQueueIndex": cq.min_offset}
+        if h.consumerGroup is not None:
+            sub = b.consumer_manager.find_subscription(h.consumerGroup, h.topic)
+            if sub is None:
+                body["filterData"] = f"{h.consumerGroup}@{h.topic} is not online!"
+            else:
+                body["subscriptionData"] = sub.to_obj()
+                body["filterData"] = "null"  # (4.9.8 prints a TAG subscription's absent filter data so)
+        entries = cq.get_entries(h.index, max(h.count, 0)) if h.count > 0 else None
+        if entries is None or not len(entries):
+            # 4.9.8 answers SUCCESS with this remark and no body
+            return response_for(request, ResponseCode.SUCCESS,
+                                f"Index {h.index} of {h.queueId}@{h.topic} is not exist!")
+        body["queueData"] = [{"eval": False, "physicOffset": int(e["offset"]), "physicSize": int(e["size"]),
+                              "tagsCode": int(e["tags_code"])} for e in entries]
+        return response_for(request, ResponseCode.SUCCESS, body=compact_json(dict(sorted(body.items()))).encode("utf-8"))
 
     @staticmethod
     def _connections(channels: Any) -> list[dict[str, Any]]:
