@@ -565,6 +565,7 @@ async def _raw_answers(namesrv: str, suffix: str) -> dict[str, tuple]:
         await ask("consume stats of an unknown group", b, create_request(RC.GET_CONSUME_STATS,
                                                                          {"consumerGroup": f"NoGroup{suffix}"}))
         await ask("broker consume stats", b, create_request(RC.GET_BROKER_CONSUME_STATS, {"isOrder": "false"}))
+        await ask("all producers", b, create_request(RC.GET_ALL_PRODUCER_INFO, {}))
         for name, fields in [("query cq", {"queueId": 0, "index": 0, "count": 2}),
                              ("query cq past the end", {"queueId": 0, "index": 99, "count": 2}),
                              # (queue 9 would exist in 4.9.8 by now: its reads above create it)

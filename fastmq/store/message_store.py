@@ -40,6 +40,7 @@ from . import FlushTimeoutError, MessageTooLargeError, StoreError
 from .checkpoint import StoreCheckpoint, check_store, create_abort_file, recover_store, remove_abort_file
 from .commit_log import AppendRequest, CommitLog, DispatchRequest
 from ..protocol.topic import SCHEDULE_TOPIC as _SCHEDULE_TOPIC
+from ..protocol.topic import TRANS_OP_HALF_TOPIC
 from .index import IndexService
 from .config import SYNC_MASTER, MessageStoreConfig
 from .consume_queue import ConsumeQueue, ConsumeQueueTable, FlushConsumeQueueService
@@ -727,16 +728,50 @@ class MessageStore(MessageGetter):
         topics = set(topics)
         n = 0
         for key in [k for k in self.queues.queues if k[0] in topics]:
-            cq = self.queues.queues.pop(key)
-            cq.close()
-            self.commit_log.topic_queue_table.pop(key, None)
-            self._min_cache.pop(key, None)
+            self._drop_queue(key)
             n += 1
         for t in topics:
             if not t or "/" in t or t in (".", ".."):
                 continue
             shutil.rmtree(os.path.join(self.config.consume_queue_dir, t), ignore_errors=True)
         return n
+
+    def _drop_queue(self, key: tuple[str, int]) -> None:
+        cq = self.queues.queues.pop(key)
+        cq.close()
+        self.commit_log.topic_queue_table.pop(key, None)
+        self._min_cache.pop(key, None)
+
+    def clean_unused_topics(self, keep: Iterable[str]) -> list[str]:
+        """cleanUnusedTopic (``mqadmin cleanUnusedTopic``): drop the consume queues of every
+        topic not in ``keep`` (the broker's topic table), but the schedule and transaction-op
+        topics'. Returns the topics dropped."""
+        keep = set(keep) | {SCHEDULE_TOPIC, TRANS_OP_HALF_TOPIC}
+        doomed = sorted({t for t, _ in self.queues.queues if t not in keep})
+        self.delete_topics(doomed)
+        for t in doomed:
+            log.info("cleanUnusedTopic: %s, topic destroyed", t)
+        return doomed
+
+    def clean_expired_consume_queues(self) -> list[tuple[str, int]]:
+        """cleanExpiredConsumerQueue (``mqadmin cleanExpiredCQ``): drop every consume queue, but
+        the schedule topic's, whose entries all point before the commit log's first byte (their
+        messages are gone with the files retention deleted). Returns the queues dropped."""
+        min_phys = self.commit_log.min_offset
+        dropped = []
+        for key, cq in list(self.queues.queues.items()):
+            if key[0] == SCHEDULE_TOPIC or cq.max_physic_offset == -1 or cq.max_physic_offset >= min_phys:
+                continue
+            log.info("cleanExpiredConsumerQueue: %s %d consumer queue destroyed, minCommitLogOffset: %d "
+                     "maxCLOffsetInConsumeQueue: %d", key[0], key[1], min_phys, cq.max_physic_offset)
+            self._drop_queue(key)
+            if "/" not in key[0] and key[0] not in ("", ".", ".."):
+                shutil.rmtree(os.path.join(self.config.consume_queue_dir, key[0], str(key[1])), ignore_errors=True)
+            dropped.append(key)
+        for topic in {t for t, _ in dropped} - {t for t, _ in self.queues.queues}:
+            if "/" not in topic and topic not in ("", ".", ".."):
+                shutil.rmtree(os.path.join(self.config.consume_queue_dir, topic), ignore_errors=True)
+        return dropped
 
     def runtime_info(self) -> dict[str, str]:
         """RocketMQ's getRuntimeInfo keys (the subset fastmq tracks), values as strings."""

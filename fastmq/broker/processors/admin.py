@@ -78,6 +78,10 @@ class AdminBrokerProcessor(CodeDispatchProcessor):
             RequestCode.GET_CONSUME_STATS: self.get_consume_stats,
             RequestCode.VIEW_MESSAGE_BY_ID: self.view_message_by_id,
             RequestCode.GET_BROKER_CONSUME_STATS: self.get_broker_consume_stats,
+            RequestCode.GET_ALL_PRODUCER_INFO: self.get_all_producer_info,
+            RequestCode.CLEAN_EXPIRED_CONSUMEQUEUE: self.clean_expired_consume_queue,
+            RequestCode.CLEAN_UNUSED_TOPIC: self.clean_unused_topic,
+            RequestCode.DELETE_EXPIRED_COMMITLOG: self.delete_expired_commit_log,
             RequestCode.QUERY_CONSUME_QUEUE: self.query_consume_queue,
             RequestCode.GET_CONSUMER_RUNNING_INFO: self.get_consumer_running_info,
             RequestCode.CONSUME_MESSAGE_DIRECTLY: self.consume_message_directly,
@@ -274,6 +278,39 @@ class AdminBrokerProcessor(CodeDispatchProcessor):
                 "messageModel": g.message_model,
                 "subscriptionTable": {t: s.to_obj() for t, s in g.subscriptions.items()}}
         return response_for(request, ResponseCode.SUCCESS, body=compact_json(body).encode("utf-8"))
+
+    def get_all_producer_info(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        """GET_ALL_PRODUCER_INFO (``mqadmin producer``): every producer group's connected clients."""
+        data = {group: [{"clientId": c.client_id,
+                         "language": _LANG_NAMES[c.language] if c.language < len(_LANG_NAMES) else "OTHER",
+                         "lastUpdateTimestamp": c.last_update_ms, "remoteIP": f"/{c.conn.remote_addr}",
+                         "version": c.version} for c in list(chans.values())]
+                for group, chans in list(self.broker.producer_manager.groups.items())}
+        return response_for(request, ResponseCode.SUCCESS, body=compact_json({"data": data}).encode("utf-8"))
+
+    def clean_expired_consume_queue(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        """CLEAN_EXPIRED_CONSUMEQUEUE (``mqadmin cleanExpiredCQ``)."""
+        log.warning("invoke cleanExpiredConsumeQueue start.")
+        self.broker.store.clean_expired_consume_queues()
+        log.warning("invoke cleanExpiredConsumeQueue end.")
+        return response_for(request, ResponseCode.SUCCESS)
+
+    def clean_unused_topic(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        """CLEAN_UNUSED_TOPIC (``mqadmin cleanUnusedTopic``): consume queues of topics the broker
+        no longer has."""
+        log.warning("invoke cleanUnusedTopic start.")
+        table, _ = self.broker.topic_config.snapshot()
+        self.broker.store.clean_unused_topics(table)
+        log.warning("invoke cleanUnusedTopic end.")
+        return response_for(request, ResponseCode.SUCCESS)
+
+    def delete_expired_commit_log(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        """DELETE_EXPIRED_COMMITLOG (``mqadmin deleteExpiredCommitLog``): a retention round now,
+        whatever the hour: commit-log files past fileReservedTime go (RocketMQ's manual delete)."""
+        log.warning("invoke deleteExpiredCommitLog start.")
+        self.broker.store.retention.run_once(manual=True)
+        log.warning("invoke deleteExpiredCommitLog end.")
+        return response_for(request, ResponseCode.SUCCESS)
 
     def get_producer_connection_list(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         h = GetProducerConnectionListRequestHeader.decode(request)

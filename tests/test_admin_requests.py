@@ -1,9 +1,12 @@
-"""The broker's consumption views for admin tools, against a real fastmq-broker: GET_CONSUME_STATS
-(``mqadmin consumerProgress``), GET_BROKER_CONSUME_STATS (``brokerConsumeStats``) and
-QUERY_CONSUME_QUEUE (``queryCq``)."""
+"""Admin requests against a real fastmq-broker, as 4.9.8's mqadmin sends them: the consumption
+views GET_CONSUME_STATS (``consumerProgress``), GET_BROKER_CONSUME_STATS (``brokerConsumeStats``)
+and QUERY_CONSUME_QUEUE (``queryCq``); GET_ALL_PRODUCER_INFO (``producer``); and the store's
+clean-ups CLEAN_UNUSED_TOPIC, DELETE_EXPIRED_COMMITLOG and CLEAN_EXPIRED_CONSUMEQUEUE."""
 from __future__ import annotations
 
 import asyncio
+import json
+import os
 import time
 from pathlib import Path
 
@@ -116,3 +119,58 @@ async def test_consume_stats_views(cluster) -> None:
         finally:
             await admin.close()
             await c.shutdown()
+
+
+async def test_producer_info_and_store_clean_ups(tmp_path: Path) -> None:
+    ns = namesrv_process(tmp_path).start()
+    conf = {"brokerName": "clean-b", "mappedFileSizeCommitLog": 1 << 20, "fileReservedTime": 0}
+    broker = broker_process(tmp_path, ns.addr, **conf).start()
+    admin = RemotingClient()
+    big = os.urandom(100 * 1024)  # ten to a commit-log file (incompressible: the producer zips bodies over 4 KiB)
+
+    async def ask(code: int, **fields: object):
+        return await admin.invoke(broker.addr, create_request(code, fields), 10)
+
+    async def max_offset(topic: str) -> int:
+        r = await ask(RequestCode.GET_MAX_OFFSET, topic=topic, queueId=0)
+        return int(r.ext_fields["offset"])
+    cq_dir = tmp_path / "store" / "consumequeue"
+    try:
+        async with Producer("PG_CLEAN", namesrv_addr=ns.addr) as p:
+            for topic in ("Orphan", "Old"):
+                for _ in range(3):
+                    await p.send_to_queue(Message(topic, big), MessageQueue(topic, "clean-b", 0))
+            await p.instance.send_heartbeat_to_all_brokers()  # (a producer knows its broker after a send)
+            r = await ask(RequestCode.GET_ALL_PRODUCER_INFO)
+            assert r.code == ResponseCode.SUCCESS, r.remark
+            (info,) = json.loads(r.body)["data"]["PG_CLEAN"]
+            assert info["clientId"] == p.instance.client_id and info["language"] == "PYTHON"
+            assert info["remoteIP"].startswith("/127.0.0.1:") and info["lastUpdateTimestamp"] > 0
+        assert broker.stop() == 0
+        await admin.close()
+        admin = RemotingClient()  # (its connection died with the broker)
+        # an operator drops a topic from topics.json while the broker is down: its queue stays on disk
+        topics = tmp_path / "store" / "config" / "topics.json"
+        table = json.loads(topics.read_text())
+        del table["topicConfigTable"]["Orphan"]
+        topics.write_text(json.dumps(table))
+        broker = broker_process(tmp_path, ns.addr, port=broker.port, **conf).start()
+        assert await max_offset("Orphan") == 3 and (cq_dir / "Orphan").exists()
+        r = await ask(RequestCode.CLEAN_UNUSED_TOPIC)
+        assert r.code == ResponseCode.SUCCESS, r.remark
+        assert not (cq_dir / "Orphan").exists() and await max_offset("Orphan") == 0
+        assert await max_offset("Old") == 3                       # a topic the broker has stays
+
+        async with Producer("PG_CLEAN", namesrv_addr=ns.addr) as p:  # later files, another topic
+            for _ in range(25):
+                await p.send_to_queue(Message("New", big), MessageQueue("New", "clean-b", 0))
+        r = await ask(RequestCode.DELETE_EXPIRED_COMMITLOG)  # fileReservedTime 0: all files but the last
+        assert r.code == ResponseCode.SUCCESS, r.remark
+        r = await ask(RequestCode.CLEAN_EXPIRED_CONSUMEQUEUE)
+        assert r.code == ResponseCode.SUCCESS, r.remark
+        assert not (cq_dir / "Old").exists() and await max_offset("Old") == 0  # its messages went with the files
+        assert await max_offset("New") == 25 and (cq_dir / "New" / "0").exists()
+    finally:
+        await admin.close()
+        broker.stop()
+        ns.stop()
