@@ -3,6 +3,9 @@
 - ``FASTMQ_JAVA_CLASSPATH``: a classpath holding the RocketMQ 4.x Java client (and what it needs).
   Our peer ``tests/java_peer/JavaPeer.java`` is compiled against it, and the Java client then
   produces to and consumes from real ``fastmq-namesrv`` / ``fastmq-broker`` processes.
+- ``FASTMQ_JAVA_ACL_NAMESRV`` and ``FASTMQ_JAVA_ACL_CREDENTIALS`` (``accessKey:secretKey`` of an
+  admin account): a cluster whose broker has ``aclEnable=true``; the fastmq client signs its
+  requests there, and a wrong secret or none is refused.
 - ``FASTMQ_JAVA_NAMESRV``: the address of a running Apache RocketMQ NameServer whose broker
   allows topic auto-creation. The fastmq client then produces to and consumes from that cluster:
   routes as the Java NameServer writes them (fastjson's unquoted integer keys), the Java broker's
@@ -32,12 +35,17 @@ pytestmark = [pytest.mark.java_rocketmq, pytest.mark.slow]
 
 CLASSPATH = os.environ.get("FASTMQ_JAVA_CLASSPATH", "")
 JAVA_NAMESRV = os.environ.get("FASTMQ_JAVA_NAMESRV", "")
+JAVA_ACL_NAMESRV = os.environ.get("FASTMQ_JAVA_ACL_NAMESRV", "")
+JAVA_ACL_CREDENTIALS = os.environ.get("FASTMQ_JAVA_ACL_CREDENTIALS", "")
 PEER_SOURCE = Path(__file__).resolve().parent / "java_peer" / "JavaPeer.java"
 
 needs_java_client = pytest.mark.skipif(not CLASSPATH or shutil.which("javac") is None,
                                        reason="FASTMQ_JAVA_CLASSPATH (RocketMQ's Java client) and javac not both set")
 needs_java_cluster = pytest.mark.skipif(not JAVA_NAMESRV,
                                         reason="FASTMQ_JAVA_NAMESRV (an Apache RocketMQ cluster) not set")
+needs_java_acl_cluster = pytest.mark.skipif(
+    not (JAVA_ACL_NAMESRV and JAVA_ACL_CREDENTIALS),
+    reason="FASTMQ_JAVA_ACL_NAMESRV and FASTMQ_JAVA_ACL_CREDENTIALS (a cluster with ACL on) not both set")
 
 
 def compile_java_peer(out: Path) -> str:
@@ -589,3 +597,40 @@ async def test_raw_answers_match_a_java_cluster(cluster) -> None:  # noqa: F811
     java, ours = await _raw_answers(JAVA_NAMESRV, suffix), await _raw_answers(cluster, suffix)
     differ = {name: (java[name], ours[name]) for name in java if java[name] != ours[name]}
     assert not differ, "\n".join(f"{n}:\n  java   {j}\n  fastmq {f}" for n, (j, f) in differ.items())
+
+
+@needs_java_acl_cluster
+async def test_fastmq_client_on_a_java_cluster_with_acl() -> None:
+    """Signed requests: every send style and a push consumer work under an admin account; a
+    wrong secret and no credentials are refused with 4.9.8's AclException remarks."""
+    from fastmq.client.acl import SessionCredentials
+    from fastmq.client.instance import ClientConfig
+    from fastmq.errors import BrokerError, SendFailedError
+
+    ak, _, sk = JAVA_ACL_CREDENTIALS.partition(":")
+    topic = _unique("AclOnJava")
+
+    def config(creds: SessionCredentials | None) -> ClientConfig:
+        return ClientConfig(namesrv_addr=JAVA_ACL_NAMESRV, credentials=creds)
+    async with Producer("PG_ACL_ON_JAVA", client_config=config(SessionCredentials(ak, sk))) as p:
+        assert (await p.send(Message(topic, b"sync"))).status == "SEND_OK"
+        sent = await asyncio.gather(*[await p.send_async(Message(topic, f"async-{i}".encode())) for i in range(4)])
+        assert all(r.status == "SEND_OK" for r in sent)
+        assert (await p.send_batch([Message(topic, f"batch-{i}".encode()) for i in range(3)])).status == "SEND_OK"
+    for creds, remark in ((SessionCredentials(ak, sk + "-wrong"), "Check signature failed for accessKey="),
+                          (None, "No accessKey is configured")):
+        async with Producer("PG_ACL_REFUSED", client_config=config(creds), retry_times_when_send_failed=0) as p:
+            with pytest.raises(SendFailedError) as refused:
+                await p.send(Message(topic, b"refused"))
+        cause = refused.value.__cause__
+        assert isinstance(cause, BrokerError) and cause.code == 1 and remark in (cause.remark or ""), cause
+    got: set[bytes] = set()
+    c = PushConsumer(_unique("GID_ACL_ON_JAVA"), client_config=config(SessionCredentials(ak, sk)),
+                     consume_from_where="CONSUME_FROM_FIRST_OFFSET")
+    c.subscribe(topic)
+    c.register_message_listener(lambda msgs: got.update(m.body for m in msgs) or ConsumeStatus.CONSUME_SUCCESS)
+    await c.start()
+    try:
+        assert await _until(lambda: len(got) == 8, 60), got
+    finally:
+        await c.shutdown()

@@ -33,6 +33,7 @@ from ..remoting import Connection, RemotingClient, RequestProcessor
 from ..remoting.address import local_address
 from ..remoting.loop import every
 from ..stats_item import HOUR_EVERY_S, MINUTE_EVERY_S
+from .acl import AclClientRPCHook, SessionCredentials
 from .consumer_stats import ConsumerStatsManager
 
 __all__ = ["ClientConfig", "ClientInstance"]
@@ -61,6 +62,8 @@ class ClientConfig:
     heartbeat_broker_interval: int = 30_000
     persist_consumer_offset_interval: int = 5_000
     mq_client_api_timeout: int = 3_000
+    #: for a cluster with ACL on: every request is signed with them (AclClientRPCHook)
+    credentials: SessionCredentials | None = None
 
     @property
     def client_id(self) -> str:
@@ -187,7 +190,8 @@ class ClientInstance:
         self.config = config
         self.client_id = config.client_id
         self.remoting = RemotingClient(namesrv_addrs=_split_namesrv(config.namesrv_addr),
-                                       processor=_ServerRequests(self))
+                                       processor=_ServerRequests(self),
+                                       rpc_hook=AclClientRPCHook(config.credentials) if config.credentials else None)
         self.routes: dict[str, TopicRouteData] = {}
         #: broker name -> {broker id -> address}, from every route seen
         self.broker_addrs: dict[str, dict[int, str]] = {}

@@ -175,7 +175,8 @@ class Producer:
         await self.instance.start()
         self._state = "RUNNING"
         self._fast.loop = asyncio.get_running_loop()
-        self._fast.running = True
+        # the compiled first try writes frames already encoded: nothing left to sign for ACL
+        self._fast.running = self.instance.remoting.rpc_hook is None
 
     async def shutdown(self) -> None:
         if self._state != "RUNNING":

@@ -16,13 +16,13 @@ import logging
 import time
 from typing import Callable
 
-from .._ext._protocols import DEFAULT_MAX_FRAME_SIZE, FLAG_ONEWAY
+from .._ext._protocols import DEFAULT_MAX_FRAME_SIZE
 from .._ext.codec import RemotingCommand
 from ..errors import (RemotingConnectError, RemotingError, RemotingSendRequestError, RemotingTimeoutError,
                       RemotingTooMuchRequestError)
 from ..protocol.codes import ResponseCode
 from ..protocol.command import response_for
-from .connection import Connection, ConnectionListener
+from .connection import Connection, ConnectionListener, RequestHook
 from .processor import Dispatcher, RequestProcessor
 
 __all__ = ["RemotingClient"]
@@ -54,13 +54,16 @@ class RemotingClient:
         namesrv_addrs: the NameServer list for :meth:`invoke_namesrv`.
         processor: handles requests servers push (NOTIFY_CONSUMER_IDS_CHANGED...).
         idle_timeout: close connections unused this long (0 keeps them).
+        rpc_hook: called with every request before it is sent (ACL signing).
     """
 
     def __init__(self, *, connect_timeout: float = 3.0, max_async: int = 65535, max_oneway: int = 65535,
                  max_frame_size: int = DEFAULT_MAX_FRAME_SIZE, namesrv_addrs: list[str] | None = None,
                  processor: RequestProcessor | None = None, listener: ConnectionListener | None = None,
-                 idle_timeout: float = 120.0) -> None:
+                 idle_timeout: float = 120.0, rpc_hook: RequestHook | None = None) -> None:
         self.connect_timeout = connect_timeout
+        #: applied to every request sent through this client (ACL signing); see Connection.rpc_hook
+        self.rpc_hook = rpc_hook
         self.max_frame_size = max_frame_size
         self.listener = listener
         self.idle_timeout = idle_timeout
@@ -102,7 +105,7 @@ class RemotingClient:
 
         def factory() -> Connection:
             return Connection(self._dispatcher.dispatch, listener=self.listener, max_frame_size=self.max_frame_size,
-                              on_lost=lambda c, a=addr: self._forget(a, c))
+                              on_lost=lambda c, a=addr: self._forget(a, c), rpc_hook=self.rpc_hook)
         try:
             async with asyncio.timeout(self.connect_timeout):
                 _, conn = await loop.create_connection(factory, host, port)
@@ -193,8 +196,7 @@ class RemotingClient:
         await self._acquire(self._oneway_permits, timeout, "invokeOnewayImpl", "semaphoreOnewayValue")
         try:
             conn = await self._connection(addr, timeout)
-            request.flag |= FLAG_ONEWAY
-            conn.send(request)
+            conn.send_oneway(request)
         except BaseException:
             self._oneway_permits.release()
             raise

@@ -22,12 +22,15 @@ from .._ext.codec import FrameDecoder, RemotingCommand, encode_frame, encode_fra
 from .._ext._protocols import DEFAULT_MAX_FRAME_SIZE, FLAG_ONEWAY
 from ..errors import FrameError, RemotingCommandError, RemotingSendRequestError, RemotingTimeoutError
 
-__all__ = ["Connection", "ConnectionListener", "ConnectionGoneListener", "RequestHandler"]
+__all__ = ["Connection", "ConnectionListener", "ConnectionGoneListener", "RequestHandler", "RequestHook"]
 
 log = logging.getLogger("fastmq.remoting")
 
 #: What a connection hands the requests of one read to: ``handler(conn, requests)``.
 RequestHandler = Callable[["Connection", list[RemotingCommand]], None]
+#: Called with each request this end sends, just before it is encoded (RocketMQ's
+#: RPCHook.doBeforeRequest: ACL signing). Frames handed over already encoded bypass it.
+RequestHook = Callable[[RemotingCommand], None]
 
 #: Write-buffer marks: past HIGH we pause reading the peer, below LOW we resume.
 WRITE_HIGH_WATER = 4 * 1024 * 1024
@@ -118,8 +121,9 @@ class Connection(asyncio.Protocol):
 
     def __init__(self, handler: RequestHandler, *, listener: ConnectionListener | None = None,
                  max_frame_size: int = DEFAULT_MAX_FRAME_SIZE, max_inflight: int = MAX_INFLIGHT,
-                 on_lost: Callable[["Connection"], None] | None = None) -> None:
+                 on_lost: Callable[["Connection"], None] | None = None, rpc_hook: RequestHook | None = None) -> None:
         self._handler = handler
+        self.rpc_hook = rpc_hook
         self._listener = listener
         self._on_lost = on_lost
         self._decoder = FrameDecoder(max_frame_size)
@@ -327,6 +331,8 @@ class Connection(asyncio.Protocol):
         waiter = _Waiter(fut, loop.time() + timeout, report_ms)
         self.pending[opaque] = waiter
         try:
+            if self.rpc_hook is not None:
+                self.rpc_hook(request)
             self.send(request)
             try:
                 # asyncio.timeout rather than wait_for: on 3.11, wait_for returns the result and
@@ -347,6 +353,8 @@ class Connection(asyncio.Protocol):
         future with its ``deadline`` and ``timeout_ms``."""
         if deadline is not None:
             entry = _Waiter(entry, deadline, timeout_ms if timeout_ms is not None else 0.0)
+        if self.rpc_hook is not None:
+            self.rpc_hook(request)
         self.start_frame(request.opaque, encode_frame(request), entry)
 
     def start_frame(self, opaque: int, frame: bytes, entry: PendingEntry) -> None:
@@ -383,6 +391,8 @@ class Connection(asyncio.Protocol):
     def send_oneway(self, request: RemotingCommand) -> None:
         """Push ``request`` with the oneway flag set: the peer will not answer it."""
         request.flag |= FLAG_ONEWAY
+        if self.rpc_hook is not None:
+            self.rpc_hook(request)
         self.send(request)
 
     def expire(self, opaque: int) -> None:
