@@ -1,6 +1,8 @@
 """Helpers for tests that start real fastmq processes on loopback."""
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
 import signal
 import socket
@@ -8,7 +10,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Callable, Iterator, Sequence
 
 if TYPE_CHECKING:
     from fastmq.remoting import RemotingServer
@@ -122,3 +124,28 @@ def broker_process(workdir: Path, namesrv: str, *, port: int | None = None, **co
     path = workdir / "broker.conf"
     path.write_text("".join(f"{k}={v}\n" for k, v in lines.items()))
     return ServerProcess(["fastmq-broker", "-c", str(path)], port, workdir, env={"HOME": str(workdir)})
+
+
+@contextlib.contextmanager
+def running_cluster(workdir: Path, **broker_conf: object) -> Iterator[tuple[ServerProcess, ServerProcess]]:
+    """A started ``fastmq-namesrv`` and ``fastmq-broker`` (``broker_conf`` as for
+    :func:`broker_process`); on the way out the broker must stop cleanly (exit 0)."""
+    ns = namesrv_process(workdir).start()
+    try:
+        broker = broker_process(workdir, ns.addr, **broker_conf).start()  # type: ignore[arg-type]
+        try:
+            yield ns, broker
+        finally:
+            assert broker.stop() == 0, broker.output()[-3000:]
+    finally:
+        ns.stop()
+
+
+async def wait_until(pred: Callable[[], bool], seconds: float, every: float = 0.05) -> bool:
+    """Poll ``pred`` for up to ``seconds`` (bounded); its last value."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if pred():
+            return True
+        await asyncio.sleep(every)
+    return pred()

@@ -4,10 +4,8 @@ and QUERY_CONSUME_QUEUE (``queryCq``); GET_ALL_PRODUCER_INFO (``producer``); and
 clean-ups CLEAN_UNUSED_TOPIC, DELETE_EXPIRED_COMMITLOG and CLEAN_EXPIRED_CONSUMEQUEUE."""
 from __future__ import annotations
 
-import asyncio
 import json
 import os
-import time
 from pathlib import Path
 
 import pytest
@@ -20,29 +18,13 @@ from fastmq.protocol.command import create_request
 from fastmq.protocol.message import decode_offset_msg_id
 from fastmq.protocol.message_queue import MessageQueue
 from fastmq.remoting import RemotingClient
-from tests.support import broker_process, namesrv_process
+from tests.support import broker_process, namesrv_process, running_cluster, wait_until
 
 
 @pytest.fixture
 def cluster(tmp_path: Path):
-    ns = namesrv_process(tmp_path).start()
-    try:
-        broker = broker_process(tmp_path, ns.addr, brokerName="stats-b", mappedFileSizeCommitLog=16777216).start()
-        try:
-            yield ns.addr, broker.addr
-        finally:
-            assert broker.stop() == 0, broker.output()[-3000:]
-    finally:
-        ns.stop()
-
-
-async def _until(pred, seconds: float) -> bool:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if pred():
-            return True
-        await asyncio.sleep(0.05)
-    return pred()
+    with running_cluster(tmp_path, brokerName="stats-b", mappedFileSizeCommitLog=16777216) as (ns, broker):
+        yield ns.addr, broker.addr
 
 
 async def test_consume_stats_views(cluster) -> None:
@@ -59,7 +41,7 @@ async def test_consume_stats_views(cluster) -> None:
         sent = [await p.send(Message("StatsTopic", f"s{i}".encode(), properties={"TAGS": "tA"})) for i in range(8)]
         await c.start()
         try:
-            assert await _until(lambda: len(got) == 8, 20), got
+            assert await wait_until(lambda: len(got) == 8, 20), got
             await c.offset_store.persist_all()
 
             # consumerProgress: every read queue, the group caught up, the time of its last message

@@ -9,31 +9,18 @@ import pytest
 
 from fastmq.aio import Message, Producer
 from fastmq.client.push_consumer import ConsumeStatus, PullConsumer, PushConsumer
-from tests.support import broker_process, namesrv_process
+from tests.support import running_cluster, wait_until
 
 
 @pytest.fixture
 def cluster(tmp_path: Path):
-    ns = namesrv_process(tmp_path).start()
-    try:
-        # retries come back through the delay levels: keep them short here
-        broker = broker_process(tmp_path, ns.addr, mappedFileSizeCommitLog=16777216,
-                                messageDelayLevel=" ".join(["200ms"] * 18)).start()
-        try:
-            yield ns.addr
-        finally:
-            assert broker.stop() == 0, broker.output()[-3000:]
-    finally:
-        ns.stop()
+    # retries come back through the delay levels: keep them short here
+    with running_cluster(tmp_path, mappedFileSizeCommitLog=16777216,
+                         messageDelayLevel=" ".join(["200ms"] * 18)) as (ns, _):
+        yield ns.addr
 
 
-async def _until(pred, seconds: float) -> bool:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if pred():
-            return True
-        await asyncio.sleep(0.05)
-    return pred()
+_until = wait_until
 
 
 async def test_produce_and_push_consume_with_one_retry(cluster) -> None:

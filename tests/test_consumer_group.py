@@ -13,18 +13,13 @@ from fastmq.client.push_consumer import ConsumeStatus, PushConsumer
 from fastmq.protocol.codes import RequestCode
 from fastmq.protocol.command import create_request
 from fastmq.remoting import RemotingClient
-from tests.support import broker_process, namesrv_process
+from tests.support import broker_process, namesrv_process, wait_until
 
 pytestmark = pytest.mark.slow
 
 
-async def _until(pred, seconds: float) -> bool:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if pred():
-            return True
-        await asyncio.sleep(0.1)
-    return pred()
+def _until(pred, seconds: float):
+    return wait_until(pred, seconds, every=0.1)
 
 
 async def test_three_consumers_split_eight_queues_and_hand_over(tmp_path: Path) -> None:

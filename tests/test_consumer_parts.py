@@ -163,14 +163,20 @@ async def test_async_listener_that_waits_is_finished_by_a_task(push_consumer) ->
     assert c._slots._value == 3
 
 
-async def test_async_listener_failures_are_sent_back(push_consumer) -> None:
-    c = push_consumer
-    sent_back = []
+def _record_send_backs(c: PushConsumer) -> list[int]:
+    """Stand in for the broker's CONSUMER_SEND_MSG_BACK: the offsets sent back, all taken."""
+    sent_back: list[int] = []
 
     async def send_back(m):
         sent_back.append(m.queue_offset)
         return True
-    c._send_back = send_back
+    c._send_back = send_back  # type: ignore[method-assign]
+    return sent_back
+
+
+async def test_async_listener_failures_are_sent_back(push_consumer) -> None:
+    c = push_consumer
+    sent_back = _record_send_backs(c)
 
     async def listener(msgs):
         if msgs[0].queue_offset == 0:
@@ -201,12 +207,7 @@ async def test_plain_listener_hand_offs_follow_its_speed(push_consumer) -> None:
     that answers within microseconds gets a whole pull answer in one hand-off. Either way every
     failure is sent back and every offset committed."""
     c = push_consumer
-    sent_back = []
-
-    async def send_back(m):
-        sent_back.append(m.queue_offset)
-        return True
-    c._send_back = send_back
+    sent_back = _record_send_backs(c)
     busy: list[int] = []
     most = [0]
     lock = threading.Lock()

@@ -25,7 +25,7 @@ from fastmq.protocol.heartbeat import build_subscription
 from fastmq.protocol.message_queue import MessageQueue
 from fastmq.remoting import RemotingClient
 from fastmq.stats_item import StatsItemSet
-from tests.support import broker_process, namesrv_process
+from tests.support import running_cluster, wait_until
 
 HERE = Path(__file__).parent
 MQ0, MQ1 = MessageQueue("T", "b", 0), MessageQueue("T", "b", 1)
@@ -150,24 +150,11 @@ def test_consumer_stats_fold_queue_counters() -> None:
 
 @pytest.fixture
 def cluster(tmp_path: Path):
-    ns = namesrv_process(tmp_path).start()
-    try:
-        broker = broker_process(tmp_path, ns.addr, mappedFileSizeCommitLog=16777216).start()
-        try:
-            yield ns.addr, broker.addr, tmp_path
-        finally:
-            assert broker.stop() == 0, broker.output()[-3000:]
-    finally:
-        ns.stop()
+    with running_cluster(tmp_path, mappedFileSizeCommitLog=16777216) as (ns, broker):
+        yield ns.addr, broker.addr, tmp_path
 
 
-async def _until(pred, seconds: float) -> bool:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if pred():
-            return True
-        await asyncio.sleep(0.05)
-    return pred()
+_until = wait_until
 
 
 def _ask(code: int, **fields: object):

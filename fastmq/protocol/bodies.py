@@ -134,13 +134,19 @@ def _mq_value(s: str, i: int, depth: int) -> tuple[Any, int]:
         while True:
             v, i = _mq_value(s, i, depth + 1)
             out.append(v)
-            i = _skip_ws(s, i)
-            c, i = s[i:i + 1], i + 1
-            if c == "]":
+            ended, i = _after_item(s, i, "]")
+            if ended:
                 return out, i
-            if c != ",":
-                raise ValueError(f"expected ',' or ']' at {i - 1}")
     return _SCALARS.raw_decode(s, i)
+
+
+def _after_item(s: str, i: int, close: str) -> tuple[bool, int]:
+    """Past the separator after an array or object item: (whether ``close`` ended it, where next)."""
+    i = _skip_ws(s, i)
+    c = s[i:i + 1]
+    if c != close and c != ",":
+        raise ValueError(f"expected ',' or '{close}' at {i}")
+    return c == close, i + 1
 
 
 def _mq_object(s: str, i: int, depth: int) -> tuple[dict[Any, Any], int]:
@@ -170,12 +176,9 @@ def _mq_object(s: str, i: int, depth: int) -> tuple[dict[Any, Any], int]:
         if s[i:i + 1] != ":":
             raise ValueError(f"expected ':' at {i}")
         out[key], i = _mq_value(s, i + 1, depth)
-        i = _skip_ws(s, i)
-        c, i = s[i:i + 1], i + 1
-        if c == "}":
+        ended, i = _after_item(s, i, "}")
+        if ended:
             return out, i
-        if c != ",":
-            raise ValueError(f"expected ',' or '}}' at {i - 1}")
 
 
 def mq_map_json(entries: Iterable[tuple[MessageQueue, Any]]) -> str:
