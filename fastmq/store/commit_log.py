@@ -82,6 +82,7 @@ class CommitLog:
         # (topic, queue id) -> next queue offset; rebuilt from the consume queues at recovery.
         self.topic_queue_table: dict[tuple[str, int], int] = {}
         self._lock = threading.Lock()
+        self._one_key_offset = np.zeros(1, np.int64)  # put_batch's next queue offset for a one-queue batch
         self.last_store_timestamp = 0
         self.flushed_store_timestamp = 0
         self.flush_service: FlushService | GroupCommitService | None = None
@@ -188,7 +189,11 @@ class CommitLog:
         """
         table = self.topic_queue_table
         with self._lock:
-            next_offsets = np.array([table.get(k, 0) for k in batch.keys], np.int64)
+            if len(batch.keys) == 1:  # (one send in flight: no new array per call)
+                next_offsets = self._one_key_offset
+                next_offsets[0] = table.get(batch.keys[0], 0)
+            else:
+                next_offsets = np.array([table.get(k, 0) for k in batch.keys], np.int64)
             mf = self.mfq.get_last_mapped_file()
             i = 0
             try:
