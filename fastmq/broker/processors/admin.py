@@ -53,6 +53,11 @@ def mq_keyed_json(entries: Sequence[tuple[tuple[str, str, int], Any]], **top: An
     return ("{" + head + '"offsetTable":' + table + "}").encode("utf-8")
 
 
+def _lang_name(code: int) -> str:
+    """LanguageCode's name, as connection listings print it."""
+    return _LANG_NAMES[code] if 0 <= code < len(_LANG_NAMES) else "OTHER"
+
+
 class AdminBrokerProcessor(CodeDispatchProcessor):
     def __init__(self, broker: "BrokerController") -> None:
         super().__init__(broker)
@@ -252,7 +257,7 @@ class AdminBrokerProcessor(CodeDispatchProcessor):
             else:
                 body["subscriptionData"] = sub.to_obj()
                 body["filterData"] = "null"  # (4.9.8 prints a TAG subscription's absent filter data so)
-        entries = cq.get_entries(h.index, max(h.count, 0)) if h.count > 0 else None
+        entries = cq.get_entries(h.index, h.count) if h.count > 0 else None
         if entries is None or not len(entries):
             # 4.9.8 answers SUCCESS with this remark and no body
             return response_for(request, ResponseCode.SUCCESS,
@@ -264,7 +269,7 @@ class AdminBrokerProcessor(CodeDispatchProcessor):
     @staticmethod
     def _connections(channels: Any) -> list[dict[str, Any]]:
         return [{"clientAddr": c.conn.remote_addr, "clientId": c.client_id,
-                 "language": _LANG_NAMES[c.language] if c.language < len(_LANG_NAMES) else "OTHER",
+                 "language": _lang_name(c.language),
                  "version": c.version} for c in channels]
 
     def get_consumer_connection_list(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
@@ -282,7 +287,7 @@ class AdminBrokerProcessor(CodeDispatchProcessor):
     def get_all_producer_info(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         """GET_ALL_PRODUCER_INFO (``mqadmin producer``): every producer group's connected clients."""
         data = {group: [{"clientId": c.client_id,
-                         "language": _LANG_NAMES[c.language] if c.language < len(_LANG_NAMES) else "OTHER",
+                         "language": _lang_name(c.language),
                          "lastUpdateTimestamp": c.last_update_ms, "remoteIP": f"/{c.conn.remote_addr}",
                          "version": c.version} for c in list(chans.values())]
                 for group, chans in list(self.broker.producer_manager.groups.items())}
