@@ -161,7 +161,7 @@ class PushConsumer:
 
 
 class PullConsumer:
-    """Blocking-API lite pull consumer: ``subscribe``, ``start``, then ``poll(timeout_s)``."""
+    """Blocking-API lite pull consumer: ``subscribe`` (or ``assign``), ``start``, then ``poll(timeout_s)``."""
 
     def __init__(self, group: str, **kwargs: Any) -> None:
         self._core = _blocking.call(self._make(group, kwargs), 10)
@@ -184,6 +184,14 @@ class PullConsumer:
 
     def seek(self, mq: MessageQueue, offset: int) -> None:
         _blocking.call(self._core.seek(mq, offset), 10)
+
+    def fetch_message_queues(self, topic: str) -> list[MessageQueue]:
+        """The topic's readable queues, for :meth:`assign`."""
+        return _blocking.call(self._core.fetch_message_queues(topic), 10)
+
+    def assign(self, mqs: Sequence[MessageQueue]) -> None:
+        """Consume exactly these queues, with no rebalance (instead of :meth:`subscribe`)."""
+        _blocking.call(self._core.assign(mqs), 30)
 
     def shutdown(self) -> None:
         _blocking.call(self._core.shutdown(), 60)

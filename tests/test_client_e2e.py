@@ -84,6 +84,59 @@ async def test_pull_consumer_and_offsets_survive_a_new_consumer(cluster) -> None
     assert first | set(rest) == {f"p{i}".encode() for i in range(20)}
 
 
+async def test_pull_consumer_assign_takes_exactly_the_given_queues(cluster) -> None:
+    """Lite pull ``assign``: no rebalance, only the queues given (two members of one group may
+    hold the same queue), a new assignment replaces the old, offsets commit for the group, and
+    subscribe and assign do not mix."""
+    from fastmq.errors import ClientStateError, NoRouteError
+
+    async with Producer("PG_ASSIGN", namesrv_addr=cluster) as p:
+        sent = {}
+        for i in range(16):
+            r = await p.send(Message("AssignTopic", f"a{i}".encode()))
+            sent[f"a{i}".encode()] = r.message_queue.queue_id
+    c = PullConsumer("GID_ASSIGN", namesrv_addr=cluster, consume_from_where="CONSUME_FROM_FIRST_OFFSET")
+    mqs = await c.fetch_message_queues("AssignTopic")
+    assert [mq.queue_id for mq in mqs] == [0, 1, 2, 3]
+    with pytest.raises(NoRouteError, match="Can not find Message Queue for this topic"):
+        await c.fetch_message_queues("NoSuchAssignTopic")
+    await c.assign(mqs[:2])
+    with pytest.raises(ClientStateError, match="mutually exclusive"):
+        c.subscribe("AssignTopic")
+    await c.start()
+    got: list[bytes] = []
+    try:
+        want = {b for b, q in sent.items() if q in (0, 1)}
+        deadline = time.monotonic() + 20
+        while set(got) != want and time.monotonic() < deadline:
+            got += [m.body for m in await c.poll(0.5)]
+        assert set(got) == want and len(got) == len(want)
+        assert set(c.process_queues) == set(mqs[:2])
+        await c.assign(mqs[2:])                        # replaces the assignment while running
+        rest: list[bytes] = []
+        want = {b for b, q in sent.items() if q in (2, 3)}
+        deadline = time.monotonic() + 20
+        while set(rest) != want and time.monotonic() < deadline:
+            rest += [m.body for m in await c.poll(0.5)]
+        assert set(rest) == want and set(c.process_queues) == set(mqs[2:])
+        c.commit()
+        await c.offset_store.persist_all()
+    finally:
+        await c.shutdown()
+    subscriber = PullConsumer("GID_ASSIGN_SUB", namesrv_addr=cluster)
+    subscriber.subscribe("AssignTopic")
+    with pytest.raises(ClientStateError, match="mutually exclusive"):
+        await subscriber.assign(mqs)
+    # the committed offsets belong to the group: an assignment of the same queues starts after them
+    again = PullConsumer("GID_ASSIGN", namesrv_addr=cluster, consume_from_where="CONSUME_FROM_FIRST_OFFSET")
+    await again.assign(mqs[2:])
+    await again.start()
+    try:
+        assert await again.poll(1.0) == []
+    finally:
+        await again.shutdown()
+
+
 def test_blocking_facade_end_to_end(cluster) -> None:
     """fastmq.Producer / fastmq.PushConsumer / fastmq.PullConsumer from plain (non-async) code."""
     import threading

@@ -32,9 +32,9 @@ import time
 import zlib
 from dataclasses import dataclass, field
 from itertools import repeat
-from typing import Any, Awaitable, Callable, Sequence
+from typing import Any, Awaitable, Callable, Iterable, Sequence
 
-from ..errors import ClientStateError, FastMQError, MessageValidationError, RemotingConnectError
+from ..errors import ClientStateError, FastMQError, MessageValidationError, NoRouteError, RemotingConnectError
 from ..protocol.bodies import MASTER_ID
 from ..protocol.codes import LanguageCode, RequestCode, ResponseCode
 from ..protocol.command import VERSION, RemotingCommand, create_request, ext_int, next_opaque
@@ -252,11 +252,15 @@ class _ConsumerBase:
         #: queue -> the broker id its last pull answer suggested (suggestWhichBrokerId)
         self.pull_from_which: dict[MessageQueue, int] = {}
         self._start_timestamp = 0  # epoch ms of start(), for GET_CONSUMER_RUNNING_INFO
+        #: the queues given to assign() (lite pull consumer), or None: subscribe and rebalance
+        self._assigned: set[MessageQueue] | None = None
 
     # ----------------------------------------------------------- set-up
 
     def subscribe(self, topic: str, expression: str = "*") -> None:
         """Subscribe ``topic`` with a TAG expression ("*" or "tagA || tagB")."""
+        if self._assigned is not None:
+            raise ClientStateError("Subscribe and assign are mutually exclusive.")
         problem = validate_topic(topic)
         if problem:
             raise MessageValidationError(problem)
@@ -272,9 +276,9 @@ class _ConsumerBase:
     async def start(self) -> None:
         if self._running:
             return
-        if not self.subscriptions:
+        if not self.subscriptions and self._assigned is None:
             raise ClientStateError("subscribe a topic before starting the consumer")
-        if self.message_model == "CLUSTERING":
+        if self.message_model == "CLUSTERING" and self._assigned is None:
             rt = retry_topic(self.group)
             self.subscriptions.setdefault(rt, build_subscription(rt, "*"))
         self.instance.consumers[self.group] = self
@@ -404,8 +408,30 @@ class _ConsumerBase:
             await self._rebalance()
 
     async def _rebalance(self) -> None:
-        wanted: set[MessageQueue] = set()
         self._missing_routes = False
+        wanted = await (self._allocated() if self._assigned is None else self._assigned_with_routes())
+        for mq in [mq for mq in self.process_queues if mq not in wanted]:
+            pq = self.process_queues.pop(mq)
+            await self._drop(pq)
+            log.info("rebalance: %s no longer consumes %s", self.group, mq)
+        new = sorted(wanted - set(self.process_queues))
+        if self._orderly and self.message_model == "CLUSTERING":
+            new = sorted(await self._lock(new))
+        for mq in new:
+            try:
+                offset = await self._initial_offset(mq)
+            except FastMQError as exc:
+                log.warning("cannot compute where to pull %s from: %s", mq, exc)
+                continue
+            pq = ProcessQueue(mq, next_offset=offset, locked=self._orderly)
+            self.process_queues[mq] = pq
+            pq.task = asyncio.ensure_future(self._pull_loop(pq))
+            log.info("rebalance: %s consumes %s from offset %d", self.group, mq, offset)
+
+    async def _allocated(self) -> set[MessageQueue]:
+        """This member's share of every subscribed topic's readable queues (all of them when
+        broadcasting), by the allocation strategy over the group's sorted client ids."""
+        wanted: set[MessageQueue] = set()
         for topic in list(self.subscriptions):
             route = self.instance.routes.get(topic)
             if route is None:
@@ -427,23 +453,20 @@ class _ConsumerBase:
             if self.instance.client_id not in cids:
                 continue
             wanted.update(self.allocate.allocate(self.group, self.instance.client_id, mqs, cids))
-        for mq in [mq for mq in self.process_queues if mq not in wanted]:
-            pq = self.process_queues.pop(mq)
-            await self._drop(pq)
-            log.info("rebalance: %s no longer consumes %s", self.group, mq)
-        new = sorted(wanted - set(self.process_queues))
-        if self._orderly and self.message_model == "CLUSTERING":
-            new = sorted(await self._lock(new))
-        for mq in new:
+        return wanted
+
+    async def _assigned_with_routes(self) -> set[MessageQueue]:
+        """The queues given to assign(), their topics' routes fetched (the pulls need brokers)."""
+        assigned = set(self._assigned or ())
+        for topic in {mq.topic for mq in assigned} - set(self.instance.routes):
             try:
-                offset = await self._initial_offset(mq)
+                route = await self.instance.update_route(topic)
             except FastMQError as exc:
-                log.warning("cannot compute where to pull %s from: %s", mq, exc)
-                continue
-            pq = ProcessQueue(mq, next_offset=offset, locked=self._orderly)
-            self.process_queues[mq] = pq
-            pq.task = asyncio.ensure_future(self._pull_loop(pq))
-            log.info("rebalance: %s consumes %s from offset %d", self.group, mq, offset)
+                log.warning("route of %s not available yet: %s", topic, exc)
+                route = None
+            if route is None:
+                self._missing_routes = True  # the rebalance loop asks again soon
+        return assigned
 
     _orderly = False
 
@@ -996,6 +1019,46 @@ class PullConsumer(_ConsumerBase):
         polled, self._polled = self._polled, []
         for pq, msgs in polled:
             self._commit(pq, msgs)
+
+    async def fetch_message_queues(self, topic: str) -> list[MessageQueue]:
+        """The topic's readable queues, from its route (DefaultLitePullConsumer.fetchMessageQueues),
+        for :meth:`assign`.
+
+        Raises:
+            NoRouteError: no NameServer knows the topic.
+        """
+        route = await self.instance.update_route(topic)
+        mqs = [] if route is None else sorted(MessageQueue(topic, qd.broker_name, i) for qd in route.queue_datas
+                                              if is_readable(qd.perm) for i in range(qd.read_queue_nums))
+        if not mqs:
+            raise NoRouteError(f"Can not find Message Queue for this topic, {topic}")
+        return mqs
+
+    async def assign(self, mqs: Iterable[MessageQueue]) -> None:
+        """Consume exactly ``mqs``, with no rebalance (DefaultLitePullConsumer.assign); a later call
+        replaces the set. Each queue starts where the group's committed offset is (else as
+        ``consume_from_where`` says), and offsets are committed for the group as with subscribe.
+
+        Raises:
+            ClientStateError: the consumer subscribed (the two are mutually exclusive).
+            MessageValidationError: a queue's topic name is not valid.
+        """
+        if self._assigned is None and self.subscriptions:
+            raise ClientStateError("Subscribe and assign are mutually exclusive.")
+        mqs = set(mqs)
+        for topic in {mq.topic for mq in mqs}:
+            problem = validate_topic(topic)
+            if problem:
+                raise MessageValidationError(problem)
+        self._assigned = mqs
+        topics = {mq.topic for mq in mqs}
+        for topic in list(self.subscriptions):
+            if topic not in topics:
+                del self.subscriptions[topic]
+        for topic in topics:
+            self.subscriptions.setdefault(topic, build_subscription(topic, "*", int(time.time() * 1000)))
+        if self._running:
+            await self.rebalance()
 
     async def seek(self, mq: MessageQueue, offset: int) -> None:
         """Continue ``mq`` from ``offset``."""
