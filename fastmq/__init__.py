@@ -27,7 +27,7 @@ from .protocol.message_queue import MessageQueue
 
 __version__ = "0.1.0"
 
-__all__ = ["Producer", "PushConsumer", "PullConsumer", "ConsumeStatus", "Message", "MessageExt", "MessageQueue", "SendResult", "SendStatus", "hash_selector",
+__all__ = ["Producer", "PushConsumer", "PullConsumer", "ConsumeStatus", "Message", "MessageExt", "MessageQueue", "SendResult", "SendStatus", "hash_selector", "split_batch",
            "FastMQError", "ClientError", "BrokerError", "NoRouteError", "NoNameServerError", "SendFailedError",
            "MessageValidationError"]
 
@@ -35,6 +35,7 @@ SendResult = _producer.SendResult
 ConsumeStatus = _consumer.ConsumeStatus
 SendStatus = _producer.SendStatus
 hash_selector = _producer.hash_selector
+split_batch = _producer.split_batch
 _GRACE = 5.0  # on top of a call's own timeout: the core enforces the timeout, this only bounds a hang
 
 

@@ -28,10 +28,10 @@ Faster still is the Java client's SendCallback style: a callback per send and no
 """
 from __future__ import annotations
 
-from .client.producer import MessageQueueSelector, Producer, SendResult, SendStatus, hash_selector
+from .client.producer import MessageQueueSelector, Producer, SendResult, SendStatus, hash_selector, split_batch
 from .client.push_consumer import ConsumeStatus, PullConsumer, PushConsumer
 from .protocol.message import Message, MessageExt
 from .protocol.message_queue import MessageQueue
 
 __all__ = ["Producer", "PushConsumer", "PullConsumer", "ConsumeStatus", "SendResult", "SendStatus", "Message", "MessageExt", "MessageQueue", "MessageQueueSelector",
-           "hash_selector"]
+           "hash_selector", "split_batch"]

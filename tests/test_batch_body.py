@@ -50,3 +50,24 @@ def test_what_cannot_be_encoded(batch, msg, text: str) -> None:
         batch.encode_batch_body([Message("T", b"ok"), msg])
     with pytest.raises(MessageFormatError):
         encode_batch_body([msg])
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 3000), st.booleans()), max_size=40), st.integers(200, 20_000))
+def test_split_batch_keeps_each_body_within_the_limit(sizes, limit: int) -> None:
+    """split_batch counts a message's exact encoded size (a UNIQ_KEY included, added or not), so
+    every chunk but a lone oversized message encodes within ``limit``, in the original order."""
+    from fastmq.client.message_id import create_uniq_id
+    from fastmq.client.producer import split_batch
+
+    msgs = [Message("T", b"x" * n, properties={"UNIQ_KEY": create_uniq_id()} if keyed else {"KEYS": "k"})
+            for n, keyed in sizes]
+    chunks = list(split_batch(msgs, limit))
+    assert [m for c in chunks for m in c] == msgs
+    for c in chunks:
+        filled = [Message(m.topic, m.body, m.flag, {"UNIQ_KEY": "0" * 32, **m.properties}) for m in c]
+        size = len(encode_batch_body(filled))
+        assert size <= limit or len(c) == 1
+    for a, b in zip(chunks, chunks[1:]):  # a chunk ends only where the next message would not fit
+        filled = [Message(m.topic, m.body, m.flag, {"UNIQ_KEY": "0" * 32, **m.properties}) for m in a + b[:1]]
+        assert len(encode_batch_body(filled)) > limit

@@ -84,6 +84,25 @@ async def test_pull_consumer_and_offsets_survive_a_new_consumer(cluster) -> None
     assert first | set(rest) == {f"p{i}".encode() for i in range(20)}
 
 
+async def test_a_batch_over_4_mib_goes_in_split_parts(cluster) -> None:
+    """12 MB of messages: one batch is refused (over maxMessageSize), split_batch's parts are
+    each taken, and every message is stored once."""
+    import os
+
+    from fastmq.aio import split_batch
+    from fastmq.errors import MessageValidationError
+
+    msgs = [Message("SplitTopic", os.urandom(300 * 1024), properties={"KEYS": f"k{i}"}) for i in range(40)]
+    async with Producer("PG_SPLIT", namesrv_addr=cluster) as p:
+        with pytest.raises(MessageValidationError, match="body size over max value"):
+            await p.send_batch(msgs)
+        parts = list(split_batch(msgs))
+        assert [len(part) for part in parts] == [13, 13, 13, 1]  # 13 x 300 KiB fit in 4 MiB
+        results = [await p.send_batch(part) for part in parts]
+    assert all(r.status == "SEND_OK" for r in results)
+    assert sum(len(r.msg_id.split(",")) for r in results) == 40
+
+
 async def test_pull_consumer_assign_takes_exactly_the_given_queues(cluster) -> None:
     """Lite pull ``assign``: no rebalance, only the queues given (two members of one group may
     hold the same queue), a new assignment replaces the old, offsets commit for the group, and
