@@ -121,7 +121,8 @@ async def test_local_offset_store_round_trip(tmp_path) -> None:
 
 @pytest.fixture
 async def push_consumer():
-    c = PushConsumer("G", namesrv_addr="127.0.0.1:1", consume_message_batch_max_size=2, consume_thread_max=3)
+    c = PushConsumer("G", namesrv_addr="127.0.0.1:1", consume_message_batch_max_size=2, consume_thread_min=3,
+                     consume_thread_max=3)
     try:
         yield c
     finally:
@@ -246,7 +247,7 @@ async def test_plain_listener_hand_offs_follow_its_speed(push_consumer) -> None:
 async def test_orderly_plain_listener_takes_many_batches_per_hand_off_and_stops_at_a_failure() -> None:
     """A consume thread gets up to 32 batches of the queue at once and consumes them in order
     until one fails; the failed batch comes again after the suspension, then the rest."""
-    c = PushConsumer("G", namesrv_addr="127.0.0.1:1", orderly=True, consume_thread_max=3)
+    c = PushConsumer("G", namesrv_addr="127.0.0.1:1", orderly=True, consume_thread_min=3, consume_thread_max=3)
     calls: list[int] = []
     threads: set[int] = set()
     refused: set[int] = set()
@@ -357,3 +358,21 @@ def test_reset_offset_table_in_both_forms() -> None:
     for bad in (b"junk", b'{"other":1}', b'{"offsetTable":{{"queueId":0}:1}}', b"\xff"):
         with pytest.raises(ValueError):
             reset_offset_table(bad)
+
+
+def test_consumer_settings_are_checked_as_rocketmq_checks_them() -> None:
+    from fastmq.errors import ConfigError
+
+    for kwargs, text in [({"consume_thread_min": 0}, "consumeThreadMin Out of range [1, 1000]"),
+                         ({"consume_thread_max": 1001}, "consumeThreadMax Out of range [1, 1000]"),
+                         ({"consume_thread_min": 8, "consume_thread_max": 4},
+                          "consumeThreadMin (8) is larger than consumeThreadMax (4)"),
+                         ({"consume_message_batch_max_size": 1025}, "consumeMessageBatchMaxSize Out of range"),
+                         ({"pull_batch_size": 0}, "pullBatchSize Out of range [1, 1024]"),
+                         ({"pull_threshold_for_queue": 70000}, "pullThresholdForQueue Out of range [1, 65535]"),
+                         ({"pull_threshold_size_for_queue": 2048 << 20}, "pullThresholdSizeForQueue Out of range")]:
+        with pytest.raises(ConfigError, match=text.replace("[", r"\[").replace("(", r"\(").replace(")", r"\)")):
+            PushConsumer("G", namesrv_addr="127.0.0.1:1", **kwargs)
+    c = PushConsumer("G", namesrv_addr="127.0.0.1:1", consume_thread_min=2, consume_thread_max=8)
+    assert (c._workers.max_threads, c._slots._value) == (2, 8)
+    c._workers.shutdown()

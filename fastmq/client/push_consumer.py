@@ -13,7 +13,7 @@ Both share the machinery RocketMQ's DefaultMQPushConsumerImpl has:
   re-delivers, never skips.
 
 The push consumer hands messages to a listener (a plain function runs on a thread pool of
-``consume_thread_max``; an ``async def`` runs on the loop); RECONSUME_LATER (or an exception)
+``consume_thread_min``; an ``async def`` runs on the loop); RECONSUME_LATER (or an exception)
 sends the messages back to the broker, which re-delivers them through ``%RETRY%group`` after the
 next delay level and to ``%DLQ%group`` after ``max_reconsume_times``.
 """
@@ -34,7 +34,8 @@ from dataclasses import dataclass, field
 from itertools import repeat
 from typing import Any, Awaitable, Callable, Iterable, Sequence
 
-from ..errors import ClientStateError, FastMQError, MessageValidationError, NoRouteError, RemotingConnectError
+from ..errors import (FAQ_SUFFIX, ClientStateError, ConfigError, FastMQError, MessageValidationError, NoRouteError,
+                      RemotingConnectError)
 from ..protocol.bodies import MASTER_ID
 from ..protocol.codes import LanguageCode, RequestCode, ResponseCode
 from ..protocol.command import VERSION, RemotingCommand, create_request, ext_int, next_opaque
@@ -96,6 +97,12 @@ class _Pull:
 
 def _now_ms() -> int:
     return int(time.time() * 1000)
+
+
+def _check_range(name: str, value: int, low: int, high: int) -> None:
+    """DefaultMQPushConsumerImpl.checkConfig's range checks, with its texts."""
+    if not low <= value <= high:
+        raise ConfigError(f"{name} Out of range [{low}, {high}]{FAQ_SUFFIX}")
 
 
 @dataclass
@@ -234,6 +241,9 @@ class _ConsumerBase:
         self.consume_from_where = consume_from_where
         self.consume_timestamp_ms = consume_timestamp_ms
         self.allocate = allocate or AllocateMessageQueueAveragely()
+        _check_range("pullBatchSize", pull_batch_size, 1, 1024)
+        _check_range("pullThresholdForQueue", pull_threshold_for_queue, 1, 65535)
+        _check_range("pullThresholdSizeForQueue", pull_threshold_size_for_queue // (1024 * 1024), 1, 1024)
         self.pull_batch_size = pull_batch_size
         self.pull_threshold_for_queue = pull_threshold_for_queue
         self.pull_threshold_size_for_queue = pull_threshold_size_for_queue
@@ -664,16 +674,31 @@ class _ConsumerBase:
 class PushConsumer(_ConsumerBase):
     """Messages are pushed to a listener: ``listener(msgs) -> ConsumeStatus`` (plain or async)."""
 
-    def __init__(self, group: str, *, consume_thread_max: int = 20, consume_message_batch_max_size: int = 1,
-                 max_reconsume_times: int = 16, orderly: bool = False, **kwargs: Any) -> None:
+    def __init__(self, group: str, *, consume_thread_min: int = 20, consume_thread_max: int = 20,
+                 consume_message_batch_max_size: int = 1, max_reconsume_times: int = 16, orderly: bool = False,
+                 **kwargs: Any) -> None:
+        """``consume_thread_min`` threads run plain listeners: RocketMQ's consume pool has an
+        unbounded queue, so it never grows past consumeThreadMin; ``consume_thread_max`` bounds
+        the batches of an ``async def`` listener in progress at once.
+
+        Raises:
+            ConfigError: a setting out of the range DefaultMQPushConsumerImpl.checkConfig allows.
+        """
+        _check_range("consumeThreadMin", consume_thread_min, 1, 1000)
+        _check_range("consumeThreadMax", consume_thread_max, 1, 1000)
+        if consume_thread_min > consume_thread_max:
+            raise ConfigError(f"consumeThreadMin ({consume_thread_min}) is larger than consumeThreadMax "
+                              f"({consume_thread_max})")
+        _check_range("consumeMessageBatchMaxSize", consume_message_batch_max_size, 1, 1024)
         super().__init__(group, **kwargs)
         self._orderly = orderly
+        self.consume_thread_min = consume_thread_min
         self.consume_thread_max = consume_thread_max
         self.consume_message_batch_max_size = consume_message_batch_max_size
         self.max_reconsume_times = max_reconsume_times
         self._listener: Callable[[list[MessageExt]], Any] | None = None
         self._listener_is_async = False
-        self._workers = ConsumePool(consume_thread_max, f"Consume_{group}")  # plain listeners run here
+        self._workers = ConsumePool(consume_thread_min, f"Consume_{group}")  # plain listeners run here
         self._listen_us = float(QUICK_HANDOFF_US)  # a plain listener's mean µs per call; slow until seen
         self._slots = asyncio.Semaphore(consume_thread_max)  # async listeners' batches at once
 
@@ -700,13 +725,13 @@ class PushConsumer(_ConsumerBase):
     def _running_properties(self) -> dict[str, str]:
         props = super()._running_properties()
         listener = self._listener
-        props.update({"consumeThreadMin": str(self.consume_thread_max), "consumeThreadMax": str(self.consume_thread_max),
+        props.update({"consumeThreadMin": str(self.consume_thread_min), "consumeThreadMax": str(self.consume_thread_max),
                       "consumeMessageBatchMaxSize": str(self.consume_message_batch_max_size),
                       "maxReconsumeTimes": str(self.max_reconsume_times),
                       "suspendCurrentQueueTimeMillis": "1000",
                       "messageListener": getattr(listener, "__qualname__", type(listener).__name__),
                       PROP_CONSUME_ORDERLY: "true" if self._orderly else "false",
-                      PROP_THREADPOOL_CORE_SIZE: str(self.consume_thread_max)})
+                      PROP_THREADPOOL_CORE_SIZE: str(self.consume_thread_min)})
         return props
 
     async def consume_message_directly(self, msg: MessageExt, broker_name: str | None) -> ConsumeMessageDirectlyResult:
