@@ -13,7 +13,7 @@ import functools
 import threading
 from typing import Any, Callable, Coroutine, Generic, TypeVar
 
-from .remoting.loop import new_event_loop
+from .remoting.loop import new_event_loop, relay_outcome
 
 __all__ = ["call", "submit", "Outcome", "background_loop"]
 
@@ -61,7 +61,7 @@ def call(coro: Coroutine[Any, Any, T], timeout: float | None) -> T:
 
     def start() -> None:
         t = asyncio.ensure_future(coro)
-        t.add_done_callback(functools.partial(_task_outcome, outcome))
+        t.add_done_callback(functools.partial(relay_outcome, outcome))
         task.append(t)
     loop.call_soon_threadsafe(start)
     try:
@@ -69,13 +69,6 @@ def call(coro: Coroutine[Any, Any, T], timeout: float | None) -> T:
     except TimeoutError:
         loop.call_soon_threadsafe(lambda: task and task[0].cancel())
         raise
-
-
-def _task_outcome(outcome: "Outcome[T]", task: "asyncio.Future[T]") -> None:
-    if task.cancelled():
-        outcome(None, asyncio.CancelledError())
-    else:
-        outcome(*((None, task.exception()) if task.exception() is not None else (task.result(), None)))
 
 
 def submit(fn: Callable[..., Any], *args: Any) -> None:

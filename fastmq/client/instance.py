@@ -9,10 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import json
 import logging
 import os
-import re
 import sys
 import threading
 import time
@@ -21,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ..errors import FAQ_SUFFIX, FastMQError, NoNameServerError
-from ..protocol.bodies import MASTER_ID, TopicRouteData
+from ..protocol.bodies import MASTER_ID, TopicRouteData, loads_mq_keyed
 from ..protocol.codes import ClientErrorCode, RequestCode, ResponseCode
 from ..protocol.command import VERSION_NAME, RemotingCommand, create_request, response_for
 from ..protocol.consumer_running_info import PROP_CLIENT_VERSION, PROP_CONSUME_TYPE, PROP_NAMESERVER_ADDR
@@ -76,9 +74,6 @@ class _Member(Protocol):
     group: str
 
 
-_MQ_KEY = re.compile(r'(\{[^{}]*\})\s*:\s*(-?\d+)')
-
-
 def reset_offset_table(body: bytes) -> dict[MessageQueue, int]:
     """ResetOffsetBody: fastjson's ``{"offsetTable":{{mq}:offset,...}}``, or the list the broker
     sends when a C++ tool asked (``{"offsetTable":[{brokerName, offset, queueId, topic}]}``).
@@ -86,22 +81,16 @@ def reset_offset_table(body: bytes) -> dict[MessageQueue, int]:
     Raises:
         ValueError: neither form.
     """
-    text = body.decode("utf-8")
+    obj = loads_mq_keyed(body)  # (RemotingCommandError is a ValueError)
+    table = obj.get("offsetTable") if isinstance(obj, dict) else None
     try:
-        obj = json.loads(text)
-    except ValueError:
-        obj = None
-    if isinstance(obj, dict) and isinstance(obj.get("offsetTable"), list):
-        return {MessageQueue.from_obj(o): int(o["offset"]) for o in obj["offsetTable"]}
-    if isinstance(obj, dict) and obj.get("offsetTable") == {}:
-        return {}
-    pairs = _MQ_KEY.findall(text)
-    if not pairs and '"offsetTable"' not in text:
-        raise ValueError("no offsetTable")
-    try:
-        return {MessageQueue.from_obj(json.loads(k)): int(v) for k, v in pairs}
-    except (KeyError, TypeError) as exc:
-        raise ValueError(f"a queue without topic, brokerName or queueId: {exc}") from None
+        if isinstance(table, list):
+            return {MessageQueue.from_obj(o): int(o["offset"]) for o in table}
+        if isinstance(table, dict) and all(isinstance(k, MessageQueue) for k in table):
+            return {mq: int(v) for mq, v in table.items()}
+    except (KeyError, TypeError, AttributeError) as exc:
+        raise ValueError(f"a queue without topic, brokerName, queueId or offset: {exc}") from None
+    raise ValueError("no offsetTable of queues")
 
 
 def thread_stacks() -> str:

@@ -30,6 +30,7 @@ from ..protocol.message import (Message, MessageConst, MessageFormatError, Messa
 from ..protocol.message_queue import MessageQueue
 from ..protocol.topic import (AUTO_CREATE_TOPIC_KEY_TOPIC, is_not_allowed_send_topic, is_retry_topic,
                               validate_topic)
+from ..remoting.loop import relay_outcome
 from .instance import ClientConfig, ClientInstance
 from .message_id import UNIQ_IDS, create_uniq_id, create_uniq_ids
 from .publish_info import BrokerNumbers, TopicPublishInfo
@@ -504,10 +505,11 @@ class Producer:
                 # every permit is out: a task waits for one, as send / send_async would
                 if awaited:
                     asyncio.ensure_future(self.send(msg, timeout_ms)).add_done_callback(
-                        functools.partial(_relay, callback))
+                        functools.partial(relay_outcome, callback))
                 else:
+                    # (its task ends once the send has started; that send calls back itself)
                     asyncio.ensure_future(self.send_async(msg, callback, timeout_ms)).add_done_callback(
-                        functools.partial(_relay, callback, result=False))
+                        functools.partial(relay_outcome, callback, result=False))
                 return
             if not awaited:
                 self._start_async(msg, callback, timeout_ms, permits)
@@ -515,7 +517,7 @@ class Producer:
             done = callback if permits is None else functools.partial(_release_then, permits, callback)
             try:
                 if self._fast.start(msg, done, timeout_ms, True) is None:
-                    asyncio.ensure_future(self._send(msg, timeout_ms)).add_done_callback(functools.partial(_relay, done))
+                    asyncio.ensure_future(self._send(msg, timeout_ms)).add_done_callback(functools.partial(relay_outcome, done))
             except BaseException:
                 if permits is not None:
                     permits.release()
@@ -700,18 +702,6 @@ def _retrieved(fut: "asyncio.Future[SendResult]") -> None:
     "never retrieved" when the caller, in the Java client's SendCallback style, keeps no future."""
     if not fut.cancelled():
         fut.exception()
-
-
-def _relay(callback: Callable[[SendResult | None, BaseException | None], None], task: "asyncio.Future[Any]",
-           result: bool = True) -> None:
-    """A task's outcome to a send callback; with ``result`` False only its failure (the task of
-    ``send_async`` ends once its send has started, and that send calls back itself)."""
-    if task.cancelled():
-        callback(None, asyncio.CancelledError())
-    elif task.exception() is not None:
-        callback(None, task.exception())
-    elif result:
-        callback(task.result(), None)
 
 
 def _release_then(permits: "_Permits", callback: Callable[[SendResult | None, BaseException | None], None],

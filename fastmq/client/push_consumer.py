@@ -292,7 +292,7 @@ class _ConsumerBase:
             rt = retry_topic(self.group)
             self.subscriptions.setdefault(rt, build_subscription(rt, "*"))
         self.instance.consumers[self.group] = self
-        self._start_timestamp = int(time.time() * 1000)
+        self._start_timestamp = _now_ms()
         await self.instance.start()
         for topic in self.subscriptions:
             try:
@@ -1081,7 +1081,7 @@ class PullConsumer(_ConsumerBase):
             if topic not in topics:
                 del self.subscriptions[topic]
         for topic in topics:
-            self.subscriptions.setdefault(topic, build_subscription(topic, "*", int(time.time() * 1000)))
+            self.subscriptions.setdefault(topic, build_subscription(topic, "*", _now_ms()))
         if self._running:
             await self.rebalance()
 

@@ -13,7 +13,7 @@ from typing import Any, Callable, Coroutine, Generator, TypeVar
 
 from ..errors import FastMQError
 
-__all__ = ["new_event_loop", "run", "every", "USING_UVLOOP", "Resume", "run_eagerly"]
+__all__ = ["new_event_loop", "run", "every", "USING_UVLOOP", "Resume", "run_eagerly", "relay_outcome"]
 
 log = logging.getLogger("fastmq")
 
@@ -104,3 +104,15 @@ def run_eagerly(coro: Coroutine[Any, Any, T]) -> Any:
         return stop.value
     return Resume(coro, first)
 
+
+
+def relay_outcome(callback: Callable[[Any, BaseException | None], None], task: "asyncio.Future[Any]",
+                  result: bool = True) -> None:
+    """A finished task (or future) to ``callback(result, error)``: its result, its exception, or a
+    CancelledError; with ``result`` False only a failure is passed on. For add_done_callback."""
+    if task.cancelled():
+        callback(None, asyncio.CancelledError())
+    elif task.exception() is not None:
+        callback(None, task.exception())
+    elif result:
+        callback(task.result(), None)

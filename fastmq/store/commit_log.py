@@ -193,7 +193,7 @@ class CommitLog:
                 next_offsets = self._one_key_offset
                 next_offsets[0] = table.get(batch.keys[0], 0)
             else:
-                next_offsets = np.array([table.get(k, 0) for k in batch.keys], np.int64)
+                next_offsets = np.fromiter((table.get(k, 0) for k in batch.keys), np.int64, len(batch.keys))
             mf = self.mfq.get_last_mapped_file()
             i = 0
             try:

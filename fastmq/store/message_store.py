@@ -748,10 +748,16 @@ class MessageStore(MessageGetter):
             self._drop_queue(key)
             n += 1
         for t in topics:
-            if not t or "/" in t or t in (".", ".."):
-                continue
-            shutil.rmtree(os.path.join(self.config.consume_queue_dir, t), ignore_errors=True)
+            self._remove_queue_files(t)
         return n
+
+    def _remove_queue_files(self, topic: str, queue_id: int | None = None) -> None:
+        """Delete a topic's (or one of its queues') consume-queue directory; a name that could
+        leave the directory is left alone."""
+        if not topic or "/" in topic or topic in (".", ".."):
+            return
+        parts = (topic,) if queue_id is None else (topic, str(queue_id))
+        shutil.rmtree(os.path.join(self.config.consume_queue_dir, *parts), ignore_errors=True)
 
     def _drop_queue(self, key: tuple[str, int]) -> None:
         cq = self.queues.queues.pop(key)
@@ -782,12 +788,10 @@ class MessageStore(MessageGetter):
             log.info("cleanExpiredConsumerQueue: %s %d consumer queue destroyed, minCommitLogOffset: %d "
                      "maxCLOffsetInConsumeQueue: %d", key[0], key[1], min_phys, cq.max_physic_offset)
             self._drop_queue(key)
-            if "/" not in key[0] and key[0] not in ("", ".", ".."):
-                shutil.rmtree(os.path.join(self.config.consume_queue_dir, key[0], str(key[1])), ignore_errors=True)
+            self._remove_queue_files(*key)
             dropped.append(key)
         for topic in {t for t, _ in dropped} - {t for t, _ in self.queues.queues}:
-            if "/" not in topic and topic not in ("", ".", ".."):
-                shutil.rmtree(os.path.join(self.config.consume_queue_dir, topic), ignore_errors=True)
+            self._remove_queue_files(topic)
         return dropped
 
     def runtime_info(self) -> dict[str, str]:
