@@ -50,15 +50,19 @@ def test_expiry_and_cleanup() -> None:
     assert ri.topic_queue_table == {} and ri.cluster_addr_table == {} and ri.broker_addr_table == {}
 
 
-def test_connection_close_removes_at_once_and_master_takes_queue_data() -> None:
+def test_connection_close_removes_at_once_and_the_slave_keeps_queue_data() -> None:
     ri = RouteInfoManager()
     ri.register_broker("c", M, "b", 0, None, _body("T"), None, conn="mc")
     ri.register_broker("c", S, "b", 1, None, _body("T"), None, conn="sc")
     assert ri.on_channel_destroy("1.2.3.4:5", "mc") == M
-    assert ri.pickup_topic_route_data("T") is None          # master gone: its queues go too
-    assert ri.broker_addr_table["b"].broker_addrs == {1: S}  # the slave is still known
+    # As RocketMQ 4.9.8: the queue data stays while an address of the broker name is left, so
+    # consumers read the dead master's messages from its slave (producers skip a name without master).
+    route = ri.pickup_topic_route_data("T")
+    assert route is not None and [q.broker_name for q in route.queue_datas] == ["b"]
+    assert [b.broker_addrs for b in route.broker_datas] == [{1: S}]
     assert ri.on_channel_destroy(S, None) == S               # found by address as well
-    assert ri.broker_addr_table == {} and ri.cluster_addr_table == {}
+    assert ri.pickup_topic_route_data("T") is None           # no address left: the queues go
+    assert ri.broker_addr_table == {} and ri.cluster_addr_table == {} and ri.topic_queue_table == {}
     assert ri.on_channel_destroy("nobody:1", "x") is None
 
 

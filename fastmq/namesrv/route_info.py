@@ -10,9 +10,11 @@ Requests are served on the event loop, but the expiry scan and admin requests ma
 so every method takes a lock: shared for reads, exclusive for writes (a reader–writer lock, as
 RocketMQ's ReentrantReadWriteLock). A write is applied to all the tables before any reader sees it.
 
-Removal follows the issue's rule on top of RocketMQ 4.9's: when a broker's master goes (its
-connection closes, it expires, or it unregisters) the broker's queue data goes with it, so clients
-stop routing sends to a broker nobody can write to; clusters and topics left empty are dropped.
+Removal follows RocketMQ 4.9.8's RouteInfoManager: an address goes when its connection closes, it
+expires, or it unregisters; a broker name's queue data goes only when no address of that name is
+left. A dead master thus leaves its slave routed, and readable: producers pass over a broker name
+without a master (TopicPublishInfo), consumers pull from the slave until the master is back.
+Clusters and topics left empty are dropped.
 """
 from __future__ import annotations
 
@@ -196,7 +198,6 @@ class RouteInfoManager:
                 ids = [bid for bid, a in bd.broker_addrs.items() if a == broker_addr]
             if not ids:
                 continue
-            was_master = MASTER_ID in ids
             for bid in ids:
                 del bd.broker_addrs[bid]
                 log.info("remove brokerAddr[%s, %s] from brokerAddrTable", bid, broker_addr)
@@ -210,7 +211,7 @@ class RouteInfoManager:
                         if not names:
                             del self.cluster_addr_table[cluster]
                             log.info("remove cluster[%s] from clusterAddrTable, because no broker", cluster)
-            if gone or was_master:
+            if gone:
                 self._remove_topics_of_broker_locked(name)
             break
 
