@@ -34,16 +34,18 @@ cdef class FaultTable:
         if capacity < 1:
             capacity = 1
         self._bind(np.zeros(capacity, dtype=np.int64), np.zeros(capacity, dtype=np.int64),
-                   np.zeros(capacity, dtype=np.uint8))
+                   np.zeros(capacity, dtype=np.uint8), np.zeros(capacity, dtype=np.uint8))
         self._worst = 0
 
-    cdef _bind(self, lat, avail, present):
+    cdef _bind(self, lat, avail, present, unreach):
         self.latency = lat
         self.available_from = avail
         self.present = present
+        self.unreachable = unreach
         self._lat = lat
         self._avail = avail
         self._present = present
+        self._unreach = unreach
 
     @property
     def capacity(self):
@@ -58,7 +60,8 @@ cdef class FaultTable:
             lat = np.zeros(n, dtype=np.int64); lat[:old] = self.latency
             avail = np.zeros(n, dtype=np.int64); avail[:old] = self.available_from
             pres = np.zeros(n, dtype=np.uint8); pres[:old] = self.present
-            self._bind(lat, avail, pres)
+            unr = np.zeros(n, dtype=np.uint8); unr[:old] = self.unreachable
+            self._bind(lat, avail, pres, unr)
 
     def update(self, long long broker, long long latency_ms, bint isolation, long long now_ms):
         self._grow(broker)
@@ -75,8 +78,26 @@ cdef class FaultTable:
         return now_ms >= self._avail[broker]
 
     def remove(self, long long broker):
+        """Drop the broker's fault item (its reachability stays as it is)."""
         if 0 <= broker < self._present.shape[0]:
             self._present[broker] = 0
+
+    def mark_unreachable(self, long long broker):
+        """The broker refused or lost a connection: pass it over until ``mark_reachable``."""
+        self._grow(broker)
+        self._unreach[broker] = 1
+
+    def mark_reachable(self, long long broker):
+        if 0 <= broker < self._unreach.shape[0]:
+            self._unreach[broker] = 0
+
+    def is_reachable(self, long long broker):
+        return broker < 0 or broker >= self._unreach.shape[0] or not self._unreach[broker]
+
+    def unreachable_brokers(self):
+        """The numbers of the brokers marked unreachable, in order."""
+        cdef Py_ssize_t i
+        return [i for i in range(self._unreach.shape[0]) if self._unreach[i]]
 
     cdef bint _less(self, Py_ssize_t a, Py_ssize_t b, long long now) noexcept:
         # (available first, lower latency, earlier end of penalty, lower number)
@@ -92,12 +113,14 @@ cdef class FaultTable:
 
     @cython.boundscheck(False)
     @cython.wraparound(False)
-    def pick_one_at_least(self, long long now_ms):
+    def pick_one_at_least(self, long long now_ms, long long avoid=-1):
+        """A broker to try when none is available: never ``avoid`` nor an unreachable one; -1
+        when there is no such fault item."""
         cdef Py_ssize_t cap = self._present.shape[0]
         cdef Py_ssize_t i, j, k = 0, half, cur
         cdef Py_ssize_t[::1] items = np.empty(cap, dtype=np.intp)
         for i in range(cap):
-            if self._present[i]:
+            if self._present[i] and not self._unreach[i] and i != avoid:
                 # insertion sort: a producer talks to a handful of brokers
                 cur = i
                 j = k

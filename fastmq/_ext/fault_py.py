@@ -7,9 +7,16 @@ item per broker, held in numpy arrays indexed by the producer's broker number:
     latency[b]         the last latency observed (ms)
     available_from[b]  wall-clock ms at which the broker may be chosen again
     present[b]         1 when the broker has a fault item
+    unreachable[b]     1 while the broker cannot be connected to (refused, reset, connect timeout)
+
+Unreachable is not slow (RocketMQ 5's reachable flag): a refused connection is fast, so by
+latency alone a dead broker would rank above a slow live one. An unreachable broker is never
+picked while a reachable one can be; only a probe that reaches it (``mark_reachable``) clears the
+flag, not the end of a penalty, and ``remove`` leaves it alone.
 
 When every broker is in its penalty box, ``pick_one_at_least`` still names one: round robin over
-the better half of the items, ordered by (available first, lower latency, earlier end of penalty).
+the better half of the reachable items other than the one to avoid (the broker whose try just
+failed), ordered by (available first, lower latency, earlier end of penalty).
 """
 from __future__ import annotations
 
@@ -40,6 +47,7 @@ class FaultTable:
         self.latency = np.zeros(capacity, dtype=np.int64)
         self.available_from = np.zeros(capacity, dtype=np.int64)
         self.present = np.zeros(capacity, dtype=np.uint8)
+        self.unreachable = np.zeros(capacity, dtype=np.uint8)
         self._worst = 0  # whichItemWorst: rotates pick_one_at_least over the better half
 
     @property
@@ -51,7 +59,7 @@ class FaultTable:
             raise ValueError(f"broker number {broker} is negative")
         if broker >= len(self.present):
             n = max(broker + 1, 2 * len(self.present))
-            for name in ("latency", "available_from", "present"):
+            for name in ("latency", "available_from", "present", "unreachable"):
                 old = getattr(self, name)
                 new = np.zeros(n, dtype=old.dtype)
                 new[:len(old)] = old
@@ -72,12 +80,31 @@ class FaultTable:
         return now_ms >= int(self.available_from[broker])
 
     def remove(self, broker: int) -> None:
+        """Drop the broker's fault item (its reachability stays as it is)."""
         if 0 <= broker < len(self.present):
             self.present[broker] = 0
 
-    def pick_one_at_least(self, now_ms: int) -> int:
-        """A broker to try when none is available; -1 when there are no fault items."""
-        items = [b for b in range(len(self.present)) if self.present[b]]
+    def mark_unreachable(self, broker: int) -> None:
+        """The broker refused or lost a connection: pass it over until :meth:`mark_reachable`."""
+        self._grow(broker)
+        self.unreachable[broker] = 1
+
+    def mark_reachable(self, broker: int) -> None:
+        if 0 <= broker < len(self.unreachable):
+            self.unreachable[broker] = 0
+
+    def is_reachable(self, broker: int) -> bool:
+        return broker < 0 or broker >= len(self.unreachable) or not self.unreachable[broker]
+
+    def unreachable_brokers(self) -> list[int]:
+        """The numbers of the brokers marked unreachable, in order."""
+        return [b for b in range(len(self.unreachable)) if self.unreachable[b]]
+
+    def pick_one_at_least(self, now_ms: int, avoid: int = -1) -> int:
+        """A broker to try when none is available: never ``avoid`` nor an unreachable one; -1
+        when there is no such fault item."""
+        items = [b for b in range(len(self.present))
+                 if self.present[b] and not self.unreachable[b] and b != avoid]
         if not items:
             return -1
         items.sort(key=lambda b: (0 if now_ms >= self.available_from[b] else 1, int(self.latency[b]),

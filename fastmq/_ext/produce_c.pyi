@@ -89,6 +89,7 @@ class SendFastPath:
     max_message_size: int
     compress_over: int
     send_latency_fault_enable: bool
+    avoid_unreachable: bool
     send_msg_timeout: int
     retry_times_when_send_failed: int
     retry_times_when_send_async_failed: int

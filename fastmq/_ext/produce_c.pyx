@@ -749,6 +749,8 @@ cdef class SendFastPath:
     cdef public int64_t max_message_size
     cdef public int64_t compress_over
     cdef public bint send_latency_fault_enable
+    # set by the producer while a broker is marked unreachable (see produce_py.SendFastPath)
+    cdef public bint avoid_unreachable
     cdef public int64_t send_msg_timeout
     cdef public int retry_times_when_send_failed
     cdef public int retry_times_when_send_async_failed
@@ -824,7 +826,7 @@ cdef class SendFastPath:
         queues = info.queues
         if not queues:
             return None
-        if self.send_latency_fault_enable:
+        if self.send_latency_fault_enable or self.avoid_unreachable:
             chosen = owner._select(info, None)
         else:
             chosen = queues[info.table.select(self.next_counter(), -1)]
@@ -865,7 +867,7 @@ cdef class SendFastPath:
         entry.timeout_ms = tmo
         entry.retries = self.retry_times_when_send_failed if awaited else self.retry_times_when_send_async_failed
         entry.batch = batch_ids is not None
-        entry.fault = self.send_latency_fault_enable
+        entry.fault = self.send_latency_fault_enable or self.avoid_unreachable
         entry.begin = now
         entry.deadline = now + tmo / 1000.0
         conn.start_frame(opaque, frame, entry)

@@ -368,7 +368,10 @@ class SendFastPath:
     ``retry_times_when_send_async_failed``: the compiled twin reads them as C fields), gives it a
     new ``writer`` when ``default_topic_queue_nums`` changes, and sets ``running`` and ``loop``
     (the loop the producer's connections live on: asking asyncio for it costs a getpid() system
-    call on Python 3.11).
+    call on Python 3.11). ``avoid_unreachable`` is set while the producer has a broker marked
+    unreachable: the queue is then chosen by ``_select`` (which passes over such brokers), and the
+    try's outcome reported through ``_update_fault`` (a send that gets through marks its broker
+    reachable again), as with ``send_latency_fault_enable``.
     """
 
     def __init__(self, owner: Any, writer: SendRequestWriter, ids: UniqIds, next_opaque: Callable[[], int]) -> None:
@@ -383,6 +386,7 @@ class SendFastPath:
         self.max_message_size = self.compress_over = self.send_msg_timeout = 0
         self.retry_times_when_send_failed = self.retry_times_when_send_async_failed = 0
         self.send_latency_fault_enable = False
+        self.avoid_unreachable = False
         self._permits = owner._in_flight
         self._open = owner.instance.remoting.open_connection
 
@@ -416,7 +420,7 @@ class SendFastPath:
         info = owner._publish.get(topic)
         if info is None or not info.queues:
             return None
-        if self.send_latency_fault_enable:
+        if self.send_latency_fault_enable or self.avoid_unreachable:
             chosen = owner._select(info, None)
         else:
             chosen = info.queues[info.table.select(self.next_counter(), -1)]
@@ -445,7 +449,7 @@ class SendFastPath:
                           now, now + timeout_ms / 1000)
         entry.retries = self.retry_times_when_send_failed if awaited else self.retry_times_when_send_async_failed
         entry.batch = batch_ids is not None
-        entry.fault = self.send_latency_fault_enable
+        entry.fault = self.send_latency_fault_enable or self.avoid_unreachable
         conn.start_frame(opaque, frame, entry)
         if awaited:
             entry.timer = loop.call_at(entry.deadline, conn.expire, opaque)

@@ -6,7 +6,7 @@ import numpy as np
 
 from fastmq._ext.fault_c cimport FaultTable
 
-__all__ = ["select_queue", "select_queue_fault", "QueueTable"]
+__all__ = ["select_queue", "select_queue_fault", "select_queue_reachable", "QueueTable"]
 
 
 cdef inline Py_ssize_t _pos(long long counter, Py_ssize_t i, Py_ssize_t n) noexcept nogil:
@@ -34,12 +34,14 @@ def select_queue(const int32_t[::1] queue_broker, long long counter, long long l
 @cython.boundscheck(False)
 @cython.wraparound(False)
 def select_queue_fault(const int32_t[::1] queue_broker, long long counter, long long last_broker,
-                       const uint8_t[::1] present, const int64_t[::1] available_from, long long now_ms):
+                       const uint8_t[::1] present, const int64_t[::1] available_from, long long now_ms,
+                       const uint8_t[::1] unreachable=None):
     # Some 4.x releases accepted a queue here only when its broker *equalled* the last failed
     # one, steering retries back to the broker that just failed. That is a defect; we skip the
     # last failed broker instead, which is what the fault strategy is for.
     cdef Py_ssize_t n = queue_broker.shape[0]
     cdef Py_ssize_t cap = present.shape[0]
+    cdef Py_ssize_t ucap = 0 if unreachable is None else unreachable.shape[0]
     cdef Py_ssize_t i, pos
     cdef int32_t b
     if available_from.shape[0] < cap:
@@ -49,9 +51,44 @@ def select_queue_fault(const int32_t[::1] queue_broker, long long counter, long 
         b = queue_broker[pos]
         if b == last_broker:
             continue
+        if 0 <= b < ucap and unreachable[b]:
+            continue
         if b < 0 or b >= cap or not present[b] or now_ms >= available_from[b]:
             return pos
     return -1
+
+
+@cython.boundscheck(False)
+@cython.wraparound(False)
+cdef Py_ssize_t _select_reachable(const int32_t[::1] queue_broker, long long counter, long long last_broker,
+                                  const uint8_t[::1] unreachable) noexcept:
+    # the preference order of selector_py.select_queue_reachable, in one pass
+    cdef Py_ssize_t n = queue_broker.shape[0]
+    cdef Py_ssize_t cap = unreachable.shape[0]
+    cdef Py_ssize_t i, pos, reachable_last = -1, other = -1
+    cdef int32_t b
+    cdef bint reachable
+    for i in range(n):
+        pos = _pos(counter, i, n)
+        b = queue_broker[pos]
+        reachable = b < 0 or b >= cap or not unreachable[b]
+        if b != last_broker:
+            if reachable:
+                return pos
+            if other < 0:
+                other = pos
+        elif reachable and reachable_last < 0:
+            reachable_last = pos
+    if reachable_last >= 0:
+        return reachable_last
+    if other >= 0:
+        return other
+    return _pos(counter, 0, n) if n else -1
+
+
+def select_queue_reachable(const int32_t[::1] queue_broker, long long counter, long long last_broker,
+                           const uint8_t[::1] unreachable):
+    return _select_reachable(queue_broker, counter, last_broker, unreachable)
 
 
 @cython.final
@@ -90,15 +127,22 @@ cdef class QueueTable:
         # Avoid the last failed broker, never prefer it: see select_queue_fault.
         cdef Py_ssize_t i, pos, n = self._n
         cdef Py_ssize_t cap = faults._present.shape[0]
+        cdef Py_ssize_t ucap = faults._unreach.shape[0]
         cdef int32_t b
         for i in range(n):
             pos = _pos(counter, i, n)
             b = self._qb[pos]
             if b == last_broker:
                 continue
+            if 0 <= b < ucap and faults._unreach[b]:
+                continue
             if b < 0 or b >= cap or not faults._present[b] or now_ms >= faults._avail[b]:
                 return pos
         return -1
+
+    def select_reachable(self, long long counter, long long last_broker, FaultTable faults):
+        """``select_queue_reachable`` with ``faults.unreachable``."""
+        return _select_reachable(self._qb, counter, last_broker, faults._unreach)
 
     @cython.boundscheck(False)
     @cython.wraparound(False)

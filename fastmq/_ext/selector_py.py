@@ -4,12 +4,17 @@ A topic's writable queues are two parallel arrays built from its route: ``queue_
 producer's number for the queue's broker) and the queue id. Selection is round robin from a counter
 the caller keeps per thread (started at a random value, as ThreadLocalIndex does) and returns an
 index into those arrays, -1 when there are none.
+
+Every path that picks a queue for a try after a failed one passes over ``last_broker`` (the
+broker of the try that just failed) whenever another broker has a queue, and over brokers marked
+unreachable (``FaultTable.unreachable``) whenever a reachable one has a queue; the fallbacks
+included, so a dead broker whose refusals are fast never wins a retry on its low latency.
 """
 from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["select_queue", "select_queue_fault", "QueueTable"]
+__all__ = ["select_queue", "select_queue_fault", "select_queue_reachable", "QueueTable"]
 
 
 def select_queue(queue_broker, counter: int, last_broker: int = -1) -> int:
@@ -26,10 +31,11 @@ def select_queue(queue_broker, counter: int, last_broker: int = -1) -> int:
     return abs(counter) % n
 
 
-def select_queue_fault(queue_broker, counter: int, last_broker: int, present, available_from, now_ms: int) -> int:
-    """The first queue, round robin from ``counter``, whose broker is out of its fault penalty and
-    is not ``last_broker``; -1 when there is none (the caller then falls back on
-    FaultTable.pick_one_at_least)."""
+def select_queue_fault(queue_broker, counter: int, last_broker: int, present, available_from, now_ms: int,
+                       unreachable=None) -> int:
+    """The first queue, round robin from ``counter``, whose broker is out of its fault penalty,
+    reachable (``unreachable[b]`` is 0, when given) and not ``last_broker``; -1 when there is none
+    (the caller then falls back on FaultTable.pick_one_at_least)."""
     # Some 4.x releases accepted a queue here only when its broker *equalled* the last failed
     # one, steering retries back to the broker that just failed. That is a defect; we skip the
     # last failed broker instead, which is what the fault strategy is for.
@@ -40,9 +46,36 @@ def select_queue_fault(queue_broker, counter: int, last_broker: int, present, av
         b = queue_broker[pos]
         if b == last_broker:
             continue
+        if unreachable is not None and 0 <= b < len(unreachable) and unreachable[b]:
+            continue
         if b >= cap or not present[b] or now_ms >= available_from[b]:
             return pos
     return -1
+
+
+def select_queue_reachable(queue_broker, counter: int, last_broker: int, unreachable) -> int:
+    """Round robin from ``counter``, in order of preference: a queue of a reachable broker other
+    than ``last_broker``; of a reachable one (``last_broker`` itself: it answered, where the others
+    refuse connections); of a broker other than ``last_broker``; any. -1 when there are none."""
+    n = len(queue_broker)
+    cap = len(unreachable)
+    reachable_last = other = -1
+    for i in range(n):
+        pos = abs(counter + i) % n
+        b = queue_broker[pos]
+        reachable = b < 0 or b >= cap or not unreachable[b]
+        if b != last_broker:
+            if reachable:
+                return pos
+            if other < 0:
+                other = pos
+        elif reachable and reachable_last < 0:
+            reachable_last = pos
+    if reachable_last >= 0:
+        return reachable_last
+    if other >= 0:
+        return other
+    return abs(counter) % n if n else -1
 
 
 class QueueTable:
@@ -63,7 +96,12 @@ class QueueTable:
         return select_queue(self._qb, counter, last_broker)
 
     def select_fault(self, counter: int, last_broker: int, faults, now_ms: int) -> int:
-        return select_queue_fault(self._qb, counter, last_broker, faults.present, faults.available_from, now_ms)
+        return select_queue_fault(self._qb, counter, last_broker, faults.present, faults.available_from, now_ms,
+                                  faults.unreachable)
+
+    def select_reachable(self, counter: int, last_broker: int, faults) -> int:
+        """:func:`select_queue_reachable` with ``faults.unreachable``."""
+        return select_queue_reachable(self._qb, counter, last_broker, faults.unreachable)
 
     def select_of_broker(self, counter: int, broker: int) -> int:
         """The ``counter``-th queue (round robin) of ``broker``; -1 when it has none."""

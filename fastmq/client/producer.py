@@ -3,8 +3,8 @@
 A send finds the topic's publish info (cache, then the NameServer, then TBW102 so the broker
 auto-creates the topic), picks a queue with the compiled QueueTable (round robin from a counter
 with a random start; on a retry away from the broker that just failed; with
-``send_latency_fault_enable`` also away from brokers in their latency penalty), and sends
-SEND_MESSAGE_V2. A sync send tries ``retry_times_when_send_failed + 1`` times, all within the
+``send_latency_fault_enable`` also away from brokers in their latency penalty; always away from
+brokers it cannot connect to, see reachability.py), and sends SEND_MESSAGE_V2. A sync send tries ``retry_times_when_send_failed + 1`` times, all within the
 caller's timeout, retrying the response codes RocketMQ retries on.
 """
 from __future__ import annotations
@@ -34,6 +34,7 @@ from ..remoting.loop import relay_outcome
 from .instance import ClientConfig, ClientInstance
 from .message_id import UNIQ_IDS, create_uniq_id, create_uniq_ids
 from .publish_info import BrokerNumbers, TopicPublishInfo
+from .reachability import Reachability
 
 __all__ = ["Producer", "SendResult", "SendStatus", "MessageQueueSelector", "hash_selector", "split_batch"]
 
@@ -182,6 +183,7 @@ class Producer:
         self._state = "CREATE_JUST"
         self._good_topics: set[str] = set()  # topic names that passed validate_topic
         self._fast = SendFastPath(self, None, UNIQ_IDS, next_opaque)
+        self._reach = Reachability(self)
         self.default_topic_queue_nums = default_topic_queue_nums  # gives the fast path its writer
         self.send_msg_timeout = send_msg_timeout
         self.retry_times_when_send_failed = retry_times_when_send_failed
@@ -216,6 +218,7 @@ class Producer:
         self._state = "SHUTDOWN_ALREADY"
         self._fast.running = False
         self.instance.producers.pop(self.group, None)
+        await self._reach.close()
         await self.instance.unregister(producer_group=self.group)
         if self._own_instance:
             await self.instance.shutdown()
@@ -274,26 +277,43 @@ class Producer:
         return info
 
     def _select(self, info: TopicPublishInfo, last_broker: str | None) -> MessageQueue:
+        """The queue for a try; ``last_broker``: the broker of the try that just failed.
+
+        Every step passes over ``last_broker`` and the unreachable brokers while another broker
+        has a queue, the fallbacks included: with every broker penalised, the one whose refusals
+        are fastest (a dead one) must not win. In order: a queue of a broker out of its penalty
+        (with ``send_latency_fault_enable``); of the reachable broker the fault table ranks best
+        (pick_one_at_least); then round robin over the reachable brokers, preferring any other
+        than ``last_broker``; and only when no reachable broker has a queue, an unreachable one.
+        """
         assert info.table is not None
         counter = self._fast.next_counter()  # one round-robin counter for both paths
         last = self._numbers.number(last_broker) if last_broker else -1
+        faults = self._faults
         if self.send_latency_fault_enable:
             now = int(time.time() * 1000)
-            idx = info.table.select_fault(counter, last, self._faults, now)
+            idx = info.table.select_fault(counter, last, faults, now)
             if idx >= 0:
                 return info.queues[idx]
-            broker = self._faults.pick_one_at_least(now)
+            broker = faults.pick_one_at_least(now, last)
             if broker >= 0:
                 idx = info.table.select_of_broker(counter, broker)
                 if idx >= 0:
                     return info.queues[idx]
-                self._faults.remove(broker)  # no writable queue there any more
-        idx = info.table.select(counter, last)
+                faults.remove(broker)  # no writable queue there any more
+        idx = info.table.select_reachable(counter, last, faults)
         return info.queues[idx]
 
     def _update_fault(self, broker_name: str, latency_ms: int, isolation: bool) -> None:
         if self.send_latency_fault_enable:
             self._faults.update(self._numbers.number(broker_name), latency_ms, isolation, int(time.time() * 1000))
+        if not isolation and self._reach.marked:
+            self._reach.reached(broker_name)
+
+    def unreachable_brokers(self) -> list[str]:
+        """The names of the brokers this producer passes over because it could not connect to
+        them, until a probe (about once a second) or a send reaches them again."""
+        return self._reach.unreachable_names()
 
     # ------------------------------------------------------------ checks
 
@@ -407,7 +427,8 @@ class Producer:
                 result = await self._send_once(msg, chosen, info, remaining, uniq, batch, oneway)
             except (RemotingError, NoRouteError) as exc:
                 self._update_fault(chosen.broker_name, int((loop.time() - t0) * 1000), True)
-                log.warning("send to %s failed: %s", chosen, exc)
+                log.warning("send %s to %s failed: %s", uniq, chosen, exc)
+                self._reach.try_failed(chosen.broker_name, msg.topic, t0, exc)
                 last_exc = exc
                 continue
             except BrokerError as exc:
@@ -577,7 +598,8 @@ class Producer:
     def _async_failed(self, entry: AsyncSend, exc: BaseException) -> None:
         """The entry's try failed before any answer (connection lost, timed out)."""
         self._update_fault(entry.mq.broker_name, int((entry.get_loop().time() - entry.begin) * 1000), True)
-        log.warning("send to %s failed: %s", entry.mq, exc)
+        log.warning("send %s to %s failed: %s", entry.uniq, entry.mq, exc)
+        self._reach.try_failed(entry.mq.broker_name, entry.topic, entry.begin, exc)
         self._async_retry(entry, exc)
 
     def _async_retry(self, entry: AsyncSend, exc: BaseException | None) -> None:

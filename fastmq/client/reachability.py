@@ -1,0 +1,183 @@
+"""Which brokers a producer can reach, and how one comes back (RocketMQ 5's reachable flag and
+fault detector, on top of 4.9's latency fault tolerance).
+
+A try that fails on the connection itself (refused, reset, lost, connect timeout) marks its broker
+unreachable in the producer's FaultTable. Unreachable is not slow: a refused connection is fast,
+so ranked by latency a dead broker would beat a slow live one, and a retry would go straight back
+to it. The selector twins pass over an unreachable broker while any reachable one has a queue for
+the topic, whatever ``send_latency_fault_enable`` says (with it off a dead broker would otherwise
+take every other first try until the NameServer forgets it).
+
+Only an answer clears the mark: a probe (one HEART_BEAT, which also registers the producer group
+with a broker that restarted) to each unreachable broker's master, at most once a second and one
+broker at a time, each bounded by :data:`PROBE_TIMEOUT_S`, or a send that gets through. The
+probe runs only while some broker is marked. A broker the producer's routes no longer list has
+nothing to probe and is unmarked (it cannot be chosen anyway).
+
+The same failure asks the NameServer for the topic's route again, at most once per
+:data:`ROUTE_REFRESH_MIN_INTERVAL_S` per topic, rather than at the next 30 s poll: a NameServer
+drops a broker as soon as its connection closes, so a dead broker leaves the producer's tables
+within a round trip.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING, Any
+
+from ..errors import FastMQError, NoRouteError, RemotingConnectError, RemotingSendRequestError
+from ..protocol.codes import RequestCode
+from ..protocol.command import create_request
+
+if TYPE_CHECKING:
+    from .producer import Producer
+
+__all__ = ["Reachability", "is_connection_failure", "PROBE_INTERVAL_S", "PROBE_TIMEOUT_S",
+           "ROUTE_REFRESH_MIN_INTERVAL_S"]
+
+log = logging.getLogger("fastmq.client")
+
+#: Seconds between two probe rounds of the unreachable brokers.
+PROBE_INTERVAL_S = 1.0
+#: How long one probe may take (connect and answer).
+PROBE_TIMEOUT_S = 1.0
+#: A topic's route is fetched again after a connection failure at most this often.
+ROUTE_REFRESH_MIN_INTERVAL_S = 1.0
+
+
+def is_connection_failure(exc: BaseException | None) -> bool:
+    """True when ``exc`` says the broker could not be reached (not that it was slow or refused the message)."""
+    return isinstance(exc, (RemotingConnectError, RemotingSendRequestError))
+
+
+class Reachability:
+    """The producer's unreachable brokers: marking, probing, and the route refresh a failure asks for.
+
+    Used on the producer's event loop only.
+    """
+
+    def __init__(self, producer: "Producer") -> None:
+        self._producer = producer
+        #: broker number -> loop time at which it was marked unreachable
+        self._since: dict[int, float] = {}
+        self._probe_task: asyncio.Task[None] | None = None
+        self._refreshed: dict[str, float] = {}  # topic -> loop time of the last refresh started
+        self._tasks: set[asyncio.Task[Any]] = set()
+        #: tries started on a broker already marked unreachable (only when no reachable one had a queue)
+        self.tries_on_unreachable = 0
+
+    @property
+    def marked(self) -> bool:
+        return bool(self._since)
+
+    def unreachable_names(self) -> list[str]:
+        names = self._producer._numbers.names
+        return sorted(names[b] for b in self._since)
+
+    def try_failed(self, broker_name: str, topic: str, began: float, exc: BaseException | None) -> None:
+        """A try to ``broker_name`` that started at loop time ``began`` failed with ``exc``."""
+        if isinstance(exc, NoRouteError):  # the route names no master for it: ask again
+            self.refresh_soon(topic)
+            return
+        if not is_connection_failure(exc):
+            return  # slow or refusing: the latency buckets deal with it, it is not dead
+        p = self._producer
+        loop = p._fast.loop
+        if loop is None:
+            return
+        b = p._numbers.number(broker_name)
+        since = self._since.get(b)
+        if since is not None:
+            if began >= since:
+                self.tries_on_unreachable += 1
+                log.warning("a send tried broker %s although it is marked unreachable (no reachable broker "
+                            "had a queue for %s)", broker_name, topic)
+        else:
+            self._since[b] = loop.time()
+            p._faults.mark_unreachable(b)
+            p._fast.avoid_unreachable = True
+            log.warning("broker %s is unreachable (%s): passed over until a probe reaches it", broker_name, exc)
+            if self._probe_task is None:
+                self._probe_task = loop.create_task(self._probe())
+        self.refresh_soon(topic)
+
+    def reached(self, broker_name: str) -> None:
+        """A send to ``broker_name`` got an answer: it is reachable."""
+        p = self._producer
+        b = p._numbers.number(broker_name)
+        if b in self._since:
+            self._clear(b, "answered a send")
+
+    def _clear(self, b: int, why: str) -> None:
+        p = self._producer
+        del self._since[b]
+        p._faults.mark_reachable(b)
+        p._fast.avoid_unreachable = bool(self._since)
+        log.warning("broker %s is reachable again (%s)", p._numbers.names[b], why)
+
+    def refresh_soon(self, topic: str) -> None:
+        """Fetch ``topic``'s route now, unless that was done less than a rate-limit interval ago."""
+        loop = self._producer._fast.loop
+        if loop is None:
+            return
+        now = loop.time()
+        last = self._refreshed.get(topic)
+        if last is not None and now - last < ROUTE_REFRESH_MIN_INTERVAL_S:
+            return
+        if len(self._refreshed) > 10_000:  # bounded: a producer of endless topic names stays small
+            self._refreshed.clear()
+        self._refreshed[topic] = now
+        task = loop.create_task(self._refresh(topic))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _refresh(self, topic: str) -> None:
+        try:
+            await self._producer.instance.update_route(topic)
+        except FastMQError as exc:
+            log.warning("updateTopicRouteInfoFromNameServer %s after a failed send failed: %s", topic, exc)
+
+    def _master_of(self, broker_name: str) -> str | None:
+        for info in list(self._producer._publish.values()):
+            addr = info.masters.get(broker_name)
+            if addr is not None:
+                return addr
+        return None
+
+    async def _probe(self) -> None:
+        p = self._producer
+        try:
+            while self._since:
+                await asyncio.sleep(PROBE_INTERVAL_S)
+                for b in list(self._since):
+                    if b not in self._since:
+                        continue  # a send's answer cleared it meanwhile
+                    name = p._numbers.names[b]
+                    addr = self._master_of(name)
+                    if addr is None:
+                        self._clear(b, "no route lists its master any more")
+                    elif await self._answers(addr) and b in self._since:
+                        self._clear(b, f"probe of {addr} answered")
+        finally:
+            self._probe_task = None
+
+    async def _answers(self, addr: str) -> bool:
+        instance = self._producer.instance
+        req = create_request(RequestCode.HEART_BEAT, body=instance.heartbeat_data().to_json())
+        try:
+            await instance.remoting.invoke(addr, req, PROBE_TIMEOUT_S)
+        except FastMQError:
+            return False
+        return True
+
+    async def close(self) -> None:
+        """Stop the probe and the refreshes in flight."""
+        tasks = list(self._tasks)
+        if self._probe_task is not None:
+            tasks.append(self._probe_task)
+        for t in tasks:
+            t.cancel()
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+        self._tasks.clear()
+        self._probe_task = None
