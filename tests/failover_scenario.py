@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import fastmq
-from fastmq.aio import ConsumeStatus, Message, Producer, PushConsumer
+from fastmq.aio import ConsumeStatus, Message, Producer, PullConsumer, PushConsumer
 from fastmq.client.instance import ClientConfig
 from fastmq.protocol.codes import RequestCode
 from fastmq.protocol.command import create_request
@@ -57,6 +57,9 @@ class Outcome:
     duplicates: int = 0
     longest_consume_gap_b_ms: float = 0.0
     acked: int = 0
+    consumer: str = "push"
+    #: from a's death until the producer's route for the topic no longer lists a (-1: never seen)
+    a_left_route_ms: float = -1.0
 
     def as_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -110,11 +113,14 @@ def _p99(values: list[float]) -> float:
     return s[min(len(s) - 1, int(len(s) * 0.99))]
 
 
-async def run_failover(tmp: Path, *, api: str = "blocking", busy: bool = False, interval_s: float = 0.003,
-                       before_s: float = 1.0, after_s: float = 3.0, pause_s: float = 0.7) -> Outcome:
+async def run_failover(tmp: Path, *, api: str = "blocking", busy: bool = False, consumer: str = "push",
+                       interval_s: float = 0.003, before_s: float = 1.0, after_s: float = 3.0,
+                       pause_s: float = 0.7) -> Outcome:
     """Run the scenario under ``tmp``; ``api``: "blocking" (fastmq.Producer.send from a thread)
-    or "aio" (fastmq.aio.Producer.send_async with callbacks, on this loop)."""
-    out = Outcome(api, busy)
+    or "aio" (fastmq.aio.Producer.send_async with callbacks, on this loop); ``consumer``: the
+    group's two members are "push" consumers or "lite" pull consumers (polling, offsets
+    committed automatically at the next poll)."""
+    out = Outcome(api, busy, consumer=consumer)
     ns1, ns2 = namesrv_process(_dir(tmp, "ns1")), namesrv_process(_dir(tmp, "ns2"))
     procs: list[ServerProcess] = [ns1.start(), ns2.start()]
     ns_list = f"{ns1.addr};{ns2.addr}"
@@ -128,7 +134,8 @@ async def run_failover(tmp: Path, *, api: str = "blocking", busy: bool = False, 
     consumed_b_at: list[float] = []
     acked: dict[bytes, str] = {}
     lock = threading.Lock()
-    consumers: list[PushConsumer] = []
+    consumers: list[Any] = []
+    pollers: list[asyncio.Task[None]] = []
     try:
         admin = RemotingClient()
         try:
@@ -147,13 +154,24 @@ async def run_failover(tmp: Path, *, api: str = "blocking", busy: bool = False, 
                         consumed_b_at.append(now)
             return ConsumeStatus.CONSUME_SUCCESS
 
+        async def poll_loop(c: PullConsumer) -> None:
+            while True:
+                msgs = await c.poll(0.5)
+                if msgs:
+                    listener(msgs)
+
         for i in range(2):  # a consumer group of two
-            c = PushConsumer(GROUP, consume_from_where="CONSUME_FROM_FIRST_OFFSET",
-                             client_config=ClientConfig(namesrv_addr=ns_list, instance_name=f"failover-c{i}"))
+            config = ClientConfig(namesrv_addr=ns_list, instance_name=f"failover-c{i}")
+            if consumer == "push":
+                c: Any = PushConsumer(GROUP, consume_from_where="CONSUME_FROM_FIRST_OFFSET", client_config=config)
+                c.register_message_listener(listener)
+            else:
+                c = PullConsumer(GROUP, consume_from_where="CONSUME_FROM_FIRST_OFFSET", client_config=config)
             c.subscribe(TOPIC)
-            c.register_message_listener(listener)
             await c.start()
             consumers.append(c)
+            if consumer != "push":
+                pollers.append(asyncio.ensure_future(poll_loop(c)))
 
         latencies: list[tuple[float, float]] = []   # (start, ms) of every acknowledged send
         acked_at: list[float] = []
@@ -182,6 +200,7 @@ async def run_failover(tmp: Path, *, api: str = "blocking", busy: bool = False, 
             await asyncio.sleep(before_s)
             death.append(time.monotonic())
             await asyncio.to_thread(a.kill)
+            watch = asyncio.ensure_future(watch_route())
             if busy:
                 os.kill(b.proc.pid, signal.SIGSTOP)  # type: ignore[union-attr]
                 try:
@@ -190,6 +209,18 @@ async def run_failover(tmp: Path, *, api: str = "blocking", busy: bool = False, 
                     os.kill(b.proc.pid, signal.SIGCONT)  # type: ignore[union-attr]
             await asyncio.sleep(after_s)
             stop.set()
+            watch.cancel()
+
+        async def watch_route() -> None:
+            while not producer_core:
+                await asyncio.sleep(0.01)
+            publish = producer_core[0]._publish
+            for _ in range(int((after_s + pause_s) / 0.01)):
+                info = publish.get(TOPIC)
+                if info is not None and not any(mq.broker_name == "broker-a" for mq in info.queues):
+                    out.a_left_route_ms = (time.monotonic() - death[0]) * 1000
+                    return
+                await asyncio.sleep(0.01)
 
         if api == "blocking":
             p = fastmq.Producer("PG_FAILOVER", namesrv_addr=ns_list, send_latency_fault_enable=True)
@@ -270,6 +301,9 @@ async def run_failover(tmp: Path, *, api: str = "blocking", busy: bool = False, 
         return out
     finally:
         client_log.removeHandler(tries)
+        for t in pollers:
+            t.cancel()
+        await asyncio.gather(*pollers, return_exceptions=True)
         for c in consumers:
             try:
                 await asyncio.wait_for(c.shutdown(), 30)

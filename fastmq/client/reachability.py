@@ -17,7 +17,9 @@ nothing to probe and is unmarked (it cannot be chosen anyway).
 The same failure asks the NameServer for the topic's route again, at most once per
 :data:`ROUTE_REFRESH_MIN_INTERVAL_S` per topic, rather than at the next 30 s poll: a NameServer
 drops a broker as soon as its connection closes, so a dead broker leaves the producer's tables
-within a round trip.
+within a round trip. The first refresh may beat the NameServer to it (and no further send fails
+on a broker that is passed over), so each probe round also refreshes, rate-limited the same way,
+the routes that still list an unreachable broker.
 """
 from __future__ import annotations
 
@@ -43,6 +45,7 @@ PROBE_INTERVAL_S = 1.0
 PROBE_TIMEOUT_S = 1.0
 #: A topic's route is fetched again after a connection failure at most this often.
 ROUTE_REFRESH_MIN_INTERVAL_S = 1.0
+_MAX_REFRESH_PER_ROUND = 64  # a producer of thousands of topics refreshes a bounded number a round
 
 
 def is_connection_failure(exc: BaseException | None) -> bool:
@@ -149,6 +152,7 @@ class Reachability:
         try:
             while self._since:
                 await asyncio.sleep(PROBE_INTERVAL_S)
+                self._refresh_routes_listing(self._since)
                 for b in list(self._since):
                     if b not in self._since:
                         continue  # a send's answer cleared it meanwhile
@@ -160,6 +164,13 @@ class Reachability:
                         self._clear(b, f"probe of {addr} answered")
         finally:
             self._probe_task = None
+
+    def _refresh_routes_listing(self, brokers: dict[int, float]) -> None:
+        names = {self._producer._numbers.names[b] for b in brokers}
+        stale = [topic for topic, info in list(self._producer._publish.items())
+                 if not names.isdisjoint(info.masters)]
+        for topic in stale[:_MAX_REFRESH_PER_ROUND]:
+            self.refresh_soon(topic)
 
     async def _answers(self, addr: str) -> bool:
         instance = self._producer.instance
