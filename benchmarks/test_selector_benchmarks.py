@@ -69,3 +69,12 @@ def test_queue_table_select_fault(benchmark, kind: str) -> None:
     t.update(0, 5000, False, NOW)
     t.update(1, 20, False, NOW)
     assert benchmark(qt.select_fault, 0, 1, t, NOW) in range(8, 16)
+
+
+@pytest.mark.parametrize("kind", TWINS)
+def test_queue_table_select_reachable(benchmark, kind: str) -> None:
+    # a send's selection while a broker is marked unreachable and another just failed
+    qt = _twin("selector", kind).QueueTable(np.repeat(np.arange(4, dtype=np.int32), 4))
+    t = _twin("fault", kind).FaultTable(4)
+    t.mark_unreachable(0)
+    assert benchmark(qt.select_reachable, 0, 1, t) in range(8, 16)
