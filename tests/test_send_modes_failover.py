@@ -58,7 +58,9 @@ async def test_async_retries_elsewhere_and_oneway_avoids_the_dead_broker(tmp_pat
                     pass
             assert set(calls.values()) == {1} and len(calls) == 16   # every callback once
             outcomes[p.group] = results
-            assert p.unreachable_brokers() == ["broker-a"]
+            # marked, or already gone from the route (a probe round then unmarks it)
+            info = p._publish[TOPIC]
+            assert p.unreachable_brokers() == ["broker-a"] or "broker-a" not in info.masters
 
         no_retry = outcomes["PG_MODES_0"]
         failed = [(i, e) for i, r, e in no_retry if e is not None]
