@@ -141,6 +141,17 @@ async def test_dead_master_leaves_its_slave_readable(tmp_path: Path, client: Rem
         while not all(got[b] for b in later) and time.monotonic() < deadline:
             await asyncio.sleep(0.2)
         assert [b for b in later if not got[b]] == []
+        # it reads from the master again: with the slave gone too, new messages still arrive
+        slave.kill()
+        final = []
+        for i in range(20):
+            r = await p.send(Message(TOPIC, f"final-{i}".encode()))
+            assert r.status in ("SEND_OK", "SLAVE_NOT_AVAILABLE"), r
+            final.append(f"final-{i}".encode())
+        deadline = time.monotonic() + 30
+        while not all(got[b] for b in final) and time.monotonic() < deadline:
+            await asyncio.sleep(0.2)
+        assert [b for b in final if not got[b]] == []
         duplicates = sum(n - 1 for n in got.values() if n > 1)
         print(f"duplicates after the switch back: {duplicates}")
         # offsets carried over: the earlier messages were not all delivered again

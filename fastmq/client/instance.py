@@ -38,6 +38,7 @@ __all__ = ["ClientConfig", "ClientInstance"]
 
 log = logging.getLogger("fastmq.client")
 
+ROUTE_REFRESH_MIN_INTERVAL_S = 1.0  # refresh_route_soon fetches one topic's route at most this often
 UNREACHABLE_BACKOFF_S = 3.0  # how long a broker address that refused a connection is passed over
 
 
@@ -191,6 +192,8 @@ class ClientInstance:
         self._brokers_changed = False
         self.started = False
         self._unreachable: dict[str, float] = {}
+        self._refreshed: dict[str, float] = {}  # topic -> monotonic time of its last refresh_route_soon
+        self._refreshing: set[asyncio.Task[None]] = set()
         self.consumer_stats = ConsumerStatsManager()
 
     @property
@@ -229,6 +232,29 @@ class ClientInstance:
             self._brokers_changed = False
             await self.send_heartbeat_to_all_brokers()
         return route
+
+    def refresh_route_soon(self, topic: str) -> None:
+        """Fetch ``topic``'s route in the background now, rather than at the next poll, unless
+        that was done less than :data:`ROUTE_REFRESH_MIN_INTERVAL_S` ago (a connection to one of
+        its brokers just failed: the NameServer may know better already)."""
+        if not self.started:
+            return
+        now = time.monotonic()
+        last = self._refreshed.get(topic)
+        if last is not None and now - last < ROUTE_REFRESH_MIN_INTERVAL_S:
+            return
+        if len(self._refreshed) > 10_000:  # bounded: endless topic names keep it small
+            self._refreshed.clear()
+        self._refreshed[topic] = now
+        task = asyncio.ensure_future(self._refresh_one(topic))
+        self._refreshing.add(task)
+        task.add_done_callback(self._refreshing.discard)
+
+    async def _refresh_one(self, topic: str) -> None:
+        try:
+            await self.update_route(topic)
+        except FastMQError as exc:
+            log.warning("updateTopicRouteInfoFromNameServer %s failed: %s", topic, exc)
 
     def master_addr(self, broker_name: str) -> str | None:
         return self.broker_addrs.get(broker_name, {}).get(MASTER_ID)
@@ -332,8 +358,9 @@ class ClientInstance:
                     log.warning("unregister client from %s failed: %s", addr, exc)
 
     async def shutdown(self) -> None:
-        for t in self._tasks:
+        for t in [*self._tasks, *self._refreshing]:
             t.cancel()
+        await asyncio.gather(*self._refreshing, return_exceptions=True)
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks = []
         await self.remoting.close()

@@ -397,7 +397,8 @@ class _ConsumerBase:
             await asyncio.sleep(self.instance.config.persist_consumer_offset_interval / 1000)
             await self.offset_store.persist_all(set(self.process_queues))
 
-    async def _consumer_ids(self, topic: str) -> list[str]:
+    async def _consumer_ids(self, topic: str) -> list[str] | None:
+        """The group's client ids as a broker of ``topic`` knows them; None when no broker answered."""
         route = self.instance.routes.get(topic)
         # every address, the master first: with the master gone a slave still knows the group
         addrs = [a for bd in (route.broker_datas if route else []) for _, a in sorted(bd.broker_addrs.items())]
@@ -410,7 +411,7 @@ class _ConsumerBase:
                 continue
             if resp.code == ResponseCode.SUCCESS and resp.body:
                 return sorted(json.loads(resp.body).get("consumerIdList") or [])
-        return []
+        return None
 
     async def rebalance(self) -> None:
         """Recompute this member's queues and start or stop pulling accordingly."""
@@ -460,6 +461,13 @@ class _ConsumerBase:
                 wanted.update(mqs)
                 continue
             cids = await self._consumer_ids(topic)
+            if cids is None:
+                # As RebalanceImpl: without the group's member list (every broker of the topic
+                # unreachable just now) the topic's queues stay as they are, rather than all
+                # being dropped and their offsets read back from a broker later.
+                log.warning("doRebalance, %s %s, get consumer id list failed", self.group, topic)
+                wanted.update(mq for mq in self.process_queues if mq.topic == topic)
+                continue
             if self.instance.client_id not in cids:
                 continue
             wanted.update(self.allocate.allocate(self.group, self.instance.client_id, mqs, cids))
@@ -573,6 +581,7 @@ class _ConsumerBase:
                 except RemotingConnectError as exc:
                     log.warning("pull %s from %s failed: %s", mq, started.addr, exc)
                     self.instance.mark_unreachable(started.addr)
+                    self.instance.refresh_route_soon(mq.topic)  # a master back, a broker gone: learn it now
                     other, _ = self.instance.find_broker_addr_in_subscribe(mq.broker_name, started.suggested)
                     if other is None or other == started.addr:
                         await asyncio.sleep(PULL_DELAY_ON_ERROR_S)

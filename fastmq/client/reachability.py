@@ -15,7 +15,7 @@ probe runs only while some broker is marked. A broker the producer's routes no l
 nothing to probe and is unmarked (it cannot be chosen anyway).
 
 The same failure asks the NameServer for the topic's route again, at most once per
-:data:`ROUTE_REFRESH_MIN_INTERVAL_S` per topic, rather than at the next 30 s poll: a NameServer
+``instance.ROUTE_REFRESH_MIN_INTERVAL_S`` per topic, rather than at the next 30 s poll: a NameServer
 drops a broker as soon as its connection closes, so a dead broker leaves the producer's tables
 within a round trip. The first refresh may beat the NameServer to it (and no further send fails
 on a broker that is passed over), so each probe round also refreshes, rate-limited the same way,
@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ..errors import FastMQError, NoRouteError, RemotingConnectError, RemotingSendRequestError
 from ..protocol.codes import RequestCode
@@ -34,8 +34,7 @@ from ..protocol.command import create_request
 if TYPE_CHECKING:
     from .producer import Producer
 
-__all__ = ["Reachability", "is_connection_failure", "PROBE_INTERVAL_S", "PROBE_TIMEOUT_S",
-           "ROUTE_REFRESH_MIN_INTERVAL_S"]
+__all__ = ["Reachability", "is_connection_failure", "PROBE_INTERVAL_S", "PROBE_TIMEOUT_S"]
 
 log = logging.getLogger("fastmq.client")
 
@@ -43,8 +42,6 @@ log = logging.getLogger("fastmq.client")
 PROBE_INTERVAL_S = 1.0
 #: How long one probe may take (connect and answer).
 PROBE_TIMEOUT_S = 1.0
-#: A topic's route is fetched again after a connection failure at most this often.
-ROUTE_REFRESH_MIN_INTERVAL_S = 1.0
 _MAX_REFRESH_PER_ROUND = 64  # a producer of thousands of topics refreshes a bounded number a round
 
 
@@ -64,8 +61,6 @@ class Reachability:
         #: broker number -> loop time at which it was marked unreachable
         self._since: dict[int, float] = {}
         self._probe_task: asyncio.Task[None] | None = None
-        self._refreshed: dict[str, float] = {}  # topic -> loop time of the last refresh started
-        self._tasks: set[asyncio.Task[Any]] = set()
         #: tries started on a broker already marked unreachable (only when no reachable one had a queue)
         self.tries_on_unreachable = 0
 
@@ -119,26 +114,8 @@ class Reachability:
         log.warning("broker %s is reachable again (%s)", p._numbers.names[b], why)
 
     def refresh_soon(self, topic: str) -> None:
-        """Fetch ``topic``'s route now, unless that was done less than a rate-limit interval ago."""
-        loop = self._producer._fast.loop
-        if loop is None:
-            return
-        now = loop.time()
-        last = self._refreshed.get(topic)
-        if last is not None and now - last < ROUTE_REFRESH_MIN_INTERVAL_S:
-            return
-        if len(self._refreshed) > 10_000:  # bounded: a producer of endless topic names stays small
-            self._refreshed.clear()
-        self._refreshed[topic] = now
-        task = loop.create_task(self._refresh(topic))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
-    async def _refresh(self, topic: str) -> None:
-        try:
-            await self._producer.instance.update_route(topic)
-        except FastMQError as exc:
-            log.warning("updateTopicRouteInfoFromNameServer %s after a failed send failed: %s", topic, exc)
+        """Fetch ``topic``'s route now (the instance rate-limits it per topic)."""
+        self._producer.instance.refresh_route_soon(topic)
 
     def _master_of(self, broker_name: str) -> str | None:
         for info in list(self._producer._publish.values()):
@@ -182,13 +159,8 @@ class Reachability:
         return True
 
     async def close(self) -> None:
-        """Stop the probe and the refreshes in flight."""
-        tasks = list(self._tasks)
-        if self._probe_task is not None:
-            tasks.append(self._probe_task)
-        for t in tasks:
-            t.cancel()
-        if tasks:
-            await asyncio.gather(*tasks, return_exceptions=True)
-        self._tasks.clear()
-        self._probe_task = None
+        """Stop the probe."""
+        task, self._probe_task = self._probe_task, None
+        if task is not None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
