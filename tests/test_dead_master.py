@@ -104,7 +104,8 @@ async def test_dead_master_leaves_its_slave_readable(tmp_path: Path, client: Rem
             await asyncio.sleep(0.2)
         assert [b for b in acked if not got[b]] == [], "the fastmq consumer missed messages the slave holds"
 
-        lite = PullConsumer("GID_DEAD_MASTER_LITE", namesrv_addr=ns.addr, consume_from_where="CONSUME_FROM_FIRST_OFFSET")
+        lite = PullConsumer("GID_DEAD_MASTER_LITE", namesrv_addr=ns.addr,
+                            consume_from_where="CONSUME_FROM_FIRST_OFFSET")
         lite.subscribe(TOPIC)
         await lite.start()
         polled: set[bytes] = set()
@@ -120,7 +121,8 @@ async def test_dead_master_leaves_its_slave_readable(tmp_path: Path, client: Rem
             out, proc = await cpp
             bodies = {json.loads(ln[4:])["body"] for ln in out.splitlines() if ln.startswith("MSG ")}
             missing = [b for b in acked if b.decode() not in bodies]
-            assert missing == [], f"the C++ consumer missed {len(missing)} (rc={proc.returncode}): {proc.stderr[-2000:]}"
+            assert missing == [], (f"the C++ consumer missed {len(missing)} (rc={proc.returncode}): "
+                                   f"{proc.stderr[-2000:]}")
 
         # the master returns: the producer writes to it again, the consumer follows
         master = _master(tmp_path, ns.addr, port=m_port, ha_port=m_ha, role="SYNC_MASTER").start()

@@ -4,8 +4,9 @@ A send finds the topic's publish info (cache, then the NameServer, then TBW102 s
 auto-creates the topic), picks a queue with the compiled QueueTable (round robin from a counter
 with a random start; on a retry away from the broker that just failed; with
 ``send_latency_fault_enable`` also away from brokers in their latency penalty; always away from
-brokers it cannot connect to, see reachability.py), and sends SEND_MESSAGE_V2. A sync send tries ``retry_times_when_send_failed + 1`` times, all within the
-caller's timeout, retrying the response codes RocketMQ retries on.
+brokers it cannot connect to, see reachability.py), and sends SEND_MESSAGE_V2. A sync send tries
+``retry_times_when_send_failed + 1`` times, all within the caller's timeout, retrying the
+response codes RocketMQ retries on.
 """
 from __future__ import annotations
 
