@@ -8,13 +8,15 @@ after), restarts a and waits until a consumer group of two has consumed every ac
 message (tests/failover_scenario.py). Writes ``DIR/failover.json``: per run, the longest stall
 (the longest gap between two acknowledgements), the p99 and max send latency from a's death on,
 the tries spent on the dead broker, sends ok and failed, and what was not consumed. Run it from
-the repository's root (it imports ``tests.failover_scenario``).
+the repository's root (it imports ``tests.failover_scenario``). The clients' warnings go to
+``DIR/failover.log``.
 """
 from __future__ import annotations
 
 import argparse
 import asyncio
 import json
+import logging
 import platform
 import subprocess
 import sys
@@ -42,6 +44,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="comma-separated api:load pairs (api: blocking or aio; load: quiet or busy)")
     args = ap.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
+    # the clients' warnings (each failed try, each broker marked) go to a file beside the result
+    logging.basicConfig(filename=args.out / "failover.log", level=logging.WARNING,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     results = []
     for spec in args.runs.split(","):
         api, _, load = spec.strip().partition(":")
