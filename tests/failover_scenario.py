@@ -58,6 +58,7 @@ class Outcome:
     longest_consume_gap_b_ms: float = 0.0
     acked: int = 0
     consumer: str = "push"
+    fault: bool = True
     #: from a's death until the producer's route for the topic no longer lists a (-1: never seen)
     a_left_route_ms: float = -1.0
 
@@ -114,13 +115,14 @@ def _p99(values: list[float]) -> float:
 
 
 async def run_failover(tmp: Path, *, api: str = "blocking", busy: bool = False, consumer: str = "push",
-                       interval_s: float = 0.003, before_s: float = 1.0, after_s: float = 3.0,
+                       fault: bool = True, interval_s: float = 0.003, before_s: float = 1.0, after_s: float = 3.0,
                        pause_s: float = 0.7) -> Outcome:
     """Run the scenario under ``tmp``; ``api``: "blocking" (fastmq.Producer.send from a thread)
     or "aio" (fastmq.aio.Producer.send_async with callbacks, on this loop); ``consumer``: the
     group's two members are "push" consumers or "lite" pull consumers (polling, offsets
-    committed automatically at the next poll)."""
-    out = Outcome(api, busy, consumer=consumer)
+    committed automatically at the next poll); ``fault``: the producer's
+    ``send_latency_fault_enable`` (the issue's setting; off is the default)."""
+    out = Outcome(api, busy, consumer=consumer, fault=fault)
     ns1, ns2 = namesrv_process(_dir(tmp, "ns1")), namesrv_process(_dir(tmp, "ns2"))
     procs: list[ServerProcess] = [ns1.start(), ns2.start()]
     ns_list = f"{ns1.addr};{ns2.addr}"
@@ -225,7 +227,7 @@ async def run_failover(tmp: Path, *, api: str = "blocking", busy: bool = False, 
                 await asyncio.sleep(0.01)
 
         if api == "blocking":
-            p = fastmq.Producer("PG_FAILOVER", namesrv_addr=ns_list, send_latency_fault_enable=True)
+            p = fastmq.Producer("PG_FAILOVER", namesrv_addr=ns_list, send_latency_fault_enable=fault)
             p.start()
             producer_core.append(p._core)
 
@@ -247,7 +249,7 @@ async def run_failover(tmp: Path, *, api: str = "blocking", busy: bool = False, 
             finally:
                 await asyncio.to_thread(p.shutdown)
         else:
-            ap = Producer("PG_FAILOVER", namesrv_addr=ns_list, send_latency_fault_enable=True)
+            ap = Producer("PG_FAILOVER", namesrv_addr=ns_list, send_latency_fault_enable=fault)
             await ap.start()
             producer_core.append(ap)
             calls: Counter[bytes] = Counter()

@@ -39,3 +39,8 @@ async def test_blocking_producer_rides_over_a_dead_namesrv_and_broker(tmp_path: 
 async def test_asyncio_producer_rides_over_a_dead_namesrv_and_broker(tmp_path: Path, busy: bool) -> None:
     # with a group of two lite pull consumers (the blocking tests use push consumers)
     _check(await run_failover(tmp_path, api="aio", busy=busy, consumer="lite"))
+
+
+async def test_default_settings_ride_over_it_too(tmp_path: Path) -> None:
+    # without latency fault tolerance (the default) an unreachable broker is passed over all the same
+    _check(await run_failover(tmp_path, api="blocking", busy=True, fault=False))
