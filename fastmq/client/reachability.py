@@ -61,6 +61,7 @@ class Reachability:
         #: broker number -> loop time at which it was marked unreachable
         self._since: dict[int, float] = {}
         self._probe_task: asyncio.Task[None] | None = None
+        self._closed = False
         #: tries started on a broker already marked unreachable (only when no reachable one had a queue)
         self.tries_on_unreachable = 0
 
@@ -95,7 +96,7 @@ class Reachability:
             p._faults.mark_unreachable(b)
             p._fast.avoid_unreachable = True
             log.warning("broker %s is unreachable (%s): passed over until a probe reaches it", broker_name, exc)
-            if self._probe_task is None:
+            if self._probe_task is None and not self._closed:  # (a send failing at shutdown starts none)
                 self._probe_task = loop.create_task(self._probe())
         self.refresh_soon(topic)
 
@@ -127,7 +128,7 @@ class Reachability:
     async def _probe(self) -> None:
         p = self._producer
         try:
-            while self._since:
+            while self._since and not self._closed:
                 await asyncio.sleep(PROBE_INTERVAL_S)
                 self._refresh_routes_listing(self._since)
                 for b in list(self._since):
@@ -159,7 +160,8 @@ class Reachability:
         return True
 
     async def close(self) -> None:
-        """Stop the probe."""
+        """Stop the probe (for good: the producer is shutting down)."""
+        self._closed = True
         task, self._probe_task = self._probe_task, None
         if task is not None:
             task.cancel()
