@@ -1,6 +1,8 @@
 """RouteInfoManager, in process (the tables and their rules)."""
 from __future__ import annotations
 
+import time
+
 from fastmq.namesrv.route_info import RouteInfoManager
 from fastmq.protocol.bodies import DataVersion, RegisterBrokerBody, TopicConfig
 
@@ -63,6 +65,16 @@ def test_connection_close_removes_at_once_and_the_slave_keeps_queue_data() -> No
     assert ri.on_channel_destroy(S, None) == S               # found by address as well
     assert ri.pickup_topic_route_data("T") is None           # no address left: the queues go
     assert ri.broker_addr_table == {} and ri.cluster_addr_table == {} and ri.topic_queue_table == {}
+    # the same when the master unregisters (a clean shutdown), and when it expires
+    ri.register_broker("c", M, "b", 0, None, _body("T"), None, conn="mc")
+    ri.register_broker("c", S, "b", 1, None, _body("T"), None, conn="sc")
+    ri.unregister_broker("c", M, "b", 0)
+    assert [b.broker_addrs for b in ri.pickup_topic_route_data("T").broker_datas] == [{1: S}]
+    ri.register_broker("c", M, "b", 0, None, _body("T"), None, conn="mc")
+    t = int(time.time() * 1000)
+    ri.update_broker_timestamp(S, now_ms=t + 150_000)
+    ri.scan_not_active_broker(120_000, now_ms=t + 200_000)     # the master silent, the slave not
+    assert [b.broker_addrs for b in ri.pickup_topic_route_data("T").broker_datas] == [{1: S}]
     assert ri.on_channel_destroy("nobody:1", "x") is None
 
 
