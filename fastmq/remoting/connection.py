@@ -5,10 +5,19 @@ read completed, and the owner (server or client) handles them as one batch, so t
 read leave in one ``transport.write``. Responses to our own requests are matched by opaque in
 ``pending`` (RocketMQ's responseTable), never by order.
 
-Backpressure: when the transport's write buffer passes its high-water mark (the peer is not
-reading), we stop reading from that peer until it drains; a peer that only sends can therefore
-never make us buffer its answers without bound. Requests still being processed count too: past
-``max_inflight`` we stop reading until some finish.
+Flow control, and why it cannot deadlock. A connection where both ends stop reading while their
+own write buffer is full wedges for ever: each waits for the other to read first (seen with
+100,000 ``send_async`` at once). So only the answering end pauses:
+
+- a server (``keep_reading`` False) stops reading a peer while its write buffer is over the
+  high-water mark, i.e. while the peer does not take its answers, and while ``max_inflight`` of
+  the peer's requests are still being processed; a peer that only sends can never make it buffer
+  answers without bound;
+- a client (``keep_reading`` True) always reads, so the answers it is owed always leave the
+  server. Its own requests wait instead: a request started with :meth:`start_frame` while the
+  write buffer is over the mark, or while ``window`` requests already await their answers, is
+  held back (not yet written, its clock not yet running) and goes out as answers come back and
+  the socket drains. ``invoke`` (heartbeats, route lookups, unregister) is never held back.
 """
 from __future__ import annotations
 
@@ -16,6 +25,7 @@ import asyncio
 import logging
 import threading
 import time
+from itertools import islice
 from typing import Any, Callable, Protocol
 
 from .._ext.codec import FrameDecoder, RemotingCommand, encode_frame, encode_frames, settle_responses
@@ -41,6 +51,13 @@ MAX_INFLIGHT = 65536
 #: at the loop's next turn: a producer issuing thousands of sends in one turn keeps the broker
 #: busy with the first ones while it encodes the rest, instead of handing it everything at the end.
 OUTQ_FLUSH_BYTES = 64 * 1024
+#: Requests started with start_frame that may await their answers at once on one client connection;
+#: more wait, unwritten, for a slot. Enough to keep a broker busy (pipelined sends peak well
+#: below it), few enough that the last of them is answered long before a 3 s send timeout even
+#: on a slow machine: a request's clock starts when it is written, not while it waits here.
+DEFAULT_WINDOW = 8192
+#: Requests released from the wait at a time, so a write that fills the buffer stops the release.
+_RELEASE_CHUNK = 512
 
 
 class ConnectionListener:
@@ -80,7 +97,8 @@ class PendingEntry(Protocol):
     """What ``Connection.pending`` holds per opaque: the response goes to ``on_response``, a
     failure (connection lost, past ``deadline`` on the loop clock) to ``on_failure``; neither once
     ``answered()``. The names are not a future's: a send's entry is also the future its caller
-    holds (``produce_py.AsyncSend``), and its answer is not its result."""
+    holds (``produce_py.AsyncSend``), and its answer is not its result. The connection moves
+    ``deadline`` on when flow control held the request back: its clock starts when it is written."""
 
     deadline: float
     timeout_ms: float
@@ -121,8 +139,12 @@ class Connection(asyncio.Protocol):
 
     def __init__(self, handler: RequestHandler, *, listener: ConnectionListener | None = None,
                  max_frame_size: int = DEFAULT_MAX_FRAME_SIZE, max_inflight: int = MAX_INFLIGHT,
-                 on_lost: Callable[["Connection"], None] | None = None, rpc_hook: RequestHook | None = None) -> None:
+                 on_lost: Callable[["Connection"], None] | None = None, rpc_hook: RequestHook | None = None,
+                 keep_reading: bool = False, window: int = DEFAULT_WINDOW) -> None:
         self._handler = handler
+        #: Never stop reading because our own writes are backed up (the requesting end: see the
+        #: module docstring for why one end must keep reading).
+        self.keep_reading = keep_reading
         self.rpc_hook = rpc_hook
         self._listener = listener
         self._on_lost = on_lost
@@ -141,6 +163,11 @@ class Connection(asyncio.Protocol):
         self._write_paused = False
         self._read_paused = False
         self._drain_waiters: list[asyncio.Future[None]] = []
+        #: start_frame requests this end may have awaiting answers before new ones wait unwritten
+        self.window = max(1, window)
+        # opaque -> (frame, entry, time budget in s): requests waiting for the socket or a slot,
+        # in start order
+        self._held: dict[int, tuple[bytes, PendingEntry, float]] = {}
         # Frames queued by start_request/start_frame: written together when the loop next turns
         # (or once OUTQ_FLUSH_BYTES have gathered).
         self._outq: list[bytes] = []
@@ -184,6 +211,8 @@ class Connection(asyncio.Protocol):
         if not cmds:
             return
         requests, unmatched = settle_responses(cmds, self.pending)
+        if self._held:
+            self._release_held()
         if unmatched:  # one line per read, however many: a burst of late answers must not flood the log
             log.warning("%d response(s) with unknown opaque from %s (timed out?), first %s", len(unmatched),
                         self.remote_addr, unmatched[:5])
@@ -193,7 +222,8 @@ class Connection(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
         pending, self.pending = self.pending, {}
-        for entry in pending.values():
+        held, self._held = self._held, {}
+        for entry in [*pending.values(), *(e for _, e, _ in held.values())]:
             if not entry.answered():
                 # One error object per future: a shared one would collect every caller's traceback.
                 err = RemotingSendRequestError(self.remote_addr,
@@ -224,6 +254,8 @@ class Connection(asyncio.Protocol):
         for w in waiters:
             if not w.done():
                 w.set_result(None)
+        if self._held:
+            self._release_held()
 
     # ----------------------------------------------------------- helpers
 
@@ -239,7 +271,7 @@ class Connection(asyncio.Protocol):
         t = self.transport
         if t is None or self.closed:
             return
-        should_pause = self._write_paused or self.inflight >= self.max_inflight
+        should_pause = (self._write_paused and not self.keep_reading) or self.inflight >= self.max_inflight
         if should_pause and not self._read_paused:
             t.pause_reading()
             self._read_paused = True
@@ -366,9 +398,17 @@ class Connection(asyncio.Protocol):
         timer per request: past ``entry.deadline`` (loop clock) the once-a-second
         ``expire_pending`` scan fails it with RemotingTimeoutError, as RocketMQ's
         scanResponseTable does for async requests.
+
+        Flow control: while the write buffer is over its high-water mark, or ``window`` requests
+        await answers, the request is held back unwritten (see the module docstring) and its
+        deadline moves on by the time it waited.
         """
         if self.closed:
             raise RemotingSendRequestError(self.remote_addr, "connection closed")
+        if self._held or self._write_paused or len(self.pending) >= self.window:
+            assert self._loop is not None
+            self._held[opaque] = (frame, entry, entry.deadline - self._loop.time())
+            return
         self.pending[opaque] = entry
         self._outq.append(frame)
         self._outq_bytes += len(frame)
@@ -378,6 +418,32 @@ class Connection(asyncio.Protocol):
             self._flush_scheduled = True
             assert self._loop is not None
             self._loop.call_soon(self._flush)
+
+    def _release_held(self) -> None:
+        """Write held-back requests while the socket takes them and the window has room; each
+        one's deadline starts now, with the budget it had when it was started."""
+        held, pending = self._held, self.pending
+        if self.closed or self._loop is None:
+            return
+        now = self._loop.time()
+        while held and not self._write_paused:
+            room = min(self.window - len(pending), _RELEASE_CHUNK)
+            if room <= 0:
+                return
+            for opaque in list(islice(held, room)):
+                frame, entry, budget = held.pop(opaque)
+                if entry.answered():  # its caller gave up (a cancelled future): nothing to send
+                    continue
+                entry.deadline = now + budget
+                pending[opaque] = entry
+                self._outq.append(frame)
+                self._outq_bytes += len(frame)
+            self.send_many([])  # may pause writing: the loop then stops until resume_writing
+
+    @property
+    def held(self) -> int:
+        """Requests started but held back, unwritten, by flow control."""
+        return len(self._held)
 
     def _flush(self) -> None:
         self._flush_scheduled = False
@@ -399,6 +465,9 @@ class Connection(asyncio.Protocol):
         """Fail our request ``opaque`` with RemotingTimeoutError now, if it still awaits its answer
         (a caller's own timer at its deadline)."""
         entry = self.pending.pop(opaque, None)
+        if entry is None and opaque in self._held:
+            # a caller's own timer (a sync send) covers the time its request waited unwritten
+            entry = self._held.pop(opaque)[1]
         if entry is not None and not entry.answered():
             entry.on_failure(RemotingTimeoutError(self.remote_addr, entry.timeout_ms))
 
@@ -407,6 +476,8 @@ class Connection(asyncio.Protocol):
         expired = [op for op, entry in self.pending.items() if entry.deadline <= now]
         for op in expired:
             self.expire(op)
+        if self._held:
+            self._release_held()
         return len(expired)
 
     def close(self) -> None:
