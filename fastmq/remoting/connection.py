@@ -18,6 +18,11 @@ own write buffer is full wedges for ever: each waits for the other to read first
   write buffer is over the mark, or while ``window`` requests already await their answers, is
   held back (not yet written, its clock not yet running) and goes out as answers come back and
   the socket drains. ``invoke`` (heartbeats, route lookups, unregister) is never held back.
+
+Bounds (a server's connections): ``max_unsent`` caps what may wait in the write buffer for a peer
+that does not read (past it the connection is aborted), and a shared :class:`FrameBudget` caps
+the bytes of partial frames all connections buffer together (the connection whose read would
+pass it is aborted). Both log one line per connection closed.
 """
 from __future__ import annotations
 
@@ -58,6 +63,28 @@ OUTQ_FLUSH_BYTES = 64 * 1024
 DEFAULT_WINDOW = 8192
 #: Requests released from the wait at a time, so a write that fills the buffer stops the release.
 _RELEASE_CHUNK = 512
+
+
+class FrameBudget:
+    """The bytes of partial frames a server's connections may buffer together.
+
+    Each connection reports its decoder's buffered bytes after every read; a read that would take
+    the total past ``limit`` is refused (the connection is closed), so N peers each sending most
+    of a maximum-size frame and stalling cannot hold N x 16 MiB.
+    """
+
+    __slots__ = ("limit", "used")
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.used = 0
+
+    def take(self, delta: int) -> bool:
+        """Add ``delta`` bytes (negative: give back); False, and nothing taken, past the limit."""
+        if delta > 0 and self.used + delta > self.limit:
+            return False
+        self.used += delta
+        return True
 
 
 class ConnectionListener:
@@ -140,7 +167,8 @@ class Connection(asyncio.Protocol):
     def __init__(self, handler: RequestHandler, *, listener: ConnectionListener | None = None,
                  max_frame_size: int = DEFAULT_MAX_FRAME_SIZE, max_inflight: int = MAX_INFLIGHT,
                  on_lost: Callable[["Connection"], None] | None = None, rpc_hook: RequestHook | None = None,
-                 keep_reading: bool = False, window: int = DEFAULT_WINDOW) -> None:
+                 keep_reading: bool = False, window: int = DEFAULT_WINDOW, max_unsent: int = 0,
+                 frame_budget: FrameBudget | None = None) -> None:
         self._handler = handler
         #: Never stop reading because our own writes are backed up (the requesting end: see the
         #: module docstring for why one end must keep reading).
@@ -168,6 +196,12 @@ class Connection(asyncio.Protocol):
         # opaque -> (frame, entry, time budget in s): requests waiting for the socket or a slot,
         # in start order
         self._held: dict[int, tuple[bytes, PendingEntry, float]] = {}
+        #: bytes that may wait in the write buffer before the connection is aborted (0: no limit)
+        self.max_unsent = max_unsent
+        self._budget = frame_budget
+        self._buffered = 0  # partial-frame bytes reported to the budget
+        #: the write buffer's size at the last idle scan (a shrinking buffer is a peer reading)
+        self.scanned_unsent = 0
         # Frames queued by start_request/start_frame: written together when the loop next turns
         # (or once OUTQ_FLUSH_BYTES have gathered).
         self._outq: list[bytes] = []
@@ -208,6 +242,17 @@ class Connection(asyncio.Protocol):
             self._emit("on_exception", err)
             self.abort()
             return
+        budget = self._budget
+        if budget is not None:
+            n = self._decoder.buffered()
+            if n != self._buffered:
+                if not budget.take(n - self._buffered):
+                    log.warning("closing %s: partial frames of all connections would hold more than %d bytes "
+                                "(this one %d)", self.remote_addr, budget.limit, n)
+                    self._emit("on_exception", FrameError("partial-frame memory limit reached"))
+                    self.abort()
+                    return
+                self._buffered = n
         if not cmds:
             return
         requests, unmatched = settle_responses(cmds, self.pending)
@@ -221,6 +266,10 @@ class Connection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
+        if self._budget is not None and self._buffered:
+            self._budget.take(-self._buffered)
+            self._buffered = 0
+        self._decoder = FrameDecoder(self._decoder.max_frame_size)  # its partial frame goes now, not with us
         pending, self.pending = self.pending, {}
         held, self._held = self._held, {}
         for entry in [*pending.values(), *(e for _, e, _ in held.values())]:
@@ -324,8 +373,22 @@ class Connection(asyncio.Protocol):
                 data = b"".join(queued)
         else:
             data = b"".join(queued)
-        self.last_activity = time.monotonic()
-        self.transport.write(data)
+        self.wrote(data)
+
+    def wrote(self, data: bytes) -> None:
+        """Write ``data`` (encoded frames) to the open transport, under the unsent-data limit.
+
+        A write counts as activity only when nothing was waiting before it: a peer that does not
+        read must not look alive because we keep writing to it."""
+        t = self.transport
+        assert t is not None
+        if not self._write_paused and not t.get_write_buffer_size():
+            self.last_activity = time.monotonic()
+        t.write(data)
+        if self._write_paused and self.max_unsent and t.get_write_buffer_size() > self.max_unsent:
+            log.warning("closing %s: it does not read, and %d bytes wait for it (limit %d)", self.remote_addr,
+                        t.get_write_buffer_size(), self.max_unsent)
+            self.abort()
 
     def _encode_each(self, cmds: list[RemotingCommand]) -> list[bytes]:
         from ..protocol.command import response_for  # local: protocol sits above this floor's codec use
