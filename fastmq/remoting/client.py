@@ -159,7 +159,8 @@ class RemotingClient:
                 n = conn.expire_pending(now - SCAN_GRACE_S)
                 if n:
                     log.warning("removed %d timed-out request(s) of %s", n, addr)
-                if self.idle_timeout > 0 and not conn.pending and mono - conn.last_activity > self.idle_timeout:
+                if (self.idle_timeout > 0 and not conn.pending and not conn.held
+                        and mono - conn.last_activity > self.idle_timeout):
                     log.info("closing idle connection to %s", addr)
                     self.close_connection(addr)
 

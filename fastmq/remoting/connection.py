@@ -503,6 +503,10 @@ class Connection(asyncio.Protocol):
                 self._outq_bytes += len(frame)
             self.send_many([])  # may pause writing: the loop then stops until resume_writing
 
+    def entries(self) -> list[PendingEntry]:
+        """Every entry of ours in flight: awaiting its answer, or held back unwritten."""
+        return [*self.pending.values(), *(e for _, e, _ in self._held.values())]
+
     @property
     def held(self) -> int:
         """Requests started but held back, unwritten, by flow control."""
