@@ -79,17 +79,20 @@ class Producer:
         return outcome.wait(self._t(timeout_ms))
 
     def send_async(self, msg: Message, callback: Callable[[SendResult | None, BaseException | None], None],
-                   timeout_ms: int | None = None) -> None:
+                   timeout_ms: int | None = None, *, wait: bool = True) -> None:
         """Start a send; ``callback(result, error)`` runs on fastmq's loop thread when it completes.
 
         Returns once the send is handed to the loop. A stopped producer or a bad message raises
         here (ClientStateError, MessageValidationError); with ``max_in_flight`` sends not yet
         over, the call waits for one to end, and raises RemotingTooMuchRequestError if none
-        does within the send's timeout.
+        does within the send's timeout (at once with ``wait=False``).
         """
         self._core.check_message(msg)
         timeout = self._t(timeout_ms) - _GRACE
-        if not self._window.acquire(timeout=timeout):
+        if not wait:
+            if not self._window.acquire(blocking=False):
+                raise RemotingTooMuchRequestError("send_async invoke too fast")
+        elif not self._window.acquire(timeout=timeout):
             raise RemotingTooMuchRequestError(f"send_async tryAcquire semaphore timeout, {int(timeout * 1000)}ms")
         window = self._window
 

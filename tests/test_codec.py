@@ -321,6 +321,19 @@ def test_max_frame_size_is_configurable(codec) -> None:
         codec.FrameDecoder(max_frame_size=1000).feed(f[:4])
 
 
+def test_oversized_prefix_split_across_reads_is_refused_and_nothing_kept(codec) -> None:
+    """Guards against buffering a frame that will be refused: a length prefix arriving in two
+    reads is judged as soon as its fourth byte lands, and the refused stream keeps no bytes."""
+    f = codec.encode_frame(codec.RemotingCommand(1, body=b"x" * 2000))
+    dec = codec.FrameDecoder(max_frame_size=1000)
+    assert dec.feed(f[:2]) == [] and dec.buffered() == 2
+    with pytest.raises(FrameError, match="exceeds the maximum of 1000"):
+        dec.feed(f[2:4])
+    assert dec.buffered() == 0
+    with pytest.raises(FrameError):  # the stream stays refused
+        dec.feed(b"")
+
+
 def test_frame_of_exactly_the_maximum(codec) -> None:
     f = codec.encode_frame(codec.RemotingCommand(1, body=b"x" * 100))
     limit = len(f) - 4

@@ -722,3 +722,112 @@ async def test_a_run_of_requests_goes_to_process_batch_once() -> None:
     finally:
         await close_writer(writer)
         await srv.close()
+
+
+# -------------------------------------------------------------- client flow control
+
+
+async def test_requests_past_the_window_wait_unwritten_and_their_clock_starts_when_written(
+        server: RemotingServer, client: RemotingClient) -> None:
+    """Guards against a burst timing out in a queue: with a window of 4, 16 of 20 slow requests
+    wait unwritten, and each gets its whole 0.5 s once written although the burst takes longer."""
+    a = addr_of(server)
+    await client.invoke(a, create_request(ECHO), 5)
+    conn = client._conns[a]
+    conn.window = 4
+    loop = asyncio.get_running_loop()
+    futs = []
+    for _ in range(20):
+        fut: asyncio.Future[RemotingCommand] = loop.create_future()
+        conn.start_request(create_request(SLOW, {"sleep": "0.2"}), fut, loop.time() + 0.5, 500)
+        futs.append(fut)
+    assert conn.held == 16 and len(conn.pending) == 4  # the first 4 go out with this turn's write
+    t0 = loop.time()
+    resps = await asyncio.wait_for(asyncio.gather(*futs), 20)
+    assert all(r.code == 0 for r in resps)
+    assert loop.time() - t0 >= 0.8  # 5 rounds of 0.2 s: longer than any one request's 0.5 s
+    assert conn.held == 0 and conn.pending == {}
+
+
+async def test_a_held_request_fails_at_its_callers_own_deadline(server: RemotingServer, client: RemotingClient) -> None:
+    """A caller's own timer (a sync send) covers the time its request waited unwritten: expire()
+    fails it there, and it is never written."""
+    a = addr_of(server)
+    await client.invoke(a, create_request(ECHO), 5)
+    conn = client._conns[a]
+    conn.window = 1
+    loop = asyncio.get_running_loop()
+    first: asyncio.Future[RemotingCommand] = loop.create_future()
+    conn.start_request(create_request(SLOW, {"sleep": "0.5"}), first, loop.time() + 5, 5000)
+    conn.flush()
+    held: asyncio.Future[RemotingCommand] = loop.create_future()
+    req = create_request(ECHO)
+    conn.start_request(req, held, loop.time() + 5, 100)
+    assert conn.held == 1
+    conn.expire(req.opaque)
+    with pytest.raises(RemotingTimeoutError, match=r"100\(ms\)"):
+        await held
+    assert conn.held == 0
+    assert (await asyncio.wait_for(first, 5)).code == 0
+
+
+async def test_held_requests_fail_when_the_connection_is_lost(server: RemotingServer, client: RemotingClient) -> None:
+    a = addr_of(server)
+    await client.invoke(a, create_request(ECHO), 5)
+    conn = client._conns[a]
+    conn.window = 1
+    loop = asyncio.get_running_loop()
+    futs = []
+    for _ in range(3):
+        fut: asyncio.Future[RemotingCommand] = loop.create_future()
+        conn.start_request(create_request(SLOW, {"sleep": "5"}), fut, loop.time() + 10, 10000)
+        futs.append(fut)
+    conn.flush()
+    assert conn.held == 2
+    conn.abort()
+    for fut in futs:
+        with pytest.raises(RemotingSendRequestError):
+            await asyncio.wait_for(fut, 5)
+
+
+async def test_client_keeps_reading_while_its_own_writes_are_backed_up() -> None:
+    """Guards against the both-sides-stop-reading wedge: a client connection whose write buffer
+    is over its mark (the server is not reading it) still reads what the server sends."""
+    got = asyncio.get_running_loop().create_future()
+    transports: list[asyncio.Transport] = []
+
+    class Talker(asyncio.Protocol):
+        def connection_made(self, transport: asyncio.BaseTransport) -> None:
+            transports.append(transport)  # type: ignore[arg-type]
+
+        def data_received(self, data: bytes) -> None:
+            t = transports[-1]
+            t.pause_reading()  # from now on it never reads us, but it talks
+            t.write(encode_frame(create_request(ECHO, {"v": "pushed"})))
+
+    class Catch(RequestProcessor):
+        def process_request(self, conn: Connection, request: RemotingCommand) -> None:
+            if not got.done():
+                got.set_result(request.ext_fields)
+            return None
+
+    loop = asyncio.get_running_loop()
+    srv = await loop.create_server(Talker, "127.0.0.1", 0)
+    addr = f"127.0.0.1:{srv.sockets[0].getsockname()[1]}"
+    c = RemotingClient(processor=Catch())
+    try:
+        conn = await c._connection(addr, 5)
+        body = b"w" * (1 << 20)
+        for _ in range(64):  # until our own buffer is over its mark
+            conn.send_oneway(create_request(ECHO, body=body))
+            if conn.write_paused:
+                break
+            await asyncio.sleep(0.01)
+        assert conn.write_paused and not conn.reading_paused
+        assert await asyncio.wait_for(got, 5) == {"v": "pushed"}
+    finally:
+        await c.close()
+        for t in transports:
+            t.abort()
+        srv.close()
+        await srv.wait_closed()

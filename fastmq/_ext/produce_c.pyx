@@ -885,7 +885,7 @@ cdef class SendFastPath:
         returns how many. Forgets the connections that are closed and hold none."""
         cdef int n = 0
         for conn in list(self._untracked_in):
-            for entry in conn.pending.values():
+            for entry in conn.entries():  # those awaiting answers, and those flow control holds back
                 if type(entry) is AsyncSend and not PyObject_GC_IsTracked(entry):
                     PyObject_GC_Track(entry)
                     n += 1

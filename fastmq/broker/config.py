@@ -14,6 +14,7 @@ from typing import Mapping
 
 from ..errors import ConfigError
 from ..remoting.address import local_address
+from ..remoting.server import check_server_limits
 from ..store.config import MessageStoreConfig
 
 __all__ = ["BrokerConfig", "local_address", "MASTER_ID", "split_keys", "check_configs", "RESTART_ONLY_KEYS"]
@@ -57,6 +58,12 @@ class BrokerConfig:
     registerNameServerPeriod: int = 30000
     slaveReadEnable: bool = False
     aclEnable: bool = False
+    # the remoting server's bounds (NettyServerConfig's idle time; the rest are fastmq's)
+    serverChannelMaxIdleTimeSeconds: int = 120
+    maxFrameSize: int = 16 * 1024 * 1024
+    serverMaxConnections: int = 10_000
+    serverMaxPartialFrameBytes: int = 256 * 1024 * 1024
+    serverMaxUnsentBytes: int = 64 * 1024 * 1024
 
     @property
     def broker_addr(self) -> str:
@@ -74,7 +81,9 @@ class BrokerConfig:
 RESTART_ONLY_KEYS = frozenset({
     "listenPort", "haListenPort", "brokerIP1", "brokerIP2", "brokerName", "brokerClusterName", "brokerId",
     "brokerRole", "namesrvAddr", "rocketmqHome", "storePathRootDir", "storePathCommitLog",
-    "mappedFileSizeCommitLog", "mappedFileSizeConsumeQueue", "flushDiskType", "messageDelayLevel"})
+    "mappedFileSizeCommitLog", "mappedFileSizeConsumeQueue", "flushDiskType", "messageDelayLevel",
+    "serverChannelMaxIdleTimeSeconds", "maxFrameSize", "serverMaxConnections", "serverMaxPartialFrameBytes",
+    "serverMaxUnsentBytes"})
 
 
 def split_keys(props: Mapping[str, str], cfg: BrokerConfig, store: MessageStoreConfig
@@ -89,6 +98,7 @@ def check_configs(cfg: BrokerConfig, store: MessageStoreConfig) -> None:
     """BrokerStartup's checks. Raises ConfigError naming the key."""
     if not 0 <= cfg.listenPort <= 65535:
         raise ConfigError(f"listenPort={cfg.listenPort}: not a TCP port")
+    check_server_limits(cfg)
     if store.flushDiskType.upper() not in ("ASYNC_FLUSH", "SYNC_FLUSH"):
         raise ConfigError(f"flushDiskType={store.flushDiskType}: expected ASYNC_FLUSH or SYNC_FLUSH")
     role = store.brokerRole.upper()

@@ -71,6 +71,7 @@ class _ClientHousekeeping(ConnectionGoneListener):
     def connection_gone(self, conn: Connection) -> None:
         self.broker.consumer_manager.on_connection_closed(conn)
         self.broker.producer_manager.on_connection_closed(conn)
+        self.broker.hold_service.release(conn)  # nobody left to answer: free what they hold now
 
 
 class BrokerController:
@@ -94,7 +95,12 @@ class BrokerController:
         self.send_processor = SendMessageProcessor(self)
         self.pull_processor = PullMessageProcessor(self)
         self.hold_service = PullRequestHoldService(self.pull_processor.wake)
-        self.server = RemotingServer("0.0.0.0", self.config.listenPort, listener=_ClientHousekeeping(self))
+        c = self.config
+        self.server = RemotingServer("0.0.0.0", c.listenPort, listener=_ClientHousekeeping(self),
+                                     idle_timeout=c.serverChannelMaxIdleTimeSeconds, max_frame_size=c.maxFrameSize,
+                                     max_connections=c.serverMaxConnections,
+                                     max_partial_frame_bytes=c.serverMaxPartialFrameBytes,
+                                     max_unsent_bytes=c.serverMaxUnsentBytes)
         for proc in (self.send_processor, self.pull_processor, ClientManageProcessor(self),
                      ConsumerManageProcessor(self), AdminBrokerProcessor(self), MasterSyncProcessor(self)):
             for code in proc.codes:

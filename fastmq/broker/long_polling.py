@@ -9,6 +9,10 @@ deadline, so a pull is answered within the event loop's latency of the message b
 What "answer" means is the caller's business: ``wake(request)`` re-runs the pull and writes its
 response. A request that matched nothing (its tag filter rejected the new messages) goes back on
 hold, as RocketMQ's ``notifyMessageArriving`` does when the message filter says no.
+
+A held pull keeps its request (and what it references) until it is answered, so the pulls of a
+connection that goes away are dropped at once (:meth:`PullRequestHoldService.release`) instead of
+at their deadline: a client may ask to be held for as long as it likes.
 """
 from __future__ import annotations
 
@@ -30,6 +34,7 @@ class HeldPull:
     deadline: float                   # loop time at which the pull is answered whatever happens
     context: Any = None               # what ``wake`` needs to re-run the pull (request, connection...)
     tag_codes: frozenset[int] | None = None   # None: every tag matches
+    owner: Any = None                 # what it is dropped with (the connection), or None
     timer: asyncio.TimerHandle | None = field(default=None, repr=False)
 
 
@@ -43,6 +48,7 @@ class PullRequestHoldService:
     def __init__(self, wake: Callable[[HeldPull, bool], bool]) -> None:
         self._wake = wake
         self._table: dict[tuple[str, int], list[HeldPull]] = {}
+        self._by_owner: dict[Any, set[HeldPull]] = {}
         self._closed = False
 
     def __len__(self) -> int:
@@ -54,7 +60,32 @@ class PullRequestHoldService:
             return
         loop = asyncio.get_running_loop()
         self._table.setdefault((held.topic, held.queue_id), []).append(held)
+        if held.owner is not None:
+            self._by_owner.setdefault(held.owner, set()).add(held)
         held.timer = loop.call_at(held.deadline, self._expire, held)
+
+    def _forget_owner(self, held: HeldPull) -> None:
+        if held.owner is None:
+            return
+        mine = self._by_owner.get(held.owner)
+        if mine is not None:
+            mine.discard(held)
+            if not mine:
+                del self._by_owner[held.owner]
+
+    def release(self, owner: Any) -> int:
+        """Drop, unanswered, every pull held for ``owner`` (its connection is gone: nobody is left
+        to answer); returns how many."""
+        mine = self._by_owner.pop(owner, None)
+        if not mine:
+            return 0
+        for held in mine:
+            if held.timer is not None:
+                held.timer.cancel()
+            held.owner = None  # already out of _by_owner
+            self._remove(held)
+            held.context = None
+        return len(mine)
 
     def _remove(self, held: HeldPull) -> None:
         key = (held.topic, held.queue_id)
@@ -70,6 +101,7 @@ class PullRequestHoldService:
 
     def _expire(self, held: HeldPull) -> None:
         self._remove(held)
+        self._forget_owner(held)
         try:
             self._wake(held, True)
         except Exception:  # a failing answer must not kill the timer machinery of everyone else
@@ -97,6 +129,7 @@ class PullRequestHoldService:
             if answered:
                 if held.timer is not None:
                     held.timer.cancel()
+                self._forget_owner(held)
             else:
                 keep.append(held)
         if keep:
@@ -108,6 +141,7 @@ class PullRequestHoldService:
         """Answer every held pull now (at shutdown), so no consumer waits on a dead broker."""
         self._closed = True
         table, self._table = self._table, {}
+        self._by_owner.clear()
         for lst in table.values():
             for held in lst:
                 if held.timer is not None:

@@ -20,8 +20,8 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 from .._ext.fault import FaultTable
 from .._ext.produce import AsyncSend, SendFastPath, SendRequestWriter, SendResult, encode_batch
 from ..errors import (FAQ_SUFFIX, BrokerError, ClientError, ClientStateError, ConfigError, MessageValidationError,
-                      NoRouteError, RemotingConnectError, RemotingError, RemotingTimeoutError, SendFailedError,
-                      SendTimeoutError)
+                      NoRouteError, RemotingConnectError, RemotingError, RemotingTimeoutError,
+                      RemotingTooMuchRequestError, SendFailedError, SendTimeoutError)
 from .._ext.codec import RemotingCommand
 from ..protocol.codes import ClientErrorCode, LanguageCode, RequestCode, ResponseCode
 from ..protocol.bodies import TopicRouteData
@@ -472,7 +472,8 @@ class Producer:
         return r
 
     async def send_async(self, msg: Message, callback: Callable[[SendResult | None, BaseException | None], None]
-                         | None = None, timeout_ms: int | None = None) -> "asyncio.Future[SendResult]":
+                         | None = None, timeout_ms: int | None = None, *, wait: bool = True
+                         ) -> "asyncio.Future[SendResult]":
         """Start a send; the returned future (and ``callback(result, error)``) completes with it.
 
         Retried per ``retry_times_when_send_async_failed``. With the topic's route cached and its
@@ -485,9 +486,17 @@ class Producer:
         it is the send's own record, the one object a send in flight costs, so with the compiled
         core it is not an ``asyncio.Future`` instance. Cancelling it stops the wait and any
         retry, not a request already written.
+
+        With ``max_in_flight`` sends not over, the call waits for one to end (a burst of any size
+        is safe: the sends beyond the window start as earlier ones are answered); ``wait=False``
+        raises RemotingTooMuchRequestError at once instead (RocketMQ's "invokeAsyncImpl invoke
+        too fast"). Once started, a send may still wait, unwritten, for its connection to drain
+        (see :mod:`fastmq.remoting.connection`); its timeout runs from when it is written.
         """
         permits = self._in_flight
         if permits is not None and not permits.try_acquire():
+            if not wait:
+                raise RemotingTooMuchRequestError("invokeAsyncImpl invoke too fast")
             await permits.acquire()
         return self._start_async(msg, callback, timeout_ms, permits)
 

@@ -189,13 +189,33 @@ _body = operator.attrgetter("body")
 _drain = collections.deque(maxlen=0).extend  # runs an iterator to its end, keeping nothing
 
 
+#: What a compressed message body may inflate to in a consumer: four times the largest body a
+#: producer sends by default (4 MiB). A few KiB of zeros inflate to gigabytes; past this the
+#: message is delivered as it came, with a warning.
+MAX_INFLATED_BODY = 16 * 1024 * 1024
+
+
+def inflate_body(body: bytes, limit: int = MAX_INFLATED_BODY) -> bytes:
+    """``body`` inflated (zlib); ValueError when it inflates past ``limit`` bytes, zlib.error when
+    it does not inflate."""
+    d = zlib.decompressobj()
+    out = d.decompress(body, limit + 1)
+    if len(out) > limit:
+        raise ValueError(f"inflates past {limit} bytes")
+    if not d.eof:
+        raise zlib.error("incomplete or truncated stream")
+    return out
+
+
 def _unwrap(m: MessageExt, group: str) -> MessageExt:
     """What a listener sees: the original topic of a retried message, an inflated body."""
     if m.sys_flag & MessageSysFlag.COMPRESSED:
         try:
-            m.body = zlib.decompress(m.body)
+            m.body = inflate_body(m.body)
         except zlib.error:
             log.warning("message %s says compressed but does not inflate; delivered as is", m.msg_id)
+        except ValueError as exc:
+            log.warning("message %s %s; delivered as is (compressed)", m.msg_id, exc)
     real = m.properties.get(MessageConst.RETRY_TOPIC)
     if real and m.topic == retry_topic(group):
         m.topic = real

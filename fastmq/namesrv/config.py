@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import ConfigError
+from ..remoting.server import check_server_limits
 
 __all__ = ["NamesrvConfig", "NamesrvServerConfig", "CONFIG_BLACK_LIST"]
 
@@ -28,6 +29,10 @@ class NamesrvConfig:
     scanNotActiveBrokerInterval: int = 10_000
     #: fastmq's key for RocketMQ's fixed 120 s broker expiry, so tests can shorten it.
     brokerChannelExpiredTime: int = 120_000
+    #: fastmq's cap on what a compressed REGISTER_BROKER body may inflate to: 8 MiB holds
+    #: ~230,000 topics in that compact form, twice what a 16 MiB frame of JSON can carry; more is
+    #: refused (SYSTEM_ERROR) rather than parsed for seconds.
+    registerBodyMaxInflatedBytes: int = 8 * 1024 * 1024
     #: Where the log file goes (RocketMQ's logback default is ~/logs/rocketmqlogs/namesrv.log).
     logPath: str = os.path.join(_HOME, "logs", "rocketmqlogs", "namesrv.log")
 
@@ -37,6 +42,8 @@ class NamesrvConfig:
             raise ConfigError(f"scanNotActiveBrokerInterval={self.scanNotActiveBrokerInterval}: must be > 0 ms")
         if self.brokerChannelExpiredTime <= 0:
             raise ConfigError(f"brokerChannelExpiredTime={self.brokerChannelExpiredTime}: must be > 0 ms")
+        if self.registerBodyMaxInflatedBytes < 1024:
+            raise ConfigError(f"registerBodyMaxInflatedBytes={self.registerBodyMaxInflatedBytes}: must be >= 1024")
 
 
 @dataclass
@@ -47,12 +54,13 @@ class NamesrvServerConfig:
     bindAddress: str = "0.0.0.0"
     serverChannelMaxIdleTimeSeconds: int = 120
     maxFrameSize: int = 16 * 1024 * 1024
+    # fastmq's bounds (see fastmq.remoting.server)
+    serverMaxConnections: int = 10_000
+    serverMaxPartialFrameBytes: int = 256 * 1024 * 1024
+    serverMaxUnsentBytes: int = 64 * 1024 * 1024
 
     def validate(self) -> None:
-        """Raise ConfigError for a port, idle time or frame limit the server cannot use."""
+        """Raise ConfigError for a port, idle time, frame or memory limit the server cannot use."""
         if not 0 <= self.listenPort <= 65535:
             raise ConfigError(f"listenPort={self.listenPort}: not a TCP port")
-        if self.serverChannelMaxIdleTimeSeconds < 0:
-            raise ConfigError(f"serverChannelMaxIdleTimeSeconds={self.serverChannelMaxIdleTimeSeconds}: must be >= 0")
-        if self.maxFrameSize < 64:
-            raise ConfigError(f"maxFrameSize={self.maxFrameSize}: too small for any request")
+        check_server_limits(self)

@@ -46,7 +46,10 @@ class NamesrvController:
         self.kv_config = KVConfigManager(self.config.kvConfigPath)
         sc = self.server_config
         self.server = RemotingServer(sc.bindAddress, sc.listenPort, idle_timeout=sc.serverChannelMaxIdleTimeSeconds,
-                                     max_frame_size=sc.maxFrameSize, listener=_BrokerHousekeeping(self.route_info))
+                                     max_frame_size=sc.maxFrameSize, listener=_BrokerHousekeeping(self.route_info),
+                                     max_connections=sc.serverMaxConnections,
+                                     max_partial_frame_bytes=sc.serverMaxPartialFrameBytes,
+                                     max_unsent_bytes=sc.serverMaxUnsentBytes)
         self.server.register_default_processor(DefaultRequestProcessor(self))
         self._tasks: list[asyncio.Task[Any]] = []
 

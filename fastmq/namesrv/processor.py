@@ -1,9 +1,10 @@
 """DefaultRequestProcessor: every request code the NameServer answers."""
 from __future__ import annotations
 
+import asyncio
 import logging
 import zlib
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from ..errors import ConfigError, RemotingCommandError
 from ..properties import parse_properties_body
@@ -22,6 +23,10 @@ __all__ = ["DefaultRequestProcessor"]
 log = logging.getLogger("fastmq.namesrv")
 
 _FAQ = "\nSee http://rocketmq.apache.org/docs/faq/ for further details."
+
+#: Compressed REGISTER_BROKER bodies this large or larger are inflated and parsed on a worker
+#: thread, so one huge registration does not hold every other client's request for seconds.
+OFF_LOOP_REGISTER_BODY = 256 * 1024
 
 
 def _need(request: RemotingCommand, name: str) -> str:
@@ -52,13 +57,14 @@ def _crc32_forms(data: bytes) -> tuple[int, int]:
 _V3_0_11 = 37
 
 
-def _decode_register_body(request: RemotingCommand) -> tuple[RegisterBrokerBody, list[str] | None]:
-    """The topics of a REGISTER_BROKER and its filter servers (None: leave the filter table alone)."""
+def _decode_register_body(request: RemotingCommand, max_inflated: int) -> tuple[RegisterBrokerBody, list[str] | None]:
+    """The topics of a REGISTER_BROKER and its filter servers (None: leave the filter table alone).
+    A compressed body may inflate to ``max_inflated`` bytes at most (RemotingCommandError past it)."""
     if not request.body:
         # RocketMQ registers a body-less broker with data version {0, 0}.
         return RegisterBrokerBody(data_version=DataVersion(0, 0)), None
     if ext_bool(request, "compressed"):
-        body = RegisterBrokerBody.decode(request.body, True)
+        body = RegisterBrokerBody.decode(request.body, True, max_inflated)
         return body, body.filter_server_list
     obj = loads_lenient(request.body)
     if isinstance(obj, dict) and "topicConfigSerializeWrapper" not in obj and (
@@ -137,7 +143,24 @@ class DefaultRequestProcessor(CodeDispatchProcessor):
         name, bid = _need(request, "brokerName"), _need_int(request, "brokerId")
         if not self._check_crc(request):
             return response_for(request, ResponseCode.SYSTEM_ERROR, "crc32 not match")
-        body, filter_servers = _decode_register_body(request)
+        limit = self.c.config.registerBodyMaxInflatedBytes
+        if request.body and len(request.body) >= OFF_LOOP_REGISTER_BODY and ext_bool(request, "compressed"):
+            return self._register_off_loop(conn, request, cluster, addr, name, bid, limit)
+        body, filter_servers = _decode_register_body(request, limit)
+        return self._registered(conn, request, cluster, addr, name, bid, body, filter_servers)
+
+    async def _register_off_loop(self, conn: Connection, request: RemotingCommand, cluster: str, addr: str,
+                                 name: str, bid: int, limit: int) -> RemotingCommand:
+        try:
+            body, filter_servers = await asyncio.get_running_loop().run_in_executor(
+                None, _decode_register_body, request, limit)
+        except RemotingCommandError as exc:  # answered as the inline path answers it
+            log.warning("bad request %d from %s: %s", request.code, conn.remote_addr, exc)
+            return response_for(request, ResponseCode.SYSTEM_ERROR, str(exc))
+        return self._registered(conn, request, cluster, addr, name, bid, body, filter_servers)
+
+    def _registered(self, conn: Connection, request: RemotingCommand, cluster: str, addr: str, name: str, bid: int,
+                    body: RegisterBrokerBody, filter_servers: Any) -> RemotingCommand:
         result = self.c.route_info.register_broker(cluster, addr, name, bid, ext_str(request, "haServerAddr"),
                                                    body, filter_servers, conn)
         # As RocketMQ: the ORDER_TOPIC_CONFIG namespace as a KVTable, no body when there is none.

@@ -29,6 +29,10 @@ __all__ = ["RemotingClient"]
 
 log = logging.getLogger("fastmq.remoting")
 
+#: How long past its deadline the once-a-second scan leaves a request (RocketMQ's
+#: scanResponseTable adds the same second).
+SCAN_GRACE_S = 1.0
+
 
 class _Refuser(RequestProcessor):
     """Answers requests a server pushes when the client has no processor for them."""
@@ -105,7 +109,8 @@ class RemotingClient:
 
         def factory() -> Connection:
             return Connection(self._dispatcher.dispatch, listener=self.listener, max_frame_size=self.max_frame_size,
-                              on_lost=lambda c, a=addr: self._forget(a, c), rpc_hook=self.rpc_hook)
+                              on_lost=lambda c, a=addr: self._forget(a, c), rpc_hook=self.rpc_hook,
+                              keep_reading=True)
         try:
             async with asyncio.timeout(self.connect_timeout):
                 _, conn = await loop.create_connection(factory, host, port)
@@ -149,10 +154,13 @@ class RemotingClient:
             now = loop.time()
             mono = time.monotonic()
             for addr, conn in list(self._conns.items()):
-                n = conn.expire_pending(now)
+                # a second's grace, as RocketMQ's scanResponseTable: an answer already in the
+                # socket while the loop was busy must not be failed before it is read
+                n = conn.expire_pending(now - SCAN_GRACE_S)
                 if n:
                     log.warning("removed %d timed-out request(s) of %s", n, addr)
-                if self.idle_timeout > 0 and not conn.pending and mono - conn.last_activity > self.idle_timeout:
+                if (self.idle_timeout > 0 and not conn.pending and not conn.held
+                        and mono - conn.last_activity > self.idle_timeout):
                     log.info("closing idle connection to %s", addr)
                     self.close_connection(addr)
 

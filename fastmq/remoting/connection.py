@@ -5,10 +5,24 @@ read completed, and the owner (server or client) handles them as one batch, so t
 read leave in one ``transport.write``. Responses to our own requests are matched by opaque in
 ``pending`` (RocketMQ's responseTable), never by order.
 
-Backpressure: when the transport's write buffer passes its high-water mark (the peer is not
-reading), we stop reading from that peer until it drains; a peer that only sends can therefore
-never make us buffer its answers without bound. Requests still being processed count too: past
-``max_inflight`` we stop reading until some finish.
+Flow control, and why it cannot deadlock. A connection where both ends stop reading while their
+own write buffer is full wedges for ever: each waits for the other to read first (seen with
+100,000 ``send_async`` at once). So only the answering end pauses:
+
+- a server (``keep_reading`` False) stops reading a peer while its write buffer is over the
+  high-water mark, i.e. while the peer does not take its answers, and while ``max_inflight`` of
+  the peer's requests are still being processed; a peer that only sends can never make it buffer
+  answers without bound;
+- a client (``keep_reading`` True) always reads, so the answers it is owed always leave the
+  server. Its own requests wait instead: a request started with :meth:`start_frame` while the
+  write buffer is over the mark, or while ``window`` requests already await their answers, is
+  held back (not yet written, its clock not yet running) and goes out as answers come back and
+  the socket drains. ``invoke`` (heartbeats, route lookups, unregister) is never held back.
+
+Bounds (a server's connections): ``max_unsent`` caps what may wait in the write buffer for a peer
+that does not read (past it the connection is aborted), and a shared :class:`FrameBudget` caps
+the bytes of partial frames all connections buffer together (the connection whose read would
+pass it is aborted). Both log one line per connection closed.
 """
 from __future__ import annotations
 
@@ -16,6 +30,7 @@ import asyncio
 import logging
 import threading
 import time
+from itertools import islice
 from typing import Any, Callable, Protocol
 
 from .._ext.codec import FrameDecoder, RemotingCommand, encode_frame, encode_frames, settle_responses
@@ -41,6 +56,35 @@ MAX_INFLIGHT = 65536
 #: at the loop's next turn: a producer issuing thousands of sends in one turn keeps the broker
 #: busy with the first ones while it encodes the rest, instead of handing it everything at the end.
 OUTQ_FLUSH_BYTES = 64 * 1024
+#: Requests started with start_frame that may await their answers at once on one client connection;
+#: more wait, unwritten, for a slot. Enough to keep a broker busy (pipelined sends peak well
+#: below it), few enough that the last of them is answered long before a 3 s send timeout even
+#: on a slow machine: a request's clock starts when it is written, not while it waits here.
+DEFAULT_WINDOW = 8192
+#: Requests released from the wait at a time, so a write that fills the buffer stops the release.
+_RELEASE_CHUNK = 512
+
+
+class FrameBudget:
+    """The bytes of partial frames a server's connections may buffer together.
+
+    Each connection reports its decoder's buffered bytes after every read; a read that would take
+    the total past ``limit`` is refused (the connection is closed), so N peers each sending most
+    of a maximum-size frame and stalling cannot hold N x 16 MiB.
+    """
+
+    __slots__ = ("limit", "used")
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.used = 0
+
+    def take(self, delta: int) -> bool:
+        """Add ``delta`` bytes (negative: give back); False, and nothing taken, past the limit."""
+        if delta > 0 and self.used + delta > self.limit:
+            return False
+        self.used += delta
+        return True
 
 
 class ConnectionListener:
@@ -80,7 +124,8 @@ class PendingEntry(Protocol):
     """What ``Connection.pending`` holds per opaque: the response goes to ``on_response``, a
     failure (connection lost, past ``deadline`` on the loop clock) to ``on_failure``; neither once
     ``answered()``. The names are not a future's: a send's entry is also the future its caller
-    holds (``produce_py.AsyncSend``), and its answer is not its result."""
+    holds (``produce_py.AsyncSend``), and its answer is not its result. The connection moves
+    ``deadline`` on when flow control held the request back: its clock starts when it is written."""
 
     deadline: float
     timeout_ms: float
@@ -121,8 +166,13 @@ class Connection(asyncio.Protocol):
 
     def __init__(self, handler: RequestHandler, *, listener: ConnectionListener | None = None,
                  max_frame_size: int = DEFAULT_MAX_FRAME_SIZE, max_inflight: int = MAX_INFLIGHT,
-                 on_lost: Callable[["Connection"], None] | None = None, rpc_hook: RequestHook | None = None) -> None:
+                 on_lost: Callable[["Connection"], None] | None = None, rpc_hook: RequestHook | None = None,
+                 keep_reading: bool = False, window: int = DEFAULT_WINDOW, max_unsent: int = 0,
+                 frame_budget: FrameBudget | None = None) -> None:
         self._handler = handler
+        #: Never stop reading because our own writes are backed up (the requesting end: see the
+        #: module docstring for why one end must keep reading).
+        self.keep_reading = keep_reading
         self.rpc_hook = rpc_hook
         self._listener = listener
         self._on_lost = on_lost
@@ -141,6 +191,17 @@ class Connection(asyncio.Protocol):
         self._write_paused = False
         self._read_paused = False
         self._drain_waiters: list[asyncio.Future[None]] = []
+        #: start_frame requests this end may have awaiting answers before new ones wait unwritten
+        self.window = max(1, window)
+        # opaque -> (frame, entry, time budget in s): requests waiting for the socket or a slot,
+        # in start order
+        self._held: dict[int, tuple[bytes, PendingEntry, float]] = {}
+        #: bytes that may wait in the write buffer before the connection is aborted (0: no limit)
+        self.max_unsent = max_unsent
+        self._budget = frame_budget
+        self._buffered = 0  # partial-frame bytes reported to the budget
+        #: the write buffer's size at the last idle scan (a shrinking buffer is a peer reading)
+        self.scanned_unsent = 0
         # Frames queued by start_request/start_frame: written together when the loop next turns
         # (or once OUTQ_FLUSH_BYTES have gathered).
         self._outq: list[bytes] = []
@@ -181,9 +242,22 @@ class Connection(asyncio.Protocol):
             self._emit("on_exception", err)
             self.abort()
             return
+        budget = self._budget
+        if budget is not None:
+            n = self._decoder.buffered()
+            if n != self._buffered:
+                if not budget.take(n - self._buffered):
+                    log.warning("closing %s: partial frames of all connections would hold more than %d bytes "
+                                "(this one %d)", self.remote_addr, budget.limit, n)
+                    self._emit("on_exception", FrameError("partial-frame memory limit reached"))
+                    self.abort()
+                    return
+                self._buffered = n
         if not cmds:
             return
         requests, unmatched = settle_responses(cmds, self.pending)
+        if self._held:
+            self._release_held()
         if unmatched:  # one line per read, however many: a burst of late answers must not flood the log
             log.warning("%d response(s) with unknown opaque from %s (timed out?), first %s", len(unmatched),
                         self.remote_addr, unmatched[:5])
@@ -192,8 +266,13 @@ class Connection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
+        if self._budget is not None and self._buffered:
+            self._budget.take(-self._buffered)
+            self._buffered = 0
+        self._decoder = FrameDecoder(self._decoder.max_frame_size)  # its partial frame goes now, not with us
         pending, self.pending = self.pending, {}
-        for entry in pending.values():
+        held, self._held = self._held, {}
+        for entry in [*pending.values(), *(e for _, e, _ in held.values())]:
             if not entry.answered():
                 # One error object per future: a shared one would collect every caller's traceback.
                 err = RemotingSendRequestError(self.remote_addr,
@@ -224,6 +303,8 @@ class Connection(asyncio.Protocol):
         for w in waiters:
             if not w.done():
                 w.set_result(None)
+        if self._held:
+            self._release_held()
 
     # ----------------------------------------------------------- helpers
 
@@ -239,7 +320,7 @@ class Connection(asyncio.Protocol):
         t = self.transport
         if t is None or self.closed:
             return
-        should_pause = self._write_paused or self.inflight >= self.max_inflight
+        should_pause = (self._write_paused and not self.keep_reading) or self.inflight >= self.max_inflight
         if should_pause and not self._read_paused:
             t.pause_reading()
             self._read_paused = True
@@ -292,8 +373,22 @@ class Connection(asyncio.Protocol):
                 data = b"".join(queued)
         else:
             data = b"".join(queued)
-        self.last_activity = time.monotonic()
-        self.transport.write(data)
+        self.wrote(data)
+
+    def wrote(self, data: bytes) -> None:
+        """Write ``data`` (encoded frames) to the open transport, under the unsent-data limit.
+
+        A write counts as activity only when nothing was waiting before it: a peer that does not
+        read must not look alive because we keep writing to it."""
+        t = self.transport
+        assert t is not None
+        if not self._write_paused and not t.get_write_buffer_size():
+            self.last_activity = time.monotonic()
+        t.write(data)
+        if self._write_paused and self.max_unsent and t.get_write_buffer_size() > self.max_unsent:
+            log.warning("closing %s: it does not read, and %d bytes wait for it (limit %d)", self.remote_addr,
+                        t.get_write_buffer_size(), self.max_unsent)
+            self.abort()
 
     def _encode_each(self, cmds: list[RemotingCommand]) -> list[bytes]:
         from ..protocol.command import response_for  # local: protocol sits above this floor's codec use
@@ -366,9 +461,17 @@ class Connection(asyncio.Protocol):
         timer per request: past ``entry.deadline`` (loop clock) the once-a-second
         ``expire_pending`` scan fails it with RemotingTimeoutError, as RocketMQ's
         scanResponseTable does for async requests.
+
+        Flow control: while the write buffer is over its high-water mark, or ``window`` requests
+        await answers, the request is held back unwritten (see the module docstring) and its
+        deadline moves on by the time it waited.
         """
         if self.closed:
             raise RemotingSendRequestError(self.remote_addr, "connection closed")
+        if self._held or self._write_paused or len(self.pending) >= self.window:
+            assert self._loop is not None
+            self._held[opaque] = (frame, entry, entry.deadline - self._loop.time())
+            return
         self.pending[opaque] = entry
         self._outq.append(frame)
         self._outq_bytes += len(frame)
@@ -378,6 +481,36 @@ class Connection(asyncio.Protocol):
             self._flush_scheduled = True
             assert self._loop is not None
             self._loop.call_soon(self._flush)
+
+    def _release_held(self) -> None:
+        """Write held-back requests while the socket takes them and the window has room; each
+        one's deadline starts now, with the budget it had when it was started."""
+        held, pending = self._held, self.pending
+        if self.closed or self._loop is None:
+            return
+        now = self._loop.time()
+        while held and not self._write_paused:
+            room = min(self.window - len(pending), _RELEASE_CHUNK)
+            if room <= 0:
+                return
+            for opaque in list(islice(held, room)):
+                frame, entry, budget = held.pop(opaque)
+                if entry.answered():  # its caller gave up (a cancelled future): nothing to send
+                    continue
+                entry.deadline = now + budget
+                pending[opaque] = entry
+                self._outq.append(frame)
+                self._outq_bytes += len(frame)
+            self.send_many([])  # may pause writing: the loop then stops until resume_writing
+
+    def entries(self) -> list[PendingEntry]:
+        """Every entry of ours in flight: awaiting its answer, or held back unwritten."""
+        return [*self.pending.values(), *(e for _, e, _ in self._held.values())]
+
+    @property
+    def held(self) -> int:
+        """Requests started but held back, unwritten, by flow control."""
+        return len(self._held)
 
     def _flush(self) -> None:
         self._flush_scheduled = False
@@ -399,6 +532,9 @@ class Connection(asyncio.Protocol):
         """Fail our request ``opaque`` with RemotingTimeoutError now, if it still awaits its answer
         (a caller's own timer at its deadline)."""
         entry = self.pending.pop(opaque, None)
+        if entry is None and opaque in self._held:
+            # a caller's own timer (a sync send) covers the time its request waited unwritten
+            entry = self._held.pop(opaque)[1]
         if entry is not None and not entry.answered():
             entry.on_failure(RemotingTimeoutError(self.remote_addr, entry.timeout_ms))
 
@@ -407,6 +543,8 @@ class Connection(asyncio.Protocol):
         expired = [op for op, entry in self.pending.items() if entry.deadline <= now]
         for op in expired:
             self.expire(op)
+        if self._held:
+            self._release_held()
         return len(expired)
 
     def close(self) -> None:

@@ -147,7 +147,7 @@ class Dispatcher:
     def _write_raw(conn: Connection, data: bytes) -> None:
         """Write frames a processor encoded itself (on the loop thread; dropped once closed)."""
         if data and not conn.closed and conn.transport is not None and not conn.transport.is_closing():
-            conn.transport.write(data)
+            conn.wrote(data)
 
     def _dispatch_batch(self, conn: Connection, proc: RequestProcessor, reqs: list[RemotingCommand],
                         out: list[RemotingCommand], raw: list[bytes]) -> None:

@@ -5,14 +5,50 @@ import asyncio
 import logging
 import time
 from concurrent.futures import Executor
+from typing import Any
 
 from .._ext._protocols import DEFAULT_MAX_FRAME_SIZE
-from .connection import MAX_INFLIGHT, Connection, ConnectionListener
+from ..errors import ConfigError
+from .connection import MAX_INFLIGHT, Connection, ConnectionListener, FrameBudget
 from .processor import Dispatcher, RequestProcessor
 
-__all__ = ["RemotingServer"]
+__all__ = ["RemotingServer", "check_server_limits"]
 
 log = logging.getLogger("fastmq.remoting")
+
+#: Connections a server keeps open at once; more are closed as they are accepted.
+DEFAULT_MAX_CONNECTIONS = 10_000
+#: Bytes of partial frames all of a server's connections may buffer together.
+DEFAULT_MAX_PARTIAL_FRAME_BYTES = 256 * 1024 * 1024
+#: Bytes that may wait for a peer that does not read before its connection is aborted.
+DEFAULT_MAX_UNSENT_BYTES = 64 * 1024 * 1024
+
+
+def check_server_limits(cfg: Any) -> None:
+    """The remoting server keys a broker or NameServer config shares. Raises ConfigError."""
+    if cfg.serverChannelMaxIdleTimeSeconds < 0:
+        raise ConfigError(f"serverChannelMaxIdleTimeSeconds={cfg.serverChannelMaxIdleTimeSeconds}: must be >= 0")
+    if cfg.maxFrameSize < 64:
+        raise ConfigError(f"maxFrameSize={cfg.maxFrameSize}: too small for any request")
+    if cfg.serverMaxConnections < 1:
+        raise ConfigError(f"serverMaxConnections={cfg.serverMaxConnections}: must be >= 1")
+    if cfg.serverMaxPartialFrameBytes < cfg.maxFrameSize:
+        raise ConfigError(f"serverMaxPartialFrameBytes={cfg.serverMaxPartialFrameBytes}: must be at least "
+                          f"maxFrameSize ({cfg.maxFrameSize}), or no maximum-size frame could arrive")
+    if cfg.serverMaxUnsentBytes < 0:
+        raise ConfigError(f"serverMaxUnsentBytes={cfg.serverMaxUnsentBytes}: must be >= 0 (0: no limit)")
+
+
+class _Refused(asyncio.Protocol):
+    """An accepted connection past ``max_connections``: closed at once, logged once."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        peer = transport.get_extra_info("peername")
+        log.warning("refusing connection from %s: %d connections open (serverMaxConnections)", peer, self.limit)
+        transport.abort()  # type: ignore[attr-defined]
 
 
 class RemotingServer:
@@ -22,19 +58,31 @@ class RemotingServer:
         host, port: where to listen; port 0 picks a free port (read :attr:`port` after start).
         idle_timeout: seconds without a read or write after which a connection is closed (120,
             RocketMQ's serverChannelMaxIdleTimeSeconds); the listener hears ``on_idle`` first.
-        max_frame_size: larger frames close the connection that sent them.
+            Idle means nothing read and nothing taken by the peer: writing to a peer that does
+            not read is not activity. An idle connection with unsent data is aborted.
+        max_frame_size: larger frames close the connection that sent them (checked on the
+            length prefix, before any of the frame is buffered).
         listener: connection events (connect, close, idle, exception).
+        max_connections: connections open at once; more are closed as they are accepted.
+        max_partial_frame_bytes: partial frames all connections may buffer together.
+        max_unsent_bytes: data that may wait for a peer that does not read before its
+            connection is aborted (0: no limit).
     """
 
     def __init__(self, host: str = "0.0.0.0", port: int = 0, *, idle_timeout: float = 120.0,
                  max_frame_size: int = DEFAULT_MAX_FRAME_SIZE, listener: ConnectionListener | None = None,
-                 max_inflight: int = MAX_INFLIGHT) -> None:
+                 max_inflight: int = MAX_INFLIGHT, max_connections: int = DEFAULT_MAX_CONNECTIONS,
+                 max_partial_frame_bytes: int = DEFAULT_MAX_PARTIAL_FRAME_BYTES,
+                 max_unsent_bytes: int = DEFAULT_MAX_UNSENT_BYTES) -> None:
         self.host = host
         self.port = port
         self.idle_timeout = idle_timeout
         self.max_frame_size = max_frame_size
         self.listener = listener
         self.max_inflight = max_inflight
+        self.max_connections = max_connections
+        self.frame_budget = FrameBudget(max_partial_frame_bytes)
+        self.max_unsent_bytes = max_unsent_bytes
         self.dispatcher = Dispatcher()
         self.connections: set[Connection] = set()
         self._server: asyncio.AbstractServer | None = None
@@ -48,9 +96,12 @@ class RemotingServer:
         """The processor for every code with no processor of its own."""
         self.dispatcher.register_default(processor, executor)
 
-    def _make_connection(self) -> Connection:
+    def _make_connection(self) -> asyncio.Protocol:
+        if len(self.connections) >= self.max_connections:
+            return _Refused(self.max_connections)
         conn = Connection(self.dispatcher.dispatch, listener=self.listener, max_frame_size=self.max_frame_size,
-                          max_inflight=self.max_inflight, on_lost=self.connections.discard)
+                          max_inflight=self.max_inflight, on_lost=self.connections.discard,
+                          max_unsent=self.max_unsent_bytes, frame_budget=self.frame_budget)
         self.connections.add(conn)
         return conn
 
@@ -70,14 +121,26 @@ class RemotingServer:
             await asyncio.sleep(interval)
             now = time.monotonic()
             for conn in list(self.connections):
-                if not conn.closed and now - conn.last_activity > self.idle_timeout:
-                    log.info("closing idle connection %s", conn.remote_addr)
+                t = conn.transport
+                if conn.closed or t is None:
+                    continue
+                unsent = t.get_write_buffer_size()
+                if unsent < conn.scanned_unsent:  # the peer took some of what waits for it
+                    conn.last_activity = now
+                conn.scanned_unsent = unsent
+                if now - conn.last_activity > self.idle_timeout:
+                    log.info("closing idle connection %s%s", conn.remote_addr,
+                             f" ({unsent} bytes it did not read)" if unsent else "")
                     if self.listener is not None:
                         try:
                             self.listener.on_idle(conn)
                         except Exception:
                             log.exception("connection listener on_idle failed")
-                    conn.close()
+                    # a graceful close would wait for the peer to read what is buffered: for ever
+                    if unsent:
+                        conn.abort()
+                    else:
+                        conn.close()
 
     async def close(self, close_grace: float = 1.0) -> None:
         """Stop accepting, close every connection, cancel requests still being processed.

@@ -112,9 +112,10 @@ class PullMessageProcessor(CodeDispatchProcessor):
             if allow_suspend and suspend:
                 timeout_ms = h.suspendTimeoutMillis if b.config.longPollingEnable else b.config.shortPollingTimeMills
                 loop = asyncio.get_running_loop()
+                request.body = None  # a pull has no use for one: not to be held for the whole wait
                 b.hold_service.hold(HeldPull(h.topic, h.queueId, h.queueOffset,
                                              loop.time() + max(0, timeout_ms) / 1000, _PullContext(conn, request),
-                                             frozenset(codes) if codes else None))
+                                             frozenset(codes) if codes else None, conn))
             else:
                 response = self._not_found(request, res, h)
         if allow_suspend and commit and b.config.is_master:
@@ -180,8 +181,8 @@ class PullMessageProcessor(CodeDispatchProcessor):
     # ------------------------------------------------------------------ long polling
     def wake(self, held: HeldPull, timed_out: bool) -> bool:
         """Re-run a held pull; True when the consumer got an answer (the hold service's callback)."""
-        ctx: _PullContext = held.context
-        if ctx.conn.closed:
+        ctx: _PullContext | None = held.context
+        if ctx is None or ctx.conn.closed:
             return True
         resp = self.process(ctx.conn, ctx.request, False)
         if resp is None:  # cannot happen with allow_suspend=False; be safe
