@@ -42,6 +42,7 @@ from .commit_log import AppendRequest, CommitLog, DispatchRequest
 from ..protocol.topic import SCHEDULE_TOPIC as _SCHEDULE_TOPIC
 from ..protocol.topic import TRANS_OP_HALF_TOPIC
 from .index import IndexService
+from .lock import StoreLock
 from .config import SYNC_MASTER, MessageStoreConfig
 from .consume_queue import ConsumeQueue, ConsumeQueueTable, FlushConsumeQueueService
 from .get_message import GetResult, GetStatus, MessageGetter
@@ -192,6 +193,7 @@ class MessageStore(MessageGetter):
                                    config.maxIndexNum) if config.messageIndexEnable else None)
         self.queues = ConsumeQueueTable(config.consume_queue_dir, config.mappedFileSizeConsumeQueue)
         self.checkpoint: StoreCheckpoint | None = None
+        self.store_lock = StoreLock(config.storePathRootDir)
         self._cq_flusher: FlushConsumeQueueService | None = None
         self._loaded = False
         self._running = False
@@ -221,10 +223,11 @@ class MessageStore(MessageGetter):
 
         Raises:
             StoreCorruptError: the files cannot make a store.
+            StoreLockedError: another process owns the store.
         """
         if self._loaded:
             return
-        os.makedirs(self.config.storePathRootDir, exist_ok=True)
+        self.store_lock.acquire()  # before any file is read or written: one owner per store
         self.checkpoint = StoreCheckpoint(self.config.checkpoint_path)
         self.recovery = recover_store(self.config, self.commit_log, self.queues, self.checkpoint)
         if self.index is not None:
@@ -297,6 +300,9 @@ class MessageStore(MessageGetter):
         if self._shutdown:
             return
         self._shutdown = True
+        if not self._loaded:  # a start refused before recovery: nothing to flush, nothing to mark
+            self.store_lock.release()
+            return
         was_running = self._running
         self._running = False
         if self._retention_task is not None:
@@ -321,6 +327,7 @@ class MessageStore(MessageGetter):
         self.commit_log.close()
         if was_running:
             remove_abort_file(self.config)
+        self.store_lock.release()
 
     @property
     def running(self) -> bool:
