@@ -124,6 +124,10 @@ class MappedFile:
                 f"{self.path.name}: range [{pos}, {end}) outside written [0, {self.wrote_position})")
         return self._mv[pos:end]
 
+    def find(self, sub: bytes, start: int = 0, end: int | None = None) -> int:
+        """The mapping's ``find`` (C speed, no copy): first index of ``sub`` in [start, end), or -1."""
+        return self._mm.find(sub, start, self.file_size if end is None else end)
+
     def release_pages(self) -> bool:
         """Stop counting this file's pages in the process's resident memory, once it is on disk.
 

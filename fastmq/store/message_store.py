@@ -43,6 +43,7 @@ from ..protocol.topic import SCHEDULE_TOPIC as _SCHEDULE_TOPIC
 from ..protocol.topic import TRANS_OP_HALF_TOPIC
 from .index import IndexService
 from .lock import StoreLock
+from .damaged import DAMAGED_DIR, load_damaged
 from .config import SYNC_MASTER, MessageStoreConfig
 from .consume_queue import ConsumeQueue, ConsumeQueueTable, FlushConsumeQueueService
 from .get_message import GetResult, GetStatus, MessageGetter
@@ -194,6 +195,7 @@ class MessageStore(MessageGetter):
         self.queues = ConsumeQueueTable(config.consume_queue_dir, config.mappedFileSizeConsumeQueue)
         self.checkpoint: StoreCheckpoint | None = None
         self.store_lock = StoreLock(config.storePathRootDir)
+        self.damaged_offsets: set[int] = set()  # commit-log offsets of records set aside as damaged
         self._cq_flusher: FlushConsumeQueueService | None = None
         self._loaded = False
         self._running = False
@@ -218,8 +220,11 @@ class MessageStore(MessageGetter):
         self.ha_service: Any = None
 
     # ------------------------------------------------------------------ lifetime
-    def load(self) -> None:
+    def load(self, *, repair: bool = False) -> None:
         """Recover the store from disk (abort file present: crash recovery from the checkpoint).
+
+        ``repair``: scan the whole commit log and set every damaged record aside rather than
+        cut the log at it (see :func:`recover_store`).
 
         Raises:
             StoreCorruptError: the files cannot make a store.
@@ -229,7 +234,12 @@ class MessageStore(MessageGetter):
             return
         self.store_lock.acquire()  # before any file is read or written: one owner per store
         self.checkpoint = StoreCheckpoint(self.config.checkpoint_path)
-        self.recovery = recover_store(self.config, self.commit_log, self.queues, self.checkpoint)
+        self.recovery = recover_store(self.config, self.commit_log, self.queues, self.checkpoint, repair=repair)
+        # every damaged range ever set aside, not only today's: pulls must skip them all
+        self.damaged_offsets = set(load_damaged(self.config.storePathRootDir))
+        if self.damaged_offsets:
+            log.error("the commit log holds %d damaged record(s), skipped by pulls; their bytes are in %s",
+                      len(self.damaged_offsets), os.path.join(self.config.storePathRootDir, DAMAGED_DIR))
         if self.index is not None:
             # After a clean stop the index was flushed with everything: re-reading the commit log
             # is only owed after a crash, or when the index directory itself is gone.
@@ -271,9 +281,11 @@ class MessageStore(MessageGetter):
         with self._ckpt_lock:
             if logics_ts > cp.logics_msg_timestamp:
                 cp.logics_msg_timestamp = logics_ts
+            flushed = self.commit_log.flushed_offset  # read before the timestamp: never ahead of it
             phys = self.commit_log.flushed_store_timestamp
             if phys > cp.physic_msg_timestamp:
                 cp.physic_msg_timestamp = phys
+            cp.physic_flushed_offset = flushed
             try:
                 cp.flush()  # one 4 KiB page a second: cheap, and crash recovery scans less
             except ValueError:  # closed by shutdown meanwhile
@@ -319,6 +331,7 @@ class MessageStore(MessageGetter):
                 cp.physic_msg_timestamp = max(cp.physic_msg_timestamp,
                                               self.commit_log.flushed_store_timestamp)
                 cp.logics_msg_timestamp = max(cp.logics_msg_timestamp, logics)
+                cp.physic_flushed_offset = self.commit_log.flushed_offset
                 cp.close()
             self.checkpoint = None
         self.queues.close()
