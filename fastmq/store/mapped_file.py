@@ -2,8 +2,11 @@
 
 A log (the commit log, one consume queue) is a directory of equally sized files, each named by
 the 20-digit zero-padded log offset of its first byte (RocketMQ's naming, so a directory can be
-read by either implementation). Files are created at full size with ``ftruncate`` (sparse, so
-an unwritten tail reads as zeros) and mapped whole.
+read by either implementation). Files are created at full size with ``posix_fallocate`` (the
+blocks reserved, an unwritten tail reading as zeros) and mapped whole: a store page written
+through a mapping when the disk has no block left for it kills the process with SIGBUS, so the
+space must be known to exist before the mapping is used. A file that cannot get its space is
+not created (:class:`DiskFullError`), and the put that needed it is refused.
 
 Durability goes through ``os.fdatasync`` on the file descriptor rather than ``mmap.flush``:
 on Linux both write back the same dirty page-cache pages (a shared mapping *is* the page
@@ -13,6 +16,7 @@ releases it, so a flush thread does not stall the event loop for the length of a
 from __future__ import annotations
 
 import concurrent.futures
+import errno
 import logging
 import mmap
 import os
@@ -20,9 +24,10 @@ import threading
 from pathlib import Path
 from typing import Iterator
 
-from . import StoreCorruptError, StoreError
+from . import DiskFullError, StoreCorruptError, StoreError
 
-__all__ = ["MappedFile", "MappedFileQueue", "OS_PAGE_SIZE", "offset_to_file_name"]
+__all__ = ["MappedFile", "MappedFileQueue", "OS_PAGE_SIZE", "offset_to_file_name", "reserve_range",
+           "reserve_space"]
 
 log = logging.getLogger("fastmq.store")
 
@@ -36,6 +41,31 @@ _WARM_IDLE_S = 1.0  # a warming thread waits at most this for the writer's wake-
 def offset_to_file_name(offset: int) -> str:
     """RocketMQ's file name for a file starting at log offset ``offset``."""
     return f"{offset:020d}"
+
+
+def reserve_range(fd: int, offset: int, length: int, path: Path) -> None:
+    """Give ``[offset, offset+length)`` of the file behind ``fd`` real disk blocks
+    (``posix_fallocate``; the file grows to cover it).
+
+    Raises:
+        DiskFullError: the file system has no room (ENOSPC, or a quota: EDQUOT).
+    """
+    try:
+        os.posix_fallocate(fd, offset, length)
+    except OSError as exc:
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise DiskFullError(exc.errno, f"no space left on the disk for {length} bytes of {path}: "
+                                f"{exc.strerror}") from None
+        if exc.errno in (errno.EOPNOTSUPP, errno.EINVAL):  # no fallocate there: sparse, as before
+            if os.fstat(fd).st_size < offset + length:
+                os.ftruncate(fd, offset + length)
+            return
+        raise
+
+
+def reserve_space(fd: int, size: int, path: Path) -> None:
+    """:func:`reserve_range` for the whole of a new file of ``size`` bytes."""
+    reserve_range(fd, 0, size, path)
 
 
 class MappedFile:
@@ -63,10 +93,15 @@ class MappedFile:
                 raise StoreCorruptError(
                     f"{self.path}: size {size} differs from the configured mapped file size {file_size}")
             if size < file_size:
-                os.ftruncate(self._fd, file_size)
+                reserve_space(self._fd, file_size, self.path)
             self._mm = mmap.mmap(self._fd, file_size)
         except BaseException:
             os.close(self._fd)
+            if not existed:  # a short new file would make the next start refuse the store
+                try:
+                    self.path.unlink()
+                except OSError:
+                    pass
             raise
         self._mv = memoryview(self._mm)
         self.wrote_position = 0
@@ -343,6 +378,9 @@ class MappedFileQueue:
         off, fut = nxt
         try:
             mf = fut.result()  # normally long done: it started half a file ago
+        except DiskFullError as exc:
+            log.error("preparing %s failed: %s", offset_to_file_name(off), exc)
+            return None
         except Exception:
             log.exception("preparing %s failed; creating it now", offset_to_file_name(off))
             return None
@@ -350,6 +388,30 @@ class MappedFileQueue:
             return mf
         mf.destroy()  # prepared for an offset the log no longer needs (a truncation)
         return None
+
+    def ensure_room(self, nbytes: int, start_offset: int = 0) -> None:
+        """Create now the file an append of ``nbytes`` would roll to (or the first file, at
+        ``start_offset``), so that running out of space is known before anything is written.
+
+        Raises:
+            DiskFullError: no room for that file.
+        """
+        last = self.files[-1] if self.files else None
+        if last is None:
+            self.get_last_mapped_file(start_offset)
+            return
+        if last.remaining >= nbytes:
+            return
+        off = last.file_from_offset + self.mapped_file_size
+        nxt = self._next
+        if nxt is not None and nxt[0] == off and nxt[1].done() and nxt[1].exception() is None:
+            return
+        mf = self._take_prepared(off)  # (waits for a preparation under way)
+        if mf is None:
+            mf = self._new_file(off)
+        fut: concurrent.futures.Future[MappedFile] = concurrent.futures.Future()
+        fut.set_result(mf)
+        self._next = (off, fut)
 
     def after_append(self, mf: MappedFile) -> None:
         """What follows appends to ``mf``: its warming woken when due, the next file prepared

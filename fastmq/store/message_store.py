@@ -36,7 +36,7 @@ from ..protocol.message import (
     MessageConst, MessageExt, MessageFormatError, MessageSysFlag,
     encode_properties, encode_record, pack_host, record_length, tags_code,
 )
-from . import FlushTimeoutError, MessageTooLargeError, StoreError
+from . import DiskFullError, FlushTimeoutError, MessageTooLargeError, StoreError
 from .checkpoint import StoreCheckpoint, check_store, create_abort_file, recover_store, remove_abort_file
 from .commit_log import AppendRequest, CommitLog, DispatchRequest
 from ..protocol.topic import SCHEDULE_TOPIC as _SCHEDULE_TOPIC
@@ -205,6 +205,10 @@ class MessageStore(MessageGetter):
         self.disk_ratio_fn: Callable[[str], float] = disk_used_ratio
         self._disk_checked_at = -1e9
         self._disk_ratio = 0.0
+        # set when a store file could not get its disk space: sends are refused without a new
+        # attempt until _DISK_CHECK_INTERVAL has passed (one failed fallocate a second, not a send)
+        self._space_failed_at: float | None = None
+        self._refusing: str | None = None  # why sends are refused now (logged once per change)
         self.boot_timestamp = int(time.time() * 1000)
         self.stats = {"putMessageTimesTotal": 0, "putMessageSizeTotal": 0, "putMessageFailedTimes": 0,
                       "getMessageTimesTotalFound": 0, "getMessageTimesTotalMiss": 0,
@@ -348,12 +352,58 @@ class MessageStore(MessageGetter):
 
     # ------------------------------------------------------------------ put
     def _disk_full(self) -> float | None:
+        """The disk ratio when sends must be refused for lack of space, else None: the commit
+        log's disk over diskSpaceWarningLevelRatio (RocketMQ's runningFlags disk-full bit), or
+        a store file that could not get its space less than a second ago."""
         now = time.monotonic()
         if now - self._disk_checked_at >= _DISK_CHECK_INTERVAL:
             self._disk_checked_at = now
             self._disk_ratio = self.disk_ratio_fn(self.config.commit_log_dir)
         r = self._disk_ratio
-        return r if r > DISK_SPACE_WARNING_RATIO else None
+        failed = self._space_failed_at is not None and now - self._space_failed_at < _DISK_CHECK_INTERVAL
+        if r > DISK_SPACE_WARNING_RATIO or failed:
+            self._set_refusing(f"the disk of {self.config.commit_log_dir} is {r * 100:.1f}% used"
+                               + ("" if r > DISK_SPACE_WARNING_RATIO else ", and a store file could not get its space")
+                               + f" (sends are refused above {DISK_SPACE_WARNING_RATIO * 100:.0f}%)")
+            return r
+        self._set_refusing(None)
+        return None
+
+    def _set_refusing(self, why: str | None) -> None:
+        """Log the change between taking and refusing sends, once (not once a send)."""
+        if (why is None) == (self._refusing is None):
+            return
+        self._refusing = why
+        if why is None:
+            log.warning("disk space is back: sends are taken again")
+        else:
+            log.error("disk full: refusing sends, reads and consumption go on: %s", why)
+
+    def _reserve(self, keys: Iterable[tuple[str, int]], count: int, nbytes: int) -> float | None:
+        """Create now every store file this put will need (the commit log's next file, each
+        queue's, the index's), so a full disk refuses the put before a byte of it is written:
+        half a put in the commit log with no queue entry would be a message no consumer sees.
+        Returns None when there is room, else the disk ratio for the refusal."""
+        try:
+            self.commit_log.mfq.ensure_room(nbytes + 8)  # (+ the BLANK end marker)
+            table = self.commit_log.topic_queue_table
+            for key in keys:
+                mfq = self.queues.find_or_create(*key).mfq
+                last = mfq.files[-1] if mfq.files else None
+                if last is None or last.remaining < count * 20:
+                    mfq.ensure_room(count * 20, table.get(key, 0) * 20)
+            if self.index is not None:
+                self.index.reserve()
+        except DiskFullError as exc:
+            self._space_failed_at = time.monotonic()
+            self._disk_checked_at = -1e9  # the ratio is read afresh for the answer
+            ratio = self._disk_full()
+            log.error("no space for a store file: %s", exc)
+            return ratio if ratio is not None else 1.0
+        if self._space_failed_at is not None:
+            self._space_failed_at = None
+            self._disk_full()  # logs the way back
+        return None
 
     def compute_deliver_timestamp(self, level: int, store_timestamp: int) -> int:
         """When a message stored at ``store_timestamp`` with delay ``level`` is due."""
@@ -374,7 +424,6 @@ class MessageStore(MessageGetter):
             return self._fail(PutStatus.MESSAGE_ILLEGAL, "no message to put")
         ratio = self._disk_full()
         if ratio is not None:
-            log.error("disk of %s is %.1f%% used: refusing sends", self.config.commit_log_dir, ratio * 100)
             return self._unavailable(ratio)
         return None
 
@@ -461,6 +510,10 @@ class MessageStore(MessageGetter):
             except (MessageFormatError, ValueError, TypeError, OverflowError) as exc:
                 return self._fail(PutStatus.MESSAGE_ILLEGAL, f"cannot encode the message: {exc}")
             requests.append(AppendRequest(rec, topic, queue_id, tag_code))
+        ratio = self._reserve({(r.topic, r.queue_id) for r in requests}, len(requests),
+                              sum(len(r.record) for r in requests))
+        if ratio is not None:
+            return self._unavailable(ratio)
         try:
             dispatched = self.commit_log.put_records(requests, store_timestamp=now)
         except MessageTooLargeError as exc:
@@ -497,6 +550,9 @@ class MessageStore(MessageGetter):
             return refused
         t0 = time.perf_counter()
         now = int(time.time() * 1000)
+        ratio = self._reserve(batch.keys, batch.n, batch.total_size)
+        if ratio is not None:
+            return self._unavailable(ratio)
         try:
             self.commit_log.put_batch(batch, now)
         except MessageTooLargeError as exc:
