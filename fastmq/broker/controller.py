@@ -209,7 +209,7 @@ class BrokerController:
         """
         self.store.store_lock.acquire()
         self._owns_store = True
-        await self.server.start()
+        await self.server.start(serve=False)  # bound, not yet accepting: clients wait for a ready broker
         if self.ha_service is not None:
             await self.ha_service.start()
         self.topic_config.load()
@@ -220,6 +220,7 @@ class BrokerController:
         self.store.start()
         if self.schedule is not None and not self.is_slave:
             await self.schedule.start()
+        await self.server.start_serving()
         self._started = True
         self._registered = True  # from here on a shutdown owes the NameServers an unregister
         self.client.set_namesrv_addrs(self.namesrv.namesrv_addrs)

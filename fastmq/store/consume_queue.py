@@ -53,7 +53,8 @@ class ConsumeQueue:
             raise StoreError(f"consume queue file size {file_size} is not a positive multiple of {_UNIT}")
         self.topic = topic
         self.queue_id = queue_id
-        self.mfq = MappedFileQueue(Path(root) / topic / str(queue_id), file_size)
+        # no descriptor per file: a broker has thousands of queues (see MappedFile keep_fd)
+        self.mfq = MappedFileQueue(Path(root) / topic / str(queue_id), file_size, keep_fd=False)
         self.max_physic_offset = -1  # commit-log end of the last entry; -1 when empty
 
     # -- lifetime ------------------------------------------------------------------------
