@@ -163,9 +163,15 @@ class _ReadOnlyLog:
                 continue
             at = off + pos
             if size == 0:  # zeros: the end of the data
-                if not last:
+                if at < self.flushed_offset:
+                    self.out.append(Finding("PROBLEM", name, pos, f"the data ends at commit-log offset {at}, "
+                                            f"but the checkpoint says it was flushed to {self.flushed_offset}"))
+                elif not last and self._later_data(off):
                     self.out.append(Finding("PROBLEM", name, pos, f"the data ends at commit-log offset {at} "
-                                            "without the end-of-file marker, and more files follow"))
+                                            "without the end-of-file marker, and later files hold data"))
+                elif not last:
+                    self.out.append(Finding("NOTE", name, pos, f"the log ends at commit-log offset {at}; the empty "
+                                            "files after it (created ahead of need) are deleted by recovery"))
                 return
             why = self._why(view, pos, off)
             nxt = self.cl.find_next_record(view, mm.find, pos + 1, off)
@@ -193,6 +199,10 @@ class _ReadOnlyLog:
                 return
             pos = nxt
             self.end = off + pos
+
+    def _later_data(self, off: int) -> bool:
+        """Whether a file after the one at ``off`` starts with anything but zeros."""
+        return any(self.maps[o][1][:8] != bytes(8) for o in self.maps if o > off)
 
     def record_at(self, offset: int, size: int) -> memoryview | None:
         base = offset - offset % self.size
