@@ -242,7 +242,10 @@ async def test_random_bit_flips_in_flushed_data(tmp_path: Path) -> None:
         if region in ("body", "head"):
             assert rc == 1 and lost == {hit_body}, (trial, region, pos, out)
             detected += 1
-        assert not [f for f in check_store_files(cfg(root)) if f.kind == "PROBLEM"]
+        if region != "any":  # (a flip outside the CRC'd body, e.g. in the queue id, is not damage to
+            # recovery: the record is dispatched as it reads, and the checker's cross-check of queue
+            # entries against records rightly reports the mismatch)
+            assert not [f for f in check_store_files(cfg(root)) if f.kind == "PROBLEM"]
         shutil.rmtree(root.parent)
     print(f"\nBIT-FLIPS trials={trials} detected={detected} (body/size/magic flips all detected, "
           "no flip lost more than the record it hit)")

@@ -3,7 +3,6 @@ store or on its port, exits non-zero before it changes a file or talks to a Name
 live broker keeps serving and stays registered."""
 from __future__ import annotations
 
-import os
 import subprocess
 from pathlib import Path
 
@@ -12,7 +11,7 @@ import pytest
 from fastmq.aio import Message, Producer
 from fastmq.store.lock import StoreLock, is_locked
 from fastmq.store import StoreLockedError
-from tests.support import ServerProcess, broker_process, free_port, namesrv_process
+from tests.support import ServerProcess, broker_process, namesrv_process
 
 pytestmark = pytest.mark.slow
 

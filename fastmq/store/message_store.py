@@ -36,7 +36,7 @@ from ..protocol.message import (
     MessageConst, MessageExt, MessageFormatError, MessageSysFlag,
     encode_properties, encode_record, pack_host, record_length, tags_code,
 )
-from . import DiskFullError, FlushTimeoutError, MessageTooLargeError, StoreError
+from . import FlushTimeoutError, MessageTooLargeError, StoreError
 from .checkpoint import StoreCheckpoint, check_store, create_abort_file, recover_store, remove_abort_file
 from .commit_log import AppendRequest, CommitLog, DispatchRequest
 from ..protocol.topic import SCHEDULE_TOPIC as _SCHEDULE_TOPIC
@@ -44,6 +44,7 @@ from ..protocol.topic import TRANS_OP_HALF_TOPIC
 from .index import IndexService
 from .lock import StoreLock
 from .damaged import DAMAGED_DIR, load_damaged
+from .disk_space import DISK_SPACE_WARNING_RATIO, DiskSpaceGuard, disk_used_ratio
 from .config import SYNC_MASTER, MessageStoreConfig
 from .consume_queue import ConsumeQueue, ConsumeQueueTable, FlushConsumeQueueService
 from .get_message import GetResult, GetStatus, MessageGetter
@@ -53,14 +54,13 @@ from .stats_service import StoreStatsService
 __all__ = [
     "PutStatus", "PutResult", "GetStatus", "GetResult", "MessageStore",
     "SCHEDULE_TOPIC", "DEFAULT_DELAY_LEVELS", "parse_delay_levels", "disk_used_ratio",
+    "DISK_SPACE_WARNING_RATIO",
 ]
 
 log = logging.getLogger("fastmq.store")
 
 SCHEDULE_TOPIC = _SCHEDULE_TOPIC  # re-exported: the schedule service and its tests read it from here
 DEFAULT_DELAY_LEVELS = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
-DISK_SPACE_WARNING_RATIO = 0.90  # RocketMQ's diskSpaceWarningLevelRatio: sends refused above it
-_DISK_CHECK_INTERVAL = 1.0       # seconds between statvfs calls on the put path
 _RELEASE_INTERVAL = 1.0          # seconds between releases of cold mapped pages (release_cold_pages)
 _TX_MASK = 0xC
 _MAX_PROPERTIES = 0x7FFF
@@ -136,30 +136,6 @@ def human_readable_bytes(n: int) -> str:
     return f"{n / 1024 ** exp:.1f} {'KMGTPE'[exp - 1]}iB"
 
 
-def disk_used_ratio(path: str) -> float:
-    """Used fraction of the filesystem holding ``path`` (-1 when it cannot be read)."""
-    p = path
-    while p and not os.path.exists(p):
-        parent = os.path.dirname(p)
-        if parent == p:
-            break
-        p = parent
-    try:
-        st = os.statvfs(p or ".")
-    except OSError:
-        return -1.0
-    # UtilAll.getDiskPartitionSpaceUsedPercent, which is df's Use%: blocks reserved for root count
-    # as neither used nor available, and the percentage is rounded up. Counting them as used
-    # (total - available over total) read a disk with 5% reserved and 62% used as 87% used on a
-    # 252 GB test machine: past the 85% at which retention deletes files whatever their age.
-    used = (st.f_blocks - st.f_bfree) * st.f_frsize
-    entire = used + st.f_bavail * st.f_frsize
-    if st.f_blocks <= 0 or entire <= 0:
-        return -1.0
-    percent, rest = divmod(used * 100, entire)
-    return (percent + (1 if rest else 0)) / 100
-
-
 def _parse_host(addr: str) -> tuple[str, int]:
     host, sep, port = addr.rpartition(":")
     if not sep:
@@ -167,7 +143,7 @@ def _parse_host(addr: str) -> tuple[str, int]:
     return host.strip("[]"), int(port)
 
 
-class MessageStore(MessageGetter):
+class MessageStore(MessageGetter, DiskSpaceGuard):
     """RocketMQ's DefaultMessageStore over the fastmq commit log and consume queues.
 
     Args:
@@ -196,19 +172,13 @@ class MessageStore(MessageGetter):
         self.checkpoint: StoreCheckpoint | None = None
         self.store_lock = StoreLock(config.storePathRootDir)
         self.damaged_offsets: set[int] = set()  # commit-log offsets of records set aside as damaged
+        self._damaged_sizes: dict[int, int] = {}
         self._cq_flusher: FlushConsumeQueueService | None = None
         self._loaded = False
         self._running = False
         self._shutdown = False
         self._ckpt_lock = threading.Lock()
-        # disk-full check, cached (a statvfs per put would be a syscall per send)
-        self.disk_ratio_fn: Callable[[str], float] = disk_used_ratio
-        self._disk_checked_at = -1e9
-        self._disk_ratio = 0.0
-        # set when a store file could not get its disk space: sends are refused without a new
-        # attempt until _DISK_CHECK_INTERVAL has passed (one failed fallocate a second, not a send)
-        self._space_failed_at: float | None = None
-        self._refusing: str | None = None  # why sends are refused now (logged once per change)
+        self._init_disk_space()
         self.boot_timestamp = int(time.time() * 1000)
         self.stats = {"putMessageTimesTotal": 0, "putMessageSizeTotal": 0, "putMessageFailedTimes": 0,
                       "getMessageTimesTotalFound": 0, "getMessageTimesTotalMiss": 0,
@@ -240,7 +210,8 @@ class MessageStore(MessageGetter):
         self.checkpoint = StoreCheckpoint(self.config.checkpoint_path)
         self.recovery = recover_store(self.config, self.commit_log, self.queues, self.checkpoint, repair=repair)
         # every damaged range ever set aside, not only today's: pulls must skip them all
-        self.damaged_offsets = set(load_damaged(self.config.storePathRootDir))
+        self._damaged_sizes = load_damaged(self.config.storePathRootDir)
+        self.damaged_offsets = set(self._damaged_sizes)
         if self.damaged_offsets:
             log.error("the commit log holds %d damaged record(s), skipped by pulls; their bytes are in %s",
                       len(self.damaged_offsets), os.path.join(self.config.storePathRootDir, DAMAGED_DIR))
@@ -351,60 +322,6 @@ class MessageStore(MessageGetter):
         return self._running
 
     # ------------------------------------------------------------------ put
-    def _disk_full(self) -> float | None:
-        """The disk ratio when sends must be refused for lack of space, else None: the commit
-        log's disk over diskSpaceWarningLevelRatio (RocketMQ's runningFlags disk-full bit), or
-        a store file that could not get its space less than a second ago."""
-        now = time.monotonic()
-        if now - self._disk_checked_at >= _DISK_CHECK_INTERVAL:
-            self._disk_checked_at = now
-            self._disk_ratio = self.disk_ratio_fn(self.config.commit_log_dir)
-        r = self._disk_ratio
-        failed = self._space_failed_at is not None and now - self._space_failed_at < _DISK_CHECK_INTERVAL
-        if r > DISK_SPACE_WARNING_RATIO or failed:
-            self._set_refusing(f"the disk of {self.config.commit_log_dir} is {r * 100:.1f}% used"
-                               + ("" if r > DISK_SPACE_WARNING_RATIO else ", and a store file could not get its space")
-                               + f" (sends are refused above {DISK_SPACE_WARNING_RATIO * 100:.0f}%)")
-            return r
-        self._set_refusing(None)
-        return None
-
-    def _set_refusing(self, why: str | None) -> None:
-        """Log the change between taking and refusing sends, once (not once a send)."""
-        if (why is None) == (self._refusing is None):
-            return
-        self._refusing = why
-        if why is None:
-            log.warning("disk space is back: sends are taken again")
-        else:
-            log.error("disk full: refusing sends, reads and consumption go on: %s", why)
-
-    def _reserve(self, keys: Iterable[tuple[str, int]], count: int, nbytes: int) -> float | None:
-        """Create now every store file this put will need (the commit log's next file, each
-        queue's, the index's), so a full disk refuses the put before a byte of it is written:
-        half a put in the commit log with no queue entry would be a message no consumer sees.
-        Returns None when there is room, else the disk ratio for the refusal."""
-        try:
-            self.commit_log.mfq.ensure_room(nbytes + 8)  # (+ the BLANK end marker)
-            table = self.commit_log.topic_queue_table
-            for key in keys:
-                mfq = self.queues.find_or_create(*key).mfq
-                last = mfq.files[-1] if mfq.files else None
-                if last is None or last.remaining < count * 20:
-                    mfq.ensure_room(count * 20, table.get(key, 0) * 20)
-            if self.index is not None:
-                self.index.reserve()
-        except DiskFullError as exc:
-            self._space_failed_at = time.monotonic()
-            self._disk_checked_at = -1e9  # the ratio is read afresh for the answer
-            ratio = self._disk_full()
-            log.error("no space for a store file: %s", exc)
-            return ratio if ratio is not None else 1.0
-        if self._space_failed_at is not None:
-            self._space_failed_at = None
-            self._disk_full()  # logs the way back
-        return None
-
     def compute_deliver_timestamp(self, level: int, store_timestamp: int) -> int:
         """When a message stored at ``store_timestamp`` with delay ``level`` is due."""
         return store_timestamp + self.delay_level_table.get(level, 1000)
@@ -759,6 +676,10 @@ class MessageStore(MessageGetter):
             try:
                 msg = self.commit_log.get_message(pos)
             except Exception:  # the blank end of a file, or nothing there: next file
+                if pos in self._damaged_sizes:  # set aside by recovery: the next record follows it
+                    pos += self._damaged_sizes[pos]
+                    skip_first = False
+                    continue
                 pos = (pos // file_size + 1) * file_size
                 skip_first = False
                 continue
