@@ -234,6 +234,7 @@ async def test_restart_after_crash_with_lost_queues(tmp_path: Path) -> None:
     s.commit_log.close()
     if s.checkpoint is not None:
         s.checkpoint.close()
+    s.store_lock.release()  # the kernel's part of a process death
     import shutil
     shutil.rmtree(tmp_path / "consumequeue")
     assert os.path.exists(os.path.join(tmp_path, "abort"))
@@ -408,6 +409,7 @@ async def test_delayed_message_after_crash_recovery(tmp_path: Path) -> None:
     s.commit_log.close()
     if s.checkpoint is not None:
         s.checkpoint.close()
+    s.store_lock.release()  # the kernel's part of a process death
     import shutil
     shutil.rmtree(tmp_path / "consumequeue")
     s2 = open_store(tmp_path, messageDelayLevel="100ms 1s")

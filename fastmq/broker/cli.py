@@ -1,13 +1,14 @@
 """``fastmq-broker``: start a broker, as ``mqbroker`` does.
 
-    fastmq-broker -c broker.conf [-n namesrvAddr] [-p] [--check-store DIR]
+    fastmq-broker -c broker.conf [-n namesrvAddr] [-p] [--check-store DIR [--repair]]
 
 ``-c`` reads one properties file with RocketMQ's key names: each key goes to whichever of
 :class:`BrokerConfig` (brokerName, listenPort, namesrvAddr, ...) and :class:`MessageStoreConfig`
 (storePathRootDir, flushDiskType, mappedFileSizeCommitLog, ...) knows it. ``-p`` prints the
 effective configuration and exits. SIGTERM and SIGINT unregister, flush everything and exit 0.
-``--check-store DIR`` runs the store's own consistency check on DIR (the broker must not be
-running on it) and exits 1 when it reports problems. Logs go to stderr and to ``logPath``
+``--check-store DIR`` checks the store in DIR read-only (refused while a broker runs on it or
+when DIR holds no store: exit 2) and lists each problem with its file and position (exit 1);
+``--repair`` added runs recovery on it first (see :func:`check_store`). Logs go to stderr and to ``logPath``
 (default ``~/logs/rocketmqlogs/broker.log``).
 """
 from __future__ import annotations
@@ -23,6 +24,7 @@ from ..errors import FastMQError
 from ..server_log import LOG_FORMAT, setup_logging
 from ..properties import bind, load_properties
 from ..remoting.loop import USING_UVLOOP, run
+from ..store import StoreLockedError
 from ..store.config import MessageStoreConfig
 from .config import BrokerConfig, check_configs, split_keys
 from .controller import BrokerController
@@ -74,25 +76,51 @@ async def _serve(controller: BrokerController) -> None:
     log.info("The broker shut down cleanly")
 
 
-def check_store(directory: str, store: MessageStoreConfig) -> int:
-    """Load the store in ``directory`` (recovering it) and print its consistency problems."""
+def check_store(directory: str, store: MessageStoreConfig, *, repair: bool = False) -> int:
+    """Check the store in ``directory`` read-only and print each finding with its file and
+    position; with ``repair``, first run the broker's recovery on it (torn tail cut, damaged
+    records set aside under ``damaged/``, queues rebuilt) and then check again.
+
+    Returns 0 when no problem is found, 1 when one is, 2 when the store cannot be checked (no
+    store at that path, or a running broker owns it).
+    """
+    from ..store.checkpoint import remove_abort_file
     from ..store.message_store import MessageStore
+    from ..store.store_check import NotAStoreError, check_store_files
 
     store.storePathRootDir = directory
-    ms = MessageStore(store, store_host="127.0.0.1:0")
-    ms.load()
-    problems = ms.check_consistency()
-    for p in problems:
-        print(f"PROBLEM {p}")
-    print(f"store {directory}: commit log [{ms.commit_log_min_offset}, {ms.commit_log_max_offset}), "
-          f"{len(problems)} problem(s)")
+    store.storePathCommitLog = ""  # DIR's own commitlog/, whatever the config file names
+    try:
+        findings = check_store_files(store)
+        if repair:
+            problems = [f for f in findings if f.kind == "PROBLEM"]
+            print(f"store {directory}: {len(problems)} problem(s) before the repair")
+            for f in problems:
+                print(f"  {f}")
+            ms = MessageStore(store, store_host="127.0.0.1:0")
+            ms.load(repair=True)
+            ms.shutdown()          # flushes what recovery rebuilt and gives the lock back
+            remove_abort_file(store)  # recovered and flushed: the next start is a clean one
+            findings = check_store_files(store)
+    except (NotAStoreError, StoreLockedError) as exc:
+        print(f"fastmq-broker: {exc}", file=sys.stderr)
+        return 2
+    problems = [f for f in findings if f.kind == "PROBLEM"]
+    for f in findings:
+        print(str(f))
+    print(f"store {directory}: {len(problems)} problem(s)"
+          + ("" if not problems or repair else "; --repair sets damaged records aside and rebuilds the queues"))
     return 1 if problems else 0
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = server_parser("fastmq-broker", "fastmq broker (RocketMQ compatible)", "broker config properties file")
     parser.add_argument("-n", "--namesrvAddr", help="name server address list, e.g. 192.168.0.1:9876;192.168.0.2:9876")
-    parser.add_argument("--check-store", metavar="DIR", help="check the store in DIR for consistency and exit")
+    parser.add_argument("--check-store", metavar="DIR",
+                        help="check the store in DIR (read-only) and exit: 0 sound, 1 problems found, 2 not checkable")
+    parser.add_argument("--repair", action="store_true",
+                        help="with --check-store: recover the store (cut a torn tail, set damaged records aside "
+                             "under DIR/damaged, rebuild the queues), then check it")
     args = parser.parse_args(argv)
     loaded = load_or_report("fastmq-broker", lambda: load_config(args.configFile, args.namesrvAddr))
     if loaded is None:
@@ -103,10 +131,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.check_store:
         logging.basicConfig(level=logging.WARNING, format=LOG_FORMAT, stream=sys.stderr)
         try:
-            return check_store(args.check_store, store)
+            return check_store(args.check_store, store, repair=args.repair)
         except (FastMQError, OSError) as exc:
             print(f"fastmq-broker: the store in {args.check_store} cannot be read: {exc}", file=sys.stderr)
-            return 1
+            return 2
+    if args.repair:
+        print("fastmq-broker: --repair goes with --check-store DIR", file=sys.stderr)
+        return EXIT_CONFIG_ERROR
     setup_logging(log_path, "fastmq-broker")
     try:
         controller = BrokerController(cfg, store)

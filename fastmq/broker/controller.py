@@ -126,6 +126,11 @@ class BrokerController:
         self._register_again = False
         self._sync_task: asyncio.Task[Any] | None = None
         self._started = False
+        # how far start() got: a failed start undoes only what it did (a broker refused for a
+        # locked store or a taken port must not unregister, persist or touch the live one's files)
+        self._owns_store = False
+        self._metadata_loaded = False
+        self._registered = False
         self.stats = BrokerStatsManager()  # VIEW_BROKER_STATS_DATA's counters
         self.config_version = DataVersion()  # GET_BROKER_CONFIG's version
         self._pending_restart: dict[str, str] = {}  # updated keys that apply at the next start
@@ -200,18 +205,30 @@ class BrokerController:
         return self.server.port
 
     async def start(self) -> None:
-        """Load metadata and the store, start serving, register with the NameServers."""
+        """Lock the store, bind the ports, load metadata and the store, register.
+
+        The order guards a live broker against a second one started by mistake: the store lock
+        first (another broker on this store: StoreLockedError before any file changes), then the
+        listening ports (a port clash: OSError before any file changes), and only then the
+        files, the abort marker and the NameServers. Nothing reaches the new broker meanwhile:
+        no route names it before it registers, and sends are refused until the store runs.
+        """
+        self.store.store_lock.acquire()
+        self._owns_store = True
+        await self.server.start(serve=False)  # bound, not yet accepting: clients wait for a ready broker
+        if self.ha_service is not None:
+            await self.ha_service.start()
         self.topic_config.load()
         self.subscription_groups.load()
         self.offsets.load()
+        self._metadata_loaded = True
         self.store.load()
         self.store.start()
         if self.schedule is not None and not self.is_slave:
             await self.schedule.start()
-        if self.ha_service is not None:
-            await self.ha_service.start()
-        await self.server.start()
+        await self.server.start_serving()
         self._started = True
+        self._registered = True  # from here on a shutdown owes the NameServers an unregister
         self.client.set_namesrv_addrs(self.namesrv.namesrv_addrs)
         await self.register_all(True)
         self._tasks = [
@@ -318,10 +335,12 @@ class BrokerController:
             t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         self._tasks = []
-        try:
-            await self.namesrv.unregister_all()
-        except Exception:
-            log.exception("unregister from name servers failed")
+        if self._registered:
+            self._registered = False
+            try:
+                await self.namesrv.unregister_all()
+            except Exception:
+                log.exception("unregister from name servers failed")
         self.hold_service.close()
         await self.server.close()
         for ha in (self.ha_client, self.ha_service):
@@ -335,11 +354,14 @@ class BrokerController:
                 await self.schedule.stop()
             except Exception:
                 log.exception("stopping the delay-level service failed")
-        for persist in (lambda: self.offsets.persist(force=True), self.topic_config.persist,
-                        self.subscription_groups.persist):
-            try:
-                persist()
-            except Exception:
-                log.exception("persisting broker metadata failed")
-        self.store.shutdown()
+        if self._metadata_loaded:
+            for persist in (lambda: self.offsets.persist(force=True), self.topic_config.persist,
+                            self.subscription_groups.persist):
+                try:
+                    persist()
+                except Exception:
+                    log.exception("persisting broker metadata failed")
+        if self._owns_store:
+            self._owns_store = False
+            self.store.shutdown()  # releases the store lock last
         await self.client.close()

@@ -87,6 +87,7 @@ class RemotingServer:
         self.connections: set[Connection] = set()
         self._server: asyncio.AbstractServer | None = None
         self._idle_task: asyncio.Task[None] | None = None
+        self._serving = False
 
     def register_processor(self, code: int, processor: RequestProcessor, executor: Executor | None = None) -> None:
         """Route request ``code`` to ``processor`` (on ``executor`` when given, else on the loop)."""
@@ -105,12 +106,27 @@ class RemotingServer:
         self.connections.add(conn)
         return conn
 
-    async def start(self) -> None:
-        """Bind and start accepting; :attr:`port` then holds the real port."""
+    async def start(self, *, serve: bool = True) -> None:
+        """Bind and start accepting; :attr:`port` then holds the real port.
+
+        ``serve`` False binds only (a port clash fails now) and accepts nothing until
+        :meth:`start_serving`: a broker reserves its port before it touches its store and
+        answers connections only once it is ready.
+        """
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(self._make_connection, self.host, self.port, reuse_address=True,
-                                                backlog=1024)
+                                                backlog=1024, start_serving=serve)
         self.port = self._server.sockets[0].getsockname()[1]
+        if serve:
+            await self.start_serving()
+
+    async def start_serving(self) -> None:
+        """Accept connections on the port :meth:`start` bound (idempotent)."""
+        assert self._server is not None, "start() first"
+        if self._serving:
+            return
+        self._serving = True
+        await self._server.start_serving()
         if self.idle_timeout > 0:
             self._idle_task = asyncio.ensure_future(self._scan_idle())
         log.info("remoting server listening on %s:%d", self.host, self.port)

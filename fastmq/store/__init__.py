@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from ..errors import FastMQError
 
-__all__ = ["StoreError", "StoreCorruptError", "MessageTooLargeError", "FlushTimeoutError"]
+__all__ = ["StoreError", "StoreCorruptError", "MessageTooLargeError", "FlushTimeoutError",
+           "StoreLockedError", "DiskFullError"]
 
 
 class StoreError(FastMQError):
@@ -24,3 +25,11 @@ class MessageTooLargeError(StoreError, ValueError):
 
 class FlushTimeoutError(StoreError, TimeoutError):
     """A SYNC_FLUSH append was not on disk within syncFlushTimeout (RocketMQ: FLUSH_DISK_TIMEOUT)."""
+
+
+class StoreLockedError(StoreError):
+    """The store directory is locked by another process (a running broker owns it)."""
+
+
+class DiskFullError(StoreError, OSError):
+    """No space could be reserved for a new store file (RocketMQ: SERVICE_NOT_AVAILABLE)."""

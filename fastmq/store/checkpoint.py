@@ -17,7 +17,7 @@ import logging
 import mmap
 import os
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
@@ -25,7 +25,8 @@ from . import StoreCorruptError
 from .commit_log import CommitLog
 from .config import MessageStoreConfig
 from .consume_queue import ConsumeQueue, ConsumeQueueTable
-from .mapped_file import OS_PAGE_SIZE
+from .damaged import keep_aside
+from .mapped_file import OS_PAGE_SIZE, MappedFile
 
 __all__ = ["StoreCheckpoint", "RecoveryResult", "recover_store", "create_abort_file",
            "remove_abort_file", "is_abnormal_shutdown", "check_store"]
@@ -33,11 +34,21 @@ __all__ = ["StoreCheckpoint", "RecoveryResult", "recover_store", "create_abort_f
 log = logging.getLogger("fastmq.store")
 
 _THREE = struct.Struct(">qqq")
-_SAFETY_MS = 3000  # RocketMQ's margin for clocks and in-flight flushes
+_FLUSHED_AT = 24  # fastmq's fourth int64 (see StoreCheckpoint); RocketMQ reads only the first three
+_I64 = struct.Struct(">q")
+_SAFETY_MS = 3000
+_MAX_GAP_FILL = 1024  # queue entries one damaged range may stand for (one record each, normally one)  # RocketMQ's margin for clocks and in-flight flushes
 
 
 class StoreCheckpoint:
-    """The mapped checkpoint page. Setters change memory; :meth:`flush` makes them durable."""
+    """The mapped checkpoint page. Setters change memory; :meth:`flush` makes them durable.
+
+    Besides RocketMQ's three timestamps, fastmq keeps ``physic_flushed_offset`` at byte 24: the
+    commit-log offset known on disk when the page was last written. Recovery uses it to tell
+    a torn tail (past it: cut, as RocketMQ does) from damage inside flushed data (before it:
+    only the damaged record is lost). A store written by RocketMQ reads 0 there, which means
+    RocketMQ's behaviour: every bad record is taken for the end of the log.
+    """
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
@@ -56,6 +67,7 @@ class StoreCheckpoint:
             raise
         (self.physic_msg_timestamp, self.logics_msg_timestamp,
          self.index_msg_timestamp) = _THREE.unpack_from(self._mm, 0)
+        self.physic_flushed_offset: int = _I64.unpack_from(self._mm, _FLUSHED_AT)[0]
 
     @property
     def min_timestamp(self) -> int:
@@ -69,6 +81,7 @@ class StoreCheckpoint:
     def flush(self) -> None:
         _THREE.pack_into(self._mm, 0, self.physic_msg_timestamp, self.logics_msg_timestamp,
                          self.index_msg_timestamp)
+        _I64.pack_into(self._mm, _FLUSHED_AT, self.physic_flushed_offset)
         os.fdatasync(self._fd)
 
     def close(self) -> None:
@@ -104,10 +117,11 @@ class RecoveryResult:
     scan_start: int
     commit_log_end: int
     redispatched: int  # consume-queue entries written by the rescan
+    damaged: dict[int, int] = field(default_factory=dict)  # {log offset: length} set aside now
 
 
 def recover_store(config: MessageStoreConfig, commit_log: CommitLog, queues: ConsumeQueueTable,
-                  checkpoint: StoreCheckpoint) -> RecoveryResult:
+                  checkpoint: StoreCheckpoint, *, repair: bool = False) -> RecoveryResult:
     """Load and recover the commit log and every consume queue, in RocketMQ's order.
 
     1. Queues: map them, cut each after its last valid entry.
@@ -117,6 +131,10 @@ def recover_store(config: MessageStoreConfig, commit_log: CommitLog, queues: Con
     3. Queues: drop entries pointing past the commit log's new end.
     4. The commit log's next queue offsets come from the queues.
 
+    ``repair`` (``--check-store --repair``, an operator's explicit request): scan the whole log
+    and take every byte of it for flushed, so that damage anywhere is set aside record by
+    record and nothing after it is cut.
+
     Raises:
         StoreCorruptError: the files cannot make a store (wrong sizes, gaps, stray files).
     """
@@ -125,19 +143,52 @@ def recover_store(config: MessageStoreConfig, commit_log: CommitLog, queues: Con
     queues.recover()
     commit_log.load()
     counted = [0]
+    damaged: dict[int, int] = {}
+
+    def on_damage(mf: MappedFile, start: int, end: int) -> None:
+        at = mf.file_from_offset + start
+        path = keep_aside(config.storePathRootDir, at, mf.buffer[start:end])
+        damaged[at] = end - start
+        log.error("commit log: the damaged bytes [%d, %d) of %s are kept in %s", start, end, mf.path, path)
 
     def dispatch(reqs: list) -> None:  # type: ignore[type-arg]
+        if damaged:
+            _fill_gaps(queues, reqs, damaged)
         counted[0] += queues.dispatch(reqs)
 
-    start, end = commit_log.recover(abnormal=abnormal, min_timestamp=checkpoint.min_timestamp,
-                                    dispatch=dispatch)
+    flushed = checkpoint.physic_flushed_offset
+    if repair:
+        flushed = max(flushed, commit_log.max_offset)  # (load marks every file full)
+    start, end = commit_log.recover(abnormal=abnormal or repair,
+                                    min_timestamp=0 if repair else checkpoint.min_timestamp,
+                                    dispatch=dispatch, flushed_offset=flushed, on_damage=on_damage)
     queues.truncate_dirty(end)
     commit_log.topic_queue_table = queues.max_offsets()
     queues.flush(0)
     if abnormal:
         log.warning("store recovered after an abnormal stop: scanned from %d, log ends at %d, "
                     "%d queue entries rebuilt", start, end, counted[0])
-    return RecoveryResult(abnormal, start, end, counted[0])
+    return RecoveryResult(abnormal, start, end, counted[0], damaged)
+
+
+def _fill_gaps(queues: ConsumeQueueTable, reqs: list, damaged: dict[int, int]) -> None:  # type: ignore[type-arg]
+    """Point the queue entries a damaged record leaves missing at that record.
+
+    A record after the damage carries its queue offset; when its queue lacks the entries
+    before it (the damaged record's, not yet flushed to the queue), zero entries would be
+    left there, and the next start would take the first zero entry for the queue's end.
+    Entries pointing at the damaged range are valid for recovery and skipped by pulls.
+    """
+    last_at = max(damaged)
+    for r in reqs:
+        cq = queues.get(r.topic, r.queue_id)
+        if cq is None or r.commit_log_offset < last_at:
+            continue  # (an empty queue starts where its first entry says: no gap)
+        have = cq.max_offset
+        if have == 0 or not have < r.queue_offset <= have + _MAX_GAP_FILL:
+            continue
+        for q in range(have, r.queue_offset):
+            cq.put(q, last_at, damaged[last_at], 0)
 
 
 def check_store(commit_log: CommitLog, queues: ConsumeQueueTable, *, max_problems: int = 100,

@@ -43,6 +43,8 @@ _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
 _SIZE_MAGIC = struct.Struct(">iI")
 _TX_MASK = 0xC
+_MAGIC_V1_BYTES = struct.pack(">I", MAGIC_V1)
+_BLANK_BYTES = struct.pack(">I", BLANK_MAGIC)
 
 
 class AppendRequest(NamedTuple):
@@ -361,8 +363,34 @@ class CommitLog:
         sys_flag = _I32.unpack_from(buf, 36)[0]
         return int(_I64.unpack_from(buf, store_timestamp_pos(sys_flag))[0])
 
+    def find_next_record(self, view: memoryview, finder: Callable[..., int], start: int,
+                         file_from: int) -> int | None:
+        """Position (>= ``start``) in one file of the next record that validates in full (magic,
+        size, CRC, its own physical offset) or of the BLANK end-of-file marker; None if none.
+
+        ``finder`` is the mapping's ``find`` (C speed): candidates are the places the magic
+        numbers occur, so a damaged size field, which leaves no way to step over the record,
+        costs a search rather than the rest of the file. A record's physical offset must
+        match where it lies, so bytes inside a body that happen to look like a header are
+        not taken for one.
+        """
+        i = start + 4
+        n = len(view)
+        while i + 4 <= n:
+            hits = [h for h in (finder(_MAGIC_V1_BYTES, i), finder(_BLANK_BYTES, i)) if h >= 0]
+            if not hits:
+                return None
+            h = min(hits)
+            size, _ = self.check_record(view, h - 4, True, file_from)
+            if size > 0:
+                return h - 4
+            i = h + 1
+        return None
+
     def recover(self, *, abnormal: bool, min_timestamp: int = 0,
-                dispatch: Callable[[list[DispatchRequest]], None] | None = None) -> tuple[int, int]:
+                dispatch: Callable[[list[DispatchRequest]], None] | None = None,
+                flushed_offset: int = 0,
+                on_damage: Callable[[MappedFile, int, int], None] | None = None) -> tuple[int, int]:
         """Find the real end of the log, cut everything after it, redispatch what was scanned.
 
         A clean stop scans the last 3 files (RocketMQ's normal recovery). After a crash the
@@ -370,6 +398,13 @@ class CommitLog:
         (the checkpoint's, minus a safety margin), so every record that may be missing from
         the consume queues is seen again. ``dispatch`` gets the good records one file at a
         time (bounded memory for 1 GiB files).
+
+        A bad record past ``flushed_offset`` is a torn tail: the log is cut there, as RocketMQ
+        does. One before it lies in data that was on disk, so cutting would destroy every
+        later record: ``on_damage(file, start, end)`` gets the damaged range of the file and
+        the scan goes on at the next valid record (see :meth:`find_next_record`).
+        Each scanned file's pages are released once scanned: recovery of many 1 GiB files
+        must not leave them all resident.
 
         Returns:
             ``(scan_start_offset, end_offset)``.
@@ -400,10 +435,32 @@ class CommitLog:
                     pos = mf.file_size
                     break
                 if size <= 0:
+                    at = mf.file_from_offset + pos
+                    if size < 0 and at < flushed_offset:
+                        nxt = self.find_next_record(buf, mf.find, pos + 1, mf.file_from_offset)
+                        last_file = mf is files[-1]
+                        # nothing valid after it: the rest of the file, or in the last file what was
+                        # flushed of it, at most one record's worth (the zero tail is no data)
+                        upto = nxt if nxt is not None else (
+                            min(mf.file_size, flushed_offset - mf.file_from_offset,
+                                pos + self.config.maxMessageSize + 512) if last_file else mf.file_size)
+                        log.error("commit log: damaged record in flushed data at offset %d (file %s, position "
+                                  "%d), %d bytes set aside; %s", at, mf.path.name, pos, upto - pos,
+                                  "going on with the next valid record" if nxt is not None
+                                  else "no valid record after it in this file")
+                        if on_damage is not None:
+                            on_damage(mf, pos, upto)
+                        if nxt is not None:
+                            pos = nxt
+                            continue
+                        if not last_file:
+                            pos = mf.file_size
+                            break
                     stop = True
                     if size < 0:
-                        log.warning("commit log: torn or corrupt record at %d, cutting the log there",
-                                    mf.file_from_offset + pos)
+                        log.warning("commit log: torn or corrupt record at %d (file %s, position %d) past the "
+                                    "flushed offset %d, cutting the log there", at, mf.path.name, pos,
+                                    flushed_offset)
                     break
                 assert req is not None
                 if not _is_prepared_or_rollback(req.sys_flag):
@@ -417,7 +474,11 @@ class CommitLog:
                 mf.store_timestamp = batch[-1].store_timestamp
             if stop:
                 break
+            if mf is not files[-1]:
+                mf.release_pages()  # (the last one is released after the truncation below)
         self.mfq.truncate_dirty_files(end)
+        if self.mfq.files:
+            self.mfq.files[-1].release_pages()
         self.flushed_store_timestamp = self.last_store_timestamp
         return scan_start, end
 

@@ -32,6 +32,7 @@ CQ_DTYPE = np.dtype([("offset", ">i8"), ("size", ">i4"), ("tags_code", ">i8")])
 assert CQ_DTYPE.itemsize == CQ_STORE_UNIT_SIZE
 _ENTRY = struct.Struct(">qiq")
 _UNIT = CQ_STORE_UNIT_SIZE
+_RECOVER_CHUNK = 16384  # entries (320 KiB) read at a time by recovery
 
 
 class _Dispatchable:  # the DispatchRequest fields a queue reads (duck-typed, no import upward)
@@ -52,7 +53,8 @@ class ConsumeQueue:
             raise StoreError(f"consume queue file size {file_size} is not a positive multiple of {_UNIT}")
         self.topic = topic
         self.queue_id = queue_id
-        self.mfq = MappedFileQueue(Path(root) / topic / str(queue_id), file_size)
+        # no descriptor per file: a broker has thousands of queues (see MappedFile keep_fd)
+        self.mfq = MappedFileQueue(Path(root) / topic / str(queue_id), file_size, keep_fd=False)
         self.max_physic_offset = -1  # commit-log end of the last entry; -1 when empty
 
     # -- lifetime ------------------------------------------------------------------------
@@ -70,17 +72,32 @@ class ConsumeQueue:
             return
         end = files[max(0, len(files) - 3)].file_from_offset
         for mf in files[max(0, len(files) - 3):]:
-            arr = np.frombuffer(mf.buffer, dtype=CQ_DTYPE, count=mf.file_size // _UNIT)
-            valid = (arr["offset"] >= 0) & (arr["size"] > 0)
-            n_valid = len(valid) if valid.all() else int(np.argmin(valid))
-            if n_valid:
-                last = arr[n_valid - 1]
-                self.max_physic_offset = int(last["offset"]) + int(last["size"])
-            del arr, valid
+            n_valid = self._valid_prefix(mf)
             end = mf.file_from_offset + n_valid * _UNIT
             if n_valid * _UNIT < mf.file_size:
                 break
         self.mfq.truncate_dirty_files(end)
+        for mf in self.mfq.files:
+            mf.release_pages()  # scanned pages need not stay resident: a broker has thousands of queues
+
+    def _valid_prefix(self, mf: MappedFile) -> int:
+        """How many entries at the start of ``mf`` are valid, read a chunk at a time so a file
+        whose data ends early is not read (and made resident) to its end."""
+        total = mf.file_size // _UNIT
+        done = 0
+        while done < total:
+            count = min(_RECOVER_CHUNK, total - done)
+            arr = np.frombuffer(mf.buffer, dtype=CQ_DTYPE, count=count, offset=done * _UNIT)
+            valid = (arr["offset"] >= 0) & (arr["size"] > 0)
+            n = count if valid.all() else int(np.argmin(valid))
+            if n:
+                last = arr[n - 1]
+                self.max_physic_offset = int(last["offset"]) + int(last["size"])
+            del arr, valid
+            done += n
+            if n < count:
+                break
+        return done
 
     def flush(self, least_pages: int = 0) -> bool:
         return self.mfq.flush(least_pages)

@@ -135,6 +135,10 @@ class MessageGetter:
                     matched = None
                 part = arr[:cut]
                 offs = part["offset"].tolist()
+                damaged = getattr(self, "damaged_offsets", None)
+                if damaged and not damaged.isdisjoint(offs):
+                    # a record set aside by recovery: skipped like a filtered one, the rest delivered
+                    matched = [(matched is None or matched[i]) and o not in damaged for i, o in enumerate(offs)]
                 sizes = part["size"].tolist()
                 tags = part["tags_code"].tolist()
                 del arr, part

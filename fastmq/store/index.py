@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 
 from .._ext.send import SendBatch, index_records
+from .mapped_file import reserve_range
 from ..protocol.message import java_string_hash
 
 __all__ = ["IndexFile", "IndexService"]
@@ -32,6 +33,7 @@ _HEADER = struct.Struct(">qqqqii")
 _ENTRY = struct.Struct(">iqii")
 _SLOT = struct.Struct(">i")
 HEADER_SIZE = _HEADER.size  # 40
+_RESERVE_CHUNK = 1 << 17  # entries (2.5 MiB) reserved past the count: more than one 4 MiB batch holds keys
 
 
 def _key_hash(topic: str, key: str) -> int:
@@ -45,10 +47,19 @@ class IndexFile:
         size = HEADER_SIZE + slots * 4 + entries * 20
         fresh = not path.exists()
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        self._reserved_to = 0
         try:
             if os.fstat(fd).st_size < size:
-                os.ftruncate(fd, size)  # sparse: only the pages written take disk
+                os.ftruncate(fd, size)  # sparse; the blocks written are reserved as they come near
+                self._reserve(fd, HEADER_SIZE + slots * 4 + _RESERVE_CHUNK * 20)
             self._mm = mmap.mmap(fd, size)
+        except BaseException:
+            if fresh:
+                try:
+                    path.unlink()
+                except OSError:
+                    pass
+            raise
         finally:
             os.close(fd)
         if fresh:
@@ -61,6 +72,30 @@ class IndexFile:
     @property
     def full(self) -> bool:
         return self.count >= self.entries
+
+    def _reserve(self, fd: int, upto: int) -> None:
+        """Real blocks for the first ``upto`` bytes (a write to a hole the disk cannot fill is a
+        SIGBUS, see mapped_file). Slots are written at random, so they are reserved whole at
+        creation; entries are appended, so they are reserved a chunk ahead of the count.
+
+        Raises:
+            DiskFullError: no room.
+        """
+        upto = min(upto, HEADER_SIZE + self.slots * 4 + self.entries * 20)
+        if upto > self._reserved_to:
+            reserve_range(fd, self._reserved_to, upto - self._reserved_to, self.path)
+            self._reserved_to = upto
+
+    def reserve_ahead(self) -> None:
+        """Keep at least :data:`_RESERVE_CHUNK` entries past the count reserved (before a put)."""
+        base = HEADER_SIZE + self.slots * 4
+        if self._reserved_to >= base + min(self.entries, self.count + _RESERVE_CHUNK) * 20:
+            return
+        fd = os.open(self.path, os.O_RDWR)
+        try:
+            self._reserve(fd, base + (self.count + 2 * _RESERVE_CHUNK) * 20)
+        finally:
+            os.close(fd)
 
     def put(self, key_hash: int, phy: int, store_ts: int) -> bool:
         if self.full:
@@ -152,6 +187,15 @@ class IndexService:
                 name = str(int(name) + 1)
             self.files.append(IndexFile(self.dir / name, self.slots, self.entries))
         return self.files[-1]
+
+    def reserve(self) -> None:
+        """Create the next index file now if the current one is full (or there is none), so a
+        lack of space is known before a put writes anything.
+
+        Raises:
+            DiskFullError: no room for it.
+        """
+        self._writable().reserve_ahead()
 
     def put(self, topic: str, keys: list[str], phy: int, store_ts: int) -> None:
         for key in keys:

@@ -2,8 +2,11 @@
 
 A log (the commit log, one consume queue) is a directory of equally sized files, each named by
 the 20-digit zero-padded log offset of its first byte (RocketMQ's naming, so a directory can be
-read by either implementation). Files are created at full size with ``ftruncate`` (sparse, so
-an unwritten tail reads as zeros) and mapped whole.
+read by either implementation). Files are created at full size with ``posix_fallocate`` (the
+blocks reserved, an unwritten tail reading as zeros) and mapped whole: a store page written
+through a mapping when the disk has no block left for it kills the process with SIGBUS, so the
+space must be known to exist before the mapping is used. A file that cannot get its space is
+not created (:class:`DiskFullError`), and the put that needed it is refused.
 
 Durability goes through ``os.fdatasync`` on the file descriptor rather than ``mmap.flush``:
 on Linux both write back the same dirty page-cache pages (a shared mapping *is* the page
@@ -13,16 +16,21 @@ releases it, so a flush thread does not stall the event loop for the length of a
 from __future__ import annotations
 
 import concurrent.futures
+import ctypes
+import ctypes.util
+import errno
 import logging
 import mmap
 import os
 import threading
+import weakref
 from pathlib import Path
 from typing import Iterator
 
-from . import StoreCorruptError, StoreError
+from . import DiskFullError, StoreCorruptError, StoreError
 
-__all__ = ["MappedFile", "MappedFileQueue", "OS_PAGE_SIZE", "offset_to_file_name"]
+__all__ = ["MappedFile", "MappedFileQueue", "OS_PAGE_SIZE", "offset_to_file_name", "reserve_range",
+           "reserve_space"]
 
 log = logging.getLogger("fastmq.store")
 
@@ -38,6 +46,83 @@ def offset_to_file_name(offset: int) -> str:
     return f"{offset:020d}"
 
 
+def reserve_range(fd: int, offset: int, length: int, path: Path) -> None:
+    """Give ``[offset, offset+length)`` of the file behind ``fd`` real disk blocks
+    (``posix_fallocate``; the file grows to cover it).
+
+    Raises:
+        DiskFullError: the file system has no room (ENOSPC, or a quota: EDQUOT).
+    """
+    try:
+        os.posix_fallocate(fd, offset, length)
+    except OSError as exc:
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise DiskFullError(exc.errno, f"no space left on the disk for {length} bytes of {path}: "
+                                f"{exc.strerror}") from None
+        if exc.errno in (errno.EOPNOTSUPP, errno.EINVAL):  # no fallocate there: sparse, as before
+            if os.fstat(fd).st_size < offset + length:
+                os.ftruncate(fd, offset + length)
+            return
+        raise
+
+
+def reserve_space(fd: int, size: int, path: Path) -> None:
+    """:func:`reserve_range` for the whole of a new file of ``size`` bytes."""
+    reserve_range(fd, 0, size, path)
+
+
+_libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+_libc.mmap.restype = ctypes.c_void_p
+_libc.mmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long)
+_libc.munmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t)
+_libc.madvise.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
+_libc.msync.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
+_MAP_FAILED = ctypes.c_void_p(-1).value
+_MS_SYNC = 4  # Linux
+
+
+class _FdlessMapping:
+    """A shared read/write mapping of a whole file that holds no file descriptor.
+
+    CPython's ``mmap`` keeps a duplicate of the descriptor for the mapping's life, so a file
+    mapped that way costs two: a broker with thousands of consume-queue files hit the usual
+    1024 limit, stopped writing and could not restart. A mapping needs no open descriptor
+    (POSIX), so consume-queue files are mapped with libc's ``mmap`` and the descriptor closed.
+    The mapping goes (``munmap``) when the last view of it does, as with CPython's ``mmap``
+    whose close is refused while views exist; calls through ctypes release the GIL, so the
+    flusher's ``msync`` does not stall the event loop.
+    """
+
+    def __init__(self, fd: int, size: int) -> None:
+        addr = _libc.mmap(None, size, mmap.PROT_READ | mmap.PROT_WRITE, mmap.MAP_SHARED, fd, 0)
+        if addr is None or addr == _MAP_FAILED:
+            err = ctypes.get_errno()
+            raise OSError(err, f"mmap failed: {os.strerror(err)}")
+        arr = (ctypes.c_char * size).from_address(addr)
+        weakref.finalize(arr, _libc.munmap, addr, size)  # when the last view goes
+        self._addr: int | None = addr
+        self._size = size
+        self.view = memoryview(arr).cast("B")  # (holds arr)
+
+    def madvise_dontneed(self) -> None:
+        if self._addr is not None and _libc.madvise(self._addr, self._size, mmap.MADV_DONTNEED) != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, os.strerror(err))
+
+    def sync(self) -> None:
+        if self._addr is not None and _libc.msync(self._addr, self._size, _MS_SYNC) != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, os.strerror(err))
+
+    def close(self) -> None:
+        """Give up this object's hold; the pages go when no view is left."""
+        self._addr = None
+        try:
+            self.view.release()
+        except BufferError:  # a reader's array still uses it: unmapped when that goes
+            pass
+
+
 class MappedFile:
     """One fixed-size file mapped read/write.
 
@@ -46,7 +131,9 @@ class MappedFile:
     pool; we always write straight into the mapping, so committed == wrote.)
     """
 
-    def __init__(self, path: str | Path, file_size: int) -> None:
+    def __init__(self, path: str | Path, file_size: int, *, keep_fd: bool = True) -> None:
+        """``keep_fd`` False: map without holding a descriptor (:class:`_FdlessMapping`; no
+        warming, flushes by ``msync``), for logs of many small files (consume queues)."""
         self.path = Path(path)
         try:
             self.file_from_offset = int(self.path.name)
@@ -63,12 +150,27 @@ class MappedFile:
                 raise StoreCorruptError(
                     f"{self.path}: size {size} differs from the configured mapped file size {file_size}")
             if size < file_size:
-                os.ftruncate(self._fd, file_size)
-            self._mm = mmap.mmap(self._fd, file_size)
+                reserve_space(self._fd, file_size, self.path)
+            self._mm: mmap.mmap | None = None
+            self._map: _FdlessMapping | None = None
+            if keep_fd:
+                self._mm = mmap.mmap(self._fd, file_size)
+            else:
+                self._map = _FdlessMapping(self._fd, file_size)
         except BaseException:
             os.close(self._fd)
+            if not existed:  # a short new file would make the next start refuse the store
+                try:
+                    self.path.unlink()
+                except OSError:
+                    pass
             raise
-        self._mv = memoryview(self._mm)
+        if self._map is not None:
+            os.close(self._fd)
+            self._fd = -1
+            self._mv = self._map.view
+        else:
+            self._mv = memoryview(self._mm)
         self.wrote_position = 0
         self.flushed_position = 0
         self.store_timestamp = 0  # of the last message appended (checkpoint input)
@@ -124,6 +226,14 @@ class MappedFile:
                 f"{self.path.name}: range [{pos}, {end}) outside written [0, {self.wrote_position})")
         return self._mv[pos:end]
 
+    def find(self, sub: bytes, start: int = 0, end: int | None = None) -> int:
+        """The mapping's ``find`` (C speed, no copy): first index of ``sub`` in [start, end), or -1."""
+        end = self.file_size if end is None else end
+        if self._mm is None:
+            i = self._mv[start:end].tobytes().find(sub)
+            return i + start if i >= 0 else -1
+        return self._mm.find(sub, start, end)
+
     def release_pages(self) -> bool:
         """Stop counting this file's pages in the process's resident memory, once it is on disk.
 
@@ -135,10 +245,19 @@ class MappedFile:
         if self._closed or self.flushed_position < self.wrote_position:
             return False
         try:
-            self._mm.madvise(mmap.MADV_DONTNEED)
+            if self._map is not None:
+                self._map.madvise_dontneed()
+            else:
+                self._mm.madvise(mmap.MADV_DONTNEED)  # type: ignore[union-attr]
         except (ValueError, OSError):  # closed by retention meanwhile
             return False
         return True
+
+    def _sync(self) -> None:
+        if self._map is not None:
+            self._map.sync()
+        else:
+            os.fdatasync(self._fd)
 
     # -- flush ---------------------------------------------------------------------------
     def is_able_to_flush(self, least_pages: int) -> bool:
@@ -157,7 +276,7 @@ class MappedFile:
         """fdatasync when :meth:`is_able_to_flush`; returns the flushed position."""
         if self.is_able_to_flush(least_pages) and not self._closed:
             target = self.wrote_position  # read once: appends may race ahead of the sync
-            os.fdatasync(self._fd)
+            self._sync()
             if target > self.flushed_position:
                 self.flushed_position = target
         return self.flushed_position
@@ -177,6 +296,8 @@ class MappedFile:
         enough ahead, it sleeps until the writer's :meth:`wake_warm` (once a chunk) rather
         than polling.
         """
+        if self._map is not None:
+            return  # (no descriptor to read through; only the commit log is warmed)
         buf = bytearray(_WARM_CHUNK)
         off = self.wrote_position - self.wrote_position % _WARM_CHUNK
         end = self.file_size if limit is None else min(limit, self.file_size)
@@ -210,15 +331,18 @@ class MappedFile:
         """
         pos = max(0, min(pos, self.file_size))
         i = pos
+        zeroed = False
         while i < self.file_size:
             end = min(self.file_size, (i // _ZERO_CHUNK + 1) * _ZERO_CHUNK)
-            chunk = self._mm[i:end]
+            chunk = self._mv[i:end].tobytes()
             if chunk.count(0) != len(chunk):
                 self._mv[i:end] = bytes(end - i)
+                zeroed = True
             i = end
         self.wrote_position = pos
         self.flushed_position = pos
-        os.fdatasync(self._fd)
+        if zeroed:  # (a sync per file would cost a restart on thousands of queues many seconds)
+            self._sync()
 
     # -- lifetime ------------------------------------------------------------------------
     def close(self) -> None:
@@ -227,9 +351,12 @@ class MappedFile:
             return
         self._closed = True
         self._warm_wake.set()  # a warming thread waiting for writes ends now
+        if self._map is not None:
+            self._map.close()  # unmapped when the last reader's view goes
+            return
         try:
             self._mv.release()
-            self._mm.close()
+            self._mm.close()  # type: ignore[union-attr]
         except BufferError:  # a reader still holds a view; the GC unmaps it when it goes
             log.debug("%s: mapping still referenced at close", self.path)
         os.close(self._fd)
@@ -250,9 +377,11 @@ class MappedFile:
 class MappedFileQueue:
     """The files of one log, in offset order, contiguous."""
 
-    def __init__(self, store_path: str | Path, mapped_file_size: int, *, preload: bool = False) -> None:
+    def __init__(self, store_path: str | Path, mapped_file_size: int, *, preload: bool = False,
+                 keep_fd: bool = True) -> None:
         self.store_path = Path(store_path)
         self.mapped_file_size = mapped_file_size
+        self.keep_fd = keep_fd  # see MappedFile
         self.files: list[MappedFile] = []
         self.flushed_where = 0
         # preload: create the next file ahead of need and warm it (see MappedFile.warm), the
@@ -276,7 +405,7 @@ class MappedFileQueue:
         for p in names:
             if len(p.name) != 20 or not p.name.isdigit():
                 raise StoreCorruptError(f"{p}: unexpected file in a log directory")
-            mf = MappedFile(p, self.mapped_file_size)
+            mf = MappedFile(p, self.mapped_file_size, keep_fd=self.keep_fd)
             if self.files and mf.file_from_offset != self.files[-1].file_from_offset + self.mapped_file_size:
                 mf.close()
                 raise StoreCorruptError(f"{p}: gap after {self.files[-1].path.name}")
@@ -330,7 +459,8 @@ class MappedFileQueue:
 
     def _new_file(self, from_offset: int) -> MappedFile:
         self.store_path.mkdir(parents=True, exist_ok=True)
-        return MappedFile(self.store_path / offset_to_file_name(from_offset), self.mapped_file_size)
+        return MappedFile(self.store_path / offset_to_file_name(from_offset), self.mapped_file_size,
+                          keep_fd=self.keep_fd)
 
     def _take_prepared(self, from_offset: int) -> MappedFile | None:
         nxt, self._next = self._next, None
@@ -339,6 +469,9 @@ class MappedFileQueue:
         off, fut = nxt
         try:
             mf = fut.result()  # normally long done: it started half a file ago
+        except DiskFullError as exc:
+            log.error("preparing %s failed: %s", offset_to_file_name(off), exc)
+            return None
         except Exception:
             log.exception("preparing %s failed; creating it now", offset_to_file_name(off))
             return None
@@ -346,6 +479,30 @@ class MappedFileQueue:
             return mf
         mf.destroy()  # prepared for an offset the log no longer needs (a truncation)
         return None
+
+    def ensure_room(self, nbytes: int, start_offset: int = 0) -> None:
+        """Create now the file an append of ``nbytes`` would roll to (or the first file, at
+        ``start_offset``), so that running out of space is known before anything is written.
+
+        Raises:
+            DiskFullError: no room for that file.
+        """
+        last = self.files[-1] if self.files else None
+        if last is None:
+            self.get_last_mapped_file(start_offset)
+            return
+        if last.remaining >= nbytes:
+            return
+        off = last.file_from_offset + self.mapped_file_size
+        nxt = self._next
+        if nxt is not None and nxt[0] == off and nxt[1].done() and nxt[1].exception() is None:
+            return
+        mf = self._take_prepared(off)  # (waits for a preparation under way)
+        if mf is None:
+            mf = self._new_file(off)
+        fut: concurrent.futures.Future[MappedFile] = concurrent.futures.Future()
+        fut.set_result(mf)
+        self._next = (off, fut)
 
     def after_append(self, mf: MappedFile) -> None:
         """What follows appends to ``mf``: its warming woken when due, the next file prepared

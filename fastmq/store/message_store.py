@@ -42,6 +42,9 @@ from .commit_log import AppendRequest, CommitLog, DispatchRequest
 from ..protocol.topic import SCHEDULE_TOPIC as _SCHEDULE_TOPIC
 from ..protocol.topic import TRANS_OP_HALF_TOPIC
 from .index import IndexService
+from .lock import StoreLock
+from .damaged import DAMAGED_DIR, load_damaged
+from .disk_space import DISK_SPACE_WARNING_RATIO, DiskSpaceGuard, disk_used_ratio
 from .config import SYNC_MASTER, MessageStoreConfig
 from .consume_queue import ConsumeQueue, ConsumeQueueTable, FlushConsumeQueueService
 from .get_message import GetResult, GetStatus, MessageGetter
@@ -51,14 +54,13 @@ from .stats_service import StoreStatsService
 __all__ = [
     "PutStatus", "PutResult", "GetStatus", "GetResult", "MessageStore",
     "SCHEDULE_TOPIC", "DEFAULT_DELAY_LEVELS", "parse_delay_levels", "disk_used_ratio",
+    "DISK_SPACE_WARNING_RATIO",
 ]
 
 log = logging.getLogger("fastmq.store")
 
 SCHEDULE_TOPIC = _SCHEDULE_TOPIC  # re-exported: the schedule service and its tests read it from here
 DEFAULT_DELAY_LEVELS = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
-DISK_SPACE_WARNING_RATIO = 0.90  # RocketMQ's diskSpaceWarningLevelRatio: sends refused above it
-_DISK_CHECK_INTERVAL = 1.0       # seconds between statvfs calls on the put path
 _RELEASE_INTERVAL = 1.0          # seconds between releases of cold mapped pages (release_cold_pages)
 _TX_MASK = 0xC
 _MAX_PROPERTIES = 0x7FFF
@@ -134,30 +136,6 @@ def human_readable_bytes(n: int) -> str:
     return f"{n / 1024 ** exp:.1f} {'KMGTPE'[exp - 1]}iB"
 
 
-def disk_used_ratio(path: str) -> float:
-    """Used fraction of the filesystem holding ``path`` (-1 when it cannot be read)."""
-    p = path
-    while p and not os.path.exists(p):
-        parent = os.path.dirname(p)
-        if parent == p:
-            break
-        p = parent
-    try:
-        st = os.statvfs(p or ".")
-    except OSError:
-        return -1.0
-    # UtilAll.getDiskPartitionSpaceUsedPercent, which is df's Use%: blocks reserved for root count
-    # as neither used nor available, and the percentage is rounded up. Counting them as used
-    # (total - available over total) read a disk with 5% reserved and 62% used as 87% used on a
-    # 252 GB test machine: past the 85% at which retention deletes files whatever their age.
-    used = (st.f_blocks - st.f_bfree) * st.f_frsize
-    entire = used + st.f_bavail * st.f_frsize
-    if st.f_blocks <= 0 or entire <= 0:
-        return -1.0
-    percent, rest = divmod(used * 100, entire)
-    return (percent + (1 if rest else 0)) / 100
-
-
 def _parse_host(addr: str) -> tuple[str, int]:
     host, sep, port = addr.rpartition(":")
     if not sep:
@@ -165,7 +143,7 @@ def _parse_host(addr: str) -> tuple[str, int]:
     return host.strip("[]"), int(port)
 
 
-class MessageStore(MessageGetter):
+class MessageStore(MessageGetter, DiskSpaceGuard):
     """RocketMQ's DefaultMessageStore over the fastmq commit log and consume queues.
 
     Args:
@@ -192,15 +170,15 @@ class MessageStore(MessageGetter):
                                    config.maxIndexNum) if config.messageIndexEnable else None)
         self.queues = ConsumeQueueTable(config.consume_queue_dir, config.mappedFileSizeConsumeQueue)
         self.checkpoint: StoreCheckpoint | None = None
+        self.store_lock = StoreLock(config.storePathRootDir)
+        self.damaged_offsets: set[int] = set()  # commit-log offsets of records set aside as damaged
+        self._damaged_sizes: dict[int, int] = {}
         self._cq_flusher: FlushConsumeQueueService | None = None
         self._loaded = False
         self._running = False
         self._shutdown = False
         self._ckpt_lock = threading.Lock()
-        # disk-full check, cached (a statvfs per put would be a syscall per send)
-        self.disk_ratio_fn: Callable[[str], float] = disk_used_ratio
-        self._disk_checked_at = -1e9
-        self._disk_ratio = 0.0
+        self._init_disk_space()
         self.boot_timestamp = int(time.time() * 1000)
         self.stats = {"putMessageTimesTotal": 0, "putMessageSizeTotal": 0, "putMessageFailedTimes": 0,
                       "getMessageTimesTotalFound": 0, "getMessageTimesTotalMiss": 0,
@@ -216,17 +194,27 @@ class MessageStore(MessageGetter):
         self.ha_service: Any = None
 
     # ------------------------------------------------------------------ lifetime
-    def load(self) -> None:
+    def load(self, *, repair: bool = False) -> None:
         """Recover the store from disk (abort file present: crash recovery from the checkpoint).
+
+        ``repair``: scan the whole commit log and set every damaged record aside rather than
+        cut the log at it (see :func:`recover_store`).
 
         Raises:
             StoreCorruptError: the files cannot make a store.
+            StoreLockedError: another process owns the store.
         """
         if self._loaded:
             return
-        os.makedirs(self.config.storePathRootDir, exist_ok=True)
+        self.store_lock.acquire()  # before any file is read or written: one owner per store
         self.checkpoint = StoreCheckpoint(self.config.checkpoint_path)
-        self.recovery = recover_store(self.config, self.commit_log, self.queues, self.checkpoint)
+        self.recovery = recover_store(self.config, self.commit_log, self.queues, self.checkpoint, repair=repair)
+        # every damaged range ever set aside, not only today's: pulls must skip them all
+        self._damaged_sizes = load_damaged(self.config.storePathRootDir)
+        self.damaged_offsets = set(self._damaged_sizes)
+        if self.damaged_offsets:
+            log.error("the commit log holds %d damaged record(s), skipped by pulls; their bytes are in %s",
+                      len(self.damaged_offsets), os.path.join(self.config.storePathRootDir, DAMAGED_DIR))
         if self.index is not None:
             # After a clean stop the index was flushed with everything: re-reading the commit log
             # is only owed after a crash, or when the index directory itself is gone.
@@ -268,9 +256,11 @@ class MessageStore(MessageGetter):
         with self._ckpt_lock:
             if logics_ts > cp.logics_msg_timestamp:
                 cp.logics_msg_timestamp = logics_ts
+            flushed = self.commit_log.flushed_offset  # read before the timestamp: never ahead of it
             phys = self.commit_log.flushed_store_timestamp
             if phys > cp.physic_msg_timestamp:
                 cp.physic_msg_timestamp = phys
+            cp.physic_flushed_offset = flushed
             try:
                 cp.flush()  # one 4 KiB page a second: cheap, and crash recovery scans less
             except ValueError:  # closed by shutdown meanwhile
@@ -297,6 +287,9 @@ class MessageStore(MessageGetter):
         if self._shutdown:
             return
         self._shutdown = True
+        if not self._loaded:  # a start refused before recovery: nothing to flush, nothing to mark
+            self.store_lock.release()
+            return
         was_running = self._running
         self._running = False
         if self._retention_task is not None:
@@ -313,6 +306,7 @@ class MessageStore(MessageGetter):
                 cp.physic_msg_timestamp = max(cp.physic_msg_timestamp,
                                               self.commit_log.flushed_store_timestamp)
                 cp.logics_msg_timestamp = max(cp.logics_msg_timestamp, logics)
+                cp.physic_flushed_offset = self.commit_log.flushed_offset
                 cp.close()
             self.checkpoint = None
         self.queues.close()
@@ -321,20 +315,13 @@ class MessageStore(MessageGetter):
         self.commit_log.close()
         if was_running:
             remove_abort_file(self.config)
+        self.store_lock.release()
 
     @property
     def running(self) -> bool:
         return self._running
 
     # ------------------------------------------------------------------ put
-    def _disk_full(self) -> float | None:
-        now = time.monotonic()
-        if now - self._disk_checked_at >= _DISK_CHECK_INTERVAL:
-            self._disk_checked_at = now
-            self._disk_ratio = self.disk_ratio_fn(self.config.commit_log_dir)
-        r = self._disk_ratio
-        return r if r > DISK_SPACE_WARNING_RATIO else None
-
     def compute_deliver_timestamp(self, level: int, store_timestamp: int) -> int:
         """When a message stored at ``store_timestamp`` with delay ``level`` is due."""
         return store_timestamp + self.delay_level_table.get(level, 1000)
@@ -354,7 +341,6 @@ class MessageStore(MessageGetter):
             return self._fail(PutStatus.MESSAGE_ILLEGAL, "no message to put")
         ratio = self._disk_full()
         if ratio is not None:
-            log.error("disk of %s is %.1f%% used: refusing sends", self.config.commit_log_dir, ratio * 100)
             return self._unavailable(ratio)
         return None
 
@@ -441,6 +427,10 @@ class MessageStore(MessageGetter):
             except (MessageFormatError, ValueError, TypeError, OverflowError) as exc:
                 return self._fail(PutStatus.MESSAGE_ILLEGAL, f"cannot encode the message: {exc}")
             requests.append(AppendRequest(rec, topic, queue_id, tag_code))
+        ratio = self._reserve({(r.topic, r.queue_id) for r in requests}, len(requests),
+                              sum(len(r.record) for r in requests))
+        if ratio is not None:
+            return self._unavailable(ratio)
         try:
             dispatched = self.commit_log.put_records(requests, store_timestamp=now)
         except MessageTooLargeError as exc:
@@ -477,6 +467,9 @@ class MessageStore(MessageGetter):
             return refused
         t0 = time.perf_counter()
         now = int(time.time() * 1000)
+        ratio = self._reserve(batch.keys, batch.n, batch.total_size)
+        if ratio is not None:
+            return self._unavailable(ratio)
         try:
             self.commit_log.put_batch(batch, now)
         except MessageTooLargeError as exc:
@@ -683,6 +676,10 @@ class MessageStore(MessageGetter):
             try:
                 msg = self.commit_log.get_message(pos)
             except Exception:  # the blank end of a file, or nothing there: next file
+                if pos in self._damaged_sizes:  # set aside by recovery: the next record follows it
+                    pos += self._damaged_sizes[pos]
+                    skip_first = False
+                    continue
                 pos = (pos // file_size + 1) * file_size
                 skip_first = False
                 continue
