@@ -27,7 +27,7 @@ from fastmq.protocol.headers import SendMessageRequestHeader
 from fastmq.protocol.heartbeat import ConsumerData, HeartbeatData, ProducerData, SubscriptionData
 from fastmq.protocol.message import Message, decode_records, encode_properties
 from fastmq.remoting import RemotingClient
-from tests.support import ServerProcess, broker_process, free_port, namesrv_process
+from tests.support import ServerProcess, broker_process, namesrv_process
 
 FAST_LEVELS = " ".join(["1s"] * 18)
 MARK = "zz9semantics"

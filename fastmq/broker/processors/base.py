@@ -9,6 +9,7 @@ request may carry one that could leave it (``../``).
 from __future__ import annotations
 
 import logging
+import time
 from typing import TYPE_CHECKING, Any, Callable
 
 from ...protocol import topic as tv
@@ -20,15 +21,16 @@ from ...remoting import Connection
 if TYPE_CHECKING:
     from ..controller import BrokerController
 
-__all__ = ["CodeDispatchProcessor", "Handler", "check_names"]
+__all__ = ["CodeDispatchProcessor", "Handler", "check_names", "log_refusal"]
 
 log = logging.getLogger("fastmq.broker")
 
 Handler = Callable[[Connection, RemotingCommand], Any]
 
-_TOPIC_KEYS = ("topic",)
-_GROUP_KEYS = ("consumerGroup", "group", "producerGroup")
-# SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE name their fields with one letter: b = topic, a = producerGroup
+_TOPIC_KEYS = ("topic", "defaultTopic", "originTopic")
+_GROUP_KEYS = ("consumerGroup", "group", "producerGroup", "groupName")
+# SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE name their fields with one letter: a = producerGroup,
+# b = topic, c = defaultTopic
 _SHORT_CODES = frozenset((RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE))
 
 
@@ -42,7 +44,7 @@ def check_names(request: RemotingCommand) -> str | None:
     if not f:
         return None
     short = request.code in _SHORT_CODES
-    for key in ("b",) + _TOPIC_KEYS if short else _TOPIC_KEYS:
+    for key in ("b", "c") + _TOPIC_KEYS if short else _TOPIC_KEYS:
         v = f.get(key)
         if type(v) is str and v:
             remark = tv.validate_topic_ref(v)
@@ -57,6 +59,22 @@ def check_names(request: RemotingCommand) -> str | None:
     return None
 
 
+_LOG_EVERY = 10.0
+_refusals = {"at": -_LOG_EVERY, "since": 0}
+
+
+def log_refusal(code: int, remote: str, remark: str) -> None:
+    """One warning per 10 s at most (with how many were not logged): a client looping on a bad
+    name, or a hostile one, must not fill the disk with log lines."""
+    r = _refusals
+    r["since"] += 1
+    now = time.monotonic()
+    if now - r["at"] >= _LOG_EVERY:
+        log.warning("request %d from %s refused: %s (%d refusal(s) since the last report)",
+                    code, remote, remark[:300], r["since"])
+        r["at"], r["since"] = now, 0
+
+
 class CodeDispatchProcessor(_CodeDispatch):
     """A broker processor: ``handlers`` maps request codes to methods that use ``self.broker``."""
 
@@ -67,6 +85,6 @@ class CodeDispatchProcessor(_CodeDispatch):
     def process_request(self, conn: Connection, request: RemotingCommand) -> Any:
         remark = check_names(request)
         if remark is not None:
-            log.warning("request %d from %s refused: %s", request.code, conn.remote_addr, remark)
+            log_refusal(request.code, conn.remote_addr, remark)
             return response_for(request, ResponseCode.SYSTEM_ERROR, remark)
         return super().process_request(conn, request)

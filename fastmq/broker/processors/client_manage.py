@@ -17,7 +17,7 @@ from ...protocol.headers import UnregisterClientRequestHeader
 from ...protocol.heartbeat import ConsumerData, HeartbeatData
 from ...remoting import Connection
 from ..consumer_manager import ClientChannelInfo
-from .base import CodeDispatchProcessor
+from .base import CodeDispatchProcessor, log_refusal
 
 if TYPE_CHECKING:
     from ..controller import BrokerController
@@ -59,7 +59,7 @@ class ClientManageProcessor(CodeDispatchProcessor):
         hb = HeartbeatData.from_json(request.body)
         remark = _check_heartbeat_names(hb)
         if remark is not None:  # nothing of a heartbeat with a bad name is registered
-            log.warning("heartbeat from %s (%s) refused: %s", conn.remote_addr, hb.client_id, remark)
+            log_refusal(request.code, f"{conn.remote_addr} ({hb.client_id[:100]})", remark)
             return response_for(request, ResponseCode.SYSTEM_ERROR, remark)
         b = self.broker
         info = ClientChannelInfo(conn, hb.client_id, request.language, request.version)
