@@ -172,6 +172,29 @@ async def test_hostile_names_refused_on_every_request_and_nothing_leaves_the_sto
     assert not any(MARK in t or len(t) > 127 for t in topics)
 
 
+async def test_reserved_topics_are_refused(cluster, client) -> None:
+    """4.9's refusals for topics the broker writes itself, and for system topics by admin."""
+    _, _, broker = cluster
+    for topic in ("SCHEDULE_TOPIC_XXXX", "RMQ_SYS_TRANS_HALF_TOPIC", "OFFSET_MOVED_EVENT", "SELF_TEST_TOPIC"):
+        r = await client.invoke(broker.addr, send_request(topic), 5)
+        assert (r.code, r.remark) == (ResponseCode.NO_PERMISSION, f"Sending message to topic[{topic}] is forbidden.")
+    for topic in ("TBW102", "SCHEDULE_TOPIC_XXXX", "rmq_sys_mine"):
+        r = await create_topic(client, broker.addr, topic)
+        assert (r.code, r.remark) == (ResponseCode.SYSTEM_ERROR, f"The topic[{topic}] is conflict with system topic.")
+        r = await client.invoke(broker.addr, create_request(RequestCode.DELETE_TOPIC_IN_BROKER, {"topic": topic}), 5)
+        assert (r.code, r.remark) == (ResponseCode.SYSTEM_ERROR, f"The topic[{topic}] is conflict with system topic.")
+
+
+def test_clients_refuse_illegal_group_names() -> None:
+    """The broadcast offset store keeps a directory per group on the client's disk."""
+    from fastmq.aio import Producer, PushConsumer
+    from fastmq.errors import MessageValidationError
+
+    for make in (Producer, PushConsumer):
+        with pytest.raises(MessageValidationError, match=r"the specified group\[\.\./x\] contains illegal"):
+            make("../x", namesrv_addr="127.0.0.1:1")
+
+
 async def test_long_legal_group_never_blocks_a_delay_level(cluster, client) -> None:
     """Guards: a send-back for a group of 121+ characters parked a message whose %RETRY% topic
     the store could not take, and the delay level retried it for ever, holding everyone's."""

@@ -29,7 +29,7 @@ from ..protocol.message import (Message, MessageConst, MessageFormatError, Messa
                                 encode_properties, java_string_hash)
 from ..protocol.message_queue import MessageQueue
 from ..protocol.topic import (AUTO_CREATE_TOPIC_KEY_TOPIC, is_not_allowed_send_topic, is_retry_topic,
-                              validate_topic)
+                              is_topic_or_group_illegal, validate_group, validate_topic)
 from ..remoting.loop import relay_outcome
 from .instance import ClientConfig, ClientInstance
 from .message_id import UNIQ_IDS, create_uniq_id, create_uniq_ids
@@ -193,6 +193,8 @@ class Producer:
         if not group or len(group) > 255:
             raise MessageValidationError("the specified group is blank" if not group else
                                          "the specified group is longer than group max length 255.")
+        if is_topic_or_group_illegal(group):  # (broadcast offsets live in a directory named after it)
+            raise MessageValidationError(validate_group(group) or "")
         self.group = group
         self._own_instance = instance is None
         self.instance = instance or ClientInstance(client_config or ClientConfig(namesrv_addr=namesrv_addr))

@@ -45,7 +45,7 @@ from ..protocol.consumer_running_info import (PROP_CONSUME_ORDERLY, PROP_CONSUME
 from ..protocol.heartbeat import ConsumerData, SubscriptionData, build_subscription
 from ..protocol.message import MessageConst, MessageExt, MessageSysFlag
 from ..protocol.message_queue import MessageQueue
-from ..protocol.topic import is_readable, retry_topic, validate_topic
+from ..protocol.topic import is_readable, is_topic_or_group_illegal, retry_topic, validate_group, validate_topic
 from ..remoting.loop import Resume
 from .allocate import AllocateMessageQueueAveragely, AllocateStrategy
 from .consume_pool import ConsumePool
@@ -253,6 +253,8 @@ class _ConsumerBase:
         if not group or len(group) > 255:
             raise MessageValidationError("consumerGroup is null" if not group else
                                          "consumerGroup is longer than 255")
+        if is_topic_or_group_illegal(group):  # (broadcast offsets live in a directory named after it)
+            raise MessageValidationError(validate_group(group) or "")
         if message_model not in ("CLUSTERING", "BROADCASTING"):
             raise MessageValidationError(f"messageModel must be CLUSTERING or BROADCASTING, not {message_model}")
         self.group = group
