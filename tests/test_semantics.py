@@ -139,6 +139,10 @@ async def test_hostile_names_refused_on_every_request_and_nothing_leaves_the_sto
             assert (r.code, r.remark) == (ResponseCode.SYSTEM_ERROR, remark), (req.code, topic, r.remark)
         r = await client.invoke(a, create_request(RequestCode.HEART_BEAT, {}, heartbeat("CG_SEM", topic)), 5)
         assert (r.code, r.remark) == (ResponseCode.SYSTEM_ERROR, remark), topic
+        body = json.dumps({"consumerGroup": "CG_SEM", "clientId": "c", "onlyThisBroker": True,
+                           "mqSet": [{"topic": topic, "brokerName": "broker-a", "queueId": 0}]})
+        r = await client.invoke(a, create_request(RequestCode.LOCK_BATCH_MQ, {}, body.encode()), 5)
+        assert (r.code, r.remark) == (ResponseCode.SYSTEM_ERROR, remark), topic
 
     await create_topic(client, a, "SemNames")
     sent = await client.invoke(a, send_request("SemNames", b"victim"), 5)
@@ -158,6 +162,11 @@ async def test_hostile_names_refused_on_every_request_and_nothing_leaves_the_sto
                                    json.dumps({"groupName": g}).encode())):
             r = await client.invoke(a, req, 5)
             assert (r.code, r.remark) == (ResponseCode.SYSTEM_ERROR, remark), (req.code, g, r.remark)
+        for code in (RequestCode.LOCK_BATCH_MQ, RequestCode.UNLOCK_BATCH_MQ):
+            body = json.dumps({"consumerGroup": g, "clientId": "c", "onlyThisBroker": True,
+                               "mqSet": [{"topic": "SemNames", "brokerName": "broker-a", "queueId": 0}]})
+            r = await client.invoke(a, create_request(code, {}, body.encode()), 5)
+            assert (r.code, r.remark) == (ResponseCode.SYSTEM_ERROR, remark), (code, g, r.remark)
         for hb in (heartbeat(g, "SemNames"), heartbeat("CG_SEM", "SemNames", producer=g)):
             r = await client.invoke(a, create_request(RequestCode.HEART_BEAT, {}, hb), 5)
             assert (r.code, r.remark) == (ResponseCode.SYSTEM_ERROR, remark), g
@@ -490,3 +499,35 @@ async def test_listener_returning_none_is_an_error_with_the_fix(cluster, caplog)
     errors = [r.getMessage() for r in caplog.records if "not a ConsumeStatus" in r.getMessage()]
     assert len(errors) == 1, errors  # once per minute, not once per batch
     assert "returned None" in errors[0] and "Return ConsumeStatus.CONSUME_SUCCESS" in errors[0]
+
+
+async def test_producers_avoid_a_read_only_broker_set_in_its_config(tmp_path: Path, client) -> None:
+    """Guards: brokerPermission=4 in broker.conf was not in the routes, so producers kept sending."""
+    from fastmq.aio import Producer
+
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    ns = namesrv_process(tmp_path).start()
+    try:
+        rw = broker_process(tmp_path / "a", ns.addr, brokerName="sem-rw").start()
+        ro = broker_process(tmp_path / "b", ns.addr, brokerName="sem-ro", brokerPermission=4).start()
+        try:
+            for b in (rw, ro):
+                assert (await create_topic(client, b.addr, "SemTwo")).code == ResponseCode.SUCCESS
+
+            async def both_in_route():
+                rt = await route(client, ns.addr, "SemTwo")
+                return rt.code == ResponseCode.SUCCESS and sorted(
+                    (q["brokerName"], q["perm"]) for q in json.loads(rt.body)["queueDatas"])
+
+            assert await poll(both_in_route, 15) == [("sem-ro", 4), ("sem-rw", 6)]
+            async with Producer("PG_SEM_TWO", namesrv_addr=ns.addr) as p:
+                results = [await p.send(Message("SemTwo", f"t{i}".encode())) for i in range(20)]
+            assert {r.message_queue.broker_name for r in results} == {"sem-rw"}
+            r = await client.invoke(ro.addr, send_request("SemTwo"), 5)
+            assert (r.code, r.remark) == (ResponseCode.NO_PERMISSION,
+                                          "the broker[127.0.0.1] sending message is forbidden")
+        finally:
+            assert ro.stop() == 0 and rw.stop() == 0
+    finally:
+        ns.stop()

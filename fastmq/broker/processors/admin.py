@@ -526,6 +526,11 @@ class AdminBrokerProcessor(CodeDispatchProcessor):
             if not isinstance(mq, dict):
                 raise RemotingCommandError("mqSet entries must be objects")
             mqs.append((str(mq.get("topic")), str(mq.get("brokerName")), int(mq.get("queueId", -1))))
+        # the body's names pass the same rules as a header's (the name gate sees headers only)
+        problem = tv.validate_group(obj["consumerGroup"]) or next(
+            (r for r in (tv.validate_topic_ref(t) for t, _, _ in mqs) if r is not None), None)
+        if problem is not None:
+            raise RemotingCommandError(problem)
         return obj["consumerGroup"], obj["clientId"], mqs
 
     def lock_batch_mq(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
