@@ -29,7 +29,7 @@ from ...remoting import Connection
 from ...remoting.loop import run_eagerly
 from ...store.message_store import PutResult, PutStatus
 from ..stats import TOPIC_PUT_NUMS
-from .base import CodeDispatchProcessor
+from .base import CodeDispatchProcessor, log_refusal
 
 if TYPE_CHECKING:
     from ..controller import BrokerController
@@ -183,6 +183,8 @@ class SendMessageProcessor(CodeDispatchProcessor):
         ok = True
         for req in requests:
             f = req.ext_fields
+            if f is None or req.code not in _FAST_CODES:
+                continue  # (not for the fast path: answered the long way, through the gate)
             g = f.get("a") if req.code != RequestCode.SEND_MESSAGE else f.get("producerGroup")
             if g in good:
                 continue
@@ -432,13 +434,11 @@ class SendMessageProcessor(CodeDispatchProcessor):
         # 4.9's store refuses the over-long topic (MESSAGE_ILLEGAL) before the message is parked
         # on a delay level; refusing here also keeps the topic out of the table and the routes.
         # The consumer keeps the message and consumes it again later.
-        log.warning("send back for group %s refused: its topic %s is longer than %d characters",
-                    group, topic, tv.TOPIC_MAX_LENGTH)
-        return response_for(request, ResponseCode.MESSAGE_ILLEGAL,
-                            f"the topic[{topic}] of group[{group}] is longer than topic max length "
-                            f"{tv.TOPIC_MAX_LENGTH}: messages of a group name longer than "
-                            f"{tv.TOPIC_MAX_LENGTH - len(tv.RETRY_GROUP_TOPIC_PREFIX)} characters cannot be "
-                            "sent back for retry")
+        remark = (f"the topic[{topic}] of group[{group}] is longer than topic max length {tv.TOPIC_MAX_LENGTH}: "
+                  f"messages of a group name longer than {tv.TOPIC_MAX_LENGTH - len(tv.RETRY_GROUP_TOPIC_PREFIX)} "
+                  "characters cannot be sent back for retry")
+        log_refusal(request.code, "a consumer", remark)
+        return response_for(request, ResponseCode.MESSAGE_ILLEGAL, remark)
 
     async def consumer_send_msg_back(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         try:
