@@ -512,6 +512,11 @@ async def test_producers_avoid_a_read_only_broker_set_in_its_config(tmp_path: Pa
         rw = broker_process(tmp_path / "a", ns.addr, brokerName="sem-rw").start()
         ro = broker_process(tmp_path / "b", ns.addr, brokerName="sem-ro", brokerPermission=4).start()
         try:
+            async def registered():  # (the brokers' first registrations done: each routes its own name)
+                return all([(await route(client, ns.addr, n)).code == ResponseCode.SUCCESS
+                            for n in ("sem-rw", "sem-ro")])
+
+            assert await poll(registered, 15)
             for b in (rw, ro):
                 assert (await create_topic(client, b.addr, "SemTwo")).code == ResponseCode.SUCCESS
 
