@@ -365,6 +365,21 @@ async def test_broker_refuses_topic_queue_counts_out_of_range(cluster, client) -
                             "(the broker's maxTopicQueueNums)")
     assert (await route(client, ns.addr, "SemQueues")).code == ResponseCode.TOPIC_NOT_EXIST
     assert (await create_topic(client, broker.addr, "SemQueues", queues=1024)).code == ResponseCode.SUCCESS
+    # auto-creation on send: a client's huge count is clipped to TBW102's (8); none or fewer is refused
+    for n, code in ((0, ResponseCode.SYSTEM_ERROR), (-3, ResponseCode.SYSTEM_ERROR),
+                    (2 ** 31 - 1, ResponseCode.SUCCESS)):
+        req = send_request(f"SemAuto{n}".replace("-", "m"))
+        req.ext_fields["d"] = str(n)
+        r = await client.invoke(broker.addr, req, 5)
+        assert r.code == code, r.remark
+        if code != ResponseCode.SUCCESS:
+            assert r.remark == (f"the topic[SemAuto{n}] cannot be created with defaultTopicQueueNums {n}, "
+                                "allowing only 1..1024").replace("SemAuto-", "SemAutom")
+    async def auto_route():
+        rt = await route(client, ns.addr, f"SemAuto{2 ** 31 - 1}")
+        return rt.code == ResponseCode.SUCCESS and [q["writeQueueNums"] for q in json.loads(rt.body)["queueDatas"]]
+
+    assert await poll(auto_route, 10) == [8]
 
 
 def _register(topics: dict[str, TopicConfig], addr: str = "127.0.0.1:19911", name: str = "sem-fake"):

@@ -324,6 +324,10 @@ class SendMessageProcessor(CodeDispatchProcessor):
             if tv.is_retry_topic(h.topic):
                 tc = b.topic_config.create_in_send_back(h.topic, 1, tv.PERM_WRITE | tv.PERM_READ, sys_flag)
             else:
+                if h.defaultTopicQueueNums < 1:  # 4.9 would make a topic of 0 queues that takes no send
+                    raise _Reject(ResponseCode.SYSTEM_ERROR,
+                                  f"the topic[{h.topic}] cannot be created with defaultTopicQueueNums "
+                                  f"{h.defaultTopicQueueNums}, allowing only 1..{b.config.maxTopicQueueNums}")
                 tc = b.topic_config.create_in_send(h.topic, h.defaultTopic or tv.AUTO_CREATE_TOPIC_KEY_TOPIC,
                                                    conn.remote_addr, h.defaultTopicQueueNums, sys_flag)
             if tc is None:
