@@ -25,6 +25,7 @@ __all__ = [
     "ClientError",
     "NoNameServerError",
     "NoRouteError",
+    "BadRouteError",
     "MessageValidationError",
     "ClientStateError",
     "SendFailedError",
@@ -182,6 +183,11 @@ class NoNameServerError(ClientError):
 
 class NoRouteError(ClientError):
     """No NameServer knows a route for the topic (and auto-creation through TBW102 found none)."""
+
+
+class BadRouteError(NoRouteError):
+    """A NameServer's route for the topic cannot be used (a queue count outside the client's
+    ``max_topic_queue_nums`` range); the topic is treated as having no route."""
 
 
 class MessageValidationError(ClientError, ValueError):

@@ -57,7 +57,9 @@ def _request_factory(spec: LoadSpec, task: int) -> Callable[[int, int], Remoting
                                                  version=VERSION, opaque=opaque, ext_fields=fields)
     if spec.kind == "send":
         body = os.urandom(spec.body_size)
-        group = f"spark_bench_{socket.gethostname()}_{task}"
+        # (a host name may hold dots, which a broker refuses in a group name)
+        host = "".join(c if c.isascii() and (c.isalnum() or c in "_-") else "_" for c in socket.gethostname())
+        group = f"spark_bench_{host[:100]}_{task}"
         born = int(time.time() * 1000)
         per_queue = [SendMessageRequestHeader(group, spec.topic, "TBW102", spec.queues, q, 0, born, 0,
                                               "WAIT\x01true\x02", 0, False, 16, False).to_v2_fields()

@@ -140,3 +140,36 @@ def test_message_timeup_requires_real_topic() -> None:
     inner = message_timeup(m)
     assert inner is not None and (inner.topic, inner.queue_id) == ("X", 3)
     assert "DELAY" not in inner.properties and inner.properties["WAIT"] == "false"
+
+
+async def test_a_message_that_can_never_be_re_put_is_skipped_and_the_level_goes_on(tmp_path: Path) -> None:
+    """Guards: a parked message whose real topic the store refuses (a %RETRY% topic over 127
+    characters, parked by a broker before the send-back check) was retried for ever and held
+    every later message of its level."""
+    s = open_store(tmp_path)
+    svc = ScheduleMessageService(s, poll_interval=0.02, flush_interval=0.05)
+    try:
+        # what an older broker parked: already on the schedule topic, level 1, real topic too long
+        stuck = MessageExt(topic=SCHEDULE_TOPIC, body=b"stuck", queue_id=0,
+                           properties={"REAL_TOPIC": "%RETRY%" + "L" * 200, "REAL_QID": "0"},
+                           born_timestamp=int(time.time() * 1000), born_host=("10.1.2.3", 4000))
+        assert (await s.put_messages([stuck])).ok
+        assert (await s.put_messages([delayed(b"behind")])).ok
+        await svc.start()
+        assert await wait_for(lambda: [m.body for m in read_all(s)] == [b"behind"])
+        assert svc.skipped == 1 and svc.delivered == 1
+    finally:
+        await svc.stop()
+        s.shutdown()
+
+
+async def test_the_store_refuses_an_unstorable_topic_before_parking_it(tmp_path: Path) -> None:
+    """4.9's checkMessage order: the real topic is checked before a delay moves it aside."""
+    s = open_store(tmp_path)
+    try:
+        for topic in ("T" * 128, "../escape", "a b"):
+            r = await s.put_messages([delayed(b"x", topic=topic)])
+            assert r.status.name == "MESSAGE_ILLEGAL" and "cannot be stored" in r.remark
+        assert s.max_offset_in_queue(SCHEDULE_TOPIC, 0) == 0
+    finally:
+        s.shutdown()

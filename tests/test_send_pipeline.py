@@ -110,6 +110,7 @@ def test_batch_request_becomes_one_record_per_entry(send) -> None:
     (_send(props="\x01a\x02"), "empty property name"),
     (_send(props="TAGS\x02"), "name without value separator"),
     (_send(sys_flag=0x4), "prepared transaction"),
+    (_send(props="TRAN_MSG\x01true\x02"), "transaction property (the broker refuses half messages)"),
     (_send(body=b"x" * 5000), "over max_size"),
     (_send(body=b"\x00" * 30, code=RequestCode.SEND_BATCH_MESSAGE), "malformed batch body"),
     (_send(body=b"", code=RequestCode.SEND_BATCH_MESSAGE), "empty batch"),
@@ -137,7 +138,7 @@ def _random_requests(draw) -> list:
         kind = draw(st.sampled_from(["v2", "v1", "batch", "bad", "oneway"]))
         topic = draw(st.sampled_from(["T1", "T2", "话题", "Nope"]))
         props = draw(st.one_of(st.none(), st.just(""), st.lists(
-            st.tuples(st.sampled_from(["TAGS", "KEYS", "UNIQ_KEY", "WAIT", "X", "DELAY", "ü"]),
+            st.tuples(st.sampled_from(["TAGS", "KEYS", "UNIQ_KEY", "WAIT", "X", "DELAY", "TRAN_MSG", "ü"]),
                       st.text(st.characters(blacklist_characters="\x01\x02", blacklist_categories=("Cs",)),
                               max_size=8)), max_size=4).map(lambda kv: "".join(f"{k}\x01{v}\x02" for k, v in kv)),
             # as the Java client sends them: no separator after the last pair

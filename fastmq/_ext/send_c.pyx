@@ -189,7 +189,7 @@ cdef struct Props:
     int open_end        # no \x02 after the last pair (the Java client's form): the record adds one
     int wait            # WAIT is not "false"
     int index           # KEYS or UNIQ_KEY present and not empty
-    int delay           # DELAY present
+    int delay           # DELAY or TRAN_MSG present: the processor judges the request
     int cluster         # CLUSTER present
     int has_tags
     uint32_t tags_hash
@@ -241,7 +241,7 @@ cdef Props _scan_props(const uint8_t* p, Py_ssize_t n) noexcept nogil:
         elif _key_is(p + ks, kn, "KEYS", 4) or _key_is(p + ks, kn, "UNIQ_KEY", 8):
             if vn > 0:
                 r.index = 1
-        elif _key_is(p + ks, kn, "DELAY", 5):
+        elif _key_is(p + ks, kn, "DELAY", 5) or _key_is(p + ks, kn, "TRAN_MSG", 8):
             r.delay = 1
         elif _key_is(p + ks, kn, "CLUSTER", 7):
             r.cluster = 1

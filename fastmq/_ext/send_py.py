@@ -9,7 +9,7 @@ The contract both twins keep (the differential tests hold them to the same bytes
   fields are plain decimal strings, a topic found in ``topics`` (the processor's cache of topics
   that passed its checks), a queue id under its bound, no transactional prepared/rollback flag,
   properties made of well-formed ``k\\x01v\\x02`` pairs (the last \\x02 may be missing, as the Java
-  client sends them; the record then adds it) without DELAY or CLUSTER, a record within
+  client sends them; the record then adds it) without DELAY, TRAN_MSG or CLUSTER, a record within
   ``max_size``, and for a batch a body whose every entry is well formed. Every other request is
   listed in ``SendBatch.slow`` and left to the Python processor, which answers it with
   RocketMQ's checks and remarks. Each record's properties are the message's own plus
@@ -99,7 +99,7 @@ class _Props:
                 self.wait = v != b"false"
             elif k in (b"KEYS", b"UNIQ_KEY"):
                 self.index = self.index or bool(v)
-            elif k == b"DELAY":
+            elif k == b"DELAY" or k == b"TRAN_MSG":  # the processor judges these (delay, transaction)
                 self.delay = True
             elif k == b"CLUSTER":
                 self.cluster = True

@@ -64,6 +64,9 @@ class BrokerConfig:
     serverMaxConnections: int = 10_000
     serverMaxPartialFrameBytes: int = 256 * 1024 * 1024
     serverMaxUnsentBytes: int = 64 * 1024 * 1024
+    #: fastmq's bound on a topic's read or write queue count (UPDATE_AND_CREATE_TOPIC, auto-create):
+    #: a route with billions of queues kills every client that reads it.
+    maxTopicQueueNums: int = 1024
 
     @property
     def broker_addr(self) -> str:
@@ -108,3 +111,15 @@ def check_configs(cfg: BrokerConfig, store: MessageStoreConfig) -> None:
         raise ConfigError(f"brokerId={cfg.brokerId}: a slave's brokerId must be > 0")
     if store.mappedFileSizeCommitLog <= 0:
         raise ConfigError(f"mappedFileSizeCommitLog={store.mappedFileSizeCommitLog}: must be positive")
+    if cfg.aclEnable:  # accepting it would leave every request unauthenticated while claiming ACL
+        raise ConfigError("aclEnable=true: fastmq's broker does not implement ACL (plain_acl.yml); "
+                          "it refuses to start rather than serve without access control. Set aclEnable=false "
+                          "and restrict access to the broker's ports by other means")
+    if not 1 <= cfg.maxTopicQueueNums <= 65535:
+        raise ConfigError(f"maxTopicQueueNums={cfg.maxTopicQueueNums}: must be within 1..65535")
+    if not 1 <= cfg.defaultTopicQueueNums <= cfg.maxTopicQueueNums:
+        raise ConfigError(f"defaultTopicQueueNums={cfg.defaultTopicQueueNums}: must be within "
+                          f"1..maxTopicQueueNums ({cfg.maxTopicQueueNums})")
+    if not 0 <= cfg.brokerPermission <= 15:
+        raise ConfigError(f"brokerPermission={cfg.brokerPermission}: must be within 0..15 "
+                          "(PRIORITY 8, READ 4, WRITE 2, INHERIT 1)")

@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable
 
 from ..errors import FastMQError
@@ -24,7 +24,7 @@ from ..protocol.bodies import DataVersion, RegisterBrokerBody, TopicConfig
 from ..protocol.codes import RequestCode, ResponseCode
 from ..protocol.command import create_request, ext_bool, ext_str
 from ..remoting import RemotingClient
-from .config import BrokerConfig
+from .config import PERM_READ, PERM_WRITE, BrokerConfig
 
 __all__ = ["NamesrvLink", "RegisterResult", "parse_namesrv_addrs", "fetch_namesrv_addr"]
 
@@ -123,6 +123,12 @@ class NamesrvLink:
             table = topics
         if not force and not await self.need_register(version):
             return []
+        perm = self.cfg.brokerPermission
+        if perm & (PERM_READ | PERM_WRITE) != PERM_READ | PERM_WRITE:
+            # A broker that may not be read or written says so in every topic's route (4.9 sends
+            # the broker's permission as each topic's), so clients keep away from it; masking
+            # never grants a topic a permission it does not have.
+            table = {k: replace(tc, perm=tc.perm & perm) for k, tc in table.items()}
         body = RegisterBrokerBody(topic_config_table=table, data_version=version).encode(self.cfg.compressedRegister)
         # UtilAll.crc32: the CRC32 with its top bit cleared, which is what a Java NameServer compares.
         header = {**self._header(), "haServerAddr": self.ha_server_addr,

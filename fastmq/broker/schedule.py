@@ -32,6 +32,8 @@ log = logging.getLogger("fastmq.broker.schedule")
 
 _RETRY_AFTER_FAILURE = 10.0  # RocketMQ's DELAY_FOR_A_PERIOD: a failed re-put is retried later
 _MAX_PER_ROUND = 1000        # re-puts before yielding to the loop
+#: What the store answers for a message it will never take, however often it is asked.
+_NEVER_STORABLE = frozenset((PutStatus.MESSAGE_ILLEGAL, PutStatus.PROPERTIES_SIZE_EXCEEDED))
 
 
 class ScheduleMessageService:
@@ -55,6 +57,7 @@ class ScheduleMessageService:
         self.path = path or os.path.join(store.config.storePathRootDir, "config", "delayOffset.json")
         self.offset_table: dict[int, int] = {}
         self.delivered = 0
+        self.skipped = 0  # due messages the store refused for good (logged, level moved on)
         self._tasks: list[asyncio.Task[None]] = []
         self._wake: dict[int, asyncio.Event] = {}
         self._dirty = False
@@ -183,7 +186,13 @@ class ScheduleMessageService:
             if due > now:
                 return min((due - now) / 1000, max(self.poll_interval, 1.0))
             status = await self._redeliver(level, o, size)
-            if status is not None and status not in (PutStatus.PUT_OK, PutStatus.FLUSH_DISK_TIMEOUT):
+            if status in _NEVER_STORABLE:
+                # Retrying cannot help (e.g. a real topic too long for the store, parked by an
+                # older broker); blocking here would hold every later message of the level.
+                log.error("delay level %d: message at queue offset %d (commit log %d) can never be re-put "
+                          "(%s), skipped", level, off, o, status.name)
+                self.skipped += 1
+            elif status is not None and status not in (PutStatus.PUT_OK, PutStatus.FLUSH_DISK_TIMEOUT):
                 log.error("delay level %d: re-put of queue offset %d failed (%s); retrying later",
                           level, off, status.name)
                 return _RETRY_AFTER_FAILURE

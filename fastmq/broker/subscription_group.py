@@ -14,6 +14,7 @@ from typing import Any
 
 from ..errors import RemotingCommandError
 from ..protocol.bodies import DataVersion, loads_lenient
+from ..protocol.topic import validate_group
 from ..store.json_file import read_json, write_json_atomic
 
 __all__ = ["SubscriptionGroupConfig", "SubscriptionGroupManager", "SYSTEM_GROUPS"]
@@ -82,6 +83,8 @@ class SubscriptionGroupManager:
         """The group's config, created with defaults on first use when auto-creation is on."""
         sgc = self.table.get(group)
         if sgc is None and self.auto_create:
+            if validate_group(group) is not None:  # as HEAD's findSubscriptionGroupConfig: never made
+                return None
             with self._lock:
                 sgc = self.table.get(group)
                 if sgc is None:

@@ -125,7 +125,9 @@ class TopicConfigManager:
                 log.warning("Create new topic failed, because the default topic[%s] has no perm [%s] producer:[%s]",
                             default_topic, default.perm, remote)
                 return None
-            queues = max(0, min(client_queue_nums, default.write_queue_nums))
+            # (the default topic's count is bounded by maxTopicQueueNums where it is made or updated;
+            # a topics.json edited by hand is clipped here)
+            queues = max(0, min(client_queue_nums, default.write_queue_nums, self.broker.maxTopicQueueNums))
             tc = TopicConfig(topic, read_queue_nums=queues, write_queue_nums=queues,
                              perm=default.perm & ~tv.PERM_INHERIT, topic_filter_type=default.topic_filter_type,
                              topic_sys_flag=topic_sys_flag)

@@ -18,7 +18,7 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from ..errors import FAQ_SUFFIX, FastMQError, NoNameServerError
+from ..errors import FAQ_SUFFIX, BadRouteError, FastMQError, NoNameServerError
 from ..protocol.bodies import MASTER_ID, TopicRouteData, loads_mq_keyed
 from ..protocol.codes import ClientErrorCode, RequestCode, ResponseCode
 from ..protocol.command import VERSION_NAME, RemotingCommand, create_request, response_for
@@ -63,12 +63,29 @@ class ClientConfig:
     mq_client_api_timeout: int = 3_000
     #: for a cluster with ACL on: every request is signed with them (AclClientRPCHook)
     credentials: SessionCredentials | None = None
+    #: the largest read or write queue count a route may give one broker of a topic: a route above
+    #: it is refused (BadRouteError) instead of building that many queues
+    max_topic_queue_nums: int = 1024
 
     @property
     def client_id(self) -> str:
         # "DEFAULT" becomes the pid, so two processes on one host never share an id (Java does the same).
         name = str(os.getpid()) if self.instance_name == "DEFAULT" else self.instance_name
         return f"{self.client_ip}@{name}"
+
+
+def _check_queue_nums(topic: str, route: TopicRouteData, hi: int) -> None:
+    """Raise BadRouteError when ``route`` names a queue count outside ``0..hi``."""
+    counts = [(qd.broker_name, qd.read_queue_nums, qd.write_queue_nums) for qd in route.queue_datas]
+    for item in (route.order_topic_conf or "").split(";"):
+        name, _, n = item.partition(":")
+        if n.strip().isdigit():
+            counts.append((name, int(n), int(n)))
+    for name, r, w in counts:
+        if not (0 <= r <= hi and 0 <= w <= hi):
+            raise BadRouteError(f"the route of topic {topic} gives broker {name} {r} read and {w} write queues, "
+                                f"outside 0..{hi} (max_topic_queue_nums): the route is not used",
+                                ClientErrorCode.NOT_FOUND_TOPIC_EXCEPTION)
 
 
 class _Member(Protocol):
@@ -214,6 +231,7 @@ class ClientInstance:
         if resp.code != ResponseCode.SUCCESS or not resp.body:
             raise FastMQError(f"getTopicRouteInfoFromNameServer failed: code {resp.code}, {resp.remark}")
         route = TopicRouteData.from_json(resp.body)
+        _check_queue_nums(topic, route, self.config.max_topic_queue_nums)
         for b in route.broker_datas:
             if self.broker_addrs.get(b.broker_name) != b.broker_addrs:
                 self._brokers_changed = True

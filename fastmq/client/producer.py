@@ -27,17 +27,18 @@ from ..protocol.codes import ClientErrorCode, LanguageCode, RequestCode, Respons
 from ..protocol.bodies import TopicRouteData
 from ..protocol.command import VERSION, ext_int, ext_str, next_opaque
 from ..protocol.message import (Message, MessageConst, MessageFormatError, MessageSysFlag, encode_batch_body,
-                                encode_properties)
+                                encode_properties, java_string_hash)
 from ..protocol.message_queue import MessageQueue
 from ..protocol.topic import (AUTO_CREATE_TOPIC_KEY_TOPIC, is_not_allowed_send_topic, is_retry_topic,
-                              validate_topic)
+                              is_topic_or_group_illegal, validate_group, validate_topic)
 from ..remoting.loop import relay_outcome
 from .instance import ClientConfig, ClientInstance
 from .message_id import UNIQ_IDS, create_uniq_id, create_uniq_ids
 from .publish_info import BrokerNumbers, TopicPublishInfo
 from .reachability import Reachability
 
-__all__ = ["Producer", "SendResult", "SendStatus", "MessageQueueSelector", "hash_selector", "split_batch"]
+__all__ = ["Producer", "SendResult", "SendStatus", "MessageQueueSelector", "hash_selector", "java_hash_code",
+           "split_batch"]
 
 log = logging.getLogger("fastmq.client")
 
@@ -76,10 +77,30 @@ class SendStatus:
 MessageQueueSelector = Callable[[Sequence[MessageQueue], Message, object], MessageQueue]
 
 
+def java_hash_code(arg: object) -> int:
+    """``arg.hashCode()`` as the Java client computes it for the same value, a signed int32.
+
+    A str is Java's String.hashCode; a bool Boolean's (1231/1237); an int Integer's (itself) when
+    it fits 32 bits, else Long's (``(int)(v ^ (v >>> 32))`` of its 64-bit two's complement). Any
+    other value is hashed as ``str(arg)``: never Python's ``hash()``, which differs per process
+    for strings, so two producers would send one key to different queues.
+    """
+    if isinstance(arg, bool):
+        return 1231 if arg else 1237
+    if isinstance(arg, int):
+        if -0x80000000 <= arg <= 0x7FFFFFFF:
+            return arg
+        v = arg & 0xFFFFFFFFFFFFFFFF
+        h = (v ^ (v >> 32)) & 0xFFFFFFFF
+        return h - 0x100000000 if h & 0x80000000 else h
+    return java_string_hash(arg if isinstance(arg, str) else str(arg))
+
+
 def hash_selector(mqs: Sequence[MessageQueue], msg: Message, arg: object) -> MessageQueue:
-    """SelectMessageQueueByHash: the same ``arg`` always lands on the same queue."""
-    h = hash(arg) if not isinstance(arg, int) else arg
-    return mqs[abs(h) % len(mqs)]
+    """SelectMessageQueueByHash: ``abs(arg.hashCode() % size)`` with Java's hashCode
+    (:func:`java_hash_code`), so every process and a Java producer pick the same queue."""
+    # Java's % truncates toward zero, then the sign is dropped: abs(h) % n is the same number
+    return mqs[abs(java_hash_code(arg)) % len(mqs)]
 
 
 _BATCH_ENTRY_FIXED = 4 + 4 + 4 + 4 + 4 + 2  # size, magic, body CRC, flag, body length, properties length
@@ -174,6 +195,8 @@ class Producer:
         if not group or len(group) > 255:
             raise MessageValidationError("the specified group is blank" if not group else
                                          "the specified group is longer than group max length 255.")
+        if is_topic_or_group_illegal(group):  # (broadcast offsets live in a directory named after it)
+            raise MessageValidationError(validate_group(group) or "")
         self.group = group
         self._own_instance = instance is None
         self.instance = instance or ClientInstance(client_config or ClientConfig(namesrv_addr=namesrv_addr))

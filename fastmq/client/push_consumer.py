@@ -45,7 +45,7 @@ from ..protocol.consumer_running_info import (PROP_CONSUME_ORDERLY, PROP_CONSUME
 from ..protocol.heartbeat import ConsumerData, SubscriptionData, build_subscription
 from ..protocol.message import MessageConst, MessageExt, MessageSysFlag
 from ..protocol.message_queue import MessageQueue
-from ..protocol.topic import is_readable, retry_topic, validate_topic
+from ..protocol.topic import is_readable, is_topic_or_group_illegal, retry_topic, validate_group, validate_topic
 from ..remoting.loop import Resume
 from .allocate import AllocateMessageQueueAveragely, AllocateStrategy
 from .consume_pool import ConsumePool
@@ -238,10 +238,29 @@ def _unwrap_all(msgs: list[MessageExt], group: str, retry: bool) -> None:
 _COMPRESSED = int(MessageSysFlag.COMPRESSED)
 
 
+_BAD_STATUS_LOG_INTERVAL = 60.0
+_bad_status = {"logged_at": -_BAD_STATUS_LOG_INTERVAL, "since": 0}
+
+
 def _status(status: object) -> str:
-    """A listener's answer; anything but the two statuses counts as RECONSUME_LATER."""
-    return status if status in (ConsumeStatus.CONSUME_SUCCESS, ConsumeStatus.RECONSUME_LATER) \
-        else ConsumeStatus.RECONSUME_LATER  # type: ignore[return-value]
+    """A listener's answer; anything but the two statuses counts as RECONSUME_LATER.
+
+    That is 4.9's rule for a null status, which it only warns about; here it is an error naming
+    the fix, logged at most once a minute (with how many more there were), because a listener
+    that forgot its ``return`` otherwise consumes every message again and again in silence.
+    """
+    if status in (ConsumeStatus.CONSUME_SUCCESS, ConsumeStatus.RECONSUME_LATER):
+        return status  # type: ignore[return-value]
+    now = time.monotonic()
+    b = _bad_status  # (updated from consume threads without a lock: at worst one line more)
+    b["since"] += 1
+    if now - b["logged_at"] >= _BAD_STATUS_LOG_INTERVAL:
+        log.error("the message listener returned %r, not a ConsumeStatus: the messages are consumed again "
+                  "later (RECONSUME_LATER). Return ConsumeStatus.CONSUME_SUCCESS when they were consumed "
+                  "(or ConsumeStatus.RECONSUME_LATER to retry) (%d such answers since the last report)",
+                  status, b["since"])
+        b["logged_at"], b["since"] = now, 0
+    return ConsumeStatus.RECONSUME_LATER
 
 
 class _ConsumerBase:
@@ -254,6 +273,8 @@ class _ConsumerBase:
         if not group or len(group) > 255:
             raise MessageValidationError("consumerGroup is null" if not group else
                                          "consumerGroup is longer than 255")
+        if is_topic_or_group_illegal(group):  # (broadcast offsets live in a directory named after it)
+            raise MessageValidationError(validate_group(group) or "")
         if message_model not in ("CLUSTERING", "BROADCASTING"):
             raise MessageValidationError(f"messageModel must be CLUSTERING or BROADCASTING, not {message_model}")
         self.group = group

@@ -35,6 +35,8 @@ class NamesrvConfig:
     registerBodyMaxInflatedBytes: int = 8 * 1024 * 1024
     #: Where the log file goes (RocketMQ's logback default is ~/logs/rocketmqlogs/namesrv.log).
     logPath: str = os.path.join(_HOME, "logs", "rocketmqlogs", "namesrv.log")
+    #: fastmq's bound on a registered topic's queue counts (see RouteInfoManager).
+    maxTopicQueueNums: int = 1024
 
     def validate(self) -> None:
         """Raise ConfigError for values the timers cannot run with (a 0 ms scan would spin)."""
@@ -44,6 +46,8 @@ class NamesrvConfig:
             raise ConfigError(f"brokerChannelExpiredTime={self.brokerChannelExpiredTime}: must be > 0 ms")
         if self.registerBodyMaxInflatedBytes < 1024:
             raise ConfigError(f"registerBodyMaxInflatedBytes={self.registerBodyMaxInflatedBytes}: must be >= 1024")
+        if not 1 <= self.maxTopicQueueNums <= 65535:
+            raise ConfigError(f"maxTopicQueueNums={self.maxTopicQueueNums}: must be within 1..65535")
 
 
 @dataclass

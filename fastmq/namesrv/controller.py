@@ -42,7 +42,7 @@ class NamesrvController:
     def __init__(self, config: NamesrvConfig | None = None, server_config: NamesrvServerConfig | None = None) -> None:
         self.config = config or NamesrvConfig()
         self.server_config = server_config or NamesrvServerConfig()
-        self.route_info = RouteInfoManager()
+        self.route_info = RouteInfoManager(max_topic_queue_nums=self.config.maxTopicQueueNums)
         self.kv_config = KVConfigManager(self.config.kvConfigPath)
         sc = self.server_config
         self.server = RemotingServer(sc.bindAddress, sc.listenPort, idle_timeout=sc.serverChannelMaxIdleTimeSeconds,
@@ -83,6 +83,7 @@ class NamesrvController:
         trial.validate()
         for k in known:
             setattr(self.config, k, getattr(trial, k))
+        self.route_info.max_topic_queue_nums = self.config.maxTopicQueueNums  # next registrations
         log.info("namesrv config updated: %s", known)
         self._persist_config()
 

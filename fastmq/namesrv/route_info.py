@@ -106,8 +106,22 @@ class RouteInfoManager:
     broker_live_table: dict[str, BrokerLiveInfo] = field(default_factory=dict)
     filter_server_table: dict[str, list[str]] = field(default_factory=dict)
 
+    #: The largest read or write queue count a registered topic may have; a topic above it (or
+    #: below 0) is left out of the routes, because every client that read it would try to
+    #: build that many queues.
+    max_topic_queue_nums: int = 1024
+
     def __post_init__(self) -> None:
         self._lock = _RWLock()
+
+    def _queue_nums_ok(self, broker_addr: str, tc: Any) -> bool:
+        hi = self.max_topic_queue_nums
+        if 0 <= tc.read_queue_nums <= hi and 0 <= tc.write_queue_nums <= hi:
+            return True
+        log.error("broker %s registers topic %s with %d read and %d write queues, outside 0..%d "
+                  "(maxTopicQueueNums): the topic's queues on this broker are left out of the routes",
+                  broker_addr, tc.topic_name[:200], tc.read_queue_nums, tc.write_queue_nums, hi)
+        return False
 
     # --------------------------------------------------------- register
 
@@ -138,6 +152,13 @@ class RouteInfoManager:
                 prev = self.broker_live_table.get(broker_addr)
                 if register_first or prev is None or prev.data_version != version:
                     for tc in body.topic_config_table.values():
+                        if not self._queue_nums_ok(broker_addr, tc):
+                            qmap = self.topic_queue_table.get(tc.topic_name)
+                            if qmap is not None:  # an earlier, sane registration is stale now
+                                qmap.pop(broker_name, None)
+                                if not qmap:
+                                    del self.topic_queue_table[tc.topic_name]
+                            continue
                         qd = QueueData(broker_name, tc.read_queue_nums, tc.write_queue_nums, tc.perm,
                                        tc.topic_sys_flag)
                         qmap = self.topic_queue_table.setdefault(tc.topic_name, {})

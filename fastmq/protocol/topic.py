@@ -10,8 +10,8 @@ __all__ = [
     "TRANS_OP_HALF_TOPIC", "TRANS_CHECK_MAX_TIME_TOPIC", "SELF_TEST_TOPIC", "OFFSET_MOVED_EVENT",
     "SYSTEM_TOPIC_PREFIX", "RETRY_GROUP_TOPIC_PREFIX", "DLQ_GROUP_TOPIC_PREFIX", "TOPIC_MAX_LENGTH",
     "GROUP_MAX_LENGTH", "PERM_PRIORITY", "PERM_READ", "PERM_WRITE", "PERM_INHERIT", "is_topic_or_group_illegal",
-    "validate_topic", "is_system_topic", "is_not_allowed_send_topic", "retry_topic", "dlq_topic", "is_retry_topic",
-    "is_dlq_topic", "is_readable", "is_writeable", "is_inherited", "perm_to_string", "SYSTEM_TOPICS",
+    "validate_topic", "validate_group", "validate_topic_ref", "is_system_topic", "is_not_allowed_send_topic", "retry_topic", "dlq_topic",
+    "is_retry_topic", "is_dlq_topic", "is_readable", "is_writeable", "is_inherited", "perm_to_string", "SYSTEM_TOPICS",
 ]
 
 AUTO_CREATE_TOPIC_KEY_TOPIC = "TBW102"
@@ -54,6 +54,34 @@ def validate_topic(topic: str | None) -> str | None:
     if len(topic) > TOPIC_MAX_LENGTH:
         return "The specified topic is longer than topic max length."
     return None
+
+
+def validate_group(group: str | None) -> str | None:
+    """None when ``group`` is a legal group name, else the reason (4.9's client Validators texts).
+
+    4.9's broker checks no group name; fastmq does, because a group name becomes part of a
+    topic (``%RETRY%group``) and so of a consume-queue directory under the store.
+    """
+    if group is None or not group.strip():
+        return "the specified group is blank"
+    if len(group) > GROUP_MAX_LENGTH:
+        return f"the specified group is longer than group max length {GROUP_MAX_LENGTH}."
+    if is_topic_or_group_illegal(group):
+        return f"the specified group[{group}] contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$"
+    return None
+
+
+def validate_topic_ref(topic: str | None) -> str | None:
+    """Like :func:`validate_topic` for a name a request only refers to (a pull, a subscription).
+
+    A group's retry and DLQ topics are checked by the group rules instead: a legal group of more
+    than 120 characters has a retry topic no broker stores, and a client that names it (a Java
+    consumer subscribes to its group's retry topic) is answered as for any missing topic.
+    """
+    for prefix in (RETRY_GROUP_TOPIC_PREFIX, DLQ_GROUP_TOPIC_PREFIX):
+        if topic and topic.startswith(prefix) and len(topic) > TOPIC_MAX_LENGTH:
+            return None if validate_group(topic[len(prefix):]) is None else validate_topic(topic)
+    return validate_topic(topic)
 
 
 def is_system_topic(topic: str) -> bool:

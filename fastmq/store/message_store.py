@@ -65,6 +65,8 @@ _RELEASE_INTERVAL = 1.0          # seconds between releases of cold mapped pages
 _TX_MASK = 0xC
 _MAX_PROPERTIES = 0x7FFF
 _MAX_TOPIC = 127
+# Topic names become directories under consumequeue/: nothing else may reach the disk.
+_TOPIC_CHARS = frozenset("%|_-0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")
 _RECORD_FIXED = record_length(0, 0, 0, 0)  # a record's size without body, topic, properties
 _C_KEY, _C_TAGS, _C_QOFF, _C_PHYS, _C_SIZE = (_SEND_COLUMNS.index(c) for c in
                                               ("key", "tags", "queue_offset", "commit_log_offset", "size"))
@@ -374,6 +376,12 @@ class MessageStore(MessageGetter, DiskSpaceGuard):
         born_hosts = self._born_hosts
         for m in msgs:
             topic, queue_id, props = m.topic, m.queue_id, m.properties
+            # Checked before a delay moves the message to the schedule topic, as 4.9's
+            # checkMessage does: a real topic that cannot be stored would otherwise be found
+            # only when its delay level comes due, and block that level.
+            if len(topic) > _MAX_TOPIC or not _TOPIC_CHARS.issuperset(topic):
+                return self._fail(PutStatus.MESSAGE_ILLEGAL, f"the topic {topic[:200]!r} cannot be stored: "
+                                  f"at most {_MAX_TOPIC} characters of ^[%|a-zA-Z0-9_-]+$")
             tran = m.sys_flag & _TX_MASK
             tag_code = 0
             delayed = False

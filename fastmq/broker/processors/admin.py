@@ -102,7 +102,7 @@ class AdminBrokerProcessor(CodeDispatchProcessor):
         if h.topic == self.broker.config.brokerClusterName:
             return response_for(request, ResponseCode.SYSTEM_ERROR,
                                 f"the topic[{h.topic}] is conflict with system reserved words.")
-        problem = tv.validate_topic(h.topic)
+        problem = tv.validate_topic(h.topic) or self._system_topic(h.topic) or self._queue_nums_problem(h)
         if problem:
             return response_for(request, ResponseCode.SYSTEM_ERROR, problem)
         tc = TopicConfig(h.topic, read_queue_nums=h.readQueueNums, write_queue_nums=h.writeQueueNums, perm=h.perm,
@@ -111,8 +111,23 @@ class AdminBrokerProcessor(CodeDispatchProcessor):
         self.broker.schedule_register(force=False)
         return response_for(request, ResponseCode.SUCCESS)
 
+    def _system_topic(self, topic: str) -> str | None:
+        """4.9's TopicValidator.isSystemTopic refusal for UPDATE_AND_CREATE_TOPIC and DELETE_TOPIC."""
+        return f"The topic[{topic}] is conflict with system topic." if tv.is_system_topic(topic) else None
+
+    def _queue_nums_problem(self, h: CreateTopicRequestHeader) -> str | None:
+        hi = self.broker.config.maxTopicQueueNums
+        for what, n in (("readQueueNums", h.readQueueNums), ("writeQueueNums", h.writeQueueNums)):
+            if not 1 <= n <= hi:
+                return (f"the topic[{h.topic}] {what} {n} is out of range, allowing only 1..{hi} "
+                        "(the broker's maxTopicQueueNums)")
+        return None
+
     def delete_topic(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         h = DeleteTopicRequestHeader.decode(request)
+        problem = tv.validate_topic(h.topic) or self._system_topic(h.topic)
+        if problem:
+            return response_for(request, ResponseCode.SYSTEM_ERROR, problem)
         self.broker.topic_config.delete(h.topic)
         self.broker.offsets.remove_topic(h.topic)
         self.broker.store.delete_topics({h.topic})
@@ -125,6 +140,9 @@ class AdminBrokerProcessor(CodeDispatchProcessor):
 
     def update_and_create_subscription_group(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         sgc = SubscriptionGroupConfig.from_obj(loads_lenient(request.body or b""))
+        problem = tv.validate_group(sgc.group_name)
+        if problem:
+            return response_for(request, ResponseCode.SYSTEM_ERROR, problem)
         self.broker.subscription_groups.update(sgc)
         return response_for(request, ResponseCode.SUCCESS)
 
@@ -508,6 +526,11 @@ class AdminBrokerProcessor(CodeDispatchProcessor):
             if not isinstance(mq, dict):
                 raise RemotingCommandError("mqSet entries must be objects")
             mqs.append((str(mq.get("topic")), str(mq.get("brokerName")), int(mq.get("queueId", -1))))
+        # the body's names pass the same rules as a header's (the name gate sees headers only)
+        problem = tv.validate_group(obj["consumerGroup"]) or next(
+            (r for r in (tv.validate_topic_ref(t) for t, _, _ in mqs) if r is not None), None)
+        if problem is not None:
+            raise RemotingCommandError(problem)
         return obj["consumerGroup"], obj["clientId"], mqs
 
     def lock_batch_mq(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:

@@ -1,18 +1,78 @@
-"""Shared plumbing of the broker processors: dispatch by request code, with the broker at hand."""
+"""Shared plumbing of the broker processors: dispatch by request code, with the broker at hand.
+
+Every request passes the name gate first: a topic or group name in its header that RocketMQ's
+rules refuse (characters outside ``^[%|a-zA-Z0-9_-]+$``, a topic over 127 or a group over 255
+characters) is answered SYSTEM_ERROR with RocketMQ's text before any handler sees it. Names
+become directory names under the store (``consumequeue/<topic>``, ``%RETRY%<group>``), so no
+request may carry one that could leave it (``../``).
+"""
 from __future__ import annotations
 
+import logging
+import time
 from typing import TYPE_CHECKING, Any, Callable
 
-from ...protocol.command import RemotingCommand
+from ...protocol import topic as tv
+from ...protocol.codes import RequestCode, ResponseCode
+from ...protocol.command import RemotingCommand, response_for
 from ...remoting import CodeDispatchProcessor as _CodeDispatch
 from ...remoting import Connection
 
 if TYPE_CHECKING:
     from ..controller import BrokerController
 
-__all__ = ["CodeDispatchProcessor", "Handler"]
+__all__ = ["CodeDispatchProcessor", "Handler", "check_names", "log_refusal"]
+
+log = logging.getLogger("fastmq.broker")
 
 Handler = Callable[[Connection, RemotingCommand], Any]
+
+_TOPIC_KEYS = ("topic", "defaultTopic", "originTopic")
+_GROUP_KEYS = ("consumerGroup", "group", "producerGroup", "groupName")
+# SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE name their fields with one letter: a = producerGroup,
+# b = topic, c = defaultTopic
+_SHORT_CODES = frozenset((RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE))
+
+
+def check_names(request: RemotingCommand) -> str | None:
+    """The reason a request's header names are refused, or None.
+
+    Blank values are left to the handlers: some fields are optional (an admin query's topic,
+    UNREGISTER_CLIENT's other group) and those that are not say so in RocketMQ's words.
+    """
+    f = request.ext_fields
+    if not f:
+        return None
+    short = request.code in _SHORT_CODES
+    for key in ("b", "c") + _TOPIC_KEYS if short else _TOPIC_KEYS:
+        v = f.get(key)
+        if type(v) is str and v:
+            remark = tv.validate_topic_ref(v)
+            if remark is not None:
+                return remark
+    for key in ("a",) + _GROUP_KEYS if short else _GROUP_KEYS:
+        v = f.get(key)
+        if type(v) is str and v:
+            remark = tv.validate_group(v)
+            if remark is not None:
+                return remark
+    return None
+
+
+_LOG_EVERY = 10.0
+_refusals = {"at": -_LOG_EVERY, "since": 0}
+
+
+def log_refusal(code: int, remote: str, remark: str) -> None:
+    """One warning per 10 s at most (with how many were not logged): a client looping on a bad
+    name, or a hostile one, must not fill the disk with log lines."""
+    r = _refusals
+    r["since"] += 1
+    now = time.monotonic()
+    if now - r["at"] >= _LOG_EVERY:
+        log.warning("request %d from %s refused: %s (%d refusal(s) since the last report)",
+                    code, remote, remark[:300], r["since"])
+        r["at"], r["since"] = now, 0
 
 
 class CodeDispatchProcessor(_CodeDispatch):
@@ -21,3 +81,10 @@ class CodeDispatchProcessor(_CodeDispatch):
     def __init__(self, broker: "BrokerController") -> None:
         super().__init__()
         self.broker = broker
+
+    def process_request(self, conn: Connection, request: RemotingCommand) -> Any:
+        remark = check_names(request)
+        if remark is not None:
+            log_refusal(request.code, conn.remote_addr, remark)
+            return response_for(request, ResponseCode.SYSTEM_ERROR, remark)
+        return super().process_request(conn, request)

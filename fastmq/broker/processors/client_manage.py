@@ -7,24 +7,44 @@ group's members or topics changed, makes the consumer manager tell the group to 
 from __future__ import annotations
 
 import json
+import logging
 from typing import TYPE_CHECKING, Any
 
 from ...protocol import topic as tv
 from ...protocol.codes import RequestCode, ResponseCode
 from ...protocol.command import RemotingCommand, response_for
 from ...protocol.headers import UnregisterClientRequestHeader
-from ...protocol.heartbeat import HeartbeatData
+from ...protocol.heartbeat import ConsumerData, HeartbeatData
 from ...remoting import Connection
 from ..consumer_manager import ClientChannelInfo
-from .base import CodeDispatchProcessor
+from .base import CodeDispatchProcessor, log_refusal
 
 if TYPE_CHECKING:
     from ..controller import BrokerController
 
 __all__ = ["ClientManageProcessor"]
 
+log = logging.getLogger("fastmq.broker")
+
 #: TopicSysFlag.buildSysFlag(false, true): the unit-subscription bit.
 _UNIT_SUB_FLAG = 0x2
+
+
+def _check_heartbeat_names(hb: HeartbeatData) -> str | None:
+    """Why a heartbeat's group or topic names are refused, or None (the header gate's rules)."""
+    for p in hb.producers:
+        remark = tv.validate_group(p.group_name)
+        if remark is not None:
+            return remark
+    for c in hb.consumers:
+        remark = tv.validate_group(c.group_name)
+        if remark is not None:
+            return remark
+        for sub in c.subscriptions:
+            remark = tv.validate_topic_ref(sub.topic)
+            if remark is not None:
+                return remark
+    return None
 
 
 class ClientManageProcessor(CodeDispatchProcessor):
@@ -33,26 +53,45 @@ class ClientManageProcessor(CodeDispatchProcessor):
         self.handlers = {RequestCode.HEART_BEAT: self.heart_beat,
                          RequestCode.UNREGISTER_CLIENT: self.unregister_client,
                          RequestCode.CHECK_CLIENT_CONFIG: self.check_client_config}
+        self._warned_filters: set[tuple[str, str, str]] = set()
 
     def heart_beat(self, conn: Connection, request: RemotingCommand) -> Any:
         hb = HeartbeatData.from_json(request.body)
+        remark = _check_heartbeat_names(hb)
+        if remark is not None:  # nothing of a heartbeat with a bad name is registered
+            log_refusal(request.code, f"{conn.remote_addr} ({hb.client_id[:100]})", remark)
+            return response_for(request, ResponseCode.SYSTEM_ERROR, remark)
         b = self.broker
         info = ClientChannelInfo(conn, hb.client_id, request.language, request.version)
         created = False
         for data in hb.consumers:
+            self._warn_filter(data)
             sgc = b.subscription_groups.find(data.group_name)
             notify = True
             if sgc is not None:
                 notify = sgc.notify_consumer_ids_changed_enable
                 retry = tv.retry_topic(data.group_name)
-                created = created or b.topic_config.select(retry) is None
-                b.topic_config.create_in_send_back(retry, sgc.retry_queue_nums, tv.PERM_WRITE | tv.PERM_READ,
-                                                   _UNIT_SUB_FLAG if data.unit_mode else 0)
+                # A legal group of more than 120 characters has no legal retry topic: its
+                # consumers are served, their send-backs refused (see consumer_send_msg_back).
+                if tv.validate_topic(retry) is None:
+                    created = created or b.topic_config.select(retry) is None
+                    b.topic_config.create_in_send_back(retry, sgc.retry_queue_nums, tv.PERM_WRITE | tv.PERM_READ,
+                                                       _UNIT_SUB_FLAG if data.unit_mode else 0)
             b.consumer_manager.register(info, data, notify and b.config.notifyConsumerIdsChangedEnable)
         for p in hb.producers:
             b.producer_manager.register(p.group_name, info)
         response = response_for(request, ResponseCode.SUCCESS)
         return self._registered_first(response) if created else response
+
+    def _warn_filter(self, data: ConsumerData) -> None:
+        """4.9 registers a SQL92 subscription at heartbeat and refuses its pulls; say why once."""
+        for sub in data.subscriptions:
+            etype = sub.expression_type or "TAG"
+            key = (data.group_name, sub.topic, etype)
+            if etype != "TAG" and key not in self._warned_filters and len(self._warned_filters) < 4096:
+                self._warned_filters.add(key)
+                log.warning("consumer group %s subscribes %s by %s: The broker does not support consumer to "
+                            "filter message by %s; its pulls are refused", data.group_name, sub.topic, etype, etype)
 
     async def _registered_first(self, response: RemotingCommand) -> RemotingCommand:
         # A group's retry topic made by its first heartbeat reaches the NameServers before the

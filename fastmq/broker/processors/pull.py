@@ -34,7 +34,6 @@ __all__ = ["PullMessageProcessor"]
 log = logging.getLogger("fastmq.broker")
 
 
-
 @dataclass(eq=False)
 class _PullContext:
     conn: Connection
@@ -83,6 +82,10 @@ class PullMessageProcessor(CodeDispatchProcessor):
                                 f"[{tc.read_queue_nums}] consumer:[/{conn.remote_addr}]")  # (Java's SocketAddress form)
         sub: SubscriptionData | None
         if has_sub:
+            etype = h.expressionType or "TAG"
+            if etype != "TAG":  # SQL92 filtering is not implemented: 4.9's answer when it is off
+                return response_for(request, ResponseCode.SYSTEM_ERROR,
+                                    f"The broker does not support consumer to filter message by {etype}")
             try:
                 sub = build_subscription(h.topic, h.subscription, h.subVersion)
             except Exception as exc:  # noqa: BLE001 - any parse failure is the client's
@@ -105,6 +108,9 @@ class PullMessageProcessor(CodeDispatchProcessor):
             if sub.sub_version < h.subVersion:
                 return response_for(request, ResponseCode.SUBSCRIPTION_NOT_LATEST,
                                     "the consumer's subscription not latest")
+            if (sub.expression_type or "TAG") != "TAG":
+                return response_for(request, ResponseCode.SYSTEM_ERROR,
+                                    f"The broker does not support consumer to filter message by {sub.expression_type}")
         codes = None if sub.subscribes_all else set(sub.code_set)
         res = b.store.get_message(h.consumerGroup, h.topic, h.queueId, h.queueOffset, h.maxMsgNums, codes)
         response = self._answer(request, h, res)

@@ -29,7 +29,7 @@ from ...remoting import Connection
 from ...remoting.loop import run_eagerly
 from ...store.message_store import PutResult, PutStatus
 from ..stats import TOPIC_PUT_NUMS
-from .base import CodeDispatchProcessor
+from .base import CodeDispatchProcessor, log_refusal
 
 if TYPE_CHECKING:
     from ..controller import BrokerController
@@ -42,6 +42,8 @@ _UNIT_SUB_FLAG = 0x2          # TopicSysFlag unit-subscription bit
 _DLQ_NUMS_PER_GROUP = 1
 _V3_4_9 = 109                 # MQVersion.Version.V3_4_9.ordinal(): clients from here send maxReconsumeTimes
 _MULTI_TAG = "MULTI_TAG"
+_TX_MASK = 0xC                # MessageSysFlag's transaction bits
+_GOOD_GROUPS_MAX = 4096       # bound of the fast path's producer group cache
 
 #: How a store outcome is answered (SendMessageProcessor.handlePutMessageResult).
 PUT_STATUS_CODES = {
@@ -132,6 +134,7 @@ class SendMessageProcessor(CodeDispatchProcessor):
         # (CLUSTER property, msgId prefix, answer template): fixed for the broker's life, made once
         self._consts: tuple[bytes, bytes, tuple[bytes, ...]] | None = None
         self._store_host: bytes | None = None
+        self._good_groups: set[str] = set()  # producer groups that passed the name gate
 
     # ------------------------------------------------------------------ the batch fast path
     def process_batch(self, conn: Connection, requests: list[RemotingCommand]) -> list[Any]:
@@ -143,7 +146,8 @@ class SendMessageProcessor(CodeDispatchProcessor):
         """
         born = self._born_host(conn)
         store_host = self._fast_store_host()
-        if born is None or store_host is None or not tv.is_writeable(self.broker.config.brokerPermission):
+        if born is None or store_host is None or not tv.is_writeable(self.broker.config.brokerPermission) \
+                or not self._groups_known_good(requests):
             return [(req, self.process_request(conn, req)) for req in requests]
         self._refresh_fast_topics()
         store = self.broker.store
@@ -168,6 +172,29 @@ class SendMessageProcessor(CodeDispatchProcessor):
             if req.code in _FAST_CODES:
                 self._learn_topic(req)
         return out
+
+    def _groups_known_good(self, requests: list[RemotingCommand]) -> bool:
+        """True when every request's producer group is one that passed the name gate before.
+
+        The fast path checks topics through its topic cache; this keeps a hostile producer group
+        on it from skipping the gate (a set lookup per request; a new name is checked once).
+        """
+        good = self._good_groups
+        ok = True
+        for req in requests:
+            f = req.ext_fields
+            if f is None or req.code not in _FAST_CODES:
+                continue  # (not for the fast path: answered the long way, through the gate)
+            g = f.get("a") if req.code != RequestCode.SEND_MESSAGE else f.get("producerGroup")
+            if g in good:
+                continue
+            if type(g) is str and tv.validate_group(g) is None:
+                if len(good) >= _GOOD_GROUPS_MAX:
+                    good.clear()
+                good.add(g)
+            else:
+                ok = False  # the long way answers it (the gate, or the header's own error)
+        return ok
 
     async def _finish_batch(self, batch: SendBatch, requests: list[RemotingCommand], pending: Any) -> Any:
         return self._batch_answers(batch, requests, await pending)
@@ -271,12 +298,20 @@ class SendMessageProcessor(CodeDispatchProcessor):
     def _broker_forbidden(self) -> str:
         return f"the broker[{self.broker.config.brokerIP1}] sending message is forbidden"
 
+    def _transaction_forbidden(self) -> str:
+        # Half messages, their check-backs and END_TRANSACTION are not implemented: refuse as a
+        # 4.9 broker with rejectTransactionMessage=true does, instead of storing a half message
+        # as a normal one (delivered at once, never committed nor rolled back).
+        return f"the broker[{self.broker.config.brokerIP1}] sending transaction message is forbidden"
+
     def _msg_check(self, conn: Connection, h: SendMessageRequestHeader):  # -> TopicConfig
         b = self.broker
-        # 4.9's msgCheck refuses a broker without write permission only for order topics, and
-        # never looks at the topic's own permission: routes keep producers away from both, and a
-        # send to such a queue anyway (send_to_queue) is stored, as a 4.9.8 broker was seen to do.
-        if not tv.is_writeable(b.config.brokerPermission) and b.topic_config.is_order_topic(h.topic):
+        # A broker without write permission takes no send: 4.9's msgCheck answers this only for
+        # order topics and relies on the routes for the rest, but a producer with a stale route
+        # (or one that names the queue) would then be told SEND_OK by a broker set read-only.
+        # The topic's own permission is not checked: a 4.9.8 broker stores a send to a
+        # read-only topic, and routes keep producers away from it.
+        if not tv.is_writeable(b.config.brokerPermission):
             raise _Reject(ResponseCode.NO_PERMISSION, self._broker_forbidden())
         remark = tv.validate_topic(h.topic)
         if remark is not None:
@@ -289,6 +324,10 @@ class SendMessageProcessor(CodeDispatchProcessor):
             if tv.is_retry_topic(h.topic):
                 tc = b.topic_config.create_in_send_back(h.topic, 1, tv.PERM_WRITE | tv.PERM_READ, sys_flag)
             else:
+                if h.defaultTopicQueueNums < 1:  # 4.9 would make a topic of 0 queues that takes no send
+                    raise _Reject(ResponseCode.SYSTEM_ERROR,
+                                  f"the topic[{h.topic}] cannot be created with defaultTopicQueueNums "
+                                  f"{h.defaultTopicQueueNums}, allowing only 1..{b.config.maxTopicQueueNums}")
                 tc = b.topic_config.create_in_send(h.topic, h.defaultTopic or tv.AUTO_CREATE_TOPIC_KEY_TOPIC,
                                                    conn.remote_addr, h.defaultTopicQueueNums, sys_flag)
             if tc is None:
@@ -353,6 +392,8 @@ class SendMessageProcessor(CodeDispatchProcessor):
             cluster = self.broker.config.brokerClusterName
             batch = h.batch or request.code == RequestCode.SEND_BATCH_MESSAGE
             if batch:
+                if (h.sysFlag & _TX_MASK) == MessageSysFlag.TRANSACTION_PREPARED_TYPE:
+                    raise _Reject(ResponseCode.NO_PERMISSION, self._transaction_forbidden())
                 if tv.is_retry_topic(h.topic):
                     raise _Reject(ResponseCode.MESSAGE_ILLEGAL, "Retry Group is not supported for batching")
                 try:
@@ -374,6 +415,9 @@ class SendMessageProcessor(CodeDispatchProcessor):
                 except MessageFormatError as exc:
                     raise _Reject(ResponseCode.MESSAGE_ILLEGAL, f"the message properties are malformed: {exc}") \
                         from None
+                if (h.sysFlag & _TX_MASK) == MessageSysFlag.TRANSACTION_PREPARED_TYPE or \
+                        props.get(MessageConst.TRANSACTION_PREPARED, "").strip().lower() == "true":
+                    raise _Reject(ResponseCode.NO_PERMISSION, self._transaction_forbidden())
                 props[MessageConst.CLUSTER] = cluster
                 msg = MessageExt(topic=h.topic, body=request.body or b"", flag=h.flag, properties=props,
                                  queue_id=qid, sys_flag=sys_flag, born_timestamp=h.bornTimestamp, born_host=born,
@@ -389,6 +433,17 @@ class SendMessageProcessor(CodeDispatchProcessor):
         return self._respond(request, res, qid)
 
     # ------------------------------------------------------------------ SEND BACK
+    @staticmethod
+    def _no_retry_topic(request: RemotingCommand, group: str, topic: str) -> RemotingCommand:
+        # 4.9's store refuses the over-long topic (MESSAGE_ILLEGAL) before the message is parked
+        # on a delay level; refusing here also keeps the topic out of the table and the routes.
+        # The consumer keeps the message and consumes it again later.
+        remark = (f"the topic[{topic}] of group[{group}] is longer than topic max length {tv.TOPIC_MAX_LENGTH}: "
+                  f"messages of a group name longer than {tv.TOPIC_MAX_LENGTH - len(tv.RETRY_GROUP_TOPIC_PREFIX)} "
+                  "characters cannot be sent back for retry")
+        log_refusal(request.code, "a consumer", remark)
+        return response_for(request, ResponseCode.MESSAGE_ILLEGAL, remark)
+
     async def consumer_send_msg_back(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         try:
             h = ConsumerSendMsgBackRequestHeader.decode(request)
@@ -404,6 +459,8 @@ class SendMessageProcessor(CodeDispatchProcessor):
         if sgc.retry_queue_nums <= 0:
             return response_for(request, ResponseCode.SUCCESS)
         new_topic = tv.retry_topic(h.group)
+        if tv.validate_topic(new_topic) is not None:
+            return self._no_retry_topic(request, h.group, new_topic)
         qid = random.randrange(sgc.retry_queue_nums)
         tc = b.topic_config.create_in_send_back(new_topic, sgc.retry_queue_nums, tv.PERM_WRITE | tv.PERM_READ,
                                                 _UNIT_SUB_FLAG if h.unitMode else 0)
@@ -424,6 +481,8 @@ class SendMessageProcessor(CodeDispatchProcessor):
             max_times = h.maxReconsumeTimes
         if ext.reconsume_times >= max_times or delay < 0:
             new_topic = tv.dlq_topic(h.group)
+            if tv.validate_topic(new_topic) is not None:
+                return self._no_retry_topic(request, h.group, new_topic)
             qid = random.randrange(_DLQ_NUMS_PER_GROUP)
             tc = b.topic_config.create_in_send_back(new_topic, _DLQ_NUMS_PER_GROUP, tv.PERM_WRITE, 0)
             if tc is None:
