@@ -57,7 +57,22 @@ def _spark(master: str, confs: list[str]) -> Any:
         b = b.config(k, v)
     spark = b.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
+    if not master.startswith("local"):
+        _wait_for_executors(spark.sparkContext)
     return spark
+
+
+def _wait_for_executors(sc: Any, timeout_s: float = 120.0) -> None:
+    """A cluster's executors register a while after the session starts: the slot count (and the
+    barrier stage's own check) must not be taken before they have."""
+    import time
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if sc._jsc.sc().getExecutorMemoryStatus().size() > 1:   # the driver is one entry
+            time.sleep(2)   # the others of a multi-worker cluster come within moments
+            return
+        time.sleep(0.5)
+    print(f"fastmq-bench: no executor registered with {sc.master} within {timeout_s:.0f}s", file=sys.stderr)
 
 
 def run(a: argparse.Namespace, spark: Any = None) -> int:
