@@ -9,8 +9,6 @@ GET_CONSUME_STATS: consumed) and removes the topics after.
 """
 from __future__ import annotations
 
-import asyncio
-import os
 import shutil
 import socket
 import subprocess

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from fastmq._ext import USING_EXTENSIONS
 from spark_bench import cli
 from spark_bench.task import KILL_HOOK
 
@@ -32,6 +33,8 @@ KEYS = {"schema", "run_id", "started_at", "status", "reason", "workload", "drive
         "sent_ok", "errors", "received", "duplicates", "lost", "broker", "publish", "e2e", "intervals"}
 ENV_KEYS = {"fastmq_version", "commit", "compiled", "python", "spark_version", "master", "executors", "cores"}
 PCTS = ["p50", "p75", "p90", "p95", "p99", "p99.9", "max"]
+# the suite's pure pass (FASTMQ_NO_EXTENSIONS=1) reaches the executors too: measure it, saying so
+PURE = [] if USING_EXTENSIONS else ["--allow-pure"]
 
 
 def workload(tmp_path: Path, name: str = "small", producers: int = 1, rate: int = 400, mode: str = "async",
@@ -59,7 +62,7 @@ def test_fastmq_and_raw_run_agree_with_the_broker(spark, tmp_path: Path, capsys)
     out = tmp_path / "out"
     wl = workload(tmp_path, rate=400)
     rc = cli.main(["run", str(wl), "--out", str(out), "--master", "local[2]", "--driver", "fastmq",
-                   "--driver", "fastmq-raw"], spark=spark)
+                   "--driver", "fastmq-raw", *PURE], spark=spark)
     text = capsys.readouterr().out
     assert rc == 0, text
     assert "publish" in text and "msgs/s" in text and "[   1.0s]" in text   # the progress line
@@ -68,7 +71,7 @@ def test_fastmq_and_raw_run_agree_with_the_broker(spark, tmp_path: Path, capsys)
     for r in (a, b):
         assert KEYS <= set(r) and ENV_KEYS <= set(r["env"]) and r["schema"] == 1
         assert r["status"] == "ok" and r["reason"] is None, r["reason"]
-        assert r["env"]["compiled"] is True and r["env"]["cores"] == 2 and r["env"]["fastmq_version"]
+        assert r["env"]["compiled"] is USING_EXTENSIONS and r["env"]["cores"] == 2 and r["env"]["fastmq_version"]
         assert r["workload"]["name"] == "small" and r["workload"]["producer_rate"] == 400
         # every acknowledged message stored and consumed once
         assert r["sent_ok"] > 0 and r["errors"] == {}
@@ -93,7 +96,7 @@ def test_fastmq_and_raw_run_agree_with_the_broker(spark, tmp_path: Path, capsys)
 
 def test_more_tasks_than_slots_is_refused(spark, tmp_path: Path, capsys) -> None:
     out = tmp_path / "out"
-    rc = cli.main(["run", str(workload(tmp_path, producers=4)), "--out", str(out), "--tasks", "3"], spark=spark)
+    rc = cli.main(["run", str(workload(tmp_path, producers=4)), "--out", str(out), "--tasks", "3", *PURE], spark=spark)
     assert rc == 1
     r = _result(out, "small", "fastmq")
     assert r["status"] == "failed" and "needs 3 tasks at once but the cluster has 2 task slots" in r["reason"]
@@ -104,7 +107,7 @@ def test_more_tasks_than_slots_is_refused(spark, tmp_path: Path, capsys) -> None
 def test_a_task_killed_mid_run_fails_the_run(spark, tmp_path: Path, capsys, monkeypatch) -> None:
     monkeypatch.setenv(KILL_HOOK, "0:1")
     out = tmp_path / "out"
-    rc = cli.main(["run", str(workload(tmp_path, duration=4)), "--out", str(out)], spark=spark)
+    rc = cli.main(["run", str(workload(tmp_path, duration=4)), "--out", str(out), *PURE], spark=spark)
     assert rc == 1
     r = _result(out, "small", "fastmq")
     assert r["status"] == "failed" and "task 0 ended before finishing its load" in r["reason"], r["reason"]
@@ -117,7 +120,7 @@ def test_a_task_killed_mid_run_fails_the_run(spark, tmp_path: Path, capsys, monk
 def test_redis_streams_end_to_end(spark, tmp_path: Path) -> None:
     out = tmp_path / "out"
     rc = cli.main(["run", str(workload(tmp_path, mode="sync", in_flight=1, rate=300)), "--out", str(out),
-                   "--driver", "redis-streams"], spark=spark)
+                   "--driver", "redis-streams", *PURE], spark=spark)
     r = _result(out, "small", "redis-streams")
     assert rc == 0, r["reason"]
     assert r["status"] == "ok" and r["sent_ok"] == r["received"] == r["broker"]["stored"] == r["broker"]["consumed"]

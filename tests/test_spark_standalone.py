@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import ServerProcess, free_port
+from tests.support import free_port, wait_port
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -38,18 +38,42 @@ def _spark_class() -> str:
     return str(Path(pyspark.__file__).parent / "bin" / "spark-class")
 
 
+class _Daemon:
+    """A spark-class daemon, stopped by its PID."""
+
+    def __init__(self, argv: list[str], port: int, log: Path, env: dict[str, str]) -> None:
+        self.out = open(log, "wb")
+        self.proc = subprocess.Popen(argv, stdout=self.out, stderr=subprocess.STDOUT, env={**os.environ, **env},
+                                     start_new_session=True)
+        try:
+            wait_port(port, 120, self.proc)
+        except BaseException:
+            self.stop()
+            raise
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+        self.out.close()
+
+
 def test_standalone_cluster_refuses_pure_executors_unless_allowed(tmp_path: Path) -> None:
     env = {"SPARK_LOCAL_IP": "127.0.0.1", "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
            "PYSPARK_PYTHON": sys.executable}
     port = free_port()
-    master = ServerProcess([_spark_class(), "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
-                            "--port", str(port), "--webui-port", "0"], port, tmp_path, env=env).start(90)
+    master = _Daemon([_spark_class(), "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
+                      "--port", str(port), "--webui-port", "0"], port, tmp_path / "master.log", env)
     try:
         wport = free_port()
-        worker = ServerProcess([_spark_class(), "org.apache.spark.deploy.worker.Worker", f"spark://127.0.0.1:{port}",
-                                "--cores", "2", "--memory", "1G", "--host", "127.0.0.1", "--port", str(wport),
-                                "--webui-port", "0", "--work-dir", str(tmp_path / "work")], wport, tmp_path,
-                               env={**env, "FASTMQ_NO_EXTENSIONS": "1"}).start(90)
+        worker = _Daemon([_spark_class(), "org.apache.spark.deploy.worker.Worker", f"spark://127.0.0.1:{port}",
+                          "--cores", "2", "--memory", "1G", "--host", "127.0.0.1", "--port", str(wport),
+                          "--webui-port", "0", "--work-dir", str(tmp_path / "work")], wport, tmp_path / "worker.log",
+                         {**env, "FASTMQ_NO_EXTENSIONS": "1"})
         try:
             wl = tmp_path / "w.yaml"
             wl.write_text(WORKLOAD)
