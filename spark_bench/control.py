@@ -25,9 +25,10 @@ __all__ = ["ControlServer"]
 class ControlServer:
     """Accepts ``tasks`` connections; see the module text for the protocol."""
 
-    def __init__(self, tasks: int, *, warmup_s: float, duration_s: float, interval_s: float, allow_pure: bool,
+    def __init__(self, tasks: int, *, consumers: bool = True, warmup_s: float, duration_s: float, interval_s: float, allow_pure: bool,
                  on_failure: Callable[[str], None], print_fn: Callable[[str], None] = print,
                  bind: str = "0.0.0.0", advertise: str = "127.0.0.1") -> None:
+        self.consumers = consumers
         self.tasks, self.warmup_s, self.duration_s, self.interval_s = tasks, warmup_s, duration_s, interval_s
         self.allow_pure, self.on_failure, self.print = allow_pure, on_failure, print_fn
         self.sock = socket.create_server((bind, 0))
@@ -148,6 +149,7 @@ class ControlServer:
         n_e2e = sum(m["e2e"] for m in per.values())
         errs = sum(m["errors"] for m in per.values())
         self.printed = i
-        self.print(f"[{(i + 1) * self.interval_s:6.1f}s] publish {n_pub / self.interval_s:10,.0f} msgs/s "
-                   f"p99 {pub.percentile(99) / 1000:9,.0f} us | consume {n_e2e / self.interval_s:10,.0f} msgs/s "
-                   f"e2e p99 {e2e.percentile(99) / 1000:9,.0f} us | errors so far {errs}")
+        line = f"[{(i + 1) * self.interval_s:6.1f}s] publish {n_pub / self.interval_s:10,.0f} msgs/s p99 {pub.percentile(99) / 1000:9,.0f} us"
+        if self.consumers:
+            line += f" | consume {n_e2e / self.interval_s:10,.0f} msgs/s e2e p99 {e2e.percentile(99) / 1000:9,.0f} us"
+        self.print(f"{line} | errors so far {errs}")

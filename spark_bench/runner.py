@@ -215,7 +215,7 @@ def _run_stage(ctx: RunContext, w: Workload, driver: str, plan_tasks: list[dict[
     sc = ctx.spark.sparkContext
     job_group = f"fastmq-bench-{ctx.run_id}-{w.name}-{driver}"
     advertise = sc.getConf().get("spark.driver.host", "127.0.0.1")
-    server = ControlServer(len(plan_tasks), warmup_s=w.warmup_s, duration_s=w.duration_s, interval_s=ctx.interval_s,
+    server = ControlServer(len(plan_tasks), consumers=bool(pairs), warmup_s=w.warmup_s, duration_s=w.duration_s, interval_s=ctx.interval_s,
                            allow_pure=ctx.allow_pure, on_failure=lambda r: (ctx.print(f"FAILED: {r}"),
                                                                             sc.cancelJobGroup(job_group)),
                            print_fn=ctx.print, advertise=advertise)
