@@ -12,7 +12,9 @@ from __future__ import annotations
 import argparse
 import os
 import secrets
+import signal
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -187,6 +189,9 @@ def main(argv: list[str] | None = None, spark: Any = None) -> int:
     else:
         collate.add_argument("rest", nargs=argparse.REMAINDER)
     a = p.parse_args(argv)
+    if threading.current_thread() is threading.main_thread():
+        # a terminated run still stops the servers it started (the finally blocks run)
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     if a.command == "run":
         return run(a, spark)
     if c is None:

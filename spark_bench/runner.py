@@ -21,6 +21,7 @@ import numpy as np
 from .cluster import BenchError
 from .control import ControlServer
 from .histogram import LatencyHistogram
+from .task import DRAIN_MAX_S
 from .workload import Workload
 
 __all__ = ["RunContext", "layout", "run_one", "slots_of", "AGREEMENT"]
@@ -346,7 +347,10 @@ def _collate(ctx: RunContext, w: Workload, driver: str, results: list[dict[str, 
     except Exception as exc:
         partial.append(f"the broker's counters could not be read at the finish ({exc}): stored/consumed unchecked")
         stored = consumed = None
-    if lost:
+    if lost and any(r.get("drain_cut") for r in results):
+        problems.append(f"{lost} acknowledged message(s) not yet consumed when the consumers were stopped "
+                        f"{DRAIN_MAX_S:.0f} s after the window (they could not keep up)")
+    elif lost:
         problems.append(f"{lost} acknowledged message(s) never reached their consumer group "
                         f"({'; '.join(f'{g}: {n}, e.g. producer.sequence ' + ' '.join(ex) for g, (n, ex) in lost_by_group.items() if n)})")
     if stored is not None and stored < sent_ok:

@@ -167,6 +167,7 @@ def _run(loop: asyncio.AbstractEventLoop, spec: dict[str, Any], barrier: Any) ->
         return {"task": task, "env": env, "refused": answer.get("reason", "refused by the driver")}
     plan = Plan(**answer["plan"])
     rec.set_plan(plan)
+    drain_cut: list[bool] = []
     kill_after = _kill_hook(task, spec.get("kill") or "")
 
     async def load() -> None:
@@ -186,16 +187,19 @@ def _run(loop: asyncio.AbstractEventLoop, spec: dict[str, Any], barrier: Any) ->
             rec.error("unanswered", time.time_ns(), unanswered)
         if receivers:
             deadline = time.monotonic() + DRAIN_MAX_S
-            while time.monotonic() < deadline:
+            while True:
                 last = max(r.last_ns for r in receivers)
                 if time.time_ns() - max(last, plan.window_end_ns) > IDLE_S * 1e9:
+                    break
+                if time.monotonic() > deadline:
+                    drain_cut.append(True)
                     break
                 await asyncio.sleep(0.1)
         await ticker
         await _stop_all(started)
     loop.run_until_complete(load())
     out = rec.result()
-    out.update(task=task, env=env)
+    out.update(task=task, env=env, drain_cut=bool(drain_cut))
     loop.run_until_complete(ctl.send({"type": "done", "task": task}))
     ctl.writer.close()
     return out
