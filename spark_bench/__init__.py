@@ -1,5 +1,5 @@
-"""Distributed load generation for fastmq with PySpark: executors drive load, the driver collates.
+"""fastmq-bench: distributed load tests on Spark (``fastmq-bench run``, ``python -m spark_bench``).
 
-``python -m spark_bench.job --help``; ``local[*]`` is the embedded default, ``--master spark://...``
-scales it out over a real cluster (every worker needs this checkout and fastmq installed).
+Workloads are YAML files; producers and consumers run as the tasks of one Spark barrier stage and
+are measured over a common window, checked against the broker's own counters. See README.md here.
 """

@@ -2,7 +2,9 @@
 
 Log-linear buckets, as HdrHistogram lays them out: values below 2**SUB are counted exactly, and
 every power of two above that is split into 2**SUB equal buckets, so any recorded value is known
-to within 1 / 2**SUB (here 1/64, about 1.6 %) from 1 ns to about 4.6 hours. The counts are one
+to within 1 / 2**SUB (here 1/2048: three significant digits, as HdrHistogram's default) from 1 ns
+to about 4.9 hours. A percentile reports the highest value its bucket can hold (HdrHistogram's
+"highest equivalent value"), so it is never below the true one and at most 1/2048 above it. The counts are one
 numpy int64 array: merging the histograms of many executors is an element-wise sum, and the wire
 form (msgpack) is the array's bytes plus a few totals.
 """
@@ -13,9 +15,13 @@ from dataclasses import dataclass, field
 import msgpack
 import numpy as np
 
-__all__ = ["LatencyHistogram"]
+__all__ = ["LatencyHistogram", "PERCENTILES"]
 
-SUB = 6                      # 64 sub-buckets per power of two
+#: The percentiles every report carries, by name.
+PERCENTILES = (("p50", 50.0), ("p75", 75.0), ("p90", 90.0), ("p95", 95.0), ("p99", 99.0), ("p99.9", 99.9),
+               ("max", 100.0))
+
+SUB = 11                     # 2048 sub-buckets per power of two: 3 significant digits
 _SUBN = 1 << SUB
 MAX_EXP = 44                 # 2**44 ns ~ 4.9 h: more than any benchmark runs
 N_BUCKETS = (MAX_EXP - SUB + 1) * _SUBN + _SUBN
@@ -34,15 +40,15 @@ def _index(v: np.ndarray) -> np.ndarray:
     return idx
 
 
-def _lower_bound(idx: np.ndarray) -> np.ndarray:
-    """The smallest value each bucket holds."""
+def _highest_equivalent(idx: np.ndarray) -> np.ndarray:
+    """The largest value each bucket holds."""
     idx = idx.astype(np.int64)
     out = idx.copy()
     big = idx >= _SUBN
     block = idx[big] // _SUBN            # 1, 2, ...
     within = idx[big] % _SUBN
-    exp = block + SUB - 1
-    out[big] = np.left_shift(_SUBN + within, exp - SUB)
+    shift = block - 1                    # bucket width is 2**shift
+    out[big] = np.left_shift(_SUBN + within + 1, shift) - 1
     return out
 
 
@@ -80,7 +86,9 @@ class LatencyHistogram:
         return self
 
     def percentile(self, p: float) -> int:
-        """The value at percentile ``p`` (0-100), to within one bucket; exact at 0 and 100."""
+        """The value at percentile ``p`` (0-100): the highest value of the bucket holding the
+        ``ceil(total * p / 100)``-th smallest sample (never below it, within 1/2048 of it),
+        capped at the exact maximum; exact at 0 and 100."""
         if self.total == 0:
             return 0
         if p <= 0:
@@ -89,12 +97,23 @@ class LatencyHistogram:
             return self.max_ns
         rank = int(np.ceil(self.total * p / 100.0))
         idx = int(np.searchsorted(np.cumsum(self.counts), rank))
-        value = int(_lower_bound(np.asarray([idx]))[0])
+        value = int(_highest_equivalent(np.asarray([idx]))[0])
         return min(max(value, self.min_ns), self.max_ns)
 
     @property
     def mean_ns(self) -> float:
         return self.sum_ns / self.total if self.total else 0.0
+
+    def percentiles_us(self) -> dict[str, float]:
+        """p50 ... p99.9 and max in microseconds (3 significant digits kept: ns / 1000)."""
+        return {name: self.percentile(p) / 1000 for name, p in PERCENTILES}
+
+    def cdf(self, points: int = 200) -> list[tuple[float, float]]:
+        """(percentile, value in µs) pairs for a latency CDF plot, denser towards the tail."""
+        if not self.total:
+            return []
+        ps = 100 - 100 / np.logspace(0, 5, points)   # 0 ... 99.999
+        return [(float(p), self.percentile(float(p)) / 1000) for p in ps] + [(100.0, self.max_ns / 1000)]
 
     def to_bytes(self) -> bytes:
         nz = np.nonzero(self.counts)[0]
