@@ -27,6 +27,13 @@ __all__ = ["Comparison", "compare", "spark_session", "to_frame"]
 
 _KEY = ["source", "case", "variant", "peer", "metric"]
 
+# A collate joins a few hundred rows. Spark's defaults are for big data: 200 shuffle partitions
+# (200 near-empty tasks a join), adaptive re-planning, and Java code generated and compiled for
+# every query, which on a cold JVM of a busy 2-core machine took most of a minute; interpreted
+# expressions answer these sizes at once. Set for the collate's queries only.
+_SQL_CONF = {"spark.sql.shuffle.partitions": "1", "spark.sql.adaptive.enabled": "false",
+             "spark.sql.codegen.wholeStage": "false", "spark.sql.codegen.factoryMode": "NO_CODEGEN"}
+
 
 @dataclass
 class Comparison:
@@ -59,9 +66,10 @@ def spark_session(master: str) -> tuple[Any, bool]:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     b = (SparkSession.builder.master(master).appName("fastmq-bench-collate")
          .config("spark.ui.enabled", "false")
-         # a handful of rows: Spark's default 200 shuffle partitions would be 200 empty tasks per join
          .config("spark.ui.showConsoleProgress", "false"))
     if master.startswith("local"):
+        # the driver does all the work in local mode, briefly: the quick JIT tier warms up sooner
+        b = b.config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1")
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         b = b.config("spark.driver.bindAddress", "127.0.0.1").config("spark.driver.host", "127.0.0.1")
     try:
@@ -170,13 +178,17 @@ def _changes(ok: Any, F: Any, W: Any, flag_pct: float) -> Any:
 def compare(df: Any, flag_pct: float) -> Comparison:
     """Every comparison of the report, computed by Spark and collected to the driver."""
     spark = df.sparkSession
-    # a few hundred rows: Spark's default 200 shuffle partitions would be 200 near-empty tasks per join
-    saved = spark.conf.get("spark.sql.shuffle.partitions")
-    spark.conf.set("spark.sql.shuffle.partitions", "1")
+    saved = {k: spark.conf.get(k, None) for k in _SQL_CONF}
+    for k, v in _SQL_CONF.items():
+        spark.conf.set(k, v)
     try:
         return _compare(df.cache(), flag_pct)
     finally:
-        spark.conf.set("spark.sql.shuffle.partitions", saved)
+        for k, v in saved.items():
+            if v is None:
+                spark.conf.unset(k)
+            else:
+                spark.conf.set(k, v)
 
 
 _ORDER = {
