@@ -52,4 +52,4 @@ fi
 # The lead switches this to `fastmq-bench collate` once the command exists on main.
 python -m spark_bench.collate "$RESULTS" --pytest-benchmark "${files[@]}" \
     --out "$RESULTS/collated" --write-md benchmarks/RESULTS.md \
-    --note "Made by \`scripts/bench.sh\`: pytest-benchmark's JSON of each run of \`pytest benchmarks --benchmark-only\` is kept in \`benchmarks/results/\` (file name: UTC time, commit, tag), and this page is collated from all of them. No figure here is typed by hand; the notes of past sessions, with their analysis, are in \`docs/benchmark-history.md\` (an archive, superseded where this page disagrees)."
+    --note "Run by scripts/bench.sh: each run of the benchmarks keeps its pytest-benchmark JSON in benchmarks/results/ (named by UTC time, commit and tag), and this page collates all of them. Regenerate with scripts/bench.sh --collate-only. Notes typed by hand in past sessions: docs/benchmark-history.md (an archive)."

@@ -103,7 +103,7 @@ def _pytest_tables(rows: list[dict[str, Any]], twins: list[dict[str, Any]]) -> l
             c[(r["variant"] or "one", r["metric"])] = r["value"]
     blocks: list[Block] = []
     for group in sorted(cases):
-        head = ["case", "compiled (c) median", "c ops/s", "pure (py) median", "py ops/s", "speed-up py/c",
+        head = ["case", "median", "ops/s", "pure twin: median", "pure ops/s", "speed-up (pure / compiled)",
                 "rounds", "figures (extra_info)"]
         body = []
         for case in sorted(cases[group]):
@@ -130,7 +130,6 @@ def build_blocks(inputs: Inputs, cmp: Comparison, flag_pct: float, fail_pct: flo
     files = ([f"{len(inputs.result_files)} load run(s) (result.json)"] if inputs.result_files else []) + (
         [f"{len(inputs.pytest_files)} pytest-benchmark file(s)"] if inputs.pytest_files else [])
     b.append(("p", "Collated: " + ", ".join(files) + "."))
-    b += [("p", f"Warning: {w}") for w in inputs.warnings]
 
     regs = cmp.regressions
     b.append(("h2", f"Regressions (throughput down or p99 latency up by more than {flag_pct:g}%)"))
@@ -174,8 +173,9 @@ def build_blocks(inputs: Inputs, cmp: Comparison, flag_pct: float, fail_pct: flo
     if ptb:
         b.append(("h2", "pytest-benchmark (benchmarks/)"))
         b.append(("p", "Per case, the newest file that has it. Times are per call (median of the rounds); "
-                       "ops/s is pytest-benchmark's 1/mean; speed-up is the pure twin's median / the compiled "
-                       "twin's, measured in the same file. Benchmarks of one round time a whole workload once: "
+                       "ops/s is pytest-benchmark's 1/mean. Where a case has compiled and pure twins, the first "
+                       "two figures are the compiled twin's and the speed-up is the pure median / the compiled "
+                       "median, measured in the same file. Benchmarks of one round time a whole workload once: "
                        "their figures are in the last column."))
         srcs = sorted({(r["when"], r["origin"], r["commit"], r["env"]) for r in ptb if not r["baseline"]})
         b.append(("table", ["file", "run at (UTC)", "commit", "measured on"],
