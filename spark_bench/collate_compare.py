@@ -77,8 +77,9 @@ def spark_session(master: str) -> tuple[Any, bool]:
         spark.sparkContext.setLogLevel("ERROR")
         return spark, True
     except Exception as e:  # the JVM's failures come as Py4J or runtime errors of many kinds
-        raise CollateError(f"Spark did not start on {master}: {str(e).splitlines()[0] if str(e) else e!r}"
-                           " (Spark needs Java 17 or 21 on PATH or JAVA_HOME)") from e
+        first = (str(e).splitlines() or [repr(e)])[0]
+        raise CollateError(f"Spark did not start on {master}: {first} (Spark needs Java 17 or 21 on PATH or "
+                           "JAVA_HOME)") from e
 
 
 def to_frame(spark: Any, rows: list[dict[str, Any]], scratch: Path) -> Any:

@@ -7,6 +7,7 @@ tests fail before Spark is needed, and one of them runs the real command as a pr
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -207,6 +208,16 @@ def test_the_command_exits_non_zero_on_a_corrupt_file(tmp_path) -> None:
                           capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert proc.returncode == 2
     assert f"{d}/x/result.json: not valid JSON: Expecting value at line 1 column 1" in proc.stderr
+
+
+def test_no_java_is_a_clear_error(tmp_path) -> None:
+    d = write_result(tmp_path / "r", "r", "fastmq", "a", 1, 1)
+    env = {**os.environ, "JAVA_HOME": str(tmp_path / "no-java")}
+    proc = subprocess.run([sys.executable, "-m", "spark_bench.collate", str(d), "--out", str(tmp_path / "o"),
+                           "--master", "local[1]"], capture_output=True, text=True, timeout=120, cwd=ROOT, env=env)
+    assert proc.returncode == 2
+    assert "fastmq-bench collate: error: Spark did not start on local[1]: [JAVA_GATEWAY_EXITED]" in proc.stderr
+    assert not (tmp_path / "o" / "collated.md").exists()
 
 
 def test_inputs_are_tolerant_and_failed_runs_keep_their_status(tmp_path, pytest_json) -> None:
