@@ -108,8 +108,17 @@ def test_two_runs_give_their_ratio_failed_shown_pytest_read(spark, tmp_path, pyt
     # a failed run of the same workload: its (partial) figures must enter no comparison
     write_result(runs / "three", "run-3", "fastmq", "ccccccc333", 5_000, 90_000, status="failed",
                  reason="broker 127.0.0.1:1 went away", started="2026-11-26T06:00:00Z")
+    # the same benchmarks on an older commit, 20% faster: the current file is flagged against it
+    older = json.loads(pytest_json.read_text())
+    older["commit_info"]["id"], older["datetime"] = "0123456789abcdef", "2026-11-01T00:00:00+00:00"
+    for b in older["benchmarks"]:
+        b["stats"]["median"] *= 0.8
+        if "msgs_per_s" in b["extra_info"]:
+            b["extra_info"]["msgs_per_s"] = 1250
+    older_json = tmp_path / "older.json"
+    older_json.write_text(json.dumps(older))
     out = tmp_path / "out"
-    rc, err = _collate([str(runs), "--pytest-benchmark", str(pytest_json), "--out", str(out),
+    rc, err = _collate([str(runs), "--pytest-benchmark", str(pytest_json), str(older_json), "--out", str(out),
                         "--fail-on-regression", "50"], capsys)
     assert rc == 0, err
     md = (out / "collated.md").read_text()
@@ -136,6 +145,11 @@ def test_two_runs_give_their_ratio_failed_shown_pytest_read(spark, tmp_path, pyt
     assert float(twin.split("|")[6].strip().rstrip("x")) > 1.5, twin
     peer = next(line for line in md.splitlines() if "| redis-py XADD |" in line)
     assert "p50_us" in peer and "2.00x" in peer
+    # between commits in pytest-benchmark files: the median per call, and extra_info's throughput
+    assert any(line.startswith("| test_sum [c] median |") and "+25.0%" in line and "0123456789" in line
+               for line in regs), md
+    assert any(line.startswith("| test_peers msgs_per_s | 1,250 |") and "1,000" in line and "-20.0%" in line
+               for line in regs), md
     assert md.startswith("# fastmq benchmark results") and "Generated, do not edit." in md
 
 
