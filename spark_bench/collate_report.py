@@ -314,7 +314,7 @@ def write_plots(cmp: Comparison, out: Path) -> list[str]:
             ax.set_title(f"{part} throughput (msgs/s)")
             ax.invert_yaxis()
         fig.tight_layout()
-        fig.savefig(out / "runs_throughput.png", dpi=90)
+        fig.savefig(out / "runs_throughput.png", dpi=90, bbox_inches="tight")
         plt.close(fig)
         fig, axes = plt.subplots(1, 2, figsize=(11, 4))
         for ax, part in zip(axes, ("publish", "e2e")):
@@ -327,7 +327,7 @@ def write_plots(cmp: Comparison, out: Path) -> list[str]:
             ax.set_title(f"{part} latency (µs)")
             ax.legend(fontsize=7)
         fig.tight_layout()
-        fig.savefig(out / "runs_latency.png", dpi=90)
+        fig.savefig(out / "runs_latency.png", dpi=90, bbox_inches="tight")
         plt.close(fig)
         written += ["runs_throughput.png", "runs_latency.png"]
     if cmp.twins:
@@ -342,7 +342,7 @@ def write_plots(cmp: Comparison, out: Path) -> list[str]:
         ax.tick_params(axis="y", labelsize=7)
         ax.invert_yaxis()
         fig.tight_layout()
-        fig.savefig(out / "pytest_speedup.png", dpi=90)
+        fig.savefig(out / "pytest_speedup.png", dpi=90, bbox_inches="tight")
         plt.close(fig)
         written.append("pytest_speedup.png")
     return written
