@@ -147,8 +147,12 @@ def read_result(path: Path, baseline: bool = False) -> list[dict[str, Any]]:
     workload = doc["workload"]
     name = str(workload.get("name") if isinstance(workload, dict) else workload)
     env = doc.get("env") if isinstance(doc.get("env"), dict) else {}
+    driver = str(doc["driver"])
+    if env.get("compiled") is False:
+        # a pure-Python measurement is another thing measured, not a slower commit of the same one
+        driver += " (pure Python)"
     base = _base("run", path, str(doc["run_id"]), _when(doc.get("started_at")), _short(env.get("commit")),
-                 _env_text(env), status, str(doc.get("reason") or ""), baseline, name, name, str(doc["driver"]))
+                 _env_text(env), status, str(doc.get("reason") or ""), baseline, name, name, driver)
     if status == "ok":
         for part in ("publish", "e2e"):
             if not isinstance(doc.get(part), dict):

@@ -236,9 +236,16 @@ def test_no_java_is_a_clear_error(tmp_path) -> None:
 
 def test_inputs_are_tolerant_and_failed_runs_keep_their_status(tmp_path, pytest_json) -> None:
     write_result(tmp_path / "a", "r1", "fastmq", "abc", 10, 10, status="partial", reason="1 of 2 tasks lost")
+    pure = write_result(tmp_path / "b", "r2", "fastmq", "abc", 10, 10)
+    doc = json.loads((pure / "result.json").read_text())
+    doc["env"]["compiled"] = False
+    (pure / "result.json").write_text(json.dumps(doc))
     rows = load_inputs([str(tmp_path)], [str(pytest_json)]).rows
-    run_rows = [r for r in rows if r["source"] == "run"]
+    run_rows = [r for r in rows if r["source"] == "run" and r["run_key"] == "r1"]
     assert {r["status"] for r in run_rows} == {"partial"} and run_rows[0]["reason"] == "1 of 2 tasks lost"
+    # a pure-Python run is never compared with a compiled one as if it were the same driver
+    pure_rows = [r for r in rows if r["source"] == "run" and r["run_key"] == "r2"]
+    assert {r["variant"] for r in pure_rows} == {"fastmq (pure Python)"} and "PURE PYTHON" in pure_rows[0]["env"]
     ptb = read_pytest_benchmark(pytest_json)
     sums = {r["variant"] for r in ptb if r["case"].endswith("test_sum")}
     assert sums == {"c", "py"}
