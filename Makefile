@@ -7,6 +7,6 @@ pure:
 test:
 	./scripts/test.sh
 bench:
-	.venv/bin/python -m pytest benchmarks --benchmark-only
+	scripts/bench.sh
 demo:
 	./scripts/demo.sh
