@@ -120,6 +120,9 @@ class BrokerController:
         self._register_again = False
         self._sync_task: asyncio.Task[Any] | None = None
         self._started = False
+        # False until every metadata file loaded: shutdown must not write the tables of a start
+        # that failed, over files an operator may still recover
+        self._metadata_loaded = False
         self.stats = BrokerStatsManager()  # VIEW_BROKER_STATS_DATA's counters
         self.config_version = DataVersion()  # GET_BROKER_CONFIG's version
         self._pending_restart: dict[str, str] = {}  # updated keys that apply at the next start
@@ -198,6 +201,7 @@ class BrokerController:
         self.topic_config.load()
         self.subscription_groups.load()
         self.offsets.load()
+        self._metadata_loaded = True
         self.store.load()
         self.store.start()
         if self.schedule is not None and not self.is_slave:
@@ -212,7 +216,7 @@ class BrokerController:
             asyncio.ensure_future(every(self.config.registerNameServerPeriod / 1000,
                                               lambda: self.register_all(self.config.forceRegister))),
             asyncio.ensure_future(every(self.config.flushConsumerOffsetInterval / 1000,
-                                              self.offsets.persist)),
+                                              self.offsets.persist_soon)),
             asyncio.ensure_future(every(CHANNEL_SCAN_INTERVAL, self.scan_channels)),
             asyncio.ensure_future(every(STATS_SAMPLE_INTERVAL, self.sample_stats)),
             *(asyncio.ensure_future(every(period, functools.partial(self.stats.sample, window)))
@@ -329,11 +333,12 @@ class BrokerController:
                 await self.schedule.stop()
             except Exception:
                 log.exception("stopping the delay-level service failed")
-        for persist in (lambda: self.offsets.persist(force=True), self.topic_config.persist,
-                        self.subscription_groups.persist):
-            try:
-                persist()
-            except Exception:
-                log.exception("persisting broker metadata failed")
+        if self._metadata_loaded:
+            for persist in (lambda: self.offsets.persist(force=True), self.topic_config.persist,
+                            self.subscription_groups.persist):
+                try:
+                    await asyncio.to_thread(persist)
+                except Exception:
+                    log.exception("persisting broker metadata failed")
         self.store.shutdown()
         await self.client.close()

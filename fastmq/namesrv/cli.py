@@ -13,6 +13,7 @@ import logging
 import signal
 
 from .. import _ext
+from ..errors import FastMQError
 from ..cli_common import EXIT_CONFIG_ERROR, load_or_report, print_config, server_parser
 from ..server_log import setup_logging
 from ..properties import bind, load_properties
@@ -66,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     setup_logging(cfg.logPath, "fastmq-namesrv")
     try:
         run(_serve(NamesrvController(cfg, server)))
-    except OSError as exc:
+    except (OSError, FastMQError) as exc:
         log.error("cannot start the Name Server: %s", exc)
         return 1
     return 0
