@@ -151,3 +151,29 @@ def test_a_failed_background_write_is_retried(tmp_path, monkeypatch) -> None:
     assert f.pending
     blocker.rmdir()
     f.flush()
+
+
+# ------------------------------------------------------------ the client's local offset store (broadcasting)
+
+async def test_local_offset_store_reads_its_backup_and_refuses_when_both_are_damaged(tmp_path) -> None:
+    from types import SimpleNamespace
+
+    from fastmq.client.offset_store import LocalFileOffsetStore
+    from fastmq.protocol.message_queue import MessageQueue
+
+    mq = MessageQueue("T", "broker-a", 1)
+    path = tmp_path / "offsets.json"
+    store = LocalFileOffsetStore(SimpleNamespace(client_id="c"), "G", path)  # type: ignore[arg-type]
+    store.update(mq, 42)
+    await store.persist_all()
+    path.with_name("offsets.json.bak").write_bytes(path.read_bytes())
+    path.write_text("{torn")
+    again = LocalFileOffsetStore(SimpleNamespace(client_id="c"), "G", path)  # type: ignore[arg-type]
+    assert await again.read(mq, from_store=True) == 42
+    path.with_name("offsets.json.bak").write_text("")
+    broken = LocalFileOffsetStore(SimpleNamespace(client_id="c"), "G", path)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="offsets.json"):  # RocketMQ's readLocalOffset throws too
+        await broken.read(mq, from_store=True)
+    with pytest.raises(ConfigError):  # and nothing overwrites the damaged file
+        await broken.persist_all()
+    assert path.read_text() == "{torn"
