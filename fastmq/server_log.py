@@ -1,22 +1,102 @@
-"""Logging for the server commands: stderr plus a file, as RocketMQ's logback setup does."""
+"""Logging for the server commands: stderr plus a size-rotated file, as RocketMQ's logback setup
+does (``rocketmq_client``/``broker.log`` roll at a size and keep a few old files).
+
+Four keys, in the ``-c`` properties file or as options (an option wins over the file):
+
+======================  =====================  ======================================================
+key                     option                 meaning
+======================  =====================  ======================================================
+``logPath``             ``--log-file``         the log file (default ``~/logs/rocketmqlogs/<server>.log``)
+``logLevel``            ``--log-level``        TRACE/DEBUG, INFO, WARN, ERROR or OFF (default INFO)
+``logMaxBytes``         ``--log-max-bytes``    roll the file at this size; 0 never rolls (default 128 MiB)
+``logBackups``          ``--log-backups``      rolled files kept: ``<file>.1`` .. ``<file>.N`` (default 10)
+======================  =====================  ======================================================
+"""
 from __future__ import annotations
 
+import argparse
+import dataclasses
 import logging
+import logging.handlers
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["setup_logging", "LOG_FORMAT"]
+from .errors import ConfigError
+
+__all__ = ["setup_logging", "LOG_FORMAT", "LogConfig", "LOG_KEYS", "add_log_options", "apply_log_options"]
 
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s - %(message)s"
 
+#: logback's level names (TRACE and OFF included) to the logging module's levels.
+_LEVELS = {"TRACE": logging.DEBUG, "DEBUG": logging.DEBUG, "INFO": logging.INFO, "WARN": logging.WARNING,
+           "WARNING": logging.WARNING, "ERROR": logging.ERROR, "OFF": logging.CRITICAL + 10}
 
-def setup_logging(log_path: str, prog: str) -> None:
-    """Log INFO and up to stderr and to ``log_path`` (a log file that cannot be opened is reported, not fatal)."""
+
+@dataclass
+class LogConfig:
+    """Where and how much a server logs; keys named as the other config keys are."""
+
+    logPath: str = ""
+    logLevel: str = "INFO"
+    logMaxBytes: int = 128 * 1024 * 1024
+    logBackups: int = 10
+
+    def validate(self) -> None:
+        """Raise ConfigError naming a key the logging set-up cannot use."""
+        if self.logLevel.strip().upper() not in _LEVELS:
+            raise ConfigError(f"logLevel={self.logLevel}: expected one of {', '.join(_LEVELS)}")
+        if self.logMaxBytes < 0:
+            raise ConfigError(f"logMaxBytes={self.logMaxBytes}: must be >= 0 (0 never rolls the file)")
+        if self.logBackups < 1:
+            # RotatingFileHandler never rolls with no backup: the file would grow for ever
+            raise ConfigError(f"logBackups={self.logBackups}: must be >= 1 (set logMaxBytes=0 to never roll)")
+
+    @property
+    def level(self) -> int:
+        return _LEVELS[self.logLevel.strip().upper()]
+
+
+#: The keys :class:`LogConfig` takes out of a server's properties file.
+LOG_KEYS = frozenset(f.name for f in dataclasses.fields(LogConfig))
+
+
+def add_log_options(parser: argparse.ArgumentParser) -> None:
+    """``--log-file``, ``--log-level``, ``--log-max-bytes`` and ``--log-backups``."""
+    g = parser.add_argument_group("logging (options override the config file's logPath, logLevel, "
+                                  "logMaxBytes, logBackups)")
+    g.add_argument("--log-file", metavar="PATH", help="log file")
+    g.add_argument("--log-level", metavar="LEVEL", help="TRACE, DEBUG, INFO, WARN, ERROR or OFF")
+    g.add_argument("--log-max-bytes", metavar="N", type=int, help="roll the log file at N bytes (0: never)")
+    g.add_argument("--log-backups", metavar="N", type=int, help="rolled log files to keep (>= 1)")
+
+
+def apply_log_options(cfg: LogConfig, args: argparse.Namespace) -> LogConfig:
+    """A copy of ``cfg`` with the command-line options over it, validated.
+
+    Raises:
+        ConfigError: a bad level, size or backup count.
+    """
+    out = dataclasses.replace(cfg)
+    for opt, key in (("log_file", "logPath"), ("log_level", "logLevel"), ("log_max_bytes", "logMaxBytes"),
+                     ("log_backups", "logBackups")):
+        v = getattr(args, opt, None)
+        if v is not None:
+            setattr(out, key, v)
+    out.validate()
+    return out
+
+
+def setup_logging(log: LogConfig | str, prog: str) -> None:
+    """Log to stderr and to the log file, rolled by size (a file that cannot be opened is
+    reported, not fatal). ``log`` is a :class:`LogConfig` or just the file's path."""
+    cfg = log if isinstance(log, LogConfig) else LogConfig(logPath=log)
     handlers: list[logging.Handler] = [logging.StreamHandler(sys.stderr)]
     try:
-        p = Path(log_path).expanduser()
+        p = Path(cfg.logPath).expanduser()
         p.parent.mkdir(parents=True, exist_ok=True)
-        handlers.append(logging.FileHandler(p, encoding="utf-8"))
+        handlers.append(logging.handlers.RotatingFileHandler(p, maxBytes=cfg.logMaxBytes, backupCount=cfg.logBackups,
+                                                             encoding="utf-8"))
     except OSError as exc:
-        print(f"{prog}: cannot open log file {log_path}: {exc}; logging to stderr only", file=sys.stderr)
-    logging.basicConfig(level=logging.INFO, format=LOG_FORMAT, handlers=handlers, force=True)
+        print(f"{prog}: cannot open log file {cfg.logPath}: {exc}; logging to stderr only", file=sys.stderr)
+    logging.basicConfig(level=cfg.level, format=LOG_FORMAT, handlers=handlers, force=True)

@@ -30,6 +30,7 @@ def test_reserved_topics_and_auto_create(tmp_path) -> None:
     assert created == [tc] and tcm.data_version.counter == v0 + 1
     assert tcm.create_in_send("NewTopic", "TBW102", "x", 16) is tc            # exists: unchanged
     assert tcm.create_in_send("Other", "NoSuchDefault", "x", 4) is None
+    tcm.file.flush()  # the change was handed to the background writer; take it now
     saved = json.loads((tmp_path / "topics.json").read_text())
     assert "NewTopic" in saved["topicConfigTable"]
     again = TopicConfigManager(_cfg(), tmp_path / "topics.json")
@@ -57,6 +58,7 @@ def test_subscription_groups(tmp_path) -> None:
     g = sgm.find("GID_X")
     assert g.retry_max_times == 16 and g.retry_queue_nums == 1
     sgm.update(SubscriptionGroupConfig("GID_Y", retry_max_times=3))
+    sgm.file.flush()
     again = SubscriptionGroupManager(tmp_path / "subscriptionGroup.json")
     again.load()
     assert again.table["GID_Y"].retry_max_times == 3 and "GID_X" in again.table

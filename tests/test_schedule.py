@@ -6,6 +6,9 @@ import json
 import time
 from pathlib import Path
 
+import pytest
+
+from fastmq.errors import ConfigError
 from fastmq.broker.schedule import ScheduleMessageService, message_timeup
 from fastmq.protocol.message import MessageExt, decode_records
 from fastmq.store.config import MessageStoreConfig
@@ -126,9 +129,14 @@ async def test_bad_offsets_file_and_fastjson_keys(tmp_path: Path) -> None:
         svc = ScheduleMessageService(s)
         svc.load()
         assert svc.offset_table == {1: 1, 2: 0, 3: 0}
+        # damaged with no backup: an error naming the file, not every level from its start
         path.write_text("not json")
+        with pytest.raises(ConfigError, match="delayOffset.json"):
+            svc.load()
+        # damaged with a good backup: RocketMQ's ConfigManager reads the backup
+        path.with_name("delayOffset.json.bak").write_text('{"offsetTable":{"1":1,"2":0}}')
         svc.load()
-        assert svc.offset_table == {1: 0, 2: 0, 3: 0}
+        assert svc.offset_table == {1: 1, 2: 0, 3: 0}
     finally:
         s.shutdown()
 

@@ -482,7 +482,7 @@ cdef bint _encode_one(SendBatch b, RemotingCommand req, Py_ssize_t i, dict topic
     # required: producerGroup, topic, defaultTopic, defaultTopicQueueNums (the slow path names
     # whichever is missing)
     if (PyDict_GetItem(f, names[0]) == NULL or PyDict_GetItem(f, names[2]) == NULL
-            or not _parse_i64(_get(f, names[3]), &x)):
+            or not _parse_i64(_get(f, names[3]), &x) or not _i32(x)):
         return False
     topic = _get(f, names[1])
     if type(topic) is not str:
@@ -491,7 +491,7 @@ cdef bint _encode_one(SendBatch b, RemotingCommand req, Py_ssize_t i, dict topic
     if info is None:
         return False
     bound, wqn, sys_or = (<tuple>info)[0], (<tuple>info)[1], (<tuple>info)[2]
-    if not _parse_i64(_get(f, names[4]), &qid) or qid >= bound:
+    if not _parse_i64(_get(f, names[4]), &qid) or qid >= bound or not _i32(qid):
         return False
     if not _parse_i64(_get(f, names[5]), &x) or not _i32(x):
         return False
@@ -510,6 +510,10 @@ cdef bint _encode_one(SendBatch b, RemotingCommand req, Py_ssize_t i, dict topic
         if not _parse_i64(v, &x) or not _i32(x):
             return False
         r.reconsume = <int32_t>x
+    # maxReconsumeTimes: not used here, but a bad one is refused (by the slow path)
+    v = _get(f, "maxReconsumeTimes" if req._code == CODE_SEND else "l")
+    if v is not None and (not _parse_i64(v, &x) or not _i32(x)):
+        return False
     v = _get(f, names[10])
     batch = req._code == CODE_SEND_BATCH
     if v is not None:

@@ -163,9 +163,12 @@ def encode_sends(requests: list, topics: dict, born_host: bytes, store_host: byt
         rc = f.get(names[9])
         reconsume = 0 if rc is None else _int(rc)
         bv = f.get(names[10])
-        if (names[0] not in f or names[2] not in f or _int(f.get(names[3])) is None or info is None
-                or qid is None or qid >= info[0] or not _i32(sys_flag) or born_ts is None or not _i32(flag)
-                or not _i32(reconsume) or bv not in (None, "true", "false", "0", "1")):
+        # maxReconsumeTimes: not used here, but a bad one is refused (by the slow path)
+        mrt = f.get("maxReconsumeTimes" if req.code == 10 else "l")
+        if (names[0] not in f or names[2] not in f or not _i32(_int(f.get(names[3]))) or info is None
+                or not _i32(qid) or qid >= info[0] or not _i32(sys_flag) or born_ts is None or not _i32(flag)
+                or not _i32(reconsume) or bv not in (None, "true", "false", "0", "1")
+                or (mrt is not None and not _i32(_int(mrt)))):
             b.slow.append(i)
             continue
         assert sys_flag is not None and flag is not None and reconsume is not None

@@ -9,7 +9,9 @@ effective configuration and exits. SIGTERM and SIGINT unregister, flush everythi
 ``--check-store DIR`` checks the store in DIR read-only (refused while a broker runs on it or
 when DIR holds no store: exit 2) and lists each problem with its file and position (exit 1);
 ``--repair`` added runs recovery on it first (see :func:`check_store`). Logs go to stderr and to ``logPath``
-(default ``~/logs/rocketmqlogs/broker.log``).
+(default ``~/logs/rocketmqlogs/broker.log``), rolled by size: ``--log-file``, ``--log-level``,
+``--log-max-bytes``, ``--log-backups`` or the keys logPath, logLevel, logMaxBytes, logBackups
+(:mod:`fastmq.server_log`).
 """
 from __future__ import annotations
 
@@ -21,8 +23,8 @@ import sys
 from .. import _ext
 from ..cli_common import EXIT_CONFIG_ERROR, load_or_report, print_config, server_parser
 from ..errors import FastMQError
-from ..server_log import LOG_FORMAT, setup_logging
-from ..properties import bind, load_properties
+from ..server_log import LOG_FORMAT, LOG_KEYS, LogConfig, add_log_options, apply_log_options, setup_logging
+from ..properties import bind, config_items, load_properties
 from ..remoting.loop import USING_UVLOOP, run
 from ..store import StoreLockedError
 from ..store.config import MessageStoreConfig
@@ -37,13 +39,13 @@ DEFAULT_LOG_PATH = "~/logs/rocketmqlogs/broker.log"
 
 
 def load_config(path: str | None, namesrv: str | None = None
-                ) -> tuple[BrokerConfig, MessageStoreConfig, str]:
-    """BrokerConfig, MessageStoreConfig and the log path from one properties file."""
+                ) -> tuple[BrokerConfig, MessageStoreConfig, LogConfig]:
+    """BrokerConfig, MessageStoreConfig and the logging keys from one properties file."""
     cfg, store = BrokerConfig(), MessageStoreConfig()
-    log_path = DEFAULT_LOG_PATH
+    log_cfg = LogConfig(logPath=DEFAULT_LOG_PATH)
     if path:
         props = load_properties(path)
-        log_path = props.pop("logPath", log_path)
+        bind(log_cfg, {k: props.pop(k) for k in LOG_KEYS & props.keys()}, source=path)
         broker_keys, store_keys = split_keys(props, cfg, store)
         bind(store, store_keys, source=path)
         # (unknown keys go to bind too, which names them in a warning)
@@ -53,7 +55,8 @@ def load_config(path: str | None, namesrv: str | None = None
     check_configs(cfg, store)
     if store.brokerRole.upper() != "SLAVE":
         cfg.brokerId = 0  # BrokerStartup: a master is always id 0
-    return cfg, store, log_path
+    log_cfg.validate()
+    return cfg, store, log_cfg
 
 
 async def _serve(controller: BrokerController) -> None:
@@ -121,11 +124,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repair", action="store_true",
                         help="with --check-store: recover the store (cut a torn tail, set damaged records aside "
                              "under DIR/damaged, rebuild the queues), then check it")
+    add_log_options(parser)
     args = parser.parse_args(argv)
     loaded = load_or_report("fastmq-broker", lambda: load_config(args.configFile, args.namesrvAddr))
     if loaded is None:
         return EXIT_CONFIG_ERROR
-    cfg, store, log_path = loaded
+    cfg, store, file_log_cfg = loaded
+    log_cfg = load_or_report("fastmq-broker", lambda: apply_log_options(file_log_cfg, args))
+    if log_cfg is None:
+        return EXIT_CONFIG_ERROR
     if args.printConfigItem:
         return print_config(cfg, store)
     if args.check_store:
@@ -138,10 +145,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.repair:
         print("fastmq-broker: --repair goes with --check-store DIR", file=sys.stderr)
         return EXIT_CONFIG_ERROR
-    setup_logging(log_path, "fastmq-broker")
+    setup_logging(log_cfg, "fastmq-broker")
     try:
         controller = BrokerController(cfg, store)
         controller.config_path = args.configFile  # where UPDATE_BROKER_CONFIG writes, as BrokerStartup's -c
+        if args.configFile:  # the file's own logging keys survive that rewrite
+            controller.extra_config = [(k, v) for k, v in config_items(file_log_cfg)]
         run(_serve(controller))
     except (OSError, FastMQError) as exc:
         log.error("cannot start the broker: %s", exc)

@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..properties import bind, format_config
+from ..properties import bind, check_storable, config_items, write_properties
 from ..protocol.bodies import DataVersion
 from ..protocol.codes import RequestCode
 from ..protocol.command import create_request
@@ -136,6 +136,8 @@ class BrokerController:
         self._pending_restart: dict[str, str] = {}  # updated keys that apply at the next start
         #: the -c file: UPDATE_BROKER_CONFIG rewrites it, as 4.9's BrokerStartup makes Configuration do
         self.config_path: str | None = None
+        #: keys of that file no config object holds (logging), written back with the rest
+        self.extra_config: list[tuple[str, str]] = []
         # BrokerStats: the put and get totals at yesterday's and today's midnight (0 until one passes)
         self._stats_day = time.strftime("%Y%m%d")
         self._put_mornings = (0, 0)
@@ -235,7 +237,7 @@ class BrokerController:
             asyncio.ensure_future(every(self.config.registerNameServerPeriod / 1000,
                                               lambda: self.register_all(self.config.forceRegister))),
             asyncio.ensure_future(every(self.config.flushConsumerOffsetInterval / 1000,
-                                              self.offsets.persist)),
+                                              self.offsets.persist_soon)),
             asyncio.ensure_future(every(CHANNEL_SCAN_INTERVAL, self.scan_channels)),
             asyncio.ensure_future(every(STATS_SAMPLE_INTERVAL, self.sample_stats)),
             *(asyncio.ensure_future(every(period, functools.partial(self.stats.sample, window)))
@@ -261,6 +263,7 @@ class BrokerController:
         Raises:
             ConfigError: a value of the wrong type, or one BrokerStartup would refuse.
         """
+        check_storable(props)  # what cannot be written to the file is refused, not half-applied
         broker_keys, store_keys = split_keys(props, self.config, self.store_config)
         unknown = sorted(props.keys() - broker_keys.keys() - store_keys.keys())
         if unknown:
@@ -284,22 +287,20 @@ class BrokerController:
             self.topic_config.data_version.next_version()
             self.schedule_register(True)
 
+    def config_items(self) -> list[tuple[str, str]]:
+        """The configuration as the file holds it: the running values, and those waiting for a
+        restart."""
+        items = [(k, v) for k, v in config_items(self.config, self.store_config) if k not in self._pending_restart]
+        return items + sorted(self._pending_restart.items()) + self.extra_config
+
     def config_text(self) -> str:
-        """The configuration as the file would hold it: the running values, and those waiting
-        for a restart."""
-        text = format_config(self.config, self.store_config)
-        if not self._pending_restart:
-            return text
-        lines = [ln for ln in text.splitlines() if ln.split("=", 1)[0] not in self._pending_restart]
-        return "\n".join(lines + [f"{k}={v}" for k, v in sorted(self._pending_restart.items())]) + "\n"
+        """GET_BROKER_CONFIG's body: ``key=value`` lines, unescaped, as 4.9's properties2String."""
+        return "".join(f"{k}={v}\n" for k, v in self.config_items())
 
     def _persist_config(self) -> None:
         path = Path(self.config_path or Path.home() / "store" / "config" / "broker.properties").expanduser()
-        tmp = path.with_name(path.name + ".tmp")
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp.write_text(self.config_text(), encoding="utf-8")
-            os.replace(tmp, path)
+            write_properties(path, self.config_items())  # escaped as Properties.store: it reloads
         except OSError as exc:  # the running values still apply; only the file lags
             log.error("persist broker config to %s failed: %s", path, exc)
 
@@ -358,7 +359,7 @@ class BrokerController:
             for persist in (lambda: self.offsets.persist(force=True), self.topic_config.persist,
                             self.subscription_groups.persist):
                 try:
-                    persist()
+                    await asyncio.to_thread(persist)
                 except Exception:
                     log.exception("persisting broker metadata failed")
         if self._owns_store:

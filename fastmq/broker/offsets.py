@@ -12,10 +12,10 @@ from __future__ import annotations
 import logging
 import threading
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 from ..protocol.bodies import loads_lenient
-from ..store.json_file import read_json, write_json_atomic
+from ..store.json_file import JsonConfigFile
 
 __all__ = ["ConsumerOffsetManager", "TOPIC_GROUP_SEPARATOR"]
 
@@ -32,6 +32,7 @@ class ConsumerOffsetManager:
         self.table: dict[str, dict[int, int]] = {}
         self._lock = threading.Lock()
         self._dirty = False
+        self.file = JsonConfigFile(self.path, self._snapshot_obj)
 
     @staticmethod
     def key(topic: str, group: str) -> str:
@@ -74,20 +75,45 @@ class ConsumerOffsetManager:
                 del self.table[k]
                 self._dirty = True
 
-    def load(self) -> None:
-        obj = read_json(self.path, loads_lenient)
-        if not obj:
-            return
+    @staticmethod
+    def _parse(obj: Any) -> dict[str, dict[int, int]]:
+        if not isinstance(obj, dict):
+            raise ValueError("not a JSON object")
         table = obj.get("offsetTable") or {}
+        if not isinstance(table, dict):
+            raise ValueError("offsetTable is not an object")
+        return {str(k): {int(q): int(o) for q, o in v.items()} for k, v in table.items()}
+
+    def load(self) -> None:
+        """Read ``consumerOffset.json``; a damaged file is read from its ``.bak``.
+
+        Raises:
+            ConfigError: the file and its ``.bak`` are both damaged.
+        """
+        table = self.file.load(self._parse, loads_lenient)
+        if table is None:
+            return
         with self._lock:
-            self.table = {k: {int(q): int(o) for q, o in v.items()} for k, v in table.items()}
+            self.table = table
         log.info("loaded consumer offsets of %d topic@group pairs from %s", len(self.table), self.path)
 
-    def persist(self, force: bool = False) -> None:
-        """Write the table if anything changed since the last write (or ``force``)."""
+    def _snapshot_obj(self) -> dict[str, Any]:
         with self._lock:
-            if not (self._dirty or force):
-                return
-            obj = {"offsetTable": {k: {str(q): o for q, o in v.items()} for k, v in self.table.items()}}
             self._dirty = False
-        write_json_atomic(self.path, obj)
+            return {"offsetTable": {k: {str(q): o for q, o in v.items()} for k, v in self.table.items()}}
+
+    def persist(self, force: bool = False) -> None:
+        """Write the table now, in the caller's thread, if anything changed since the last write
+        (or ``force``).
+
+        Raises:
+            OSError: the write failed.
+        """
+        if self._dirty or force:
+            self.file.write_now()
+
+    def persist_soon(self) -> None:
+        """The flush timer's round: hand a write to the background thread if anything changed,
+        so the snapshot and its fsync stay off the event loop."""
+        if self._dirty:
+            self.file.changed(0.0)

@@ -23,7 +23,7 @@ from typing import Any
 
 from ..protocol.bodies import loads_lenient
 from ..protocol.message import MessageConst, MessageExt
-from ..store.json_file import read_json, write_json_atomic
+from ..store.json_file import load_json, write_json_atomic
 from ..store.message_store import SCHEDULE_TOPIC, MessageStore, PutStatus
 
 __all__ = ["ScheduleMessageService"]
@@ -65,18 +65,13 @@ class ScheduleMessageService:
 
     # ------------------------------------------------------------------ offsets file
     def load(self) -> None:
-        """Read delayOffset.json (fastjson's unquoted keys accepted) and clamp every offset
-        to its queue's current range."""
-        data: Any = read_json(self.path, loads=loads_lenient)
-        table: dict[int, int] = {}
-        if isinstance(data, dict) and isinstance(data.get("offsetTable"), dict):
-            for k, v in data["offsetTable"].items():
-                try:
-                    table[int(k)] = int(v)
-                except (TypeError, ValueError):
-                    log.warning("%s: ignoring bad entry %r: %r", self.path, k, v)
-        elif data is not None:
-            log.error("%s: no offsetTable; starting every level from its queue's start", self.path)
+        """Read delayOffset.json (fastjson's unquoted keys accepted; a damaged file is read from
+        its ``.bak``) and clamp every offset to its queue's current range.
+
+        Raises:
+            ConfigError: the file and its ``.bak`` are both damaged.
+        """
+        table: dict[int, int] = load_json(self.path, self._parse, loads=loads_lenient) or {}
         for level in self.delay_table:
             lo = self.store.min_offset_in_queue(SCHEDULE_TOPIC, level - 1)
             hi = self.store.max_offset_in_queue(SCHEDULE_TOPIC, level - 1)
@@ -86,6 +81,19 @@ class ScheduleMessageService:
                 off = min(max(off, lo), hi)
             table[level] = off
         self.offset_table = table
+
+    def _parse(self, data: Any) -> dict[int, int]:
+        """The file's levels; the wrong shape raises, so the ``.bak`` is tried (a damaged file
+        must not restart every level from its queue's start: that re-delivers)."""
+        if not isinstance(data, dict) or not isinstance(data.get("offsetTable"), dict):
+            raise ValueError("no offsetTable object")
+        table: dict[int, int] = {}
+        for k, v in data["offsetTable"].items():
+            try:
+                table[int(k)] = int(v)
+            except (TypeError, ValueError):
+                log.warning("%s: ignoring bad entry %r: %r", self.path, k, v)
+        return table
 
     def persist(self, table: dict[int, int] | None = None) -> None:
         """Write the offsets (or the snapshot ``table``) atomically: temp file + rename."""
@@ -105,8 +113,8 @@ class ScheduleMessageService:
         """Load the offsets and start the level tasks and the flush task (idempotent)."""
         if self._started:
             return
+        self.load()  # before _started: stop() must not write over a file that did not load
         self._started = True
-        self.load()
         for level in sorted(self.delay_table):
             self._wake[level] = asyncio.Event()
             self._tasks.append(asyncio.create_task(self._run_level(level), name=f"fastmq-delay-{level}"))

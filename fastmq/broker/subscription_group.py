@@ -15,7 +15,7 @@ from typing import Any
 from ..errors import RemotingCommandError
 from ..protocol.bodies import DataVersion, loads_lenient
 from ..protocol.topic import validate_group
-from ..store.json_file import read_json, write_json_atomic
+from ..store.json_file import JsonConfigFile
 
 __all__ = ["SubscriptionGroupConfig", "SubscriptionGroupManager", "SYSTEM_GROUPS"]
 
@@ -72,12 +72,16 @@ class SubscriptionGroupConfig:
 
 
 class SubscriptionGroupManager:
+    """The group table; a change schedules a coalesced background write (see
+    :class:`JsonConfigFile`), :meth:`persist` writes at once."""
+
     def __init__(self, path: str | Path, auto_create: bool = True) -> None:
         self.path = Path(path)
         self.auto_create = auto_create
         self.table: dict[str, SubscriptionGroupConfig] = {g: SubscriptionGroupConfig(g) for g in SYSTEM_GROUPS}
         self.data_version = DataVersion()
         self._lock = threading.RLock()
+        self.file = JsonConfigFile(self.path, self._snapshot_obj)
 
     def find(self, group: str) -> SubscriptionGroupConfig | None:
         """The group's config, created with defaults on first use when auto-creation is on."""
@@ -92,7 +96,7 @@ class SubscriptionGroupManager:
                     self.table[group] = sgc
                     log.info("auto create a subscription group, %s", sgc)
                     self.data_version.next_version()
-                    self.persist()
+                    self.file.changed()
         return sgc
 
     def update(self, sgc: SubscriptionGroupConfig) -> None:
@@ -101,27 +105,51 @@ class SubscriptionGroupManager:
             self.table[sgc.group_name] = sgc
             log.info("%s subscription group config, old: %s new: %s", "update" if old else "create", old, sgc)
             self.data_version.next_version()
-            self.persist()
+            self.file.changed()
 
     def delete(self, group: str) -> bool:
         with self._lock:
             if self.table.pop(group, None) is None:
                 return False
             self.data_version.next_version()
-            self.persist()
+            self.file.changed()
             return True
 
+    @staticmethod
+    def _parse(obj: Any) -> tuple[dict[str, SubscriptionGroupConfig], DataVersion | None]:
+        if not isinstance(obj, dict):
+            raise ValueError("not a JSON object")
+        table = obj.get("subscriptionGroupTable") or {}
+        if not isinstance(table, dict):
+            raise ValueError("subscriptionGroupTable is not an object")
+        version = DataVersion.from_obj(obj["dataVersion"]) if obj.get("dataVersion") else None
+        return {str(name): SubscriptionGroupConfig.from_obj(cfg) for name, cfg in table.items()}, version
+
     def load(self) -> None:
-        obj = read_json(self.path, loads_lenient)
-        if not obj:
+        """Merge ``subscriptionGroup.json`` over the system groups; a damaged file is read from
+        its ``.bak``.
+
+        Raises:
+            ConfigError: the file and its ``.bak`` are both damaged.
+        """
+        loaded = self.file.load(self._parse, loads_lenient)
+        if loaded is None:
             return
-        for name, cfg in (obj.get("subscriptionGroupTable") or {}).items():
-            self.table[name] = SubscriptionGroupConfig.from_obj(cfg)
-        if obj.get("dataVersion"):
-            self.data_version = DataVersion.from_obj(obj["dataVersion"])
+        groups, version = loaded
+        with self._lock:
+            self.table.update(groups)
+            if version is not None:
+                self.data_version = version
+
+    def _snapshot_obj(self) -> dict[str, Any]:
+        with self._lock:
+            return {"dataVersion": self.data_version.to_obj(),
+                    "subscriptionGroupTable": {k: v.to_obj() for k, v in self.table.items()}}
 
     def persist(self) -> None:
-        with self._lock:
-            obj = {"dataVersion": self.data_version.to_obj(),
-                   "subscriptionGroupTable": {k: v.to_obj() for k, v in self.table.items()}}
-        write_json_atomic(self.path, obj)
+        """Write ``subscriptionGroup.json`` now, in the caller's thread.
+
+        Raises:
+            OSError: the write failed.
+        """
+        self.file.write_now()

@@ -11,11 +11,11 @@ from __future__ import annotations
 import logging
 import threading
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 from ..protocol import topic as tv
 from ..protocol.bodies import DataVersion, TopicConfig
-from ..store.json_file import read_json, write_json_atomic
+from ..store.json_file import JsonConfigFile
 from .config import BrokerConfig
 
 __all__ = ["TopicConfigManager", "SCHEDULE_TOPIC_QUEUE_NUM"]
@@ -27,10 +27,12 @@ SCHEDULE_TOPIC_QUEUE_NUM = 18
 
 
 class TopicConfigManager:
-    """The topic table; every mutation persists and bumps the data version.
+    """The topic table; every mutation bumps the data version and schedules a write.
 
     Reads happen on the event loop and on executor threads (pull, admin), so mutations take a
-    lock; lookups read the dict without one, as a dict read is atomic in CPython.
+    lock; lookups read the dict without one, as a dict read is atomic in CPython. Writes are
+    coalesced and done by a background thread (:class:`JsonConfigFile`); :meth:`persist` writes
+    at once (shutdown).
     """
 
     def __init__(self, broker: BrokerConfig, path: str | Path,
@@ -40,6 +42,7 @@ class TopicConfigManager:
         self.table: dict[str, TopicConfig] = {}
         self.data_version = DataVersion()
         self._lock = threading.RLock()
+        self.file = JsonConfigFile(self.path, self._snapshot_obj)
         #: Called after a topic is created on demand, so the broker can re-register at once.
         self.on_new_topic = on_new_topic
         self._add_system_topics()
@@ -66,22 +69,49 @@ class TopicConfigManager:
             self._system(b.msgTraceTopicName, 1)
         self._system(f"{b.brokerClusterName}_REPLY_TOPIC", 1)
 
+    @staticmethod
+    def _parse(obj: Any) -> tuple[dict[str, TopicConfig], DataVersion | None]:
+        if not isinstance(obj, dict):
+            raise ValueError("not a JSON object")
+        table = obj.get("topicConfigTable") or {}
+        if not isinstance(table, dict):
+            raise ValueError("topicConfigTable is not an object")
+        version = DataVersion.from_obj(obj["dataVersion"]) if obj.get("dataVersion") else None
+        return {str(name): TopicConfig.from_obj(tc) for name, tc in table.items()}, version
+
     def load(self) -> None:
-        """Merge ``topics.json`` (user topics and data version) over the reserved ones."""
-        obj = read_json(self.path)
-        if obj is None:
+        """Merge ``topics.json`` (user topics and data version) over the reserved ones; a damaged
+        file is read from its ``.bak``.
+
+        Raises:
+            ConfigError: the file and its ``.bak`` are both damaged (the broker must not start).
+        """
+        loaded = self.file.load(self._parse)
+        if loaded is None:
             return
-        for name, tc in (obj.get("topicConfigTable") or {}).items():
-            self.table[name] = TopicConfig.from_obj(tc)
-        if obj.get("dataVersion"):
-            self.data_version = DataVersion.from_obj(obj["dataVersion"])
+        topics, version = loaded
+        with self._lock:
+            self.table.update(topics)
+            if version is not None:
+                self.data_version = version
         log.info("loaded %d topics from %s", len(self.table), self.path)
 
-    def persist(self) -> None:
+    def _snapshot_obj(self) -> dict[str, Any]:
         with self._lock:
-            obj = {"dataVersion": self.data_version.to_obj(),
-                   "topicConfigTable": {k: v.to_obj() for k, v in self.table.items()}}
-        write_json_atomic(self.path, obj)
+            return {"dataVersion": self.data_version.to_obj(),
+                    "topicConfigTable": {k: v.to_obj() for k, v in self.table.items()}}
+
+    def persist(self) -> None:
+        """Write ``topics.json`` now, in the caller's thread (shutdown, tests).
+
+        Raises:
+            OSError: the write failed.
+        """
+        self.file.write_now()
+
+    def changed(self) -> None:
+        """Schedule a background write of the table (coalesced with other changes)."""
+        self.file.changed()
 
     # ----------------------------------------------------------- queries
 
@@ -97,7 +127,7 @@ class TopicConfigManager:
     def _put_new(self, tc: TopicConfig) -> TopicConfig:
         self.table[tc.topic_name] = tc
         self.data_version.next_version()
-        self.persist()
+        self.changed()
         if self.on_new_topic is not None:
             self.on_new_topic(tc)
         return tc
@@ -152,7 +182,7 @@ class TopicConfigManager:
             self.table[tc.topic_name] = tc
             log.info("%s topic config, old:[%s] new:[%s]", "update" if old else "create", old, tc)
             self.data_version.next_version()
-            self.persist()
+            self.changed()
 
     def delete(self, topic: str) -> bool:
         with self._lock:
@@ -161,7 +191,7 @@ class TopicConfigManager:
                 return False
             log.info("delete topic config OK, topic: %s", old)
             self.data_version.next_version()
-            self.persist()
+            self.changed()
             return True
 
     def snapshot(self) -> tuple[dict[str, TopicConfig], DataVersion]:

@@ -7,6 +7,7 @@ since the last persist: RocketMQ's at-least-once contract.
 """
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import os
@@ -17,7 +18,7 @@ from ..errors import FastMQError, RemotingConnectError
 from ..protocol.codes import RequestCode, ResponseCode
 from ..protocol.command import create_request, ext_int
 from ..protocol.message_queue import MessageQueue
-from ..store.json_file import read_json, write_json_atomic
+from ..store.json_file import load_json, write_json_atomic
 
 if TYPE_CHECKING:
     from .instance import ClientInstance
@@ -112,18 +113,30 @@ class LocalFileOffsetStore(OffsetStore):
         base = os.environ.get("rocketmq.client.localOffsetStoreDir") or Path.home() / ".rocketmq_offsets"
         self.path = Path(path) if path else Path(base) / instance.client_id / group / "offsets.json"
         self._loaded = False
+        self._writing = asyncio.Lock()  # the timer and a rebalance must not share offsets.json.tmp
 
     def _load(self) -> None:
         if self._loaded:
             return
+        # RocketMQ's readLocalOffset: a damaged file is read from its .bak; both damaged is an
+        # error (ConfigError naming the file), not a silent restart from the broker's position
+        table = load_json(self.path, self._parse) or {}
         self._loaded = True
-        obj = read_json(self.path)
-        for key, off in ((obj or {}).get("offsetTable") or {}).items():
+        for mq, off in table.items():
+            self.table.setdefault(mq, off)
+
+    @staticmethod
+    def _parse(obj: object) -> dict[MessageQueue, int]:
+        if not isinstance(obj, dict) or not isinstance(obj.get("offsetTable") or {}, dict):
+            raise ValueError("no offsetTable object")
+        out: dict[MessageQueue, int] = {}
+        for key, off in (obj.get("offsetTable") or {}).items():
             try:
                 mq = MessageQueue.from_obj(json.loads(key))
             except (ValueError, KeyError, TypeError):
                 continue
-            self.table.setdefault(mq, int(off))
+            out[mq] = int(off)
+        return out
 
     async def _read_store(self, mq: MessageQueue) -> int:
         self._load()
@@ -132,4 +145,5 @@ class LocalFileOffsetStore(OffsetStore):
     async def persist_all(self, mqs: set[MessageQueue] | None = None) -> None:
         self._load()
         table = {json.dumps(mq.to_obj(), sort_keys=True): off for mq, off in self.table.items()}
-        write_json_atomic(self.path, {"offsetTable": table})
+        async with self._writing:
+            await asyncio.to_thread(write_json_atomic, self.path, {"offsetTable": table})  # fsync off the loop

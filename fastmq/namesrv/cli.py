@@ -4,7 +4,9 @@
 
 ``-c`` reads RocketMQ's keys (listenPort, kvConfigPath, orderMessageEnable, ...); without it the
 embedded defaults apply (port 9876). ``-p`` prints the effective configuration and exits. SIGTERM
-and SIGINT shut the server down cleanly (exit status 0). Logs go to stderr and to ``logPath``.
+and SIGINT shut the server down cleanly (exit status 0). Logs go to stderr and to ``logPath``,
+rolled by size (``--log-file``, ``--log-level``, ``--log-max-bytes``, ``--log-backups``, or the
+keys logLevel, logMaxBytes, logBackups: :mod:`fastmq.server_log`).
 """
 from __future__ import annotations
 
@@ -13,8 +15,9 @@ import logging
 import signal
 
 from .. import _ext
+from ..errors import FastMQError
 from ..cli_common import EXIT_CONFIG_ERROR, load_or_report, print_config, server_parser
-from ..server_log import setup_logging
+from ..server_log import LOG_KEYS, LogConfig, add_log_options, apply_log_options, setup_logging
 from ..properties import bind, load_properties
 from ..remoting.loop import USING_UVLOOP, run
 from .config import NamesrvConfig, NamesrvServerConfig
@@ -26,17 +29,21 @@ log = logging.getLogger("fastmq.namesrv")
 
 
 
-def load_config(path: str | None) -> tuple[NamesrvConfig, NamesrvServerConfig]:
-    """The defaults, overlaid with the properties file when one is given."""
-    cfg, server = NamesrvConfig(), NamesrvServerConfig()
+def load_config(path: str | None) -> tuple[NamesrvConfig, NamesrvServerConfig, LogConfig]:
+    """The defaults, overlaid with the properties file when one is given; the logging keys
+    (logPath stays NamesrvConfig's, as before)."""
+    cfg, server, log_cfg = NamesrvConfig(), NamesrvServerConfig(), LogConfig()
     if path:
         props = load_properties(path)
+        bind(log_cfg, {k: props.pop(k) for k in (LOG_KEYS - {"logPath"}) & props.keys()}, source=path)
         mine = {k: v for k, v in props.items() if hasattr(server, k)}
         bind(server, mine, source=path)
         bind(cfg, {k: v for k, v in props.items() if k not in mine}, source=path)
     cfg.validate()
     server.validate()
-    return cfg, server
+    log_cfg.logPath = cfg.logPath
+    log_cfg.validate()
+    return cfg, server, log_cfg
 
 
 async def _serve(controller: NamesrvController) -> None:
@@ -56,17 +63,21 @@ async def _serve(controller: NamesrvController) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = server_parser("fastmq-namesrv", "fastmq NameServer (RocketMQ compatible)",
                            "namesrv config properties file")
+    add_log_options(parser)
     args = parser.parse_args(argv)
     loaded = load_or_report("fastmq-namesrv", lambda: load_config(args.configFile))
     if loaded is None:
         return EXIT_CONFIG_ERROR
-    cfg, server = loaded
+    cfg, server, file_log_cfg = loaded
+    log_cfg = load_or_report("fastmq-namesrv", lambda: apply_log_options(file_log_cfg, args))
+    if log_cfg is None:
+        return EXIT_CONFIG_ERROR
     if args.printConfigItem:
         return print_config(cfg, server)
-    setup_logging(cfg.logPath, "fastmq-namesrv")
+    setup_logging(log_cfg, "fastmq-namesrv")
     try:
         run(_serve(NamesrvController(cfg, server)))
-    except OSError as exc:
+    except (OSError, FastMQError) as exc:
         log.error("cannot start the Name Server: %s", exc)
         return 1
     return 0

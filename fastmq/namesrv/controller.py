@@ -11,11 +11,10 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-import os
 from pathlib import Path
 from typing import Any
 
-from ..properties import bind, format_config
+from ..properties import bind, check_storable, config_items, format_config, write_properties
 from ..remoting import Connection, ConnectionGoneListener, RemotingServer
 from ..remoting.loop import every
 from .config import NamesrvConfig, NamesrvServerConfig
@@ -75,6 +74,7 @@ class NamesrvController:
         nothing. Then, as RocketMQ's Configuration.update does, the whole configuration is
         written to ``configStorePath`` (a record for operators; startup reads only ``-c``).
         """
+        check_storable(props)
         known = {k: v for k, v in props.items() if hasattr(self.config, k)}
         unknown = sorted(props.keys() - known.keys())
         if unknown:
@@ -89,11 +89,8 @@ class NamesrvController:
 
     def _persist_config(self) -> None:
         path = Path(self.config.configStorePath).expanduser()
-        tmp = path.with_name(path.name + ".tmp")
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp.write_text(self.config_text(), encoding="utf-8")
-            os.replace(tmp, path)
+            write_properties(path, config_items(self.config, self.server_config))
         except OSError as exc:  # the running values still apply; only the record is missing
             log.error("persist namesrv config to %s failed: %s", path, exc)
 

@@ -9,9 +9,10 @@ from __future__ import annotations
 import logging
 import threading
 from pathlib import Path
+from typing import Any
 
 from ..protocol.bodies import loads_lenient
-from ..store.json_file import read_json, write_json_atomic
+from ..store.json_file import JsonConfigFile
 
 __all__ = ["KVConfigManager", "ORDER_TOPIC_CONFIG"]
 
@@ -25,23 +26,39 @@ class KVConfigManager:
         self.path = Path(path).expanduser()
         self.table: dict[str, dict[str, str]] = {}
         self._lock = threading.RLock()
+        self.file = JsonConfigFile(self.path, self._snapshot_obj)
+
+    @staticmethod
+    def _parse(obj: Any) -> dict[str, dict[str, str]]:
+        if not isinstance(obj, dict):
+            raise ValueError("not a JSON object")
+        table = obj.get("configTable") or {}
+        if not isinstance(table, dict):
+            raise ValueError("configTable is not an object")
+        return {str(ns): {str(k): str(v) for k, v in kv.items()} for ns, kv in table.items() if isinstance(kv, dict)}
 
     def load(self) -> None:
-        """Read the file if there is one; a corrupt file falls back to its backup copy."""
-        obj = read_json(self.path, loads_lenient)
-        if not isinstance(obj, dict):
+        """Read the file if there is one; a damaged file falls back to its backup copy.
+
+        Raises:
+            ConfigError: the file and its ``.bak`` are both damaged (the NameServer must not
+                start empty and overwrite them).
+        """
+        table = self.file.load(self._parse, loads_lenient)
+        if table is None:
             return
-        table = obj.get("configTable") or {}
         with self._lock:
-            self.table = {str(ns): {str(k): str(v) for k, v in kv.items()}
-                          for ns, kv in table.items() if isinstance(kv, dict)}
+            self.table = table
         log.info("load KV config table OK, %d namespaces from %s", len(self.table), self.path)
 
-    def persist(self) -> None:
+    def _snapshot_obj(self) -> dict[str, Any]:
         with self._lock:
-            snapshot = {"configTable": {ns: dict(kv) for ns, kv in self.table.items()}}
+            return {"configTable": {ns: dict(kv) for ns, kv in self.table.items()}}
+
+    def persist(self) -> None:
+        """Write the table now (KV changes are rare admin requests; each is on disk when answered)."""
         try:
-            write_json_atomic(self.path, snapshot)
+            self.file.write_now()
         except OSError as exc:
             # The in-memory value stays; the next change retries the write.
             log.error("persist kvconfig Exception, %s: %s", self.path, exc)

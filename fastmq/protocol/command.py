@@ -89,14 +89,23 @@ def ext_str(cmd: RemotingCommand, name: str, default: str | None = None) -> str 
 
 
 def ext_int(cmd: RemotingCommand, name: str, default: int | None = None) -> int | None:
-    """An integer header field, however it travelled ("12", 12, " 12")."""
+    """An integer header field, however it travelled ("12", 12, " 12"), within a Java ``long``.
+
+    Raises:
+        RemotingCommandError: not an integer, or beyond 64 bits (Long.parseLong refuses both).
+    """
     v = ext_str(cmd, name)
     if v is None or v == "":
         return default
     try:
-        return int(v.strip())
+        if "_" in v:  # Python's int() takes 1_000; Java does not
+            raise ValueError
+        n = int(v.strip())
     except ValueError:
         raise RemotingCommandError(f"header field {name!r} is not an integer: {v!r}") from None
+    if not -(1 << 63) <= n < (1 << 63):
+        raise RemotingCommandError(f"header field {name!r} is out of range for a Java long: {v!r}")
+    return n
 
 
 def ext_bool(cmd: RemotingCommand, name: str, default: bool = False) -> bool:

@@ -32,6 +32,7 @@ __all__ = [
     "GetConsumerRunningInfoRequestHeader", "ConsumeMessageDirectlyResultRequestHeader",
     "GetConsumeStatsInBrokerHeader", "QueryConsumeQueueRequestHeader",
     "GetConsumeStatsRequestHeader", "GetConsumerConnectionListRequestHeader", "GetRouteInfoRequestHeader",
+    "Long", "java_number", "in_int_range", "in_long_range",
     "PULL_SYSFLAG_COMMIT_OFFSET", "PULL_SYSFLAG_SUSPEND", "PULL_SYSFLAG_SUBSCRIPTION", "PULL_SYSFLAG_CLASS_FILTER",
 ]
 
@@ -44,11 +45,40 @@ PULL_SYSFLAG_SUBSCRIPTION = 0x4
 PULL_SYSFLAG_CLASS_FILTER = 0x8
 
 
-def _parse_int(name: str, raw: str) -> int:
+#: A header field that is a Java ``long`` (64 bits); a plain ``int`` field is a Java ``Integer``.
+Long = int
+
+INT_MIN, INT_MAX = -(1 << 31), (1 << 31) - 1
+LONG_MIN, LONG_MAX = -(1 << 63), (1 << 63) - 1
+
+
+def _parse_number(name: str, raw: str, lo: int, hi: int, java_type: str) -> int:
+    """Java's ``Integer.parseInt`` / ``Long.parseLong`` of a header value (blanks around it
+    tolerated, as the C++ client's JSON numbers arrive as text).
+
+    Raises:
+        RemotingCommandError: not a number, or outside the Java type's range; 4.9 answers both
+            with SYSTEM_ERROR and the NumberFormatException's text.
+    """
+    text = raw.strip()
     try:
-        return int(raw.strip())
+        if "_" in text:  # Python's int() takes 1_000; Java does not
+            raise ValueError
+        value = int(text)
     except ValueError:
-        raise RemotingCommandError(f"the custom field <{name}> is not a number: {raw!r}") from None
+        raise RemotingCommandError(f'the custom field <{name}> is not a number: For input string: "{raw}"') from None
+    if not lo <= value <= hi:
+        raise RemotingCommandError(
+            f'the custom field <{name}> is out of range for a Java {java_type}: For input string: "{raw}"')
+    return value
+
+
+def _parse_int(name: str, raw: str) -> int:
+    return _parse_number(name, raw, INT_MIN, INT_MAX, "int")
+
+
+def _parse_long(name: str, raw: str) -> int:
+    return _parse_number(name, raw, LONG_MIN, LONG_MAX, "long")
 
 
 def _parse_bool(name: str, raw: str) -> bool:
@@ -56,7 +86,28 @@ def _parse_bool(name: str, raw: str) -> bool:
     return raw.strip().lower() == "true"
 
 
-_PARSERS = {"int": _parse_int, "bool": _parse_bool}
+_PARSERS = {"int": _parse_int, "Long": _parse_long, "bool": _parse_bool}
+
+
+def java_number(raw: str) -> int:
+    """``int(raw)`` without Python's extras Java refuses (``1_000``); the fast paths' parser.
+
+    Raises:
+        ValueError: not a number.
+    """
+    if "_" in raw:
+        raise ValueError(raw)
+    return int(raw)
+
+
+def in_int_range(*values: int) -> bool:
+    """True when every value fits a Java ``int`` (the fast paths' check before they trust ``int()``)."""
+    return all(INT_MIN <= v <= INT_MAX for v in values)
+
+
+def in_long_range(*values: int) -> bool:
+    """True when every value fits a Java ``long``."""
+    return all(LONG_MIN <= v <= LONG_MAX for v in values)
 
 
 def _parser_for(annotation: str) -> Any:
@@ -125,7 +176,7 @@ class SendMessageRequestHeader(Header):
     defaultTopicQueueNums: int
     queueId: int
     sysFlag: int
-    bornTimestamp: int
+    bornTimestamp: Long
     flag: int
     properties: str | None = None
     reconsumeTimes: int | None = None
@@ -156,7 +207,7 @@ def decode_send_header(cmd: RemotingCommand) -> SendMessageRequestHeader:
 class SendMessageResponseHeader(Header):
     msgId: str
     queueId: int
-    queueOffset: int
+    queueOffset: Long
     transactionId: str | None = None
 
 
@@ -167,12 +218,12 @@ class PullMessageRequestHeader(Header):
     consumerGroup: str
     topic: str
     queueId: int
-    queueOffset: int
+    queueOffset: Long
     maxMsgNums: int
     sysFlag: int
-    commitOffset: int
-    suspendTimeoutMillis: int
-    subVersion: int
+    commitOffset: Long
+    suspendTimeoutMillis: Long
+    subVersion: Long
     subscription: str | None = None
     expressionType: str | None = None
 
@@ -181,17 +232,21 @@ class PullMessageRequestHeader(Header):
         """The header of a pull; raises RemotingCommandError naming the bad field.
 
         Every pull reads one, so the usual header is read field by field here (~2 µs, against
-        ~6 µs for the generic loop); a missing, null or malformed field goes to ``from_fields``,
-        which decides and names it.
+        ~6 µs for the generic loop); a missing, null, malformed or out-of-range field goes to
+        ``from_fields``, which decides and names it.
         """
         f = cmd.ext_fields
         if f:
             try:
                 group, topic = f["consumerGroup"], f["topic"]
                 if group is not None and topic is not None:
-                    return cls(group, topic, int(f["queueId"]), int(f["queueOffset"]), int(f["maxMsgNums"]),
-                               int(f["sysFlag"]), int(f["commitOffset"]), int(f["suspendTimeoutMillis"]),
-                               int(f["subVersion"]), f.get("subscription"), f.get("expressionType"))
+                    n = java_number
+                    h = cls(group, topic, n(f["queueId"]), n(f["queueOffset"]), n(f["maxMsgNums"]),
+                            n(f["sysFlag"]), n(f["commitOffset"]), n(f["suspendTimeoutMillis"]),
+                            n(f["subVersion"]), f.get("subscription"), f.get("expressionType"))
+                    if (in_int_range(h.queueId, h.maxMsgNums, h.sysFlag)
+                            and in_long_range(h.queueOffset, h.commitOffset, h.suspendTimeoutMillis, h.subVersion)):
+                        return h
             except (KeyError, ValueError, TypeError):
                 pass
         return cls.from_fields(f)
@@ -199,15 +254,15 @@ class PullMessageRequestHeader(Header):
 
 @dataclass(slots=True)
 class PullMessageResponseHeader(Header):
-    suggestWhichBrokerId: int
-    nextBeginOffset: int
-    minOffset: int
-    maxOffset: int
+    suggestWhichBrokerId: Long
+    nextBeginOffset: Long
+    minOffset: Long
+    maxOffset: Long
 
 
 @dataclass(slots=True)
 class ConsumerSendMsgBackRequestHeader(Header):
-    offset: int
+    offset: Long
     group: str
     delayLevel: int
     originMsgId: str | None = None
@@ -227,7 +282,7 @@ class QueryConsumerOffsetRequestHeader(Header):
 
 @dataclass(slots=True)
 class QueryConsumerOffsetResponseHeader(Header):
-    offset: int
+    offset: Long
 
 
 @dataclass(slots=True)
@@ -235,7 +290,7 @@ class UpdateConsumerOffsetRequestHeader(Header):
     consumerGroup: str
     topic: str
     queueId: int
-    commitOffset: int
+    commitOffset: Long
 
 
 @dataclass(slots=True)
@@ -254,14 +309,14 @@ class GetMinOffsetRequestHeader(Header):
 class OffsetResponseHeader(Header):
     """GET_MAX_OFFSET, GET_MIN_OFFSET and SEARCH_OFFSET_BY_TIMESTAMP answer with one ``offset``."""
 
-    offset: int
+    offset: Long
 
 
 @dataclass(slots=True)
 class SearchOffsetRequestHeader(Header):
     topic: str
     queueId: int
-    timestamp: int
+    timestamp: Long
 
 
 @dataclass(slots=True)
@@ -272,7 +327,7 @@ class GetEarliestMsgStoretimeRequestHeader(Header):
 
 @dataclass(slots=True)
 class GetEarliestMsgStoretimeResponseHeader(Header):
-    timestamp: int
+    timestamp: Long
 
 
 # ----------------------------------------------------------------- client
@@ -306,19 +361,19 @@ class QueryMessageRequestHeader(Header):
     topic: str
     key: str
     maxNum: int
-    beginTimestamp: int
-    endTimestamp: int
+    beginTimestamp: Long
+    endTimestamp: Long
 
 
 @dataclass(slots=True)
 class QueryMessageResponseHeader(Header):
-    indexLastUpdateTimestamp: int
-    indexLastUpdatePhyoffset: int
+    indexLastUpdateTimestamp: Long
+    indexLastUpdatePhyoffset: Long
 
 
 @dataclass(slots=True)
 class ViewMessageRequestHeader(Header):
-    offset: int
+    offset: Long
 
 
 @dataclass(slots=True)
@@ -349,7 +404,7 @@ class ResetOffsetRequestHeader(Header):
     """INVOKE_BROKER_TO_RESET_OFFSET and RESET_CONSUMER_CLIENT_OFFSET."""
     topic: str
     group: str
-    timestamp: int
+    timestamp: Long
     isForce: bool = False
 
 
@@ -403,7 +458,7 @@ class QueryConsumeQueueRequestHeader(Header):
     """QUERY_CONSUME_QUEUE (``mqadmin queryCq``)."""
     topic: str
     queueId: int
-    index: int
+    index: Long
     count: int
     consumerGroup: str | None = None
 

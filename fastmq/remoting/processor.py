@@ -7,7 +7,8 @@ whatever the processor does:
 
 - an unknown code gets REQUEST_CODE_NOT_SUPPORTED (3) naming the code;
 - ``reject_request()`` returning True gets SYSTEM_BUSY (2);
-- an exception gets SYSTEM_ERROR (1) with its message, and the connection stays open;
+- an exception gets SYSTEM_ERROR (1) with its message, and the connection stays open; a
+  malformed request (RemotingCommandError) is logged in one line, anything else with its traceback;
 - a oneway request (flag bit 1) gets no response;
 - every response carries its request's opaque and serialize type.
 
@@ -205,7 +206,13 @@ class Dispatcher:
 
     @staticmethod
     def _failed(conn: Connection, req: RemotingCommand, exc: Exception) -> RemotingCommand:
-        """A processor raised: log it and answer SYSTEM_ERROR with its text; the connection stays."""
+        """A processor raised: log it and answer SYSTEM_ERROR with its text; the connection stays.
+
+        A malformed request (:class:`RemotingCommandError`: a missing field, a bad number) is the
+        client's fault, not a bug: one warning line, no traceback, whichever path raised it."""
+        if isinstance(exc, RemotingCommandError):
+            log.warning("bad request %d from %s: %s", req.code, conn.remote_addr, exc)
+            return response_for(req, ResponseCode.SYSTEM_ERROR, str(exc))
         log.exception("processing request %d from %s failed", req.code, conn.remote_addr)
         return response_for(req, ResponseCode.SYSTEM_ERROR, _error_text(exc))
 

@@ -19,7 +19,7 @@ from ...protocol import topic as tv
 from ...protocol.codes import RequestCode, ResponseCode
 from ...protocol.command import RemotingCommand, response_for
 from ...protocol.headers import (SEND_V2_NAMES, ConsumerSendMsgBackRequestHeader, SendMessageRequestHeader,
-                                 decode_send_header)
+                                 decode_send_header, in_int_range, in_long_range, java_number)
 from ...protocol.message import (MessageConst, MessageExt, MessageFormatError, MessageSysFlag, decode_batch_body,
                                  decode_properties, pack_host)
 from ...remoting import Connection
@@ -91,9 +91,13 @@ def fast_send_header(request: RemotingCommand) -> SendMessageRequestHeader:
     w = _WIRE_V1 if request.code == RequestCode.SEND_MESSAGE else _WIRE_V2
     try:
         j, l, b = f.get(w[9]), f.get(w[11]), f.get(w[12])
-        h = SendMessageRequestHeader(f[w[0]], f[w[1]], f[w[2]], int(f[w[3]]), int(f[w[4]]), int(f[w[5]]),
-                                     int(f[w[6]]), int(f[w[7]]), f.get(w[8]), None if j is None else int(j),
-                                     _true(f.get(w[10])), None if l is None else int(l), _true(b), f.get(w[13]))
+        n = java_number
+        h = SendMessageRequestHeader(f[w[0]], f[w[1]], f[w[2]], n(f[w[3]]), n(f[w[4]]), n(f[w[5]]),
+                                     n(f[w[6]]), n(f[w[7]]), f.get(w[8]), None if j is None else n(j),
+                                     _true(f.get(w[10])), None if l is None else n(l), _true(b), f.get(w[13]))
+        if not (in_int_range(h.defaultTopicQueueNums, h.queueId, h.sysFlag, h.flag, h.reconsumeTimes or 0,
+                             h.maxReconsumeTimes or 0) and in_long_range(h.bornTimestamp)):
+            raise ValueError  # the generic decoder names the field
     except (KeyError, ValueError, TypeError, AttributeError):
         h = decode_send_header(request)
         b = (request.ext_fields or {}).get(w[12])
