@@ -143,3 +143,15 @@ def test_producer_select_never_last_failed_nor_unreachable(brokers, last, update
             assert chosen not in dead
         elif have - {last}:
             assert chosen != last
+
+
+def test_publish_info_skips_a_broker_name_without_master() -> None:
+    # what the NameServer answers once broker a's master died and its slave is left
+    p = Producer("PG_NO_MASTER", namesrv_addr="127.0.0.1:1")
+    route = TopicRouteData(queue_datas=[QueueData("a", 4, 4, 6), QueueData("b", 4, 4, 6)],
+                           broker_datas=[BrokerData("c", "a", {1: "127.0.0.1:2"}),
+                                         BrokerData("c", "b", {0: "127.0.0.1:3"})])
+    info = TopicPublishInfo.from_route("T", route, p._numbers)
+    assert {mq.broker_name for mq in info.queues} == {"b"} and info.masters == {"b": "127.0.0.1:3"}
+    assert {p._select(info, None).broker_name for _ in range(8)} == {"b"}
+    assert p._select(info, "b").broker_name == "b"   # the only broker that can take it
