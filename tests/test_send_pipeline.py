@@ -131,6 +131,19 @@ def test_what_the_fast_path_leaves_to_the_slow_one(send, req, why: str) -> None:
     assert b.fast == [0, 2] and b.n == 2
 
 
+def test_only_known_producer_groups_take_the_fast_path(send) -> None:
+    """The processor passes the producer groups that passed its name gate; others go the long way."""
+    v1, v2 = _send(code=RequestCode.SEND_MESSAGE), _send()
+    other = _send()
+    other.ext_fields["a"] = "../x"
+    b = send.encode_sends([v1, v2, other], TOPICS, BORN, STORE, CLUSTER, 4096, groups={"PG"})
+    assert (b.fast, b.slow) == ([0, 1], [2])
+    b = send.encode_sends([v1, v2, other], TOPICS, BORN, STORE, CLUSTER, 4096, groups=set())
+    assert (b.fast, b.slow) == ([], [0, 1, 2])
+    b = send.encode_sends([v1, v2, other], TOPICS, BORN, STORE, CLUSTER, 4096)  # no set: groups not judged
+    assert b.fast == [0, 1, 2]
+
+
 @st.composite
 def _random_requests(draw) -> list:
     reqs = []

@@ -408,12 +408,13 @@ cdef struct Ctx:
 @cython.boundscheck(False)
 @cython.wraparound(False)
 def encode_sends(list requests, dict topics, bytes born_host, bytes store_host, bytes cluster_prop,
-                 long long max_size, long long rr=0) -> SendBatch:
+                 long long max_size, long long rr=0, *, set groups=None) -> SendBatch:
     """Encode every request the fast path takes; list the others in ``slow``.
 
     ``topics`` maps a topic that passed the processor's checks to ``(queue id bound, write queue
     nums, sys flag bits to add)``; ``born_host`` and ``store_host`` are packed IPv4 hosts;
-    ``cluster_prop`` is ``b"CLUSTER\\x01<name>\\x02"``; ``max_size`` the largest record accepted.
+    ``cluster_prop`` is ``b"CLUSTER\\x01<name>\\x02"``; ``max_size`` the largest record accepted;
+    ``groups``, when given, the producer groups that passed those checks (others go the long way).
     """
     cdef SendBatch b = SendBatch.__new__(SendBatch)
     cdef Py_ssize_t nreq = len(requests), i, mark, first_row, nkeys
@@ -441,7 +442,7 @@ def encode_sends(list requests, dict topics, bytes born_host, bytes store_host, 
     ctx.max_size = max_size
     for i in range(nreq):
         mark, first_row, nkeys, rr0 = b._b.n, b.n, len(b.keys), b.rr
-        if _encode_one(b, <RemotingCommand?>requests[i], i, topics, &ctx):
+        if _encode_one(b, <RemotingCommand?>requests[i], i, topics, groups, &ctx):
             b.fast.append(i)
             continue
         # a batch may have written some entries (and taken a queue key) before one failed: it
@@ -463,7 +464,8 @@ def encode_sends(list requests, dict topics, bytes born_host, bytes store_host, 
 
 @cython.boundscheck(False)
 @cython.wraparound(False)
-cdef bint _encode_one(SendBatch b, RemotingCommand req, Py_ssize_t i, dict topics, Ctx* ctx) except -1:
+cdef bint _encode_one(SendBatch b, RemotingCommand req, Py_ssize_t i, dict topics, set groups,
+                      Ctx* ctx) except -1:
     """Encode the records of one request; False when it needs the slow path."""
     cdef object f, names, topic, v, body, props, info
     cdef int64_t x, qid, bound, wqn, sys_or, kidx
@@ -483,6 +485,8 @@ cdef bint _encode_one(SendBatch b, RemotingCommand req, Py_ssize_t i, dict topic
     # whichever is missing)
     if (PyDict_GetItem(f, names[0]) == NULL or PyDict_GetItem(f, names[2]) == NULL
             or not _parse_i64(_get(f, names[3]), &x) or not _i32(x)):
+        return False
+    if groups is not None and _get(f, names[0]) not in groups:
         return False
     topic = _get(f, names[1])
     if type(topic) is not str:

@@ -7,7 +7,8 @@ The contract both twins keep (the differential tests hold them to the same bytes
   (RocketMQ's store format with IPv4 hosts; queue offset, physical offset and store timestamp
   left 0). A request is taken only when nothing about it needs judgement: a JSON header whose
   fields are plain decimal strings, a topic found in ``topics`` (the processor's cache of topics
-  that passed its checks), a queue id under its bound, no transactional prepared/rollback flag,
+  that passed its checks), a producer group found in ``groups`` when that set is given (its cache
+  of groups), a queue id under its bound, no transactional prepared/rollback flag,
   properties made of well-formed ``k\\x01v\\x02`` pairs (the last \\x02 may be missing, as the Java
   client sends them; the record then adds it) without DELAY, TRAN_MSG or CLUSTER, a record within
   ``max_size``, and for a batch a body whose every entry is well formed. Every other request is
@@ -144,7 +145,7 @@ def _record(qid: int, flag: int, sys_flag: int, born_ts: int, reconsume: int, bo
 
 
 def encode_sends(requests: list, topics: dict, born_host: bytes, store_host: bytes, cluster_prop: bytes,
-                 max_size: int, rr: int = 0) -> SendBatch:
+                 max_size: int, rr: int = 0, *, groups: set | None = None) -> SendBatch:
     """Encode every request the fast path takes; list the others in ``slow`` (module doc)."""
     b = SendBatch(len(requests), rr)
     if len(born_host) != 8 or len(store_host) != 8:
@@ -166,6 +167,7 @@ def encode_sends(requests: list, topics: dict, born_host: bytes, store_host: byt
         # maxReconsumeTimes: not used here, but a bad one is refused (by the slow path)
         mrt = f.get("maxReconsumeTimes" if req.code == 10 else "l")
         if (names[0] not in f or names[2] not in f or not _i32(_int(f.get(names[3]))) or info is None
+                or (groups is not None and f.get(names[0]) not in groups)
                 or not _i32(qid) or qid >= info[0] or not _i32(sys_flag) or born_ts is None or not _i32(flag)
                 or not _i32(reconsume) or bv not in (None, "true", "false", "0", "1")
                 or (mrt is not None and not _i32(_int(mrt)))):

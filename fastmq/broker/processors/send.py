@@ -138,7 +138,8 @@ class SendMessageProcessor(CodeDispatchProcessor):
         # (CLUSTER property, msgId prefix, answer template): fixed for the broker's life, made once
         self._consts: tuple[bytes, bytes, tuple[bytes, ...]] | None = None
         self._store_host: bytes | None = None
-        self._good_groups: set[str] = set()  # producer groups that passed the name gate
+        # producer groups that passed the name gate: the fast path takes no other (encode_sends)
+        self._good_groups: set[str] = set()
 
     # ------------------------------------------------------------------ the batch fast path
     def process_batch(self, conn: Connection, requests: list[RemotingCommand]) -> list[Any]:
@@ -150,14 +151,14 @@ class SendMessageProcessor(CodeDispatchProcessor):
         """
         born = self._born_host(conn)
         store_host = self._fast_store_host()
-        if born is None or store_host is None or not tv.is_writeable(self.broker.config.brokerPermission) \
-                or not self._groups_known_good(requests):
+        if born is None or store_host is None or not tv.is_writeable(self.broker.config.brokerPermission):
             return [(req, self.process_request(conn, req)) for req in requests]
         self._refresh_fast_topics()
         store = self.broker.store
         max_size = min(store.config.maxMessageSize, store.config.mappedFileSizeCommitLog - 8)
         cluster_prop, _, _ = self._fast_consts()
-        batch = encode_sends(requests, self._fast_topics, born, store_host, cluster_prop, max_size, self._rr)
+        batch = encode_sends(requests, self._fast_topics, born, store_host, cluster_prop, max_size, self._rr,
+                             groups=self._good_groups)
         self._rr = batch.rr & 0x3FFFFFFF
         out: list[Any] = []
         if batch.n:
@@ -176,29 +177,6 @@ class SendMessageProcessor(CodeDispatchProcessor):
             if req.code in _FAST_CODES:
                 self._learn_topic(req)
         return out
-
-    def _groups_known_good(self, requests: list[RemotingCommand]) -> bool:
-        """True when every request's producer group is one that passed the name gate before.
-
-        The fast path checks topics through its topic cache; this keeps a hostile producer group
-        on it from skipping the gate (a set lookup per request; a new name is checked once).
-        """
-        good = self._good_groups
-        ok = True
-        for req in requests:
-            f = req.ext_fields
-            if f is None or req.code not in _FAST_CODES:
-                continue  # (not for the fast path: answered the long way, through the gate)
-            g = f.get("a") if req.code != RequestCode.SEND_MESSAGE else f.get("producerGroup")
-            if g in good:
-                continue
-            if type(g) is str and tv.validate_group(g) is None:
-                if len(good) >= _GOOD_GROUPS_MAX:
-                    good.clear()
-                good.add(g)
-            else:
-                ok = False  # the long way answers it (the gate, or the header's own error)
-        return ok
 
     async def _finish_batch(self, batch: SendBatch, requests: list[RemotingCommand], pending: Any) -> Any:
         return self._batch_answers(batch, requests, await pending)
@@ -284,8 +262,14 @@ class SendMessageProcessor(CodeDispatchProcessor):
             self._fast_version = version
 
     def _learn_topic(self, request: RemotingCommand) -> None:
-        """After the long way, let the next sends to this topic take the fast path if they may."""
+        """After the long way, let the next sends to this topic, and from this producer group,
+        take the fast path if they may (the group cache keeps the name gate's rule there)."""
         f = request.ext_fields or {}
+        g = f.get("producerGroup" if request.code == RequestCode.SEND_MESSAGE else "a")
+        if type(g) is str and g not in self._good_groups and tv.validate_group(g) is None:
+            if len(self._good_groups) >= _GOOD_GROUPS_MAX:
+                self._good_groups.clear()
+            self._good_groups.add(g)
         topic = f.get("topic" if request.code == RequestCode.SEND_MESSAGE else "b")
         if type(topic) is not str or topic in self._fast_topics or tv.is_retry_topic(topic):
             return
