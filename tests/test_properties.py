@@ -59,7 +59,8 @@ from fastmq.properties import check_storable, dump_properties, write_properties
 
 #: Pieces that exercise every rule of Properties.load: separators, escapes, continuations, comments,
 #: the line ends Java knows (CR, LF) and characters Python would treat as line breaks or blanks.
-_PIECES = st.sampled_from(list("\\=: \t\f\r\n#!au0Fx\u2028\u2029\x85\xa0\x0b\x1c\u00e9") + ["\\u00", "\\u0041", "\\uD83D\\uDE00"])
+_PIECES = st.sampled_from(list("\\=: \t\f\r\n#!au0Fx\u2028\u2029\x85\xa0\x0b\x1c\u00e9")
+                          + ["\\u00", "\\u0041", "\\uD83D\\uDE00"])
 
 
 def _java_edge(text: str, got: dict, want: dict) -> bool:
