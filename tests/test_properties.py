@@ -85,6 +85,14 @@ def test_parse_agrees_with_javaproperties(text: str) -> None:
     assert got == want or _java_edge(text, got, want), (text, got, want)
 
 
+def test_bind_trims_as_java_string_trim() -> None:
+    @dataclass
+    class _S:
+        regionId: str = ""
+
+    assert bind(_S(), {"regionId": " \t r\u2028\xa0 \x00"}).regionId == "r\u2028\xa0"
+
+
 def test_unicode_line_breaks_are_not_line_ends() -> None:
     assert parse_properties("a=1\u20282=3\nb=\x85\x0b\x1c\n") == {"a": "1\u20282=3", "b": "\x85\x0b\x1c"}
     assert parse_properties("\xa0k=v") == {"\xa0k": "v"}  # NBSP is no blank to Java
