@@ -246,9 +246,13 @@ def check_storable(props: Mapping[str, str]) -> None:
                                   "which a config file cannot keep; refused")
 
 
+#: What Java's String.trim removes (every char up to U+0020; not U+00A0 or U+2028 as str.strip does).
+_JAVA_TRIM = "".join(map(chr, range(0x21)))
+
+
 def _convert(key: str, annotation: Any, raw: str) -> Any:
     kind = str(annotation).split("|")[0].strip()
-    raw = raw.strip()
+    raw = raw.strip(_JAVA_TRIM)  # MixAll.properties2Object trims, as String.trim does
     if kind == "bool":
         low = raw.lower()
         if low not in ("true", "false"):

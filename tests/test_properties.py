@@ -59,7 +59,8 @@ from fastmq.properties import check_storable, dump_properties, write_properties
 
 #: Pieces that exercise every rule of Properties.load: separators, escapes, continuations, comments,
 #: the line ends Java knows (CR, LF) and characters Python would treat as line breaks or blanks.
-_PIECES = st.sampled_from(list("\\=: \t\f\r\n#!au0Fx\u2028\u2029\x85\xa0\x0b\x1c\u00e9") + ["\\u00", "\\u0041", "\\uD83D\\uDE00"])
+_PIECES = st.sampled_from(list("\\=: \t\f\r\n#!au0Fx\u2028\u2029\x85\xa0\x0b\x1c\u00e9")
+                          + ["\\u00", "\\u0041", "\\uD83D\\uDE00"])
 
 
 def _java_edge(text: str, got: dict, want: dict) -> bool:
@@ -82,6 +83,14 @@ def test_parse_agrees_with_javaproperties(text: str) -> None:
         return
     got = parse_properties(text)
     assert got == want or _java_edge(text, got, want), (text, got, want)
+
+
+def test_bind_trims_as_java_string_trim() -> None:
+    @dataclass
+    class _S:
+        regionId: str = ""
+
+    assert bind(_S(), {"regionId": " \t r\u2028\xa0 \x00"}).regionId == "r\u2028\xa0"
 
 
 def test_unicode_line_breaks_are_not_line_ends() -> None:

@@ -121,6 +121,17 @@ def test_batch_request_becomes_one_record_per_entry(send) -> None:
                                                   "g": "1", "h": "99999999999"}, b"x"), "flag over int32"),
     (create_request(RequestCode.SEND_MESSAGE_V2, {"a": "PG", "b": "T1", "c": "T", "d": "4", "e": "1", "f": "0",
                                                   "g": "1", "h": "0", "m": " TRUE"}, b"x"), "odd batch spelling"),
+    # numbers Java's Integer.parseInt refuses: the slow path answers SYSTEM_ERROR naming the field
+    (create_request(RequestCode.SEND_MESSAGE_V2, {"a": "PG", "b": "T1", "c": "T", "d": "2147483648", "e": "1",
+                                                  "f": "0", "g": "1", "h": "0"}, b"x"), "queue nums over int32"),
+    (create_request(RequestCode.SEND_MESSAGE_V2, {"a": "PG", "b": "T1", "c": "T", "d": "4", "e": "-4294967296",
+                                                  "f": "0", "g": "1", "h": "0"}, b"x"), "queue id under int32"),
+    (create_request(RequestCode.SEND_MESSAGE_V2, {"a": "PG", "b": "T1", "c": "T", "d": "4", "e": "1", "f": "0",
+                                                  "g": "1", "h": "0", "l": "x"}, b"x"), "maxReconsumeTimes not a number"),
+    (create_request(RequestCode.SEND_MESSAGE, {"producerGroup": "PG", "topic": "T1", "defaultTopic": "T",
+                                               "defaultTopicQueueNums": "4", "queueId": "1", "sysFlag": "0",
+                                               "bornTimestamp": "1", "flag": "0", "maxReconsumeTimes": "2147483648"},
+                    b"x"), "maxReconsumeTimes over int32 (long names)"),
     (create_request(RequestCode.PULL_MESSAGE, {}), "not a send"),
     (create_request(RequestCode.SEND_MESSAGE_V2, {"a": "PG"}, b"x", serialize_type=1), "binary header"),
 ])

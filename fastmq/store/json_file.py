@@ -69,10 +69,10 @@ def write_json_atomic(path: str | Path, obj: Any) -> None:
     _fsync_dir(path.parent)
 
 
-def _read_text(path: Path) -> str | None:
-    """The file's text; None when it does not exist."""
+def _read_bytes(path: Path) -> bytes | None:
+    """The file's bytes; None when it does not exist."""
     try:
-        return path.read_bytes().decode("utf-8")
+        return path.read_bytes()
     except FileNotFoundError:
         return None
 
@@ -100,20 +100,19 @@ def _load(path: Path, parse: Callable[[Any], T], loads: Callable[[str], Any]) ->
     main_present = False
     for candidate in (path, bak):
         try:
-            text = _read_text(candidate)
-        except (OSError, UnicodeDecodeError) as exc:
-            problems.append(f"{candidate}: {exc}")
-            main_present = main_present or candidate == path
-            continue
-        if text is None:
-            continue
-        if candidate == path:
-            main_present = True
-        try:
+            data = _read_bytes(candidate)
+            if data is None:
+                continue
+            if candidate == path:
+                main_present = True
+            text = data.decode("utf-8")
             if not text.strip():
                 raise ValueError("the file is empty")
             value = parse(loads(text))
-        except (ValueError, TypeError, KeyError, AttributeError) as exc:  # RemotingCommandError is a ValueError
+        except (OSError, ValueError, TypeError, KeyError, AttributeError) as exc:
+            # (UnicodeDecodeError and RemotingCommandError are ValueErrors)
+            if candidate == path:
+                main_present = True
             problems.append(f"{candidate}: {exc}")
             log.error("%s is damaged (%s)%s", candidate, exc, "; trying its backup" if candidate == path else "")
             continue
