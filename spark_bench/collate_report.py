@@ -199,6 +199,8 @@ def build_blocks(inputs: Inputs, cmp: Comparison, flag_pct: float, fail_pct: flo
                     fmt(c["value"], _unit_of(c["metric"], c["unit"])), c["commit"] or DASH,
                     fmt(c["change_pct"], "%"), "**REGRESSION**" if c["regression"] else ""]
                    for c in cmp.changes]))
+        if _history(cmp):
+            b.append(("img", "history.png", "gated figures over time"))
     return b
 
 
@@ -345,4 +347,36 @@ def write_plots(cmp: Comparison, out: Path) -> list[str]:
         fig.savefig(out / "pytest_speedup.png", dpi=90, bbox_inches="tight")
         plt.close(fig)
         written.append("pytest_speedup.png")
+    if _history(cmp):
+        series = _history(cmp)
+        fig, ax = plt.subplots(figsize=(10, 4.5))
+        for name, pts in series.items():
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=name)
+        ax.axhline(1.0, color="k", linewidth=0.8)
+        ax.set_title("gated figures over time, relative to their first value (above 1 = better)")
+        ax.legend(fontsize=6, loc="best")
+        fig.autofmt_xdate()
+        fig.savefig(out / "history.png", dpi=90, bbox_inches="tight")
+        plt.close(fig)
+        written.append("history.png")
     return written
+
+
+def _history(cmp: Comparison, most: int = 12) -> dict[str, list[tuple[str, float]]]:
+    """The gated figures that changed the most, each as (time, value / first value, better = up)."""
+    from datetime import datetime
+
+    seen: dict[str, list[tuple[str, float, str]]] = defaultdict(list)
+    for r in cmp.figures:
+        if r["gate"] and r["status"] == "ok" and not r["baseline"] and r["value"] and r["when"]:
+            seen[_figure_name(r)].append((r["when"], float(r["value"]), r["better"]))
+    series: dict[str, list[tuple[Any, float]]] = {}
+    for name, pts in seen.items():
+        pts.sort()
+        if len({p[0] for p in pts}) < 2:
+            continue
+        first = pts[0][1]
+        series[name] = [(datetime.fromisoformat(w.replace("Z", "+00:00")),
+                         (v / first) if better == "higher" else (first / v)) for w, v, better in pts]
+    worst = sorted(series, key=lambda n: min(y for _, y in series[n]))[:most]
+    return {n: series[n] for n in worst}

@@ -123,7 +123,7 @@ def test_two_runs_give_their_ratio_failed_shown_pytest_read(spark, tmp_path, pyt
     assert rc == 0, err
     md = (out / "collated.md").read_text()
     html = (out / "collated.html").read_text()
-    for png in ("runs_throughput.png", "runs_latency.png", "pytest_speedup.png"):
+    for png in ("runs_throughput.png", "runs_latency.png", "pytest_speedup.png", "history.png"):
         assert (out / png).stat().st_size > 1000, png
         assert png in md and png in html
     # drivers of one run: fastmq / redis-streams = 100,000 / 40,000
