@@ -152,6 +152,7 @@ def recover_store(config: MessageStoreConfig, commit_log: CommitLog, queues: Con
         log.error("commit log: the damaged bytes [%d, %d) of %s are kept in %s", start, end, mf.path, path)
 
     def dispatch(reqs: list) -> None:  # type: ignore[type-arg]
+        reqs = _drop_impossible(queues, reqs, commit_log, config, damaged)
         if damaged:
             _fill_gaps(queues, reqs, damaged)
         counted[0] += queues.dispatch(reqs)
@@ -169,6 +170,36 @@ def recover_store(config: MessageStoreConfig, commit_log: CommitLog, queues: Con
         log.warning("store recovered after an abnormal stop: scanned from %d, log ends at %d, "
                     "%d queue entries rebuilt", start, end, counted[0])
     return RecoveryResult(abnormal, start, end, counted[0], damaged)
+
+
+def _drop_impossible(queues: ConsumeQueueTable, reqs: list, commit_log: CommitLog,  # type: ignore[type-arg]
+                     config: MessageStoreConfig, damaged: dict[int, int]) -> list:  # type: ignore[type-arg]
+    """The records whose queue offset can follow their queue's end; the others are set aside.
+
+    The body CRC does not cover the header: a flipped bit in a record's queue offset leaves a
+    record that verifies but claims to be, say, entry 2^55 of its queue. Dispatching it would
+    fill the gap with zero entries (a queue file per 6 MB of gap). A jump of more than
+    :data:`_MAX_GAP_FILL` past what the queue (and the records before it) reached is damage.
+    """
+    nxt: dict[tuple[str, int], int] = {}
+    out = []
+    for r in reqs:
+        key = (r.topic, r.queue_id)
+        base = nxt.get(key)
+        if base is None:
+            cq = queues.get(*key)
+            base = cq.max_offset if cq is not None and cq.max_offset > 0 else -1
+        if base >= 0 and r.queue_offset > base + _MAX_GAP_FILL:
+            at = r.commit_log_offset
+            path = keep_aside(config.storePathRootDir, at, commit_log.get_data(at, r.size))
+            damaged[at] = r.size
+            log.error("commit log: the record at offset %d says queue offset %d of %s/%d, whose queue ends at %d: "
+                      "a damaged header; its %d bytes are kept in %s", at, r.queue_offset, r.topic, r.queue_id,
+                      base, r.size, path)
+            continue
+        nxt[key] = max(base, r.queue_offset + 1)
+        out.append(r)
+    return out
 
 
 def _fill_gaps(queues: ConsumeQueueTable, reqs: list, damaged: dict[int, int]) -> None:  # type: ignore[type-arg]
