@@ -13,6 +13,7 @@ from the intended send time and the driver can account for each message.
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from typing import Any, Callable
 
@@ -115,7 +116,9 @@ class FastmqSender(Sender):
                  target: dict[str, Any]) -> None:
         super().__init__(rec, pid, topic, w, payload)
         from fastmq.aio import Producer
-        self.producer = Producer(f"bench_{target['run']}_p{pid}", namesrv_addr=target["namesrv"], max_in_flight=0)
+        from fastmq.client.instance import ClientConfig
+        config = ClientConfig(namesrv_addr=target["namesrv"], instance_name=f"{os.getpid()}_p{pid}")
+        self.producer = Producer(f"bench_{target['run']}_p{pid}", client_config=config, max_in_flight=0)
 
     async def start(self) -> None:
         await self.producer.start()
@@ -167,7 +170,11 @@ class FastmqReceiver(Receiver):
                  target: dict[str, Any]) -> None:
         super().__init__(rec, cid, topic, group, w)
         from fastmq.aio import PullConsumer, PushConsumer
-        common = {"namesrv_addr": target["namesrv"], "consume_from_where": "CONSUME_FROM_FIRST_OFFSET"}
+        from fastmq.client.instance import ClientConfig
+        # one client id per consumer: two consumers of a group in one process must not share one
+        # (RocketMQ's client id is ip@instanceName, the instance name the pid by default)
+        config = ClientConfig(namesrv_addr=target["namesrv"], instance_name=f"{os.getpid()}_c{cid}")
+        common = {"client_config": config, "consume_from_where": "CONSUME_FROM_FIRST_OFFSET"}
         self.push = w["consumer_kind"] == "push"
         self.consumer = (PushConsumer(group, consume_message_batch_max_size=32, **common) if self.push
                          else PullConsumer(group, pull_batch_size=64, **common))
