@@ -13,6 +13,7 @@ from the intended send time and the driver can account for each message.
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from typing import Any, Callable
 
@@ -115,7 +116,9 @@ class FastmqSender(Sender):
                  target: dict[str, Any]) -> None:
         super().__init__(rec, pid, topic, w, payload)
         from fastmq.aio import Producer
-        self.producer = Producer(f"bench_{target['run']}_p{pid}", namesrv_addr=target["namesrv"], max_in_flight=0)
+        from fastmq.client.instance import ClientConfig
+        config = ClientConfig(namesrv_addr=target["namesrv"], instance_name=f"{os.getpid()}_p{pid}")
+        self.producer = Producer(f"bench_{target['run']}_p{pid}", client_config=config, max_in_flight=0)
 
     async def start(self) -> None:
         await self.producer.start()
@@ -167,7 +170,11 @@ class FastmqReceiver(Receiver):
                  target: dict[str, Any]) -> None:
         super().__init__(rec, cid, topic, group, w)
         from fastmq.aio import PullConsumer, PushConsumer
-        common = {"namesrv_addr": target["namesrv"], "consume_from_where": "CONSUME_FROM_FIRST_OFFSET"}
+        from fastmq.client.instance import ClientConfig
+        # one client id per consumer: two consumers of a group in one process must not share one
+        # (RocketMQ's client id is ip@instanceName, the instance name the pid by default)
+        config = ClientConfig(namesrv_addr=target["namesrv"], instance_name=f"{os.getpid()}_c{cid}")
+        common = {"client_config": config, "consume_from_where": "CONSUME_FROM_FIRST_OFFSET"}
         self.push = w["consumer_kind"] == "push"
         self.consumer = (PushConsumer(group, consume_message_batch_max_size=32, **common) if self.push
                          else PullConsumer(group, pull_batch_size=64, **common))
@@ -313,8 +320,9 @@ class RawSender(Sender):
 
 
 class RedisSender(Sender):
-    """XADD; ``batch`` sends ``batch_size`` XADDs in one pipeline; ``oneway`` is sent as ``async``
-    (Redis always answers)."""
+    """XADD. ``sync``: one XADD awaited at a time. ``async``: the XADDs started in one loop turn
+    go as one pipeline; ``batch``: ``batch_size`` XADDs per pipeline; ``oneway`` is sent as
+    ``async`` (Redis always answers)."""
 
     def __init__(self, rec: Recorder, pid: int, topic: str, w: dict[str, Any], payload: bytes,
                  target: dict[str, Any]) -> None:
@@ -323,6 +331,7 @@ class RedisSender(Sender):
         host, _, port = target["redis"].rpartition(":")
         self.r = aioredis.Redis(host=host, port=int(port), max_connections=max(1, min(64, self.window.size)))
         self.tasks: set[asyncio.Task[None]] = set()
+        self.outbox: list[tuple[range, int]] = []
 
     async def start(self) -> None:
         await self.r.ping()
@@ -331,31 +340,43 @@ class RedisSender(Sender):
         await asyncio.gather(*self.tasks, return_exceptions=True)
         await self.r.aclose()
 
-    async def _one(self, seqs: range, t0: int) -> None:
+    async def _pipe(self, work: list[tuple[range, int]]) -> None:
+        """One pipeline (no MULTI) of XADDs: everything queued in one loop turn, as a redis-py
+        user pipelines for throughput; each message is acknowledged by the pipeline's answer."""
         try:
-            if len(seqs) == 1:
-                await self.r.xadd(self.topic, {"b": self.payload, "i": f"{self.pid}.{seqs[0]}", "t": t0})
-            else:
-                pipe = self.r.pipeline(transaction=False)
+            pipe = self.r.pipeline(transaction=False)
+            for seqs, t0 in work:
                 for s in seqs:
                     pipe.xadd(self.topic, {"b": self.payload, "i": f"{self.pid}.{s}", "t": t0})
-                await pipe.execute()
+            answers = await pipe.execute(raise_on_error=False)
         except Exception as exc:  # redis-py's errors and the connection's OSErrors alike
-            self._done(seqs, t0, False, _kind(exc))
-        else:
-            self._done(seqs, t0, True)
-        finally:
+            for seqs, t0 in work:
+                self.window.give()
+                self._done(seqs, t0, False, _kind(exc))
+            return
+        k = 0
+        for seqs, t0 in work:
+            bad = [a for a in answers[k:k + len(seqs)] if isinstance(a, Exception)]
+            k += len(seqs)
             self.window.give()
+            self._done(seqs, t0, not bad, _kind(bad[0]) if bad else "")
+
+    def _flush(self) -> None:
+        work, self.outbox = self.outbox, []
+        if work:
+            task = asyncio.ensure_future(self._pipe(work))
+            self.tasks.add(task)
+            task.add_done_callback(self.tasks.discard)
 
     async def send(self, seqs: range, intended_ns: int | None) -> None:
         await self.window.take()
         t0 = intended_ns if intended_ns is not None else _now()
         if self.mode == "sync":
-            await self._one(seqs, t0)
+            await self._pipe([(seqs, t0)])
             return
-        task = asyncio.ensure_future(self._one(seqs, t0))
-        self.tasks.add(task)
-        task.add_done_callback(self.tasks.discard)
+        self.outbox.append((seqs, t0))
+        if len(self.outbox) == 1:
+            asyncio.get_running_loop().call_soon(self._flush)
 
 
 class RedisReceiver(Receiver):

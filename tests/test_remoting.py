@@ -734,7 +734,7 @@ async def test_requests_past_the_window_wait_unwritten_and_their_clock_starts_wh
     a = addr_of(server)
     await client.invoke(a, create_request(ECHO), 5)
     conn = client._conns[a]
-    conn.window = 4
+    conn.window = conn.max_window = 4
     loop = asyncio.get_running_loop()
     futs = []
     for _ in range(20):
@@ -755,7 +755,7 @@ async def test_a_held_request_fails_at_its_callers_own_deadline(server: Remoting
     a = addr_of(server)
     await client.invoke(a, create_request(ECHO), 5)
     conn = client._conns[a]
-    conn.window = 1
+    conn.window = conn.max_window = 1
     loop = asyncio.get_running_loop()
     first: asyncio.Future[RemotingCommand] = loop.create_future()
     conn.start_request(create_request(SLOW, {"sleep": "0.5"}), first, loop.time() + 5, 5000)
@@ -775,7 +775,7 @@ async def test_held_requests_fail_when_the_connection_is_lost(server: RemotingSe
     a = addr_of(server)
     await client.invoke(a, create_request(ECHO), 5)
     conn = client._conns[a]
-    conn.window = 1
+    conn.window = conn.max_window = 1
     loop = asyncio.get_running_loop()
     futs = []
     for _ in range(3):

@@ -21,7 +21,7 @@ queues_per_topic: 4
 message_size: 200
 producers_per_topic: {producers}
 consumer_groups_per_topic: 1
-consumers_per_group: 1
+consumers_per_group: {consumers}
 producer_rate: {rate}
 send_mode: {mode}
 in_flight: {in_flight}
@@ -38,10 +38,10 @@ PURE = [] if USING_EXTENSIONS else ["--allow-pure"]
 
 
 def workload(tmp_path: Path, name: str = "small", producers: int = 1, rate: int = 400, mode: str = "async",
-             in_flight: int = 16, duration: int = 3) -> Path:
+             in_flight: int = 16, duration: int = 3, consumers: int = 1) -> Path:
     f = tmp_path / f"{name}.yaml"
     f.write_text(SMALL.format(name=name, producers=producers, rate=rate, mode=mode, in_flight=in_flight,
-                              duration=duration))
+                              duration=duration, consumers=consumers))
     return f
 
 
@@ -60,7 +60,7 @@ def _result(out: Path, wl: str, driver: str) -> dict:
 
 def test_fastmq_and_raw_run_agree_with_the_broker(spark, tmp_path: Path, capsys) -> None:
     out = tmp_path / "out"
-    wl = workload(tmp_path, rate=400)
+    wl = workload(tmp_path, rate=400, consumers=2)   # two consumers of one group in one task
     rc = cli.main(["run", str(wl), "--out", str(out), "--master", "local[2]", "--driver", "fastmq",
                    "--driver", "fastmq-raw", *PURE], spark=spark)
     text = capsys.readouterr().out

@@ -204,6 +204,7 @@ class Producer:
         self._numbers = BrokerNumbers()
         self._faults = FaultTable(8)
         self._in_flight = _Permits(max_in_flight) if max_in_flight else None
+        self._started = 0  # send_async calls, to yield to the loop every 256
         self._state = "CREATE_JUST"
         self._good_topics: set[str] = set()  # topic names that passed validate_topic
         self._fast = SendFastPath(self, None, UNIQ_IDS, next_opaque)
@@ -516,6 +517,11 @@ class Producer:
         too fast"). Once started, a send may still wait, unwritten, for its connection to drain
         (see :mod:`fastmq.remoting.connection`); its timeout runs from when it is written.
         """
+        self._started += 1
+        if not self._started & 255:
+            # a caller starting tens of thousands in a row without ever waiting would keep the
+            # loop from reading the answers (and they would time out unread): let it read
+            await asyncio.sleep(0)
         permits = self._in_flight
         if permits is not None and not permits.try_acquire():
             if not wait:

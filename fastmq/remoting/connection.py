@@ -17,7 +17,9 @@ own write buffer is full wedges for ever: each waits for the other to read first
   server. Its own requests wait instead: a request started with :meth:`start_frame` while the
   write buffer is over the mark, or while ``window`` requests already await their answers, is
   held back (not yet written, its clock not yet running) and goes out as answers come back and
-  the socket drains. ``invoke`` (heartbeats, route lookups, unregister) is never held back.
+  the socket drains. The window follows the peer's answer rate (about TARGET_QUEUE_S of work
+  written ahead, at most ``max_window``). ``invoke`` (heartbeats, route lookups, unregister)
+  is never held back.
 
 Bounds (a server's connections): ``max_unsent`` caps what may wait in the write buffer for a peer
 that does not read (past it the connection is aborted), and a shared :class:`FrameBudget` caps
@@ -56,11 +58,17 @@ MAX_INFLIGHT = 65536
 #: at the loop's next turn: a producer issuing thousands of sends in one turn keeps the broker
 #: busy with the first ones while it encodes the rest, instead of handing it everything at the end.
 OUTQ_FLUSH_BYTES = 64 * 1024
-#: Requests started with start_frame that may await their answers at once on one client connection;
-#: more wait, unwritten, for a slot. Enough to keep a broker busy (pipelined sends peak well
-#: below it), few enough that the last of them is answered long before a 3 s send timeout even
-#: on a slow machine: a request's clock starts when it is written, not while it waits here.
+#: The most requests started with start_frame that may await their answers at once on one client
+#: connection; more wait, unwritten, for a slot (a request's clock starts when it is written).
 DEFAULT_WINDOW = 8192
+#: The window a connection starts with, and the least it shrinks to.
+MIN_WINDOW = 256
+_START_WINDOW = 1024
+#: While requests wait, the window follows the peer's answer rate so that what is written is
+#: answered within about this long: a slow broker (a loaded machine, the pure twins) is never
+#: handed more than it can answer well inside a 3 s send timeout, a fast one gets the full window.
+TARGET_QUEUE_S = 0.5
+_SAMPLE_S = 0.25
 #: Requests released from the wait at a time, so a write that fills the buffer stops the release.
 _RELEASE_CHUNK = 512
 
@@ -191,8 +199,12 @@ class Connection(asyncio.Protocol):
         self._write_paused = False
         self._read_paused = False
         self._drain_waiters: list[asyncio.Future[None]] = []
-        #: start_frame requests this end may have awaiting answers before new ones wait unwritten
-        self.window = max(1, window)
+        #: start_frame requests this end may have awaiting answers before new ones wait unwritten:
+        #: adapts between MIN_WINDOW and ``max_window`` to the peer's answer rate
+        self.max_window = max(1, window)
+        self.window = min(self.max_window, _START_WINDOW)
+        self._answers = 0        # answers read since _sample_t0, while requests were held back
+        self._sample_t0 = 0.0
         # opaque -> (frame, entry, time budget in s): requests waiting for the socket or a slot,
         # in start order
         self._held: dict[int, tuple[bytes, PendingEntry, float]] = {}
@@ -257,6 +269,8 @@ class Connection(asyncio.Protocol):
             return
         requests, unmatched = settle_responses(cmds, self.pending)
         if self._held:
+            self._answers += len(cmds) - (len(requests) if requests else 0)
+            self._adapt_window()
             self._release_held()
         if unmatched:  # one line per read, however many: a burst of late answers must not flood the log
             log.warning("%d response(s) with unknown opaque from %s (timed out?), first %s", len(unmatched),
@@ -470,7 +484,10 @@ class Connection(asyncio.Protocol):
             raise RemotingSendRequestError(self.remote_addr, "connection closed")
         if self._held or self._write_paused or len(self.pending) >= self.window:
             assert self._loop is not None
-            self._held[opaque] = (frame, entry, entry.deadline - self._loop.time())
+            now = self._loop.time()
+            if not self._held:  # saturated from now on: measure how fast answers come
+                self._answers, self._sample_t0 = 0, now
+            self._held[opaque] = (frame, entry, entry.deadline - now)
             return
         self.pending[opaque] = entry
         self._outq.append(frame)
@@ -502,6 +519,18 @@ class Connection(asyncio.Protocol):
                 self._outq.append(frame)
                 self._outq_bytes += len(frame)
             self.send_many([])  # may pause writing: the loop then stops until resume_writing
+
+    def _adapt_window(self) -> None:
+        """Every _SAMPLE_S while requests are held back: window = answers per second x
+        TARGET_QUEUE_S, within MIN_WINDOW..max_window."""
+        assert self._loop is not None
+        now = self._loop.time()
+        elapsed = now - self._sample_t0
+        if elapsed < _SAMPLE_S:
+            return
+        rate = self._answers / elapsed
+        self.window = int(min(self.max_window, max(min(MIN_WINDOW, self.max_window), rate * TARGET_QUEUE_S)))
+        self._answers, self._sample_t0 = 0, now
 
     def entries(self) -> list[PendingEntry]:
         """Every entry of ours in flight: awaiting its answer, or held back unwritten."""
