@@ -125,10 +125,10 @@ class NamesrvLink:
             return []
         perm = self.cfg.brokerPermission
         if perm & (PERM_READ | PERM_WRITE) != PERM_READ | PERM_WRITE:
-            # A broker that may not be read or written says so in every topic's route (4.9 sends
-            # the broker's permission as each topic's), so clients keep away from it; masking
-            # never grants a topic a permission it does not have.
-            table = {k: replace(tc, perm=tc.perm & perm) for k, tc in table.items()}
+            # A broker that may not be read or written says so in every topic's route, so clients
+            # keep away from it: 4.9's registerBrokerAll sends the broker's permission as each
+            # topic's (replacing, not masking, the topic's own).
+            table = {k: replace(tc, perm=perm) for k, tc in table.items()}
         body = RegisterBrokerBody(topic_config_table=table, data_version=version).encode(self.cfg.compressedRegister)
         # UtilAll.crc32: the CRC32 with its top bit cleared, which is what a Java NameServer compares.
         header = {**self._header(), "haServerAddr": self.ha_server_addr,

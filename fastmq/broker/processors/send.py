@@ -294,12 +294,13 @@ class SendMessageProcessor(CodeDispatchProcessor):
 
     def _msg_check(self, conn: Connection, h: SendMessageRequestHeader):  # -> TopicConfig
         b = self.broker
-        # A broker without write permission takes no send: 4.9's msgCheck answers this only for
-        # order topics and relies on the routes for the rest, but a producer with a stale route
-        # (or one that names the queue) would then be told SEND_OK by a broker set read-only.
-        # The topic's own permission is not checked: a 4.9.8 broker stores a send to a
-        # read-only topic, and routes keep producers away from it.
-        if not tv.is_writeable(b.config.brokerPermission):
+        # A broker without write permission refuses order topics only, as 4.9's msgCheck does:
+        # the routes (which carry the broker's permission) keep producers away, and a send that
+        # still arrives (a stale route, an operator's wipeWritePerm while sends are in flight) is
+        # stored and answered truthfully. An order topic must not take it: its queue order would
+        # break once producers move to the other brokers. The topic's own permission is not
+        # checked either: a 4.9.8 broker stores a send to a read-only topic.
+        if not tv.is_writeable(b.config.brokerPermission) and b.topic_config.is_order_topic(h.topic):
             raise _Reject(ResponseCode.NO_PERMISSION, self._broker_forbidden())
         remark = tv.validate_topic(h.topic)
         if remark is not None:
