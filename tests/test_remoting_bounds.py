@@ -20,6 +20,7 @@ from fastmq._ext.codec import FrameDecoder, encode_frame
 from fastmq.aio import Message, Producer
 from fastmq.broker.long_polling import HeldPull, PullRequestHoldService
 from fastmq.client.push_consumer import MAX_INFLATED_BODY, _unwrap, inflate_body
+from fastmq.errors import NoRouteError
 from fastmq.protocol.codes import RequestCode, ResponseCode
 from fastmq.protocol.command import create_request
 from fastmq.protocol.message import MessageExt
@@ -78,7 +79,15 @@ def _broker(tmp_path: Path, ns_addr: str, **conf: object):
 async def _preload(ns_addr: str, topic: str, n: int, size: int) -> None:
     async with Producer("PG_BOUNDS", namesrv_addr=ns_addr, compress_msg_body_over_howmuch=size + 1,
                         max_message_size=size + 1) as p:
-        for i in range(n):
+        for attempt in range(40):  # a broker just started may not have registered yet: bounded wait
+            try:
+                await p.send(Message(topic, b"A" * size))
+                break
+            except NoRouteError:
+                if attempt == 39:
+                    raise
+                await asyncio.sleep(0.25)
+        for i in range(1, n):
             await p.send(Message(topic, bytes([65 + i % 26]) * size))
 
 
