@@ -125,3 +125,33 @@ def test_redis_streams_end_to_end(spark, tmp_path: Path) -> None:
     assert rc == 0, r["reason"]
     assert r["status"] == "ok" and r["sent_ok"] == r["received"] == r["broker"]["stored"] == r["broker"]["consumed"]
     assert r["lost"] == 0 and r["publish"]["latency_us"]["p50"] > 0 and r["e2e"]["latency_us"]["p99"] > 0
+
+
+def test_broker_gone_mid_run_is_not_ok(spark, tmp_path: Path, capsys) -> None:
+    """The cluster's only broker is killed during the window: the run ends, not ``ok``, with the
+    reason, and the command exits non-zero."""
+    import threading
+    import time
+
+    from tests.support import broker_process, namesrv_process
+    ns = namesrv_process(tmp_path).start()
+    broker = broker_process(tmp_path, ns.addr, brokerName="gone").start()
+    try:
+        def kill_later() -> None:
+            # killed once the run's topic exists and load has begun (bounded wait)
+            deadline = time.monotonic() + 240
+            while time.monotonic() < deadline and "[   1.0s]" not in capsys.readouterr().out:
+                time.sleep(0.2)
+            broker.kill()
+        killer = threading.Thread(target=kill_later, daemon=True)
+        killer.start()
+        out = tmp_path / "out"
+        rc = cli.main(["run", str(workload(tmp_path, duration=4)), "--out", str(out), "--namesrv", ns.addr, *PURE],
+                      spark=spark)
+        killer.join(10)
+        r = _result(out, "small", "fastmq")
+        assert rc == 1 and r["status"] in ("failed", "partial") and r["reason"], r
+        assert sum(r["errors"].values()) > 0 or "broker" in r["reason"]
+    finally:
+        broker.stop()
+        ns.stop()
