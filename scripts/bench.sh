@@ -49,7 +49,6 @@ if [ "${#files[@]}" -eq 0 ]; then
     echo "bench.sh: no result file in $RESULTS to collate" >&2
     exit 1
 fi
-# The lead switches this to `fastmq-bench collate` once the command exists on main.
-python -m spark_bench.collate "$RESULTS" --pytest-benchmark "${files[@]}" \
+fastmq-bench collate "$RESULTS" --pytest-benchmark "${files[@]}" \
     --out "$RESULTS/collated" --write-md benchmarks/RESULTS.md \
     --note "Run by scripts/bench.sh: each run of the benchmarks keeps its pytest-benchmark JSON in benchmarks/results/ (named by UTC time, commit and tag), and this page collates all of them. Regenerate with scripts/bench.sh --collate-only. Notes typed by hand in past sessions: docs/benchmark-history.md (an archive)."

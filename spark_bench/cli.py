@@ -179,24 +179,15 @@ def main(argv: list[str] | None = None, spark: Any = None) -> int:
     p = argparse.ArgumentParser(prog="fastmq-bench", description=__doc__.split("\n")[0])
     sub = p.add_subparsers(dest="command", required=True)
     _run_args(sub.add_parser("run", help="run workloads on Spark against fastmq, RocketMQ or Redis"))
-    collate = sub.add_parser("collate", help="collate result directories and pytest-benchmark files")
-    try:
-        from . import collate as c  # written on its own branch; absent from some builds
-    except ImportError:
-        c = None
-    if c is not None:
-        c.add_arguments(collate)
-    else:
-        collate.add_argument("rest", nargs=argparse.REMAINDER)
+    from . import collate as c  # its heavy imports (Spark, matplotlib) wait inside c.run
+
+    c.add_arguments(sub.add_parser("collate", help="collate result directories and pytest-benchmark files"))
     a = p.parse_args(argv)
     if threading.current_thread() is threading.main_thread():
         # a terminated run still stops the servers it started (the finally blocks run)
         signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     if a.command == "run":
         return run(a, spark)
-    if c is None:
-        print("fastmq-bench: collate is not available in this build", file=sys.stderr)
-        return 2
     return int(c.run(a))
 
 
