@@ -199,8 +199,10 @@ def import_graph(with_annotations: bool = False) -> dict[str, set[str]]:
             target = node.module or ""
             if node.level:
                 target = ".".join(base[:len(base) - node.level + 1] + ([node.module] if node.module else []))
-            deps.add(target)
-            deps.update(f"{target}.{a.name}" for a in node.names)
+            submodules = {f"{target}.{a.name}" for a in node.names} & known
+            if len(submodules) < len(node.names):  # `from pkg import mod` alone runs only mod
+                deps.add(target)
+            deps.update(submodules)
         graph[name] = {d for d in deps if d in known and d != name}
     return graph
 
@@ -261,3 +263,13 @@ def test_graph_sees_relative_and_absolute_imports() -> None:
 
 def test_no_import_cycle_at_load_time() -> None:
     assert import_cycles(import_graph()) == []
+
+
+# Circles that exist only through `if TYPE_CHECKING:` imports do not break an import, but they knot
+# the rooms together for readers and type checkers. The reachability tracker still reads the
+# producer's private tables; it is left to the client's own rework.
+KNOWN_ANNOTATION_CIRCLES = [["fastmq.client.producer", "fastmq.client.reachability"]]
+
+
+def test_no_new_circle_through_annotations() -> None:
+    assert import_cycles(import_graph(with_annotations=True)) == KNOWN_ANNOTATION_CIRCLES
