@@ -28,10 +28,38 @@ Faster still is the Java client's SendCallback style: a callback per send and no
 """
 from __future__ import annotations
 
-from .client.producer import MessageQueueSelector, Producer, SendResult, SendStatus, hash_selector, split_batch
-from .client.push_consumer import ConsumeStatus, PullConsumer, PushConsumer
-from .protocol.message import Message, MessageExt
-from .protocol.message_queue import MessageQueue
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .client.producer import MessageQueueSelector, Producer, SendResult, SendStatus, hash_selector, split_batch
+    from .client.push_consumer import ConsumeStatus, PullConsumer, PushConsumer
+    from .protocol.message import Message, MessageExt
+    from .protocol.message_queue import MessageQueue
 
 __all__ = ["Producer", "PushConsumer", "PullConsumer", "ConsumeStatus", "SendResult", "SendStatus", "Message", "MessageExt", "MessageQueue", "MessageQueueSelector",
            "hash_selector", "split_batch"]
+
+# loaded on first use, as in :mod:`fastmq`: ``from fastmq.aio import Message`` needs no client
+_SOURCES = {
+    "Producer": ".client.producer", "SendResult": ".client.producer", "SendStatus": ".client.producer",
+    "MessageQueueSelector": ".client.producer", "hash_selector": ".client.producer",
+    "split_batch": ".client.producer",
+    "ConsumeStatus": ".client.push_consumer", "PullConsumer": ".client.push_consumer",
+    "PushConsumer": ".client.push_consumer",
+    "Message": ".protocol.message", "MessageExt": ".protocol.message",
+    "MessageQueue": ".protocol.message_queue",
+}
+
+
+def __getattr__(name: str) -> Any:
+    source = _SOURCES.get(name)
+    if source is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(source, "fastmq"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

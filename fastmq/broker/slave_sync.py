@@ -26,7 +26,7 @@ from .processors.base import CodeDispatchProcessor
 from .subscription_group import SubscriptionGroupConfig
 
 if TYPE_CHECKING:
-    from .controller import BrokerController
+    from .processors.base import BrokerContext
 
 __all__ = ["SlaveSynchronize", "MasterSyncProcessor", "SYNC_INTERVAL", "delay_offset_path"]
 
@@ -39,7 +39,7 @@ def _compact(obj: Any) -> bytes:
     return json.dumps(obj, separators=(",", ":")).encode("utf-8")
 
 
-def delay_offset_path(broker: "BrokerController") -> str:
+def delay_offset_path(broker: "BrokerContext") -> str:
     """Where the delay-level service keeps its offsets (``config/delayOffset.json``)."""
     schedule = broker.schedule
     path = getattr(schedule, "path", None)
@@ -49,7 +49,7 @@ def delay_offset_path(broker: "BrokerController") -> str:
 class MasterSyncProcessor(CodeDispatchProcessor):
     """The master answers a slave's metadata sync."""
 
-    def __init__(self, broker: "BrokerController") -> None:
+    def __init__(self, broker: "BrokerContext") -> None:
         super().__init__(broker)
         self.handlers = {
             RequestCode.GET_ALL_CONSUMER_OFFSET: self.get_all_consumer_offset,
@@ -81,7 +81,7 @@ class MasterSyncProcessor(CodeDispatchProcessor):
 class SlaveSynchronize:
     """The slave's side: pull the four tables from ``master_addr()`` and take them over."""
 
-    def __init__(self, broker: "BrokerController", master_addr: Callable[[], str | None]) -> None:
+    def __init__(self, broker: "BrokerContext", master_addr: Callable[[], str | None]) -> None:
         self.broker = broker
         self.master_addr = master_addr
         self.last_sync_ok = False

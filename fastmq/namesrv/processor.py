@@ -4,7 +4,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import zlib
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable, Protocol
 
 from ..errors import ConfigError, RemotingCommandError
 from ..properties import parse_properties_body
@@ -12,17 +12,28 @@ from ..protocol.bodies import DataVersion, KVTable, RegisterBrokerBody, loads_le
 from ..protocol.codes import RequestCode, ResponseCode
 from ..protocol.command import RemotingCommand, ext_bool, ext_int, ext_str, response_for
 from ..remoting import CodeDispatchProcessor, Connection
-from .config import CONFIG_BLACK_LIST
-from .kv_config import ORDER_TOPIC_CONFIG
+from .config import CONFIG_BLACK_LIST, NamesrvConfig
+from .kv_config import ORDER_TOPIC_CONFIG, KVConfigManager
+from .route_info import RouteInfoManager
 
-if TYPE_CHECKING:
-    from .controller import NamesrvController
-
-__all__ = ["DefaultRequestProcessor"]
+__all__ = ["DefaultRequestProcessor", "NamesrvContext"]
 
 log = logging.getLogger("fastmq.namesrv")
 
 _FAQ = "\nSee http://rocketmq.apache.org/docs/faq/ for further details."
+
+class NamesrvContext(Protocol):
+    """What the processor needs from the NameServer (NamesrvController provides it), so the
+    processor does not import the controller that imports it."""
+
+    config: NamesrvConfig
+    route_info: RouteInfoManager
+    kv_config: KVConfigManager
+
+    def update_config(self, props: dict[str, str]) -> None: ...
+
+    def config_text(self) -> str: ...
+
 
 #: Compressed REGISTER_BROKER bodies this large or larger are inflated and parsed on a worker
 #: thread, so one huge registration does not hold every other client's request for seconds.
@@ -78,7 +89,7 @@ def _decode_register_body(request: RemotingCommand, max_inflated: int) -> tuple[
 class DefaultRequestProcessor(CodeDispatchProcessor):
     """Answers NameServer requests; a malformed one gets SYSTEM_ERROR with the reason, as in RocketMQ."""
 
-    def __init__(self, controller: "NamesrvController") -> None:
+    def __init__(self, controller: NamesrvContext) -> None:
         super().__init__()
         self.c = controller
         R = RequestCode

@@ -20,14 +20,16 @@ import logging
 import os
 import struct
 import time
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, Protocol
 
 from .config import CQ_STORE_UNIT_SIZE
 
 if TYPE_CHECKING:
-    from .message_store import MessageStore
+    from .commit_log import CommitLog
+    from .config import MessageStoreConfig
+    from .consume_queue import ConsumeQueueTable
 
-__all__ = ["RetentionService", "DELETE_FILES_BATCH_MAX", "CLEAN_FORCIBLY_RATIO"]
+__all__ = ["RetentionService", "RetainedStore", "DELETE_FILES_BATCH_MAX", "CLEAN_FORCIBLY_RATIO"]
 
 log = logging.getLogger("fastmq.store")
 
@@ -45,10 +47,20 @@ def _is_time_to_delete(delete_when: str, now: float) -> bool:
     return False
 
 
+class RetainedStore(Protocol):
+    """The parts of a store that retention trims (MessageStore provides them); retention does not
+    import the store that owns it."""
+
+    config: MessageStoreConfig
+    commit_log: CommitLog
+    queues: ConsumeQueueTable
+    disk_ratio_fn: Callable[[str], float]
+
+
 class RetentionService:
     """Deletes expired store files; one :meth:`run_once` per ``interval`` seconds."""
 
-    def __init__(self, store: "MessageStore", *, interval: float = 10.0,
+    def __init__(self, store: RetainedStore, *, interval: float = 10.0,
                  disk_ratio_fn: Callable[[str], float] | None = None) -> None:
         self.store = store
         self.interval = interval

@@ -33,7 +33,7 @@ from ..subscription_group import SubscriptionGroupConfig
 from .base import CodeDispatchProcessor
 
 if TYPE_CHECKING:
-    from ..controller import BrokerController
+    from .base import BrokerContext
 
 log = logging.getLogger("fastmq.broker")
 
@@ -59,7 +59,7 @@ def _lang_name(code: int) -> str:
 
 
 class AdminBrokerProcessor(CodeDispatchProcessor):
-    def __init__(self, broker: "BrokerController") -> None:
+    def __init__(self, broker: "BrokerContext") -> None:
         super().__init__(broker)
         self.handlers = {
             RequestCode.UPDATE_AND_CREATE_TOPIC: self.update_and_create_topic,

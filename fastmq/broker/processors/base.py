@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from ...protocol import topic as tv
 from ...protocol.codes import RequestCode, ResponseCode
@@ -19,9 +19,21 @@ from ...remoting import CodeDispatchProcessor as _CodeDispatch
 from ...remoting import Connection
 
 if TYPE_CHECKING:
-    from ..controller import BrokerController
+    from ...protocol.bodies import DataVersion
+    from ...remoting import RemotingClient
+    from ...store.config import MessageStoreConfig
+    from ...store.message_store import MessageStore
+    from ..config import BrokerConfig
+    from ..consumer_manager import ConsumerManager, ProducerManager
+    from ..long_polling import PullRequestHoldService
+    from ..offsets import ConsumerOffsetManager
+    from ..rebalance_lock import RebalanceLockManager
+    from ..schedule import ScheduleMessageService
+    from ..stats import BrokerStatsManager
+    from ..subscription_group import SubscriptionGroupManager
+    from ..topic_config import TopicConfigManager
 
-__all__ = ["CodeDispatchProcessor", "Handler", "check_names", "log_refusal"]
+__all__ = ["BrokerContext", "CodeDispatchProcessor", "Handler", "check_names", "log_refusal"]
 
 log = logging.getLogger("fastmq.broker")
 
@@ -59,6 +71,40 @@ def check_names(request: RemotingCommand) -> str | None:
     return None
 
 
+class BrokerContext(Protocol):
+    """What processors (and the slave's sync) use of the broker; BrokerController provides it.
+
+    Processors name this rather than the controller, which builds them: the controller imports
+    its processors, never the other way round.
+    """
+
+    config: BrokerConfig
+    store_config: MessageStoreConfig
+    boot_timestamp: int
+    store: MessageStore
+    topic_config: TopicConfigManager
+    subscription_groups: SubscriptionGroupManager
+    offsets: ConsumerOffsetManager
+    consumer_manager: ConsumerManager
+    producer_manager: ProducerManager
+    rebalance_locks: RebalanceLockManager
+    hold_service: PullRequestHoldService
+    stats: BrokerStatsManager
+    config_version: DataVersion
+    schedule: ScheduleMessageService | None
+    client: RemotingClient
+
+    def schedule_register(self, force: bool = False) -> None: ...
+
+    async def register_all(self, force: bool) -> None: ...
+
+    def update_config(self, props: dict[str, str]) -> None: ...
+
+    def config_text(self) -> str: ...
+
+    def daily_totals(self) -> tuple[tuple[int, int, int], tuple[int, int, int]]: ...
+
+
 _LOG_EVERY = 10.0
 _refusals = {"at": -_LOG_EVERY, "since": 0}
 
@@ -78,7 +124,7 @@ def log_refusal(code: int, remote: str, remark: str) -> None:
 class CodeDispatchProcessor(_CodeDispatch):
     """A broker processor: ``handlers`` maps request codes to methods that use ``self.broker``."""
 
-    def __init__(self, broker: "BrokerController") -> None:
+    def __init__(self, broker: BrokerContext) -> None:
         super().__init__()
         self.broker = broker
 

@@ -20,7 +20,7 @@ from ..consumer_manager import ClientChannelInfo
 from .base import CodeDispatchProcessor, log_refusal
 
 if TYPE_CHECKING:
-    from ..controller import BrokerController
+    from .base import BrokerContext
 
 __all__ = ["ClientManageProcessor"]
 
@@ -48,7 +48,7 @@ def _check_heartbeat_names(hb: HeartbeatData) -> str | None:
 
 
 class ClientManageProcessor(CodeDispatchProcessor):
-    def __init__(self, broker: "BrokerController") -> None:
+    def __init__(self, broker: "BrokerContext") -> None:
         super().__init__(broker)
         self.handlers = {RequestCode.HEART_BEAT: self.heart_beat,
                          RequestCode.UNREGISTER_CLIENT: self.unregister_client,

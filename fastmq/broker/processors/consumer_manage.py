@@ -12,13 +12,13 @@ from ...remoting import Connection
 from .base import CodeDispatchProcessor
 
 if TYPE_CHECKING:
-    from ..controller import BrokerController
+    from .base import BrokerContext
 
 __all__ = ["ConsumerManageProcessor"]
 
 
 class ConsumerManageProcessor(CodeDispatchProcessor):
-    def __init__(self, broker: "BrokerController") -> None:
+    def __init__(self, broker: "BrokerContext") -> None:
         super().__init__(broker)
         self.handlers = {RequestCode.GET_CONSUMER_LIST_BY_GROUP: self.get_consumer_list_by_group,
                          RequestCode.QUERY_CONSUMER_OFFSET: self.query_consumer_offset,

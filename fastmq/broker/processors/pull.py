@@ -27,7 +27,7 @@ from ..long_polling import HeldPull
 from .base import CodeDispatchProcessor
 
 if TYPE_CHECKING:
-    from ..controller import BrokerController
+    from .base import BrokerContext
 
 __all__ = ["PullMessageProcessor"]
 
@@ -41,7 +41,7 @@ class _PullContext:
 
 
 class PullMessageProcessor(CodeDispatchProcessor):
-    def __init__(self, broker: "BrokerController") -> None:
+    def __init__(self, broker: "BrokerContext") -> None:
         super().__init__(broker)
         self.handlers = {RequestCode.PULL_MESSAGE: self.pull_message}
 

@@ -32,7 +32,7 @@ from ..stats import TOPIC_PUT_NUMS
 from .base import CodeDispatchProcessor, log_refusal
 
 if TYPE_CHECKING:
-    from ..controller import BrokerController
+    from .base import BrokerContext
 
 __all__ = ["SendMessageProcessor", "parse_addr", "PUT_STATUS_CODES"]
 
@@ -121,7 +121,7 @@ _FAST_CODES = frozenset((RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, 
 class SendMessageProcessor(CodeDispatchProcessor):
     batches = True
 
-    def __init__(self, broker: "BrokerController") -> None:
+    def __init__(self, broker: "BrokerContext") -> None:
         super().__init__(broker)
         eager_send = lambda conn, req: run_eagerly(self.send_message(conn, req))  # noqa: E731
         eager_back = lambda conn, req: run_eagerly(self.consumer_send_msg_back(conn, req))  # noqa: E731
