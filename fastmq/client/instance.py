@@ -251,15 +251,16 @@ class ClientInstance:
             await self.send_heartbeat_to_all_brokers()
         return route
 
-    def refresh_route_soon(self, topic: str) -> None:
+    def refresh_route_soon(self, topic: str, min_interval: float = ROUTE_REFRESH_MIN_INTERVAL_S) -> None:
         """Fetch ``topic``'s route in the background now, rather than at the next poll, unless
-        that was done less than :data:`ROUTE_REFRESH_MIN_INTERVAL_S` ago (a connection to one of
-        its brokers just failed: the NameServer may know better already)."""
+        that was done less than ``min_interval`` seconds ago (a connection to one of its brokers
+        just failed, or a consumer reads a slave for want of its master: the NameServer may know
+        better already)."""
         if not self.started:
             return
         now = time.monotonic()
         last = self._refreshed.get(topic)
-        if last is not None and now - last < ROUTE_REFRESH_MIN_INTERVAL_S:
+        if last is not None and now - last < min_interval:
             return
         if len(self._refreshed) > 10_000:  # bounded: endless topic names keep it small
             self._refreshed.clear()

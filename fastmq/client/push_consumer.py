@@ -62,6 +62,10 @@ PULL_SUSPEND_MS = 15_000          # brokerSuspendMaxTimeMillis
 PULL_TIMEOUT_MS = 30_000          # consumerTimeoutMillisWhenSuspend
 PULL_DELAY_ON_ERROR_S = 3.0       # pullTimeDelayMillsWhenException
 PULL_DELAY_FLOW_CONTROL_S = 0.05
+# While a queue reads a slave for want of its master: how often its route is asked for, and how
+# long the slave may hold a pull, so the consumer is back on the master seconds after it returns
+SLAVE_ROUTE_REFRESH_S = 2.0
+SLAVE_SUSPEND_MS = 2_000
 REBALANCE_INTERVAL_S = 20.0
 #: A pull answer whose batches a plain listener is expected to finish within this many µs goes to
 #: one consume thread as one hand-off (see PushConsumer._deliver).
@@ -683,14 +687,21 @@ class _ConsumerBase:
         # the broker id the last answer suggested (RocketMQ's pullFromWhichNodeTable), else a
         # slave of the name when the master is gone from the route or unreachable
         suggested = self.pull_from_which.get(mq, MASTER_ID)
-        addr, _ = self.instance.find_broker_addr_in_subscribe(mq.broker_name, suggested)
+        addr, is_slave = self.instance.find_broker_addr_in_subscribe(mq.broker_name, suggested)
         if addr is None:
             return PULL_DELAY_ON_ERROR_S
+        slave_for_master = is_slave and suggested == MASTER_ID
+        if slave_for_master:
+            # reading a slave only because the master is gone: learn of its return within a few
+            # seconds rather than at the 30 s route poll (one NameServer request per topic at most)
+            self.instance.refresh_route_soon(mq.topic, SLAVE_ROUTE_REFRESH_S)
         pq.pulling_from = addr
         pq.last_pull_timestamp = _now_ms()
         commit = self.offset_store.table.get(mq, -1) if self.message_model == "CLUSTERING" else -1
         fields = template.copy()
         fields["queueOffset"] = str(pq.next_offset)
+        if slave_for_master:
+            fields["suspendTimeoutMillis"] = str(SLAVE_SUSPEND_MS)  # a held pull would pin us there
         fields["sysFlag"] = str(_SYSFLAG_SUSPEND | _SYSFLAG_SUBSCRIPTION | (_SYSFLAG_COMMIT if commit > 0 else 0))
         fields["commitOffset"] = str(max(commit, 0))
         req = RemotingCommand(RequestCode.PULL_MESSAGE, language=_LANGUAGE, version=VERSION, opaque=next_opaque(),
