@@ -18,9 +18,14 @@ if NO_EXTENSIONS:
     print("*** fastmq: building pure (FASTMQ_NO_EXTENSIONS set) ***")
 else:
     from Cython.Build import cythonize
+    from Cython.Compiler import Options
     from setuptools import Extension
 
-    directives = {"language_level": "3", "embedsignature": True, "warn.unused": False}
+    # A Cython warning fails the build (as `cython -Werror`): each one so far was a real slip
+    # (a typed loop variable that typed nothing). tests/test_cython_build.py uses the same flags.
+    # warn.maybe_uninitialized stays off: it cannot see through `&out` parameters.
+    Options.warning_errors = True
+    directives = {"language_level": "3", "embedsignature": True, "warn.unused": True, "warn.unreachable": True}
     macros = []
     if DEBUG:
         directives.update(boundscheck=True, wraparound=True, linetrace=True)

@@ -161,8 +161,12 @@ cdef class UniqIds:
         cdef uint32_t diff = self._diff(now_ms)
         cdef uint32_t c = self._count
         cdef Py_ssize_t i
+        cdef list out = []
         self._count = <uint32_t>((c + n) & 0xFFFF)
-        return [self._make(diff, <uint32_t>((c + i) & 0xFFFF)) for i in range(n)]
+        # A plain loop: a comprehension's variable is its own scope, so a cdef outside would not type it.
+        for i in range(n):
+            out.append(self._make(diff, <uint32_t>((c + i) & 0xFFFF)))
+        return out
 
 
 # ======================================================================= frames
