@@ -37,7 +37,10 @@ int32 = st.integers(-(2 ** 31), 2 ** 31 - 1)
 def test_frame_is_what_the_codec_encodes(produce, group: str, topic: str, qid: int, flag: int,
                                          properties: dict[str, str], body: bytes, batch: bool, sys_flag: int,
                                          queue_nums: int) -> None:
-    p = Producer(group[:255], namesrv_addr="127.0.0.1:1", default_topic_queue_nums=queue_nums)
+    p = Producer("PG", namesrv_addr="127.0.0.1:1", default_topic_queue_nums=queue_nums)
+    # Producer refuses a group outside RocketMQ's character set now; the writer must still escape any
+    # text the header carries, so the group is set past that check.
+    p.group = group[:255]
     msg = Message(topic, body, flag, dict(properties))
     req = p._request(msg, MessageQueue(topic, "b", qid), batch)
     req.ext_fields["f"] = str(sys_flag)  # _request only sets the compressed flag for big bodies
