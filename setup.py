@@ -21,11 +21,13 @@ else:
     from Cython.Compiler import Options
     from setuptools import Extension
 
-    # A Cython warning fails the build (as `cython -Werror`): each one so far was a real slip
-    # (a typed loop variable that typed nothing). tests/test_cython_build.py uses the same flags.
-    # warn.maybe_uninitialized stays off: it cannot see through `&out` parameters.
+    # A Cython warning fails the build (as `cython -Werror`), with Cython's extra warnings on: an
+    # unused local was a typed loop variable that typed nothing. Locals filled through `&out`
+    # start at 0, as maybe_uninitialized cannot see the call fill them. tests/test_stubs.py
+    # compiles with the same flags.
     Options.warning_errors = True
-    directives = {"language_level": "3", "embedsignature": True, "warn.unused": True, "warn.unreachable": True}
+    directives = {"language_level": "3", "embedsignature": True, "warn.unused": True, "warn.unreachable": True,
+                  "warn.maybe_uninitialized": True}
     macros = []
     if DEBUG:
         directives.update(boundscheck=True, wraparound=True, linetrace=True)

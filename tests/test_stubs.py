@@ -16,7 +16,8 @@ EXT = ROOT / "fastmq" / "_ext"
 ALLOWLIST = Path(__file__).with_name("stubtest_allowlist.txt")
 COMPILED = sorted(f"fastmq._ext.{p.stem}" for p in EXT.glob("*_c.pyx"))
 # The flags setup.py builds with (Options.warning_errors and its directives), as the cython command line has them.
-CYTHON_FLAGS = ["-3", "-Werror", "-X", "embedsignature=True", "-X", "warn.unused=True", "-X", "warn.unreachable=True"]
+CYTHON_FLAGS = ["-3", "-Werror", "-X", "embedsignature=True", "-X", "warn.unused=True", "-X", "warn.unreachable=True",
+                "-X", "warn.maybe_uninitialized=True"]
 
 
 def _run(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -70,10 +71,14 @@ def test_a_cython_warning_fails_the_build(tmp_path: Path) -> None:
     src.write_text("def f(n):\n    cdef Py_ssize_t i\n    return [i for i in range(n)]\n")
     res = _run(["-m", "cython", *CYTHON_FLAGS, "-o", str(tmp_path / "slip.c"), str(src)], tmp_path)
     assert res.returncode != 0 and "Unused entry 'i'" in res.stderr
+    src.write_text("def g(bint c):\n    cdef int x\n    if c:\n        x = 1\n    return x\n")
+    res = _run(["-m", "cython", *CYTHON_FLAGS, "-o", str(tmp_path / "slip.c"), str(src)], tmp_path)
+    assert res.returncode != 0 and "'x' might be referenced before assignment" in res.stderr
 
 
 def test_setup_py_makes_warnings_errors() -> None:
     """setup.py and the flags above must not drift apart (the build is what CI and scripts/_venv.sh run)."""
     text = (ROOT / "setup.py").read_text()
     assert "Options.warning_errors = True" in text
-    assert '"warn.unused": True' in text and '"warn.unreachable": True' in text
+    for flag in ("warn.unused", "warn.unreachable", "warn.maybe_uninitialized"):
+        assert f'"{flag}": True' in text

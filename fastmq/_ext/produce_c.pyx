@@ -234,7 +234,7 @@ cdef int _put_escaped(ByteBuf* b, const unsigned char* p, Py_ssize_t n) except -
 
 
 cdef int _put_json_str(ByteBuf* b, object s) except -1:
-    cdef Py_ssize_t n
+    cdef Py_ssize_t n = 0
     cdef const char* p = PyUnicode_AsUTF8AndSize(s, &n)
     _put(b, b'"', 1)
     _put_escaped(b, <const unsigned char*>p, n)
@@ -562,7 +562,7 @@ cdef class AsyncSend:
     def on_response(self, resp) -> None:
         """The broker's answer: a SUCCESS with plain fields completes the send here."""
         cdef RemotingCommand cmd
-        cdef int64_t qid, qoff
+        cdef int64_t qid = 0, qoff = 0
         cdef PyObject* p
         self._answered = True
         _track(self)
