@@ -18,9 +18,16 @@ if NO_EXTENSIONS:
     print("*** fastmq: building pure (FASTMQ_NO_EXTENSIONS set) ***")
 else:
     from Cython.Build import cythonize
+    from Cython.Compiler import Options
     from setuptools import Extension
 
-    directives = {"language_level": "3", "embedsignature": True, "warn.unused": False}
+    # A Cython warning fails the build (as `cython -Werror`), with Cython's extra warnings on: an
+    # unused local was a typed loop variable that typed nothing. Locals filled through `&out`
+    # start at 0, as maybe_uninitialized cannot see the call fill them. tests/test_stubs.py
+    # compiles with the same flags.
+    Options.warning_errors = True
+    directives = {"language_level": "3", "embedsignature": True, "warn.unused": True, "warn.unreachable": True,
+                  "warn.maybe_uninitialized": True}
     macros = []
     if DEBUG:
         directives.update(boundscheck=True, wraparound=True, linetrace=True)

@@ -1,7 +1,9 @@
-"""The interface both codec twins implement, written down once.
+"""The interface both twins of every compiled module implement, written down once.
 
-``codec_c`` (Cython) and ``codec_py`` (pure Python) export the same names with
-the same signatures; tests check both against this module.
+Each ``<stem>_c`` (Cython) and ``<stem>_py`` (pure Python) pair exports the same names with the
+same signatures; :data:`TWINS` maps each stem to its module protocol and the protocols of its
+classes, and tests/test_twin_protocols.py checks both twins against them (names, parameter
+names, kinds and defaults).
 
 Wire layout of one frame (RocketMQ RemotingCommand, all integers big-endian)::
 
@@ -17,7 +19,8 @@ int32 ext length + repeated (int16 key length, key, int32 value length, value).
 """
 from __future__ import annotations
 
-from typing import Iterable, Protocol
+import asyncio
+from typing import Any, Callable, Iterable, Protocol, Sequence
 
 SERIALIZE_JSON = 0
 SERIALIZE_ROCKETMQ = 1
@@ -73,3 +76,207 @@ class CodecModule(Protocol):
     def encode_frame(self, cmd: RemotingCommandProto) -> bytes: ...
     def encode_frames(self, cmds: Iterable[RemotingCommandProto]) -> bytes: ...
     def decode_frame(self, frame: bytes, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> RemotingCommandProto: ...
+    def settle_responses(self, cmds: list[Any], pending: dict[int, Any]
+                         ) -> tuple[list[Any] | None, list[int] | None]: ...
+
+
+# ------------------------------------------------------------------ batch: SEND_BATCH_MESSAGE bodies
+
+class BatchModule(Protocol):
+    def encode_batch_body(self, messages: Iterable[Any]) -> bytes: ...
+
+
+# ------------------------------------------------------------------ records: plain-IPv4 pull bodies
+
+class RecordsModule(Protocol):
+    def decode_v4(self, data: bytes, cls: Any) -> list[Any] | None: ...
+
+
+# ------------------------------------------------------------------ fault: the producer's latency-fault table
+
+class FaultTableProto(Protocol):
+    """Per-broker latency and penalty, indexed by broker number; grows on demand."""
+
+    latency: Any
+    available_from: Any
+    present: Any
+    unreachable: Any
+
+    @property
+    def capacity(self) -> int: ...
+    def update(self, broker: int, latency_ms: int, isolation: bool, now_ms: int) -> None: ...
+    def is_available(self, broker: int, now_ms: int) -> bool: ...
+    def remove(self, broker: int) -> None: ...
+    def mark_unreachable(self, broker: int) -> None: ...
+    def mark_reachable(self, broker: int) -> None: ...
+    def is_reachable(self, broker: int) -> bool: ...
+    def unreachable_brokers(self) -> list[int]: ...
+    def pick_one_at_least(self, now_ms: int, avoid: int = -1) -> int: ...
+
+
+class FaultModule(Protocol):
+    LATENCY_MAX: tuple[int, ...]
+    NOT_AVAILABLE_DURATION: tuple[int, ...]
+    FAILED_SEND_LATENCY: int
+    FaultTable: type
+
+    def not_available_duration(self, latency_ms: int) -> int: ...
+
+
+# ------------------------------------------------------------------ selector: the producer's queue choice
+
+class QueueTableProto(Protocol):
+    """A topic's queues as broker numbers, with RocketMQ's round-robin selections over them."""
+
+    queue_broker: Any
+
+    def __len__(self) -> int: ...
+    def select(self, counter: int, last_broker: int = -1) -> int: ...
+    def select_fault(self, counter: int, last_broker: int, faults: Any, now_ms: int) -> int: ...
+    def select_reachable(self, counter: int, last_broker: int, faults: Any) -> int: ...
+    def select_of_broker(self, counter: int, broker: int) -> int: ...
+
+
+class SelectorModule(Protocol):
+    QueueTable: type
+
+    def select_queue(self, queue_broker: Any, counter: int, last_broker: int = -1) -> int: ...
+    def select_queue_fault(self, queue_broker: Any, counter: int, last_broker: int, present: Any,
+                           available_from: Any, now_ms: int, unreachable: Any = None) -> int: ...
+    def select_queue_reachable(self, queue_broker: Any, counter: int, last_broker: int, unreachable: Any) -> int: ...
+
+
+# ------------------------------------------------------------------ send: the broker's send pipeline
+
+class SendBatchProto(Protocol):
+    """Records encoded from a run of SEND requests, one int64 row of ``COLUMNS`` per record."""
+
+    cols: Any
+    n: int
+    keys: list[tuple[str, int]]
+    slow: list[int]
+    fast: list[int]
+    rr: int
+    wait: bool
+    total_size: int
+
+    @property
+    def records(self) -> bytes: ...
+
+
+class SendModule(Protocol):
+    COLUMNS: tuple[str, ...]
+    SendBatch: type
+
+    def crc32(self, data: bytes) -> int: ...
+    def java_hash(self, data: bytes) -> int: ...
+    def encode_sends(self, requests: list[Any], topics: dict[str, tuple[int, int, int]], born_host: bytes,
+                     store_host: bytes, cluster_prop: bytes, max_size: int, rr: int = 0) -> Any: ...
+    def place_records(self, b: Any, mapping: Any, pos: int, file_size: int, file_from: int, start: int,
+                      next_offsets: Any, store_ts: int) -> tuple[int, int]: ...
+    def index_records(self, b: Any, start: int, mapping: Any, slots: int, entries: int, state: list[int],
+                      store_ts: int) -> int: ...
+    def encode_answers(self, b: Any, requests: list[Any], msg_id_prefix: bytes,
+                       template: tuple[bytes, bytes, bytes, bytes, bytes]) -> bytes: ...
+
+
+# ------------------------------------------------------------------ produce: the producer's first try
+
+class UniqIdsProto(Protocol):
+    """UNIQ_KEY (client message id) maker: a per-process prefix, a time part and a counter."""
+
+    prefix: str
+
+    def reseed(self, prefix: str) -> None: ...
+    def next(self, now_ms: int = -1) -> str: ...
+    def take(self, n: int, now_ms: int = -1) -> list[str]: ...
+
+
+class SendRequestWriterProto(Protocol):
+    """Writes whole SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE request frames for one producer group."""
+
+    group: str
+    default_topic: str
+    default_topic_queue_nums: int
+    language: int
+    version: int
+
+    def frame(self, opaque: int, topic: str, queue_id: int, sys_flag: int, born_ms: int, flag: int,
+              properties: Any, body: bytes, batch: bool) -> bytes: ...
+
+
+class SendResultProto(Protocol):
+    status: str
+    msg_id: str
+    offset_msg_id: str
+    message_queue: Any
+    queue_offset: int
+    region_id: str | None
+
+
+class AsyncSendProto(Protocol):
+    """A send's future (asyncio's Future protocol) and its first try's pending entry."""
+
+    owner: Any
+    mq: Any
+    uniq: str
+    retries: int
+    timeout_ms: int
+    begin: float
+    deadline: float
+
+    def answered(self) -> bool: ...
+    def on_response(self, resp: Any) -> None: ...
+    def on_failure(self, exc: BaseException) -> None: ...
+    def release(self) -> None: ...
+    def finish(self, result: Any, exc: BaseException | None) -> None: ...
+    def get_loop(self) -> asyncio.AbstractEventLoop: ...
+    def done(self) -> bool: ...
+    def cancelled(self) -> bool: ...
+    def cancel(self, msg: Any = None) -> bool: ...
+    def result(self) -> Any: ...
+    def exception(self) -> BaseException | None: ...
+    def add_done_callback(self, fn: Callable[[Any], object], *, context: Any = None) -> None: ...
+    def remove_done_callback(self, fn: Callable[[Any], object]) -> int: ...
+
+
+class SendFastPathProto(Protocol):
+    """The producer's first try of a send, without a Python round per message."""
+
+    owner: Any
+    writer: Any
+    ids: Any
+    running: bool
+    counter: int
+    max_message_size: int
+    send_msg_timeout: int
+
+    def next_counter(self) -> int: ...
+    def start(self, msg: Any, callback: Callable[..., Any] | None, timeout_ms: int | None, awaited: bool = False,
+              batch_ids: str | None = None) -> Any: ...
+    def retrack(self) -> int: ...
+
+
+class ProduceModule(Protocol):
+    UniqIds: type
+    SendRequestWriter: type
+    SendResult: type
+    AsyncSend: type
+    SendFastPath: type
+
+    def month_bounds(self, ms: int) -> tuple[int, int]: ...
+    def encode_batch(self, messages: Sequence[Any], topic: str, max_body: int, ids: Any) -> tuple[bytes, str] | None: ...
+
+
+#: stem -> (protocol of the module, {class name: protocol of its instances}) for every compiled module.
+TWINS: dict[str, tuple[type, dict[str, type]]] = {
+    "batch": (BatchModule, {}),
+    "codec": (CodecModule, {"RemotingCommand": RemotingCommandProto, "FrameDecoder": FrameDecoderProto}),
+    "fault": (FaultModule, {"FaultTable": FaultTableProto}),
+    "produce": (ProduceModule, {"UniqIds": UniqIdsProto, "SendRequestWriter": SendRequestWriterProto,
+                                "SendResult": SendResultProto, "AsyncSend": AsyncSendProto,
+                                "SendFastPath": SendFastPathProto}),
+    "records": (RecordsModule, {}),
+    "selector": (SelectorModule, {"QueueTable": QueueTableProto}),
+    "send": (SendModule, {"SendBatch": SendBatchProto}),
+}

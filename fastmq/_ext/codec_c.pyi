@@ -1,8 +1,12 @@
-from typing import Any, Iterable
+from typing import Any, Iterable, final
+
+__all__ = ["RemotingCommand", "FrameDecoder", "encode_frame", "encode_frames", "decode_frame", "settle_responses",
+           "LANGUAGE_NAMES", "MAX_HEADER_LENGTH"]
 
 LANGUAGE_NAMES: tuple[str, ...]
 MAX_HEADER_LENGTH: int
 
+@final
 class RemotingCommand:
     code: int
     language: int
@@ -21,6 +25,7 @@ class RemotingCommand:
     @property
     def is_oneway(self) -> bool: ...
 
+@final
 class FrameDecoder:
     max_frame_size: int
     def __init__(self, max_frame_size: int = 16777216) -> None: ...

@@ -200,7 +200,7 @@ cdef inline uint32_t _rd32(const unsigned char* p) noexcept:
 cdef object _bin_utf8(str name, const unsigned char* p, Py_ssize_t n):
     """A str field of the binary header; ASCII ones (nearly all) go through the string cache."""
     cdef Py_ssize_t i = 0
-    cdef uint64_t x, acc = 0
+    cdef uint64_t x = 0, acc = 0
     while i + 8 <= n:
         memcpy(&x, p + i, 8)
         acc |= x

@@ -56,7 +56,7 @@ cdef int _scan_string(Scan* s, const unsigned char* base, StrTok* t) except -1:
     cdef const unsigned char* p = s.p + 1
     cdef const unsigned char* end = s.end
     cdef unsigned char c, k
-    cdef uint64_t x
+    cdef uint64_t x = 0
     t.start = p
     t.escaped = False
     t.non_ascii = False
@@ -333,7 +333,7 @@ cdef inline bint _lit(Scan* s, const char* word, Py_ssize_t n) noexcept:
 
 cdef int _skip_value(Scan* s, const unsigned char* base, int depth) except -1:
     cdef StrTok t
-    cdef bint is_int
+    cdef bint is_int = False
     if depth > 500:
         _err(s, base, "nesting too deep")
     _ws(s)
@@ -405,7 +405,7 @@ cdef int64_t _digits(const unsigned char* p, Py_ssize_t n, bint* ok) noexcept:
 cdef int64_t _int_field(Scan* s, const unsigned char* base, str name, int64_t current) except? -9999999999:
     """code / flag / opaque / version: a JSON integer, a string of digits, or null (keep default)."""
     cdef StrTok t
-    cdef bint is_int, ok
+    cdef bint is_int = False, ok = False
     cdef const unsigned char* start
     cdef const unsigned char* a
     cdef const unsigned char* b2
@@ -464,7 +464,7 @@ cdef int64_t _int_field(Scan* s, const unsigned char* base, str name, int64_t cu
 
 cdef int _language(Scan* s, const unsigned char* base) except -1:
     cdef StrTok t
-    cdef bint is_int, ok
+    cdef bint is_int = False, ok = False
     cdef const unsigned char* start
     cdef unsigned char* tmp
     cdef Py_ssize_t n, i
@@ -514,7 +514,7 @@ cdef object _scalar_text(Scan* s, const unsigned char* base, object key, bint* d
     """An extFields value as text: strings as they are, numbers by their JSON text (an integer
     normalised as Python's int() would print it), booleans as true/false; null is dropped."""
     cdef StrTok t
-    cdef bint is_int
+    cdef bint is_int = False
     cdef const unsigned char* start
     _ws(s)
     drop[0] = False
@@ -556,7 +556,7 @@ cdef int _no_lone_surrogates(dict d) except -1:
 
 cdef object _ext_object(Scan* s, const unsigned char* base):
     cdef StrTok t
-    cdef bint drop
+    cdef bint drop = False
     cdef bint lone = False
     cdef dict d
     cdef dict nested = None

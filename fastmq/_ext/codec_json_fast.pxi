@@ -12,8 +12,8 @@
 
 cdef inline bint _same(const void* a, const void* b, Py_ssize_t n) noexcept:
     """memcmp(a, b, n) == 0 for the short strings of a header, with word loads instead of a call."""
-    cdef uint64_t x, y
-    cdef uint32_t u, v
+    cdef uint64_t x = 0, y = 0
+    cdef uint32_t u = 0, v = 0
     cdef Py_ssize_t i = 0
     cdef const unsigned char* p = <const unsigned char*>a
     cdef const unsigned char* r = <const unsigned char*>b
@@ -146,7 +146,7 @@ cdef object _decode_json_fast(const unsigned char* p, Py_ssize_t n, object body)
     cdef const unsigned char* q = p
     cdef const unsigned char* end = p + n
     cdef const unsigned char* vs
-    cdef int code, flag, opaque, version, lang = -1, i
+    cdef int code = 0, flag = 0, opaque = 0, version = 0, lang = -1, i = 0
     cdef Py_ssize_t nkeys = 0
     cdef object ext = None
     cdef object remark = None

@@ -1,5 +1,9 @@
+from typing import final
+
 import numpy as np
 import numpy.typing as npt
+
+__all__ = ["LATENCY_MAX", "NOT_AVAILABLE_DURATION", "FAILED_SEND_LATENCY", "not_available_duration", "FaultTable"]
 
 LATENCY_MAX: tuple[int, ...]
 NOT_AVAILABLE_DURATION: tuple[int, ...]
@@ -7,6 +11,7 @@ FAILED_SEND_LATENCY: int
 
 def not_available_duration(latency_ms: int) -> int: ...
 
+@final
 class FaultTable:
     latency: npt.NDArray[np.int64]
     available_from: npt.NDArray[np.int64]

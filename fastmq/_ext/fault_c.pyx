@@ -96,8 +96,13 @@ cdef class FaultTable:
 
     def unreachable_brokers(self):
         """The numbers of the brokers marked unreachable, in order."""
+        # A plain loop: a comprehension's variable is its own scope, so a cdef outside would not type it.
         cdef Py_ssize_t i
-        return [i for i in range(self._unreach.shape[0]) if self._unreach[i]]
+        cdef list out = []
+        for i in range(self._unreach.shape[0]):
+            if self._unreach[i]:
+                out.append(i)
+        return out
 
     cdef bint _less(self, Py_ssize_t a, Py_ssize_t b, long long now) noexcept:
         # (available first, lower latency, earlier end of penalty, lower number)

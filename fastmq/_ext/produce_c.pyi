@@ -1,9 +1,12 @@
 import asyncio
 import contextvars
-from typing import Any, Callable, Generator, NoReturn, Sequence
+from typing import Any, Callable, Generator, NoReturn, Sequence, final
+
+__all__ = ["UniqIds", "SendRequestWriter", "encode_batch", "SendResult", "AsyncSend", "SendFastPath", "month_bounds"]
 
 def month_bounds(ms: int) -> tuple[int, int]: ...
 
+@final
 class UniqIds:
     prefix: str
     def __init__(self, prefix: str) -> None: ...
@@ -11,6 +14,7 @@ class UniqIds:
     def next(self, now_ms: int = -1) -> str: ...
     def take(self, n: int, now_ms: int = -1) -> list[str]: ...
 
+@final
 class SendRequestWriter:
     group: str
     default_topic: str
@@ -24,6 +28,7 @@ class SendRequestWriter:
 
 def encode_batch(messages: Sequence[Any], topic: str, max_body: int, ids: UniqIds) -> tuple[bytes, str] | None: ...
 
+@final
 class SendResult:
     status: str
     msg_id: str
@@ -34,6 +39,7 @@ class SendResult:
     def __init__(self, status: str, msg_id: str, offset_msg_id: str, message_queue: Any, queue_offset: int,
                  region_id: str | None = None) -> None: ...
 
+@final
 class AsyncSend:
     """A send's future (asyncio's Future protocol) and its first try's pending entry."""
     owner: Any
@@ -78,6 +84,7 @@ class AsyncSend:
     def __await__(self) -> Generator[Any, None, SendResult]: ...
     def __iter__(self) -> Generator[Any, None, SendResult]: ...
 
+@final
 class SendFastPath:
     owner: Any
     writer: SendRequestWriter

@@ -161,8 +161,12 @@ cdef class UniqIds:
         cdef uint32_t diff = self._diff(now_ms)
         cdef uint32_t c = self._count
         cdef Py_ssize_t i
+        cdef list out = []
         self._count = <uint32_t>((c + n) & 0xFFFF)
-        return [self._make(diff, <uint32_t>((c + i) & 0xFFFF)) for i in range(n)]
+        # A plain loop: a comprehension's variable is its own scope, so a cdef outside would not type it.
+        for i in range(n):
+            out.append(self._make(diff, <uint32_t>((c + i) & 0xFFFF)))
+        return out
 
 
 # ======================================================================= frames
@@ -230,7 +234,7 @@ cdef int _put_escaped(ByteBuf* b, const unsigned char* p, Py_ssize_t n) except -
 
 
 cdef int _put_json_str(ByteBuf* b, object s) except -1:
-    cdef Py_ssize_t n
+    cdef Py_ssize_t n = 0
     cdef const char* p = PyUnicode_AsUTF8AndSize(s, &n)
     _put(b, b'"', 1)
     _put_escaped(b, <const unsigned char*>p, n)
@@ -558,7 +562,7 @@ cdef class AsyncSend:
     def on_response(self, resp) -> None:
         """The broker's answer: a SUCCESS with plain fields completes the send here."""
         cdef RemotingCommand cmd
-        cdef int64_t qid, qoff
+        cdef int64_t qid = 0, qoff = 0
         cdef PyObject* p
         self._answered = True
         _track(self)

@@ -22,9 +22,9 @@ cdef inline int write_properties(ByteBuf* b, object props, property_writer write
     """``write`` each property of ``props`` (a mapping; names and values not ``str`` are turned
     into one), in the mapping's order. Raises ValueError for a name or value holding a separator
     (\\x01 or \\x02): it would corrupt every property after it on the reader's side."""
-    cdef Py_ssize_t pos = 0, kn, vn
-    cdef PyObject* kp
-    cdef PyObject* vp
+    cdef Py_ssize_t pos = 0, kn = 0, vn = 0
+    cdef PyObject* kp = NULL
+    cdef PyObject* vp = NULL
     cdef const char* ks
     cdef const char* vs
     cdef object k, v

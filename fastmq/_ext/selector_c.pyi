@@ -1,5 +1,9 @@
+from typing import final
+
 import numpy as np
 import numpy.typing as npt
+
+__all__ = ["select_queue", "select_queue_fault", "select_queue_reachable", "QueueTable"]
 
 def select_queue(queue_broker: npt.NDArray[np.int32], counter: int, last_broker: int = -1) -> int: ...
 def select_queue_fault(queue_broker: npt.NDArray[np.int32], counter: int, last_broker: int,
@@ -10,6 +14,7 @@ def select_queue_reachable(queue_broker: npt.NDArray[np.int32], counter: int, la
 
 from .fault_c import FaultTable
 
+@final
 class QueueTable:
     queue_broker: npt.NDArray[np.int32]
     def __init__(self, queue_broker: npt.ArrayLike) -> None: ...

@@ -1,10 +1,14 @@
 """Type stub of the compiled send pipeline (same contract as ``send_py``)."""
-from typing import Any
+from typing import Any, final
 
 import numpy as np
 
+__all__ = ["SendBatch", "encode_sends", "place_records", "index_records", "encode_answers", "COLUMNS",
+           "crc32", "java_hash"]
+
 COLUMNS: tuple[str, ...]
 
+@final
 class SendBatch:
     cols: np.ndarray
     n: int

@@ -251,7 +251,7 @@ cdef Props _scan_props(const uint8_t* p, Py_ssize_t n) noexcept nogil:
 # ----------------------------------------------------------------------------- integer fields
 cdef int _parse_i64(object v, int64_t* out) except -1:
     """A decimal header value; 0 when it is not a plain ``-?[0-9]+`` str within int64."""
-    cdef Py_ssize_t n, i = 0
+    cdef Py_ssize_t n = 0, i = 0
     cdef const char* s
     cdef uint64_t acc = 0
     cdef bint neg = False
@@ -468,7 +468,7 @@ cdef bint _encode_one(SendBatch b, RemotingCommand req, Py_ssize_t i, dict topic
                       Ctx* ctx) except -1:
     """Encode the records of one request; False when it needs the slow path."""
     cdef object f, names, topic, v, body, props, info
-    cdef int64_t x, qid, bound, wqn, sys_or, kidx
+    cdef int64_t x = 0, qid = 0, bound, wqn, sys_or, kidx
     cdef Py_ssize_t size, pos, end, bl, el, epl
     cdef RecIn r
     cdef Props pr
