@@ -4,7 +4,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import zlib
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 from ..errors import ConfigError, RemotingCommandError
 from ..properties import parse_properties_body
@@ -82,7 +82,9 @@ class DefaultRequestProcessor(CodeDispatchProcessor):
         super().__init__()
         self.c = controller
         R = RequestCode
-        self.handlers: dict[int, Callable[[Connection, RemotingCommand], RemotingCommand]] = {
+        # register_broker answers a large compressed body from a coroutine (decoded off the loop)
+        self.handlers: dict[int, Callable[[Connection, RemotingCommand],
+                                          RemotingCommand | Awaitable[RemotingCommand]]] = {
             R.PUT_KV_CONFIG: self.put_kv_config, R.GET_KV_CONFIG: self.get_kv_config,
             R.DELETE_KV_CONFIG: self.delete_kv_config, R.QUERY_DATA_VERSION: self.query_data_version,
             R.REGISTER_BROKER: self.register_broker, R.UNREGISTER_BROKER: self.unregister_broker,
@@ -138,7 +140,8 @@ class DefaultRequestProcessor(CodeDispatchProcessor):
             return False
         return True
 
-    def register_broker(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+    def register_broker(self, conn: Connection, request: RemotingCommand
+                        ) -> RemotingCommand | Awaitable[RemotingCommand]:
         cluster, addr = _need(request, "clusterName"), _need(request, "brokerAddr")
         name, bid = _need(request, "brokerName"), _need_int(request, "brokerId")
         if not self._check_crc(request):

@@ -50,6 +50,11 @@ class StoreCheckpoint:
     RocketMQ's behaviour: every bad record is taken for the end of the log.
     """
 
+    # RocketMQ's three timestamps (ms), read from the page
+    physic_msg_timestamp: int
+    logics_msg_timestamp: int
+    index_msg_timestamp: int
+
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)

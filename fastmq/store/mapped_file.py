@@ -170,6 +170,7 @@ class MappedFile:
             self._fd = -1
             self._mv = self._map.view
         else:
+            assert self._mm is not None  # keep_fd: mapped above
             self._mv = memoryview(self._mm)
         self.wrote_position = 0
         self.flushed_position = 0
