@@ -231,7 +231,7 @@ def _plain_int(s: object) -> int | None:
     return int(s)
 
 
-class AsyncSend(asyncio.Future):  # type: ignore[type-arg]
+class AsyncSend(asyncio.Future[SendResult]):
     """One asynchronous send: the future its caller holds, and the pending entry of its first try
     on the connection (``deadline`` on the loop clock, ``timeout_ms`` reported on expiry).
 

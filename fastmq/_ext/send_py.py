@@ -399,4 +399,4 @@ def answer_template(region: str, trace_on: bool) -> tuple[bytes, bytes, bytes, b
             raise ValueError("the codec's response layout changed: cannot build the answer template")
         pieces.append(head)
     pieces.append(header)
-    return tuple(pieces)  # type: ignore[return-value]
+    return pieces[0], pieces[1], pieces[2], pieces[3], pieces[4]

@@ -595,7 +595,8 @@ class Producer:
         self._validate(msg)
 
     def _release_in_flight(self, _fut: object) -> None:
-        self._in_flight.release()  # type: ignore[union-attr]
+        assert self._in_flight is not None  # added as a callback only when there are permits
+        self._in_flight.release()
 
     async def _send_async_slow(self, msg: Message, callback: Callable[[SendResult | None, BaseException | None], None]
                                | None, timeout_ms: int | None, batch_ids: str | None = None) -> SendResult:
@@ -702,7 +703,8 @@ class Producer:
         del msgs  # the caller's messages are encoded: they need not live as long as the send
         fut = self._fast.start(batch, None, timeout_ms, True, msg_ids)
         if fut is not None:
-            return await fut  # type: ignore[no-any-return]
+            sent: SendResult = await fut
+            return sent
         r = await self._send(batch, timeout_ms, batch=True)
         assert r is not None
         return _with_ids(r, msg_ids)

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 from ..errors import ConfigError, RemotingCommandError
 from ..properties import parse_properties_body
-from ..protocol.bodies import DataVersion, KVTable, RegisterBrokerBody, loads_lenient
+from ..protocol.bodies import DataVersion, KVTable, RegisterBrokerBody, TopicList, loads_lenient
 from ..protocol.codes import RequestCode, ResponseCode
 from ..protocol.command import RemotingCommand, ext_bool, ext_int, ext_str, response_for
 from ..remoting import CodeDispatchProcessor, Connection
@@ -213,8 +213,8 @@ class DefaultRequestProcessor(CodeDispatchProcessor):
     def get_broker_cluster_info(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         return response_for(request, ResponseCode.SUCCESS, body=self.c.route_info.get_all_cluster_info().to_json())
 
-    def _topics(self, request: RemotingCommand, tl: object) -> RemotingCommand:
-        return response_for(request, ResponseCode.SUCCESS, body=tl.to_json())  # type: ignore[attr-defined]
+    def _topics(self, request: RemotingCommand, tl: TopicList) -> RemotingCommand:
+        return response_for(request, ResponseCode.SUCCESS, body=tl.to_json())
 
     def get_all_topic_list(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         return self._topics(request, self.c.route_info.get_all_topic_list())

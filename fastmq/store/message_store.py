@@ -640,9 +640,9 @@ class MessageStore(MessageGetter, DiskSpaceGuard):
         left_ts = ts_at(cq, idx - 1)
         return idx if abs(timestamp - left_ts) > abs(timestamp - right_ts) else idx - 1
 
-    def _ts_at_queue_offset(self, cq: object, queue_offset: int) -> int:
+    def _ts_at_queue_offset(self, cq: ConsumeQueue, queue_offset: int) -> int:
         try:
-            o, s, _ = cq.get_entry(queue_offset)  # type: ignore[attr-defined]
+            o, s, _ = cq.get_entry(queue_offset)
         except StoreError:
             return -1
         return self._store_ts(o, s)
