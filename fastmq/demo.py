@@ -17,7 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from .aio import Message, Producer
+from .aio import Message, MessageExt, Producer
 from .client.push_consumer import ConsumeStatus, PushConsumer
 from .remoting.loop import run
 
@@ -38,10 +38,11 @@ def _port(preferred: int) -> int:
             return preferred
         except OSError:
             s.bind(("127.0.0.1", 0))
-            return s.getsockname()[1]
+            port: int = s.getsockname()[1]
+            return port
 
 
-def _start(cmd: str, args: list[str], workdir: Path, ready: str) -> subprocess.Popen:
+def _start(cmd: str, args: list[str], workdir: Path, ready: str) -> subprocess.Popen[str]:
     """Start a fastmq command as a user would and wait (bounded) for its boot line."""
     exe = Path(sys.executable).with_name(cmd)
     argv = [str(exe) if exe.exists() else cmd, *args]
@@ -60,7 +61,7 @@ def _start(cmd: str, args: list[str], workdir: Path, ready: str) -> subprocess.P
     raise SystemExit(f"{cmd} did not start")
 
 
-def _stop(proc: subprocess.Popen, name: str) -> None:
+def _stop(proc: subprocess.Popen[str], name: str) -> None:
     proc.send_signal(signal.SIGTERM)
     try:
         rc = proc.wait(20)
@@ -82,7 +83,7 @@ async def _traffic(namesrv: str) -> None:
     received: list[str] = []
     refused: set[str] = set()
 
-    def listener(msgs):
+    def listener(msgs: list[MessageExt]) -> str:
         for m in msgs:
             uid = m.properties.get("UNIQ_KEY", "")
             if m.body.endswith(b" 4") and uid not in refused:

@@ -277,7 +277,7 @@ def bind(cfg: C, values: Mapping[str, str], *, source: str = "config") -> C:
     Returns the keys it did not know in a warning; raises ConfigError for a value of the
     wrong type, naming the key.
     """
-    fields = {f.name: f for f in dataclasses.fields(cfg)}  # type: ignore[arg-type]
+    fields = {f.name: f for f in dataclasses.fields(cfg)}  # type: ignore[arg-type]  # callers pass config dataclasses
     unknown = []
     for key, raw in values.items():
         f = fields.get(key)
@@ -294,7 +294,7 @@ def config_items(*cfgs: object) -> list[tuple[str, str]]:
     """``(key, text)`` of every field, in declaration order; booleans as Java prints them."""
     out = []
     for cfg in cfgs:
-        for f in dataclasses.fields(cfg):  # type: ignore[arg-type]
+        for f in dataclasses.fields(cfg):  # type: ignore[arg-type]  # callers pass config dataclasses
             v = getattr(cfg, f.name)
             out.append((f.name, "true" if v is True else "false" if v is False else str(v)))
     return out

@@ -202,13 +202,13 @@ class SendResult:
     def __delattr__(self, name: str) -> None:
         raise AttributeError(f"SendResult is immutable: cannot delete field {name!r}")
 
-    def _fields(self) -> tuple:
+    def _fields(self) -> tuple[str, str, str, Any, int, str | None]:
         return (self.status, self.msg_id, self.offset_msg_id, self.message_queue, self.queue_offset, self.region_id)
 
     def __eq__(self, other: object) -> bool:
         if type(other) is not type(self):
             return NotImplemented
-        return self._fields() == other._fields()  # type: ignore[attr-defined]
+        return self._fields() == other._fields()
 
     def __hash__(self) -> int:
         return hash(self._fields())
@@ -217,7 +217,7 @@ class SendResult:
         return ("SendResult(status={!r}, msg_id={!r}, offset_msg_id={!r}, message_queue={!r}, queue_offset={!r}, "
                 "region_id={!r})".format(*self._fields()))
 
-    def __reduce__(self) -> tuple:
+    def __reduce__(self) -> tuple[type[SendResult], tuple[str, str, str, Any, int, str | None]]:
         return (type(self), self._fields())
 
 
@@ -231,7 +231,7 @@ def _plain_int(s: object) -> int | None:
     return int(s)
 
 
-class AsyncSend(asyncio.Future):  # type: ignore[type-arg]
+class AsyncSend(asyncio.Future[SendResult]):
     """One asynchronous send: the future its caller holds, and the pending entry of its first try
     on the connection (``deadline`` on the loop clock, ``timeout_ms`` reported on expiry).
 
@@ -430,6 +430,7 @@ class SendFastPath:
         conn = self._open(addr)
         if conn is None:
             return None
+        uniq: str | None
         if batch_ids is not None:
             uniq = batch_ids
         else:

@@ -12,12 +12,19 @@ included, so a dead broker whose refusals are fast never wins a retry on its low
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Sequence
+
 import numpy as np
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
+
+    from .fault_py import FaultTable
 
 __all__ = ["select_queue", "select_queue_fault", "select_queue_reachable", "QueueTable"]
 
 
-def select_queue(queue_broker, counter: int, last_broker: int = -1) -> int:
+def select_queue(queue_broker: Sequence[int] | npt.NDArray[np.int32], counter: int, last_broker: int = -1) -> int:
     """Round robin from ``counter``; on a retry (``last_broker`` >= 0) skip that broker's queues
     when another broker has one."""
     n = len(queue_broker)
@@ -31,8 +38,9 @@ def select_queue(queue_broker, counter: int, last_broker: int = -1) -> int:
     return abs(counter) % n
 
 
-def select_queue_fault(queue_broker, counter: int, last_broker: int, present, available_from, now_ms: int,
-                       unreachable=None) -> int:
+def select_queue_fault(queue_broker: Sequence[int] | npt.NDArray[np.int32], counter: int, last_broker: int,
+                       present: npt.NDArray[np.uint8], available_from: npt.NDArray[np.int64], now_ms: int,
+                       unreachable: npt.NDArray[np.uint8] | None = None) -> int:
     """The first queue, round robin from ``counter``, whose broker is out of its fault penalty,
     reachable (``unreachable[b]`` is 0, when given) and not ``last_broker``; -1 when there is none
     (the caller then falls back on FaultTable.pick_one_at_least)."""
@@ -53,7 +61,8 @@ def select_queue_fault(queue_broker, counter: int, last_broker: int, present, av
     return -1
 
 
-def select_queue_reachable(queue_broker, counter: int, last_broker: int, unreachable) -> int:
+def select_queue_reachable(queue_broker: Sequence[int] | npt.NDArray[np.int32], counter: int, last_broker: int,
+                           unreachable: npt.NDArray[np.uint8]) -> int:
     """Round robin from ``counter``, in order of preference: a queue of a reachable broker other
     than ``last_broker``; of a reachable one (``last_broker`` itself: it answered, where the others
     refuse connections); of a broker other than ``last_broker``; any. -1 when there are none."""
@@ -85,9 +94,9 @@ class QueueTable:
     pay for converting the arrays on every selection.
     """
 
-    def __init__(self, queue_broker) -> None:
+    def __init__(self, queue_broker: npt.ArrayLike) -> None:
         self.queue_broker = np.ascontiguousarray(queue_broker, dtype=np.int32)
-        self._qb = self.queue_broker.tolist()
+        self._qb: list[int] = self.queue_broker.tolist()
 
     def __len__(self) -> int:
         return len(self._qb)
@@ -95,11 +104,11 @@ class QueueTable:
     def select(self, counter: int, last_broker: int = -1) -> int:
         return select_queue(self._qb, counter, last_broker)
 
-    def select_fault(self, counter: int, last_broker: int, faults, now_ms: int) -> int:
+    def select_fault(self, counter: int, last_broker: int, faults: FaultTable, now_ms: int) -> int:
         return select_queue_fault(self._qb, counter, last_broker, faults.present, faults.available_from, now_ms,
                                   faults.unreachable)
 
-    def select_reachable(self, counter: int, last_broker: int, faults) -> int:
+    def select_reachable(self, counter: int, last_broker: int, faults: FaultTable) -> int:
         """:func:`select_queue_reachable` with ``faults.unreachable``."""
         return select_queue_reachable(self._qb, counter, last_broker, faults.unreachable)
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import struct
 import zlib
-from typing import Any
+from typing import Any, TypeGuard
 
 import numpy as np
 
@@ -75,7 +75,7 @@ def _int(v: Any) -> int | None:
     return int(v)
 
 
-def _i32(v: int | None) -> bool:
+def _i32(v: int | None) -> TypeGuard[int]:
     return v is not None and -(1 << 31) <= v < (1 << 31)
 
 
@@ -104,6 +104,11 @@ class _Props:
                 self.delay = True
             elif k == b"CLUSTER":
                 self.cluster = True
+
+
+#: One message of a request: its flag, body, properties (with their trailing separator), and what
+#: the properties say.
+_Entry = tuple[int, bytes, bytes, _Props]
 
 
 class SendBatch:
@@ -144,8 +149,9 @@ def _record(qid: int, flag: int, sys_flag: int, born_ts: int, reconsume: int, bo
         struct.pack(">H", len(props)), props))
 
 
-def encode_sends(requests: list, topics: dict, born_host: bytes, store_host: bytes, cluster_prop: bytes,
-                 max_size: int, rr: int = 0, *, groups: set | None = None) -> SendBatch:
+def encode_sends(requests: list[Any], topics: dict[str, tuple[int, int, int]], born_host: bytes,
+                 store_host: bytes, cluster_prop: bytes, max_size: int, rr: int = 0, *,
+                 groups: set[str] | None = None) -> SendBatch:
     """Encode every request the fast path takes; list the others in ``slow`` (module doc)."""
     b = SendBatch(len(requests), rr)
     if len(born_host) != 8 or len(store_host) != 8:
@@ -174,6 +180,7 @@ def encode_sends(requests: list, topics: dict, born_host: bytes, store_host: byt
             b.slow.append(i)
             continue
         assert sys_flag is not None and flag is not None and reconsume is not None
+        assert isinstance(topic, str)  # else ``info`` is None and the request went to ``slow``
         if (sys_flag & 0xC) in (0x4, 0xC):
             b.slow.append(i)
             continue
@@ -189,6 +196,7 @@ def encode_sends(requests: list, topics: dict, born_host: bytes, store_host: byt
         if type(body) is not bytes or len(tb) > 127:
             b.slow.append(i)
             continue
+        entries: list[_Entry] | None
         if not batch:
             props = f.get(names[8])
             if props is not None and type(props) is not str:
@@ -231,8 +239,8 @@ def encode_sends(requests: list, topics: dict, born_host: bytes, store_host: byt
     return b
 
 
-def _batch_entries(body: bytes, tb: bytes, cluster_prop: bytes, max_size: int) -> list | None:
-    out = []
+def _batch_entries(body: bytes, tb: bytes, cluster_prop: bytes, max_size: int) -> list[_Entry] | None:
+    out: list[_Entry] = []
     pos, n = 0, len(body)
     while pos < n:
         if pos + 22 > n:
@@ -308,7 +316,7 @@ def _record_keys(rec: bytes | bytearray) -> tuple[bytes, list[bytes]]:
     return topic, keys
 
 
-def index_records(b: SendBatch, start: int, mapping: Any, slots: int, entries: int, state: list,
+def index_records(b: SendBatch, start: int, mapping: Any, slots: int, entries: int, state: list[int],
                   store_ts: int) -> int:
     """Add KEYS and UNIQ_KEY of records ``start..`` to one index file; ``state`` is
     ``[begin_ts, end_ts, begin_phy, end_phy, slot_count, count]`` (updated in place). Returns the
@@ -352,10 +360,11 @@ def index_records(b: SendBatch, start: int, mapping: Any, slots: int, entries: i
     return i
 
 
-def encode_answers(b: SendBatch, requests: list, msg_id_prefix: bytes, template: tuple) -> bytes:
+def encode_answers(b: SendBatch, requests: list[Any], msg_id_prefix: bytes,
+                   template: tuple[bytes, bytes, bytes, bytes, bytes]) -> bytes:
     """The SUCCESS response frames (JSON headers) of every fast request that is not oneway."""
     t0, t1, t2, t3, t4 = template
-    out = []
+    out: list[bytes] = []
     c = b.cols
     i = 0
     while i < b.n:
@@ -390,4 +399,4 @@ def answer_template(region: str, trace_on: bool) -> tuple[bytes, bytes, bytes, b
             raise ValueError("the codec's response layout changed: cannot build the answer template")
         pieces.append(head)
     pieces.append(header)
-    return tuple(pieces)  # type: ignore[return-value]
+    return pieces[0], pieces[1], pieces[2], pieces[3], pieces[4]

@@ -32,7 +32,7 @@ class ConsumerOffsetManager:
         self.table: dict[str, dict[int, int]] = {}
         self._lock = threading.Lock()
         self._dirty = False
-        self.file = JsonConfigFile(self.path, self._snapshot_obj)
+        self.file: JsonConfigFile[dict[str, dict[int, int]]] = JsonConfigFile(self.path, self._snapshot_obj)
 
     @staticmethod
     def key(topic: str, group: str) -> str:

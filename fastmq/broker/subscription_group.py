@@ -81,7 +81,8 @@ class SubscriptionGroupManager:
         self.table: dict[str, SubscriptionGroupConfig] = {g: SubscriptionGroupConfig(g) for g in SYSTEM_GROUPS}
         self.data_version = DataVersion()
         self._lock = threading.RLock()
-        self.file = JsonConfigFile(self.path, self._snapshot_obj)
+        self.file: JsonConfigFile[tuple[dict[str, SubscriptionGroupConfig], DataVersion | None]] = JsonConfigFile(
+            self.path, self._snapshot_obj)
 
     def find(self, group: str) -> SubscriptionGroupConfig | None:
         """The group's config, created with defaults on first use when auto-creation is on."""

@@ -42,7 +42,8 @@ class TopicConfigManager:
         self.table: dict[str, TopicConfig] = {}
         self.data_version = DataVersion()
         self._lock = threading.RLock()
-        self.file = JsonConfigFile(self.path, self._snapshot_obj)
+        self.file: JsonConfigFile[tuple[dict[str, TopicConfig], DataVersion | None]] = JsonConfigFile(
+            self.path, self._snapshot_obj)
         #: Called after a topic is created on demand, so the broker can re-register at once.
         self.on_new_topic = on_new_topic
         self._add_system_topics()

@@ -48,9 +48,9 @@ _UNIQ_KEY = MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX
 #: The response codes a send is retried on (DefaultMQProducer.retryResponseCodes).
 RETRY_RESPONSE_CODES = frozenset({ResponseCode.TOPIC_NOT_EXIST, ResponseCode.SERVICE_NOT_AVAILABLE,
                                   ResponseCode.SYSTEM_ERROR, ResponseCode.NO_PERMISSION, 204, 205})
-_STATUS_BY_CODE = {ResponseCode.SUCCESS: "SEND_OK", ResponseCode.FLUSH_DISK_TIMEOUT: "FLUSH_DISK_TIMEOUT",
-                   ResponseCode.FLUSH_SLAVE_TIMEOUT: "FLUSH_SLAVE_TIMEOUT",
-                   ResponseCode.SLAVE_NOT_AVAILABLE: "SLAVE_NOT_AVAILABLE"}
+_STATUS_BY_CODE: dict[int, str] = {
+    ResponseCode.SUCCESS: "SEND_OK", ResponseCode.FLUSH_DISK_TIMEOUT: "FLUSH_DISK_TIMEOUT",
+    ResponseCode.FLUSH_SLAVE_TIMEOUT: "FLUSH_SLAVE_TIMEOUT", ResponseCode.SLAVE_NOT_AVAILABLE: "SLAVE_NOT_AVAILABLE"}
 
 
 def _failure_code(exc: BaseException | None) -> int | None:
@@ -207,7 +207,8 @@ class Producer:
         self._started = 0  # send_async calls, to yield to the loop every 256
         self._state = "CREATE_JUST"
         self._good_topics: set[str] = set()  # topic names that passed validate_topic
-        self._fast = SendFastPath(self, None, UNIQ_IDS, next_opaque)
+        # no writer yet: assigning default_topic_queue_nums below makes it (the twins take None here)
+        self._fast = SendFastPath(self, None, UNIQ_IDS, next_opaque)  # type: ignore[arg-type]
         self._reach = Reachability(self)
         self.default_topic_queue_nums = default_topic_queue_nums  # gives the fast path its writer
         self.send_msg_timeout = send_msg_timeout
@@ -264,7 +265,7 @@ class Producer:
     def topics(self) -> list[str]:
         return list(self._publish)
 
-    def on_route_changed(self, topic: str, route) -> None:  # called by the instance
+    def on_route_changed(self, topic: str, route: TopicRouteData) -> None:  # called by the instance
         if topic in self._publish:
             self._publish[topic] = TopicPublishInfo.from_route(topic, route, self._numbers)
 
@@ -417,6 +418,7 @@ class Producer:
         else:
             begin = prior.begin
         timeout = (timeout_ms if timeout_ms is not None else self.send_msg_timeout) / 1000
+        uniq: str | None
         if prior is not None:
             uniq = prior.uniq
         elif not batch:
@@ -535,7 +537,7 @@ class Producer:
         """The first try of an asynchronous send that holds its in-flight permit: the fast path,
         else a task on the general one; the permit goes back when the send is over."""
         try:
-            fut = self._fast.start(msg, callback, timeout_ms, False, batch_ids)
+            fut: asyncio.Future[SendResult] | None = self._fast.start(msg, callback, timeout_ms, False, batch_ids)
             if fut is None:
                 fut = asyncio.ensure_future(self._send_async_slow(msg, callback, timeout_ms, batch_ids))
                 if permits is not None:
@@ -593,7 +595,8 @@ class Producer:
         self._validate(msg)
 
     def _release_in_flight(self, _fut: object) -> None:
-        self._in_flight.release()  # type: ignore[union-attr]
+        assert self._in_flight is not None  # added as a callback only when there are permits
+        self._in_flight.release()
 
     async def _send_async_slow(self, msg: Message, callback: Callable[[SendResult | None, BaseException | None], None]
                                | None, timeout_ms: int | None, batch_ids: str | None = None) -> SendResult:
@@ -616,6 +619,7 @@ class Producer:
     def _async_answer(self, entry: AsyncSend, resp: RemotingCommand) -> None:
         """An answer the entry did not take as a plain SUCCESS: RocketMQ's checks, retries, errors."""
         latency = int((entry.get_loop().time() - entry.begin) * 1000)
+        assert entry.topic is not None  # the fast path makes entries of messages only
         try:
             result = self._result(resp, entry.topic, entry.mq, entry.uniq)
         except BrokerError as exc:
@@ -636,6 +640,7 @@ class Producer:
 
     def _async_failed(self, entry: AsyncSend, exc: BaseException) -> None:
         """The entry's try failed before any answer (connection lost, timed out)."""
+        assert entry.topic is not None  # the fast path makes entries of messages only
         self._update_fault(entry.mq.broker_name, int((entry.get_loop().time() - entry.begin) * 1000), True)
         log.warning("send %s to %s failed: %s", entry.uniq, entry.mq, exc)
         self._reach.try_failed(entry.mq.broker_name, entry.topic, entry.begin, exc)
@@ -647,6 +652,9 @@ class Producer:
             entry.release()
             return
         entry.error = exc
+        # the fast path makes entries of messages only
+        assert (entry.topic is not None and entry.body is not None and entry.flag is not None
+                and entry.properties is not None)
         msg = Message(entry.topic, entry.body, entry.flag, entry.properties)
         task = asyncio.ensure_future(self._send(msg, entry.timeout_ms, retries=entry.retries,
                                                 batch=entry.batch, prior=entry))
@@ -695,7 +703,8 @@ class Producer:
         del msgs  # the caller's messages are encoded: they need not live as long as the send
         fut = self._fast.start(batch, None, timeout_ms, True, msg_ids)
         if fut is not None:
-            return await fut  # type: ignore[no-any-return]
+            sent: SendResult = await fut
+            return sent
         r = await self._send(batch, timeout_ms, batch=True)
         assert r is not None
         return _with_ids(r, msg_ids)

@@ -32,7 +32,7 @@ import time
 import zlib
 from dataclasses import dataclass, field
 from itertools import repeat
-from typing import Any, Awaitable, Callable, Iterable, Sequence
+from typing import Any, Awaitable, Callable, Iterable, Self, Sequence
 
 from ..errors import (FAQ_SUFFIX, ClientStateError, ConfigError, FastMQError, MessageValidationError, NoRouteError,
                       RemotingConnectError)
@@ -190,7 +190,7 @@ class ProcessQueue:
 
 _queue_offset = operator.attrgetter("queue_offset")
 _body = operator.attrgetter("body")
-_drain = collections.deque(maxlen=0).extend  # runs an iterator to its end, keeping nothing
+_drain: Callable[[Iterable[Any]], None] = collections.deque(maxlen=0).extend  # runs an iterator to its end, keeping nothing
 
 
 #: What a compressed message body may inflate to in a consumer: four times the largest body a
@@ -254,7 +254,7 @@ def _status(status: object) -> str:
     that forgot its ``return`` otherwise consumes every message again and again in silence.
     """
     if status in (ConsumeStatus.CONSUME_SUCCESS, ConsumeStatus.RECONSUME_LATER):
-        return status  # type: ignore[return-value]
+        return status
     now = time.monotonic()
     b = _bad_status  # (updated from consume threads without a lock: at worst one line more)
     b["since"] += 1
@@ -364,7 +364,7 @@ class _ConsumerBase:
         if self._own_instance:
             await self.instance.shutdown()
 
-    async def __aenter__(self):
+    async def __aenter__(self) -> Self:
         await self.start()
         return self
 
@@ -1035,7 +1035,7 @@ class PushConsumer(_ConsumerBase):
             if running is not None:
                 status = _status(await running)
             else:
-                status = _status(await self._listener(batch))  # type: ignore[misc]
+                status = _status(await self._listener(batch))
         except Exception:
             log.exception("consumeMessage exception, group %s", self.group)
             status = ConsumeStatus.RECONSUME_LATER

@@ -26,7 +26,7 @@ class KVConfigManager:
         self.path = Path(path).expanduser()
         self.table: dict[str, dict[str, str]] = {}
         self._lock = threading.RLock()
-        self.file = JsonConfigFile(self.path, self._snapshot_obj)
+        self.file: JsonConfigFile[dict[str, dict[str, str]]] = JsonConfigFile(self.path, self._snapshot_obj)
 
     @staticmethod
     def _parse(obj: Any) -> dict[str, dict[str, str]]:

@@ -4,11 +4,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import zlib
-from typing import Any, Callable, Protocol
+from typing import Any, Awaitable, Callable, Protocol
 
 from ..errors import ConfigError, RemotingCommandError
 from ..properties import parse_properties_body
-from ..protocol.bodies import DataVersion, KVTable, RegisterBrokerBody, loads_lenient
+from ..protocol.bodies import DataVersion, KVTable, RegisterBrokerBody, TopicList, loads_lenient
 from ..protocol.codes import RequestCode, ResponseCode
 from ..protocol.command import RemotingCommand, ext_bool, ext_int, ext_str, response_for
 from ..remoting import CodeDispatchProcessor, Connection
@@ -93,7 +93,9 @@ class DefaultRequestProcessor(CodeDispatchProcessor):
         super().__init__()
         self.c = controller
         R = RequestCode
-        self.handlers: dict[int, Callable[[Connection, RemotingCommand], RemotingCommand]] = {
+        # register_broker answers a large compressed body from a coroutine (decoded off the loop)
+        self.handlers: dict[int, Callable[[Connection, RemotingCommand],
+                                          RemotingCommand | Awaitable[RemotingCommand]]] = {
             R.PUT_KV_CONFIG: self.put_kv_config, R.GET_KV_CONFIG: self.get_kv_config,
             R.DELETE_KV_CONFIG: self.delete_kv_config, R.QUERY_DATA_VERSION: self.query_data_version,
             R.REGISTER_BROKER: self.register_broker, R.UNREGISTER_BROKER: self.unregister_broker,
@@ -149,7 +151,8 @@ class DefaultRequestProcessor(CodeDispatchProcessor):
             return False
         return True
 
-    def register_broker(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+    def register_broker(self, conn: Connection, request: RemotingCommand
+                        ) -> RemotingCommand | Awaitable[RemotingCommand]:
         cluster, addr = _need(request, "clusterName"), _need(request, "brokerAddr")
         name, bid = _need(request, "brokerName"), _need_int(request, "brokerId")
         if not self._check_crc(request):
@@ -221,8 +224,8 @@ class DefaultRequestProcessor(CodeDispatchProcessor):
     def get_broker_cluster_info(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         return response_for(request, ResponseCode.SUCCESS, body=self.c.route_info.get_all_cluster_info().to_json())
 
-    def _topics(self, request: RemotingCommand, tl: object) -> RemotingCommand:
-        return response_for(request, ResponseCode.SUCCESS, body=tl.to_json())  # type: ignore[attr-defined]
+    def _topics(self, request: RemotingCommand, tl: TopicList) -> RemotingCommand:
+        return response_for(request, ResponseCode.SUCCESS, body=tl.to_json())
 
     def get_all_topic_list(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         return self._topics(request, self.c.route_info.get_all_topic_list())

@@ -511,7 +511,8 @@ class RegisterBrokerBody(_Json):
             return chunk
 
         def take_int() -> int:
-            return _I32.unpack(take(4))[0]
+            n: int = _I32.unpack(take(4))[0]
+            return n
 
         dv = DataVersion.from_json(take(take_int()))
         table: dict[str, TopicConfig] = {}

@@ -36,6 +36,7 @@ class _JavaNamed:
     """A flat body whose dataclass fields carry their Java names in ``metadata["java"]``."""
 
     def to_obj(self) -> dict[str, Any]:
+        # (fields(self): every subclass is a dataclass, which mypy cannot see from the base)
         return dict(sorted((f.metadata["java"], getattr(self, f.name)) for f in fields(self)))  # type: ignore[arg-type]
 
     @classmethod
@@ -46,7 +47,7 @@ class _JavaNamed:
         if not isinstance(obj, dict):
             raise RemotingCommandError(f"{cls.__name__} must be an object")
         kwargs: dict[str, Any] = {}
-        for f in fields(cls):  # type: ignore[arg-type]
+        for f in fields(cls):  # type: ignore[arg-type]  # subclasses are dataclasses, the base not
             v = obj.get(f.metadata["java"])
             if v is None:
                 continue

@@ -126,8 +126,10 @@ class Header:
         spec = cls.__dict__.get("_spec")
         if spec is None:
             out = []
-            for f in dataclasses.fields(cls):  # type: ignore[arg-type]
+            for f in dataclasses.fields(cls):  # type: ignore[arg-type]  # subclasses are dataclasses, the base not
                 required = f.default is MISSING and f.default_factory is MISSING
+                # Every header module postpones annotations, so the field's type is its source text.
+                assert isinstance(f.type, str), f"{cls.__name__}.{f.name}: annotation is not a string"
                 out.append((f.name, _parser_for(f.type), required, None if required else f.default))
             spec = tuple(out)
             cls._spec = spec

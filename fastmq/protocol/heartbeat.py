@@ -43,13 +43,18 @@ def _int(value: Any, what: str) -> int:
         raise RemotingCommandError(f"heartbeat: {what} must be a number, not {value!r}") from None
 
 
-def _str(obj: dict, key: str, what: str, required: bool = True) -> str | None:
+def _str(obj: dict[str, Any], key: str, what: str) -> str:
     v = obj.get(key)
-    if v is None and not required:
-        return None
     if not isinstance(v, str):
         raise RemotingCommandError(f"heartbeat: {what}.{key} must be a string")
     return v
+
+
+def _opt_str(obj: dict[str, Any], key: str, what: str) -> str | None:
+    """Like ``_str``, but an absent (or null) field is None rather than an error."""
+    if obj.get(key) is None:
+        return None
+    return _str(obj, key, what)
 
 
 @dataclass
@@ -76,7 +81,7 @@ class SubscriptionData:
         if not isinstance(obj, dict):
             raise RemotingCommandError("heartbeat: a subscription must be an object")
         topic = _str(obj, "topic", "subscription")
-        sub = _str(obj, "subString", "subscription", required=False) or SUB_ALL
+        sub = _opt_str(obj, "subString", "subscription") or SUB_ALL
         tags = obj.get("tagsSet") or []
         codes = obj.get("codeSet") or []
         if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
@@ -166,6 +171,6 @@ class HeartbeatData:
         for p in producers:
             if not isinstance(p, dict):
                 raise RemotingCommandError("heartbeat: producer data must be an object")
-            prods.append(ProducerData(_str(p, "groupName", "producer")))  # type: ignore[arg-type]
-        return cls(client_id=_str(obj, "clientID", "heartbeat"),  # type: ignore[arg-type]
+            prods.append(ProducerData(_str(p, "groupName", "producer")))
+        return cls(client_id=_str(obj, "clientID", "heartbeat"),
                    producers=prods, consumers=[ConsumerData.from_obj(c) for c in consumers])

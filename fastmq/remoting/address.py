@@ -18,7 +18,7 @@ def local_address() -> str:
     try:
         with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
             s.connect(("10.255.255.255", 1))
-            ip = s.getsockname()[0]
+            ip: str = s.getsockname()[0]
             if ip and not ip.startswith("0."):
                 return ip
     except OSError:

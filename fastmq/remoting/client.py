@@ -96,7 +96,7 @@ class RemotingClient:
         if fut is None:
             fut = asyncio.ensure_future(self._connect(addr))
             self._connecting[addr] = fut
-            fut.add_done_callback(lambda _f, a=addr: self._connecting.pop(a, None))
+            fut.add_done_callback(lambda _f: self._connecting.pop(addr, None))
         try:
             async with asyncio.timeout(min(timeout, self.connect_timeout)):  # not wait_for: see Connection.invoke
                 return await asyncio.shield(fut)
@@ -109,7 +109,7 @@ class RemotingClient:
 
         def factory() -> Connection:
             return Connection(self._dispatcher.dispatch, listener=self.listener, max_frame_size=self.max_frame_size,
-                              on_lost=lambda c, a=addr: self._forget(a, c), rpc_hook=self.rpc_hook,
+                              on_lost=lambda c: self._forget(addr, c), rpc_hook=self.rpc_hook,
                               keep_reading=True)
         try:
             async with asyncio.timeout(self.connect_timeout):

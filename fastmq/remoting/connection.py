@@ -228,10 +228,11 @@ class Connection(asyncio.Protocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # uvloop's transports implement the Transport interface without subclassing it.
-        self.transport = transport  # type: ignore[assignment]
+        t: asyncio.Transport = transport  # type: ignore[assignment]
+        self.transport = t
         self._loop = asyncio.get_running_loop()
         self._loop_thread = threading.get_ident()
-        self.transport.set_write_buffer_limits(high=WRITE_HIGH_WATER, low=WRITE_LOW_WATER)
+        t.set_write_buffer_limits(high=WRITE_HIGH_WATER, low=WRITE_LOW_WATER)
         self.remote_addr = _addr(transport.get_extra_info("peername"))
         self.local_addr = _addr(transport.get_extra_info("sockname"))
         self.last_activity = time.monotonic()

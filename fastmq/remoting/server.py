@@ -48,7 +48,7 @@ class _Refused(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         peer = transport.get_extra_info("peername")
         log.warning("refusing connection from %s: %d connections open (serverMaxConnections)", peer, self.limit)
-        transport.abort()  # type: ignore[attr-defined]
+        transport.abort()  # type: ignore[attr-defined]  # a stream transport (uvloop's do not subclass Transport)
 
 
 class RemotingServer:

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Callable
 
 from . import StoreCorruptError
-from .commit_log import CommitLog
+from .commit_log import CommitLog, DispatchRequest
 from .config import MessageStoreConfig
 from .consume_queue import ConsumeQueue, ConsumeQueueTable
 from .damaged import keep_aside
@@ -49,6 +49,11 @@ class StoreCheckpoint:
     only the damaged record is lost). A store written by RocketMQ reads 0 there, which means
     RocketMQ's behaviour: every bad record is taken for the end of the log.
     """
+
+    # RocketMQ's three timestamps (ms), read from the page
+    physic_msg_timestamp: int
+    logics_msg_timestamp: int
+    index_msg_timestamp: int
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
@@ -151,7 +156,7 @@ def recover_store(config: MessageStoreConfig, commit_log: CommitLog, queues: Con
         damaged[at] = end - start
         log.error("commit log: the damaged bytes [%d, %d) of %s are kept in %s", start, end, mf.path, path)
 
-    def dispatch(reqs: list) -> None:  # type: ignore[type-arg]
+    def dispatch(reqs: list[DispatchRequest]) -> None:
         reqs = _drop_impossible(queues, reqs, commit_log, config, damaged)
         if damaged:
             _fill_gaps(queues, reqs, damaged)
@@ -172,8 +177,8 @@ def recover_store(config: MessageStoreConfig, commit_log: CommitLog, queues: Con
     return RecoveryResult(abnormal, start, end, counted[0], damaged)
 
 
-def _drop_impossible(queues: ConsumeQueueTable, reqs: list, commit_log: CommitLog,  # type: ignore[type-arg]
-                     config: MessageStoreConfig, damaged: dict[int, int]) -> list:  # type: ignore[type-arg]
+def _drop_impossible(queues: ConsumeQueueTable, reqs: list[DispatchRequest], commit_log: CommitLog,
+                     config: MessageStoreConfig, damaged: dict[int, int]) -> list[DispatchRequest]:
     """The records whose queue offset can follow their queue's end; the others are set aside.
 
     The body CRC does not cover the header: a flipped bit in a record's queue offset leaves a
@@ -202,7 +207,7 @@ def _drop_impossible(queues: ConsumeQueueTable, reqs: list, commit_log: CommitLo
     return out
 
 
-def _fill_gaps(queues: ConsumeQueueTable, reqs: list, damaged: dict[int, int]) -> None:  # type: ignore[type-arg]
+def _fill_gaps(queues: ConsumeQueueTable, reqs: list[DispatchRequest], damaged: dict[int, int]) -> None:
     """Point the queue entries a damaged record leaves missing at that record.
 
     A record after the damage carries its queue offset; when its queue lacks the entries

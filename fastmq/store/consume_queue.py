@@ -16,13 +16,16 @@ import struct
 import threading
 import time
 from pathlib import Path
-from typing import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator
 
 import numpy as np
 
 from . import StoreCorruptError, StoreError
 from .config import CQ_STORE_UNIT_SIZE
 from .mapped_file import MappedFile, MappedFileQueue
+
+if TYPE_CHECKING:
+    from .commit_log import DispatchRequest
 
 __all__ = ["CQ_DTYPE", "ConsumeQueue", "ConsumeQueueTable", "FlushConsumeQueueService"]
 
@@ -325,19 +328,18 @@ class ConsumeQueueTable:
     def get(self, topic: str, queue_id: int) -> ConsumeQueue | None:
         return self.queues.get((topic, queue_id))
 
-    def dispatch(self, requests: Iterable[object]) -> int:
-        """Write the entries of DispatchRequests (anything with topic, queue_id,
-        commit_log_offset, size, tags_code, queue_offset). Returns how many were new."""
+    def dispatch(self, requests: Iterable[DispatchRequest]) -> int:
+        """Write the entries of DispatchRequests. Returns how many were new."""
         n = 0
         cq: ConsumeQueue | None = None
-        r = None
+        r: DispatchRequest | None = None
         for r in requests:
-            topic, qid = r.topic, r.queue_id  # type: ignore[attr-defined]
+            topic, qid = r.topic, r.queue_id
             if cq is None or cq.topic != topic or cq.queue_id != qid:
                 cq = self.find_or_create(topic, qid)
-            n += cq.put(r.queue_offset, r.commit_log_offset, r.size, r.tags_code)  # type: ignore[attr-defined]
+            n += cq.put(r.queue_offset, r.commit_log_offset, r.size, r.tags_code)
         if r is not None:
-            self.last_dispatched_store_timestamp = r.store_timestamp  # type: ignore[attr-defined]
+            self.last_dispatched_store_timestamp = r.store_timestamp
         return n
 
     def truncate_dirty(self, phys_offset: int) -> None:

@@ -235,7 +235,7 @@ class MessageGetter:
                     if mf is None:
                         raise StoreError(f"offset {o} is outside the commit log")
                     mf_from, mf_end = mf.file_from_offset, mf.file_from_offset + mf.file_size
-                buf = mf.select(o - mf_from, s)  # type: ignore[union-attr]
+                buf = mf.select(o - mf_from, s)  # type: ignore[union-attr]  # mf_end -1: the first record sets mf
             except StoreError:
                 if not res.buffer_total_size:
                     res.status = GetStatus.MESSAGE_WAS_REMOVING

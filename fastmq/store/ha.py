@@ -252,7 +252,7 @@ class HAService:
         self.connections.add(conn)
         task = asyncio.current_task()
         if task is not None:
-            self._tasks.add(task)  # type: ignore[arg-type]
+            self._tasks.add(task)
         log.info("HA slave %s connected", conn.remote)
         try:
             await conn.serve()
@@ -261,7 +261,7 @@ class HAService:
         finally:
             conn.close()
             if task is not None:
-                self._tasks.discard(task)  # type: ignore[arg-type]
+                self._tasks.discard(task)
 
     def _gone(self, conn: HAConnection) -> None:
         if conn in self.connections:

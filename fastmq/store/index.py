@@ -42,6 +42,14 @@ def _key_hash(topic: str, key: str) -> int:
 
 
 class IndexFile:
+    # the header's fields, read from the file's first 40 bytes
+    begin_ts: int
+    end_ts: int
+    begin_phy: int
+    end_phy: int
+    slot_count: int
+    count: int
+
     def __init__(self, path: Path, slots: int, entries: int) -> None:
         self.path, self.slots, self.entries = path, slots, entries
         size = HEADER_SIZE + slots * 4 + entries * 20

@@ -170,6 +170,7 @@ class MappedFile:
             self._fd = -1
             self._mv = self._map.view
         else:
+            assert self._mm is not None  # keep_fd: mapped above
             self._mv = memoryview(self._mm)
         self.wrote_position = 0
         self.flushed_position = 0
@@ -248,7 +249,8 @@ class MappedFile:
             if self._map is not None:
                 self._map.madvise_dontneed()
             else:
-                self._mm.madvise(mmap.MADV_DONTNEED)  # type: ignore[union-attr]
+                assert self._mm is not None  # keep_fd: mapped at init
+                self._mm.madvise(mmap.MADV_DONTNEED)
         except (ValueError, OSError):  # closed by retention meanwhile
             return False
         return True
@@ -356,7 +358,8 @@ class MappedFile:
             return
         try:
             self._mv.release()
-            self._mm.close()  # type: ignore[union-attr]
+            assert self._mm is not None  # keep_fd: mapped at init
+            self._mm.close()
         except BufferError:  # a reader still holds a view; the GC unmaps it when it goes
             log.debug("%s: mapping still referenced at close", self.path)
         os.close(self._fd)

@@ -37,7 +37,7 @@ from ..protocol.message import (
     encode_properties, encode_record, pack_host, record_length, tags_code,
 )
 from . import FlushTimeoutError, MessageTooLargeError, StoreError
-from .checkpoint import StoreCheckpoint, check_store, create_abort_file, recover_store, remove_abort_file
+from .checkpoint import RecoveryResult, StoreCheckpoint, check_store, create_abort_file, recover_store, remove_abort_file
 from .commit_log import AppendRequest, CommitLog, DispatchRequest
 from ..protocol.topic import SCHEDULE_TOPIC as _SCHEDULE_TOPIC
 from ..protocol.topic import TRANS_OP_HALF_TOPIC
@@ -187,7 +187,7 @@ class MessageStore(MessageGetter, DiskSpaceGuard):
                       "getMessageTransferedMsgCount": 0, "putMessageEntireTimeMax": 0,
                       "getMessageEntireTimeMax": 0}
         self.stats_service = StoreStatsService(self.stats)  # sampled once a second by the broker
-        self.recovery = None
+        self.recovery: RecoveryResult | None = None  # set by load()
         self.retention = RetentionService(self)
         self._min_cache: dict[tuple[str, int], tuple[int, int, int]] = {}
         self._retention_task: asyncio.Task[None] | None = None
@@ -421,7 +421,7 @@ class MessageStore(MessageGetter, DiskSpaceGuard):
                 return self._fail(PutStatus.MESSAGE_ILLEGAL,
                                   f"message of {size} bytes is over maxMessageSize {max_size}")
             try:
-                bh = born_hosts.get(m.born_host)  # type: ignore[arg-type]
+                bh = born_hosts.get(m.born_host)
                 if bh is None:
                     bh = pack_host(*m.born_host)
                     if len(born_hosts) > 4096:
@@ -640,9 +640,9 @@ class MessageStore(MessageGetter, DiskSpaceGuard):
         left_ts = ts_at(cq, idx - 1)
         return idx if abs(timestamp - left_ts) > abs(timestamp - right_ts) else idx - 1
 
-    def _ts_at_queue_offset(self, cq: object, queue_offset: int) -> int:
+    def _ts_at_queue_offset(self, cq: ConsumeQueue, queue_offset: int) -> int:
         try:
-            o, s, _ = cq.get_entry(queue_offset)  # type: ignore[attr-defined]
+            o, s, _ = cq.get_entry(queue_offset)
         except StoreError:
             return -1
         return self._store_ts(o, s)

@@ -33,6 +33,7 @@ from .base import CodeDispatchProcessor, log_refusal
 
 if TYPE_CHECKING:
     from .base import BrokerContext
+    from ...protocol.bodies import TopicConfig
 
 __all__ = ["SendMessageProcessor", "parse_addr", "PUT_STATUS_CODES"]
 
@@ -90,6 +91,8 @@ def fast_send_header(request: RemotingCommand) -> SendMessageRequestHeader:
     f = request.ext_fields
     w = _WIRE_V1 if request.code == RequestCode.SEND_MESSAGE else _WIRE_V2
     try:
+        if f is None:
+            raise ValueError  # no fields at all: the generic decoder says which one is missing
         j, l, b = f.get(w[9]), f.get(w[11]), f.get(w[12])
         n = java_number
         h = SendMessageRequestHeader(f[w[0]], f[w[1]], f[w[2]], n(f[w[3]]), n(f[w[4]]), n(f[w[5]]),
@@ -136,7 +139,7 @@ class SendMessageProcessor(CodeDispatchProcessor):
         self._fast_version: tuple[int, int, int] | None = None
         self._rr = random.randrange(1 << 16)
         # (CLUSTER property, msgId prefix, answer template): fixed for the broker's life, made once
-        self._consts: tuple[bytes, bytes, tuple[bytes, ...]] | None = None
+        self._consts: tuple[bytes, bytes, tuple[bytes, bytes, bytes, bytes, bytes]] | None = None
         self._store_host: bytes | None = None
         # producer groups that passed the name gate: the fast path takes no other (encode_sends)
         self._good_groups: set[str] = set()
@@ -220,7 +223,7 @@ class SendMessageProcessor(CodeDispatchProcessor):
         return out
 
     def _born_host(self, conn: Connection) -> bytes | None:
-        packed = conn.attrs.get("born_packed", b"")
+        packed: bytes | None = conn.attrs.get("born_packed", b"")
         if packed == b"":
             born = conn.attrs.get("born_host")
             if born is None:
@@ -245,7 +248,7 @@ class SendMessageProcessor(CodeDispatchProcessor):
         self._consts = None
         self._fast_version = None
 
-    def _fast_consts(self) -> tuple[bytes, bytes, tuple[bytes, ...]]:
+    def _fast_consts(self) -> tuple[bytes, bytes, tuple[bytes, bytes, bytes, bytes, bytes]]:
         """The CLUSTER property every record gets, the msgId prefix and the answer template."""
         if self._consts is None:
             cfg = self.broker.config
@@ -292,7 +295,7 @@ class SendMessageProcessor(CodeDispatchProcessor):
         # as a normal one (delivered at once, never committed nor rolled back).
         return f"the broker[{self.broker.config.brokerIP1}] sending transaction message is forbidden"
 
-    def _msg_check(self, conn: Connection, h: SendMessageRequestHeader):  # -> TopicConfig
+    def _msg_check(self, conn: Connection, h: SendMessageRequestHeader) -> TopicConfig:
         b = self.broker
         # A broker without write permission refuses order topics only, as 4.9's msgCheck does:
         # the routes (which carry the broker's permission) keep producers away, and a send that
