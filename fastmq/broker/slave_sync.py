@@ -22,7 +22,7 @@ from ..protocol.codes import RequestCode, ResponseCode
 from ..protocol.command import RemotingCommand, create_request, response_for
 from ..remoting import Connection
 from ..store.json_file import read_json, write_json_atomic
-from .processors.base import CodeDispatchProcessor
+from .processors.base import BrokerCodeDispatchProcessor
 from .subscription_group import SubscriptionGroupConfig
 
 if TYPE_CHECKING:
@@ -46,7 +46,7 @@ def delay_offset_path(broker: "BrokerController") -> str:
     return path or os.path.join(broker.store_config.storePathRootDir, "config", "delayOffset.json")
 
 
-class MasterSyncProcessor(CodeDispatchProcessor):
+class MasterSyncProcessor(BrokerCodeDispatchProcessor):
     """The master answers a slave's metadata sync."""
 
     def __init__(self, broker: "BrokerController") -> None:

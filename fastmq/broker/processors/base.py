@@ -21,7 +21,7 @@ from ...remoting import Connection
 if TYPE_CHECKING:
     from ..controller import BrokerController
 
-__all__ = ["CodeDispatchProcessor", "Handler", "check_names", "log_refusal"]
+__all__ = ["BrokerCodeDispatchProcessor", "Handler", "check_names", "log_refusal"]
 
 log = logging.getLogger("fastmq.broker")
 
@@ -75,7 +75,7 @@ def log_refusal(code: int, remote: str, remark: str) -> None:
         r["at"], r["since"] = now, 0
 
 
-class CodeDispatchProcessor(_CodeDispatch):
+class BrokerCodeDispatchProcessor(_CodeDispatch):
     """A broker processor: ``handlers`` maps request codes to methods that use ``self.broker``."""
 
     def __init__(self, broker: "BrokerController") -> None:
