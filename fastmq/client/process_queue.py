@@ -21,7 +21,6 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
-
 @dataclass
 class ProcessQueue:
     """The messages of one queue pulled but not yet consumed, by queue offset.

@@ -58,8 +58,6 @@ class _Pull:
         self.answer.cancel()
 
 
-
-
 #: What a compressed message body may inflate to in a consumer: four times the largest body a
 #: producer sends by default (4 MiB). A few KiB of zeros inflate to gigabytes; past this the
 #: message is delivered as it came, with a warning.

@@ -46,11 +46,11 @@ __all__ = ["ConsumeStatus", "PushConsumer", "PullConsumer", "ProcessQueue", "MAX
 
 log = logging.getLogger("fastmq.client")
 
+
 def _check_range(name: str, value: int, low: int, high: int) -> None:
     """DefaultMQPushConsumerImpl.checkConfig's range checks, with its texts."""
     if not low <= value <= high:
         raise ConfigError(f"{name} Out of range [{low}, {high}]{FAQ_SUFFIX}")
-
 
 
 class _ConsumerBase(Rebalance, PullService):
@@ -201,7 +201,6 @@ class _ConsumerBase(Rebalance, PullService):
         while True:
             await asyncio.sleep(self.instance.config.persist_consumer_offset_interval / 1000)
             await self.offset_store.persist_all(set(self.process_queues))
-
 
     def _commit(self, pq: ProcessQueue, msgs: Sequence[MessageExt]) -> None:
         pq.last_consume_timestamp = _now_ms()

@@ -82,7 +82,6 @@ class Rebalance:
             except Exception:
                 log.exception("rebalance of %s failed", self.group)
 
-
     async def _consumer_ids(self, topic: str) -> list[str] | None:
         """The group's client ids as a broker of ``topic`` knows them; None when no broker answered."""
         route = self.instance.routes.get(topic)
