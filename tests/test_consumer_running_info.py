@@ -19,8 +19,8 @@ from fastmq.errors import RemotingCommandError
 from fastmq.protocol.bodies import loads_mq_keyed, mq_map_json
 from fastmq.protocol.codes import RequestCode, ResponseCode
 from fastmq.protocol.command import create_request
-from fastmq.protocol.consumer_running_info import (CMResult, ConsumeMessageDirectlyResult, ConsumerRunningInfo,
-                                                   ConsumeStatus as TopicStatus, ProcessQueueInfo)
+from fastmq.protocol.consumer_running_info import (CMResult, ConsumeMessageDirectlyResult, ConsumerRunningInfo, ProcessQueueInfo,
+                                                   TopicConsumeStatus as TopicStatus)
 from fastmq.protocol.heartbeat import build_subscription
 from fastmq.protocol.message_queue import MessageQueue
 from fastmq.remoting import RemotingClient

@@ -46,7 +46,8 @@ from .processors.consumer_manage import ConsumerManageProcessor
 from .processors.pull import PullMessageProcessor
 from .processors.send import SendMessageProcessor
 from .rebalance_lock import RebalanceLockManager
-from .slave_sync import SYNC_INTERVAL, MasterSyncProcessor, SlaveSynchronize
+from .processors.master_sync import MasterSyncProcessor
+from .slave_sync import SYNC_INTERVAL, SlaveSynchronize
 from .subscription_group import SubscriptionGroupManager
 from .topic_config import TopicConfigManager
 

@@ -6,12 +6,11 @@ consumer offsets (GET_ALL_CONSUMER_OFFSET), the delay-level offsets (GET_ALL_DEL
 the subscription groups (GET_ALL_SUBSCRIPTIONGROUP_CONFIG), and takes them over. So a consumer
 that moves to the slave when the master goes finds its group and its offsets there.
 
-:class:`MasterSyncProcessor` is the master's side: the three codes the admin processor does not
-answer (GET_ALL_TOPIC_CONFIG is already there).
+The master's side is :class:`fastmq.broker.processors.master_sync.MasterSyncProcessor`
+(re-exported here).
 """
 from __future__ import annotations
 
-import json
 import logging
 import os
 from typing import TYPE_CHECKING, Any, Callable
@@ -19,10 +18,9 @@ from typing import TYPE_CHECKING, Any, Callable
 from ..errors import FastMQError
 from ..protocol.bodies import DataVersion, TopicConfig, loads_lenient
 from ..protocol.codes import RequestCode, ResponseCode
-from ..protocol.command import RemotingCommand, create_request, response_for
-from ..remoting import Connection
+from ..protocol.command import create_request
 from ..store.json_file import read_json, write_json_atomic
-from .processors.base import CodeDispatchProcessor
+from .processors.master_sync import MasterSyncProcessor
 from .subscription_group import SubscriptionGroupConfig
 
 if TYPE_CHECKING:
@@ -35,47 +33,11 @@ log = logging.getLogger("fastmq.broker")
 SYNC_INTERVAL = 60.0  # seconds (BrokerController's slave sync timer: 10 s delay, then every 60 s)
 
 
-def _compact(obj: Any) -> bytes:
-    return json.dumps(obj, separators=(",", ":")).encode("utf-8")
-
-
 def delay_offset_path(broker: "BrokerContext") -> str:
     """Where the delay-level service keeps its offsets (``config/delayOffset.json``)."""
     schedule = broker.schedule
     path = getattr(schedule, "path", None)
     return path or os.path.join(broker.store_config.storePathRootDir, "config", "delayOffset.json")
-
-
-class MasterSyncProcessor(CodeDispatchProcessor):
-    """The master answers a slave's metadata sync."""
-
-    def __init__(self, broker: "BrokerContext") -> None:
-        super().__init__(broker)
-        self.handlers = {
-            RequestCode.GET_ALL_CONSUMER_OFFSET: self.get_all_consumer_offset,
-            RequestCode.GET_ALL_DELAY_OFFSET: self.get_all_delay_offset,
-            RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: self.get_all_subscription_group,
-        }
-
-    def get_all_consumer_offset(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
-        offsets = self.broker.offsets
-        table = {k: {str(q): o for q, o in v.items()} for k, v in list(offsets.table.items())}
-        return response_for(request, ResponseCode.SUCCESS, body=_compact({"offsetTable": table}))
-
-    def get_all_delay_offset(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
-        schedule = self.broker.schedule
-        table = getattr(schedule, "offset_table", None)
-        if table is None:
-            return response_for(request, ResponseCode.SYSTEM_ERROR, "No delay offset in this broker")
-        body = {"offsetTable": {str(k): v for k, v in sorted(dict(table).items())}}
-        return response_for(request, ResponseCode.SUCCESS, body=_compact(body))
-
-    def get_all_subscription_group(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
-        sg = self.broker.subscription_groups
-        with sg._lock:
-            body = {"subscriptionGroupTable": {k: v.to_obj() for k, v in sg.table.items()},
-                    "dataVersion": sg.data_version.to_obj()}
-        return response_for(request, ResponseCode.SUCCESS, body=_compact(body))
 
 
 class SlaveSynchronize:

@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
-from ..protocol.consumer_running_info import ConsumeStatus
+from ..protocol.consumer_running_info import TopicConsumeStatus
 from ..stats_item import StatsItemSet
 
 __all__ = ["ConsumerStatsManager", "QueueCounters", "PULL_RT", "PULL_TPS", "CONSUME_RT", "CONSUME_OK_TPS",
@@ -53,14 +53,14 @@ class ConsumerStatsManager(StatsItemSet):
             self.add(CONSUME_FAILED_TPS, key, c.consumed_failed, c.consumes)
         c.pull_rt_ms = c.pulls = c.pulled = c.consume_rt_ms = c.consumes = c.consumed_ok = c.consumed_failed = 0
 
-    def consume_status(self, group: str, topic: str) -> ConsumeStatus:
-        """A topic's ConsumeStatus: the last minute's rates (consume RT falls back to the hour's
+    def consume_status(self, group: str, topic: str) -> TopicConsumeStatus:
+        """A topic's TopicConsumeStatus: the last minute's rates (consume RT falls back to the hour's
         when the minute saw no consumption) and the hour's failed messages."""
         key = f"{topic}@{group}"
         rt = self.figures(CONSUME_RT, key, "minute")
         if not rt["sum"]:
             rt = self.figures(CONSUME_RT, key, "hour")
-        return ConsumeStatus(pull_rt=float(self.figures(PULL_RT, key, "minute")["avgpt"]),
+        return TopicConsumeStatus(pull_rt=float(self.figures(PULL_RT, key, "minute")["avgpt"]),
                              pull_tps=float(self.figures(PULL_TPS, key, "minute")["tps"]),
                              consume_rt=float(rt["avgpt"]),
                              consume_ok_tps=float(self.figures(CONSUME_OK_TPS, key, "minute")["tps"]),

@@ -3,7 +3,7 @@
 GET_CONSUMER_RUNNING_INFO (``mqadmin consumerStatus``, the dashboard's consumer detail) answers
 with a ConsumerRunningInfo: the consumer's settings as properties, its subscriptions, the state
 of each queue it holds (ProcessQueueInfo) and each topic's pull and consume rates
-(ConsumeStatus). CONSUME_MESSAGE_DIRECTLY (``mqadmin queryMsgById -g -d``, the dashboard's
+(TopicConsumeStatus). CONSUME_MESSAGE_DIRECTLY (``mqadmin queryMsgById -g -d``, the dashboard's
 "resend") answers with a ConsumeMessageDirectlyResult.
 
 Field names and order are fastjson's (getter names, sorted), and ``mqTable`` is keyed by the
@@ -20,7 +20,7 @@ from .bodies import compact_json, loads_mq_keyed, mq_map_json
 from .heartbeat import SubscriptionData
 from .message_queue import MessageQueue
 
-__all__ = ["ProcessQueueInfo", "ConsumeStatus", "ConsumerRunningInfo", "ConsumeMessageDirectlyResult", "CMResult",
+__all__ = ["ProcessQueueInfo", "TopicConsumeStatus", "ConsumerRunningInfo", "ConsumeMessageDirectlyResult", "CMResult",
            "PROP_NAMESERVER_ADDR", "PROP_THREADPOOL_CORE_SIZE", "PROP_CONSUME_ORDERLY", "PROP_CONSUME_TYPE",
            "PROP_CLIENT_VERSION", "PROP_CONSUMER_START_TIMESTAMP"]
 
@@ -99,9 +99,10 @@ class ProcessQueueInfo(_JavaNamed):
 
 
 @dataclass
-class ConsumeStatus(_JavaNamed):
+class TopicConsumeStatus(_JavaNamed):
     """A topic's rates: pull and consume response times (ms) and TPS over the last minute, and
-    the messages whose consumption failed in the last hour."""
+    the messages whose consumption failed in the last hour. RocketMQ's body ConsumeStatus,
+    renamed: ConsumeStatus is the listener's answer (fastmq.ConsumeStatus)."""
 
     pull_rt: float = _j("pullRT", 0.0)
     pull_tps: float = _j("pullTPS", 0.0)
@@ -120,7 +121,7 @@ class ConsumerRunningInfo:
     properties: dict[str, str] = field(default_factory=dict)
     subscriptions: list[SubscriptionData] = field(default_factory=list)
     mq_table: dict[MessageQueue, ProcessQueueInfo] = field(default_factory=dict)
-    status_table: dict[str, ConsumeStatus] = field(default_factory=dict)
+    status_table: dict[str, TopicConsumeStatus] = field(default_factory=dict)
     jstack: str | None = None
 
     def to_json(self) -> bytes:
@@ -159,7 +160,7 @@ class ConsumerRunningInfo:
         jstack = obj.get("jstack")
         return cls({str(k): str(v) for k, v in props.items()}, [SubscriptionData.from_obj(s) for s in subs],
                    {mq: ProcessQueueInfo.from_obj(v) for mq, v in table.items()},
-                   {str(t): ConsumeStatus.from_obj(v) for t, v in status.items()},
+                   {str(t): TopicConsumeStatus.from_obj(v) for t, v in status.items()},
                    None if jstack is None else str(jstack))
 
 

@@ -30,7 +30,7 @@ from ...protocol.message_queue import MessageQueue
 from ...remoting import Connection
 from ..stats import GROUP_GET_NUMS
 from ..subscription_group import SubscriptionGroupConfig
-from .base import CodeDispatchProcessor
+from .base import BrokerCodeDispatchProcessor
 
 if TYPE_CHECKING:
     from .base import BrokerContext
@@ -58,7 +58,7 @@ def _lang_name(code: int) -> str:
     return _LANG_NAMES[code] if 0 <= code < len(_LANG_NAMES) else "OTHER"
 
 
-class AdminBrokerProcessor(CodeDispatchProcessor):
+class AdminBrokerProcessor(BrokerCodeDispatchProcessor):
     def __init__(self, broker: "BrokerContext") -> None:
         super().__init__(broker)
         self.handlers = {

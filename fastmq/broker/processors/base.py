@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from ..subscription_group import SubscriptionGroupManager
     from ..topic_config import TopicConfigManager
 
-__all__ = ["BrokerContext", "CodeDispatchProcessor", "Handler", "check_names", "log_refusal"]
+__all__ = ["BrokerCodeDispatchProcessor", "BrokerContext", "Handler", "check_names", "log_refusal"]
 
 log = logging.getLogger("fastmq.broker")
 
@@ -121,7 +121,7 @@ def log_refusal(code: int, remote: str, remark: str) -> None:
         r["at"], r["since"] = now, 0
 
 
-class CodeDispatchProcessor(_CodeDispatch):
+class BrokerCodeDispatchProcessor(_CodeDispatch):
     """A broker processor: ``handlers`` maps request codes to methods that use ``self.broker``."""
 
     def __init__(self, broker: BrokerContext) -> None:

@@ -17,7 +17,7 @@ from ...protocol.headers import UnregisterClientRequestHeader
 from ...protocol.heartbeat import ConsumerData, HeartbeatData
 from ...remoting import Connection
 from ..consumer_manager import ClientChannelInfo
-from .base import CodeDispatchProcessor, log_refusal
+from .base import BrokerCodeDispatchProcessor, log_refusal
 
 if TYPE_CHECKING:
     from .base import BrokerContext
@@ -47,7 +47,7 @@ def _check_heartbeat_names(hb: HeartbeatData) -> str | None:
     return None
 
 
-class ClientManageProcessor(CodeDispatchProcessor):
+class ClientManageProcessor(BrokerCodeDispatchProcessor):
     def __init__(self, broker: "BrokerContext") -> None:
         super().__init__(broker)
         self.handlers = {RequestCode.HEART_BEAT: self.heart_beat,

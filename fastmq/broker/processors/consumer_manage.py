@@ -9,7 +9,7 @@ from ...protocol.command import RemotingCommand, response_for
 from ...protocol.headers import (GetConsumerListByGroupRequestHeader, QueryConsumerOffsetRequestHeader,
                                  UpdateConsumerOffsetRequestHeader)
 from ...remoting import Connection
-from .base import CodeDispatchProcessor
+from .base import BrokerCodeDispatchProcessor
 
 if TYPE_CHECKING:
     from .base import BrokerContext
@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 __all__ = ["ConsumerManageProcessor"]
 
 
-class ConsumerManageProcessor(CodeDispatchProcessor):
+class ConsumerManageProcessor(BrokerCodeDispatchProcessor):
     def __init__(self, broker: "BrokerContext") -> None:
         super().__init__(broker)
         self.handlers = {RequestCode.GET_CONSUMER_LIST_BY_GROUP: self.get_consumer_list_by_group,

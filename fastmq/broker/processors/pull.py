@@ -24,7 +24,7 @@ from ...remoting import Connection
 from ...store.message_store import GetResult, GetStatus
 from ..config import MASTER_ID
 from ..long_polling import HeldPull
-from .base import CodeDispatchProcessor
+from .base import BrokerCodeDispatchProcessor
 
 if TYPE_CHECKING:
     from .base import BrokerContext
@@ -40,7 +40,7 @@ class _PullContext:
     request: RemotingCommand
 
 
-class PullMessageProcessor(CodeDispatchProcessor):
+class PullMessageProcessor(BrokerCodeDispatchProcessor):
     def __init__(self, broker: "BrokerContext") -> None:
         super().__init__(broker)
         self.handlers = {RequestCode.PULL_MESSAGE: self.pull_message}

@@ -29,7 +29,7 @@ from ...remoting import Connection
 from ...remoting.loop import run_eagerly
 from ...store.message_store import PutResult, PutStatus
 from ..stats import TOPIC_PUT_NUMS
-from .base import CodeDispatchProcessor, log_refusal
+from .base import BrokerCodeDispatchProcessor, log_refusal
 
 if TYPE_CHECKING:
     from .base import BrokerContext
@@ -121,7 +121,7 @@ class _Reject(Exception):
 _FAST_CODES = frozenset((RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE))
 
 
-class SendMessageProcessor(CodeDispatchProcessor):
+class SendMessageProcessor(BrokerCodeDispatchProcessor):
     batches = True
 
     def __init__(self, broker: "BrokerContext") -> None:
