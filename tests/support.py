@@ -10,7 +10,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Sequence
 
 if TYPE_CHECKING:
     from fastmq.remoting import RemotingServer
@@ -149,3 +149,24 @@ async def wait_until(pred: Callable[[], bool], seconds: float, every: float = 0.
             return True
         await asyncio.sleep(every)
     return pred()
+
+
+async def consume_positions(namesrv: str, group: str, topic: str, wanted: Iterable[bytes],
+                            seconds: float) -> dict[bytes, tuple[int, int]]:
+    """Consume ``topic`` from its first offset with a lite pull consumer until every body in
+    ``wanted`` arrived or ``seconds`` passed (bounded); each body's ``(queue id, queue offset)``."""
+    from fastmq.client.push_consumer import PullConsumer
+
+    want = set(wanted)
+    consumer = PullConsumer(group, namesrv_addr=namesrv, consume_from_where="CONSUME_FROM_FIRST_OFFSET")
+    consumer.subscribe(topic)
+    await consumer.start()
+    got: dict[bytes, tuple[int, int]] = {}
+    try:
+        deadline = time.monotonic() + seconds
+        while not want <= got.keys() and time.monotonic() < deadline:
+            for m in await consumer.poll(1.0):
+                got[m.body] = (m.queue_id, m.queue_offset)
+    finally:
+        await consumer.shutdown()
+    return got

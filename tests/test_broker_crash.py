@@ -10,9 +10,8 @@ from pathlib import Path
 import pytest
 
 from fastmq.aio import Message, Producer
-from fastmq.client.push_consumer import PullConsumer
 from fastmq.errors import FastMQError
-from tests.support import ServerProcess, broker_process, namesrv_process
+from tests.support import ServerProcess, broker_process, consume_positions, namesrv_process
 
 pytestmark = pytest.mark.slow
 
@@ -62,17 +61,7 @@ async def test_kill9_loses_no_acknowledged_message(tmp_path: Path) -> None:
         assert check.returncode == 0, check.stdout + check.stderr
 
         broker = _broker(tmp_path, ns.addr, broker_port).start()
-        consumer = PullConsumer("GID_CRASH", namesrv_addr=ns.addr, consume_from_where="CONSUME_FROM_FIRST_OFFSET")
-        consumer.subscribe("CrashTopic")
-        await consumer.start()
-        got: dict[bytes, tuple[int, int]] = {}
-        try:
-            deadline = time.monotonic() + 60
-            while not set(acked) <= set(got) and time.monotonic() < deadline:
-                for m in await consumer.poll(1.0):
-                    got[m.body] = (m.queue_id, m.queue_offset)
-        finally:
-            await consumer.shutdown()
+        got = await consume_positions(ns.addr, "GID_CRASH", "CrashTopic", acked, 60)
         missing = set(acked) - set(got)
         assert not missing, f"{len(missing)} acknowledged messages lost, e.g. {sorted(missing)[:3]}"
         assert all(got[b] == acked[b] for b in acked)               # same queue and queue offset as acked

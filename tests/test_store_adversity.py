@@ -18,9 +18,8 @@ from pathlib import Path
 import pytest
 
 from fastmq.aio import Message, Producer
-from fastmq.client.push_consumer import PullConsumer
 from fastmq.errors import FastMQError
-from tests.support import ServerProcess, broker_process, namesrv_process
+from tests.support import ServerProcess, broker_process, consume_positions, namesrv_process
 
 pytestmark = pytest.mark.slow
 
@@ -82,17 +81,7 @@ async def test_kill9_loop_loses_no_acknowledged_message(tmp_path: Path) -> None:
             assert check.returncode == 0, f"round {kill}: " + check.stdout[-3000:] + check.stderr[-3000:]
 
         broker = _broker(tmp_path, ns.addr, port).start(timeout=60)
-        consumer = PullConsumer("GID_ADV", namesrv_addr=ns.addr, consume_from_where="CONSUME_FROM_FIRST_OFFSET")
-        consumer.subscribe("AdvTopic")
-        await consumer.start()
-        got: dict[bytes, tuple[int, int]] = {}
-        try:
-            deadline = time.monotonic() + 120
-            while not set(acked) <= set(got) and time.monotonic() < deadline:
-                for m in await consumer.poll(1.0):
-                    got[m.body] = (m.queue_id, m.queue_offset)
-        finally:
-            await consumer.shutdown()
+        got = await consume_positions(ns.addr, "GID_ADV", "AdvTopic", acked, 120)
         missing = set(acked) - set(got)
         print(f"\nADVERSITY kills={KILLS} acked={len(acked)} consumed={len(got)} lost={len(missing)}")
         assert not missing, f"{len(missing)} acknowledged messages lost, e.g. {sorted(missing)[:3]}"
