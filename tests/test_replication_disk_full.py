@@ -8,18 +8,16 @@ returns.
 """
 from __future__ import annotations
 
-import asyncio
 import os
-import time
 from pathlib import Path
 
 import pytest
 
 from fastmq.protocol.codes import ResponseCode
 from fastmq.remoting import RemotingClient
-from tests.support import free_port
+from tests.support import free_port, namesrv_process
 from tests.test_broker_process import create_topic, pull_request, send_request
-from tests.test_replication import _master, _pull_all, _slave, _until
+from tests.test_replication import _ha_port, _master, _pull_all, _slave, _until
 from tests.test_store_disk_full import MiB, fill_to, small_disk  # noqa: F401 - small_disk is a fixture
 
 pytestmark = pytest.mark.slow
@@ -29,13 +27,10 @@ CL_FILE = 4 * MiB  # master and slave alike: the slave's files mirror the master
 
 async def test_full_disk_pauses_the_slave_and_it_catches_up(tmp_path: Path, small_disk: Path,  # noqa: F811
                                                             client: RemotingClient) -> None:
-    from tests.support import namesrv_process
     ns = namesrv_process(tmp_path).start()
     master = _master(tmp_path, ns.addr, role="SYNC_MASTER", ha_port=free_port(), mappedFileSizeCommitLog=CL_FILE,
                      syncFlushTimeout=1000).start()
-    ha_conf = (master.workdir / "broker.conf").read_text()
-    ha_port = int(next(x.split("=", 1)[1] for x in ha_conf.splitlines() if x.startswith("haListenPort=")))
-    slave = _slave(tmp_path, ns.addr, ha_port, storePathRootDir=small_disk / "store",
+    slave = _slave(tmp_path, ns.addr, _ha_port(master), storePathRootDir=small_disk / "store",
                    mappedFileSizeCommitLog=CL_FILE, mappedFileSizeConsumeQueue=20 * 20_000,
                    maxHashSlotNum=1000, maxIndexNum=4000).start()
     sent: list[bytes] = []
