@@ -89,17 +89,17 @@ class ReputService:
             if batch:
                 # the position moves only once the batch is dispatched: a batch refused for lack
                 # of space is dispatched whole on the next run, none of its entries lost
-                self._reserve(batch)
-                self._dispatch(batch)
+                self._dispatch(batch, self._reserve(batch))
                 total += len(batch)
             self.position = mf.file_from_offset + pos
             if pos < file_size:
                 break
         return total
 
-    def _reserve(self, batch: list[DispatchRequest]) -> None:
+    def _reserve(self, batch: list[DispatchRequest]) -> list[list[str]]:
         """Give every consume-queue file and the index room for ``batch`` before any of it is
-        written (what :meth:`MessageStore._reserve` does before a put on a master).
+        written (what :meth:`MessageStore._reserve` does before a put on a master); returns
+        each record's index keys (read once, for the room and for the index).
 
         Raises:
             DiskFullError: no room; nothing of the batch is dispatched.
@@ -115,10 +115,18 @@ class ReputService:
             last = mfq.files[-1] if mfq.files else None
             if last is None or last.remaining < n * 20:
                 mfq.ensure_room(n * 20, first * 20)
+        keys: list[list[str]] = []
         if store.index is not None:
-            store.index.reserve()
+            cl = store.commit_log
+            for r in batch:
+                try:
+                    keys.append(store._keys_of(cl.get_message(r.commit_log_offset, r.size).properties))
+                except Exception:  # noqa: BLE001 - the record verified a moment ago; never fail the copy
+                    keys.append([])
+            store.index.reserve(sum(len(k) for k in keys))
+        return keys
 
-    def _dispatch(self, batch: list[DispatchRequest]) -> None:
+    def _dispatch(self, batch: list[DispatchRequest], keys: list[list[str]]) -> None:
         store = self.store
         cl = store.commit_log
         store._dispatch(batch)  # consume queues and the arrival callbacks, as a put does
@@ -132,12 +140,9 @@ class ReputService:
         if mf is not None:
             mf.store_timestamp = last
         if store.index is not None:
-            for r in batch:
-                try:
-                    m = cl.get_message(r.commit_log_offset, r.size)
-                except Exception:  # noqa: BLE001 - the record verified a moment ago; never fail the copy
-                    continue
-                store._index_keys(r.topic, m.properties, r.commit_log_offset, r.store_timestamp)
+            for r, ks in zip(batch, keys):
+                if ks:
+                    store.index.put(r.topic, ks, r.commit_log_offset, r.store_timestamp)
 
 
 # ---------------------------------------------------------------------------------- master
