@@ -17,6 +17,9 @@ consume-queue and index entries. Everything runs on the broker's event loop (asy
 
 A frame that makes no sense (an offset outside the master's log, a header that does not follow
 the slave's log) closes that one HA connection; the broker goes on serving.
+A slave whose disk has no room for what the master sends (its appends and the reput reserve
+space first, as a master's puts do) pauses: it closes the connection, keeps serving what it has
+and reconnects once the reservation succeeds again.
 """
 from __future__ import annotations
 
