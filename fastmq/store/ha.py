@@ -425,6 +425,9 @@ class HAClient:
             self.reput.run()
         except DiskFullError:
             return False
+        except (OSError, StoreError) as exc:  # e.g. the disk gone read-only: stay paused, say why
+            log.error("HA replication stays paused: %s", exc)
+            return False
         log.warning("HA replication resumes: disk space is back (the slave's log ends at %d)",
                     self.store.commit_log.max_offset)
         self.paused = None
