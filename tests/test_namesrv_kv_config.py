@@ -87,3 +87,46 @@ def test_print_all_logs_every_item(caplog) -> None:
         kv.print_all()
     assert "configTable SIZE: 2" in caplog.text
     assert "configTable NS: ns Key: k Value: v" in caplog.text and "NS: other Key: x Value: y" in caplog.text
+
+
+async def test_request_writes_off_the_loop_and_answers_once_on_disk(tmp_path) -> None:
+    """Guards against kvConfig.json's fsync'd rewrite stalling every NameServer request: the
+    handler's write runs on a worker thread, and the answer still waits for it (RocketMQ 4.9
+    answers PUT_KV_CONFIG once the file is written)."""
+    import asyncio
+    import threading
+
+    from fastmq.namesrv.config import NamesrvConfig
+    from fastmq.namesrv.controller import NamesrvController
+    from fastmq.namesrv.processor import DefaultRequestProcessor
+    from fastmq.protocol.codes import RequestCode
+    from fastmq.protocol.command import create_request
+
+    path = tmp_path / "kvConfig.json"
+    ctl = NamesrvController(NamesrvConfig(kvConfigPath=str(path),
+                                          configStorePath=str(tmp_path / "namesrv.properties")))
+    proc = DefaultRequestProcessor(ctl)
+    writers: list[threading.Thread] = []
+    snapshot = ctl.kv_config.file.snapshot
+
+    def recording_snapshot():
+        writers.append(threading.current_thread())
+        return snapshot()
+    ctl.kv_config.file.snapshot = recording_snapshot
+
+    resp = proc.process_request(None, create_request(RequestCode.PUT_KV_CONFIG,
+                                                     {"namespace": "ns", "key": "k", "value": "v"}))
+    assert asyncio.iscoroutine(resp), "the write must not happen inside the synchronous handler"
+    assert not path.exists() and not writers
+    answer = await resp
+    assert answer.code == 0
+    assert json.loads(path.read_text()) == {"configTable": {"ns": {"k": "v"}}}  # on disk when answered
+    assert writers and all(t is not threading.main_thread() for t in writers)
+
+    resp = proc.process_request(None, create_request(RequestCode.DELETE_KV_CONFIG, {"namespace": "ns", "key": "k"}))
+    assert (await resp).code == 0
+    assert json.loads(path.read_text()) == {"configTable": {"ns": {}}}
+    n = len(writers)
+    # nothing to delete: answered at once, nothing rewritten
+    resp = proc.process_request(None, create_request(RequestCode.DELETE_KV_CONFIG, {"namespace": "ns", "key": "k"}))
+    assert not asyncio.iscoroutine(resp) and resp.code == 0 and len(writers) == n

@@ -208,8 +208,11 @@ async def test_kv_survives_restart_and_sigint(tmp_path) -> None:
     first = ServerProcess(["fastmq-namesrv", "-c", str(props)], port, tmp_path, env=env).start()
     c = RemotingClient()
     try:
-        await c.invoke(first.addr, create_request(RequestCode.PUT_KV_CONFIG,
-                                                  {"namespace": "ns", "key": "k", "value": "v1"}), 3)
+        r = await c.invoke(first.addr, create_request(RequestCode.PUT_KV_CONFIG,
+                                                      {"namespace": "ns", "key": "k", "value": "v1"}), 3)
+        assert r.code == ResponseCode.SUCCESS
+        # written off the loop, yet on disk once answered
+        assert '"v1"' in (tmp_path / "kv" / "kvConfig.json").read_text()
     finally:
         await c.close()
     assert first.stop(signal.SIGINT) == 0
@@ -270,7 +273,10 @@ def _call(proc, code: int, fields: dict | None = None, body: bytes | None = None
     req = create_request(code, fields, body)
     if version is not None:
         req.version = version
-    return proc.process_request(_Conn(), req)
+    resp = proc.process_request(_Conn(), req)
+    if asyncio.iscoroutine(resp):  # PUT/DELETE_KV_CONFIG answer once the file is written, off the loop
+        resp = asyncio.run(resp)
+    return resp
 
 
 def _reg_fields(addr: str, bid: int, **extra: object) -> dict:

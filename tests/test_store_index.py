@@ -73,3 +73,38 @@ async def test_clean_restart_does_not_rescan_the_commit_log(tmp_path, monkeypatc
         assert calls == [] and len(again.query_message("IdxTopic", "k", 10, 0, 2**62)) == 1
     finally:
         again.shutdown()
+
+
+async def test_replicated_records_are_indexed_only_into_reserved_space(tmp_path, monkeypatch) -> None:
+    """Guards against a slave's SIGBUS on a full disk: the index reserves its entries a chunk
+    ahead before a put, and a slave's reput (which indexes what replication copied) must do the
+    same, or its writes reach blocks the disk never gave."""
+    from fastmq.store import index as index_mod
+    from fastmq.store.ha import ReputService
+    monkeypatch.setattr(index_mod, "_RESERVE_CHUNK", 4)
+    cfg = dict(maxHashSlotNum=64, maxIndexNum=1000)
+    master = MessageStore(MessageStoreConfig(storePathRootDir=str(tmp_path / "m"), mappedFileSizeCommitLog=64 * 1024,
+                                             **cfg), "127.0.0.1:10911")
+    master.load()
+    master.start()
+    slave = MessageStore(MessageStoreConfig(storePathRootDir=str(tmp_path / "s"), mappedFileSizeCommitLog=64 * 1024,
+                                            brokerRole="SLAVE", **cfg), "127.0.0.1:10912")
+    slave.load()
+    slave.start()
+    try:
+        for i in range(40):
+            assert (await master.put_messages([_msg(i, f"rk-{i}")])).ok
+        reput = ReputService(slave)
+        view = master.commit_log.read_from(0, 1 << 20)
+        data = bytes(view)
+        view.release()
+        slave.commit_log.append_raw(0, data)
+        assert reput.run() == 40
+        assert slave.index is not None
+        f = slave.index.files[-1]
+        assert f.count == 1 + 80  # (entry 0 is never used) KEYS and UNIQ_KEY of each record
+        assert f._reserved_to >= index_mod.HEADER_SIZE + f.slots * 4 + f.count * 20
+        assert len(slave.query_message("IdxTopic", "rk-33", 10, 0, 2**62)) == 1
+    finally:
+        slave.shutdown()
+        master.shutdown()

@@ -3,9 +3,13 @@
 The best-known namespace is ORDER_TOPIC_CONFIG (``topic -> "brokerA:4;brokerB:4"``), which
 GET_ROUTEINFO_BY_TOPIC hands to clients as ``orderTopicConf``. Every change rewrites the file
 atomically (temp file, fsync, rename), in RocketMQ's format ``{"configTable": {ns: {k: v}}}``.
+The NameServer's request handlers change the table with ``write=False`` and await
+:meth:`KVConfigManager.persist_async`: the write (an fsync) runs on a thread, off the event loop,
+and the change is on disk when it is answered, as RocketMQ 4.9 answers it.
 """
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 from pathlib import Path
@@ -63,7 +67,13 @@ class KVConfigManager:
             # The in-memory value stays; the next change retries the write.
             log.error("persist kvconfig Exception, %s: %s", self.path, exc)
 
-    def put(self, namespace: str, key: str, value: str) -> None:
+    async def persist_async(self) -> None:
+        """:meth:`persist` on a worker thread; returns once the file is written (or the failure logged)."""
+        await asyncio.to_thread(self.persist)
+
+    def put(self, namespace: str, key: str, value: str, *, write: bool = True) -> None:
+        """Set ``key`` in ``namespace``; ``write`` False leaves the write to the caller
+        (:meth:`persist_async`)."""
         with self._lock:
             kv = self.table.setdefault(namespace, {})
             old = kv.get(key)
@@ -72,19 +82,24 @@ class KVConfigManager:
                 log.info("putKVConfig create new config item, Namespace: %s Key: %s Value: %s", namespace, key, value)
             else:
                 log.info("putKVConfig update config item, Namespace: %s Key: %s Value: %s", namespace, key, value)
-        self.persist()
+        if write:
+            self.persist()
 
     def get(self, namespace: str, key: str) -> str | None:
         with self._lock:
             return self.table.get(namespace, {}).get(key)
 
-    def delete(self, namespace: str, key: str) -> None:
+    def delete(self, namespace: str, key: str, *, write: bool = True) -> bool:
+        """Remove ``key`` from ``namespace``; True when there was one (only then is the file
+        rewritten, by this call unless ``write`` is False)."""
         with self._lock:
             kv = self.table.get(namespace)
             if kv is None or kv.pop(key, None) is None:
-                return
+                return False
             log.info("deleteKVConfig delete a config item, Namespace: %s Key: %s", namespace, key)
-        self.persist()
+        if write:
+            self.persist()
+        return True
 
     def get_namespace(self, namespace: str) -> dict[str, str] | None:
         with self._lock:

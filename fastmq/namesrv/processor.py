@@ -115,13 +115,19 @@ class DefaultRequestProcessor(CodeDispatchProcessor):
 
     # -------------------------------------------------------------- KV
 
-    def put_kv_config(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+    def put_kv_config(self, conn: Connection, request: RemotingCommand) -> Awaitable[RemotingCommand] | RemotingCommand:
         ns, key, value = ext_str(request, "namespace"), ext_str(request, "key"), ext_str(request, "value")
         if ns is None or key is None:
             return response_for(request, ResponseCode.SYSTEM_ERROR, "namespace or key is null")
         if value is None:
             raise RemotingCommandError("the custom field <value> is null")
-        self.c.kv_config.put(ns, key, value)
+        self.c.kv_config.put(ns, key, value, write=False)
+        return self._written(request)
+
+    async def _written(self, request: RemotingCommand) -> RemotingCommand:
+        # the fsync'd rewrite runs off the event loop; the answer waits for it (RocketMQ writes
+        # kvConfig.json inside the request), so what was answered is on disk
+        await self.c.kv_config.persist_async()
         return response_for(request, ResponseCode.SUCCESS)
 
     def get_kv_config(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
@@ -131,8 +137,10 @@ class DefaultRequestProcessor(CodeDispatchProcessor):
             return response_for(request, ResponseCode.SUCCESS, ext_fields={"value": value})
         return response_for(request, ResponseCode.QUERY_NOT_FOUND, f"No config item, Namespace: {ns} Key: {key}")
 
-    def delete_kv_config(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
-        self.c.kv_config.delete(_need(request, "namespace"), _need(request, "key"))
+    def delete_kv_config(self, conn: Connection,
+                         request: RemotingCommand) -> Awaitable[RemotingCommand] | RemotingCommand:
+        if self.c.kv_config.delete(_need(request, "namespace"), _need(request, "key"), write=False):
+            return self._written(request)
         return response_for(request, ResponseCode.SUCCESS)
 
     def get_kv_list_by_namespace(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:

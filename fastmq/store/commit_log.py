@@ -234,6 +234,7 @@ class CommitLog:
 
         Raises:
             StoreError: ``offset`` is not where this log ends.
+            DiskFullError: no room for the file the bytes go to; nothing of them is written.
         """
         mv = memoryview(data).cast("B")
         with self._lock:
@@ -241,6 +242,9 @@ class CommitLog:
                 raise StoreError(f"replicated data at {offset}, but the commit log ends at {self.max_offset}")
             if not self.mfq.files and offset % self.config.mappedFileSizeCommitLog:
                 raise StoreError(f"replicated data at {offset} does not start a commit-log file")
+            # the file these bytes roll into gets its blocks before a byte is copied: a copy into
+            # a mapping the disk cannot back is a SIGBUS, on a slave as on a master
+            self.mfq.ensure_room(len(mv), offset)
             while len(mv):
                 mf = self.mfq.get_last_mapped_file(offset)
                 n = min(len(mv), mf.remaining)

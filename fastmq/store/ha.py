@@ -17,6 +17,9 @@ consume-queue and index entries. Everything runs on the broker's event loop (asy
 
 A frame that makes no sense (an offset outside the master's log, a header that does not follow
 the slave's log) closes that one HA connection; the broker goes on serving.
+A slave whose disk has no room for what the master sends (its appends and the reput reserve
+space first, as a master's puts do) pauses: it closes the connection, keeps serving what it has
+and reconnects once the reservation succeeds again.
 """
 from __future__ import annotations
 
@@ -26,7 +29,7 @@ import struct
 import time
 from typing import TYPE_CHECKING, Callable
 
-from . import StoreError
+from . import DiskFullError, StoreError
 from .commit_log import DispatchRequest
 
 if TYPE_CHECKING:
@@ -86,15 +89,47 @@ class ReputService:
                     pos += size
             finally:
                 buf.release()
-            self.position = mf.file_from_offset + pos
             if batch:
-                self._dispatch(batch)
+                # the position moves only once the batch is dispatched: a batch refused for lack
+                # of space is dispatched whole on the next run, none of its entries lost
+                self._dispatch(batch, self._reserve(batch))
                 total += len(batch)
+            self.position = mf.file_from_offset + pos
             if pos < file_size:
                 break
         return total
 
-    def _dispatch(self, batch: list[DispatchRequest]) -> None:
+    def _reserve(self, batch: list[DispatchRequest]) -> list[list[str]]:
+        """Give every consume-queue file and the index room for ``batch`` before any of it is
+        written (what :meth:`MessageStore._reserve` does before a put on a master); returns
+        each record's index keys (read once, for the room and for the index).
+
+        Raises:
+            DiskFullError: no room; nothing of the batch is dispatched.
+        """
+        store = self.store
+        need: dict[tuple[str, int], tuple[int, int]] = {}  # key -> (entries, first queue offset)
+        for r in batch:
+            key = (r.topic, r.queue_id)
+            n, first = need.get(key, (0, r.queue_offset))
+            need[key] = (n + 1, min(first, r.queue_offset))
+        for (topic, qid), (n, first) in need.items():
+            mfq = store.queues.find_or_create(topic, qid).mfq
+            last = mfq.files[-1] if mfq.files else None
+            if last is None or last.remaining < n * 20:
+                mfq.ensure_room(n * 20, first * 20)
+        keys: list[list[str]] = []
+        if store.index is not None:
+            cl = store.commit_log
+            for r in batch:
+                try:
+                    keys.append(store._keys_of(cl.get_message(r.commit_log_offset, r.size).properties))
+                except Exception:  # noqa: BLE001 - the record verified a moment ago; never fail the copy
+                    keys.append([])
+            store.index.reserve(sum(len(k) for k in keys))
+        return keys
+
+    def _dispatch(self, batch: list[DispatchRequest], keys: list[list[str]]) -> None:
         store = self.store
         cl = store.commit_log
         store._dispatch(batch)  # consume queues and the arrival callbacks, as a put does
@@ -108,12 +143,9 @@ class ReputService:
         if mf is not None:
             mf.store_timestamp = last
         if store.index is not None:
-            for r in batch:
-                try:
-                    m = cl.get_message(r.commit_log_offset, r.size)
-                except Exception:  # noqa: BLE001 - the record verified a moment ago; never fail the copy
-                    continue
-                store._index_keys(r.topic, m.properties, r.commit_log_offset, r.store_timestamp)
+            for r, ks in zip(batch, keys):
+                if ks:
+                    store.index.put(r.topic, ks, r.commit_log_offset, r.store_timestamp)
 
 
 # ---------------------------------------------------------------------------------- master
@@ -339,6 +371,10 @@ class HAClient:
         self.master_addr = master_addr
         self.reput = reput or ReputService(store)
         self.connected_to: str | None = None
+        # why replication is paused (a full disk), None while it runs; the need is the transfer
+        # (offset, size) that found no room, tried again before reconnecting
+        self.paused: str | None = None
+        self._need: tuple[int, int] = (0, 0)
         self._task: asyncio.Task[None] | None = None
         self._writer: asyncio.StreamWriter | None = None
 
@@ -354,11 +390,15 @@ class HAClient:
     async def _run(self) -> None:
         while True:
             addr = self.master_addr()
+            if self.paused is not None and not self._space_back():
+                addr = None
             if addr:
                 try:
                     await self._follow(addr)
                 except asyncio.CancelledError:
                     raise
+                except DiskFullError as exc:
+                    self._pause(exc)
                 except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError, StoreError) as exc:
                     log.info("HA connection to master %s ended: %s", addr, exc)
                 except Exception:  # noqa: BLE001 - keep following whatever went wrong
@@ -366,6 +406,32 @@ class HAClient:
                 finally:
                     self.connected_to = None
             await asyncio.sleep(_RECONNECT_DELAY)
+
+    def _pause(self, exc: DiskFullError) -> None:
+        """Stop following: no more acks nor pulls (the connection is closed, so a SYNC_MASTER
+        master answers SLAVE_NOT_AVAILABLE) until :meth:`_space_back`. Logged once a pause,
+        not once a transfer; pulls of what the slave holds go on."""
+        if self.paused is None:
+            log.error("HA replication paused: the slave's disk has no room for what the master sends "
+                      "(%s); the slave goes on serving what it has and resumes when space returns", exc)
+        self.paused = str(exc)
+
+    def _space_back(self) -> bool:
+        """Try again what found no room (the commit-log file, then the queue and index entries
+        of records already copied); True, and replication resumes, once it fits."""
+        phy, size = self._need
+        try:
+            self.store.commit_log.mfq.ensure_room(size, phy)
+            self.reput.run()
+        except DiskFullError:
+            return False
+        except (OSError, StoreError) as exc:  # e.g. the disk gone read-only: stay paused, say why
+            log.error("HA replication stays paused: %s", exc)
+            return False
+        log.warning("HA replication resumes: disk space is back (the slave's log ends at %d)",
+                    self.store.commit_log.max_offset)
+        self.paused = None
+        return True
 
     def _report(self, writer: asyncio.StreamWriter) -> None:
         writer.write(_REPORT.pack(self.store.commit_log.max_offset))
@@ -392,6 +458,7 @@ class HAClient:
                     raise StoreError(f"master {addr} sent offset {phy}, the slave's log ends at {mine}")
                 if not size:
                     continue
+                self._need = (phy, size)
                 cl.append_raw(phy, data)
                 self.reput.run()
                 self._report(writer)

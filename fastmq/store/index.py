@@ -94,14 +94,15 @@ class IndexFile:
             reserve_range(fd, self._reserved_to, upto - self._reserved_to, self.path)
             self._reserved_to = upto
 
-    def reserve_ahead(self) -> None:
-        """Keep at least :data:`_RESERVE_CHUNK` entries past the count reserved (before a put)."""
+    def reserve_ahead(self, extra: int = 0) -> None:
+        """Keep at least :data:`_RESERVE_CHUNK` entries past the count (and the ``extra`` a
+        put is about to add) reserved (before a put)."""
         base = HEADER_SIZE + self.slots * 4
-        if self._reserved_to >= base + min(self.entries, self.count + _RESERVE_CHUNK) * 20:
+        if self._reserved_to >= base + min(self.entries, self.count + extra + _RESERVE_CHUNK) * 20:
             return
         fd = os.open(self.path, os.O_RDWR)
         try:
-            self._reserve(fd, base + (self.count + 2 * _RESERVE_CHUNK) * 20)
+            self._reserve(fd, base + (self.count + extra + 2 * _RESERVE_CHUNK) * 20)
         finally:
             os.close(fd)
 
@@ -196,14 +197,15 @@ class IndexService:
             self.files.append(IndexFile(self.dir / name, self.slots, self.entries))
         return self.files[-1]
 
-    def reserve(self) -> None:
-        """Create the next index file now if the current one is full (or there is none), so a
-        lack of space is known before a put writes anything.
+    def reserve(self, entries: int = 0) -> None:
+        """Create the next index file now if the current one is full (or there is none), and
+        reserve room for ``entries`` more past the usual chunk, so a lack of space is known
+        before a put writes anything.
 
         Raises:
             DiskFullError: no room for it.
         """
-        self._writable().reserve_ahead()
+        self._writable().reserve_ahead(entries)
 
     def put(self, topic: str, keys: list[str], phy: int, store_ts: int) -> None:
         for key in keys:

@@ -662,12 +662,18 @@ class MessageStore(MessageGetter, DiskSpaceGuard):
             return -1
         return self._ts_at_queue_offset(cq, offset)
 
-    def _index_keys(self, topic: str, props: dict[str, str], phy: int, store_ts: int) -> None:
-        assert self.index is not None
+    @staticmethod
+    def _keys_of(props: dict[str, str]) -> list[str]:
+        """The index keys of a message: its KEYS and its unique id."""
         keys = [k for k in props.get(MessageConst.KEYS, "").split(MessageConst.KEY_SEPARATOR) if k]
         uniq = props.get(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
         if uniq:
             keys.append(uniq)
+        return keys
+
+    def _index_keys(self, topic: str, props: dict[str, str], phy: int, store_ts: int) -> None:
+        assert self.index is not None
+        keys = self._keys_of(props)
         if keys:
             self.index.put(topic, keys, phy, store_ts)
 
