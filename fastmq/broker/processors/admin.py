@@ -6,6 +6,7 @@ tools parse only that form, so the stats bodies here are written the same way.
 """
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from typing import TYPE_CHECKING, Any, Sequence
@@ -33,6 +34,7 @@ from ..subscription_group import SubscriptionGroupConfig
 from .base import BrokerCodeDispatchProcessor
 
 if TYPE_CHECKING:
+    from ...store.json_file import JsonConfigFile
     from .base import BrokerContext
 
 log = logging.getLogger("fastmq.broker")
@@ -97,7 +99,18 @@ class AdminBrokerProcessor(BrokerCodeDispatchProcessor):
 
     # ------------------------------------------------------------ topics
 
-    def update_and_create_topic(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+    async def _on_disk(self, file: JsonConfigFile[Any]) -> None:
+        """Wait until ``file`` holds the change just made, written on a worker thread (not the
+        event loop). Admin changes are answered once on disk, as 4.9 persists inside the request:
+        a topic created and acknowledged must survive a kill -9 that follows at once. Concurrent
+        changes share one write. A failed write is logged and retried by the background writer."""
+        try:
+            await asyncio.to_thread(file.flush)
+        except OSError as exc:
+            log.error("persist %s failed: %s; retrying in the background", file.path, exc)
+            file.changed()
+
+    async def update_and_create_topic(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         h = CreateTopicRequestHeader.decode(request)
         if h.topic == self.broker.config.brokerClusterName:
             return response_for(request, ResponseCode.SYSTEM_ERROR,
@@ -108,6 +121,7 @@ class AdminBrokerProcessor(BrokerCodeDispatchProcessor):
         tc = TopicConfig(h.topic, read_queue_nums=h.readQueueNums, write_queue_nums=h.writeQueueNums, perm=h.perm,
                          topic_filter_type=h.topicFilterType, topic_sys_flag=h.topicSysFlag or 0, order=h.order)
         self.broker.topic_config.update(tc)
+        await self._on_disk(self.broker.topic_config.file)
         self.broker.schedule_register(force=False)
         return response_for(request, ResponseCode.SUCCESS)
 
@@ -123,7 +137,7 @@ class AdminBrokerProcessor(BrokerCodeDispatchProcessor):
                         "(the broker's maxTopicQueueNums)")
         return None
 
-    def delete_topic(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+    async def delete_topic(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         h = DeleteTopicRequestHeader.decode(request)
         problem = tv.validate_topic(h.topic) or self._system_topic(h.topic)
         if problem:
@@ -131,6 +145,7 @@ class AdminBrokerProcessor(BrokerCodeDispatchProcessor):
         self.broker.topic_config.delete(h.topic)
         self.broker.offsets.remove_topic(h.topic)
         self.broker.store.delete_topics({h.topic})
+        await self._on_disk(self.broker.topic_config.file)
         return response_for(request, ResponseCode.SUCCESS)
 
     def get_all_topic_config(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
@@ -138,15 +153,17 @@ class AdminBrokerProcessor(BrokerCodeDispatchProcessor):
         body = {"dataVersion": version.to_obj(), "topicConfigTable": {k: v.to_obj() for k, v in table.items()}}
         return response_for(request, ResponseCode.SUCCESS, body=compact_json(body).encode("utf-8"))
 
-    def update_and_create_subscription_group(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+    async def update_and_create_subscription_group(self, conn: Connection,
+                                                   request: RemotingCommand) -> RemotingCommand:
         sgc = SubscriptionGroupConfig.from_obj(loads_lenient(request.body or b""))
         problem = tv.validate_group(sgc.group_name)
         if problem:
             return response_for(request, ResponseCode.SYSTEM_ERROR, problem)
         self.broker.subscription_groups.update(sgc)
+        await self._on_disk(self.broker.subscription_groups.file)
         return response_for(request, ResponseCode.SUCCESS)
 
-    def delete_subscription_group(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+    async def delete_subscription_group(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         """DELETE_SUBSCRIPTIONGROUP: the group's config, and its offsets when ``removeOffset``;
         SUCCESS for an unknown group too, as 4.9.8 answers."""
         h = DeleteSubscriptionGroupRequestHeader.decode(request)
@@ -154,6 +171,7 @@ class AdminBrokerProcessor(BrokerCodeDispatchProcessor):
         self.broker.subscription_groups.delete(h.groupName)
         if h.removeOffset:
             self.broker.offsets.remove_group(h.groupName)
+        await self._on_disk(self.broker.subscription_groups.file)
         return response_for(request, ResponseCode.SUCCESS)
 
     # ----------------------------------------------------------- offsets
