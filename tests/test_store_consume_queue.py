@@ -160,3 +160,22 @@ def test_flush_service_reports_timestamp(tmp_path: Path) -> None:
     cq = t.get("T", 0)
     assert cq is not None and cq.mfq.files[0].flushed_position == 20
     t.close()
+
+
+def test_recovery_passes_over_the_zeros_below_a_queues_first_offset(tmp_path: Path) -> None:
+    """Guards: a queue whose first entry lies past its first file's start (a slave that began at
+    the master's last commit-log file) was ended at its leading zeros by recovery, and
+    --check-store called them a hole."""
+    cq = ConsumeQueue(tmp_path, "T", 0, CQ_FILE)
+    cq.load()
+    for q in range(7, 10):
+        assert cq.put(q, 1000 + q * 100, 100, q)
+    cq.flush(0)
+    cq.close()
+    again = ConsumeQueue(tmp_path, "T", 0, CQ_FILE)
+    again.load()
+    again.recover()
+    assert again.max_offset == 10
+    assert again.get_entry(8) == (1800, 100, 8)
+    assert again.max_physic_offset == 1000 + 9 * 100 + 100
+    again.close()

@@ -75,7 +75,7 @@ class ConsumeQueue:
             return
         end = files[max(0, len(files) - 3)].file_from_offset
         for mf in files[max(0, len(files) - 3):]:
-            n_valid = self._valid_prefix(mf)
+            n_valid = self._valid_prefix(mf, leading_gap=mf is files[0])
             end = mf.file_from_offset + n_valid * _UNIT
             if n_valid * _UNIT < mf.file_size:
                 break
@@ -83,11 +83,28 @@ class ConsumeQueue:
         for mf in self.mfq.files:
             mf.release_pages()  # scanned pages need not stay resident: a broker has thousands of queues
 
-    def _valid_prefix(self, mf: MappedFile) -> int:
+    def _valid_prefix(self, mf: MappedFile, leading_gap: bool = False) -> int:
         """How many entries at the start of ``mf`` are valid, read a chunk at a time so a file
-        whose data ends early is not read (and made resident) to its end."""
+        whose data ends early is not read (and made resident) to its end.
+
+        ``leading_gap``: ``mf`` is the queue's first file, which may start with zero entries
+        below the queue's first offset (a slave that began at the master's last commit-log
+        file, a queue whose first file was created for an offset past its start): they are
+        passed over, not taken for the queue's end."""
         total = mf.file_size // _UNIT
         done = 0
+        if leading_gap:
+            while done < total:
+                count = min(_RECOVER_CHUNK, total - done)
+                arr = np.frombuffer(mf.buffer, dtype=CQ_DTYPE, count=count, offset=done * _UNIT)
+                used = (arr["offset"] != 0) | (arr["size"] != 0)
+                first = int(np.argmax(used)) if used.any() else count
+                del arr, used
+                done += first
+                if first < count:
+                    break
+            if done == total:  # nothing but zeros: an empty queue
+                return 0
         while done < total:
             count = min(_RECOVER_CHUNK, total - done)
             arr = np.frombuffer(mf.buffer, dtype=CQ_DTYPE, count=count, offset=done * _UNIT)

@@ -228,6 +228,7 @@ def _check_queue(log: _ReadOnlyLog, topic: str, qid: int, qdir: Path, out: list[
     size = log.config.mappedFileSizeConsumeQueue
     per_file = size // CQ_STORE_UNIT_SIZE
     ended_at: tuple[str, int] | None = None  # the first zero entry seen: only zeros may follow
+    seen_entry = False  # zeros before a queue's first entry are its unused start, not a hole
     past_end = 0
     for p in _files(qdir):
         name = log.rel(p)
@@ -245,10 +246,13 @@ def _check_queue(log: _ReadOnlyLog, topic: str, qid: int, qdir: Path, out: list[
                 pass
         for i, (o, s) in enumerate(zip(offs, sizes)):
             if o == 0 and s == 0:
+                if not seen_entry:
+                    continue  # below the queue's first offset (recovery passes over these too)
                 if ended_at is None:
                     ended_at = (name, i * CQ_STORE_UNIT_SIZE)
                 continue
             q = first_q + i
+            seen_entry = True
             if ended_at is not None:
                 out.append(Finding("PROBLEM", ended_at[0], ended_at[1], f"{topic}/{qid}: a hole of zero entries "
                                    f"before queue offset {q}; a restart would end the queue there"))
