@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import threading
 import time
 from typing import Any
 
@@ -55,6 +56,7 @@ class ScheduleMessageService:
             flush_interval = getattr(store.config, "flushDelayOffsetInterval", 10_000) / 1000
         self.flush_interval = flush_interval
         self.path = path or os.path.join(store.config.storePathRootDir, "config", "delayOffset.json")
+        self._persist_lock = threading.Lock()
         self.offset_table: dict[int, int] = {}
         self.delivered = 0
         self.skipped = 0  # due messages the store refused for good (logged, level moved on)
@@ -100,7 +102,10 @@ class ScheduleMessageService:
         if table is None:
             table = dict(self.offset_table)
             self._dirty = False
-        write_json_atomic(self.path, {"offsetTable": {str(k): v for k, v in sorted(table.items())}})
+        # one writer at a time: stop() persists while a cancelled flush task's executor write may
+        # still run, and two writers of one temp file lose the rename race
+        with self._persist_lock:
+            write_json_atomic(self.path, {"offsetTable": {str(k): v for k, v in sorted(table.items())}})
 
     def build_running_stats(self, stats: dict[str, str]) -> None:
         """RocketMQ's runtime-info keys ``scheduleMessageOffset_<level>`` = "offset,maxOffset"."""
