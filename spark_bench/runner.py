@@ -77,20 +77,25 @@ def layout(w: Workload, tasks: int) -> list[dict[str, Any]]:
     return out
 
 
+def _or_marks(out: dict[int, np.ndarray], pid: int, packed: bytes) -> int:
+    """OR one task's packed marks of producer ``pid`` into ``out``; how many marks it had."""
+    bits = np.unpackbits(np.frombuffer(packed, dtype=np.uint8)).astype(bool)
+    have = out.get(pid)
+    if have is None:
+        out[pid] = bits
+    else:
+        merged = np.zeros(max(have.size, bits.size), dtype=bool)
+        merged[:have.size] |= have
+        merged[:bits.size] |= bits
+        out[pid] = merged
+    return int(bits.sum())
+
+
 def _merge_marks(results: list[dict[str, Any]], key: str) -> dict[int, np.ndarray]:
     out: dict[int, np.ndarray] = {}
     for r in results:
         for pid, packed in r[key].items():
-            bits = np.unpackbits(np.frombuffer(packed, dtype=np.uint8)).astype(bool)
-            have = out.get(pid)
-            if have is None:
-                out[pid] = bits
-            else:
-                n = max(have.size, bits.size)
-                merged = np.zeros(n, dtype=bool)
-                merged[:have.size] |= have
-                merged[:bits.size] |= bits
-                out[pid] = merged
+            _or_marks(out, pid, packed)
     return out
 
 
@@ -107,17 +112,7 @@ def _lost_and_cross_duplicates(results: list[dict[str, Any]], groups: list[str]
         for r in results:
             marks = r["seen"].get(g, {})
             for pid, packed in marks.items():
-                bits = np.unpackbits(np.frombuffer(packed, dtype=np.uint8)).astype(bool)
-                singles += int(bits.sum())
-                have = union.get(pid)
-                if have is None:
-                    union[pid] = bits
-                else:
-                    n = max(have.size, bits.size)
-                    m = np.zeros(n, dtype=bool)
-                    m[:have.size] |= have
-                    m[:bits.size] |= bits
-                    union[pid] = m
+                singles += _or_marks(union, pid, packed)
         cross += singles - sum(int(b.sum()) for b in union.values())
         lost = 0
         for pid, a in acked.items():
