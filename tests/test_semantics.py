@@ -9,6 +9,7 @@ process; a route with 2^31-1 queues that killed every client reading it.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import logging
 import os
@@ -392,8 +393,13 @@ async def test_broker_refuses_topic_queue_counts_out_of_range(cluster, client) -
     assert await poll(auto_route, 10) == [8]
 
 
+_REGISTRATIONS = itertools.count(1)
+
+
 def _register(topics: dict[str, TopicConfig], addr: str = "127.0.0.1:19911", name: str = "sem-fake"):
-    body = RegisterBrokerBody(topics, DataVersion(int(time.time() * 1000), 1)).encode(False)
+    # the counter moves the data version on every call: two registrations inside one millisecond
+    # with equal versions are, rightly, "unchanged" to the NameServer, which then keeps the old topics
+    body = RegisterBrokerBody(topics, DataVersion(int(time.time() * 1000), next(_REGISTRATIONS))).encode(False)
     return create_request(RequestCode.REGISTER_BROKER, {
         "brokerName": name, "brokerAddr": addr, "clusterName": "SemCluster", "haServerAddr": "127.0.0.1:19912",
         "brokerId": 0, "compressed": "false"}, body)
