@@ -3,6 +3,7 @@
     fastmq-bench run max-rate-128b rate-limited-latency --out results/ [--driver fastmq --driver redis-streams]
     fastmq-bench run my.yaml --out results/ --master spark://host:7077 --namesrv 10.0.0.5:9876
     fastmq-bench collate results/* --out table/
+    fastmq-bench median run1.json run2.json --out merged.json   (scripts/bench_ab.sh uses it)
 
 Exit status of ``run``: 0 when every (workload, driver) run is ``ok``; 1 when one failed or is
 partial; 2 for bad input found before anything started.
@@ -182,12 +183,18 @@ def main(argv: list[str] | None = None, spark: Any = None) -> int:
     from . import collate as c  # its heavy imports (Spark, matplotlib) wait inside c.run
 
     c.add_arguments(sub.add_parser("collate", help="collate result directories and pytest-benchmark files"))
+    from . import median as m
+
+    m.add_arguments(sub.add_parser("median", help="merge several pytest-benchmark runs of one commit into "
+                                                  "their medians"))
     a = p.parse_args(argv)
     if threading.current_thread() is threading.main_thread():
         # a terminated run still stops the servers it started (the finally blocks run)
         signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     if a.command == "run":
         return run(a, spark)
+    if a.command == "median":
+        return m.run(a)
     return int(c.run(a))
 
 

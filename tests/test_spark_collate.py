@@ -253,3 +253,58 @@ def test_inputs_are_tolerant_and_failed_runs_keep_their_status(tmp_path, pytest_
     assert peers == {("fastmq send", "p50_us"), ("redis-py XADD", "p50_us")}
     gated = {r["metric"] for r in ptb if r["gate"]}
     assert gated == {"median", "msgs_per_s"}
+
+
+# ------------------------------------------------------------------ fastmq-bench median
+
+def _variant(src: Path, dst: Path, scale: float, commit: str | None = None, when: str | None = None) -> Path:
+    """A copy of a real pytest-benchmark file with every time and extra figure scaled."""
+    doc = json.loads(src.read_text())
+    for b in doc["benchmarks"]:
+        for k in ("median", "mean", "min", "max"):
+            b["stats"][k] *= scale
+        b["extra_info"] = {k: v * scale if isinstance(v, (int, float)) else v for k, v in b["extra_info"].items()}
+    if commit:
+        doc["commit_info"]["id"] = commit
+    if when:
+        doc["datetime"] = when
+    dst.write_text(json.dumps(doc))
+    return dst
+
+
+def test_median_merges_one_commits_runs(tmp_path, pytest_json) -> None:
+    from spark_bench import cli
+
+    runs = [_variant(pytest_json, tmp_path / f"r{i}.json", s, when=f"2026-01-0{i}T00:00:00+00:00")
+            for i, s in enumerate((1.0, 3.0, 2.0), 1)]
+    out = tmp_path / "merged.json"
+    assert cli.main(["median", *map(str, runs), "--out", str(out)]) == 0
+    merged = json.loads(out.read_text())
+    src = {b["fullname"]: b for b in json.loads(pytest_json.read_text())["benchmarks"]}
+    assert merged["merged_from"] == ["r1.json", "r2.json", "r3.json"]
+    assert merged["datetime"] == "2026-01-03T00:00:00+00:00"
+    assert len(merged["benchmarks"]) == len(src)
+    for b in merged["benchmarks"]:
+        s = src[b["fullname"]]["stats"]
+        assert b["stats"]["median"] == pytest.approx(2.0 * s["median"])   # the middle run
+        assert b["stats"]["min"] == pytest.approx(s["min"]) and b["stats"]["max"] == pytest.approx(3.0 * s["max"])
+        assert b["stats"]["rounds"] == 3 * s["rounds"]
+        assert b["stats"]["ops"] == pytest.approx(1.0 / b["stats"]["mean"])
+    peers = next(b for b in merged["benchmarks"] if b["name"] == "test_peers")
+    assert peers["extra_info"]["fastmq send p50_us"] == pytest.approx(160.0)
+    # the merged file is a pytest-benchmark file collate reads like any other
+    assert read_pytest_benchmark(out)
+
+
+def test_median_refuses_mixed_commits_and_bad_files(tmp_path, pytest_json, capsys) -> None:
+    from spark_bench import cli
+
+    a = _variant(pytest_json, tmp_path / "a.json", 1.0, commit="a" * 40)
+    b = _variant(pytest_json, tmp_path / "b.json", 1.0, commit="b" * 40)
+    out = tmp_path / "m.json"
+    assert cli.main(["median", str(a), str(b), "--out", str(out)]) == 2
+    assert "different commits (a.json: aaaaaaaaaa, b.json: bbbbbbbbbb)" in capsys.readouterr().err
+    bad = _write(tmp_path / "bad.json", '{"no": "benchmarks"}')
+    assert cli.main(["median", str(a), str(bad), "--out", str(out)]) == 2
+    assert "bad.json: not a pytest-benchmark file" in capsys.readouterr().err
+    assert not out.exists()
