@@ -6,7 +6,7 @@ from dataclasses import dataclass
 import pytest
 
 from fastmq.errors import ConfigError
-from fastmq.properties import bind, format_config, load_properties, parse_properties
+from fastmq.common.properties import bind, format_config, load_properties, parse_properties
 
 
 def test_java_properties_forms() -> None:
@@ -55,7 +55,7 @@ import javaproperties
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from fastmq.properties import check_storable, dump_properties, write_properties
+from fastmq.common.properties import check_storable, dump_properties, write_properties
 
 #: Pieces that exercise every rule of Properties.load: separators, escapes, continuations, comments,
 #: the line ends Java knows (CR, LF) and characters Python would treat as line breaks or blanks.
