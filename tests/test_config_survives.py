@@ -14,7 +14,7 @@ from pathlib import Path
 import javaproperties
 import pytest
 
-from fastmq.properties import load_properties
+from fastmq.common.properties import load_properties
 from fastmq.protocol.codes import RequestCode, ResponseCode
 from fastmq.protocol.command import create_request
 from fastmq.remoting import RemotingClient

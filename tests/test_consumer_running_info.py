@@ -24,7 +24,7 @@ from fastmq.protocol.consumer_running_info import (CMResult, ConsumeMessageDirec
 from fastmq.protocol.heartbeat import build_subscription
 from fastmq.protocol.message_queue import MessageQueue
 from fastmq.remoting import RemotingClient
-from fastmq.stats_item import StatsItemSet
+from fastmq.common.stats_item import StatsItemSet
 from tests.support import running_cluster, wait_until
 
 HERE = Path(__file__).parent

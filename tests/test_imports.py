@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Callable
 
 import pytest
 
@@ -183,8 +185,11 @@ def _runtime_imports(body: list[ast.stmt], with_annotations: bool) -> list[ast.I
     return found
 
 
-def import_graph(with_annotations: bool = False) -> dict[str, set[str]]:
-    """fastmq module -> the fastmq modules it imports at load time (parents' implicit loads aside)."""
+def import_graph(with_annotations: bool = False,
+                 find: Callable[[list[ast.stmt], bool], list[ast.Import | ast.ImportFrom]] = _runtime_imports,
+                 ) -> dict[str, set[str]]:
+    """fastmq module -> the fastmq modules it imports at load time (parents' implicit loads aside);
+    ``find`` picks which of a module's import statements count."""
     modules = {}
     for path in PACKAGE.rglob("*.py"):
         name, is_pkg = _module_name(path)
@@ -194,7 +199,7 @@ def import_graph(with_annotations: bool = False) -> dict[str, set[str]]:
     for name, (path, is_pkg) in modules.items():
         base = name.split(".") if is_pkg else name.split(".")[:-1]
         deps: set[str] = set()
-        for node in _runtime_imports(ast.parse(path.read_text()).body, with_annotations):
+        for node in find(ast.parse(path.read_text()).body, with_annotations):
             if isinstance(node, ast.Import):
                 deps.update(a.name for a in node.names)
                 continue
@@ -267,11 +272,113 @@ def test_no_import_cycle_at_load_time() -> None:
     assert import_cycles(import_graph()) == []
 
 
-# Circles that exist only through `if TYPE_CHECKING:` imports do not break an import, but they knot
-# the rooms together for readers and type checkers. The reachability tracker still reads the
-# producer's private tables; it is left to the client's own rework.
-KNOWN_ANNOTATION_CIRCLES = [["fastmq.client.producer", "fastmq.client.reachability"]]
+def _every_import(body: list[ast.stmt], with_annotations: bool) -> list[ast.Import | ast.ImportFrom]:
+    """Every import statement of a module, those deferred into functions and annotations included."""
+    return [n for stmt in body for n in ast.walk(stmt) if isinstance(n, (ast.Import, ast.ImportFrom))]
 
 
-def test_no_new_circle_through_annotations() -> None:
-    assert import_cycles(import_graph(with_annotations=True)) == KNOWN_ANNOTATION_CIRCLES
+def test_no_circle_through_annotations_or_deferred_imports() -> None:
+    # A circle that only `if TYPE_CHECKING:` or an import inside a function closes does not break
+    # an import, but it knots two rooms together for readers and type checkers all the same: a
+    # room that needs the one that builds it names a narrow Protocol instead.
+    assert import_cycles(import_graph(with_annotations=True)) == []
+    assert import_cycles(import_graph(with_annotations=True, find=_every_import)) == []
+
+
+# -- floors: docs/ARCHITECTURE.md's layer table is the rule ------------------------------------------
+
+#: Old module paths kept as re-export shims until the branches that still import them are merged.
+MOVED = {"fastmq.properties": "fastmq.common.properties"}
+
+
+#: where the layer table puts a module: (floor, row); rooms named in one row may import each other
+Place = tuple[int, int]
+
+
+def architecture_places() -> dict[str, Place]:
+    """Module or package name -> its place in the "Layers" table of docs/ARCHITECTURE.md."""
+    text = (ROOT / "docs" / "ARCHITECTURE.md").read_text()
+    section = text[text.index("## Layers"):]
+    section = section[:section.index("\n## ", 1)]
+    places: dict[str, Place] = {}
+    for row, line in enumerate(section.splitlines()):
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) < 2 or not cells[0].isdigit():
+            continue
+        for path in re.findall(r"`(fastmq/[^`]*)`", cells[1]):
+            name = path.rstrip("/").removesuffix(".py").removesuffix("/__init__").replace("/", ".")
+            places[name] = (int(cells[0]), row)
+    return places
+
+
+def _place_of(module: str, places: dict[str, Place]) -> tuple[str, Place] | None:
+    """The table's entry for ``module``: itself or the nearest package that holds it (the ``fastmq``
+    package's own entry is its ``__init__``, which holds no other module)."""
+    if module in places:
+        return module, places[module]
+    parts = module.split(".")
+    for n in range(len(parts) - 1, 1, -1):
+        owner = ".".join(parts[:n])
+        if owner in places:
+            return owner, places[owner]
+    return None
+
+
+def test_the_layer_table_places_every_module() -> None:
+    places = architecture_places()
+    assert {"fastmq.common", "fastmq.store", "fastmq.client", "fastmq.protocol", "fastmq.errors"} <= set(places)
+    unplaced = [m for m in _all_modules() if m not in MOVED and _place_of(m, places) is None]
+    assert unplaced == [], "modules docs/ARCHITECTURE.md's layer table does not place"
+
+
+def floor_violations(graph: dict[str, set[str]], places: dict[str, Place]) -> list[str]:
+    """The imports that do not go down: within one package or between the rooms of one table row
+    anything goes (the public API's row is one room in several files); otherwise only to a lower
+    floor, so two rows of one floor (client, NameServer, broker) never import each other."""
+    wrong = []
+    for module, deps in sorted(graph.items()):
+        owner, (floor, row) = _place_of(module, places) or (module, (0, -1))
+        for dep in sorted(deps):
+            dep_owner, (dep_floor, dep_row) = _place_of(dep, places) or (dep, (0, -1))
+            if dep_owner != owner and dep_row != row and not dep_floor < floor:
+                wrong.append(f"{module} (floor {floor}) imports {dep} (floor {dep_floor})")
+    return wrong
+
+
+def test_imports_only_go_down_the_floors() -> None:
+    # Load-time imports: an annotation-only import does not load anything, and the circle check
+    # above already refuses one that knots two rooms together.
+    graph = import_graph()
+    for old, new in MOVED.items():
+        assert graph.pop(old) == {new}, f"{old} is kept only as a re-export of {new}"
+    assert floor_violations(graph, architecture_places()) == []
+
+
+def test_floor_check_sees_an_import_going_up_or_sideways() -> None:
+    places = {"fastmq.low": (1, 9), "fastmq.a": (2, 8), "fastmq.b": (2, 7), "fastmq.api": (3, 6),
+              "fastmq.api2": (3, 6), "fastmq.api3": (3, 5)}
+    assert _place_of("fastmq.low.x", places) == ("fastmq.low", (1, 9))
+    assert _place_of("fastmq.elsewhere", places) is None
+    assert _place_of("fastmq.elsewhere", {"fastmq": (3, 1)}) is None
+    assert _place_of("fastmq", {"fastmq": (3, 1)}) == ("fastmq", (3, 1))
+    graph = {"fastmq.a.x": {"fastmq.a.y", "fastmq.low.z"}, "fastmq.low.z": {"fastmq.a.x"},
+             "fastmq.b": {"fastmq.a.y"}, "fastmq.api": {"fastmq.api2", "fastmq.b", "fastmq.api3"}}
+    assert floor_violations(graph, places) == ["fastmq.api (floor 3) imports fastmq.api3 (floor 3)",
+                                               "fastmq.b (floor 2) imports fastmq.a.y (floor 2)",
+                                               "fastmq.low.z (floor 1) imports fastmq.a.x (floor 2)"]
+
+
+@pytest.mark.parametrize("side, foreign", [
+    ("fastmq.client", ("fastmq.store", "fastmq.broker", "fastmq.namesrv")),
+    ("fastmq.namesrv", ("fastmq.store", "fastmq.broker", "fastmq.client")),
+    ("fastmq.broker", ("fastmq.client", "fastmq.namesrv")),
+    ("fastmq.common", ("fastmq.client", "fastmq.broker", "fastmq.namesrv", "fastmq.store", "fastmq.remoting",
+                       "fastmq.protocol", "fastmq._ext")),
+])
+def test_shared_things_come_from_common(side: str, foreign: tuple[str, ...]) -> None:
+    # what they share (JSON config files, .properties, stats, the server commands' front) is in
+    # fastmq.common, so none of them reaches into another's package for it
+    graph = import_graph(with_annotations=True, find=_every_import)
+    crossing = sorted(f"{m} -> {d}" for m, deps in graph.items() if m == side or m.startswith(side + ".")
+                      for d in deps if d.startswith(foreign))
+    assert crossing == []

@@ -1,7 +1,7 @@
 """Atomic JSON state files: the write leaves old or new, never half; reads fall back to .bak."""
 from __future__ import annotations
 
-from fastmq.store.json_file import read_json, write_json_atomic
+from fastmq.common.json_file import read_json, write_json_atomic
 
 
 def test_round_trip_and_backup(tmp_path) -> None:
@@ -38,7 +38,7 @@ import time
 import pytest
 
 from fastmq.errors import ConfigError
-from fastmq.store.json_file import JsonConfigFile, load_json
+from fastmq.common.json_file import JsonConfigFile, load_json
 
 
 def _must_have_v(obj):
@@ -130,7 +130,7 @@ def test_flush_writes_what_is_pending_now(tmp_path) -> None:
 
 
 def test_a_failed_background_write_is_retried(tmp_path, monkeypatch) -> None:
-    import fastmq.store.json_file as jf
+    import fastmq.common.json_file as jf
     monkeypatch.setattr(jf, "RETRY_AFTER_FAILURE", 0.05)
     p = tmp_path / "x.json"
     blocker = p.with_name("x.json.tmp")

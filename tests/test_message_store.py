@@ -577,9 +577,42 @@ async def test_a_pull_in_one_step_answers_as_the_loop_does(tmp_path: Path, limit
                 for nums in (1, 4, 32):
                     fast = _outcome(s.get_message("g", "T", qid, off, nums))
                     with monkeypatch.context() as m:
-                        m.setattr(s, "_collect_run", lambda *a: False)
+                        m.setattr(s.reader, "_collect_run", lambda *a: False)
                         slow = _outcome(s.get_message("g", "T", qid, off, nums))
                     assert fast == slow, (qid, off, nums)
+    finally:
+        s.shutdown()
+
+
+async def test_the_reader_needs_only_the_log_the_queues_and_the_config(tmp_path: Path) -> None:
+    """The read side is a class of its own: a MessageReader given just the store's commit log,
+    consume queues and config (and its own stats) answers every read as the store does, and
+    counts its pulls into the stats it was given, not the store's."""
+    from fastmq.store.get_message import MessageReader
+
+    s = open_store(tmp_path)
+    try:
+        await s.put_messages([msg(body=b"m%d" % i, tags=f"t{i % 2}") for i in range(12)])
+        stats = {k: 0 for k in ("getMessageTimesTotalFound", "getMessageTimesTotalMiss",
+                                "getMessageTransferedMsgCount", "getMessageEntireTimeMax")}
+        reader = MessageReader(s.config, s.commit_log, s.queues, stats)
+        before = dict(s.stats)
+        for off in (-1, 0, 5, 11, 12, 40):
+            for codes in (None, {java_string_hash("t1")}):
+                assert _outcome(reader.get_message("g", "T", 0, off, 4, codes)) == \
+                    _outcome(s.get_message("g", "T", 0, off, 4, codes)), (off, codes)
+        assert _outcome(reader.get_message("g", "NOPE", 3, 0, 4)) == _outcome(s.get_message("g", "NOPE", 3, 0, 4))
+        assert stats["getMessageTimesTotalFound"] + stats["getMessageTimesTotalMiss"] == 13
+        assert s.stats["getMessageTimesTotalFound"] - before["getMessageTimesTotalFound"] == \
+            stats["getMessageTimesTotalFound"]
+        now = int(time.time() * 1000)
+        for ask in (lambda r: r.max_offset_in_queue("T", 0), lambda r: r.min_offset_in_queue("T", 0),
+                    lambda r: r.offset_in_queue_by_time("T", 0, now), lambda r: r.earliest_message_time("T", 0),
+                    lambda r: r.message_store_time_stamp("T", 0, 3), lambda r: r.earliest_message_time_in_log(),
+                    lambda r: r.select_one_message_by_offset(0), lambda r: r.select_one_message_by_offset(7)):
+            assert ask(reader) == ask(s)
+        assert reader.look_message_by_offset(0).body == s.look_message_by_offset(0).body == b"m0"
+        assert reader.look_message_by_offset(7) is None
     finally:
         s.shutdown()
 

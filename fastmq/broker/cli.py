@@ -11,7 +11,7 @@ when DIR holds no store: exit 2) and lists each problem with its file and positi
 ``--repair`` added runs recovery on it first (see :func:`check_store`). Logs go to stderr and to ``logPath``
 (default ``~/logs/rocketmqlogs/broker.log``), rolled by size: ``--log-file``, ``--log-level``,
 ``--log-max-bytes``, ``--log-backups`` or the keys logPath, logLevel, logMaxBytes, logBackups
-(:mod:`fastmq.server_log`).
+(:mod:`fastmq.common.server_log`).
 """
 from __future__ import annotations
 
@@ -21,10 +21,10 @@ import signal
 import sys
 
 from .. import _ext
-from ..cli_common import EXIT_CONFIG_ERROR, load_or_report, print_config, server_parser
+from ..common.properties import bind, config_items, load_properties
+from ..common.server_cli import EXIT_CONFIG_ERROR, load_or_report, print_config, server_parser
+from ..common.server_log import LOG_FORMAT, LOG_KEYS, LogConfig, add_log_options, apply_log_options, setup_logging
 from ..errors import FastMQError
-from ..server_log import LOG_FORMAT, LOG_KEYS, LogConfig, add_log_options, apply_log_options, setup_logging
-from ..properties import bind, config_items, load_properties
 from ..remoting.loop import USING_UVLOOP, run
 from ..store import StoreLockedError
 from ..store.config import MessageStoreConfig

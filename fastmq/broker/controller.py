@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..properties import bind, check_storable, config_items, write_properties
+from ..common.properties import bind, check_storable, config_items, write_properties
 from ..protocol.bodies import DataVersion
 from ..protocol.codes import RequestCode
 from ..protocol.command import create_request

@@ -14,8 +14,8 @@ import threading
 from pathlib import Path
 from typing import Any, Callable
 
+from ..common.json_file import JsonConfigFile
 from ..protocol.bodies import loads_lenient
-from ..store.json_file import JsonConfigFile
 
 __all__ = ["ConsumerOffsetManager", "TOPIC_GROUP_SEPARATOR"]
 

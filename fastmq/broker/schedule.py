@@ -22,9 +22,9 @@ import threading
 import time
 from typing import Any
 
+from ..common.json_file import load_json, write_json_atomic
 from ..protocol.bodies import loads_lenient
 from ..protocol.message import MessageConst, MessageExt
-from ..store.json_file import load_json, write_json_atomic
 from ..store.message_store import SCHEDULE_TOPIC, MessageStore, PutStatus
 
 __all__ = ["ScheduleMessageService"]

@@ -15,11 +15,11 @@ import logging
 import os
 from typing import TYPE_CHECKING, Any, Callable
 
+from ..common.json_file import read_json, write_json_atomic
 from ..errors import FastMQError
 from ..protocol.bodies import DataVersion, TopicConfig, loads_lenient
 from ..protocol.codes import RequestCode, ResponseCode
 from ..protocol.command import create_request
-from ..store.json_file import read_json, write_json_atomic
 from .processors.master_sync import MasterSyncProcessor
 from .subscription_group import SubscriptionGroupConfig
 

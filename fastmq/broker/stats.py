@@ -1,13 +1,13 @@
 """Per-topic and per-group counters over the last minute, hour and day: RocketMQ's
 BrokerStatsManager, which VIEW_BROKER_STATS_DATA serves (``mqadmin statsAll``); the windows are
-:mod:`fastmq.stats_item`'s, sampled by the controller's timers.
+:mod:`fastmq.common.stats_item`'s, sampled by the controller's timers.
 """
 from __future__ import annotations
 
 import time
 from typing import Callable
 
-from ..stats_item import DAY_EVERY_S, HOUR_EVERY_S, MINUTE_EVERY_S, StatsItemSet
+from ..common.stats_item import DAY_EVERY_S, HOUR_EVERY_S, MINUTE_EVERY_S, StatsItemSet
 
 __all__ = ["BrokerStatsManager", "TOPIC_PUT_NUMS", "GROUP_GET_NUMS", "MINUTE_EVERY_S", "HOUR_EVERY_S",
            "DAY_EVERY_S"]

@@ -12,10 +12,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..common.json_file import JsonConfigFile
 from ..errors import RemotingCommandError
 from ..protocol.bodies import DataVersion, loads_lenient
 from ..protocol.topic import validate_group
-from ..store.json_file import JsonConfigFile
 
 __all__ = ["SubscriptionGroupConfig", "SubscriptionGroupManager", "SYSTEM_GROUPS"]
 

@@ -13,9 +13,9 @@ import threading
 from pathlib import Path
 from typing import Any, Callable
 
+from ..common.json_file import JsonConfigFile
 from ..protocol import topic as tv
 from ..protocol.bodies import DataVersion, TopicConfig
-from ..store.json_file import JsonConfigFile
 from .config import BrokerConfig
 
 __all__ = ["TopicConfigManager", "SCHEDULE_TOPIC_QUEUE_NUM"]

@@ -12,8 +12,8 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
+from ..common.stats_item import StatsItemSet
 from ..protocol.consumer_running_info import TopicConsumeStatus
-from ..stats_item import StatsItemSet
 
 __all__ = ["ConsumerStatsManager", "QueueCounters", "PULL_RT", "PULL_TPS", "CONSUME_RT", "CONSUME_OK_TPS",
            "CONSUME_FAILED_TPS"]

@@ -18,6 +18,7 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from ..common.stats_item import HOUR_EVERY_S, MINUTE_EVERY_S
 from ..errors import FAQ_SUFFIX, BadRouteError, FastMQError, NoNameServerError
 from ..protocol.bodies import MASTER_ID, TopicRouteData, loads_mq_keyed
 from ..protocol.codes import ClientErrorCode, RequestCode, ResponseCode
@@ -30,7 +31,6 @@ from ..protocol.message_queue import MessageQueue
 from ..remoting import Connection, RemotingClient, RequestProcessor
 from ..remoting.address import local_address
 from ..remoting.loop import every
-from ..stats_item import HOUR_EVERY_S, MINUTE_EVERY_S
 from .acl import AclClientRPCHook, SessionCredentials
 from .consumer_stats import ConsumerStatsManager
 

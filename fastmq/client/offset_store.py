@@ -14,11 +14,11 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..common.json_file import load_json, write_json_atomic
 from ..errors import FastMQError, RemotingConnectError
 from ..protocol.codes import RequestCode, ResponseCode
 from ..protocol.command import create_request, ext_int
 from ..protocol.message_queue import MessageQueue
-from ..store.json_file import load_json, write_json_atomic
 
 if TYPE_CHECKING:
     from .instance import ClientInstance

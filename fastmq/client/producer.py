@@ -209,7 +209,7 @@ class Producer:
         self._good_topics: set[str] = set()  # topic names that passed validate_topic
         # no writer yet: assigning default_topic_queue_nums below makes it (the twins take None here)
         self._fast = SendFastPath(self, None, UNIQ_IDS, next_opaque)  # type: ignore[arg-type]
-        self._reach = Reachability(self)
+        self._reach = Reachability(self.instance, self._numbers, self._faults, self._publish, self._fast)
         self.default_topic_queue_nums = default_topic_queue_nums  # gives the fast path its writer
         self.send_msg_timeout = send_msg_timeout
         self.retry_times_when_send_failed = retry_times_when_send_failed

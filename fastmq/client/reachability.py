@@ -25,14 +25,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Mapping, Protocol
 
 from ..errors import FastMQError, NoRouteError, RemotingConnectError, RemotingSendRequestError
 from ..protocol.codes import RequestCode
 from ..protocol.command import create_request
 
 if TYPE_CHECKING:
-    from .producer import Producer
+    from .._ext.fault import FaultTable
+    from .instance import ClientInstance
+    from .publish_info import BrokerNumbers, TopicPublishInfo
 
 __all__ = ["Reachability", "is_connection_failure", "PROBE_INTERVAL_S", "PROBE_TIMEOUT_S"]
 
@@ -50,14 +52,28 @@ def is_connection_failure(exc: BaseException | None) -> bool:
     return isinstance(exc, (RemotingConnectError, RemotingSendRequestError))
 
 
+class SendPathFlags(Protocol):
+    """What this reads and sets on the producer's send fast path (``_ext.produce.SendFastPath``)."""
+
+    loop: asyncio.AbstractEventLoop | None
+    #: tells the queue selection to pass over brokers the fault table marks unreachable
+    avoid_unreachable: bool
+
+
 class Reachability:
     """The producer's unreachable brokers: marking, probing, and the route refresh a failure asks for.
 
-    Used on the producer's event loop only.
+    It is handed the producer's parts it works on rather than the producer (which builds it), so
+    neither module needs the other. Used on the producer's event loop only.
     """
 
-    def __init__(self, producer: "Producer") -> None:
-        self._producer = producer
+    def __init__(self, instance: "ClientInstance", numbers: "BrokerNumbers", faults: "FaultTable",
+                 publish: Mapping[str, "TopicPublishInfo"], fast: SendPathFlags) -> None:
+        self._instance = instance
+        self._numbers = numbers
+        self._faults = faults
+        self._publish = publish  # the producer's live table, topic -> publish info
+        self._fast = fast
         #: broker number -> loop time at which it was marked unreachable
         self._since: dict[int, float] = {}
         self._probe_task: asyncio.Task[None] | None = None
@@ -70,7 +86,7 @@ class Reachability:
         return bool(self._since)
 
     def unreachable_names(self) -> list[str]:
-        names = self._producer._numbers.names
+        names = self._numbers.names
         return sorted(names[b] for b in self._since)
 
     def try_failed(self, broker_name: str, topic: str, began: float, exc: BaseException | None) -> None:
@@ -80,11 +96,10 @@ class Reachability:
             return
         if not is_connection_failure(exc):
             return  # slow or refusing: the latency buckets deal with it, it is not dead
-        p = self._producer
-        loop = p._fast.loop
+        loop = self._fast.loop
         if loop is None:
             return
-        b = p._numbers.number(broker_name)
+        b = self._numbers.number(broker_name)
         since = self._since.get(b)
         if since is not None:
             if began >= since:
@@ -93,8 +108,8 @@ class Reachability:
                             "had a queue for %s)", broker_name, topic)
         else:
             self._since[b] = loop.time()
-            p._faults.mark_unreachable(b)
-            p._fast.avoid_unreachable = True
+            self._faults.mark_unreachable(b)
+            self._fast.avoid_unreachable = True
             log.warning("broker %s is unreachable (%s): passed over until a probe reaches it", broker_name, exc)
             if self._probe_task is None and not self._closed:  # (a send failing at shutdown starts none)
                 self._probe_task = loop.create_task(self._probe())
@@ -102,31 +117,28 @@ class Reachability:
 
     def reached(self, broker_name: str) -> None:
         """A send to ``broker_name`` got an answer: it is reachable."""
-        p = self._producer
-        b = p._numbers.number(broker_name)
+        b = self._numbers.number(broker_name)
         if b in self._since:
             self._clear(b, "answered a send")
 
     def _clear(self, b: int, why: str) -> None:
-        p = self._producer
         del self._since[b]
-        p._faults.mark_reachable(b)
-        p._fast.avoid_unreachable = bool(self._since)
-        log.warning("broker %s is reachable again (%s)", p._numbers.names[b], why)
+        self._faults.mark_reachable(b)
+        self._fast.avoid_unreachable = bool(self._since)
+        log.warning("broker %s is reachable again (%s)", self._numbers.names[b], why)
 
     def refresh_soon(self, topic: str) -> None:
         """Fetch ``topic``'s route now (the instance rate-limits it per topic)."""
-        self._producer.instance.refresh_route_soon(topic)
+        self._instance.refresh_route_soon(topic)
 
     def _master_of(self, broker_name: str) -> str | None:
-        for info in list(self._producer._publish.values()):
+        for info in list(self._publish.values()):
             addr = info.masters.get(broker_name)
             if addr is not None:
                 return addr
         return None
 
     async def _probe(self) -> None:
-        p = self._producer
         try:
             while self._since and not self._closed:
                 await asyncio.sleep(PROBE_INTERVAL_S)
@@ -134,7 +146,7 @@ class Reachability:
                 for b in list(self._since):
                     if b not in self._since:
                         continue  # a send's answer cleared it meanwhile
-                    name = p._numbers.names[b]
+                    name = self._numbers.names[b]
                     addr = self._master_of(name)
                     if addr is None:
                         self._clear(b, "no route lists its master any more")
@@ -144,14 +156,14 @@ class Reachability:
             self._probe_task = None
 
     def _refresh_routes_listing(self, brokers: dict[int, float]) -> None:
-        names = {self._producer._numbers.names[b] for b in brokers}
-        stale = [topic for topic, info in list(self._producer._publish.items())
+        names = {self._numbers.names[b] for b in brokers}
+        stale = [topic for topic, info in list(self._publish.items())
                  if not names.isdisjoint(info.masters)]
         for topic in stale[:_MAX_REFRESH_PER_ROUND]:
             self.refresh_soon(topic)
 
     async def _answers(self, addr: str) -> bool:
-        instance = self._producer.instance
+        instance = self._instance
         req = create_request(RequestCode.HEART_BEAT, body=instance.heartbeat_data().to_json())
         try:
             await instance.remoting.invoke(addr, req, PROBE_TIMEOUT_S)

@@ -6,7 +6,7 @@
 embedded defaults apply (port 9876). ``-p`` prints the effective configuration and exits. SIGTERM
 and SIGINT shut the server down cleanly (exit status 0). Logs go to stderr and to ``logPath``,
 rolled by size (``--log-file``, ``--log-level``, ``--log-max-bytes``, ``--log-backups``, or the
-keys logLevel, logMaxBytes, logBackups: :mod:`fastmq.server_log`).
+keys logLevel, logMaxBytes, logBackups: :mod:`fastmq.common.server_log`).
 """
 from __future__ import annotations
 
@@ -15,10 +15,10 @@ import logging
 import signal
 
 from .. import _ext
+from ..common.properties import bind, load_properties
+from ..common.server_cli import EXIT_CONFIG_ERROR, load_or_report, print_config, server_parser
+from ..common.server_log import LOG_KEYS, LogConfig, add_log_options, apply_log_options, setup_logging
 from ..errors import FastMQError
-from ..cli_common import EXIT_CONFIG_ERROR, load_or_report, print_config, server_parser
-from ..server_log import LOG_KEYS, LogConfig, add_log_options, apply_log_options, setup_logging
-from ..properties import bind, load_properties
 from ..remoting.loop import USING_UVLOOP, run
 from .config import NamesrvConfig, NamesrvServerConfig
 from .controller import NamesrvController

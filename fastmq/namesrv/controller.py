@@ -14,7 +14,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from ..properties import bind, check_storable, config_items, format_config, write_properties
+from ..common.properties import bind, check_storable, config_items, format_config, write_properties
 from ..remoting import Connection, ConnectionGoneListener, RemotingServer
 from ..remoting.loop import every
 from .config import NamesrvConfig, NamesrvServerConfig

@@ -15,8 +15,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from ..common.json_file import JsonConfigFile
 from ..protocol.bodies import loads_lenient
-from ..store.json_file import JsonConfigFile
 
 __all__ = ["KVConfigManager", "ORDER_TOPIC_CONFIG"]
 

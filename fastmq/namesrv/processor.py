@@ -6,8 +6,8 @@ import logging
 import zlib
 from typing import Any, Awaitable, Callable, Protocol
 
+from ..common.properties import parse_properties_body
 from ..errors import ConfigError, RemotingCommandError
-from ..properties import parse_properties_body
 from ..protocol.bodies import DataVersion, KVTable, RegisterBrokerBody, TopicList, loads_lenient
 from ..protocol.codes import RequestCode, ResponseCode
 from ..protocol.command import RemotingCommand, ext_bool, ext_int, ext_str, response_for

@@ -1,7 +1,7 @@
 """MessageStoreConfig: the store's keys, named as in RocketMQ's ``broker.conf``.
 
 Field names are the Java ones so a RocketMQ ``broker.conf`` binds unchanged through
-:func:`fastmq.properties.bind`; defaults are RocketMQ 4.9's (``store:config/MessageStoreConfig``).
+:func:`fastmq.common.properties.bind`; defaults are RocketMQ 4.9's (``store:config/MessageStoreConfig``).
 """
 from __future__ import annotations
 

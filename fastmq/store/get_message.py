@@ -1,11 +1,11 @@
-"""The read side of the message store: a pull's records (RocketMQ's DefaultMessageStore.getMessage).
+"""The read side of the message store (RocketMQ's DefaultMessageStore.getMessage and its lookups).
 
-:class:`MessageGetter` is a part of :class:`~fastmq.store.message_store.MessageStore` (its base
-class), kept here so each module stays one concept: it reads the store's ``config``,
-``commit_log``, ``queues`` and ``stats`` and its ``_queue_min``. A pull takes consume-queue
-entries from the requested offset, filters them by tag code, and slices the records from the
-mapped commit log under RocketMQ's transfer limits (count and bytes, in memory or on disk);
-the records are sent as they are, never copied into Python objects.
+:class:`MessageReader` is owned by :class:`~fastmq.store.message_store.MessageStore`, which hands
+it the commit log, the consume queues, the config and the stats it counts into, and passes reads
+on to it; it needs nothing else of the store (the write side, flushing, recovery). A pull takes
+consume-queue entries from the requested offset, filters them by tag code, and slices the records
+from the mapped commit log under RocketMQ's transfer limits (count and bytes, in memory or on
+disk); the records are sent as they are, never copied into Python objects.
 """
 from __future__ import annotations
 
@@ -21,11 +21,12 @@ from . import StoreError
 from .config import CQ_STORE_UNIT_SIZE
 
 if TYPE_CHECKING:
+    from ..protocol.message import MessageExt
     from .commit_log import CommitLog
     from .config import MessageStoreConfig
     from .consume_queue import ConsumeQueue, ConsumeQueueTable
 
-__all__ = ["GetStatus", "GetResult", "MessageGetter", "TOTAL_PHYSICAL_MEMORY"]
+__all__ = ["GetStatus", "GetResult", "MessageReader", "TOTAL_PHYSICAL_MEMORY"]
 
 # RocketMQ MessageStoreConfig pull limits (not yet keys of our MessageStoreConfig)
 _PULL_DEFAULTS = {
@@ -70,16 +71,29 @@ class GetResult:
     suggest_pulling_from_slave: bool = False
 
 
-class MessageGetter:
-    """``get_message`` and its helpers, mixed into MessageStore."""
+class MessageReader:
+    """The store's read side: a pull's records and the queue lookups (offsets, times, a record by
+    its commit-log offset), as DefaultMessageStore answers them.
 
-    config: "MessageStoreConfig"
-    commit_log: "CommitLog"
-    queues: "ConsumeQueueTable"
-    stats: dict[str, Any]
+    It reads only what it is given: the store's ``config``, ``commit_log`` and consume ``queues``,
+    and counts each pull into ``stats`` (the store's getMessage* figures). The store sets
+    ``damaged_offsets`` when it loads: records recovery set aside, which pulls skip.
+    """
 
-    def _queue_min(self, cq: "ConsumeQueue") -> int:
-        raise NotImplementedError
+    def __init__(self, config: "MessageStoreConfig", commit_log: "CommitLog", queues: "ConsumeQueueTable",
+                 stats: dict[str, Any]) -> None:
+        self.config = config
+        self.commit_log = commit_log
+        self.queues = queues
+        self.stats = stats
+        #: commit-log offsets of the records set aside as damaged
+        self.damaged_offsets: set[int] = set()
+        # (topic, queue id) -> (commit-log min, queue min, first offset still in the log): see queue_min
+        self._min_cache: dict[tuple[str, int], tuple[int, int, int]] = {}
+
+    def forget_queue(self, key: tuple[str, int]) -> None:
+        """A queue was dropped: a queue of that name made later starts afresh."""
+        self._min_cache.pop(key, None)
 
     def get_message(self, group: str, topic: str, queue_id: int, offset: int, max_msg_nums: int,
                     tag_codes: set[int] | None = None) -> GetResult:
@@ -98,7 +112,7 @@ class MessageGetter:
         if cq is None:
             # RocketMQ creates the queue on lookup, so an unknown queue reads as an empty one
             return self._count_get(GetResult(GetStatus.NO_MESSAGE_IN_QUEUE, 0), t0)
-        min_off, max_off = self._queue_min(cq), cq.max_offset
+        min_off, max_off = self.queue_min(cq), cq.max_offset
         res = GetResult(GetStatus.NO_MATCHED_MESSAGE, offset, min_off, max_off)
         if max_off == 0:
             res.status, res.next_begin_offset = GetStatus.NO_MESSAGE_IN_QUEUE, self._corrected(offset, 0)
@@ -135,7 +149,7 @@ class MessageGetter:
                     matched = None
                 part = arr[:cut]
                 offs = part["offset"].tolist()
-                damaged = getattr(self, "damaged_offsets", None)
+                damaged = self.damaged_offsets
                 if damaged and not damaged.isdisjoint(offs):
                     # a record set aside by recovery: skipped like a filtered one, the rest delivered
                     matched = [(matched is None or matched[i]) and o not in damaged for i, o in enumerate(offs)]
@@ -269,3 +283,102 @@ class MessageGetter:
         if ms > st["getMessageEntireTimeMax"]:
             st["getMessageEntireTimeMax"] = ms
         return res
+
+    # ------------------------------------------------------------------ lookups
+    def queue_min(self, cq: "ConsumeQueue") -> int:
+        """A queue's first offset whose record is still in the commit log (RocketMQ's
+        correctMinOffset: retention deletes whole queue files, so the first file may start
+        with entries pointing below the commit log's minimum)."""
+        lo, hi = cq.min_offset, cq.max_offset
+        cl_min = self.commit_log.min_offset
+        if cl_min == 0 or hi <= lo:
+            return lo
+        key = (cq.topic, cq.queue_id)
+        cached = self._min_cache.get(key)
+        if cached is not None and cached[0] == cl_min and cached[1] == lo and cached[2] < hi:
+            return cached[2]  # a file's worth of searchsorted per pull would cost ~ms
+        if cq.get_entry(lo)[0] >= cl_min:
+            return lo
+        arr = cq.get_entries(lo, hi - lo)
+        offs = arr["offset"].astype(np.int64)
+        del arr
+        found = lo + int(np.searchsorted(offs, cl_min, side="left"))
+        self._min_cache[key] = (cl_min, lo, found)
+        return found
+
+    def max_offset_in_queue(self, topic: str, queue_id: int) -> int:
+        cq = self.queues.get(topic, queue_id)
+        return cq.max_offset if cq is not None else 0
+
+    def min_offset_in_queue(self, topic: str, queue_id: int) -> int:
+        cq = self.queues.get(topic, queue_id)
+        return self.queue_min(cq) if cq is not None else 0
+
+    def _store_ts(self, commit_log_offset: int, size: int) -> int:
+        try:
+            return self.commit_log.store_timestamp_at(commit_log_offset, size)
+        except (StoreError, Exception):  # removed by retention or unreadable
+            return -1
+
+    def offset_in_queue_by_time(self, topic: str, queue_id: int, timestamp: int) -> int:
+        """RocketMQ's ConsumeQueue.getOffsetInQueueByTime: the entry stored exactly at
+        ``timestamp``, else the nearer of its two neighbours; the first entry when every
+        message is later, the last when every message is earlier; 0 for an empty queue."""
+        cq = self.queues.get(topic, queue_id)
+        if cq is None or cq.max_offset <= cq.min_offset:
+            return 0
+        lo_off, hi_off = cq.min_offset, cq.max_offset
+        ts_at = self._ts_at_queue_offset
+        idx = cq.search_offset_by_timestamp(timestamp, self._store_ts, boundary="lower")
+        if idx >= hi_off:
+            return hi_off - 1
+        right_ts = ts_at(cq, idx)
+        if right_ts == timestamp or idx <= lo_off:
+            return idx
+        left_ts = ts_at(cq, idx - 1)
+        return idx if abs(timestamp - left_ts) > abs(timestamp - right_ts) else idx - 1
+
+    def _ts_at_queue_offset(self, cq: "ConsumeQueue", queue_offset: int) -> int:
+        try:
+            o, s, _ = cq.get_entry(queue_offset)
+        except StoreError:
+            return -1
+        return self._store_ts(o, s)
+
+    def earliest_message_time(self, topic: str, queue_id: int) -> int:
+        """Store time of the first message still in the queue; -1 when there is none."""
+        cq = self.queues.get(topic, queue_id)
+        if cq is None or cq.max_offset <= cq.min_offset:
+            return -1
+        lo = self.queue_min(cq)
+        return self._ts_at_queue_offset(cq, lo) if lo < cq.max_offset else -1
+
+    def message_store_time_stamp(self, topic: str, queue_id: int, offset: int) -> int:
+        """Store time of the message at queue ``offset``; -1 when there is none."""
+        cq = self.queues.get(topic, queue_id)
+        if cq is None:
+            return -1
+        return self._ts_at_queue_offset(cq, offset)
+
+    def select_one_message_by_offset(self, commit_log_offset: int) -> bytes | None:
+        """The stored record at a commit-log offset, as bytes (None when no record starts there)."""
+        try:
+            msg = self.commit_log.get_message(commit_log_offset)  # validates the record, not only its size
+            return bytes(self.commit_log.get_data(commit_log_offset, msg.store_size))
+        except Exception:  # any bad offset means "no message here", never a broken broker
+            return None
+
+    def look_message_by_offset(self, commit_log_offset: int) -> MessageExt | None:
+        """Decode the record at a commit-log offset (None when there is no record there)."""
+        try:
+            return self.commit_log.get_message(commit_log_offset)
+        except (StoreError, ValueError, Exception):
+            return None
+
+    def earliest_message_time_in_log(self) -> int:
+        """The store time of the oldest record the commit log holds (getEarliestMessageTime);
+        -1 when it holds none."""
+        first = self.commit_log.min_offset
+        if first >= self.commit_log.max_offset:
+            return -1
+        return self._store_ts(first, 80)  # a record up to its STORETS, IPv6 born host included

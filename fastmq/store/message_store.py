@@ -29,14 +29,12 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Sequence
 
-import numpy as np
-
 from .._ext.send import COLUMNS as _SEND_COLUMNS, SendBatch
 from ..protocol.message import (
     MessageConst, MessageExt, MessageFormatError, MessageSysFlag,
     encode_properties, encode_record, pack_host, record_length, tags_code,
 )
-from . import FlushTimeoutError, MessageTooLargeError, StoreError
+from . import FlushTimeoutError, MessageTooLargeError
 from .checkpoint import RecoveryResult, StoreCheckpoint, check_store, create_abort_file, recover_store, remove_abort_file
 from .commit_log import AppendRequest, CommitLog, DispatchRequest
 from ..protocol.topic import SCHEDULE_TOPIC as _SCHEDULE_TOPIC
@@ -46,8 +44,8 @@ from .lock import StoreLock
 from .damaged import DAMAGED_DIR, load_damaged
 from .disk_space import DISK_SPACE_WARNING_RATIO, DiskSpaceGuard, disk_used_ratio
 from .config import SYNC_MASTER, MessageStoreConfig
-from .consume_queue import ConsumeQueue, ConsumeQueueTable, FlushConsumeQueueService
-from .get_message import GetResult, GetStatus, MessageGetter
+from .consume_queue import ConsumeQueueTable, FlushConsumeQueueService
+from .get_message import GetResult, GetStatus, MessageReader
 from .retention import RetentionService
 from .stats_service import StoreStatsService
 
@@ -145,7 +143,7 @@ def _parse_host(addr: str) -> tuple[str, int]:
     return host.strip("[]"), int(port)
 
 
-class MessageStore(MessageGetter, DiskSpaceGuard):
+class MessageStore(DiskSpaceGuard):
     """RocketMQ's DefaultMessageStore over the fastmq commit log and consume queues.
 
     Args:
@@ -173,7 +171,6 @@ class MessageStore(MessageGetter, DiskSpaceGuard):
         self.queues = ConsumeQueueTable(config.consume_queue_dir, config.mappedFileSizeConsumeQueue)
         self.checkpoint: StoreCheckpoint | None = None
         self.store_lock = StoreLock(config.storePathRootDir)
-        self.damaged_offsets: set[int] = set()  # commit-log offsets of records set aside as damaged
         self._damaged_sizes: dict[int, int] = {}
         self._cq_flusher: FlushConsumeQueueService | None = None
         self._loaded = False
@@ -187,9 +184,9 @@ class MessageStore(MessageGetter, DiskSpaceGuard):
                       "getMessageTransferedMsgCount": 0, "putMessageEntireTimeMax": 0,
                       "getMessageEntireTimeMax": 0}
         self.stats_service = StoreStatsService(self.stats)  # sampled once a second by the broker
+        self.reader = MessageReader(config, self.commit_log, self.queues, self.stats)
         self.recovery: RecoveryResult | None = None  # set by load()
         self.retention = RetentionService(self)
-        self._min_cache: dict[tuple[str, int], tuple[int, int, int]] = {}
         self._retention_task: asyncio.Task[None] | None = None
         self._released_at = time.monotonic()
         # the master's HA service (fastmq.store.ha), set by the broker: SYNC_MASTER puts wait on it
@@ -213,10 +210,10 @@ class MessageStore(MessageGetter, DiskSpaceGuard):
         self.recovery = recover_store(self.config, self.commit_log, self.queues, self.checkpoint, repair=repair)
         # every damaged range ever set aside, not only today's: pulls must skip them all
         self._damaged_sizes = load_damaged(self.config.storePathRootDir)
-        self.damaged_offsets = set(self._damaged_sizes)
-        if self.damaged_offsets:
+        self.reader.damaged_offsets = set(self._damaged_sizes)
+        if self._damaged_sizes:
             log.error("the commit log holds %d damaged record(s), skipped by pulls; their bytes are in %s",
-                      len(self.damaged_offsets), os.path.join(self.config.storePathRootDir, DAMAGED_DIR))
+                      len(self._damaged_sizes), os.path.join(self.config.storePathRootDir, DAMAGED_DIR))
         if self.index is not None:
             # After a clean stop the index was flushed with everything: re-reading the commit log
             # is only owed after a crash, or when the index directory itself is gone.
@@ -586,82 +583,43 @@ class MessageStore(MessageGetter, DiskSpaceGuard):
             except Exception:  # a listener bug must not fail a stored send
                 log.exception("on_arrival callback failed for %s/%d", topic, qid)
 
-    # ------------------------------------------------------------------ offsets and lookups
-    def _queue_min(self, cq: ConsumeQueue) -> int:
-        """A queue's first offset whose record is still in the commit log (RocketMQ's
-        correctMinOffset: retention deletes whole queue files, so the first file may start
-        with entries pointing below the commit log's minimum)."""
-        lo, hi = cq.min_offset, cq.max_offset
-        cl_min = self.commit_log.min_offset
-        if cl_min == 0 or hi <= lo:
-            return lo
-        key = (cq.topic, cq.queue_id)
-        cached = self._min_cache.get(key)
-        if cached is not None and cached[0] == cl_min and cached[1] == lo and cached[2] < hi:
-            return cached[2]  # a file's worth of searchsorted per pull would cost ~ms
-        if cq.get_entry(lo)[0] >= cl_min:
-            return lo
-        arr = cq.get_entries(lo, hi - lo)
-        offs = arr["offset"].astype(np.int64)
-        del arr
-        found = lo + int(np.searchsorted(offs, cl_min, side="left"))
-        self._min_cache[key] = (cl_min, lo, found)
-        return found
+    # ------------------------------------------------------------------ get: the reader's
+    def get_message(self, group: str, topic: str, queue_id: int, offset: int, max_msg_nums: int,
+                    tag_codes: set[int] | None = None) -> GetResult:
+        """A pull's records: :meth:`MessageReader.get_message`."""
+        return self.reader.get_message(group, topic, queue_id, offset, max_msg_nums, tag_codes)
 
     def max_offset_in_queue(self, topic: str, queue_id: int) -> int:
-        cq = self.queues.get(topic, queue_id)
-        return cq.max_offset if cq is not None else 0
+        return self.reader.max_offset_in_queue(topic, queue_id)
 
     def min_offset_in_queue(self, topic: str, queue_id: int) -> int:
-        cq = self.queues.get(topic, queue_id)
-        return self._queue_min(cq) if cq is not None else 0
-
-    def _store_ts(self, commit_log_offset: int, size: int) -> int:
-        try:
-            return self.commit_log.store_timestamp_at(commit_log_offset, size)
-        except (StoreError, Exception):  # removed by retention or unreadable
-            return -1
+        return self.reader.min_offset_in_queue(topic, queue_id)
 
     def offset_in_queue_by_time(self, topic: str, queue_id: int, timestamp: int) -> int:
-        """RocketMQ's ConsumeQueue.getOffsetInQueueByTime: the entry stored exactly at
-        ``timestamp``, else the nearer of its two neighbours; the first entry when every
-        message is later, the last when every message is earlier; 0 for an empty queue."""
-        cq = self.queues.get(topic, queue_id)
-        if cq is None or cq.max_offset <= cq.min_offset:
-            return 0
-        lo_off, hi_off = cq.min_offset, cq.max_offset
-        ts_at = self._ts_at_queue_offset
-        idx = cq.search_offset_by_timestamp(timestamp, self._store_ts, boundary="lower")
-        if idx >= hi_off:
-            return hi_off - 1
-        right_ts = ts_at(cq, idx)
-        if right_ts == timestamp or idx <= lo_off:
-            return idx
-        left_ts = ts_at(cq, idx - 1)
-        return idx if abs(timestamp - left_ts) > abs(timestamp - right_ts) else idx - 1
-
-    def _ts_at_queue_offset(self, cq: ConsumeQueue, queue_offset: int) -> int:
-        try:
-            o, s, _ = cq.get_entry(queue_offset)
-        except StoreError:
-            return -1
-        return self._store_ts(o, s)
+        """:meth:`MessageReader.offset_in_queue_by_time`."""
+        return self.reader.offset_in_queue_by_time(topic, queue_id, timestamp)
 
     def earliest_message_time(self, topic: str, queue_id: int) -> int:
         """Store time of the first message still in the queue; -1 when there is none."""
-        cq = self.queues.get(topic, queue_id)
-        if cq is None or cq.max_offset <= cq.min_offset:
-            return -1
-        lo = self._queue_min(cq)
-        return self._ts_at_queue_offset(cq, lo) if lo < cq.max_offset else -1
+        return self.reader.earliest_message_time(topic, queue_id)
 
     def message_store_time_stamp(self, topic: str, queue_id: int, offset: int) -> int:
         """Store time of the message at queue ``offset``; -1 when there is none."""
-        cq = self.queues.get(topic, queue_id)
-        if cq is None:
-            return -1
-        return self._ts_at_queue_offset(cq, offset)
+        return self.reader.message_store_time_stamp(topic, queue_id, offset)
 
+    def select_one_message_by_offset(self, commit_log_offset: int) -> bytes | None:
+        """The stored record at a commit-log offset, as bytes (None when no record starts there)."""
+        return self.reader.select_one_message_by_offset(commit_log_offset)
+
+    def look_message_by_offset(self, commit_log_offset: int) -> MessageExt | None:
+        """Decode the record at a commit-log offset (None when there is no record there)."""
+        return self.reader.look_message_by_offset(commit_log_offset)
+
+    def earliest_message_time_in_log(self) -> int:
+        """The store time of the oldest record the commit log holds; -1 when it holds none."""
+        return self.reader.earliest_message_time_in_log()
+
+    # ------------------------------------------------------------------ index
     @staticmethod
     def _keys_of(props: dict[str, str]) -> list[str]:
         """The index keys of a message: its KEYS and its unique id."""
@@ -716,21 +674,6 @@ class MessageStore(MessageGetter, DiskSpaceGuard):
                 out.append(rec)
         return out
 
-    def select_one_message_by_offset(self, commit_log_offset: int) -> bytes | None:
-        """The stored record at a commit-log offset, as bytes (None when no record starts there)."""
-        try:
-            msg = self.commit_log.get_message(commit_log_offset)  # validates the record, not only its size
-            return bytes(self.commit_log.get_data(commit_log_offset, msg.store_size))
-        except Exception:  # any bad offset means "no message here", never a broken broker
-            return None
-
-    def look_message_by_offset(self, commit_log_offset: int) -> MessageExt | None:
-        """Decode the record at a commit-log offset (None when there is no record there)."""
-        try:
-            return self.commit_log.get_message(commit_log_offset)
-        except (StoreError, ValueError, Exception):
-            return None
-
     @property
     def commit_log_max_offset(self) -> int:
         return self.commit_log.max_offset
@@ -738,14 +681,6 @@ class MessageStore(MessageGetter, DiskSpaceGuard):
     @property
     def commit_log_min_offset(self) -> int:
         return self.commit_log.min_offset
-
-    def earliest_message_time_in_log(self) -> int:
-        """The store time of the oldest record the commit log holds (getEarliestMessageTime);
-        -1 when it holds none."""
-        first = self.commit_log.min_offset
-        if first >= self.commit_log.max_offset:
-            return -1
-        return self._store_ts(first, 80)  # a record up to its STORETS, IPv6 born host included
 
     # ------------------------------------------------------------------ admin
     def delete_topics(self, topics: Iterable[str]) -> int:
@@ -774,7 +709,7 @@ class MessageStore(MessageGetter, DiskSpaceGuard):
         cq = self.queues.queues.pop(key)
         cq.close()
         self.commit_log.topic_queue_table.pop(key, None)
-        self._min_cache.pop(key, None)
+        self.reader.forget_queue(key)
 
     def clean_unused_topics(self, keep: Iterable[str]) -> list[str]:
         """cleanUnusedTopic (``mqadmin cleanUnusedTopic``): drop the consume queues of every
@@ -839,4 +774,4 @@ class MessageStore(MessageGetter, DiskSpaceGuard):
     def check_consistency(self) -> list[str]:
         """Scan the commit log (magic, CRC, positions) and every consume-queue entry still in
         range: each must point at a record of its own topic, queue, queue offset and size."""
-        return check_store(self.commit_log, self.queues, start_of=self._queue_min)
+        return check_store(self.commit_log, self.queues, start_of=self.reader.queue_min)

@@ -11,9 +11,9 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any, Sequence
 
+from ...common.properties import parse_properties_body
 from ...errors import ConfigError, FastMQError, RemotingCommandError, RemotingTimeoutError
 from ...protocol import topic as tv
-from ...properties import parse_properties_body
 from ...protocol.bodies import KVTable, TopicConfig, compact_json, loads_lenient, mq_map_json
 from ...protocol.codes import LanguageCode, RequestCode, ResponseCode
 from ...protocol.command import VERSION, RemotingCommand, create_request, response_for
@@ -34,7 +34,7 @@ from ..subscription_group import SubscriptionGroupConfig
 from .base import BrokerCodeDispatchProcessor
 
 if TYPE_CHECKING:
-    from ...store.json_file import JsonConfigFile
+    from ...common.json_file import JsonConfigFile
     from .base import BrokerContext
 
 log = logging.getLogger("fastmq.broker")

@@ -22,7 +22,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import ConfigError
+from ..errors import ConfigError
 
 __all__ = ["setup_logging", "LOG_FORMAT", "LogConfig", "LOG_KEYS", "add_log_options", "apply_log_options"]
 

@@ -10,7 +10,7 @@ import argparse
 import sys
 from typing import Callable, TypeVar
 
-from .errors import ConfigError
+from ..errors import ConfigError
 from .properties import format_config
 
 __all__ = ["EXIT_CONFIG_ERROR", "server_parser", "load_or_report", "print_config"]

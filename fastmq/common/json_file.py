@@ -30,7 +30,7 @@ from ..errors import ConfigError
 
 __all__ = ["write_json_atomic", "read_json", "load_json", "JsonConfigFile", "RETRY_AFTER_FAILURE"]
 
-log = logging.getLogger("fastmq.store")
+log = logging.getLogger("fastmq.config")
 
 T = TypeVar("T")
 
