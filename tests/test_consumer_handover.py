@@ -203,3 +203,52 @@ def test_default_instance_names_are_unique_except_for_broadcasting() -> None:
     assert bcast.instance.client_id == f"{config.client_ip}@DEFAULT"
     assert Producer("PG_IDS", client_config=config).instance.client_id not in (c1.instance.client_id,
                                                                                c2.instance.client_id)
+
+
+_BROADCAST_MEMBER = """
+import asyncio, sys
+from fastmq.client.push_consumer import ConsumeStatus, PushConsumer
+
+async def main(namesrv, want):
+    got = []
+    c = PushConsumer("GID_BCAST_RESTART", namesrv_addr=namesrv, message_model="BROADCASTING",
+                     consume_from_where="CONSUME_FROM_FIRST_OFFSET")
+    c.subscribe("BcastRestartTopic")
+    c.register_message_listener(lambda msgs: got.extend(m.body for m in msgs) or ConsumeStatus.CONSUME_SUCCESS)
+    await c.start()
+    for _ in range(300):  # bounded: 30 s
+        if len(got) >= want:
+            break
+        await asyncio.sleep(0.1)
+    await asyncio.sleep(0.5)  # anything more would arrive now (a re-delivery)
+    await c.shutdown()
+    print(" ".join(sorted(b.decode() for b in got)))
+
+asyncio.run(main(sys.argv[1], int(sys.argv[2])))
+"""
+
+
+async def test_a_restarted_broadcasting_consumer_resumes_from_its_local_offsets(tmp_path: Path) -> None:
+    """A broadcasting consumer keeps the DEFAULT instance name (4.9), so a new process finds the
+    offsets file the last one wrote and goes on from there: with the pid in the id, each process
+    had a file of its own and began again from CONSUME_FROM_FIRST_OFFSET."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "rocketmq.client.localOffsetStoreDir": str(tmp_path / "offsets")}
+
+    def member(namesrv: str, want: int) -> list[str]:
+        out = subprocess.run([sys.executable, "-c", _BROADCAST_MEMBER, namesrv, str(want)], env=env,
+                             capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0, out.stderr[-3000:]
+        return out.stdout.split()
+
+    with running_cluster(tmp_path) as (ns, _):
+        async with Producer("PG_BCAST_RESTART", namesrv_addr=ns.addr) as p:
+            for i in range(5):
+                await p.send(Message("BcastRestartTopic", f"a{i}".encode()))
+            assert await asyncio.to_thread(member, ns.addr, 5) == [f"a{i}" for i in range(5)]
+            for i in range(5):
+                await p.send(Message("BcastRestartTopic", f"b{i}".encode()))
+            assert await asyncio.to_thread(member, ns.addr, 5) == [f"b{i}" for i in range(5)]
