@@ -5,7 +5,8 @@ The bug these guard against: two consumers made in one process with the default 
 shared one client id (``ip@pid``); the broker listed the two connections under that one id, so
 both computed the same member's share of the queues (AllocateMessageQueueAveragely: the index of
 the id in the list), consumed the same four of eight queues twice and left the other four
-unconsumed. 4.9 names each producer and clustering consumer ``pid#nanoTime``.
+unconsumed. 4.9 names each producer and clustering consumer ``pid#nanoTime``. A broadcasting
+consumer keeps ``DEFAULT``: its offsets file, found by that id, must outlive the process.
 """
 from __future__ import annotations
 
