@@ -15,11 +15,12 @@ import sys
 import threading
 import time
 import traceback
+import weakref
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ..common.stats_item import HOUR_EVERY_S, MINUTE_EVERY_S
-from ..errors import FAQ_SUFFIX, BadRouteError, FastMQError, NoNameServerError
+from ..errors import FAQ_SUFFIX, BadRouteError, ClientStateError, FastMQError, NoNameServerError
 from ..protocol.bodies import MASTER_ID, TopicRouteData, loads_mq_keyed
 from ..protocol.codes import ClientErrorCode, RequestCode, ResponseCode
 from ..protocol.command import VERSION_NAME, RemotingCommand, create_request, response_for
@@ -67,11 +68,33 @@ class ClientConfig:
     #: it is refused (BadRouteError) instead of building that many queues
     max_topic_queue_nums: int = 1024
 
-    @property
-    def client_id(self) -> str:
-        # "DEFAULT" becomes the pid, so two processes on one host never share an id (Java does the same).
-        name = str(os.getpid()) if self.instance_name == "DEFAULT" else self.instance_name
+    def make_client_id(self, keep_default_name: bool = False) -> str:
+        """``ip@instanceName``, the id brokers know a client by. A "DEFAULT" name becomes
+        ``pid#nanoTime``, new on every call, as 4.9's changeInstanceNameToPID makes it for each
+        producer and clustering consumer: two clients of one process (or of two containers with
+        one address and pid) sharing an id look like one member of their group to the brokers,
+        and every member computes the same share of the queues. ``keep_default_name`` keeps
+        "DEFAULT" (a broadcasting consumer: its local offsets file is found by this id again
+        after a restart)."""
+        name = self.instance_name
+        if name == "DEFAULT" and not keep_default_name:
+            name = f"{os.getpid()}#{_unique_ns()}"
         return f"{self.client_ip}@{name}"
+
+
+#: (client id, group) -> the consumer registered under them, over every instance of the process
+#: (weak: a consumer dropped without a shutdown does not hold its group forever)
+_consumers_by_id: "weakref.WeakValueDictionary[tuple[str, str], Any]" = weakref.WeakValueDictionary()
+_last_ns = 0
+_last_ns_lock = threading.Lock()
+
+
+def _unique_ns() -> int:
+    """time.monotonic_ns(), strictly increasing across calls (two clients made in one tick)."""
+    global _last_ns
+    with _last_ns_lock:
+        _last_ns = max(_last_ns + 1, time.monotonic_ns())
+        return _last_ns
 
 
 def _check_queue_nums(topic: str, route: TopicRouteData, hi: int) -> None:
@@ -193,9 +216,10 @@ class _ServerRequests(RequestProcessor):
 class ClientInstance:
     """Shared per process and NameServer list; producers and consumers register with it."""
 
-    def __init__(self, config: ClientConfig) -> None:
+    def __init__(self, config: ClientConfig, *, keep_default_name: bool = False) -> None:
+        """``keep_default_name``: see :meth:`ClientConfig.make_client_id`."""
         self.config = config
-        self.client_id = config.client_id
+        self.client_id = config.make_client_id(keep_default_name)
         self.remoting = RemotingClient(namesrv_addrs=_split_namesrv(config.namesrv_addr),
                                        processor=_ServerRequests(self),
                                        rpc_hook=AclClientRPCHook(config.credentials) if config.credentials else None)
@@ -314,6 +338,32 @@ class ClientInstance:
     def any_broker_addr(self, broker_name: str) -> str | None:
         """The master of ``broker_name`` if reachable, else a slave (offset queries and commits)."""
         return self.find_broker_addr_in_subscribe(broker_name, MASTER_ID)[0]
+
+    # ---------------------------------------------------------- members
+
+    def register_consumer(self, group: str, consumer: Any) -> None:
+        """Register ``consumer`` under ``group`` (MQClientInstance.registerConsumer).
+
+        Raises:
+            ClientStateError: another consumer of ``group`` is registered under this client id,
+                in this instance or another one of the process (4.9's text): brokers would list
+                the two as one member, and both would take that member's queues.
+        """
+        key = (self.client_id, group)
+        other = _consumers_by_id.get(key)
+        if other is not None and other is not consumer:
+            raise ClientStateError(f"The consumer group[{group}] has been created before, specify another name "
+                                   f"please.{FAQ_SUFFIX}")
+        _consumers_by_id[key] = consumer
+        self.consumers[group] = consumer
+
+    def unregister_consumer(self, group: str, consumer: Any) -> None:
+        """Undo :meth:`register_consumer` (a consumer's shutdown, or a start that failed)."""
+        key = (self.client_id, group)
+        if _consumers_by_id.get(key) is consumer:
+            del _consumers_by_id[key]
+        if self.consumers.get(group) is consumer:
+            del self.consumers[group]
 
     # -------------------------------------------------------- lifecycle
 

@@ -83,7 +83,9 @@ class _ConsumerBase(Rebalance, PullService):
         self.pull_threshold_size_for_queue = pull_threshold_size_for_queue
         self.rebalance_interval_s = rebalance_interval_s
         self._own_instance = instance is None
-        self.instance = instance or ClientInstance(client_config or ClientConfig(namesrv_addr=namesrv_addr))
+        # a client id of its own unless broadcasting (see ClientConfig.make_client_id)
+        self.instance = instance or ClientInstance(client_config or ClientConfig(namesrv_addr=namesrv_addr),
+                                                   keep_default_name=message_model == "BROADCASTING")
         self.subscriptions: dict[str, SubscriptionData] = {}
         self.process_queues: dict[MessageQueue, ProcessQueue] = {}
         self._rebalance_lock = asyncio.Lock()
@@ -125,14 +127,18 @@ class _ConsumerBase(Rebalance, PullService):
         if self.message_model == "CLUSTERING" and self._assigned is None:
             rt = retry_topic(self.group)
             self.subscriptions.setdefault(rt, build_subscription(rt, "*"))
-        self.instance.consumers[self.group] = self
+        self.instance.register_consumer(self.group, self)
         self._start_timestamp = _now_ms()
-        await self.instance.start()
-        for topic in self.subscriptions:
-            try:
-                await self.instance.update_route(topic)
-            except FastMQError as exc:
-                log.warning("route of %s not available yet: %s", topic, exc)
+        try:
+            await self.instance.start()
+            for topic in self.subscriptions:
+                try:
+                    await self.instance.update_route(topic)
+                except FastMQError as exc:
+                    log.warning("route of %s not available yet: %s", topic, exc)
+        except BaseException:
+            self.instance.unregister_consumer(self.group, self)
+            raise
         self._running = True
         await self.instance.send_heartbeat_to_all_brokers()
         await self.rebalance()
@@ -148,7 +154,7 @@ class _ConsumerBase(Rebalance, PullService):
         for pq in list(self.process_queues.values()):
             await self._drop(pq)
         await self.offset_store.persist_all()
-        self.instance.consumers.pop(self.group, None)
+        self.instance.unregister_consumer(self.group, self)
         await self.instance.unregister(consumer_group=self.group)
         if self._own_instance:
             await self.instance.shutdown()
