@@ -35,6 +35,9 @@ CQ_DTYPE = np.dtype([("offset", ">i8"), ("size", ">i4"), ("tags_code", ">i8")])
 assert CQ_DTYPE.itemsize == CQ_STORE_UNIT_SIZE
 _ENTRY = struct.Struct(">qiq")
 _UNIT = CQ_STORE_UNIT_SIZE
+#: disk blocks of a queue file are reserved this far at a time, as its entries come (64 KiB:
+#: 3,276 entries, one posix_fallocate per step; an empty queue holds no block at all)
+RESERVE_STEP = 64 * 1024
 _RECOVER_CHUNK = 16384  # entries (320 KiB) read at a time by recovery
 
 
@@ -57,7 +60,8 @@ class ConsumeQueue:
         self.topic = topic
         self.queue_id = queue_id
         # no descriptor per file: a broker has thousands of queues (see MappedFile keep_fd)
-        self.mfq = MappedFileQueue(Path(root) / topic / str(queue_id), file_size, keep_fd=False)
+        self.mfq = MappedFileQueue(Path(root) / topic / str(queue_id), file_size, keep_fd=False,
+                                   reserve_step=RESERVE_STEP)
         self.max_physic_offset = -1  # commit-log end of the last entry; -1 when empty
 
     # -- lifetime ------------------------------------------------------------------------
@@ -156,6 +160,7 @@ class ConsumeQueue:
                         cur // _UNIT, queue_offset)
         mf = self._file_for_write(target)
         pos = target - mf.file_from_offset
+        mf.reserve_to(pos + _UNIT)
         _ENTRY.pack_into(mf.buffer, pos, commit_log_offset, size, tags_code)
         mf.wrote_position = pos + _UNIT
         self.max_physic_offset = commit_log_offset + size
@@ -187,6 +192,7 @@ class ConsumeQueue:
             mf = self._file_for_write(target)
             pos = target - mf.file_from_offset
             k = min(n - i, (mf.file_size - pos) // _UNIT)
+            mf.reserve_to(pos + k * _UNIT)  # (a put reserved it before; recovery's redispatch did not)
             if k == 1:  # one send in flight: a view and three field copies cost ~4x a pack
                 _ENTRY.pack_into(mf.buffer, pos, int(offsets[i]), int(sizes[i]), int(tags[i]))
             else:

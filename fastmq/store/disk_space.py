@@ -110,7 +110,7 @@ class DiskSpaceGuard:
             for key in keys:
                 mfq = self.queues.find_or_create(*key).mfq
                 last = mfq.files[-1] if mfq.files else None
-                if last is None or last.remaining < count * 20:
+                if last is None or last.reserved_to < last.wrote_position + count * 20:
                     mfq.ensure_room(count * 20, table.get(key, 0) * 20)
             if self.index is not None:
                 self.index.reserve()

@@ -116,7 +116,7 @@ class ReputService:
         for (topic, qid), (n, first) in need.items():
             mfq = store.queues.find_or_create(topic, qid).mfq
             last = mfq.files[-1] if mfq.files else None
-            if last is None or last.remaining < n * 20:
+            if last is None or last.reserved_to < last.wrote_position + n * 20:
                 mfq.ensure_room(n * 20, first * 20)
         keys: list[list[str]] = []
         if store.index is not None:
