@@ -50,7 +50,10 @@ class ServerProcess:
     install.
     """
 
-    def __init__(self, argv: Sequence[str], port: int, workdir: Path, env: dict[str, str] | None = None):
+    def __init__(self, argv: Sequence[str], port: int, workdir: Path, env: dict[str, str] | None = None,
+                 ready_line: str | None = None):
+        """``ready_line``: text the command prints once it is ready (for a broker: after its first
+        registration with the NameServers); :meth:`start` waits for it after the port opens."""
         exe = Path(sys.executable).with_name(argv[0])
         self.argv = [str(exe), *argv[1:]] if exe.exists() else list(argv)
         self.port = port
@@ -58,6 +61,7 @@ class ServerProcess:
         self.env = {**os.environ, **(env or {})}
         self.proc: subprocess.Popen | None = None
         self.log_path = workdir / f"{Path(argv[0]).name}-{port}.out"
+        self.ready_line = ready_line
 
     @property
     def addr(self) -> str:
@@ -65,14 +69,35 @@ class ServerProcess:
 
     def start(self, timeout: float = 20.0) -> "ServerProcess":
         self._log = open(self.log_path, "ab")
+        since = self._log.tell()  # a restart appends: only this run's lines count
         self.proc = subprocess.Popen(self.argv, cwd=self.workdir, env=self.env, stdout=self._log,
                                      stderr=subprocess.STDOUT, start_new_session=True)
         try:
+            deadline = time.monotonic() + timeout
             wait_port(self.port, timeout, self.proc)
+            if self.ready_line:
+                self._wait_ready(since, deadline)
         except BaseException:
             self.stop()
             raise
         return self
+
+    def _wait_ready(self, since: int, deadline: float) -> None:
+        # The broker accepts connections before its first registration (as 4.9's does): a client
+        # that asks the NameServer for a route in between gets none, so tests wait for the line
+        # the command prints after that registration.
+        needle = self.ready_line.encode() if self.ready_line else b""
+        while True:
+            with open(self.log_path, "rb") as f:
+                f.seek(since)
+                if needle in f.read():
+                    return
+            if self.proc is not None and self.proc.poll() is not None:
+                raise RuntimeError(f"{self.argv[0]} exited with {self.proc.returncode} before it was ready:\n"
+                                   + self.output()[-2000:])
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{self.argv[0]} did not print {self.ready_line!r} in time")
+            time.sleep(0.02)
 
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 15.0) -> int | None:
         if self.proc is None:
@@ -123,7 +148,8 @@ def broker_process(workdir: Path, namesrv: str, *, port: int | None = None, **co
              "logPath": workdir / "broker.log", **conf}
     path = workdir / "broker.conf"
     path.write_text("".join(f"{k}={v}\n" for k, v in lines.items()))
-    return ServerProcess(["fastmq-broker", "-c", str(path)], port, workdir, env={"HOME": str(workdir)})
+    return ServerProcess(["fastmq-broker", "-c", str(path)], port, workdir, env={"HOME": str(workdir)},
+                         ready_line="boot success")
 
 
 @contextlib.contextmanager
