@@ -17,7 +17,7 @@ import pytest
 
 from fastmq.aio import Message, Producer
 from fastmq.client.acl import SessionCredentials, signature
-from fastmq.client.api import send_request
+from fastmq.client.api import ClientAPI, send_request
 from fastmq.client.instance import ClientConfig, ClientInstance
 from fastmq.client.pull_body import decode_pull_body
 from fastmq.client.push_consumer import ConsumeStatus, PushConsumer
@@ -279,6 +279,19 @@ async def test_every_request_kind_against_a_real_broker(cluster) -> None:
             await api.get_consumer_id_list(addr, group)
         assert gone.value.code == ResponseCode.SYSTEM_ERROR
         assert await api.get_max_offset(addr, mq) == 2  # the broker answers on after the refusals
+
+        class Refusing:
+            def before_request(self, addr: str | None, request: RemotingCommand) -> None:
+                raise PermissionError(f"request {request.code} not allowed here")
+
+            def after_response(self, addr: str | None, request: RemotingCommand, response: RemotingCommand) -> None:
+                raise AssertionError("never sent, never answered")
+
+        refusing = ClientAPI(inst.remoting, 3.0, [Refusing()])
+        with pytest.raises(PermissionError, match="request 30 not allowed"):  # the hook's error, nothing sent
+            await refusing.get_max_offset(addr, mq)
+        with pytest.raises(PermissionError):
+            refusing.pull_message(addr, fields, 5000)
     finally:
         await admin.close()
         await inst.shutdown()
