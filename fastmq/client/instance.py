@@ -66,7 +66,8 @@ class ClientConfig:
     #: for a cluster with ACL on: every request is signed with them (AclClientRPCHook)
     credentials: SessionCredentials | None = None
     #: RocketMQ's RPCHooks: each sees every request the client makes and every answer (after
-    #: the ACL signer, when there are credentials)
+    #: the ACL signer, when there are credentials); read, with the timeout above, when the
+    #: ClientInstance is made
     rpc_hooks: list[RPCHook] = field(default_factory=list)
     #: the largest read or write queue count a route may give one broker of a topic: a route above
     #: it is refused (BadRouteError) instead of building that many queues

@@ -233,7 +233,6 @@ class PullService:
             fields["suspendTimeoutMillis"] = str(SLAVE_SUSPEND_MS)  # a held pull would pin us there
         fields["sysFlag"] = str(_SYSFLAG_SUSPEND | _SYSFLAG_SUBSCRIPTION | (_SYSFLAG_COMMIT if commit > 0 else 0))
         fields["commitOffset"] = str(max(commit, 0))
-        # written at once and flushed (measured with 4 queues: ~290,000 msgs/s against ~600,000
-        # for pulls left to the loop's next turn; see ClientAPI.pull_message)
+        # written and flushed at once, no timer of its own (see ClientAPI.pull_message)
         fut, conn, opaque = self.instance.api.pull_message(addr, fields, PULL_TIMEOUT_MS)
         return _Pull(fut, addr, suggested, conn, opaque)
