@@ -152,6 +152,13 @@ class ClientAPI:
         self._after(addr, request, resp)
         return resp
 
+    async def _call(self, addr: str, request: RemotingCommand, timeout: float | None) -> RemotingCommand:
+        """The answer of ``request``, which must be a SUCCESS: any other code is raised."""
+        resp = await self._invoke(addr, request, timeout)
+        if resp.code != ResponseCode.SUCCESS:
+            raise _refused(resp)
+        return resp
+
     async def _invoke_oneway(self, addr: str, request: RemotingCommand, timeout: float | None) -> None:
         self._before(addr, request)
         await self.remoting.invoke_oneway(addr, request, self.timeout if timeout is None else timeout)
@@ -250,10 +257,7 @@ class ClientAPI:
         """
         request = create_request(RequestCode.QUERY_CONSUMER_OFFSET,
                                  QueryConsumerOffsetRequestHeader(group, mq.topic, mq.queue_id).to_fields())
-        resp = await self._invoke(addr, request, timeout)
-        if resp.code != ResponseCode.SUCCESS:
-            raise _refused(resp)
-        off = ext_int(resp, "offset", -1)
+        off = ext_int(await self._call(addr, request, timeout), "offset", -1)
         return -1 if off is None else off
 
     async def update_consumer_offset_oneway(self, addr: str, group: str, mq: MessageQueue, offset: int,
@@ -287,10 +291,7 @@ class ClientAPI:
         """
         header = ConsumerSendMsgBackRequestHeader(commit_log_offset, group, delay_level, origin_msg_id, origin_topic,
                                                   False, max_reconsume_times)
-        resp = await self._invoke(addr, create_request(RequestCode.CONSUMER_SEND_MSG_BACK, header.to_fields()),
-                                  timeout)
-        if resp.code != ResponseCode.SUCCESS:
-            raise _refused(resp)
+        await self._call(addr, create_request(RequestCode.CONSUMER_SEND_MSG_BACK, header.to_fields()), timeout)
 
     async def lock_batch_mq(self, addr: str, group: str, client_id: str, mqs: Sequence[MessageQueue],
                             timeout: float | None = None) -> set[MessageQueue]:
@@ -299,11 +300,9 @@ class ClientAPI:
         Raises:
             BrokerError: refused.
         """
-        resp = await self._invoke(addr, create_request(RequestCode.LOCK_BATCH_MQ, body=_lock_body(group, client_id,
-                                                                                                  mqs)), timeout)
-        if resp.code != ResponseCode.SUCCESS:
-            raise _refused(resp)
-        return {MessageQueue.from_obj(o) for o in json.loads(resp.body or b"{}").get("lockOKMQSet") or []}
+        request = create_request(RequestCode.LOCK_BATCH_MQ, body=_lock_body(group, client_id, mqs))
+        body = (await self._call(addr, request, timeout)).body
+        return {MessageQueue.from_obj(o) for o in json.loads(body or b"{}").get("lockOKMQSet") or []}
 
     async def unlock_batch_mq(self, addr: str, group: str, client_id: str, mqs: Sequence[MessageQueue],
                               timeout: float | None = None) -> None:
@@ -312,10 +311,8 @@ class ClientAPI:
         Raises:
             BrokerError: refused.
         """
-        resp = await self._invoke(addr, create_request(RequestCode.UNLOCK_BATCH_MQ, body=_lock_body(group, client_id,
-                                                                                                    mqs)), timeout)
-        if resp.code != ResponseCode.SUCCESS:
-            raise _refused(resp)
+        await self._call(addr, create_request(RequestCode.UNLOCK_BATCH_MQ, body=_lock_body(group, client_id, mqs)),
+                         timeout)
 
     async def get_max_offset(self, addr: str, mq: MessageQueue, timeout: float | None = None) -> int:
         """GET_MAX_OFFSET: the offset the queue's next message will get."""
@@ -334,10 +331,7 @@ class ClientAPI:
                                   timeout)
 
     async def _offset(self, addr: str, request: RemotingCommand, timeout: float | None) -> int:
-        resp = await self._invoke(addr, request, timeout)
-        if resp.code != ResponseCode.SUCCESS:
-            raise _refused(resp)
-        return ext_int(resp, "offset", 0) or 0
+        return ext_int(await self._call(addr, request, timeout), "offset", 0) or 0
 
     # ------------------------------------------------------------ client registration
 
@@ -347,9 +341,7 @@ class ClientAPI:
         Raises:
             BrokerError: refused.
         """
-        resp = await self._invoke(addr, create_request(RequestCode.HEART_BEAT, body=heartbeat), timeout)
-        if resp.code != ResponseCode.SUCCESS:
-            raise _refused(resp)
+        await self._call(addr, create_request(RequestCode.HEART_BEAT, body=heartbeat), timeout)
 
     async def unregister_client(self, addr: str, client_id: str, producer_group: str | None = None,
                                 consumer_group: str | None = None, timeout: float | None = None) -> None:
@@ -359,9 +351,7 @@ class ClientAPI:
             BrokerError: refused.
         """
         header = UnregisterClientRequestHeader(client_id, producer_group, consumer_group)
-        resp = await self._invoke(addr, create_request(RequestCode.UNREGISTER_CLIENT, header.to_fields()), timeout)
-        if resp.code != ResponseCode.SUCCESS:
-            raise _refused(resp)
+        await self._call(addr, create_request(RequestCode.UNREGISTER_CLIENT, header.to_fields()), timeout)
 
 
 def _lock_body(group: str, client_id: str, mqs: Sequence[MessageQueue]) -> bytes:
