@@ -66,7 +66,8 @@ def cluster(tmp_path: Path):
 
 #: what makes or sends a request; outside the client API only the remoting layer may do it
 _REQUEST_MAKING = re.compile(r"create_request\(|RemotingCommand\(|\.invoke(_oneway|_async|_namesrv)?\("
-                             r"|\.start_request\(|\.start_frame\(|\.open_connection\(|\.remoting\.(?!namesrv_addrs|close)")
+                             r"|\.start_request\(|\.start_frame\(|\.open_connection\("
+                             r"|\.remoting\.(?!namesrv_addrs|close)")
 
 
 def _client_sources() -> list[Path]:
@@ -232,6 +233,10 @@ async def test_every_request_kind_against_a_real_broker(cluster) -> None:
                                       "ApiTopic", mq, "UNIQ-1")
         assert (sent.status, sent.msg_id, sent.queue_offset, sent.message_queue) == ("SEND_OK", "UNIQ-1", 0, mq)
         await api.send_message_oneway(addr, send_request(Message("ApiTopic", b"two"), mq, "PG_API", 4, 4096))
+        assert not api.writes_frames and api.connection_for_frames(addr) is None  # hooks: no frame written ahead
+        plain = ClientAPI(inst.remoting, 3.0)
+        assert plain.writes_frames and plain.connection_for_frames(addr) is inst.remoting.open_connection(addr)
+        assert plain.connection_for_frames(addr) is not None
         deadline = time.monotonic() + 10
         while await api.get_max_offset(addr, mq) < 2 and time.monotonic() < deadline:
             await asyncio.sleep(0.05)

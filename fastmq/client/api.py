@@ -10,7 +10,7 @@ every :class:`RPCHook` (the ACL signer among them), sends it with the configured
 and decodes what the answer carries.
 
 The producer's compiled first try writes frames already encoded, with no request object a hook
-could see; it gets its connections from :meth:`ClientAPI.connection_for_frames`, which gives
+could see; it gets its connections from :attr:`ClientAPI.connection_for_frames`, which gives
 none while a hook is configured, so with ACL or any other hook every send takes
 :meth:`ClientAPI.send_message` (see fastmq/_ext/produce_py.py). A SUCCESS answer of that first
 try is completed in compiled code; every other answer is judged by :func:`send_result` as here.
@@ -29,7 +29,7 @@ import asyncio
 import json
 import time
 import zlib
-from typing import Any, Protocol, Sequence
+from typing import Any, Callable, Protocol, Sequence
 
 from .._ext.produce import SendResult
 from ..errors import BrokerError
@@ -135,6 +135,12 @@ class ClientAPI:
         self.remoting = remoting
         self.timeout = timeout
         self.hooks: tuple[RPCHook, ...] = tuple(hooks)
+        #: ``connection_for_frames(addr)``: the open connection to ``addr`` for a request already
+        #: encoded (the producer's compiled first try), or None: not connected yet, or a hook must
+        #: see every request (the caller then takes :meth:`send_message`). Chosen once, as the
+        #: hooks are, so the first try pays no more per send than the remoting client's lookup.
+        self.connection_for_frames: Callable[[str], Connection | None] = (
+            _no_connection if self.hooks else remoting.open_connection)
 
     # ------------------------------------------------------------ the one way out
 
@@ -167,14 +173,6 @@ class ClientAPI:
     def writes_frames(self) -> bool:
         """True when a request may go out as a frame encoded in advance: no hook has to see it."""
         return not self.hooks
-
-    def connection_for_frames(self, addr: str) -> Connection | None:
-        """The open connection to ``addr`` for a request already encoded (the producer's compiled
-        first try), or None: not connected yet, or a hook must see every request (the caller
-        then takes :meth:`send_message`)."""
-        if self.hooks:
-            return None
-        return self.remoting.open_connection(addr)
 
     # ------------------------------------------------------------ NameServer
 
@@ -352,6 +350,11 @@ class ClientAPI:
         """
         header = UnregisterClientRequestHeader(client_id, producer_group, consumer_group)
         await self._call(addr, create_request(RequestCode.UNREGISTER_CLIENT, header.to_fields()), timeout)
+
+
+def _no_connection(addr: str) -> None:
+    """No connection for frames encoded in advance: a hook has to see each request first."""
+    return None
 
 
 def _lock_body(group: str, client_id: str, mqs: Sequence[MessageQueue]) -> bytes:

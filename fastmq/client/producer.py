@@ -231,8 +231,7 @@ class Producer:
         self._good_topics: set[str] = set()  # topic names that passed validate_topic
         context: ProduceContextProto = ProduceContext(
             self._good_topics, self._publish, self._in_flight, self.instance.api.connection_for_frames,
-            functools.partial(self._select, last_broker=None), self._update_fault, self._async_answer,
-            self._async_failed)
+            self._select, self._update_fault, self._async_answer, self._async_failed)
         # no writer yet: assigning default_topic_queue_nums below makes it (the twins take None here)
         self._fast = SendFastPath(context, None, UNIQ_IDS, next_opaque)  # type: ignore[arg-type]
         self._reach = Reachability(self)
@@ -329,7 +328,7 @@ class Producer:
         self._publish[topic] = info
         return info
 
-    def _select(self, info: TopicPublishInfo, last_broker: str | None) -> MessageQueue:
+    def _select(self, info: TopicPublishInfo, last_broker: str | None = None) -> MessageQueue:
         """The queue for a try; ``last_broker``: the broker of the try that just failed.
 
         Every step passes over ``last_broker`` and the unreachable brokers while another broker
