@@ -249,12 +249,12 @@ class AsyncSend(asyncio.Future[SendResult]):
 
     As a pending entry (``answered`` / ``on_response`` / ``on_failure``, see
     ``Connection.pending``): a plain SUCCESS answer becomes a :class:`SendResult` without leaving
-    this class; anything else goes back to the producer through ``context``
-    (``send_answered(entry, resp)``, ``send_failed(entry, exc)``), and its ``update_fault``
-    keeps the latency buckets current when ``fault`` (set by the fast path from the producer's
-    ``send_latency_fault_enable`` as the send started; False until then) is set. ``retries`` is how many more tries the producer may make after this one, on its general
-    path; ``batch`` says the message is a SEND_BATCH_MESSAGE body (``uniq`` then holds its
-    messages' UNIQ_KEYs, joined by commas).
+    this class; anything else goes back to the producer through ``context`` (``send_answered(entry,
+    resp)``, ``send_failed(entry, exc)``), and its ``update_fault`` keeps the latency buckets
+    current when ``fault`` (set by the fast path from the producer's ``send_latency_fault_enable``
+    as the send started; False until then) is set. ``retries`` is how many more tries the producer
+    may make after this one, on its general path; ``batch`` says the message is a SEND_BATCH_MESSAGE
+    body (``uniq`` then holds its messages' UNIQ_KEYs, joined by commas).
 
     As a future: asyncio's, completed only by :meth:`finish` (``set_result`` and
     ``set_exception`` raise, as a Task's do). ``permits`` (or None) gets one ``release()`` when
@@ -458,8 +458,8 @@ class SendFastPath:
         loop = self.loop
         now = loop.time()
         timeout_ms = self.send_msg_timeout if timeout_ms is None else int(timeout_ms)
-        entry = AsyncSend(self.context, msg, chosen, uniq, loop, callback, None if awaited else self._permits, timeout_ms,
-                          now, now + timeout_ms / 1000)
+        entry = AsyncSend(self.context, msg, chosen, uniq, loop, callback, None if awaited else self._permits,
+                          timeout_ms, now, now + timeout_ms / 1000)
         entry.retries = self.retry_times_when_send_failed if awaited else self.retry_times_when_send_async_failed
         entry.batch = batch_ids is not None
         entry.fault = self.send_latency_fault_enable or self.avoid_unreachable

@@ -55,7 +55,9 @@ class RPCHook(Protocol):
 
     ``addr`` is the broker's address, or None for a NameServer request (the remoting client
     picks the NameServer, failing over down the list). A oneway request has no answer, so no
-    ``after_response``. A hook that raises fails the request it was given.
+    ``after_response``. A ``before_request`` that raises fails its request, unsent, with that
+    error; an ``after_response`` that raises fails the caller's request too, except for a pull
+    (its answer arrives in a callback: the loop's exception handler gets the error).
     """
 
     def before_request(self, addr: str | None, request: RemotingCommand) -> None: ...
