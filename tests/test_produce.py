@@ -156,16 +156,16 @@ class _Resp:
 
 
 class _Owner:
-    send_latency_fault_enable = False
+    """The part of a ProduceContext an AsyncSend calls back."""
 
     def __init__(self) -> None:
         self.answers: list[object] = []
         self.failures: list[BaseException] = []
 
-    def _async_answer(self, entry, resp) -> None:
+    def send_answered(self, entry, resp) -> None:
         self.answers.append(resp)
 
-    def _async_failed(self, entry, exc) -> None:
+    def send_failed(self, entry, exc) -> None:
         self.failures.append(exc)
 
 

@@ -215,10 +215,35 @@ class SendResultProto(Protocol):
     region_id: str | None
 
 
+class ProduceContextProto(Protocol):
+    """What a producer hands its compiled first try (``SendFastPath``, ``AsyncSend``): the only
+    state of the producer they read and the only calls they make back into it, so no compiled
+    code reaches into the producer's own attributes.
+
+    ``good_topics`` (topic names already validated) and ``publish`` (topic -> publish info with
+    ``queues``, ``table`` and ``masters``) are the producer's containers, read in place;
+    ``permits`` its in-flight permits (``release()``), or None. ``open_connection(addr)`` is the
+    connection a frame encoded in advance may be written on, or None (not connected, or a hook
+    must see every request: the send then takes the general path). ``select(info)`` picks a
+    queue away from penalised and unreachable brokers; ``update_fault`` reports a try's latency;
+    ``send_answered`` / ``send_failed`` take a first try whose answer is not a plain SUCCESS.
+    """
+
+    good_topics: set[str]
+    publish: dict[str, Any]
+    permits: Any
+
+    def open_connection(self, addr: str) -> Any: ...
+    def select(self, info: Any) -> Any: ...
+    def update_fault(self, broker_name: str, latency_ms: int, isolation: bool) -> None: ...
+    def send_answered(self, entry: Any, resp: Any) -> None: ...
+    def send_failed(self, entry: Any, exc: BaseException) -> None: ...
+
+
 class AsyncSendProto(Protocol):
     """A send's future (asyncio's Future protocol) and its first try's pending entry."""
 
-    owner: Any
+    context: ProduceContextProto
     mq: Any
     uniq: str
     retries: int
@@ -244,7 +269,7 @@ class AsyncSendProto(Protocol):
 class SendFastPathProto(Protocol):
     """The producer's first try of a send, without a Python round per message."""
 
-    owner: Any
+    context: ProduceContextProto
     writer: Any
     ids: Any
     running: bool

@@ -2,6 +2,8 @@ import asyncio
 import contextvars
 from typing import Any, Callable, Generator, NoReturn, Sequence, final
 
+from ._protocols import ProduceContextProto
+
 __all__ = ["UniqIds", "SendRequestWriter", "encode_batch", "SendResult", "AsyncSend", "SendFastPath", "month_bounds"]
 
 def month_bounds(ms: int) -> tuple[int, int]: ...
@@ -42,7 +44,7 @@ class SendResult:
 @final
 class AsyncSend:
     """A send's future (asyncio's Future protocol) and its first try's pending entry."""
-    owner: Any
+    context: ProduceContextProto
     topic: str | None
     body: bytes | None
     flag: int | None
@@ -60,7 +62,7 @@ class AsyncSend:
     begin: float
     deadline: float
     _asyncio_future_blocking: bool
-    def __init__(self, owner: Any, msg: Any, mq: Any, uniq: str, loop: asyncio.AbstractEventLoop,
+    def __init__(self, context: ProduceContextProto, msg: Any, mq: Any, uniq: str, loop: asyncio.AbstractEventLoop,
                  callback: Callable[..., Any] | None, permits: Any, timeout_ms: int, begin: float,
                  deadline: float) -> None: ...
     # the pending entry
@@ -86,7 +88,7 @@ class AsyncSend:
 
 @final
 class SendFastPath:
-    owner: Any
+    context: ProduceContextProto
     writer: SendRequestWriter
     ids: UniqIds
     next_opaque: Callable[[], int]
@@ -100,7 +102,8 @@ class SendFastPath:
     send_msg_timeout: int
     retry_times_when_send_failed: int
     retry_times_when_send_async_failed: int
-    def __init__(self, owner: Any, writer: SendRequestWriter, ids: UniqIds, next_opaque: Callable[[], int]) -> None: ...
+    def __init__(self, context: ProduceContextProto, writer: SendRequestWriter, ids: UniqIds,
+                 next_opaque: Callable[[], int]) -> None: ...
     def next_counter(self) -> int: ...
     def start(self, msg: Any, callback: Callable[..., Any] | None, timeout_ms: int | None, awaited: bool = False,
               batch_ids: str | None = None) -> Any: ...

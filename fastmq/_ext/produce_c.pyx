@@ -502,7 +502,7 @@ cdef class AsyncSend:
     protocol itself (``asyncio.isfuture`` is true of it: tasks await it, ``gather``, ``wait``,
     ``wait_for`` and ``shield`` take it), because a compiled class cannot extend the C future."""
 
-    cdef public object owner
+    cdef public object context
     cdef public object topic
     cdef public object body
     cdef public object flag
@@ -535,9 +535,9 @@ cdef class AsyncSend:
     cdef bint _log_traceback
     cdef public bint _asyncio_future_blocking
 
-    def __init__(self, owner, msg, mq, uniq, loop, callback, permits, int64_t timeout_ms, double begin,
+    def __init__(self, context, msg, mq, uniq, loop, callback, permits, int64_t timeout_ms, double begin,
                  double deadline):
-        self.owner = owner
+        self.context = context
         if msg is None:
             self.topic = self.body = self.flag = self.properties = None
         else:
@@ -551,7 +551,7 @@ cdef class AsyncSend:
         self.begin = begin
         self.deadline = deadline
         self.retries = 0
-        self.fault = owner.send_latency_fault_enable
+        self.fault = False
 
     # ------------------------------------------------------------- the pending entry
 
@@ -579,16 +579,16 @@ cdef class AsyncSend:
                     and _plain_int(ext.get(_QUEUE_ID), &qid) and qid == mq.queue_id \
                     and _plain_int(ext.get(_QUEUE_OFFSET), &qoff):
                 if self.fault:
-                    self.owner._update_fault(mq.broker_name, int((self._loop.time() - self.begin) * 1000), False)
+                    self.context.update_fault(mq.broker_name, int((self._loop.time() - self.begin) * 1000), False)
                 self.finish(_result(_SEND_OK, self.uniq, msg_id, mq, qoff, ext.get(_MSG_REGION)), None)
                 return
-        self.owner._async_answer(self, resp)
+        self.context.send_answered(self, resp)
 
     def on_failure(self, exc) -> None:
         """The try failed before any answer (connection lost, timed out)."""
         self._answered = True
         _track(self)
-        self.owner._async_failed(self, exc)
+        self.context.send_failed(self, exc)
 
     # ------------------------------------------------------------- the send's end
 
@@ -740,15 +740,15 @@ cdef class AsyncSend:
 
 @cython.final
 cdef class SendFastPath:
-    """The first try of ``owner``'s sends, or None (see ``produce_py.SendFastPath``)."""
+    """The first try of a producer's sends, or None (see ``produce_py.SendFastPath``)."""
 
-    cdef public object owner
+    cdef public object context
     cdef public SendRequestWriter writer
     cdef public UniqIds ids
     cdef public object next_opaque
     cdef public bint running
     cdef public uint64_t counter
-    # the owner's settings, kept here by the producer whenever one is set (a C field read per
+    # the producer's settings, kept here by the producer whenever one is set (a C field read per
     # send rather than a lookup in the producer's __dict__)
     cdef public int64_t max_message_size
     cdef public int64_t compress_over
@@ -758,11 +758,12 @@ cdef class SendFastPath:
     cdef public int64_t send_msg_timeout
     cdef public int retry_times_when_send_failed
     cdef public int retry_times_when_send_async_failed
-    # the owner's containers and its connection lookup, never rebound, looked up once
+    # what the context gives (the producer's containers, never rebound; its calls), looked up once
     cdef set _good_topics
     cdef dict _publish
     cdef object _permits
     cdef object _open
+    cdef object _select
     cdef object _loop
     cdef object _time
     # the connections whose pending tables may hold sends of ours the collector does not see
@@ -770,8 +771,8 @@ cdef class SendFastPath:
     cdef object _last_conn
     cdef object __weakref__
 
-    def __init__(self, owner, SendRequestWriter writer, UniqIds ids, next_opaque):
-        self.owner = owner
+    def __init__(self, context, SendRequestWriter writer, UniqIds ids, next_opaque):
+        self.context = context
         self.writer = writer
         self.ids = ids
         self.next_opaque = next_opaque
@@ -779,16 +780,17 @@ cdef class SendFastPath:
         self.loop = None
         self.counter = random.randrange(1 << 30)
         # the settings stay 0 (the fast path takes no send) until the producer sets them
-        self._good_topics = owner._good_topics
-        self._publish = owner._publish
-        self._permits = owner._in_flight
-        self._open = owner.instance.remoting.open_connection
+        self._good_topics = context.good_topics
+        self._publish = context.publish
+        self._permits = context.permits
+        self._open = context.open_connection
+        self._select = context.select
         self._untracked_in = set()
         _FAST_PATHS.add(self)
 
     @property
     def loop(self):
-        """The loop the owner's connections live on (None when it is not running)."""
+        """The loop the producer's connections live on (None when it is not running)."""
         return self._loop
 
     @loop.setter
@@ -811,7 +813,6 @@ cdef class SendFastPath:
         cdef AsyncSend entry
         if not self.running:
             return None
-        owner = self.owner
         topic = msg.topic
         body = msg.body
         props = msg.properties
@@ -831,7 +832,7 @@ cdef class SendFastPath:
         if not queues:
             return None
         if self.send_latency_fault_enable or self.avoid_unreachable:
-            chosen = owner._select(info, None)
+            chosen = self._select(info)
         else:
             chosen = queues[info.table.select(self.next_counter(), -1)]
         addr = info.masters.get(chosen.broker_name)
@@ -858,7 +859,7 @@ cdef class SendFastPath:
         now = self._time()
         tmo = self.send_msg_timeout if timeout_ms is None else int(timeout_ms)
         entry = AsyncSend.__new__(AsyncSend)
-        entry.owner = owner
+        entry.context = self.context
         entry.topic = topic
         entry.body = msg.body  # as given: a retry compresses it again for itself
         entry.flag = msg.flag

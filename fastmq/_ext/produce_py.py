@@ -19,7 +19,13 @@ A producer spends its time on five things per message; each is one call here:
 - :class:`AsyncSend` is both the caller's future of a send and the connection's pending entry
   of its first try: a SUCCESS answer becomes a :class:`SendResult` and completes the future
   without leaving this class; anything else goes back to the producer
-  (``owner._async_answer`` / ``_async_failed``).
+  (``context.send_answered`` / ``send_failed``).
+
+Both read nothing of the producer but the :class:`~fastmq._ext._protocols.ProduceContextProto`
+it hands them (``context``): its public attributes and calls. The connections come from
+``context.open_connection``, which is the client API's ``connection_for_frames``: it gives none
+while an RPC hook (ACL signing) must see every request, and every send then takes the client
+API's general send.
 
 Frame layout (RocketMQ RemotingCommand, JSON header)::
 
@@ -41,6 +47,7 @@ import time
 import zlib
 from typing import Any, Callable, Sequence
 
+from ._protocols import ProduceContextProto
 from .batch_py import _properties, encode_batch_body
 from .codec_py import LANGUAGE_NAMES, MAX_HEADER_LENGTH
 
@@ -242,12 +249,12 @@ class AsyncSend(asyncio.Future[SendResult]):
 
     As a pending entry (``answered`` / ``on_response`` / ``on_failure``, see
     ``Connection.pending``): a plain SUCCESS answer becomes a :class:`SendResult` without leaving
-    this class; anything else goes back to ``owner``, the producer (``_async_answer(entry,
-    resp)``, ``_async_failed(entry, exc)``), and its ``_update_fault`` keeps the latency buckets
-    current when ``fault`` (the owner's ``send_latency_fault_enable`` as the send started) is
-    set. ``retries`` is how many more tries the producer may make after this one, on its general
-    path; ``batch`` says the message is a SEND_BATCH_MESSAGE body (``uniq`` then holds its
-    messages' UNIQ_KEYs, joined by commas).
+    this class; anything else goes back to the producer through ``context`` (``send_answered(entry,
+    resp)``, ``send_failed(entry, exc)``), and its ``update_fault`` keeps the latency buckets
+    current when ``fault`` (set by the fast path from the producer's ``send_latency_fault_enable``
+    as the send started; False until then) is set. ``retries`` is how many more tries the producer
+    may make after this one, on its general path; ``batch`` says the message is a SEND_BATCH_MESSAGE
+    body (``uniq`` then holds its messages' UNIQ_KEYs, joined by commas).
 
     As a future: asyncio's, completed only by :meth:`finish` (``set_result`` and
     ``set_exception`` raise, as a Task's do). ``permits`` (or None) gets one ``release()`` when
@@ -259,14 +266,15 @@ class AsyncSend(asyncio.Future[SendResult]):
     all a retry needs, and none is seen by the cycle collector, so a caller's message can die as
     soon as the caller drops it."""
 
-    __slots__ = ("owner", "topic", "body", "flag", "properties", "mq", "uniq", "callback", "permits",
+    __slots__ = ("context", "topic", "body", "flag", "properties", "mq", "uniq", "callback", "permits",
                  "timeout_ms", "begin", "deadline", "error", "retries", "batch", "fault", "timer", "_answered",
                  "_released")
 
-    def __init__(self, owner: Any, msg: Any, mq: Any, uniq: str, loop: Any, callback: Callable[..., Any] | None,
-                 permits: Any, timeout_ms: int, begin: float, deadline: float) -> None:
+    def __init__(self, context: ProduceContextProto, msg: Any, mq: Any, uniq: str, loop: Any,
+                 callback: Callable[..., Any] | None, permits: Any, timeout_ms: int, begin: float,
+                 deadline: float) -> None:
         super().__init__(loop=loop)
-        self.owner = owner
+        self.context = context
         if msg is None:
             self.topic = self.body = self.flag = self.properties = None
         else:
@@ -281,7 +289,7 @@ class AsyncSend(asyncio.Future[SendResult]):
         self.error: BaseException | None = None
         self.retries = 0
         self.batch = False
-        self.fault = bool(owner.send_latency_fault_enable)  # the send's own: as set when it started
+        self.fault = False
         self.timer: Any = None
         self._answered = False
         self._released = False
@@ -303,16 +311,16 @@ class AsyncSend(asyncio.Future[SendResult]):
             mq = self.mq
             if qid == mq.queue_id and qoff is not None and type(msg_id) is str:
                 if self.fault:
-                    self.owner._update_fault(mq.broker_name, int((self.get_loop().time() - self.begin) * 1000),
-                                             False)
+                    self.context.update_fault(mq.broker_name, int((self.get_loop().time() - self.begin) * 1000),
+                                              False)
                 self.finish(SendResult("SEND_OK", self.uniq, msg_id, mq, qoff, ext.get("MSG_REGION")), None)
                 return
-        self.owner._async_answer(self, resp)
+        self.context.send_answered(self, resp)
 
     def on_failure(self, exc: BaseException) -> None:
         """The try failed before any answer (connection lost, timed out)."""
         self._answered = True
-        self.owner._async_failed(self, exc)
+        self.context.send_failed(self, exc)
 
     # ------------------------------------------------------------- the send's end
 
@@ -357,25 +365,27 @@ _FUTURE_SET_EXCEPTION = asyncio.Future.set_exception
 
 
 class SendFastPath:
-    """The first try of ``owner``'s sends, or None when the general path must take it.
+    """The first try of a producer's sends, or None when the general path must take it.
 
-    ``owner`` is the producer; what this reads of it, once: ``_good_topics`` (topic names
-    already validated), ``_publish`` (topic -> publish info with ``queues``, ``table`` and
-    ``masters``), ``_in_flight`` and ``instance.remoting.open_connection``; per send, ``_select``
-    when ``send_latency_fault_enable``. The producer keeps its settings here as it sets them
+    ``context`` is what the producer hands it (a ``ProduceContextProto``); what this reads of
+    it, once: ``good_topics`` (topic names already validated), ``publish`` (topic -> publish
+    info with ``queues``, ``table`` and ``masters``), ``permits`` (the in-flight permits, or
+    None), ``open_connection`` (None: no frame may be written there now) and ``select``, called
+    per send when ``send_latency_fault_enable``. The producer keeps its settings here as it sets them
     (``max_message_size``, ``compress_over``, ``send_latency_fault_enable``,
     ``send_msg_timeout``, ``retry_times_when_send_failed``,
     ``retry_times_when_send_async_failed``: the compiled twin reads them as C fields), gives it a
     new ``writer`` when ``default_topic_queue_nums`` changes, and sets ``running`` and ``loop``
     (the loop the producer's connections live on: asking asyncio for it costs a getpid() system
     call on Python 3.11). ``avoid_unreachable`` is set while the producer has a broker marked
-    unreachable: the queue is then chosen by ``_select`` (which passes over such brokers), and the
-    try's outcome reported through ``_update_fault`` (a send that gets through marks its broker
+    unreachable: the queue is then chosen by ``select`` (which passes over such brokers), and the
+    try's outcome reported through ``update_fault`` (a send that gets through marks its broker
     reachable again), as with ``send_latency_fault_enable``.
     """
 
-    def __init__(self, owner: Any, writer: SendRequestWriter, ids: UniqIds, next_opaque: Callable[[], int]) -> None:
-        self.owner = owner
+    def __init__(self, context: ProduceContextProto, writer: SendRequestWriter, ids: UniqIds,
+                 next_opaque: Callable[[], int]) -> None:
+        self.context = context
         self.writer = writer
         self.ids = ids
         self.next_opaque = next_opaque
@@ -387,8 +397,11 @@ class SendFastPath:
         self.retry_times_when_send_failed = self.retry_times_when_send_async_failed = 0
         self.send_latency_fault_enable = False
         self.avoid_unreachable = False
-        self._permits = owner._in_flight
-        self._open = owner.instance.remoting.open_connection
+        self._good_topics = context.good_topics
+        self._publish = context.publish
+        self._permits = context.permits
+        self._open = context.open_connection
+        self._select = context.select
 
     def next_counter(self) -> int:
         """The round-robin counter, one step on (it wraps, staying a positive int64)."""
@@ -402,26 +415,25 @@ class SendFastPath:
         ``awaited``: a caller waits for it (``send``): the producer's ``retry_times_when_send_failed``
         applies, no in-flight permit is taken (the caller holds one), and a timer fails the try at
         its deadline (the once-a-second scan would be up to a second late). Otherwise it is an
-        asynchronous send: ``retry_times_when_send_async_failed``, a permit of ``_in_flight``, the
+        asynchronous send: ``retry_times_when_send_async_failed``, a permit of ``permits``, the
         scan. ``batch_ids``: ``msg.body`` is a SEND_BATCH_MESSAGE body of messages with these
         UNIQ_KEYs (never compressed).
         """
         if not self.running:
             return None
-        owner = self.owner
         topic, body, props = msg.topic, msg.body, msg.properties
-        if (topic not in owner._good_topics or type(body) is not bytes or not body
+        if (topic not in self._good_topics or type(body) is not bytes or not body
                 or len(body) > self.max_message_size or type(props) is not dict):
             return None
         sys_flag = 0
         if batch_ids is None and len(body) > self.compress_over:
             body = zlib.compress(body, 5)
             sys_flag = 1  # MessageSysFlag.COMPRESSED
-        info = owner._publish.get(topic)
+        info = self._publish.get(topic)
         if info is None or not info.queues:
             return None
         if self.send_latency_fault_enable or self.avoid_unreachable:
-            chosen = owner._select(info, None)
+            chosen = self._select(info)
         else:
             chosen = info.queues[info.table.select(self.next_counter(), -1)]
         addr = info.masters.get(chosen.broker_name)
@@ -446,8 +458,8 @@ class SendFastPath:
         loop = self.loop
         now = loop.time()
         timeout_ms = self.send_msg_timeout if timeout_ms is None else int(timeout_ms)
-        entry = AsyncSend(owner, msg, chosen, uniq, loop, callback, None if awaited else self._permits, timeout_ms,
-                          now, now + timeout_ms / 1000)
+        entry = AsyncSend(self.context, msg, chosen, uniq, loop, callback, None if awaited else self._permits,
+                          timeout_ms, now, now + timeout_ms / 1000)
         entry.retries = self.retry_times_when_send_failed if awaited else self.retry_times_when_send_async_failed
         entry.batch = batch_ids is not None
         entry.fault = self.send_latency_fault_enable or self.avoid_unreachable

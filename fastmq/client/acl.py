@@ -6,8 +6,10 @@ field in key order, then the body. A 4.9 broker or NameServer with ``aclEnable=t
 it from what arrived (PlainAccessValidator) and refuses a request whose signature or permissions
 do not match.
 
-With credentials set, the producer's compiled first try is off: it writes frames already encoded,
-which leave no header to sign, so every send takes the general path.
+The client API (fastmq/client/api.py) gives this hook every request the client makes. With
+credentials set, the producer's compiled first try gets no connection to write its frames on
+(they are encoded in advance, with no header left to sign), so every send takes the API's
+``send_message``.
 """
 from __future__ import annotations
 
@@ -50,10 +52,17 @@ def signature(fields: dict[str, str], body: bytes | bytearray | memoryview | Non
 
 
 class AclClientRPCHook:
-    """The request hook that signs (see :class:`fastmq.remoting.RemotingClient`'s ``rpc_hook``)."""
+    """The request hook that signs: an :class:`fastmq.client.api.RPCHook`, and a plain callable
+    of the request for :class:`fastmq.remoting.RemotingClient`'s ``rpc_hook``."""
 
     def __init__(self, credentials: SessionCredentials) -> None:
         self.credentials = credentials
+
+    def before_request(self, addr: str | None, request: RemotingCommand) -> None:
+        self(request)
+
+    def after_response(self, addr: str | None, request: RemotingCommand, response: RemotingCommand) -> None:
+        pass  # an answer carries nothing to check (the Java hook does nothing here either)
 
     def __call__(self, request: RemotingCommand) -> None:
         c = self.credentials

@@ -16,9 +16,7 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Coroutine, Sequence
 
-from ..errors import FastMQError
-from ..protocol.codes import RequestCode, ResponseCode
-from ..protocol.command import create_request
+from ..errors import BrokerError, FastMQError
 from ..protocol.message import MessageConst, MessageExt
 from ..protocol.message_queue import MessageQueue
 from ..remoting.loop import Resume
@@ -144,15 +142,14 @@ class ConsumeService:
         addr = f"{m.store_host[0]}:{m.store_host[1]}"
         origin_id = m.properties.get(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX) or m.msg_id
         try:
-            resp = await self.instance.remoting.invoke(addr, create_request(RequestCode.CONSUMER_SEND_MSG_BACK, {
-                "offset": m.commit_log_offset, "group": self.group, "delayLevel": 0, "originMsgId": origin_id,
-                "originTopic": m.topic, "unitMode": False, "maxReconsumeTimes": self.max_reconsume_times}),
-                self.instance.timeout)
+            await self.instance.api.consumer_send_message_back(
+                addr, group=self.group, commit_log_offset=m.commit_log_offset, delay_level=0,
+                origin_msg_id=origin_id, origin_topic=m.topic, max_reconsume_times=self.max_reconsume_times)
+        except BrokerError as exc:
+            log.warning("send message back refused: %d %s", exc.code, exc.remark)
+            return False
         except FastMQError as exc:
             log.warning("send message back to %s failed: %s", addr, exc)
-            return False
-        if resp.code != ResponseCode.SUCCESS:
-            log.warning("send message back refused: %d %s", resp.code, resp.remark)
             return False
         return True
 

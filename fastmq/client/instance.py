@@ -1,6 +1,7 @@
 """ClientInstance (RocketMQ's MQClientInstance): what producers and consumers of a process share.
 
-One remoting client, the NameServer list with failover, the route cache refreshed every
+One remoting client and the client API that makes every request over it (api.py), the
+NameServer list with failover, the route cache refreshed every
 ``poll_name_server_interval`` (30 s), heartbeats to every broker every
 ``heartbeat_broker_interval`` (30 s) naming the producer and consumer groups registered here,
 and, at shutdown, UNREGISTER_CLIENT to every broker.
@@ -23,7 +24,7 @@ from ..common.stats_item import HOUR_EVERY_S, MINUTE_EVERY_S
 from ..errors import FAQ_SUFFIX, BadRouteError, ClientStateError, FastMQError, NoNameServerError
 from ..protocol.bodies import MASTER_ID, TopicRouteData, loads_mq_keyed
 from ..protocol.codes import ClientErrorCode, RequestCode, ResponseCode
-from ..protocol.command import VERSION_NAME, RemotingCommand, create_request, response_for
+from ..protocol.command import VERSION_NAME, RemotingCommand, response_for
 from ..protocol.consumer_running_info import PROP_CLIENT_VERSION, PROP_CONSUME_TYPE, PROP_NAMESERVER_ADDR
 from ..protocol.headers import ConsumeMessageDirectlyResultRequestHeader, GetConsumerRunningInfoRequestHeader
 from ..protocol.heartbeat import ConsumerData, HeartbeatData, ProducerData
@@ -33,6 +34,7 @@ from ..remoting import Connection, RemotingClient, RequestProcessor
 from ..remoting.address import local_address
 from ..remoting.loop import every
 from .acl import AclClientRPCHook, SessionCredentials
+from .api import ClientAPI, RPCHook
 from .consumer_stats import ConsumerStatsManager
 
 __all__ = ["ClientConfig", "ClientInstance"]
@@ -64,6 +66,10 @@ class ClientConfig:
     mq_client_api_timeout: int = 3_000
     #: for a cluster with ACL on: every request is signed with them (AclClientRPCHook)
     credentials: SessionCredentials | None = None
+    #: RocketMQ's RPCHooks: each sees every request the client makes and every answer (after
+    #: the ACL signer, when there are credentials); read, with the timeout above, when the
+    #: ClientInstance is made
+    rpc_hooks: list[RPCHook] = field(default_factory=list)
     #: the largest read or write queue count a route may give one broker of a topic: a route above
     #: it is refused (BadRouteError) instead of building that many queues
     max_topic_queue_nums: int = 1024
@@ -221,8 +227,10 @@ class ClientInstance:
         self.config = config
         self.client_id = config.make_client_id(keep_default_name)
         self.remoting = RemotingClient(namesrv_addrs=_split_namesrv(config.namesrv_addr),
-                                       processor=_ServerRequests(self),
-                                       rpc_hook=AclClientRPCHook(config.credentials) if config.credentials else None)
+                                       processor=_ServerRequests(self))
+        signer: list[RPCHook] = [AclClientRPCHook(config.credentials)] if config.credentials else []
+        #: every request this instance's producers and consumers make goes through it
+        self.api = ClientAPI(self.remoting, self.timeout, [*signer, *config.rpc_hooks])
         self.routes: dict[str, TopicRouteData] = {}
         #: broker name -> {broker id -> address}, from every route seen
         self.broker_addrs: dict[str, dict[int, str]] = {}
@@ -248,13 +256,9 @@ class ClientInstance:
         if not self.remoting.namesrv_addrs:
             raise NoNameServerError(f"No name server address, please set it.{FAQ_SUFFIX}",
                                     ClientErrorCode.NO_NAME_SERVER_EXCEPTION)
-        resp = await self.remoting.invoke_namesrv(
-            create_request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic}), timeout or self.timeout)
-        if resp.code == ResponseCode.TOPIC_NOT_EXIST:
+        route = await self.api.get_route_info(topic, timeout or self.timeout)
+        if route is None:
             return None
-        if resp.code != ResponseCode.SUCCESS or not resp.body:
-            raise FastMQError(f"getTopicRouteInfoFromNameServer failed: code {resp.code}, {resp.remark}")
-        route = TopicRouteData.from_json(resp.body)
         _check_queue_nums(topic, route, self.config.max_topic_queue_nums)
         for b in route.broker_datas:
             if self.broker_addrs.get(b.broker_name) != b.broker_addrs:
@@ -409,7 +413,7 @@ class ClientInstance:
                 if bid != MASTER_ID and not hb.consumers:
                     continue  # producers only talk to masters
                 try:
-                    await self.remoting.invoke(addr, create_request(RequestCode.HEART_BEAT, body=body), self.timeout)
+                    await self.api.send_heartbeat(addr, body)
                 except FastMQError as exc:
                     log.warning("send heart beat to broker[%s %d %s] failed: %s", name, bid, addr, exc)
 
@@ -418,11 +422,10 @@ class ClientInstance:
             self._rebalance_event.set()
 
     async def unregister(self, producer_group: str | None = None, consumer_group: str | None = None) -> None:
-        fields = {"clientID": self.client_id, "producerGroup": producer_group, "consumerGroup": consumer_group}
         for name, addrs in list(self.broker_addrs.items()):
             for addr in addrs.values():
                 try:
-                    await self.remoting.invoke(addr, create_request(RequestCode.UNREGISTER_CLIENT, fields), self.timeout)
+                    await self.api.unregister_client(addr, self.client_id, producer_group, consumer_group)
                 except FastMQError as exc:
                     log.warning("unregister client from %s failed: %s", addr, exc)
 

@@ -15,9 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..common.json_file import load_json, write_json_atomic
-from ..errors import FastMQError, RemotingConnectError
-from ..protocol.codes import RequestCode, ResponseCode
-from ..protocol.command import create_request, ext_int
+from ..errors import FastMQError, QueryNotFoundError, RemotingConnectError
 from ..protocol.message_queue import MessageQueue
 
 if TYPE_CHECKING:
@@ -67,33 +65,28 @@ class RemoteBrokerOffsetStore(OffsetStore):
             addr = self.instance.any_broker_addr(mq.broker_name)
         if addr is None:
             return -1
-        resp = await self.instance.remoting.invoke(addr, create_request(RequestCode.QUERY_CONSUMER_OFFSET, {
-            "consumerGroup": self.group, "topic": mq.topic, "queueId": mq.queue_id}), self.instance.timeout)
-        if resp.code == ResponseCode.QUERY_NOT_FOUND:
+        try:
+            off = await self.instance.api.query_consumer_offset(addr, self.group, mq)
+        except QueryNotFoundError:  # the group never committed an offset there
             return -1
-        if resp.code != ResponseCode.SUCCESS:
-            raise FastMQError(f"query consumer offset failed: {resp.code} {resp.remark}")
-        off = ext_int(resp, "offset", -1)
-        if off is not None and off >= 0:
+        if off >= 0:
             self.table[mq] = off
-        return off if off is not None else -1
+        return off
 
     async def persist(self, mq: MessageQueue) -> None:
         off = self.table.get(mq)
         addr = self.instance.any_broker_addr(mq.broker_name)  # whichever of the name is reachable
         if off is None or addr is None:
             return
-        fields = {"consumerGroup": self.group, "topic": mq.topic, "queueId": mq.queue_id, "commitOffset": off}
+        api = self.instance.api
         try:
-            await self.instance.remoting.invoke_oneway(
-                addr, create_request(RequestCode.UPDATE_CONSUMER_OFFSET, fields), self.instance.timeout)
+            await api.update_consumer_offset_oneway(addr, self.group, mq, off)
         except RemotingConnectError:
             self.instance.mark_unreachable(addr)
             other = self.instance.any_broker_addr(mq.broker_name)
             if other is None or other == addr:
                 raise
-            await self.instance.remoting.invoke_oneway(
-                other, create_request(RequestCode.UPDATE_CONSUMER_OFFSET, fields), self.instance.timeout)
+            await api.update_consumer_offset_oneway(other, self.group, mq, off)
 
     async def persist_all(self, mqs: set[MessageQueue] | None = None) -> None:
         for mq in list(self.table):

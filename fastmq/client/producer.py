@@ -4,9 +4,14 @@ A send finds the topic's publish info (cache, then the NameServer, then TBW102 s
 auto-creates the topic), picks a queue with the compiled QueueTable (round robin from a counter
 with a random start; on a retry away from the broker that just failed; with
 ``send_latency_fault_enable`` also away from brokers in their latency penalty; always away from
-brokers it cannot connect to, see reachability.py), and sends SEND_MESSAGE_V2. A sync send tries
-``retry_times_when_send_failed + 1`` times, all within the caller's timeout, retrying the
-response codes RocketMQ retries on.
+brokers it cannot connect to, see reachability.py), and sends SEND_MESSAGE_V2 through the
+client API (api.py). A sync send tries ``retry_times_when_send_failed + 1`` times, all within
+the caller's timeout, retrying the response codes RocketMQ retries on.
+
+The first try of a send is the compiled fast path's (fastmq/_ext/produce_c.pyx) when it has
+all it needs at hand; it sees the producer only through the :class:`ProduceContext` handed to
+it, and writes frames only on connections the client API gives it (none while an RPC hook,
+such as the ACL signer, must see every request).
 """
 from __future__ import annotations
 
@@ -14,31 +19,33 @@ import asyncio
 import functools
 import logging
 import time
-import zlib
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
+from .._ext._protocols import ProduceContextProto
 from .._ext.fault import FaultTable
 from .._ext.produce import AsyncSend, SendFastPath, SendRequestWriter, SendResult, encode_batch
 from ..errors import (FAQ_SUFFIX, BrokerError, ClientError, ClientStateError, ConfigError, MessageValidationError,
                       NoRouteError, RemotingConnectError, RemotingError, RemotingTimeoutError,
                       RemotingTooMuchRequestError, SendFailedError, SendTimeoutError)
 from .._ext.codec import RemotingCommand
-from ..protocol.codes import ClientErrorCode, LanguageCode, RequestCode, ResponseCode
+from ..protocol.codes import ClientErrorCode, LanguageCode, ResponseCode
 from ..protocol.bodies import TopicRouteData
-from ..protocol.command import VERSION, ext_int, ext_str, next_opaque
-from ..protocol.message import (Message, MessageConst, MessageFormatError, MessageSysFlag, encode_batch_body,
-                                encode_properties, java_string_hash)
+from ..protocol.command import VERSION, next_opaque
+from ..protocol.message import (Message, MessageConst, MessageFormatError, encode_batch_body, encode_properties,
+                                java_string_hash)
 from ..protocol.message_queue import MessageQueue
-from ..protocol.topic import (AUTO_CREATE_TOPIC_KEY_TOPIC, is_not_allowed_send_topic, is_retry_topic,
-                              is_topic_or_group_illegal, validate_group, validate_topic)
+from ..protocol.topic import (AUTO_CREATE_TOPIC_KEY_TOPIC, is_not_allowed_send_topic, is_topic_or_group_illegal,
+                              validate_group, validate_topic)
+from ..remoting import Connection
 from ..remoting.loop import relay_outcome
+from .api import SendStatus, send_request, send_result
 from .instance import ClientConfig, ClientInstance
 from .message_id import UNIQ_IDS, create_uniq_id, create_uniq_ids
 from .publish_info import BrokerNumbers, TopicPublishInfo
 from .reachability import Reachability
 
-__all__ = ["Producer", "SendResult", "SendStatus", "MessageQueueSelector", "hash_selector", "java_hash_code",
-           "split_batch"]
+__all__ = ["Producer", "ProduceContext", "SendResult", "SendStatus", "MessageQueueSelector", "hash_selector",
+           "java_hash_code", "split_batch"]
 
 log = logging.getLogger("fastmq.client")
 
@@ -48,9 +55,6 @@ _UNIQ_KEY = MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX
 #: The response codes a send is retried on (DefaultMQProducer.retryResponseCodes).
 RETRY_RESPONSE_CODES = frozenset({ResponseCode.TOPIC_NOT_EXIST, ResponseCode.SERVICE_NOT_AVAILABLE,
                                   ResponseCode.SYSTEM_ERROR, ResponseCode.NO_PERMISSION, 204, 205})
-_STATUS_BY_CODE: dict[int, str] = {
-    ResponseCode.SUCCESS: "SEND_OK", ResponseCode.FLUSH_DISK_TIMEOUT: "FLUSH_DISK_TIMEOUT",
-    ResponseCode.FLUSH_SLAVE_TIMEOUT: "FLUSH_SLAVE_TIMEOUT", ResponseCode.SLAVE_NOT_AVAILABLE: "SLAVE_NOT_AVAILABLE"}
 
 
 def _failure_code(exc: BaseException | None) -> int | None:
@@ -65,13 +69,6 @@ def _failure_code(exc: BaseException | None) -> int | None:
     if isinstance(exc, ClientError):
         return ClientErrorCode.BROKER_NOT_EXIST_EXCEPTION
     return None
-
-
-class SendStatus:
-    SEND_OK = "SEND_OK"
-    FLUSH_DISK_TIMEOUT = "FLUSH_DISK_TIMEOUT"
-    FLUSH_SLAVE_TIMEOUT = "FLUSH_SLAVE_TIMEOUT"
-    SLAVE_NOT_AVAILABLE = "SLAVE_NOT_AVAILABLE"
 
 
 MessageQueueSelector = Callable[[Sequence[MessageQueue], Message, object], MessageQueue]
@@ -172,6 +169,31 @@ def _int_of(bits: int) -> Callable[[Any], int]:
     return convert
 
 
+class ProduceContext:
+    """What a producer hands its compiled first try (SendFastPath and the AsyncSend entries it
+    makes): the only state of the producer the fast path reads and the only calls it makes back
+    (``fastmq._ext._protocols.ProduceContextProto`` says what each is for). The containers are
+    the producer's own, shared, never rebound."""
+
+    __slots__ = ("good_topics", "publish", "permits", "open_connection", "select", "update_fault", "send_answered",
+                 "send_failed")
+
+    def __init__(self, good_topics: set[str], publish: dict[str, TopicPublishInfo], permits: _Permits | None,
+                 open_connection: Callable[[str], Connection | None],
+                 select: Callable[[TopicPublishInfo], MessageQueue],
+                 update_fault: Callable[[str, int, bool], None],
+                 send_answered: Callable[[AsyncSend, RemotingCommand], None],
+                 send_failed: Callable[[AsyncSend, BaseException], None]) -> None:
+        self.good_topics = good_topics
+        self.publish = publish
+        self.permits = permits
+        self.open_connection = open_connection
+        self.select = select
+        self.update_fault = update_fault
+        self.send_answered = send_answered
+        self.send_failed = send_failed
+
+
 class Producer:
     """An asyncio producer. ``await start()``, then ``await send(...)``; ``await shutdown()`` at the end."""
 
@@ -207,8 +229,11 @@ class Producer:
         self._started = 0  # send_async calls, to yield to the loop every 256
         self._state = "CREATE_JUST"
         self._good_topics: set[str] = set()  # topic names that passed validate_topic
+        context: ProduceContextProto = ProduceContext(
+            self._good_topics, self._publish, self._in_flight, self.instance.api.connection_for_frames,
+            self._select, self._update_fault, self._async_answer, self._async_failed)
         # no writer yet: assigning default_topic_queue_nums below makes it (the twins take None here)
-        self._fast = SendFastPath(self, None, UNIQ_IDS, next_opaque)  # type: ignore[arg-type]
+        self._fast = SendFastPath(context, None, UNIQ_IDS, next_opaque)  # type: ignore[arg-type]
         self._reach = Reachability(self.instance, self._numbers, self._faults, self._publish, self._fast)
         self.default_topic_queue_nums = default_topic_queue_nums  # gives the fast path its writer
         self.send_msg_timeout = send_msg_timeout
@@ -234,8 +259,9 @@ class Producer:
         await self.instance.start()
         self._state = "RUNNING"
         self._fast.loop = asyncio.get_running_loop()
-        # the compiled first try writes frames already encoded: nothing left to sign for ACL
-        self._fast.running = self.instance.remoting.rpc_hook is None
+        # the compiled first try writes frames already encoded: with a hook to apply (the ACL
+        # signer...) every send takes the client API's general send
+        self._fast.running = self.instance.api.writes_frames
 
     async def shutdown(self) -> None:
         if self._state != "RUNNING":
@@ -302,7 +328,7 @@ class Producer:
         self._publish[topic] = info
         return info
 
-    def _select(self, info: TopicPublishInfo, last_broker: str | None) -> MessageQueue:
+    def _select(self, info: TopicPublishInfo, last_broker: str | None = None) -> MessageQueue:
         """The queue for a try; ``last_broker``: the broker of the try that just failed.
 
         Every step passes over ``last_broker`` and the unreachable brokers while another broker
@@ -365,33 +391,7 @@ class Producer:
     # -------------------------------------------------------------- send
 
     def _request(self, msg: Message, mq: MessageQueue, batch: bool = False) -> RemotingCommand:
-        body = bytes(msg.body)
-        sys_flag = 0
-        if not batch and len(body) > self.compress_over:
-            body = zlib.compress(body, 5)
-            sys_flag |= MessageSysFlag.COMPRESSED
-        # SendMessageRequestHeader(...).to_v2_fields() written out: the same letters, order and
-        # strings (tests/test_producer_fast.py holds them equal), without a dataclass and a
-        # field-spec walk per message.
-        topic = msg.topic
-        fields = {"a": self.group, "b": topic, "c": AUTO_CREATE_TOPIC_KEY_TOPIC, "d": str(self.default_topic_queue_nums),
-                  "e": str(mq.queue_id), "f": str(sys_flag), "g": str(int(time.time() * 1000)), "h": str(msg.flag),
-                  "i": encode_properties(msg.properties).decode("utf-8"), "j": "0", "k": "false"}
-        if is_retry_topic(topic):
-            fields["l"] = "16"
-        fields["m"] = "true" if batch else "false"
-        return RemotingCommand(RequestCode.SEND_BATCH_MESSAGE if batch else RequestCode.SEND_MESSAGE_V2,
-                               language=_LANG, version=VERSION, opaque=next_opaque(), flag=0, ext_fields=fields,
-                               serialize_type=0, body=body)
-
-    def _result(self, resp: RemotingCommand, topic: str, mq: MessageQueue, uniq_id: str) -> SendResult:
-        status = _STATUS_BY_CODE.get(resp.code)
-        if status is None:
-            raise BrokerError.for_code(resp.code, resp.remark)
-        queue_id = ext_int(resp, "queueId", mq.queue_id)
-        return SendResult(status, uniq_id, ext_str(resp, "msgId") or "",
-                          MessageQueue(topic, mq.broker_name, queue_id if queue_id is not None else mq.queue_id),
-                          ext_int(resp, "queueOffset", 0) or 0, ext_str(resp, "MSG_REGION"))
+        return send_request(msg, mq, self.group, self.default_topic_queue_nums, self.compress_over, batch)
 
     async def _send_once(self, msg: Message, mq: MessageQueue, info: TopicPublishInfo, timeout: float,
                          uniq_id: str, batch: bool, oneway: bool) -> SendResult | None:
@@ -400,10 +400,9 @@ class Producer:
             raise NoRouteError(f"The broker[{mq.broker_name}] not exist")  # no code, as in Java's sendKernelImpl
         req = self._request(msg, mq, batch)
         if oneway:
-            await self.instance.remoting.invoke_oneway(addr, req, timeout)
+            await self.instance.api.send_message_oneway(addr, req, timeout)
             return None
-        resp = await self.instance.remoting.invoke(addr, req, timeout)
-        return self._result(resp, msg.topic, mq, uniq_id)
+        return await self.instance.api.send_message(addr, req, msg.topic, mq, uniq_id, timeout)
 
     async def _send(self, msg: Message, timeout_ms: int | None, *, mq: MessageQueue | None = None,
                     retries: int | None = None, batch: bool = False, oneway: bool = False,
@@ -621,7 +620,7 @@ class Producer:
         latency = int((entry.get_loop().time() - entry.begin) * 1000)
         assert entry.topic is not None  # the fast path makes entries of messages only
         try:
-            result = self._result(resp, entry.topic, entry.mq, entry.uniq)
+            result = send_result(resp, entry.topic, entry.mq, entry.uniq)
         except BrokerError as exc:
             self._update_fault(entry.mq.broker_name, latency, True)
             if exc.code in RETRY_RESPONSE_CODES:

@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from ..errors import FastMQError, RemotingConnectError
 from ..protocol.bodies import MASTER_ID
-from ..protocol.codes import LanguageCode, RequestCode, ResponseCode
-from ..protocol.command import VERSION, RemotingCommand, ext_int, next_opaque
+from ..protocol.codes import ResponseCode
+from ..protocol.command import RemotingCommand, ext_int
 from ..protocol.heartbeat import SubscriptionData
 from ..protocol.message import MessageConst, MessageExt, MessageSysFlag
 from ..protocol.message_queue import MessageQueue
@@ -42,7 +42,6 @@ PULL_DELAY_FLOW_CONTROL_S = 0.05
 SLAVE_ROUTE_REFRESH_S = 2.0
 SLAVE_SUSPEND_MS = 2_000
 _SYSFLAG_COMMIT, _SYSFLAG_SUSPEND, _SYSFLAG_SUBSCRIPTION = 1, 2, 4
-_LANGUAGE = int(LanguageCode.PYTHON)
 
 
 class _Pull:
@@ -234,20 +233,6 @@ class PullService:
             fields["suspendTimeoutMillis"] = str(SLAVE_SUSPEND_MS)  # a held pull would pin us there
         fields["sysFlag"] = str(_SYSFLAG_SUSPEND | _SYSFLAG_SUBSCRIPTION | (_SYSFLAG_COMMIT if commit > 0 else 0))
         fields["commitOffset"] = str(max(commit, 0))
-        req = RemotingCommand(RequestCode.PULL_MESSAGE, language=_LANGUAGE, version=VERSION, opaque=next_opaque(),
-                              flag=0, ext_fields=fields, serialize_type=0, body=None)
-        remoting = self.instance.remoting
-        conn = remoting.open_connection(addr)
-        if conn is None:  # not connected yet: invoke connects (a task, so it starts now too)
-            return _Pull(asyncio.ensure_future(remoting.invoke(addr, req, PULL_TIMEOUT_MS / 1000)), addr, suggested)
-        # Written at once, with no timer of its own (``asyncio.timeout`` costs ~3 µs): the remoting
-        # client's once-a-second scan of the pending table fails it after PULL_TIMEOUT_MS, as
-        # RocketMQ's scanResponseTable does for its async pulls. Not left for the loop's next turn
-        # as start_request would: pulls of several queues leaving in one write come back as one
-        # write of several answers, and the client and the broker then take turns instead of
-        # working side by side (measured with 4 queues: ~290,000 msgs/s against ~600,000).
-        loop = asyncio.get_running_loop()
-        fut: asyncio.Future[RemotingCommand] = loop.create_future()
-        conn.start_request(req, fut, loop.time() + PULL_TIMEOUT_MS / 1000, PULL_TIMEOUT_MS)
-        conn.flush()
-        return _Pull(fut, addr, suggested, conn, req.opaque)
+        # written and flushed at once, no timer of its own (see ClientAPI.pull_message)
+        fut, conn, opaque = self.instance.api.pull_message(addr, fields, PULL_TIMEOUT_MS)
+        return _Pull(fut, addr, suggested, conn, opaque)

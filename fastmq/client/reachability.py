@@ -27,9 +27,7 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING, Mapping, Protocol
 
-from ..errors import FastMQError, NoRouteError, RemotingConnectError, RemotingSendRequestError
-from ..protocol.codes import RequestCode
-from ..protocol.command import create_request
+from ..errors import BrokerError, FastMQError, NoRouteError, RemotingConnectError, RemotingSendRequestError
 
 if TYPE_CHECKING:
     from .._ext.fault import FaultTable
@@ -164,9 +162,10 @@ class Reachability:
 
     async def _answers(self, addr: str) -> bool:
         instance = self._instance
-        req = create_request(RequestCode.HEART_BEAT, body=instance.heartbeat_data().to_json())
         try:
-            await instance.remoting.invoke(addr, req, PROBE_TIMEOUT_S)
+            await instance.api.send_heartbeat(addr, instance.heartbeat_data().to_json(), PROBE_TIMEOUT_S)
+        except BrokerError:
+            return True  # a refusal is an answer: the broker is there
         except FastMQError:
             return False
         return True

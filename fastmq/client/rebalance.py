@@ -9,13 +9,10 @@ master first.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from typing import TYPE_CHECKING, Any, Callable, Coroutine
 
 from ..errors import FastMQError
-from ..protocol.codes import RequestCode, ResponseCode
-from ..protocol.command import create_request, ext_int
 from ..protocol.heartbeat import SubscriptionData
 from ..protocol.message_queue import MessageQueue
 from ..protocol.topic import is_readable
@@ -89,13 +86,9 @@ class Rebalance:
         addrs = [a for bd in (route.broker_datas if route else []) for _, a in sorted(bd.broker_addrs.items())]
         for addr in addrs:
             try:
-                resp = await self.instance.remoting.invoke(addr, create_request(
-                    RequestCode.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": self.group}), self.instance.timeout)
+                return sorted(await self.instance.api.get_consumer_id_list(addr, self.group))
             except FastMQError as exc:
                 log.warning("getConsumerIdListByGroup from %s failed: %s", addr, exc)
-                continue
-            if resp.code == ResponseCode.SUCCESS and resp.body:
-                return sorted(json.loads(resp.body).get("consumerIdList") or [])
         return None
 
     async def rebalance(self) -> None:
@@ -183,17 +176,15 @@ class Rebalance:
             addr = self.instance.master_addr(broker)
             if addr is None:
                 continue
-            body = json.dumps({"consumerGroup": self.group, "clientId": self.instance.client_id,
-                               "mqSet": [mq.to_obj() for mq in group_mqs]}).encode()
-            code = RequestCode.UNLOCK_BATCH_MQ if unlock else RequestCode.LOCK_BATCH_MQ
+            api = self.instance.api
             try:
-                resp = await self.instance.remoting.invoke(addr, create_request(code, body=body), self.instance.timeout)
+                if unlock:
+                    await api.unlock_batch_mq(addr, self.group, self.instance.client_id, group_mqs)
+                else:
+                    held.update(await api.lock_batch_mq(addr, self.group, self.instance.client_id, group_mqs))
             except FastMQError as exc:
                 log.warning("%s of %d queues on %s failed: %s", "unlock" if unlock else "lock", len(group_mqs),
                             broker, exc)
-                continue
-            if not unlock and resp.code == ResponseCode.SUCCESS and resp.body:
-                held.update(MessageQueue.from_obj(o) for o in json.loads(resp.body).get("lockOKMQSet") or [])
         return held
 
     async def _drop(self, pq: ProcessQueue) -> None:
@@ -213,16 +204,11 @@ class Rebalance:
                 log.warning("persist offset of %s failed: %s", pq.mq, exc)
         self.offset_store.remove(pq.mq)
 
-    async def _queue_offset(self, code: int, mq: MessageQueue, extra: dict[str, Any] | None = None) -> int:
+    def _offset_addr(self, mq: MessageQueue) -> str:
         addr = self.instance.any_broker_addr(mq.broker_name)
         if addr is None:
             raise FastMQError(f"The broker[{mq.broker_name}] not exist")
-        resp = await self.instance.remoting.invoke(addr, create_request(code, {"topic": mq.topic, "queueId": mq.queue_id,
-                                                                                 **(extra or {})}),
-                                                   self.instance.timeout)
-        if resp.code != ResponseCode.SUCCESS:
-            raise FastMQError(f"offset query failed: {resp.code} {resp.remark}")
-        return ext_int(resp, "offset", 0) or 0
+        return addr
 
     async def _initial_offset(self, mq: MessageQueue) -> int:
         """computePullFromWhere: the committed offset, else as consume_from_where says."""
@@ -232,6 +218,5 @@ class Rebalance:
         if mq.topic.startswith("%RETRY%") or self.consume_from_where == "CONSUME_FROM_FIRST_OFFSET":
             return 0
         if self.consume_from_where == "CONSUME_FROM_TIMESTAMP" and self.consume_timestamp_ms is not None:
-            return await self._queue_offset(RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, mq,
-                                            {"timestamp": self.consume_timestamp_ms})
-        return await self._queue_offset(RequestCode.GET_MAX_OFFSET, mq)
+            return await self.instance.api.search_offset(self._offset_addr(mq), mq, self.consume_timestamp_ms)
+        return await self.instance.api.get_max_offset(self._offset_addr(mq), mq)

@@ -1,0 +1,365 @@
+"""ClientAPI (RocketMQ's MQClientAPIImpl): every request the client makes, one method per kind.
+
+Producers, consumers, the offset store, rebalance, the pull loops and the instance's heartbeats
+never build a request or call the remoting client themselves: they call a method here. Each
+method builds its request from the typed header (:mod:`fastmq.protocol.headers`), gives it to
+every :class:`RPCHook` (the ACL signer among them), sends it with the configured timeout
+(``mq_client_api_timeout`` unless the caller passes its own), hands the answer to the hooks'
+``after_response``, turns a refusal into the typed error of its code
+(:meth:`fastmq.errors.BrokerError.for_code`, whose ``retriable`` says whether a retry may help)
+and decodes what the answer carries.
+
+The producer's compiled first try writes frames already encoded, with no request object a hook
+could see; it gets its connections from :attr:`ClientAPI.connection_for_frames`, which gives
+none while a hook is configured, so with ACL or any other hook every send takes
+:meth:`ClientAPI.send_message` (see fastmq/_ext/produce_py.py). A SUCCESS answer of that first
+try is completed in compiled code; every other answer is judged by :func:`send_result` as here.
+
+Requests the client makes: GET_ROUTEINFO_BY_TOPIC, SEND_MESSAGE_V2 and SEND_BATCH_MESSAGE
+(sync, oneway; the asynchronous sends are the same request under the producer's permits),
+PULL_MESSAGE, QUERY_CONSUMER_OFFSET, UPDATE_CONSUMER_OFFSET (oneway), HEART_BEAT,
+UNREGISTER_CLIENT, GET_CONSUMER_LIST_BY_GROUP, CONSUMER_SEND_MSG_BACK, LOCK_BATCH_MQ,
+UNLOCK_BATCH_MQ, GET_MAX_OFFSET, GET_MIN_OFFSET and SEARCH_OFFSET_BY_TIMESTAMP. fastmq's client
+has no transactional producer and reads no KV config, so END_TRANSACTION and the KV requests are
+not made.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import zlib
+from typing import Any, Callable, Protocol, Sequence
+
+from .._ext.produce import SendResult
+from ..errors import BrokerError
+from ..protocol.bodies import TopicRouteData
+from ..protocol.codes import LanguageCode, RequestCode, ResponseCode
+from ..protocol.command import VERSION, RemotingCommand, create_request, ext_int, ext_str, next_opaque
+from ..protocol.headers import (ConsumerSendMsgBackRequestHeader, GetConsumerListByGroupRequestHeader,
+                                GetMaxOffsetRequestHeader, GetMinOffsetRequestHeader, GetRouteInfoRequestHeader,
+                                QueryConsumerOffsetRequestHeader, SearchOffsetRequestHeader,
+                                UnregisterClientRequestHeader, UpdateConsumerOffsetRequestHeader)
+from ..protocol.message import Message, MessageSysFlag, encode_properties
+from ..protocol.message_queue import MessageQueue
+from ..protocol.topic import AUTO_CREATE_TOPIC_KEY_TOPIC, is_retry_topic
+from ..remoting import Connection, RemotingClient
+
+__all__ = ["ClientAPI", "RPCHook", "SendStatus", "send_request", "send_result"]
+
+_LANG = int(LanguageCode.PYTHON)
+
+
+class RPCHook(Protocol):
+    """RocketMQ's RPCHook: sees every request before it is sent and every answer as it arrives.
+
+    ``addr`` is the broker's address, or None for a NameServer request (the remoting client
+    picks the NameServer, failing over down the list). A oneway request has no answer, so no
+    ``after_response``. A ``before_request`` that raises fails its request, unsent, with that
+    error; an ``after_response`` that raises fails the caller's request too, except for a pull
+    (its answer arrives in a callback: the loop's exception handler gets the error).
+    """
+
+    def before_request(self, addr: str | None, request: RemotingCommand) -> None: ...
+
+    def after_response(self, addr: str | None, request: RemotingCommand, response: RemotingCommand) -> None: ...
+
+
+class SendStatus:
+    SEND_OK = "SEND_OK"
+    FLUSH_DISK_TIMEOUT = "FLUSH_DISK_TIMEOUT"
+    FLUSH_SLAVE_TIMEOUT = "FLUSH_SLAVE_TIMEOUT"
+    SLAVE_NOT_AVAILABLE = "SLAVE_NOT_AVAILABLE"
+
+
+_STATUS_BY_CODE: dict[int, str] = {
+    ResponseCode.SUCCESS: SendStatus.SEND_OK, ResponseCode.FLUSH_DISK_TIMEOUT: SendStatus.FLUSH_DISK_TIMEOUT,
+    ResponseCode.FLUSH_SLAVE_TIMEOUT: SendStatus.FLUSH_SLAVE_TIMEOUT,
+    ResponseCode.SLAVE_NOT_AVAILABLE: SendStatus.SLAVE_NOT_AVAILABLE}
+
+
+def _refused(resp: RemotingCommand) -> BrokerError:
+    return BrokerError.for_code(resp.code, resp.remark)
+
+
+def send_request(msg: Message, mq: MessageQueue, group: str, default_topic_queue_nums: int, compress_over: int,
+                 batch: bool = False) -> RemotingCommand:
+    """SEND_MESSAGE_V2 (``batch``: SEND_BATCH_MESSAGE, ``msg.body`` the encoded batch) of ``msg``
+    to ``mq``; a body over ``compress_over`` bytes is compressed (a batch never is)."""
+    body = bytes(msg.body)
+    sys_flag = 0
+    if not batch and len(body) > compress_over:
+        body = zlib.compress(body, 5)
+        sys_flag |= MessageSysFlag.COMPRESSED
+    # SendMessageRequestHeader(...).to_v2_fields() written out: the same letters, order and
+    # strings (tests/test_producer_fast.py holds them equal), without a dataclass and a
+    # field-spec walk per message.
+    topic = msg.topic
+    fields = {"a": group, "b": topic, "c": AUTO_CREATE_TOPIC_KEY_TOPIC, "d": str(default_topic_queue_nums),
+              "e": str(mq.queue_id), "f": str(sys_flag), "g": str(int(time.time() * 1000)), "h": str(msg.flag),
+              "i": encode_properties(msg.properties).decode("utf-8"), "j": "0", "k": "false"}
+    if is_retry_topic(topic):
+        fields["l"] = "16"
+    fields["m"] = "true" if batch else "false"
+    return RemotingCommand(RequestCode.SEND_BATCH_MESSAGE if batch else RequestCode.SEND_MESSAGE_V2,
+                           language=_LANG, version=VERSION, opaque=next_opaque(), flag=0, ext_fields=fields,
+                           serialize_type=0, body=body)
+
+
+def send_result(resp: RemotingCommand, topic: str, mq: MessageQueue, uniq_id: str) -> SendResult:
+    """processSendResponse: the SendResult of a send's answer (``uniq_id``: the message's
+    UNIQ_KEY, or a batch's joined by commas).
+
+    Raises:
+        BrokerError: the broker refused the send (the subclass of its code).
+        RemotingCommandError: a header field of the answer is not a number.
+    """
+    status = _STATUS_BY_CODE.get(resp.code)
+    if status is None:
+        raise _refused(resp)
+    queue_id = ext_int(resp, "queueId", mq.queue_id)
+    return SendResult(status, uniq_id, ext_str(resp, "msgId") or "",
+                      MessageQueue(topic, mq.broker_name, queue_id if queue_id is not None else mq.queue_id),
+                      ext_int(resp, "queueOffset", 0) or 0, ext_str(resp, "MSG_REGION"))
+
+
+class ClientAPI:
+    """The requests of one client instance, over its remoting client.
+
+    Args:
+        remoting: the instance's connections (and NameServer list).
+        timeout: seconds a request may take when its caller gives no timeout
+            (``mq_client_api_timeout``).
+        hooks: applied to every request, in order (the ACL signer first when there are credentials).
+    """
+
+    def __init__(self, remoting: RemotingClient, timeout: float, hooks: Sequence[RPCHook] = ()) -> None:
+        self.remoting = remoting
+        self.timeout = timeout
+        self.hooks: tuple[RPCHook, ...] = tuple(hooks)
+        #: ``connection_for_frames(addr)``: the open connection to ``addr`` for a request already
+        #: encoded (the producer's compiled first try), or None: not connected yet, or a hook must
+        #: see every request (the caller then takes :meth:`send_message`). Chosen once, as the
+        #: hooks are, so the first try pays no more per send than the remoting client's lookup.
+        self.connection_for_frames: Callable[[str], Connection | None] = (
+            _no_connection if self.hooks else remoting.open_connection)
+
+    # ------------------------------------------------------------ the one way out
+
+    def _before(self, addr: str | None, request: RemotingCommand) -> None:
+        for hook in self.hooks:
+            hook.before_request(addr, request)
+
+    def _after(self, addr: str | None, request: RemotingCommand, response: RemotingCommand) -> None:
+        for hook in self.hooks:
+            hook.after_response(addr, request, response)
+
+    async def _invoke(self, addr: str, request: RemotingCommand, timeout: float | None) -> RemotingCommand:
+        self._before(addr, request)
+        resp = await self.remoting.invoke(addr, request, self.timeout if timeout is None else timeout)
+        self._after(addr, request, resp)
+        return resp
+
+    async def _call(self, addr: str, request: RemotingCommand, timeout: float | None) -> RemotingCommand:
+        """The answer of ``request``, which must be a SUCCESS: any other code is raised."""
+        resp = await self._invoke(addr, request, timeout)
+        if resp.code != ResponseCode.SUCCESS:
+            raise _refused(resp)
+        return resp
+
+    async def _invoke_oneway(self, addr: str, request: RemotingCommand, timeout: float | None) -> None:
+        self._before(addr, request)
+        await self.remoting.invoke_oneway(addr, request, self.timeout if timeout is None else timeout)
+
+    @property
+    def writes_frames(self) -> bool:
+        """True when a request may go out as a frame encoded in advance: no hook has to see it."""
+        return not self.hooks
+
+    # ------------------------------------------------------------ NameServer
+
+    async def get_route_info(self, topic: str, timeout: float | None = None) -> TopicRouteData | None:
+        """GET_ROUTEINFO_BY_TOPIC: the topic's route; None when the NameServer has none (TOPIC_NOT_EXIST).
+
+        Raises:
+            BrokerError: any other refusal, or a SUCCESS without a route.
+            RemotingError: no NameServer of the list answered.
+        """
+        request = create_request(RequestCode.GET_ROUTEINFO_BY_TOPIC, GetRouteInfoRequestHeader(topic).to_fields())
+        self._before(None, request)
+        resp = await self.remoting.invoke_namesrv(request, self.timeout if timeout is None else timeout)
+        self._after(None, request, resp)
+        if resp.code == ResponseCode.TOPIC_NOT_EXIST:
+            return None
+        if resp.code != ResponseCode.SUCCESS or not resp.body:
+            raise BrokerError.for_code(resp.code, f"getTopicRouteInfoFromNameServer failed: {resp.remark}")
+        return TopicRouteData.from_json(resp.body)
+
+    # ------------------------------------------------------------ producer
+
+    async def send_message(self, addr: str, request: RemotingCommand, topic: str, mq: MessageQueue, uniq_id: str,
+                           timeout: float | None = None) -> SendResult:
+        """A SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE (see :func:`send_request`) and its result.
+
+        Raises:
+            BrokerError: the broker refused it (``retriable`` says whether another try may help).
+            RemotingError: no answer (connect, timeout, connection lost).
+        """
+        return send_result(await self._invoke(addr, request, timeout), topic, mq, uniq_id)
+
+    async def send_message_oneway(self, addr: str, request: RemotingCommand, timeout: float | None = None) -> None:
+        """A send with no answer asked for (the oneway flag)."""
+        await self._invoke_oneway(addr, request, timeout)
+
+    # ------------------------------------------------------------ consumer
+
+    def pull_message(self, addr: str, fields: dict[str, str], timeout_ms: int
+                     ) -> tuple[asyncio.Future[RemotingCommand], Connection | None, int]:
+        """PULL_MESSAGE with these header fields (a PullMessageRequestHeader's, as strings),
+        written now. Returns the future of its answer, the connection it went on (None when it
+        had to connect first: the future is then a task) and its opaque, with which a caller
+        that gives the pull up removes it from the connection's pending table.
+
+        The answer's code is the caller's to read: FOUND, NO_NEW_MSG, NO_MATCHED_MSG and
+        OFFSET_ILLEGAL are all answers of a pull (processPullResponse).
+        """
+        request = RemotingCommand(RequestCode.PULL_MESSAGE, language=_LANG, version=VERSION, opaque=next_opaque(),
+                                  flag=0, ext_fields=fields, serialize_type=0, body=None)
+        self._before(addr, request)
+        conn = self.remoting.open_connection(addr)
+        fut: asyncio.Future[RemotingCommand]
+        if conn is None:  # not connected yet: invoke connects (a task, so it starts now too)
+            fut = asyncio.ensure_future(self.remoting.invoke(addr, request, timeout_ms / 1000))
+        else:
+            # Written at once, with no timer of its own (``asyncio.timeout`` costs ~3 µs): the
+            # remoting client's once-a-second scan of the pending table fails it after
+            # ``timeout_ms``, as RocketMQ's scanResponseTable does for its async pulls. Flushed
+            # now rather than at the loop's next turn: pulls of several queues leaving in one
+            # write come back as one write of several answers, and the client and the broker
+            # then take turns instead of working side by side (measured with 4 queues: ~290,000
+            # msgs/s against ~600,000).
+            loop = asyncio.get_running_loop()
+            fut = loop.create_future()
+            conn.start_request(request, fut, loop.time() + timeout_ms / 1000, timeout_ms)
+            conn.flush()
+        if self.hooks:
+            fut.add_done_callback(lambda f: None if f.cancelled() or f.exception() is not None
+                                  else self._after(addr, request, f.result()))
+        return fut, conn, request.opaque
+
+    async def query_consumer_offset(self, addr: str, group: str, mq: MessageQueue,
+                                    timeout: float | None = None) -> int:
+        """QUERY_CONSUMER_OFFSET: the group's committed offset of ``mq``.
+
+        Raises:
+            BrokerError: refused; QUERY_NOT_FOUND (a ``QueryNotFoundError``) when the group never
+                committed one there.
+        """
+        request = create_request(RequestCode.QUERY_CONSUMER_OFFSET,
+                                 QueryConsumerOffsetRequestHeader(group, mq.topic, mq.queue_id).to_fields())
+        off = ext_int(await self._call(addr, request, timeout), "offset", -1)
+        return -1 if off is None else off
+
+    async def update_consumer_offset_oneway(self, addr: str, group: str, mq: MessageQueue, offset: int,
+                                            timeout: float | None = None) -> None:
+        """UPDATE_CONSUMER_OFFSET, oneway (updateConsumerOffsetOneway)."""
+        header = UpdateConsumerOffsetRequestHeader(group, mq.topic, mq.queue_id, offset)
+        await self._invoke_oneway(addr, create_request(RequestCode.UPDATE_CONSUMER_OFFSET, header.to_fields()),
+                                  timeout)
+
+    async def get_consumer_id_list(self, addr: str, group: str, timeout: float | None = None) -> list[str]:
+        """GET_CONSUMER_LIST_BY_GROUP: the client ids of the group's consumers that broker knows.
+
+        Raises:
+            BrokerError: refused, or a SUCCESS without the list (code 0, as the Java client's).
+        """
+        request = create_request(RequestCode.GET_CONSUMER_LIST_BY_GROUP,
+                                 GetConsumerListByGroupRequestHeader(group).to_fields())
+        resp = await self._invoke(addr, request, timeout)
+        if resp.code != ResponseCode.SUCCESS or not resp.body:
+            raise _refused(resp)
+        return list(json.loads(resp.body).get("consumerIdList") or [])
+
+    async def consumer_send_message_back(self, addr: str, *, group: str, commit_log_offset: int, delay_level: int,
+                                         origin_msg_id: str, origin_topic: str, max_reconsume_times: int,
+                                         timeout: float | None = None) -> None:
+        """CONSUMER_SEND_MSG_BACK: the broker puts a message the group failed to consume on its
+        retry topic (or its dead-letter topic once retried ``max_reconsume_times``).
+
+        Raises:
+            BrokerError: refused.
+        """
+        header = ConsumerSendMsgBackRequestHeader(commit_log_offset, group, delay_level, origin_msg_id, origin_topic,
+                                                  False, max_reconsume_times)
+        await self._call(addr, create_request(RequestCode.CONSUMER_SEND_MSG_BACK, header.to_fields()), timeout)
+
+    async def lock_batch_mq(self, addr: str, group: str, client_id: str, mqs: Sequence[MessageQueue],
+                            timeout: float | None = None) -> set[MessageQueue]:
+        """LOCK_BATCH_MQ: the queues of ``mqs`` the broker now holds for this client (orderly consume).
+
+        Raises:
+            BrokerError: refused.
+        """
+        request = create_request(RequestCode.LOCK_BATCH_MQ, body=_lock_body(group, client_id, mqs))
+        body = (await self._call(addr, request, timeout)).body
+        return {MessageQueue.from_obj(o) for o in json.loads(body or b"{}").get("lockOKMQSet") or []}
+
+    async def unlock_batch_mq(self, addr: str, group: str, client_id: str, mqs: Sequence[MessageQueue],
+                              timeout: float | None = None) -> None:
+        """UNLOCK_BATCH_MQ, waiting for the broker's answer.
+
+        Raises:
+            BrokerError: refused.
+        """
+        await self._call(addr, create_request(RequestCode.UNLOCK_BATCH_MQ, body=_lock_body(group, client_id, mqs)),
+                         timeout)
+
+    async def get_max_offset(self, addr: str, mq: MessageQueue, timeout: float | None = None) -> int:
+        """GET_MAX_OFFSET: the offset the queue's next message will get."""
+        header = GetMaxOffsetRequestHeader(mq.topic, mq.queue_id)
+        return await self._offset(addr, create_request(RequestCode.GET_MAX_OFFSET, header.to_fields()), timeout)
+
+    async def get_min_offset(self, addr: str, mq: MessageQueue, timeout: float | None = None) -> int:
+        """GET_MIN_OFFSET: the queue's first offset still stored."""
+        header = GetMinOffsetRequestHeader(mq.topic, mq.queue_id)
+        return await self._offset(addr, create_request(RequestCode.GET_MIN_OFFSET, header.to_fields()), timeout)
+
+    async def search_offset(self, addr: str, mq: MessageQueue, timestamp_ms: int, timeout: float | None = None) -> int:
+        """SEARCH_OFFSET_BY_TIMESTAMP: the first offset of the queue stored at or after ``timestamp_ms``."""
+        header = SearchOffsetRequestHeader(mq.topic, mq.queue_id, timestamp_ms)
+        return await self._offset(addr, create_request(RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, header.to_fields()),
+                                  timeout)
+
+    async def _offset(self, addr: str, request: RemotingCommand, timeout: float | None) -> int:
+        return ext_int(await self._call(addr, request, timeout), "offset", 0) or 0
+
+    # ------------------------------------------------------------ client registration
+
+    async def send_heartbeat(self, addr: str, heartbeat: bytes, timeout: float | None = None) -> None:
+        """HEART_BEAT with this HeartbeatData body.
+
+        Raises:
+            BrokerError: refused.
+        """
+        await self._call(addr, create_request(RequestCode.HEART_BEAT, body=heartbeat), timeout)
+
+    async def unregister_client(self, addr: str, client_id: str, producer_group: str | None = None,
+                                consumer_group: str | None = None, timeout: float | None = None) -> None:
+        """UNREGISTER_CLIENT: the broker forgets this client in the group(s) named.
+
+        Raises:
+            BrokerError: refused.
+        """
+        header = UnregisterClientRequestHeader(client_id, producer_group, consumer_group)
+        await self._call(addr, create_request(RequestCode.UNREGISTER_CLIENT, header.to_fields()), timeout)
+
+
+def _no_connection(addr: str) -> None:
+    """No connection for frames encoded in advance: a hook has to see each request first."""
+    return None
+
+
+def _lock_body(group: str, client_id: str, mqs: Sequence[MessageQueue]) -> bytes:
+    """LockBatchRequestBody / UnlockBatchRequestBody."""
+    body: dict[str, Any] = {"consumerGroup": group, "clientId": client_id, "mqSet": [mq.to_obj() for mq in mqs]}
+    return json.dumps(body).encode()
