@@ -45,9 +45,6 @@ log = logging.getLogger("fastmq.client")
 _LANG = int(LanguageCode.PYTHON)
 _UNIQ_KEY = MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX
 
-#: The response codes a send is retried on (DefaultMQProducer.retryResponseCodes).
-RETRY_RESPONSE_CODES = frozenset({ResponseCode.TOPIC_NOT_EXIST, ResponseCode.SERVICE_NOT_AVAILABLE,
-                                  ResponseCode.SYSTEM_ERROR, ResponseCode.NO_PERMISSION, 204, 205})
 _STATUS_BY_CODE: dict[int, str] = {
     ResponseCode.SUCCESS: "SEND_OK", ResponseCode.FLUSH_DISK_TIMEOUT: "FLUSH_DISK_TIMEOUT",
     ResponseCode.FLUSH_SLAVE_TIMEOUT: "FLUSH_SLAVE_TIMEOUT", ResponseCode.SLAVE_NOT_AVAILABLE: "SLAVE_NOT_AVAILABLE"}
@@ -461,7 +458,7 @@ class Producer:
             except BrokerError as exc:
                 self._update_fault(chosen.broker_name, int((loop.time() - t0) * 1000), True)
                 last_exc = exc
-                if exc.code in RETRY_RESPONSE_CODES:
+                if exc.retriable:
                     continue
                 raise
             self._update_fault(chosen.broker_name, int((loop.time() - t0) * 1000), False)
@@ -624,7 +621,7 @@ class Producer:
             result = self._result(resp, entry.topic, entry.mq, entry.uniq)
         except BrokerError as exc:
             self._update_fault(entry.mq.broker_name, latency, True)
-            if exc.code in RETRY_RESPONSE_CODES:
+            if exc.retriable:
                 self._async_retry(entry, exc)
             else:
                 entry.finish(None, exc)
