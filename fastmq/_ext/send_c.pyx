@@ -32,6 +32,9 @@ from libc.string cimport memcpy, memcmp
 
 import numpy as np
 
+from fastmq.protocol.headers import send_wire_names
+from fastmq._ext.send_py import SEND_FAST_ATTRS
+
 from .bigendian cimport get32 as _get32, put32 as _put32, put64 as _put64
 from .bytebuf cimport ByteBuf, bytebuf_free, bytebuf_reserve
 from .codec_c cimport RemotingCommand
@@ -392,9 +395,10 @@ cdef int _write_record(SendBatch b, RecIn* r, const uint8_t* born_host, const ui
     return <int>size
 
 
-cdef object _V1 = ("producerGroup", "topic", "defaultTopic", "defaultTopicQueueNums", "queueId", "sysFlag",
-                   "bornTimestamp", "flag", "properties", "reconsumeTimes", "batch")
-cdef object _V2 = ("a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "m")
+# the send header's wire names, from the declaration (protocol/headers.py), by send_py's positions
+cdef tuple _V1
+cdef tuple _V2
+_V1, _V2 = send_wire_names(SEND_FAST_ATTRS)
 
 
 cdef struct Ctx:
@@ -515,7 +519,7 @@ cdef bint _encode_one(SendBatch b, RemotingCommand req, Py_ssize_t i, dict topic
             return False
         r.reconsume = <int32_t>x
     # maxReconsumeTimes: not used here, but a bad one is refused (by the slow path)
-    v = _get(f, "maxReconsumeTimes" if req._code == CODE_SEND else "l")
+    v = _get(f, names[11])
     if v is not None and (not _parse_i64(v, &x) or not _i32(x)):
         return False
     v = _get(f, names[10])

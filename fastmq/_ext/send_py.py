@@ -30,6 +30,9 @@ from typing import Any, TypeGuard
 
 import numpy as np
 
+from ..protocol.codes import RequestCode
+from ..protocol.headers import send_wire_names
+
 __all__ = ["SendBatch", "encode_sends", "place_records", "index_records", "encode_answers", "COLUMNS",
            "crc32", "java_hash", "answer_template"]
 
@@ -38,10 +41,13 @@ C_REQ, C_POS, C_SIZE, C_KEY, C_TAGS, C_FLAGS, C_QOFF, C_PHYS, C_QID = range(9)
 F_WAIT, F_INDEX = 1, 2
 FIXED = 91
 MAGIC = -626843481
-_CODES = (10, 310, 320)
-_V1 = ("producerGroup", "topic", "defaultTopic", "defaultTopicQueueNums", "queueId", "sysFlag",
-       "bornTimestamp", "flag", "properties", "reconsumeTimes", "batch")
-_V2 = ("a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "m")
+_SEND, _SEND_V2, _SEND_BATCH = int(RequestCode.SEND_MESSAGE), int(RequestCode.SEND_MESSAGE_V2), int(RequestCode.SEND_BATCH_MESSAGE)
+_CODES = (_SEND, _SEND_V2, _SEND_BATCH)
+#: The send header fields both twins' fast path reads, by position (``names[i]``); their wire
+#: names come from the declaration (protocol/headers.py).
+SEND_FAST_ATTRS = ("producerGroup", "topic", "defaultTopic", "defaultTopicQueueNums", "queueId", "sysFlag",
+                   "bornTimestamp", "flag", "properties", "reconsumeTimes", "batch", "maxReconsumeTimes")
+_V1, _V2 = send_wire_names(SEND_FAST_ATTRS)
 _HEAD = struct.Struct(">iiiiiqqiq")       # size .. born timestamp (48 bytes)
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
@@ -162,7 +168,7 @@ def encode_sends(requests: list[Any], topics: dict[str, tuple[int, int, int]], b
             b.slow.append(i)
             continue
         f = req.ext_fields
-        names = _V1 if req.code == 10 else _V2
+        names = _V1 if req.code == _SEND else _V2
         topic = f.get(names[1])
         info = topics.get(topic) if type(topic) is str else None
         qid = _int(f.get(names[4]))
@@ -171,7 +177,7 @@ def encode_sends(requests: list[Any], topics: dict[str, tuple[int, int, int]], b
         reconsume = 0 if rc is None else _int(rc)
         bv = f.get(names[10])
         # maxReconsumeTimes: not used here, but a bad one is refused (by the slow path)
-        mrt = f.get("maxReconsumeTimes" if req.code == 10 else "l")
+        mrt = f.get(names[11])
         if (names[0] not in f or names[2] not in f or not _i32(_int(f.get(names[3]))) or info is None
                 or (groups is not None and f.get(names[0]) not in groups)
                 or not _i32(qid) or qid >= info[0] or not _i32(sys_flag) or born_ts is None or not _i32(flag)
@@ -186,7 +192,7 @@ def encode_sends(requests: list[Any], topics: dict[str, tuple[int, int, int]], b
             continue
         sys_flag = (sys_flag & ~0x30) | info[2]
         # Java's parseBoolean, plus the C++ client's "1" on SEND_MESSAGE (see fast_send_header)
-        batch = req.code == 320 or bv == "true" or (bv == "1" and req.code == 10)
+        batch = req.code == _SEND_BATCH or bv == "true" or (bv == "1" and req.code == _SEND)
         try:
             tb = topic.encode("utf-8")
         except UnicodeEncodeError:

@@ -26,6 +26,7 @@ from .._ext.codec import RemotingCommand
 from ..protocol.codes import ClientErrorCode, LanguageCode, RequestCode, ResponseCode
 from ..protocol.bodies import TopicRouteData
 from ..protocol.command import VERSION, ext_int, ext_str, next_opaque
+from ..protocol.headers import send_wire_names
 from ..protocol.message import (Message, MessageConst, MessageFormatError, MessageSysFlag, encode_batch_body,
                                 encode_properties, java_string_hash)
 from ..protocol.message_queue import MessageQueue
@@ -45,6 +46,11 @@ log = logging.getLogger("fastmq.client")
 _LANG = int(LanguageCode.PYTHON)
 _UNIQ_KEY = MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX
 
+# The V2 letters of the send header fields the producer sets, from the declaration.
+(_H_GROUP, _H_TOPIC, _H_DEFAULT_TOPIC, _H_DEFAULT_QUEUES, _H_QUEUE, _H_SYS_FLAG, _H_BORN, _H_FLAG, _H_PROPERTIES,
+ _H_RECONSUME, _H_UNIT, _H_MAX_RECONSUME, _H_BATCH) = send_wire_names((
+    "producerGroup", "topic", "defaultTopic", "defaultTopicQueueNums", "queueId", "sysFlag", "bornTimestamp", "flag",
+    "properties", "reconsumeTimes", "unitMode", "maxReconsumeTimes", "batch"))[1]
 _STATUS_BY_CODE: dict[int, str] = {
     ResponseCode.SUCCESS: "SEND_OK", ResponseCode.FLUSH_DISK_TIMEOUT: "FLUSH_DISK_TIMEOUT",
     ResponseCode.FLUSH_SLAVE_TIMEOUT: "FLUSH_SLAVE_TIMEOUT", ResponseCode.SLAVE_NOT_AVAILABLE: "SLAVE_NOT_AVAILABLE"}
@@ -371,12 +377,14 @@ class Producer:
         # strings (tests/test_producer_fast.py holds them equal), without a dataclass and a
         # field-spec walk per message.
         topic = msg.topic
-        fields = {"a": self.group, "b": topic, "c": AUTO_CREATE_TOPIC_KEY_TOPIC, "d": str(self.default_topic_queue_nums),
-                  "e": str(mq.queue_id), "f": str(sys_flag), "g": str(int(time.time() * 1000)), "h": str(msg.flag),
-                  "i": encode_properties(msg.properties).decode("utf-8"), "j": "0", "k": "false"}
+        fields = {_H_GROUP: self.group, _H_TOPIC: topic, _H_DEFAULT_TOPIC: AUTO_CREATE_TOPIC_KEY_TOPIC,
+                  _H_DEFAULT_QUEUES: str(self.default_topic_queue_nums), _H_QUEUE: str(mq.queue_id),
+                  _H_SYS_FLAG: str(sys_flag), _H_BORN: str(int(time.time() * 1000)), _H_FLAG: str(msg.flag),
+                  _H_PROPERTIES: encode_properties(msg.properties).decode("utf-8"), _H_RECONSUME: "0",
+                  _H_UNIT: "false"}
         if is_retry_topic(topic):
-            fields["l"] = "16"
-        fields["m"] = "true" if batch else "false"
+            fields[_H_MAX_RECONSUME] = "16"
+        fields[_H_BATCH] = "true" if batch else "false"
         return RemotingCommand(RequestCode.SEND_BATCH_MESSAGE if batch else RequestCode.SEND_MESSAGE_V2,
                                language=_LANG, version=VERSION, opaque=next_opaque(), flag=0, ext_fields=fields,
                                serialize_type=0, body=body)

@@ -18,8 +18,8 @@ from ...errors import FAQ_SUFFIX, RemotingCommandError
 from ...protocol import topic as tv
 from ...protocol.codes import RequestCode, ResponseCode
 from ...protocol.command import RemotingCommand, response_for
-from ...protocol.headers import (SEND_V2_NAMES, ConsumerSendMsgBackRequestHeader, SendMessageRequestHeader,
-                                 decode_send_header, in_int_range, in_long_range, java_number)
+from ...protocol.headers import (SEND_FIELDS, ConsumerSendMsgBackRequestHeader, SendMessageRequestHeader,
+                                 decode_send_header, in_int_range, in_long_range, java_number, send_wire_names)
 from ...protocol.message import (MessageConst, MessageExt, MessageFormatError, MessageSysFlag, decode_batch_body,
                                  decode_properties, pack_host)
 from ...remoting import Connection
@@ -70,10 +70,9 @@ def parse_addr(addr: str) -> tuple[str, int]:
         return addr, 0
 
 
-_ATTRS = ("producerGroup", "topic", "defaultTopic", "defaultTopicQueueNums", "queueId", "sysFlag", "bornTimestamp",
-          "flag", "properties", "reconsumeTimes", "unitMode", "maxReconsumeTimes", "batch", "bname")
-_WIRE_V1 = _ATTRS
-_WIRE_V2 = tuple(SEND_V2_NAMES[a] for a in _ATTRS)
+# fast_send_header reads the fields by position, in the declaration's order
+_WIRE_V1, _WIRE_V2 = send_wire_names(SEND_FIELDS)
+_I_GROUP, _I_TOPIC = SEND_FIELDS.index("producerGroup"), SEND_FIELDS.index("topic")
 
 
 def _true(raw: str | None) -> bool:
@@ -268,12 +267,13 @@ class SendMessageProcessor(BrokerCodeDispatchProcessor):
         """After the long way, let the next sends to this topic, and from this producer group,
         take the fast path if they may (the group cache keeps the name gate's rule there)."""
         f = request.ext_fields or {}
-        g = f.get("producerGroup" if request.code == RequestCode.SEND_MESSAGE else "a")
+        w = _WIRE_V1 if request.code == RequestCode.SEND_MESSAGE else _WIRE_V2
+        g = f.get(w[_I_GROUP])
         if type(g) is str and g not in self._good_groups and tv.validate_group(g) is None:
             if len(self._good_groups) >= _GOOD_GROUPS_MAX:
                 self._good_groups.clear()
             self._good_groups.add(g)
-        topic = f.get("topic" if request.code == RequestCode.SEND_MESSAGE else "b")
+        topic = f.get(w[_I_TOPIC])
         if type(topic) is not str or topic in self._fast_topics or tv.is_retry_topic(topic):
             return
         if tv.validate_topic(topic) is not None or tv.is_not_allowed_send_topic(topic):
