@@ -28,6 +28,7 @@ from contextvars import copy_context
 
 from fastmq.protocol.codes import RequestCode
 from fastmq.protocol.headers import SEND_V2_NAMES
+from fastmq.protocol.message_const import MessageConst
 
 from .batch_c import encode_batch_body
 from .codec_c import LANGUAGE_NAMES, MAX_HEADER_LENGTH
@@ -67,8 +68,8 @@ cdef bytes _letter_key(bytes before, str attr):
     return before + SEND_V2_NAMES[attr].encode("ascii") + b'":"'
 
 
-cdef str _UNIQ_KEY = "UNIQ_KEY"
-cdef str _DELAY = "DELAY"
+cdef str _UNIQ_KEY = MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX
+cdef str _DELAY = MessageConst.DELAY_TIME_LEVEL
 cdef str _ZERO = "0"
 cdef int _SEND_V2 = RequestCode.SEND_MESSAGE_V2
 cdef int _SEND_BATCH = RequestCode.SEND_BATCH_MESSAGE
@@ -76,7 +77,7 @@ cdef str _SEND_OK = "SEND_OK"
 cdef str _QUEUE_ID = "queueId"
 cdef str _QUEUE_OFFSET = "queueOffset"
 cdef str _MSG_ID = "msgId"
-cdef str _MSG_REGION = "MSG_REGION"
+cdef str _MSG_REGION = MessageConst.MSG_REGION
 # the fixed pieces between a request's variable header values; the letters are the declaration's
 # (protocol/headers.py), laid out once here
 cdef bytes _F = _letter_key(b'","', "sysFlag")

@@ -43,14 +43,15 @@ from typing import Any, Callable, Sequence
 
 from ..protocol.codes import RequestCode
 from ..protocol.headers import SEND_V2_NAMES
+from ..protocol.message_const import MessageConst
 from .batch_py import _properties, encode_batch_body
 from .codec_py import LANGUAGE_NAMES, MAX_HEADER_LENGTH
 
 __all__ = ["UniqIds", "SendRequestWriter", "encode_batch", "SendResult", "AsyncSend", "SendFastPath", "month_bounds"]
 
 _FRAME_HEAD = struct.Struct(">ii")
-_UNIQ_KEY = "UNIQ_KEY"
-_DELAY = "DELAY"
+_UNIQ_KEY = MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX
+_DELAY = MessageConst.DELAY_TIME_LEVEL
 _SUCCESS = 0
 _SEND_V2, _SEND_BATCH = int(RequestCode.SEND_MESSAGE_V2), int(RequestCode.SEND_BATCH_MESSAGE)
 
@@ -311,7 +312,7 @@ class AsyncSend(asyncio.Future[SendResult]):
                 if self.fault:
                     self.owner._update_fault(mq.broker_name, int((self.get_loop().time() - self.begin) * 1000),
                                              False)
-                self.finish(SendResult("SEND_OK", self.uniq, msg_id, mq, qoff, ext.get("MSG_REGION")), None)
+                self.finish(SendResult("SEND_OK", self.uniq, msg_id, mq, qoff, ext.get(MessageConst.MSG_REGION)), None)
                 return
         self.owner._async_answer(self, resp)
 

@@ -27,6 +27,7 @@ from ..protocol.codes import ClientErrorCode, LanguageCode, RequestCode, Respons
 from ..protocol.bodies import TopicRouteData
 from ..protocol.command import VERSION, ext_int, ext_str, next_opaque
 from ..protocol.headers import send_wire_names
+from ..protocol.message_const import NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR
 from ..protocol.message import (Message, MessageConst, MessageFormatError, MessageSysFlag, encode_batch_body,
                                 encode_properties, java_string_hash)
 from ..protocol.message_queue import MessageQueue
@@ -107,7 +108,8 @@ def hash_selector(mqs: Sequence[MessageQueue], msg: Message, arg: object) -> Mes
 
 
 _BATCH_ENTRY_FIXED = 4 + 4 + 4 + 4 + 4 + 2  # size, magic, body CRC, flag, body length, properties length
-_UNIQ_KEY_BYTES = len(f"{_UNIQ_KEY}\x01\x02") + 32  # what the batch encoder adds to a message without one
+# what the batch encoder adds to a message without a UNIQ_KEY
+_UNIQ_KEY_BYTES = len(f"{_UNIQ_KEY}{NAME_VALUE_SEPARATOR}{PROPERTY_SEPARATOR}") + 32
 
 
 def split_batch(msgs: Iterable[Message], limit: int = 4 * 1024 * 1024) -> Iterator[list[Message]]:
@@ -396,7 +398,7 @@ class Producer:
         queue_id = ext_int(resp, "queueId", mq.queue_id)
         return SendResult(status, uniq_id, ext_str(resp, "msgId") or "",
                           MessageQueue(topic, mq.broker_name, queue_id if queue_id is not None else mq.queue_id),
-                          ext_int(resp, "queueOffset", 0) or 0, ext_str(resp, "MSG_REGION"))
+                          ext_int(resp, "queueOffset", 0) or 0, ext_str(resp, MessageConst.MSG_REGION))
 
     async def _send_once(self, msg: Message, mq: MessageQueue, info: TopicPublishInfo, timeout: float,
                          uniq_id: str, batch: bool, oneway: bool) -> SendResult | None:

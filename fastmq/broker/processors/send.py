@@ -20,6 +20,7 @@ from ...protocol.codes import RequestCode, ResponseCode
 from ...protocol.command import RemotingCommand, response_for
 from ...protocol.headers import (SEND_FIELDS, ConsumerSendMsgBackRequestHeader, SendMessageRequestHeader,
                                  decode_send_header, in_int_range, in_long_range, java_number, send_wire_names)
+from ...protocol.message_const import NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR
 from ...protocol.message import (MessageConst, MessageExt, MessageFormatError, MessageSysFlag, decode_batch_body,
                                  decode_properties, pack_host)
 from ...remoting import Connection
@@ -251,7 +252,8 @@ class SendMessageProcessor(BrokerCodeDispatchProcessor):
         """The CLUSTER property every record gets, the msgId prefix and the answer template."""
         if self._consts is None:
             cfg = self.broker.config
-            self._consts = (f"{MessageConst.CLUSTER}\x01{cfg.brokerClusterName}\x02".encode("utf-8"),
+            cluster = f"{MessageConst.CLUSTER}{NAME_VALUE_SEPARATOR}{cfg.brokerClusterName}{PROPERTY_SEPARATOR}"
+            self._consts = (cluster.encode("utf-8"),
                             self.broker.store.msg_id_prefix.encode("ascii"),
                             answer_template(cfg.regionId, bool(cfg.traceOn)))
         return self._consts
@@ -353,7 +355,7 @@ class SendMessageProcessor(BrokerCodeDispatchProcessor):
 
     def _region_fields(self) -> dict[str, str]:
         cfg = self.broker.config
-        return {"MSG_REGION": cfg.regionId, "TRACE_ON": "true" if cfg.traceOn else "false"}
+        return {MessageConst.MSG_REGION: cfg.regionId, MessageConst.TRACE_SWITCH: "true" if cfg.traceOn else "false"}
 
     def _respond(self, request: RemotingCommand, res: PutResult, queue_id: int) -> RemotingCommand:
         code = PUT_STATUS_CODES.get(res.status, ResponseCode.SYSTEM_ERROR)
