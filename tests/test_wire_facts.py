@@ -17,8 +17,8 @@ from fastmq.broker.processors.send import fast_send_header
 from fastmq.errors import BrokerError
 from fastmq.protocol.codes import LANGUAGE_NAMES, RETRY_RESPONSE_CODES, LanguageCode, RequestCode, ResponseCode
 from fastmq.protocol.command import create_request
-from fastmq.protocol.headers import (SEND_FIELDS, SEND_V2_NAMES, SendMessageRequestHeader, decode_send_header,
-                                     send_wire_names)
+from fastmq.protocol.headers import (SEND_FIELDS, SEND_V2_NAMES, PullMessageResponseHeader, SendMessageRequestHeader,
+                                     SendMessageResponseHeader, declared, decode_send_header, send_wire_names)
 from fastmq.protocol import record_layout, wire_pxd
 from fastmq.protocol.message import MessageExt, decode_record, encode_record, pack_host
 from fastmq.protocol.message_const import NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR, MessageConst, MessageSysFlag
@@ -60,6 +60,12 @@ def test_v2_letters_follow_the_declaration_order() -> None:
     assert "".join(SEND_V2_NAMES.values()) == "abcdefghijklmn"[:len(SEND_FIELDS)]
     with pytest.raises(KeyError):
         send_wire_names(("noSuchField",))
+
+
+def test_hot_paths_key_long_name_headers_by_declared_fields() -> None:
+    assert declared(SendMessageResponseHeader, "msgId", "queueOffset") == ("msgId", "queueOffset")
+    with pytest.raises(KeyError, match="PullMessageResponseHeader declares no field 'nextOffset'"):
+        declared(PullMessageResponseHeader, "nextOffset")
 
 
 def _every_field_set(**kw: object) -> SendMessageRequestHeader:

@@ -27,7 +27,7 @@ from asyncio import CancelledError, InvalidStateError
 from contextvars import copy_context
 
 from fastmq.protocol.codes import RequestCode
-from fastmq.protocol.headers import SEND_V2_NAMES
+from fastmq.protocol.headers import SEND_V2_NAMES, SendMessageResponseHeader, declared
 from fastmq.protocol.message_const import MessageConst
 
 from .batch_c import encode_batch_body
@@ -63,6 +63,8 @@ __all__ = ["UniqIds", "SendRequestWriter", "encode_batch", "SendResult", "AsyncS
 cdef const char* _UHEX = b"0123456789ABCDEF"
 cdef uint64_t COUNTER_MASK = 0x3FFFFFFFFFFFFFFF  # the round-robin counter stays a positive int64
 cdef const char* _LHEX = b"0123456789abcdef"
+
+
 cdef bytes _letter_key(bytes before, str attr):
     """``before`` + the JSON key of ``attr``'s V2 letter + ``:"`` (the opening quote of its value)."""
     return before + SEND_V2_NAMES[attr].encode("ascii") + b'":"'
@@ -74,9 +76,8 @@ cdef str _ZERO = "0"
 cdef int _SEND_V2 = RequestCode.SEND_MESSAGE_V2
 cdef int _SEND_BATCH = RequestCode.SEND_BATCH_MESSAGE
 cdef str _SEND_OK = "SEND_OK"
-cdef str _QUEUE_ID = "queueId"
-cdef str _QUEUE_OFFSET = "queueOffset"
-cdef str _MSG_ID = "msgId"
+cdef str _MSG_ID, _QUEUE_ID, _QUEUE_OFFSET
+_MSG_ID, _QUEUE_ID, _QUEUE_OFFSET = declared(SendMessageResponseHeader, "msgId", "queueId", "queueOffset")
 cdef str _MSG_REGION = MessageConst.MSG_REGION
 # the fixed pieces between a request's variable header values; the letters are the declaration's
 # (protocol/headers.py), laid out once here

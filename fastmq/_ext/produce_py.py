@@ -42,7 +42,7 @@ import zlib
 from typing import Any, Callable, Sequence
 
 from ..protocol.codes import RequestCode
-from ..protocol.headers import SEND_V2_NAMES
+from ..protocol.headers import SEND_V2_NAMES, SendMessageResponseHeader, declared
 from ..protocol.message_const import MessageConst
 from .batch_py import _properties, encode_batch_body
 from .codec_py import LANGUAGE_NAMES, MAX_HEADER_LENGTH
@@ -51,6 +51,7 @@ __all__ = ["UniqIds", "SendRequestWriter", "encode_batch", "SendResult", "AsyncS
 
 _FRAME_HEAD = struct.Struct(">ii")
 _UNIQ_KEY = MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX
+_MSG_ID, _QUEUE_ID, _QUEUE_OFFSET = declared(SendMessageResponseHeader, "msgId", "queueId", "queueOffset")
 _DELAY = MessageConst.DELAY_TIME_LEVEL
 _SUCCESS = 0
 _SEND_V2, _SEND_BATCH = int(RequestCode.SEND_MESSAGE_V2), int(RequestCode.SEND_BATCH_MESSAGE)
@@ -304,9 +305,9 @@ class AsyncSend(asyncio.Future[SendResult]):
         self._answered = True
         ext = resp.ext_fields if resp.code == _SUCCESS else None
         if type(ext) is dict:
-            qid = _plain_int(ext.get("queueId"))
-            qoff = _plain_int(ext.get("queueOffset"))
-            msg_id = ext.get("msgId")
+            qid = _plain_int(ext.get(_QUEUE_ID))
+            qoff = _plain_int(ext.get(_QUEUE_OFFSET))
+            msg_id = ext.get(_MSG_ID)
             mq = self.mq
             if qid == mq.queue_id and qoff is not None and type(msg_id) is str:
                 if self.fault:

@@ -31,7 +31,7 @@ from typing import Any, TypeGuard
 import numpy as np
 
 from ..protocol.codes import RequestCode
-from ..protocol.headers import send_wire_names
+from ..protocol.headers import SendMessageResponseHeader, declared, send_wire_names
 from ..protocol.message_const import NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR, MessageConst, MessageSysFlag
 from ..protocol.record_layout import (HEAD_FORMAT, HOST_V6_BITS, MAX_PROPERTIES_LEN, MAX_TOPIC_LEN, MESSAGE_MAGIC_CODE,
                                       MIN_RECORD_LEN_V4, PHYS_OFFSET_POS, POS_V4, QUEUE_OFFSET_POS)
@@ -52,6 +52,8 @@ _CODES = (_SEND, _SEND_V2, _SEND_BATCH)
 SEND_FAST_ATTRS = ("producerGroup", "topic", "defaultTopic", "defaultTopicQueueNums", "queueId", "sysFlag",
                    "bornTimestamp", "flag", "properties", "reconsumeTimes", "batch", "maxReconsumeTimes")
 _V1, _V2 = send_wire_names(SEND_FAST_ATTRS)
+#: The answer's fields, in the order the template writes them.
+_MSG_ID, _QUEUE_ID, _QUEUE_OFFSET = declared(SendMessageResponseHeader, "msgId", "queueId", "queueOffset")
 _HEAD = struct.Struct(HEAD_FORMAT)       # TOTALSIZE .. BORNTIMESTAMP
 _STORE_TS_POS, _BODY_LEN_POS, _BODY_POS = POS_V4["STORETIMESTAMP"], POS_V4["BODYLEN"], POS_V4["BODY"]
 _TX_MASK = MessageSysFlag.TRANSACTION_PREPARED_TYPE | MessageSysFlag.TRANSACTION_COMMIT_TYPE
@@ -406,7 +408,7 @@ def answer_template(region: str, trace_on: bool) -> tuple[bytes, bytes, bytes, b
     from .codec import RemotingCommand, encode_frame
     marks = ("\u0010M", "\u0010Q", "\u0010O")
     cmd = RemotingCommand(0, language=0, version=409, opaque=2109876543, flag=1, ext_fields={
-        "msgId": marks[0], "queueId": marks[1], "queueOffset": marks[2], MessageConst.MSG_REGION: region,
+        _MSG_ID: marks[0], _QUEUE_ID: marks[1], _QUEUE_OFFSET: marks[2], MessageConst.MSG_REGION: region,
         MessageConst.TRACE_SWITCH: "true" if trace_on else "false"})
     header = encode_frame(cmd)[8:]
     pieces = []

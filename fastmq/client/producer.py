@@ -26,7 +26,7 @@ from .._ext.codec import RemotingCommand
 from ..protocol.codes import ClientErrorCode, LanguageCode, RequestCode, ResponseCode
 from ..protocol.bodies import TopicRouteData
 from ..protocol.command import VERSION, ext_int, ext_str, next_opaque
-from ..protocol.headers import send_wire_names
+from ..protocol.headers import SendMessageResponseHeader, declared, send_wire_names
 from ..protocol.message_const import NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR
 from ..protocol.message import (Message, MessageConst, MessageFormatError, MessageSysFlag, encode_batch_body,
                                 encode_properties, java_string_hash)
@@ -52,6 +52,7 @@ _UNIQ_KEY = MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX
  _H_RECONSUME, _H_UNIT, _H_MAX_RECONSUME, _H_BATCH) = send_wire_names((
     "producerGroup", "topic", "defaultTopic", "defaultTopicQueueNums", "queueId", "sysFlag", "bornTimestamp", "flag",
     "properties", "reconsumeTimes", "unitMode", "maxReconsumeTimes", "batch"))[1]
+_MSG_ID, _QUEUE_ID, _QUEUE_OFFSET = declared(SendMessageResponseHeader, "msgId", "queueId", "queueOffset")
 _STATUS_BY_CODE: dict[int, str] = {
     ResponseCode.SUCCESS: "SEND_OK", ResponseCode.FLUSH_DISK_TIMEOUT: "FLUSH_DISK_TIMEOUT",
     ResponseCode.FLUSH_SLAVE_TIMEOUT: "FLUSH_SLAVE_TIMEOUT", ResponseCode.SLAVE_NOT_AVAILABLE: "SLAVE_NOT_AVAILABLE"}
@@ -395,10 +396,10 @@ class Producer:
         status = _STATUS_BY_CODE.get(resp.code)
         if status is None:
             raise BrokerError.for_code(resp.code, resp.remark)
-        queue_id = ext_int(resp, "queueId", mq.queue_id)
-        return SendResult(status, uniq_id, ext_str(resp, "msgId") or "",
+        queue_id = ext_int(resp, _QUEUE_ID, mq.queue_id)
+        return SendResult(status, uniq_id, ext_str(resp, _MSG_ID) or "",
                           MessageQueue(topic, mq.broker_name, queue_id if queue_id is not None else mq.queue_id),
-                          ext_int(resp, "queueOffset", 0) or 0, ext_str(resp, MessageConst.MSG_REGION))
+                          ext_int(resp, _QUEUE_OFFSET, 0) or 0, ext_str(resp, MessageConst.MSG_REGION))
 
     async def _send_once(self, msg: Message, mq: MessageQueue, info: TopicPublishInfo, timeout: float,
                          uniq_id: str, batch: bool, oneway: bool) -> SendResult | None:

@@ -31,7 +31,7 @@ if TYPE_CHECKING:  # the command class lives above the codec; a header only read
 
 __all__ = [
     "Header", "SendMessageRequestHeader", "SendMessageResponseHeader", "decode_send_header", "SEND_V2_NAMES",
-    "SEND_FIELDS", "send_wire_names", "wire_names",
+    "SEND_FIELDS", "send_wire_names", "wire_names", "declared",
     "PullMessageRequestHeader", "PullMessageResponseHeader", "ConsumerSendMsgBackRequestHeader",
     "QueryConsumerOffsetRequestHeader", "QueryConsumerOffsetResponseHeader", "UpdateConsumerOffsetRequestHeader",
     "GetMaxOffsetRequestHeader", "GetMinOffsetRequestHeader", "OffsetResponseHeader", "SearchOffsetRequestHeader",
@@ -205,6 +205,20 @@ class SendMessageRequestHeader(Header):
 def wire_names(header: type[Header]) -> tuple[str, ...]:
     """The wire names of ``header``'s fields, in declaration order."""
     return tuple(f.name for f in dataclasses.fields(header))  # type: ignore[arg-type]  # a dataclass subclass
+
+
+def declared(header: type[Header], *names: str) -> tuple[str, ...]:
+    """``names``, each checked to be a wire name ``header`` declares: how a hot path that keys a
+    dict by a long-name header's fields takes them from the declaration (a rename fails at import).
+
+    Raises:
+        KeyError: a name the header does not declare.
+    """
+    fields = wire_names(header)
+    for name in names:
+        if name not in fields:
+            raise KeyError(f"{header.__name__} declares no field {name!r}")
+    return names
 
 
 #: SendMessageRequestHeader's wire names (SEND_MESSAGE), in declaration order.

@@ -19,7 +19,8 @@ from ...protocol import topic as tv
 from ...protocol.codes import RequestCode, ResponseCode
 from ...protocol.command import RemotingCommand, response_for
 from ...protocol.headers import (SEND_FIELDS, ConsumerSendMsgBackRequestHeader, SendMessageRequestHeader,
-                                 decode_send_header, in_int_range, in_long_range, java_number, send_wire_names)
+                                 SendMessageResponseHeader, declared, decode_send_header, in_int_range,
+                                 in_long_range, java_number, send_wire_names)
 from ...protocol.message_const import NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR
 from ...protocol.message import (MessageConst, MessageExt, MessageFormatError, MessageSysFlag, decode_batch_body,
                                  decode_properties, pack_host)
@@ -74,6 +75,7 @@ def parse_addr(addr: str) -> tuple[str, int]:
 # fast_send_header reads the fields by position, in the declaration's order
 _WIRE_V1, _WIRE_V2 = send_wire_names(SEND_FIELDS)
 _I_GROUP, _I_TOPIC = SEND_FIELDS.index("producerGroup"), SEND_FIELDS.index("topic")
+_MSG_ID, _QUEUE_ID, _QUEUE_OFFSET = declared(SendMessageResponseHeader, "msgId", "queueId", "queueOffset")
 
 
 def _true(raw: str | None) -> bool:
@@ -363,7 +365,7 @@ class SendMessageProcessor(BrokerCodeDispatchProcessor):
             return response_for(request, code, res.remark or f"store refused the message: {res.status.value}",
                                 self._region_fields())
         return response_for(request, code, res.remark, ext_fields={
-            "msgId": res.msg_id, "queueId": str(queue_id), "queueOffset": str(res.queue_offset),
+            _MSG_ID: res.msg_id, _QUEUE_ID: str(queue_id), _QUEUE_OFFSET: str(res.queue_offset),
             **self._region_fields()})
 
     # ------------------------------------------------------------------ SEND
