@@ -141,6 +141,8 @@ def test_layout_formats_and_positions_agree() -> None:
             sys_flag = (MessageSysFlag.BORNHOST_V6 if born_v6 else 0) | (MessageSysFlag.STOREHOST_V6 if store_v6 else 0)
             assert record_layout.record_length(sys_flag, 5, 3, 7) == pos["BODY"] + 5 + 1 + 3 + 2 + 7
             assert record_layout.store_timestamp_pos(sys_flag) == pos["STORETIMESTAMP"]
+    assert struct.calcsize(record_layout.BATCH_HEAD_FORMAT) == record_layout.BATCH_POS["BODY"] == 20
+    assert record_layout.BATCH_MIN_LEN == 22  # MessageDecoder.encodeMessages: 5 ints, then int16 propertiesLen
     assert (record_layout.MESSAGE_MAGIC_CODE, record_layout.BLANK_MAGIC_CODE) == (0xDAA320A7, 0xCBD43194)
     assert record_layout.POS_V4["QUEUEOFFSET"] == 20 and record_layout.POS_V4["BODY"] == 88  # 4.9's offsets
 

@@ -17,11 +17,11 @@ from typing import Any, Iterable
 
 from ..protocol.message_const import NAME_VALUE_SEPARATOR as _NAME_SEP
 from ..protocol.message_const import PROPERTY_SEPARATOR as _PROP_SEP
-from ..protocol.record_layout import MAX_PROPERTIES_LEN
+from ..protocol.record_layout import BATCH_HEAD_FORMAT, MAX_PROPERTIES_LEN
 
 __all__ = ["encode_batch_body"]
 
-_HEAD = struct.Struct(">iiiii")
+_HEAD = struct.Struct(BATCH_HEAD_FORMAT)
 _H16 = struct.Struct(">H")
 
 

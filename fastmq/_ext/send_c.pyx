@@ -582,19 +582,19 @@ cdef bint _encode_one(SendBatch b, RemotingCommand req, Py_ssize_t i, dict topic
     bl = PyBytes_GET_SIZE(body)
     pos = 0
     while pos < bl:
-        if pos + 22 > bl:
+        if pos + BATCH_MIN_LEN > bl:
             return False
-        el = <int32_t>_get32(bp + pos + 16)
-        if el < 0 or pos + 20 + el + 2 > bl:
+        el = <int32_t>_get32(bp + pos + BATCH_BODYLEN_POS)
+        if el < 0 or pos + BATCH_MIN_LEN + el > bl:
             return False
-        epl = (<Py_ssize_t>bp[pos + 20 + el] << 8) | bp[pos + 21 + el]
-        end = pos + 22 + el + epl
-        if end > bl or <int32_t>_get32(bp + pos) != end - pos:
+        epl = (<Py_ssize_t>bp[pos + BATCH_BODY_POS + el] << 8) | bp[pos + BATCH_BODY_POS + 1 + el]
+        end = pos + BATCH_MIN_LEN + el + epl
+        if end > bl or <int32_t>_get32(bp + pos + BATCH_TOTALSIZE_POS) != end - pos:
             return False
-        r.flag = <int32_t>_get32(bp + pos + 12)
-        r.body = bp + pos + 20
+        r.flag = <int32_t>_get32(bp + pos + BATCH_FLAG_POS)
+        r.body = bp + pos + BATCH_BODY_POS
         r.body_len = el
-        r.props = bp + pos + 22 + el
+        r.props = bp + pos + BATCH_MIN_LEN + el
         r.props_len = epl
         if not _valid_utf8(r.props, epl):
             return False

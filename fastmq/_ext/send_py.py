@@ -33,8 +33,9 @@ import numpy as np
 from ..protocol.codes import RequestCode
 from ..protocol.headers import SendMessageResponseHeader, declared, send_wire_names
 from ..protocol.message_const import NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR, MessageConst, MessageSysFlag
-from ..protocol.record_layout import (HEAD_FORMAT, HOST_V6_BITS, MAX_PROPERTIES_LEN, MAX_TOPIC_LEN, MESSAGE_MAGIC_CODE,
-                                      MIN_RECORD_LEN_V4, PHYS_OFFSET_POS, POS_V4, QUEUE_OFFSET_POS)
+from ..protocol.record_layout import (BATCH_HEAD_FORMAT, BATCH_MIN_LEN, BATCH_POS, HEAD_FORMAT, HOST_V6_BITS,
+                                      MAX_PROPERTIES_LEN, MAX_TOPIC_LEN, MESSAGE_MAGIC_CODE, MIN_RECORD_LEN_V4,
+                                      PHYS_OFFSET_POS, POS_V4, QUEUE_OFFSET_POS)
 
 __all__ = ["SendBatch", "encode_sends", "place_records", "index_records", "encode_answers", "COLUMNS",
            "crc32", "java_hash", "answer_template"]
@@ -56,6 +57,8 @@ _V1, _V2 = send_wire_names(SEND_FAST_ATTRS)
 _MSG_ID, _QUEUE_ID, _QUEUE_OFFSET = declared(SendMessageResponseHeader, "msgId", "queueId", "queueOffset")
 _HEAD = struct.Struct(HEAD_FORMAT)       # TOTALSIZE .. BORNTIMESTAMP
 _STORE_TS_POS, _BODY_LEN_POS, _BODY_POS = POS_V4["STORETIMESTAMP"], POS_V4["BODYLEN"], POS_V4["BODY"]
+_BATCH_HEAD = struct.Struct(BATCH_HEAD_FORMAT)  # one entry of a SEND_BATCH_MESSAGE body
+_BATCH_BODY = BATCH_POS["BODY"]
 _TX_MASK = MessageSysFlag.TRANSACTION_PREPARED_TYPE | MessageSysFlag.TRANSACTION_COMMIT_TYPE
 _TX_HELD = (MessageSysFlag.TRANSACTION_PREPARED_TYPE, MessageSysFlag.TRANSACTION_ROLLBACK_TYPE)
 _NAME_SEP, _PROP_SEP = NAME_VALUE_SEPARATOR.encode(), PROPERTY_SEPARATOR.encode()
@@ -262,16 +265,16 @@ def _batch_entries(body: bytes, tb: bytes, cluster_prop: bytes, max_size: int) -
     out: list[_Entry] = []
     pos, n = 0, len(body)
     while pos < n:
-        if pos + 22 > n:
+        if pos + BATCH_MIN_LEN > n:
             return None
-        size, _magic, _crc, flag, el = struct.unpack_from(">iiiii", body, pos)
-        if el < 0 or pos + 20 + el + 2 > n:
+        size, _magic, _crc, flag, el = _BATCH_HEAD.unpack_from(body, pos)
+        if el < 0 or pos + BATCH_MIN_LEN + el > n:
             return None
-        epl = struct.unpack_from(">H", body, pos + 20 + el)[0]
-        end = pos + 22 + el + epl
+        epl = struct.unpack_from(">H", body, pos + _BATCH_BODY + el)[0]
+        end = pos + BATCH_MIN_LEN + el + epl
         if end > n or size != end - pos:
             return None
-        pb = body[pos + 22 + el:end]
+        pb = body[pos + BATCH_MIN_LEN + el:end]
         try:
             pb.decode("utf-8")
         except UnicodeDecodeError:
@@ -281,7 +284,7 @@ def _batch_entries(body: bytes, tb: bytes, cluster_prop: bytes, max_size: int) -
         if (not pr.ok or pr.delay or pr.cluster or len(pb) + len(cluster_prop) > MAX_PROPERTIES_LEN
                 or FIXED + el + len(tb) + len(pb) + len(cluster_prop) > max_size):
             return None
-        out.append((flag, body[pos + 20:pos + 20 + el], pb, pr))
+        out.append((flag, body[pos + _BATCH_BODY:pos + _BATCH_BODY + el], pb, pr))
         pos = end
     return out or None
 

@@ -31,6 +31,7 @@ from ..protocol.message_const import NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR
 from ..protocol.message import (Message, MessageConst, MessageFormatError, MessageSysFlag, encode_batch_body,
                                 encode_properties, java_string_hash)
 from ..protocol.message_queue import MessageQueue
+from ..protocol.record_layout import BATCH_MIN_LEN
 from ..protocol.topic import (AUTO_CREATE_TOPIC_KEY_TOPIC, is_not_allowed_send_topic, is_retry_topic,
                               is_topic_or_group_illegal, validate_group, validate_topic)
 from ..remoting.loop import relay_outcome
@@ -108,7 +109,7 @@ def hash_selector(mqs: Sequence[MessageQueue], msg: Message, arg: object) -> Mes
     return mqs[abs(java_hash_code(arg)) % len(mqs)]
 
 
-_BATCH_ENTRY_FIXED = 4 + 4 + 4 + 4 + 4 + 2  # size, magic, body CRC, flag, body length, properties length
+_BATCH_ENTRY_FIXED = BATCH_MIN_LEN  # size, magic, body CRC, flag, body length, properties length
 # what the batch encoder adds to a message without a UNIQ_KEY
 _UNIQ_KEY_BYTES = len(f"{_UNIQ_KEY}{NAME_VALUE_SEPARATOR}{PROPERTY_SEPARATOR}") + 32
 

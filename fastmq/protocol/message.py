@@ -20,7 +20,7 @@ from typing import Iterable, Iterator, Mapping
 from .._ext.batch import encode_batch_body as _encode_batch_body
 from ..errors import FastMQError
 from .message_const import NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR, MessageConst, MessageSysFlag
-from .record_layout import (BLANK_MAGIC_CODE, BORN_HOST_POS, HEAD_FORMAT, IPV4_HOST_LEN, IPV6_HOST_LEN,
+from .record_layout import (BATCH_HEAD_FORMAT, BLANK_MAGIC_CODE, BORN_HOST_POS, HEAD_FORMAT, IPV4_HOST_LEN, IPV6_HOST_LEN,
                             MAX_PROPERTIES_LEN, MAX_TOPIC_LEN, MESSAGE_MAGIC_CODE, PHYS_OFFSET_POS, QUEUE_OFFSET_POS,
                             host_len, record_length, store_timestamp_pos)
 
@@ -369,7 +369,7 @@ def decode_records(buf: bytes | bytearray | memoryview, *, verify_crc: bool = Tr
 
 # --------------------------------------------------------------------------- batch bodies
 
-_BATCH_HEAD = struct.Struct(">iiiii")  # TOTALSIZE, MAGIC (0), BODYCRC (0), FLAG, bodyLen
+_BATCH_HEAD = struct.Struct(BATCH_HEAD_FORMAT)  # TOTALSIZE, MAGIC (0), BODYCRC (0), FLAG, bodyLen
 
 
 def encode_batch_body(messages: Iterable[Message]) -> bytes:

@@ -21,6 +21,7 @@ __all__ = [
     "MAX_TOPIC_LEN", "MAX_PROPERTIES_LEN", "END_FILE_MIN_BLANK_LENGTH", "fixed_format", "positions",
     "record_length", "store_timestamp_pos", "host_len", "POS_V4", "FIXED_LEN_V4", "MIN_RECORD_LEN_V4",
     "HEAD_FORMAT", "QUEUE_OFFSET_POS", "PHYS_OFFSET_POS", "SYSFLAG_POS", "BORN_TIMESTAMP_POS", "BORN_HOST_POS",
+    "BATCH_FIELDS", "BATCH_HEAD_FORMAT", "BATCH_POS", "BATCH_MIN_LEN",
 ]
 
 #: MAGICCODE of a v1 stored message (``MESSAGE_MAGIC_CODE``), as an unsigned 32-bit value.
@@ -106,3 +107,26 @@ def record_length(sys_flag: int, body_len: int, topic_len: int, props_len: int) 
 def store_timestamp_pos(sys_flag: int) -> int:
     """Byte position of STORETIMESTAMP in a record (it follows the born host, whose width varies)."""
     return BORN_HOST_POS + host_len(sys_flag, MessageSysFlag.BORNHOST_V6)
+
+
+#: One message of a SEND_BATCH_MESSAGE body (``MessageDecoder.encodeMessages``), in order, then
+#: the body and ``int16 propertiesLen + properties``; MAGICCODE and BODYCRC are written as 0.
+BATCH_FIELDS: tuple[tuple[str, str], ...] = (
+    ("TOTALSIZE", "i"), ("MAGICCODE", "i"), ("BODYCRC", "i"), ("FLAG", "i"), ("BODYLEN", "i"))
+BATCH_HEAD_FORMAT = ">" + "".join(code for _name, code in BATCH_FIELDS)
+
+
+def _batch_positions() -> dict[str, int]:
+    out: dict[str, int] = {}
+    pos = 0
+    for name, code in BATCH_FIELDS:
+        out[name] = pos
+        pos += _SIZES[code]
+    out["BODY"] = pos
+    return out
+
+
+#: Each batch field's byte position in an entry, plus ``BODY``.
+BATCH_POS = _batch_positions()
+#: An entry with an empty body and no properties.
+BATCH_MIN_LEN = BATCH_POS["BODY"] + 2

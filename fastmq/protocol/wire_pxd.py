@@ -33,6 +33,8 @@ def _signed32(v: int) -> int:
 def constants() -> dict[str, int]:
     """Every integer constant of the ``.pxd``, by its C name (a C enum holds a signed int)."""
     out = {f"REC_{name}_POS": pos for name, pos in rl.POS_V4.items()}
+    out.update({f"BATCH_{name}_POS": pos for name, pos in rl.BATCH_POS.items()})
+    out["BATCH_MIN_LEN"] = rl.BATCH_MIN_LEN
     out.update(
         REC_FIXED_LEN_V4=rl.FIXED_LEN_V4, REC_MIN_LEN_V4=rl.MIN_RECORD_LEN_V4, REC_IPV4_HOST_LEN=rl.IPV4_HOST_LEN,
         REC_IPV6_HOST_LEN=rl.IPV6_HOST_LEN, REC_MAX_TOPIC_LEN=rl.MAX_TOPIC_LEN,
