@@ -14,7 +14,8 @@ A request the fast path does not take as is (an unknown topic, a retry topic, a 
 transactional flag, a malformed field, ...) is left out and listed in ``SendBatch.slow``; the
 Python send processor answers it the long way, with RocketMQ's exact checks and remarks.
 
-Record layout (big-endian; ``pos`` relative to the record)::
+Record layout (declared in ``protocol/record_layout.py``, cimported through the generated
+``wire_facts.pxd``; big-endian, ``pos`` relative to the record)::
 
     0 TOTALSIZE i32 | 4 MAGICCODE i32 | 8 BODYCRC i32 | 12 QUEUEID i32 | 16 FLAG i32
     20 QUEUEOFFSET i64 | 28 PHYSICALOFFSET i64 | 36 SYSFLAG i32 | 40 BORNTIMESTAMP i64

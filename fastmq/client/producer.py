@@ -109,7 +109,6 @@ def hash_selector(mqs: Sequence[MessageQueue], msg: Message, arg: object) -> Mes
     return mqs[abs(java_hash_code(arg)) % len(mqs)]
 
 
-_BATCH_ENTRY_FIXED = BATCH_MIN_LEN  # size, magic, body CRC, flag, body length, properties length
 # what the batch encoder adds to a message without a UNIQ_KEY
 _UNIQ_KEY_BYTES = len(f"{_UNIQ_KEY}{NAME_VALUE_SEPARATOR}{PROPERTY_SEPARATOR}") + 32
 
@@ -128,7 +127,7 @@ def split_batch(msgs: Iterable[Message], limit: int = 4 * 1024 * 1024) -> Iterat
     size = 0
     for m in msgs:
         props = m.properties
-        n = _BATCH_ENTRY_FIXED + len(m.body) + len(encode_properties(props))
+        n = BATCH_MIN_LEN + len(m.body) + len(encode_properties(props))
         if _UNIQ_KEY not in props:
             n += _UNIQ_KEY_BYTES
         if chunk and size + n > limit:

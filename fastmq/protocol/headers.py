@@ -235,7 +235,8 @@ def send_wire_names(attrs: tuple[str, ...]) -> tuple[tuple[str, ...], tuple[str,
     Raises:
         KeyError: an attribute that SendMessageRequestHeader does not declare.
     """
-    return tuple(a for a in attrs if SEND_V2_NAMES[a]), tuple(SEND_V2_NAMES[a] for a in attrs)
+    letters = tuple(SEND_V2_NAMES[a] for a in attrs)
+    return tuple(attrs), letters
 
 
 def decode_send_header(cmd: RemotingCommand) -> SendMessageRequestHeader:
