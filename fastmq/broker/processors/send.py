@@ -72,8 +72,12 @@ def parse_addr(addr: str) -> tuple[str, int]:
         return addr, 0
 
 
-# fast_send_header reads the fields by position, in the declaration's order
+# fast_send_header reads the fields by position, in the declaration's order: the first
+# _FAST_FIELDS of them; a request carrying a field declared after those (RocketMQ appends new
+# ones) takes the generic decoder, so declaring a field needs no edit here
 _WIRE_V1, _WIRE_V2 = send_wire_names(SEND_FIELDS)
+_FAST_FIELDS = 14
+_LATER_V1, _LATER_V2 = _WIRE_V1[_FAST_FIELDS:], _WIRE_V2[_FAST_FIELDS:]
 _I_GROUP, _I_TOPIC = SEND_FIELDS.index("producerGroup"), SEND_FIELDS.index("topic")
 _MSG_ID, _QUEUE_ID, _QUEUE_OFFSET = declared(SendMessageResponseHeader, "msgId", "queueId", "queueOffset")
 
@@ -91,10 +95,14 @@ def fast_send_header(request: RemotingCommand) -> SendMessageRequestHeader:
     batch encoding as one message body).
     """
     f = request.ext_fields
-    w = _WIRE_V1 if request.code == RequestCode.SEND_MESSAGE else _WIRE_V2
+    v1 = request.code == RequestCode.SEND_MESSAGE
+    w = _WIRE_V1 if v1 else _WIRE_V2
     try:
         if f is None:
             raise ValueError  # no fields at all: the generic decoder says which one is missing
+        later = _LATER_V1 if v1 else _LATER_V2
+        if later and not f.keys().isdisjoint(later):
+            raise ValueError  # a field this reader does not know by position
         j, l, b = f.get(w[9]), f.get(w[11]), f.get(w[12])
         n = java_number
         h = SendMessageRequestHeader(f[w[0]], f[w[1]], f[w[2]], n(f[w[3]]), n(f[w[4]]), n(f[w[5]]),
