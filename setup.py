@@ -7,6 +7,7 @@ line tracing back on and writes Cython's annotated HTML.
 """
 import glob
 import os
+import sys
 
 from setuptools import setup
 
@@ -32,6 +33,12 @@ else:
     if DEBUG:
         directives.update(boundscheck=True, wraparound=True, linetrace=True)
         macros.append(("CYTHON_TRACE_NOGIL", "1"))
+    # The compiled twins cimport the wire facts from a .pxd derived from fastmq/protocol's
+    # declarations; rewrite it first so a changed declaration rebuilds every module using it.
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from fastmq.protocol import wire_pxd
+    if wire_pxd.write():
+        print(f"*** fastmq: {wire_pxd.PXD_PATH.name} regenerated from fastmq/protocol ***")
     sources = sorted(glob.glob("fastmq/_ext/*_c.pyx"))
     extensions = [
         Extension(

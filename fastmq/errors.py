@@ -11,6 +11,9 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+# The one pure-data module this floor reads: the retriable set is a wire fact, declared with the codes.
+from .protocol.codes import RETRY_RESPONSE_CODES
+
 __all__ = [
     "FastMQError",
     "RemotingError",
@@ -101,7 +104,6 @@ class BrokerError(FastMQError):
     """
 
     code: int = -1
-    retriable: ClassVar[bool] = False
     _registry: ClassVar[dict[int, type["BrokerError"]]] = {}
 
     def __init__(self, code: int, remark: str | None = None) -> None:
@@ -116,19 +118,23 @@ class BrokerError(FastMQError):
                 raise RuntimeError(f"response code {c} registered twice")
             BrokerError._registry[c] = cls
 
+    @property
+    def retriable(self) -> bool:
+        """True when a producer tries the send again (``protocol.codes.RETRY_RESPONSE_CODES``)."""
+        return self.code in RETRY_RESPONSE_CODES
+
     @staticmethod
     def for_code(code: int, remark: str | None = None) -> "BrokerError":
         """The exception for response ``code`` (a plain BrokerError if unknown)."""
         return BrokerError._registry.get(code, BrokerError)(code, remark)
 
 
-# Retriable: the codes the 4.9 producer retries on (17, 14, 1, 16, 204, 205).
 class SystemError_(BrokerError, codes=(1,)):
-    retriable = True
+    pass
 
 
 class SystemBusyError(BrokerError, codes=(2,)):
-    retriable = True
+    pass
 
 
 class RequestCodeNotSupportedError(BrokerError, codes=(3,)):
@@ -140,15 +146,15 @@ class MessageIllegalError(BrokerError, codes=(13,)):
 
 
 class ServiceNotAvailableError(BrokerError, codes=(14,)):
-    retriable = True
+    pass
 
 
 class NoPermissionError(BrokerError, codes=(16,)):
-    retriable = True
+    pass
 
 
 class TopicNotExistError(BrokerError, codes=(17,)):
-    retriable = True
+    pass
 
 
 class QueryNotFoundError(BrokerError, codes=(22,)):
@@ -164,9 +170,7 @@ class ConsumerNotOnlineError(BrokerError, codes=(206,)):
 
 
 class UnitError(BrokerError, codes=(204, 205)):
-    """NO_BUYER_ID (204) / NOT_IN_CURRENT_UNIT (205): both in the 4.9 producer's retry set."""
-
-    retriable = True
+    """NO_BUYER_ID (204) / NOT_IN_CURRENT_UNIT (205)."""
 
 
 class ClientError(FastMQError):

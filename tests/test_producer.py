@@ -1,17 +1,18 @@
 """The asyncio Producer against an in-process NameServer and recording stub brokers."""
 from __future__ import annotations
 
+import asyncio
 import zlib
 
 import pytest
 
-from fastmq.client.producer import Producer, SendStatus, hash_selector
+from fastmq.client.producer import Producer, SendResult, SendStatus, hash_selector
 from fastmq.errors import (BrokerError, ClientStateError, MessageValidationError, NoNameServerError, NoRouteError,
                            RemotingTooMuchRequestError, SendFailedError)
 from fastmq.namesrv.config import NamesrvConfig, NamesrvServerConfig
 from fastmq.namesrv.controller import NamesrvController
 from fastmq.protocol.bodies import DataVersion, RegisterBrokerBody, TopicConfig
-from fastmq.protocol.codes import RequestCode, ResponseCode
+from fastmq.protocol.codes import RETRY_RESPONSE_CODES, RequestCode, ResponseCode
 from fastmq.protocol.command import create_request
 from fastmq.protocol.headers import SEND_V2_NAMES, SendMessageRequestHeader
 from fastmq.protocol.message import Message, decode_batch_body, decode_properties
@@ -86,6 +87,39 @@ async def test_not_retried_code_raises_broker_error(cluster) -> None:
         with pytest.raises(BrokerError) as ei:
             await p.send(Message("T", b"x"))
     assert ei.value.code == 13
+
+
+@pytest.mark.parametrize("code", sorted(RETRY_RESPONSE_CODES) + [ResponseCode.SYSTEM_BUSY])
+@pytest.mark.parametrize("mode", ["sync", "async"])
+async def test_retry_decision_is_the_declared_set(cluster, code: int, mode: str) -> None:
+    # protocol.codes.RETRY_RESPONSE_CODES decides, through BrokerError.retriable, for both send modes
+    addr, (b0, b1), _ = cluster
+    b0.fail_next = [code]
+    b1.fail_next = [code]
+    async with Producer("PG", namesrv_addr=addr) as p:
+        if mode == "sync":
+            outcome = p.send(Message("T", b"x"))
+        else:
+            done = asyncio.get_running_loop().create_future()
+            await p.send_async(Message("T", b"x"), lambda r, e: done.set_result((r, e)))
+            outcome = _async_outcome(done)
+        if code in RETRY_RESPONSE_CODES:
+            r = await outcome
+            assert r.status == SendStatus.SEND_OK
+            assert len(b0.sends()) + len(b1.sends()) == 3  # refused twice, then taken
+        else:
+            with pytest.raises(BrokerError) as ei:
+                await outcome
+            assert ei.value.code == code and not ei.value.retriable
+            assert len(b0.sends()) + len(b1.sends()) == 1  # SYSTEM_BUSY goes to the caller at once, as in 4.9
+
+
+async def _async_outcome(done: "asyncio.Future[tuple[SendResult | None, BaseException | None]]") -> SendResult:
+    result, exc = await asyncio.wait_for(done, 30)
+    if exc is not None:
+        raise exc
+    assert result is not None
+    return result
 
 
 async def test_every_try_failing(cluster) -> None:

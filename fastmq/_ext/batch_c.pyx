@@ -13,6 +13,7 @@ from libc.string cimport memcpy
 from .bigendian cimport put32 as _put32
 from .bytebuf cimport ByteBuf, bytebuf_free, bytebuf_reserve
 from .properties cimport write_properties
+from .wire_facts cimport *
 
 __all__ = ["encode_batch_body"]
 
@@ -20,9 +21,9 @@ __all__ = ["encode_batch_body"]
 cdef int _put_raw(ByteBuf* b, const char* ks, Py_ssize_t kn, const char* vs, Py_ssize_t vn) except -1:
     bytebuf_reserve(b, kn + vn + 2, 4096)
     memcpy(b.p + b.n, ks, kn)
-    b.p[b.n + kn] = 1
+    b.p[b.n + kn] = NAME_VALUE_SEPARATOR
     memcpy(b.p + b.n + kn + 1, vs, vn)
-    b.p[b.n + kn + 1 + vn] = 2
+    b.p[b.n + kn + 1 + vn] = PROPERTY_SEPARATOR
     b.n += kn + vn + 2
     return 0
 
@@ -52,22 +53,22 @@ def encode_batch_body(messages) -> bytes:
             PyObject_GetBuffer(m.body, &view, PyBUF_SIMPLE)
             try:
                 blen = view.len
-                bytebuf_reserve(&b, 22 + blen, 4096)
+                bytebuf_reserve(&b, BATCH_MIN_LEN + blen, 4096)
                 head = b.n
-                _put32(b.p + head + 8, 0)
-                _put32(b.p + head + 4, 0)
-                _put32(b.p + head + 12, <uint32_t>flag)
-                _put32(b.p + head + 16, <uint32_t>blen)
-                memcpy(b.p + head + 20, view.buf, blen)
+                _put32(b.p + head + BATCH_BODYCRC_POS, 0)
+                _put32(b.p + head + BATCH_MAGICCODE_POS, 0)
+                _put32(b.p + head + BATCH_FLAG_POS, <uint32_t>flag)
+                _put32(b.p + head + BATCH_BODYLEN_POS, <uint32_t>blen)
+                memcpy(b.p + head + BATCH_BODY_POS, view.buf, blen)
             finally:
                 PyBuffer_Release(&view)
-            b.n = head + 22 + blen
+            b.n = head + BATCH_MIN_LEN + blen
             plen = _write_props(&b, m.properties)
-            if plen > 0x7FFF:
-                raise ValueError(f"properties are {plen} bytes, the batch format allows 32767")
-            b.p[head + 20 + blen] = <uint8_t>(plen >> 8)
-            b.p[head + 21 + blen] = <uint8_t>plen
-            _put32(b.p + head, <uint32_t>(b.n - head))
+            if plen > REC_MAX_PROPERTIES_LEN:
+                raise ValueError(f"properties are {plen} bytes, the batch format allows {REC_MAX_PROPERTIES_LEN}")
+            b.p[head + BATCH_BODY_POS + blen] = <uint8_t>(plen >> 8)
+            b.p[head + BATCH_BODY_POS + 1 + blen] = <uint8_t>plen
+            _put32(b.p + head + BATCH_TOTALSIZE_POS, <uint32_t>(b.n - head))
         return PyBytes_FromStringAndSize(<char*>b.p, b.n) if b.n else b""
     finally:
         bytebuf_free(&b)

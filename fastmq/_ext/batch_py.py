@@ -15,9 +15,13 @@ from __future__ import annotations
 import struct
 from typing import Any, Iterable
 
+from ..protocol.message_const import NAME_VALUE_SEPARATOR as _NAME_SEP
+from ..protocol.message_const import PROPERTY_SEPARATOR as _PROP_SEP
+from ..protocol.record_layout import BATCH_HEAD_FORMAT, MAX_PROPERTIES_LEN
+
 __all__ = ["encode_batch_body"]
 
-_HEAD = struct.Struct(">iiiii")
+_HEAD = struct.Struct(BATCH_HEAD_FORMAT)
 _H16 = struct.Struct(">H")
 
 
@@ -27,9 +31,9 @@ def _properties(props: Any) -> bytes:
     parts = []
     for k, v in props.items():
         k, v = str(k), str(v)
-        if "\x01" in k or "\x02" in k or "\x01" in v or "\x02" in v:
+        if _NAME_SEP in k or _PROP_SEP in k or _NAME_SEP in v or _PROP_SEP in v:
             raise ValueError(f"property {k!r} contains a reserved separator (\\x01 or \\x02)")
-        parts.append(f"{k}\x01{v}\x02")
+        parts.append(f"{k}{_NAME_SEP}{v}{_PROP_SEP}")
     return "".join(parts).encode("utf-8")
 
 
@@ -38,8 +42,8 @@ def encode_batch_body(messages: Iterable[Any]) -> bytes:
     out = []
     for m in messages:
         pb = _properties(m.properties)
-        if len(pb) > 0x7FFF:
-            raise ValueError(f"properties are {len(pb)} bytes, the batch format allows 32767")
+        if len(pb) > MAX_PROPERTIES_LEN:
+            raise ValueError(f"properties are {len(pb)} bytes, the batch format allows {MAX_PROPERTIES_LEN}")
         body = m.body
         flag = m.flag
         if not -(1 << 31) <= flag < (1 << 31):

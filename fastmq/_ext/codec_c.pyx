@@ -30,6 +30,7 @@ from libc.string cimport memcpy, memmove, memcmp
 from libc.stdint cimport uint8_t, uint32_t, int64_t, uint64_t
 
 from fastmq.errors import FrameError, RemotingCommandError
+from fastmq.protocol.codes import LANGUAGE_NAMES, LanguageCode
 
 from cpython.object cimport PyObject
 from cpython.ref cimport Py_INCREF, Py_XDECREF
@@ -47,24 +48,26 @@ cdef extern from "Python.h":
 __all__ = ["RemotingCommand", "FrameDecoder", "encode_frame", "encode_frames", "decode_frame", "settle_responses",
            "LANGUAGE_NAMES", "MAX_HEADER_LENGTH"]
 
-LANGUAGE_NAMES = ("JAVA", "CPP", "DOTNET", "PYTHON", "DELPHI", "ERLANG", "RUBY", "OTHER",
-                  "HTTP", "GO", "PHP", "OMS", "RUST", "NODE_JS")
 MAX_HEADER_LENGTH = 0xFFFFFF
 DEF_MAX_FRAME = 16 * 1024 * 1024
 
 cdef enum:
     SER_JSON = 0
     SER_ROCKETMQ = 1
-    LANG_OTHER = 7
-    N_LANGS = 14
+    MAX_LANGS = 64
 
 cdef int64_t I32_MIN = -2147483648
 cdef int64_t I32_MAX = 2147483647
 
+# The language table is protocol/codes.py's, read once here into C arrays.
+cdef int64_t LANG_OTHER = LanguageCode.OTHER
+cdef Py_ssize_t N_LANGS = len(LANGUAGE_NAMES)
+if N_LANGS > MAX_LANGS:
+    raise ImportError(f"codec_c holds {MAX_LANGS} language names, LanguageCode has {N_LANGS}")
 cdef tuple _LANG_BYTES = tuple(n.encode("ascii") for n in LANGUAGE_NAMES)
-cdef const char* _LANG_C[14]
-cdef Py_ssize_t _LANG_LEN[14]
-for _i in range(14):
+cdef const char* _LANG_C[MAX_LANGS]
+cdef Py_ssize_t _LANG_LEN[MAX_LANGS]
+for _i in range(N_LANGS):
     _LANG_C[_i] = PyBytes_AS_STRING(<bytes>_LANG_BYTES[_i])  # the tuple keeps the bytes alive
     _LANG_LEN[_i] = len(<bytes>_LANG_BYTES[_i])
 # The one-letter keys of SEND_MESSAGE_V2 come from this table instead of being allocated per frame.

@@ -35,16 +35,14 @@ import struct
 from typing import Any, Iterable
 
 from ..errors import FrameError, RemotingCommandError
+from ..protocol.codes import LANGUAGE_NAMES, LanguageCode
 from ._protocols import DEFAULT_MAX_FRAME_SIZE, FLAG_ONEWAY, FLAG_RESPONSE, SERIALIZE_JSON, SERIALIZE_ROCKETMQ
 
 __all__ = ["RemotingCommand", "FrameDecoder", "encode_frame", "encode_frames", "decode_frame", "settle_responses",
            "LANGUAGE_NAMES", "MAX_HEADER_LENGTH"]
 
-#: LanguageCode names by number; the JSON header carries the name.
-LANGUAGE_NAMES: tuple[str, ...] = ("JAVA", "CPP", "DOTNET", "PYTHON", "DELPHI", "ERLANG", "RUBY", "OTHER",
-                                   "HTTP", "GO", "PHP", "OMS", "RUST", "NODE_JS")
 _LANGUAGE_BY_NAME = {name: i for i, name in enumerate(LANGUAGE_NAMES)}
-_OTHER = 7
+_OTHER = int(LanguageCode.OTHER)
 _SERIALIZE_NAMES = ("JSON", "ROCKETMQ")
 
 #: The header length shares its word with the serialize type: 24 bits.

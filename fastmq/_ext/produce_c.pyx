@@ -26,6 +26,10 @@ import zlib
 from asyncio import CancelledError, InvalidStateError
 from contextvars import copy_context
 
+from fastmq.protocol.codes import RequestCode
+from fastmq.protocol.headers import SEND_V2_NAMES, SendMessageResponseHeader, declared
+from fastmq.protocol.message_const import MessageConst
+
 from .batch_c import encode_batch_body
 from .codec_c import LANGUAGE_NAMES, MAX_HEADER_LENGTH
 
@@ -59,21 +63,31 @@ __all__ = ["UniqIds", "SendRequestWriter", "encode_batch", "SendResult", "AsyncS
 cdef const char* _UHEX = b"0123456789ABCDEF"
 cdef uint64_t COUNTER_MASK = 0x3FFFFFFFFFFFFFFF  # the round-robin counter stays a positive int64
 cdef const char* _LHEX = b"0123456789abcdef"
-cdef str _UNIQ_KEY = "UNIQ_KEY"
-cdef str _DELAY = "DELAY"
+
+
+cdef bytes _letter_key(bytes before, str attr):
+    """``before`` + the JSON key of ``attr``'s V2 letter + ``:"`` (the opening quote of its value)."""
+    return before + SEND_V2_NAMES[attr].encode("ascii") + b'":"'
+
+
+cdef str _UNIQ_KEY = MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX
+cdef str _DELAY = MessageConst.DELAY_TIME_LEVEL
 cdef str _ZERO = "0"
+cdef int _SEND_V2 = RequestCode.SEND_MESSAGE_V2
+cdef int _SEND_BATCH = RequestCode.SEND_BATCH_MESSAGE
 cdef str _SEND_OK = "SEND_OK"
-cdef str _QUEUE_ID = "queueId"
-cdef str _QUEUE_OFFSET = "queueOffset"
-cdef str _MSG_ID = "msgId"
-cdef str _MSG_REGION = "MSG_REGION"
-# the fixed pieces between a request's variable header values
-cdef bytes _F = b'","f":"'
-cdef bytes _G = b'","g":"'
-cdef bytes _H = b'","h":"'
-cdef bytes _I = b'","i":"'
-cdef bytes _JK = b'","j":"0","k":"false","m":"'
-cdef bytes _JKL = b'","j":"0","k":"false","l":"16","m":"'
+cdef str _MSG_ID, _QUEUE_ID, _QUEUE_OFFSET
+_MSG_ID, _QUEUE_ID, _QUEUE_OFFSET = declared(SendMessageResponseHeader, "msgId", "queueId", "queueOffset")
+cdef str _MSG_REGION = MessageConst.MSG_REGION
+# the fixed pieces between a request's variable header values; the letters are the declaration's
+# (protocol/headers.py), laid out once here
+cdef bytes _F = _letter_key(b'","', "sysFlag")
+cdef bytes _G = _letter_key(b'","', "bornTimestamp")
+cdef bytes _H = _letter_key(b'","', "flag")
+cdef bytes _I = _letter_key(b'","', "properties")
+cdef bytes _JK = _letter_key(b'","', "reconsumeTimes") + b'0' + _letter_key(b'","', "unitMode") + b'false'
+cdef bytes _JKL = _JK + _letter_key(b'","', "maxReconsumeTimes") + b'16' + _letter_key(b'","', "batch")
+_JK += _letter_key(b'","', "batch")
 cdef bytes _BATCH = b'true"}'
 cdef bytes _SINGLE = b'false"}'
 
@@ -295,9 +309,13 @@ cdef class SendRequestWriter:
             quoted_default = PyBytes_FromStringAndSize(<char*>b.p, b.n)
         finally:
             bytebuf_free(&b)
-        self._head_v2 = b'{"code":310,"extFields":{"a":' + quoted_group + b',"b":'
-        self._head_batch = b'{"code":320,"extFields":{"a":' + quoted_group + b',"b":'
-        self._mid = b',"c":' + quoted_default + b',"d":"' + str(default_topic_queue_nums).encode() + b'","e":"'
+        group_key = _letter_key(b'"', "producerGroup")[:-1]  # "a": then the quoted group
+        topic_key = _letter_key(b',"', "topic")[:-1]
+        self._head_v2 = b'{"code":%d,"extFields":{' % _SEND_V2 + group_key + quoted_group + topic_key
+        self._head_batch = b'{"code":%d,"extFields":{' % _SEND_BATCH + group_key + quoted_group + topic_key
+        self._mid = (_letter_key(b',"', "defaultTopic")[:-1] + quoted_default
+                     + _letter_key(b',"', "defaultTopicQueueNums") + str(default_topic_queue_nums).encode()
+                     + _letter_key(b'","', "queueId"))
         lang = LANGUAGE_NAMES[language] if 0 <= language < len(LANGUAGE_NAMES) else "OTHER"
         self._tail = b',"flag":0,"language":"' + lang.encode() + b'","opaque":'
         self._version = b',"serializeTypeCurrentRPC":"JSON","version":' + str(version).encode() + b'}'

@@ -47,6 +47,9 @@ import time
 import zlib
 from typing import Any, Callable, Sequence
 
+from ..protocol.codes import RequestCode
+from ..protocol.headers import SEND_V2_NAMES, SendMessageResponseHeader, declared
+from ..protocol.message_const import MessageConst
 from ._protocols import ProduceContextProto
 from .batch_py import _properties, encode_batch_body
 from .codec_py import LANGUAGE_NAMES, MAX_HEADER_LENGTH
@@ -54,9 +57,11 @@ from .codec_py import LANGUAGE_NAMES, MAX_HEADER_LENGTH
 __all__ = ["UniqIds", "SendRequestWriter", "encode_batch", "SendResult", "AsyncSend", "SendFastPath", "month_bounds"]
 
 _FRAME_HEAD = struct.Struct(">ii")
-_UNIQ_KEY = "UNIQ_KEY"
-_DELAY = "DELAY"
+_UNIQ_KEY = MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX
+_MSG_ID, _QUEUE_ID, _QUEUE_OFFSET = declared(SendMessageResponseHeader, "msgId", "queueId", "queueOffset")
+_DELAY = MessageConst.DELAY_TIME_LEVEL
 _SUCCESS = 0
+_SEND_V2, _SEND_BATCH = int(RequestCode.SEND_MESSAGE_V2), int(RequestCode.SEND_BATCH_MESSAGE)
 
 
 def month_bounds(ms: int) -> tuple[int, int]:
@@ -140,14 +145,17 @@ class SendRequestWriter:
         for name, v in (("opaque", opaque), ("queue_id", queue_id), ("sys_flag", sys_flag), ("flag", flag)):
             if not -2147483648 <= v <= 2147483647:
                 raise ValueError(f"{name} {v} is outside int32")
-        ext = [("a", self.group), ("b", topic), ("c", self.default_topic), ("d", str(self.default_topic_queue_nums)),
-               ("e", str(queue_id)), ("f", str(sys_flag)), ("g", str(born_ms)), ("h", str(flag)),
-               ("i", _properties(properties).decode("utf-8")), ("j", "0"), ("k", "false")]
+        n = SEND_V2_NAMES
+        ext = [(n["producerGroup"], self.group), (n["topic"], topic), (n["defaultTopic"], self.default_topic),
+               (n["defaultTopicQueueNums"], str(self.default_topic_queue_nums)), (n["queueId"], str(queue_id)),
+               (n["sysFlag"], str(sys_flag)), (n["bornTimestamp"], str(born_ms)), (n["flag"], str(flag)),
+               (n["properties"], _properties(properties).decode("utf-8")), (n["reconsumeTimes"], "0"),
+               (n["unitMode"], "false")]
         if topic.startswith("%RETRY%"):
-            ext.append(("l", "16"))
-        ext.append(("m", "true" if batch else "false"))
+            ext.append((n["maxReconsumeTimes"], "16"))
+        ext.append((n["batch"], "true" if batch else "false"))
         fields = ",".join(f"{_json_str(k)}:{_json_str(v)}" for k, v in ext)
-        header = (f'{{"code":{320 if batch else 310},"extFields":{{{fields}}}{self._tail}{opaque},'
+        header = (f'{{"code":{_SEND_BATCH if batch else _SEND_V2},"extFields":{{{fields}}}{self._tail}{opaque},'
                   f'"serializeTypeCurrentRPC":"JSON","version":{self.version}}}').encode("utf-8")
         body = bytes(body)
         if len(header) > MAX_HEADER_LENGTH:  # it shares a word with the serialize type
@@ -305,15 +313,15 @@ class AsyncSend(asyncio.Future[SendResult]):
         self._answered = True
         ext = resp.ext_fields if resp.code == _SUCCESS else None
         if type(ext) is dict:
-            qid = _plain_int(ext.get("queueId"))
-            qoff = _plain_int(ext.get("queueOffset"))
-            msg_id = ext.get("msgId")
+            qid = _plain_int(ext.get(_QUEUE_ID))
+            qoff = _plain_int(ext.get(_QUEUE_OFFSET))
+            msg_id = ext.get(_MSG_ID)
             mq = self.mq
             if qid == mq.queue_id and qoff is not None and type(msg_id) is str:
                 if self.fault:
                     self.context.update_fault(mq.broker_name, int((self.get_loop().time() - self.begin) * 1000),
                                               False)
-                self.finish(SendResult("SEND_OK", self.uniq, msg_id, mq, qoff, ext.get("MSG_REGION")), None)
+                self.finish(SendResult("SEND_OK", self.uniq, msg_id, mq, qoff, ext.get(MessageConst.MSG_REGION)), None)
                 return
         self.context.send_answered(self, resp)
 

@@ -5,6 +5,7 @@ from cpython.object cimport PyObject
 from libc.string cimport memchr
 
 from .bytebuf cimport ByteBuf
+from .wire_facts cimport NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR
 
 cdef extern from "Python.h":
     const char* PyUnicode_AsUTF8AndSize(object o, Py_ssize_t *size) except NULL
@@ -15,7 +16,7 @@ ctypedef int (*property_writer)(ByteBuf* b, const char* ks, Py_ssize_t kn, const
 
 
 cdef inline bint has_separator(const char* s, Py_ssize_t n) noexcept:
-    return memchr(s, 1, n) != NULL or memchr(s, 2, n) != NULL
+    return memchr(s, NAME_VALUE_SEPARATOR, n) != NULL or memchr(s, PROPERTY_SEPARATOR, n) != NULL
 
 
 cdef inline int write_properties(ByteBuf* b, object props, property_writer write) except -1:

@@ -19,16 +19,18 @@ from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from libc.string cimport memchr, memcmp
 
 from .bigendian cimport get32 as _get32
+from .wire_facts cimport *
 
 cdef extern from "Python.h":
     int setattr_ "PyObject_SetAttr"(object o, object name, object value) except -1
 
 __all__ = ["decode_v4"]
 
-cdef uint32_t _MAGIC_V1 = 0xDAA320A7
-cdef int32_t _V6_BITS = 0x10 | 0x20
-cdef Py_ssize_t _FIXED = 88
-cdef Py_ssize_t _MIN_TOTAL = 88 + 1 + 2
+# the record layout is the declaration's (protocol/record_layout.py), through wire_facts.pxd
+cdef uint32_t _MAGIC_V1 = <uint32_t>MESSAGE_MAGIC_CODE
+cdef int32_t _V6_BITS = SYSFLAG_HOST_V6_BITS
+cdef Py_ssize_t _FIXED = REC_FIXED_LEN_V4
+cdef Py_ssize_t _MIN_TOTAL = REC_MIN_LEN_V4
 
 
 cdef inline int64_t _get64(const uint8_t* p) noexcept nogil:
@@ -110,10 +112,10 @@ cdef dict _properties(_Cache c, Py_ssize_t at, Py_ssize_t n):
     cdef const uint8_t* sep
     cdef int slot
     while True:
-        stop = <const uint8_t*>memchr(s, 2, end - s)
+        stop = <const uint8_t*>memchr(s, PROPERTY_SEPARATOR, end - s)
         if stop == NULL:
             stop = end
-        sep = <const uint8_t*>memchr(s, 1, stop - s)
+        sep = <const uint8_t*>memchr(s, NAME_VALUE_SEPARATOR, stop - s)
         if sep == NULL or sep == s:
             _utf8(s, stop - s)  # skipped, but it still has to be UTF-8
         else:
@@ -155,11 +157,12 @@ def decode_v4(bytes data not None, cls):
                 return None
             r = base + pos
             total = <int32_t>_get32(r)
-            sys_flag = <int32_t>_get32(r + 36)
-            if _get32(r + 4) != _MAGIC_V1 or sys_flag & _V6_BITS or total < _MIN_TOTAL or total > n - pos:
+            sys_flag = <int32_t>_get32(r + REC_SYSFLAG_POS)
+            if (_get32(r + REC_MAGICCODE_POS) != _MAGIC_V1 or sys_flag & _V6_BITS or total < _MIN_TOTAL
+                    or total > n - pos):
                 return None
             end = pos + total
-            body_len = <int32_t>_get32(r + 84)
+            body_len = <int32_t>_get32(r + REC_BODYLEN_POS)
             p = pos + _FIXED
             if body_len < 0 or p + body_len + 3 > end:
                 return None
@@ -180,33 +183,39 @@ def decode_v4(bytes data not None, cls):
                 return None
             props = _properties(cache, p + 2, props_len) if props_len else {}
             # a host's 4 address bytes and its port, as one key
-            born_key = <uint64_t>_get64(r + 48)
+            born_key = <uint64_t>_get64(r + REC_BORNHOST_POS)
             if born is None or born_key != last_born:
-                born = _host(r + 48)
+                born = _host(r + REC_BORNHOST_POS)
                 last_born = born_key
-            store_key = <uint64_t>_get64(r + 64)
+            store_key = <uint64_t>_get64(r + REC_STOREHOST_POS)
             if store is None or store_key != last_store:
-                store = born if store_key == born_key else _host(r + 64)
+                store = born if store_key == born_key else _host(r + REC_STOREHOST_POS)
                 last_store = store_key
             obj = new(cls)
             setattr_(obj, "topic", topic)
             setattr_(obj, "body", body)
-            setattr_(obj, "flag", <int32_t>_get32(r + 16))
+            setattr_(obj, "flag", <int32_t>_get32(r + REC_FLAG_POS))
             setattr_(obj, "properties", props)
-            setattr_(obj, "queue_id", <int32_t>_get32(r + 12))
+            setattr_(obj, "queue_id", <int32_t>_get32(r + REC_QUEUEID_POS))
             setattr_(obj, "store_size", total)
-            setattr_(obj, "queue_offset", _get64(r + 20))
+            setattr_(obj, "queue_offset", _get64(r + REC_QUEUEOFFSET_POS))
             setattr_(obj, "sys_flag", sys_flag)
-            setattr_(obj, "born_timestamp", _get64(r + 40))
+            setattr_(obj, "born_timestamp", _get64(r + REC_BORNTIMESTAMP_POS))
             setattr_(obj, "born_host", born)
-            setattr_(obj, "store_timestamp", _get64(r + 56))
+            setattr_(obj, "store_timestamp", _get64(r + REC_STORETIMESTAMP_POS))
             setattr_(obj, "store_host", store)
-            setattr_(obj, "commit_log_offset", _get64(r + 28))
-            setattr_(obj, "body_crc", <int32_t>_get32(r + 8))
-            setattr_(obj, "reconsume_times", <int32_t>_get32(r + 72))
-            setattr_(obj, "prepared_transaction_offset", _get64(r + 76))
+            setattr_(obj, "commit_log_offset", _get64(r + REC_PHYSICALOFFSET_POS))
+            setattr_(obj, "body_crc", <int32_t>_get32(r + REC_BODYCRC_POS))
+            setattr_(obj, "reconsume_times", <int32_t>_get32(r + REC_RECONSUMETIMES_POS))
+            setattr_(obj, "prepared_transaction_offset", _get64(r + REC_PREPARED_TRANSACTION_OFFSET_POS))
             PyList_Append(out, obj)
             pos = end
     except UnicodeDecodeError:
         return None
     return out
+
+
+def wire_facts() -> dict:
+    """The wire-fact constants this module was compiled with (tests/test_wire_facts.py holds them
+    to protocol's declarations, so a build from a stale ``wire_facts.pxd`` is caught)."""
+    return compiled_wire_facts()

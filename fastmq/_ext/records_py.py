@@ -19,6 +19,9 @@ import socket
 import struct
 from typing import Any
 
+from ..protocol.message_const import NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR
+from ..protocol.record_layout import HOST_V6_BITS, MESSAGE_MAGIC_CODE, MIN_RECORD_LEN_V4, fixed_format
+
 __all__ = ["FIELDS", "decode_v4"]
 
 #: The attribute names of a record object, in the order ``cls`` takes them.
@@ -26,11 +29,12 @@ FIELDS = ("topic", "body", "flag", "properties", "queue_id", "store_size", "queu
           "born_timestamp", "born_host", "store_timestamp", "store_host", "commit_log_offset", "body_crc",
           "reconsume_times", "prepared_transaction_offset")
 
-_MAGIC_V1 = 0xDAA320A7
-_V6_BITS = 0x10 | 0x20  # SYSFLAG bits of an IPv6 born host and store host
+_MAGIC_V1 = MESSAGE_MAGIC_CODE
+_V6_BITS = HOST_V6_BITS
 #: TOTALSIZE .. BODYLEN of a record whose two hosts are IPv4.
-_FIXED_V4 = struct.Struct(">iIiiiqqiq4siq4siiqi")
-_MIN_TOTAL = _FIXED_V4.size + 1 + 2  # empty body, topic and properties
+_FIXED_V4 = struct.Struct(fixed_format())
+_MIN_TOTAL = MIN_RECORD_LEN_V4  # empty body, topic and properties
+_NAME_SEP, _PROP_SEP = NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR
 
 
 class _NotPlain(Exception):
@@ -78,8 +82,8 @@ def _decode(data: bytes, cls: Any) -> list[Any]:
             raise _NotPlain
         props: dict[str, str] = {}
         if end > p + 2:
-            for item in data[p + 2:end].decode("utf-8").split("\x02"):
-                k, sep, v = item.partition("\x01")
+            for item in data[p + 2:end].decode("utf-8").split(_PROP_SEP):
+                k, sep, v = item.partition(_NAME_SEP)
                 if sep and k:
                     props[k] = v
         key = (born_ip, born_port)

@@ -14,7 +14,8 @@ A request the fast path does not take as is (an unknown topic, a retry topic, a 
 transactional flag, a malformed field, ...) is left out and listed in ``SendBatch.slow``; the
 Python send processor answers it the long way, with RocketMQ's exact checks and remarks.
 
-Record layout (big-endian; ``pos`` relative to the record)::
+Record layout (declared in ``protocol/record_layout.py``, cimported through the generated
+``wire_facts.pxd``; big-endian, ``pos`` relative to the record)::
 
     0 TOTALSIZE i32 | 4 MAGICCODE i32 | 8 BODYCRC i32 | 12 QUEUEID i32 | 16 FLAG i32
     20 QUEUEOFFSET i64 | 28 PHYSICALOFFSET i64 | 36 SYSFLAG i32 | 40 BORNTIMESTAMP i64
@@ -32,9 +33,13 @@ from libc.string cimport memcpy, memcmp
 
 import numpy as np
 
+from fastmq.protocol.headers import send_wire_names
+from fastmq._ext.send_py import SEND_FAST_ATTRS
+
 from .bigendian cimport get32 as _get32, put32 as _put32, put64 as _put64
 from .bytebuf cimport ByteBuf, bytebuf_free, bytebuf_reserve
 from .codec_c cimport RemotingCommand
+from .wire_facts cimport *
 
 cdef extern from "Python.h":
     const char* PyUnicode_AsUTF8AndSize(object o, Py_ssize_t *size) except NULL
@@ -55,17 +60,20 @@ cdef enum:
     NCOLS = 9
     F_WAIT = 1       # the producer waits for the store (no WAIT=false): SYNC_FLUSH waits for it
     F_INDEX = 2      # has KEYS or UNIQ_KEY
-    FIXED = 91       # a record without body, topic and properties (IPv4 hosts)
-    CODE_SEND = 10
-    CODE_SEND_V2 = 310
-    CODE_SEND_BATCH = 320
-    MAGIC = -626843481   # 0xDAA320A7, MESSAGE_MAGIC_CODE v1
-    TX_MASK = 0xC
-    TX_PREPARED = 0x4
-    TX_ROLLBACK = 0xC
-    HOST_V6_BITS = 0x30
-    MAX_TOPIC = 127
-    MAX_PROPS = 0x7FFF
+    # the wire facts below come from the generated wire_facts.pxd (protocol's declarations)
+    FIXED = REC_MIN_LEN_V4  # a record without body, topic and properties (IPv4 hosts)
+    CODE_SEND = REQUEST_SEND_MESSAGE
+    CODE_SEND_V2 = REQUEST_SEND_MESSAGE_V2
+    CODE_SEND_BATCH = REQUEST_SEND_BATCH_MESSAGE
+    MAGIC = MESSAGE_MAGIC_CODE
+    TX_MASK = SYSFLAG_TRANSACTION_PREPARED_TYPE | SYSFLAG_TRANSACTION_COMMIT_TYPE
+    TX_PREPARED = SYSFLAG_TRANSACTION_PREPARED_TYPE
+    TX_ROLLBACK = SYSFLAG_TRANSACTION_ROLLBACK_TYPE
+    HOST_V6_BITS = SYSFLAG_HOST_V6_BITS
+    MAX_TOPIC = REC_MAX_TOPIC_LEN
+    MAX_PROPS = REC_MAX_PROPERTIES_LEN
+    NV_SEP = NAME_VALUE_SEPARATOR
+    PROP_SEP = PROPERTY_SEPARATOR
 
 COLUMNS = ("req", "pos", "size", "key", "tags", "flags", "queue_offset", "commit_log_offset", "queue_id")
 
@@ -215,35 +223,37 @@ cdef Props _scan_props(const uint8_t* p, Py_ssize_t n) noexcept nogil:
         return r
     # 4.9's messageProperties2String drops the separator after the last pair: the Java client
     # sends its properties so; the end of the string then closes the last value
-    r.open_end = p[n - 1] != 2
+    r.open_end = p[n - 1] != PROP_SEP
     while i < n:
         ks = i
-        while i < n and p[i] != 1 and p[i] != 2:
+        while i < n and p[i] != NV_SEP and p[i] != PROP_SEP:
             i += 1
-        if i >= n or p[i] != 1 or i == ks:
+        if i >= n or p[i] != NV_SEP or i == ks:
             r.ok = 0
             return r
         kn = i - ks
         i += 1
         vs = i
-        while i < n and p[i] != 2:
-            if p[i] == 1:
+        while i < n and p[i] != PROP_SEP:
+            if p[i] == NV_SEP:
                 r.ok = 0
                 return r
             i += 1
         vn = i - vs
-        i += 1  # the \x02
-        if _key_is(p + ks, kn, "TAGS", 4):
+        i += 1  # the property separator
+        if _key_is(p + ks, kn, PROP_TAGS, PROP_TAGS_LEN):
             r.has_tags = vn > 0
             r.tags_hash = _jhash(p + vs, vn, 0)
-        elif _key_is(p + ks, kn, "WAIT", 4):
+        elif _key_is(p + ks, kn, PROP_WAIT_STORE_MSG_OK, PROP_WAIT_STORE_MSG_OK_LEN):
             r.wait = not _key_is(p + vs, vn, "false", 5)
-        elif _key_is(p + ks, kn, "KEYS", 4) or _key_is(p + ks, kn, "UNIQ_KEY", 8):
+        elif (_key_is(p + ks, kn, PROP_KEYS, PROP_KEYS_LEN)
+              or _key_is(p + ks, kn, PROP_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, PROP_UNIQ_CLIENT_MESSAGE_ID_KEYIDX_LEN)):
             if vn > 0:
                 r.index = 1
-        elif _key_is(p + ks, kn, "DELAY", 5) or _key_is(p + ks, kn, "TRAN_MSG", 8):
+        elif (_key_is(p + ks, kn, PROP_DELAY_TIME_LEVEL, PROP_DELAY_TIME_LEVEL_LEN)
+              or _key_is(p + ks, kn, PROP_TRANSACTION_PREPARED, PROP_TRANSACTION_PREPARED_LEN)):
             r.delay = 1
-        elif _key_is(p + ks, kn, "CLUSTER", 7):
+        elif _key_is(p + ks, kn, PROP_CLUSTER, PROP_CLUSTER_LEN):
             r.cluster = 1
     return r
 
@@ -361,22 +371,22 @@ cdef int _write_record(SendBatch b, RecIn* r, const uint8_t* born_host, const ui
     cdef Py_ssize_t size = FIXED + r.body_len + r.topic_len + plen
     bytebuf_reserve(&b._b, size, 65536)
     cdef uint8_t* p = b._b.p + b._b.n
-    _put32(p, <uint32_t>size)
-    _put32(p + 4, <uint32_t>MAGIC)
-    _put32(p + 8, _crc32(r.body, r.body_len) & 0x7FFFFFFF)
-    _put32(p + 12, <uint32_t>r.queue_id)
-    _put32(p + 16, <uint32_t>r.flag)
-    _put64(p + 20, 0)
-    _put64(p + 28, 0)
-    _put32(p + 36, <uint32_t>r.sys_flag)
-    _put64(p + 40, <uint64_t>r.born_ts)
-    memcpy(p + 48, born_host, 8)
-    _put64(p + 56, 0)
-    memcpy(p + 64, store_host, 8)
-    _put32(p + 72, <uint32_t>r.reconsume)
-    _put64(p + 76, 0)
-    _put32(p + 84, <uint32_t>r.body_len)
-    p += 88
+    _put32(p + REC_TOTALSIZE_POS, <uint32_t>size)
+    _put32(p + REC_MAGICCODE_POS, <uint32_t>MAGIC)
+    _put32(p + REC_BODYCRC_POS, _crc32(r.body, r.body_len) & 0x7FFFFFFF)
+    _put32(p + REC_QUEUEID_POS, <uint32_t>r.queue_id)
+    _put32(p + REC_FLAG_POS, <uint32_t>r.flag)
+    _put64(p + REC_QUEUEOFFSET_POS, 0)
+    _put64(p + REC_PHYSICALOFFSET_POS, 0)
+    _put32(p + REC_SYSFLAG_POS, <uint32_t>r.sys_flag)
+    _put64(p + REC_BORNTIMESTAMP_POS, <uint64_t>r.born_ts)
+    memcpy(p + REC_BORNHOST_POS, born_host, REC_IPV4_HOST_LEN)
+    _put64(p + REC_STORETIMESTAMP_POS, 0)
+    memcpy(p + REC_STOREHOST_POS, store_host, REC_IPV4_HOST_LEN)
+    _put32(p + REC_RECONSUMETIMES_POS, <uint32_t>r.reconsume)
+    _put64(p + REC_PREPARED_TRANSACTION_OFFSET_POS, 0)
+    _put32(p + REC_BODYLEN_POS, <uint32_t>r.body_len)
+    p += REC_BODY_POS
     memcpy(p, r.body, r.body_len)
     p += r.body_len
     p[0] = <uint8_t>r.topic_len
@@ -386,15 +396,16 @@ cdef int _write_record(SendBatch b, RecIn* r, const uint8_t* born_host, const ui
     p[1] = <uint8_t>plen
     memcpy(p + 2, r.props, r.props_len)
     if r.props_sep:
-        p[2 + r.props_len] = 2
+        p[2 + r.props_len] = PROP_SEP
     memcpy(p + 2 + r.props_len + r.props_sep, cluster, cluster_len)
     b._b.n += size
     return <int>size
 
 
-cdef object _V1 = ("producerGroup", "topic", "defaultTopic", "defaultTopicQueueNums", "queueId", "sysFlag",
-                   "bornTimestamp", "flag", "properties", "reconsumeTimes", "batch")
-cdef object _V2 = ("a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "m")
+# the send header's wire names, from the declaration (protocol/headers.py), by send_py's positions
+cdef tuple _V1
+cdef tuple _V2
+_V1, _V2 = send_wire_names(SEND_FAST_ATTRS)
 
 
 cdef struct Ctx:
@@ -419,7 +430,7 @@ def encode_sends(list requests, dict topics, bytes born_host, bytes store_host, 
     cdef SendBatch b = SendBatch.__new__(SendBatch)
     cdef Py_ssize_t nreq = len(requests), i, mark, first_row, nkeys
     cdef long long rr0
-    if len(born_host) != 8 or len(store_host) != 8:
+    if len(born_host) != REC_IPV4_HOST_LEN or len(store_host) != REC_IPV4_HOST_LEN:
         raise ValueError("the fast path takes packed IPv4 hosts (8 bytes)")
     b.cols = np.zeros((max(16, nreq), NCOLS), np.int64)
     b._cols = b.cols
@@ -515,7 +526,7 @@ cdef bint _encode_one(SendBatch b, RemotingCommand req, Py_ssize_t i, dict topic
             return False
         r.reconsume = <int32_t>x
     # maxReconsumeTimes: not used here, but a bad one is refused (by the slow path)
-    v = _get(f, "maxReconsumeTimes" if req._code == CODE_SEND else "l")
+    v = _get(f, names[11])
     if v is not None and (not _parse_i64(v, &x) or not _i32(x)):
         return False
     v = _get(f, names[10])
@@ -572,19 +583,19 @@ cdef bint _encode_one(SendBatch b, RemotingCommand req, Py_ssize_t i, dict topic
     bl = PyBytes_GET_SIZE(body)
     pos = 0
     while pos < bl:
-        if pos + 22 > bl:
+        if pos + BATCH_MIN_LEN > bl:
             return False
-        el = <int32_t>_get32(bp + pos + 16)
-        if el < 0 or pos + 20 + el + 2 > bl:
+        el = <int32_t>_get32(bp + pos + BATCH_BODYLEN_POS)
+        if el < 0 or pos + BATCH_MIN_LEN + el > bl:
             return False
-        epl = (<Py_ssize_t>bp[pos + 20 + el] << 8) | bp[pos + 21 + el]
-        end = pos + 22 + el + epl
-        if end > bl or <int32_t>_get32(bp + pos) != end - pos:
+        epl = (<Py_ssize_t>bp[pos + BATCH_BODY_POS + el] << 8) | bp[pos + BATCH_BODY_POS + 1 + el]
+        end = pos + BATCH_MIN_LEN + el + epl
+        if end > bl or <int32_t>_get32(bp + pos + BATCH_TOTALSIZE_POS) != end - pos:
             return False
-        r.flag = <int32_t>_get32(bp + pos + 12)
-        r.body = bp + pos + 20
+        r.flag = <int32_t>_get32(bp + pos + BATCH_FLAG_POS)
+        r.body = bp + pos + BATCH_BODY_POS
         r.body_len = el
-        r.props = bp + pos + 22 + el
+        r.props = bp + pos + BATCH_MIN_LEN + el
         r.props_len = epl
         if not _valid_utf8(r.props, epl):
             return False
@@ -663,9 +674,9 @@ def place_records(SendBatch b, object mapping, Py_ssize_t pos, Py_ssize_t file_s
             c[i, C_QOFF] = next_offsets[k]
             next_offsets[k] += 1
             c[i, C_PHYS] = file_from + pos
-            _put64(dst + 20, <uint64_t>c[i, C_QOFF])
-            _put64(dst + 28, <uint64_t>c[i, C_PHYS])
-            _put64(dst + 56, <uint64_t>store_ts)
+            _put64(dst + REC_QUEUEOFFSET_POS, <uint64_t>c[i, C_QOFF])
+            _put64(dst + REC_PHYSICALOFFSET_POS, <uint64_t>c[i, C_PHYS])
+            _put64(dst + REC_STORETIMESTAMP_POS, <uint64_t>store_ts)
             pos += size
             i += 1
     finally:
@@ -711,7 +722,7 @@ def index_records(SendBatch b, Py_ssize_t start, object mapping, Py_ssize_t slot
                 i += 1
                 continue
             rec = b._b.p + c[i, C_POS]
-            p = 88 + <int32_t>_get32(rec + 84)
+            p = REC_BODY_POS + <int32_t>_get32(rec + REC_BODYLEN_POS)
             tl = rec[p]
             topic = rec + p + 1
             p += 1 + tl
@@ -725,25 +736,25 @@ def index_records(SendBatch b, Py_ssize_t start, object mapping, Py_ssize_t slot
             j = 0
             while j < n:
                 ks = j
-                while props[j] != 1:
+                while props[j] != NV_SEP:
                     j += 1
                 kn = j - ks
                 j += 1
                 vs = j
-                while props[j] != 2:
+                while props[j] != PROP_SEP:
                     j += 1
                 vn = j - vs
                 j += 1
-                if _key_is(props + ks, kn, "UNIQ_KEY", 8):
+                if _key_is(props + ks, kn, PROP_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, PROP_UNIQ_CLIENT_MESSAGE_ID_KEYIDX_LEN):
                     uniq, ul = props + vs, vn
-                elif _key_is(props + ks, kn, "KEYS", 4):
+                elif _key_is(props + ks, kn, PROP_KEYS, PROP_KEYS_LEN):
                     nkeys = 0  # a repeated KEYS replaces the earlier one, as in a dict
                     q = vs
                     while q < vs + vn and nkeys < 63:
-                        while q < vs + vn and props[q] == 32:
+                        while q < vs + vn and props[q] == <uint8_t>PROP_KEY_SEPARATOR[0]:
                             q += 1
                         ks = q
-                        while q < vs + vn and props[q] != 32:
+                        while q < vs + vn and props[q] != <uint8_t>PROP_KEY_SEPARATOR[0]:
                             q += 1
                         if q > ks:
                             key_ptrs[nkeys] = props + ks
@@ -892,3 +903,9 @@ cdef inline Py_ssize_t _itoa(int64_t v, char* out) noexcept:
         out[k] = tmp[n]
         k += 1
     return k
+
+
+def wire_facts() -> dict:
+    """The wire-fact constants this module was compiled with (tests/test_wire_facts.py holds them
+    to protocol's declarations, so a build from a stale ``wire_facts.pxd`` is caught)."""
+    return compiled_wire_facts()

@@ -30,19 +30,41 @@ from typing import Any, TypeGuard
 
 import numpy as np
 
+from ..protocol.codes import RequestCode
+from ..protocol.headers import SendMessageResponseHeader, declared, send_wire_names
+from ..protocol.message_const import NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR, MessageConst, MessageSysFlag
+from ..protocol.record_layout import (BATCH_HEAD_FORMAT, BATCH_MIN_LEN, BATCH_POS, HEAD_FORMAT, HOST_V6_BITS,
+                                      MAX_PROPERTIES_LEN, MAX_TOPIC_LEN, MESSAGE_MAGIC_CODE, MIN_RECORD_LEN_V4,
+                                      PHYS_OFFSET_POS, POS_V4, QUEUE_OFFSET_POS)
+
 __all__ = ["SendBatch", "encode_sends", "place_records", "index_records", "encode_answers", "COLUMNS",
            "crc32", "java_hash", "answer_template"]
 
 COLUMNS = ("req", "pos", "size", "key", "tags", "flags", "queue_offset", "commit_log_offset", "queue_id")
 C_REQ, C_POS, C_SIZE, C_KEY, C_TAGS, C_FLAGS, C_QOFF, C_PHYS, C_QID = range(9)
 F_WAIT, F_INDEX = 1, 2
-FIXED = 91
-MAGIC = -626843481
-_CODES = (10, 310, 320)
-_V1 = ("producerGroup", "topic", "defaultTopic", "defaultTopicQueueNums", "queueId", "sysFlag",
-       "bornTimestamp", "flag", "properties", "reconsumeTimes", "batch")
-_V2 = ("a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "m")
-_HEAD = struct.Struct(">iiiiiqqiq")       # size .. born timestamp (48 bytes)
+FIXED = MIN_RECORD_LEN_V4
+MAGIC = MESSAGE_MAGIC_CODE
+_SEND, _SEND_V2, _SEND_BATCH = (int(RequestCode.SEND_MESSAGE), int(RequestCode.SEND_MESSAGE_V2),
+                                int(RequestCode.SEND_BATCH_MESSAGE))
+_CODES = (_SEND, _SEND_V2, _SEND_BATCH)
+#: The send header fields both twins' fast path reads, by position (``names[i]``); their wire
+#: names come from the declaration (protocol/headers.py).
+SEND_FAST_ATTRS = ("producerGroup", "topic", "defaultTopic", "defaultTopicQueueNums", "queueId", "sysFlag",
+                   "bornTimestamp", "flag", "properties", "reconsumeTimes", "batch", "maxReconsumeTimes")
+_V1, _V2 = send_wire_names(SEND_FAST_ATTRS)
+#: The answer's fields, in the order the template writes them.
+_MSG_ID, _QUEUE_ID, _QUEUE_OFFSET = declared(SendMessageResponseHeader, "msgId", "queueId", "queueOffset")
+_HEAD = struct.Struct(HEAD_FORMAT)       # TOTALSIZE .. BORNTIMESTAMP
+_STORE_TS_POS, _BODY_LEN_POS, _BODY_POS = POS_V4["STORETIMESTAMP"], POS_V4["BODYLEN"], POS_V4["BODY"]
+_BATCH_HEAD = struct.Struct(BATCH_HEAD_FORMAT)  # one entry of a SEND_BATCH_MESSAGE body
+_BATCH_BODY = BATCH_POS["BODY"]
+_TX_MASK = MessageSysFlag.TRANSACTION_PREPARED_TYPE | MessageSysFlag.TRANSACTION_COMMIT_TYPE
+_TX_HELD = (MessageSysFlag.TRANSACTION_PREPARED_TYPE, MessageSysFlag.TRANSACTION_ROLLBACK_TYPE)
+_NAME_SEP, _PROP_SEP = NAME_VALUE_SEPARATOR.encode(), PROPERTY_SEPARATOR.encode()
+_TAGS, _WAIT, _KEYS, _UNIQ_KEY, _DELAY, _TRAN_MSG, _CLUSTER, _KEY_SEP = (n.encode() for n in (
+    MessageConst.TAGS, MessageConst.WAIT_STORE_MSG_OK, MessageConst.KEYS, MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
+    MessageConst.DELAY_TIME_LEVEL, MessageConst.TRANSACTION_PREPARED, MessageConst.CLUSTER, MessageConst.KEY_SEPARATOR))
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
 _U32 = struct.Struct(">I")
@@ -86,23 +108,23 @@ class _Props:
         self.ok, self.wait, self.index, self.delay, self.cluster, self.tags = True, True, False, False, False, 0
         #: what goes between the message's properties and CLUSTER in the record: the \x02 that
         #: the Java client (4.9's messageProperties2String) leaves off after its last pair
-        self.sep = b"\x02" if p and p[-1] != 2 else b""
+        self.sep = _PROP_SEP if p and p[-1:] != _PROP_SEP else b""
         if not p:
             return
-        for item in (p + self.sep)[:-1].split(b"\x02"):
-            k, sep, v = item.partition(b"\x01")
-            if not sep or not k or b"\x01" in v:
+        for item in (p + self.sep)[:-1].split(_PROP_SEP):
+            k, sep, v = item.partition(_NAME_SEP)
+            if not sep or not k or _NAME_SEP in v:
                 self.ok = False
                 return
-            if k == b"TAGS":
+            if k == _TAGS:
                 self.tags = _jhash(v, 0) if v else 0
-            elif k == b"WAIT":
+            elif k == _WAIT:
                 self.wait = v != b"false"
-            elif k in (b"KEYS", b"UNIQ_KEY"):
+            elif k in (_KEYS, _UNIQ_KEY):
                 self.index = self.index or bool(v)
-            elif k == b"DELAY" or k == b"TRAN_MSG":  # the processor judges these (delay, transaction)
+            elif k == _DELAY or k == _TRAN_MSG:  # the processor judges these (delay, transaction)
                 self.delay = True
-            elif k == b"CLUSTER":
+            elif k == _CLUSTER:
                 self.cluster = True
 
 
@@ -162,7 +184,7 @@ def encode_sends(requests: list[Any], topics: dict[str, tuple[int, int, int]], b
             b.slow.append(i)
             continue
         f = req.ext_fields
-        names = _V1 if req.code == 10 else _V2
+        names = _V1 if req.code == _SEND else _V2
         topic = f.get(names[1])
         info = topics.get(topic) if type(topic) is str else None
         qid = _int(f.get(names[4]))
@@ -171,7 +193,7 @@ def encode_sends(requests: list[Any], topics: dict[str, tuple[int, int, int]], b
         reconsume = 0 if rc is None else _int(rc)
         bv = f.get(names[10])
         # maxReconsumeTimes: not used here, but a bad one is refused (by the slow path)
-        mrt = f.get("maxReconsumeTimes" if req.code == 10 else "l")
+        mrt = f.get(names[11])
         if (names[0] not in f or names[2] not in f or not _i32(_int(f.get(names[3]))) or info is None
                 or (groups is not None and f.get(names[0]) not in groups)
                 or not _i32(qid) or qid >= info[0] or not _i32(sys_flag) or born_ts is None or not _i32(flag)
@@ -181,19 +203,19 @@ def encode_sends(requests: list[Any], topics: dict[str, tuple[int, int, int]], b
             continue
         assert sys_flag is not None and flag is not None and reconsume is not None
         assert isinstance(topic, str)  # else ``info`` is None and the request went to ``slow``
-        if (sys_flag & 0xC) in (0x4, 0xC):
+        if (sys_flag & _TX_MASK) in _TX_HELD:
             b.slow.append(i)
             continue
-        sys_flag = (sys_flag & ~0x30) | info[2]
+        sys_flag = (sys_flag & ~HOST_V6_BITS) | info[2]
         # Java's parseBoolean, plus the C++ client's "1" on SEND_MESSAGE (see fast_send_header)
-        batch = req.code == 320 or bv == "true" or (bv == "1" and req.code == 10)
+        batch = req.code == _SEND_BATCH or bv == "true" or (bv == "1" and req.code == _SEND)
         try:
             tb = topic.encode("utf-8")
         except UnicodeEncodeError:
             b.slow.append(i)
             continue
         body = req.body if req.body is not None else b""
-        if type(body) is not bytes or len(tb) > 127:
+        if type(body) is not bytes or len(tb) > MAX_TOPIC_LEN:
             b.slow.append(i)
             continue
         entries: list[_Entry] | None
@@ -210,7 +232,7 @@ def encode_sends(requests: list[Any], topics: dict[str, tuple[int, int, int]], b
             pr = _Props(pb)
             pb += pr.sep
             size = FIXED + len(body) + len(tb) + len(pb) + len(cluster_prop)
-            if (not pr.ok or pr.delay or pr.cluster or len(pb) + len(cluster_prop) > 0x7FFF
+            if (not pr.ok or pr.delay or pr.cluster or len(pb) + len(cluster_prop) > MAX_PROPERTIES_LEN
                     or size > max_size):
                 b.slow.append(i)
                 continue
@@ -243,26 +265,26 @@ def _batch_entries(body: bytes, tb: bytes, cluster_prop: bytes, max_size: int) -
     out: list[_Entry] = []
     pos, n = 0, len(body)
     while pos < n:
-        if pos + 22 > n:
+        if pos + BATCH_MIN_LEN > n:
             return None
-        size, _magic, _crc, flag, el = struct.unpack_from(">iiiii", body, pos)
-        if el < 0 or pos + 20 + el + 2 > n:
+        size, _magic, _crc, flag, el = _BATCH_HEAD.unpack_from(body, pos)
+        if el < 0 or pos + BATCH_MIN_LEN + el > n:
             return None
-        epl = struct.unpack_from(">H", body, pos + 20 + el)[0]
-        end = pos + 22 + el + epl
+        epl = struct.unpack_from(">H", body, pos + _BATCH_BODY + el)[0]
+        end = pos + BATCH_MIN_LEN + el + epl
         if end > n or size != end - pos:
             return None
-        pb = body[pos + 22 + el:end]
+        pb = body[pos + BATCH_MIN_LEN + el:end]
         try:
             pb.decode("utf-8")
         except UnicodeDecodeError:
             return None
         pr = _Props(pb)
         pb += pr.sep
-        if (not pr.ok or pr.delay or pr.cluster or len(pb) + len(cluster_prop) > 0x7FFF
+        if (not pr.ok or pr.delay or pr.cluster or len(pb) + len(cluster_prop) > MAX_PROPERTIES_LEN
                 or FIXED + el + len(tb) + len(pb) + len(cluster_prop) > max_size):
             return None
-        out.append((flag, body[pos + 20:pos + 20 + el], pb, pr))
+        out.append((flag, body[pos + _BATCH_BODY:pos + _BATCH_BODY + el], pb, pr))
         pos = end
     return out or None
 
@@ -288,16 +310,16 @@ def place_records(b: SendBatch, mapping: Any, pos: int, file_size: int, file_fro
         c[i, C_QOFF] = next_offsets[k]
         next_offsets[k] += 1
         c[i, C_PHYS] = file_from + pos
-        _I64.pack_into(mv, pos + 20, int(c[i, C_QOFF]))
-        _I64.pack_into(mv, pos + 28, int(c[i, C_PHYS]))
-        _I64.pack_into(mv, pos + 56, store_ts)
+        _I64.pack_into(mv, pos + QUEUE_OFFSET_POS, int(c[i, C_QOFF]))
+        _I64.pack_into(mv, pos + PHYS_OFFSET_POS, int(c[i, C_PHYS]))
+        _I64.pack_into(mv, pos + _STORE_TS_POS, store_ts)
         pos += size
         i += 1
     return i, pos
 
 
 def _record_keys(rec: bytes | bytearray) -> tuple[bytes, list[bytes]]:
-    p = 88 + _I32.unpack_from(rec, 84)[0]
+    p = _BODY_POS + _I32.unpack_from(rec, _BODY_LEN_POS)[0]
     tl = rec[p]
     topic = bytes(rec[p + 1:p + 1 + tl])
     p += 1 + tl
@@ -305,12 +327,12 @@ def _record_keys(rec: bytes | bytearray) -> tuple[bytes, list[bytes]]:
     props = bytes(rec[p + 2:p + 2 + n])
     keys: list[bytes] = []
     uniq = b""
-    for item in props[:-1].split(b"\x02") if props else []:
-        k, _, v = item.partition(b"\x01")
-        if k == b"UNIQ_KEY":
+    for item in props[:-1].split(_PROP_SEP) if props else []:
+        k, _, v = item.partition(_NAME_SEP)
+        if k == _UNIQ_KEY:
             uniq = v
-        elif k == b"KEYS":
-            keys = [x for x in v.split(b" ") if x][:63]
+        elif k == _KEYS:
+            keys = [x for x in v.split(_KEY_SEP) if x][:63]
     if uniq:
         keys.append(uniq)
     return topic, keys
@@ -389,8 +411,8 @@ def answer_template(region: str, trace_on: bool) -> tuple[bytes, bytes, bytes, b
     from .codec import RemotingCommand, encode_frame
     marks = ("\u0010M", "\u0010Q", "\u0010O")
     cmd = RemotingCommand(0, language=0, version=409, opaque=2109876543, flag=1, ext_fields={
-        "msgId": marks[0], "queueId": marks[1], "queueOffset": marks[2], "MSG_REGION": region,
-        "TRACE_ON": "true" if trace_on else "false"})
+        _MSG_ID: marks[0], _QUEUE_ID: marks[1], _QUEUE_OFFSET: marks[2], MessageConst.MSG_REGION: region,
+        MessageConst.TRACE_SWITCH: "true" if trace_on else "false"})
     header = encode_frame(cmd)[8:]
     pieces = []
     for sep in (b'\\u0010M', b'\\u0010Q', b'\\u0010O', b"2109876543"):

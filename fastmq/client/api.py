@@ -39,8 +39,9 @@ from ..protocol.command import VERSION, RemotingCommand, create_request, ext_int
 from ..protocol.headers import (ConsumerSendMsgBackRequestHeader, GetConsumerListByGroupRequestHeader,
                                 GetMaxOffsetRequestHeader, GetMinOffsetRequestHeader, GetRouteInfoRequestHeader,
                                 QueryConsumerOffsetRequestHeader, SearchOffsetRequestHeader,
-                                UnregisterClientRequestHeader, UpdateConsumerOffsetRequestHeader)
-from ..protocol.message import Message, MessageSysFlag, encode_properties
+                                SendMessageResponseHeader, UnregisterClientRequestHeader,
+                                UpdateConsumerOffsetRequestHeader, declared, send_wire_names)
+from ..protocol.message import Message, MessageConst, MessageSysFlag, encode_properties
 from ..protocol.message_queue import MessageQueue
 from ..protocol.topic import AUTO_CREATE_TOPIC_KEY_TOPIC, is_retry_topic
 from ..remoting import Connection, RemotingClient
@@ -48,6 +49,12 @@ from ..remoting import Connection, RemotingClient
 __all__ = ["ClientAPI", "RPCHook", "SendStatus", "send_request", "send_result"]
 
 _LANG = int(LanguageCode.PYTHON)
+# The V2 letters of the send header fields the producer sets, from the declaration.
+(_H_GROUP, _H_TOPIC, _H_DEFAULT_TOPIC, _H_DEFAULT_QUEUES, _H_QUEUE, _H_SYS_FLAG, _H_BORN, _H_FLAG, _H_PROPERTIES,
+ _H_RECONSUME, _H_UNIT, _H_MAX_RECONSUME, _H_BATCH) = send_wire_names((
+    "producerGroup", "topic", "defaultTopic", "defaultTopicQueueNums", "queueId", "sysFlag", "bornTimestamp", "flag",
+    "properties", "reconsumeTimes", "unitMode", "maxReconsumeTimes", "batch"))[1]
+_MSG_ID, _QUEUE_ID, _QUEUE_OFFSET = declared(SendMessageResponseHeader, "msgId", "queueId", "queueOffset")
 
 
 class RPCHook(Protocol):
@@ -95,12 +102,13 @@ def send_request(msg: Message, mq: MessageQueue, group: str, default_topic_queue
     # strings (tests/test_producer_fast.py holds them equal), without a dataclass and a
     # field-spec walk per message.
     topic = msg.topic
-    fields = {"a": group, "b": topic, "c": AUTO_CREATE_TOPIC_KEY_TOPIC, "d": str(default_topic_queue_nums),
-              "e": str(mq.queue_id), "f": str(sys_flag), "g": str(int(time.time() * 1000)), "h": str(msg.flag),
-              "i": encode_properties(msg.properties).decode("utf-8"), "j": "0", "k": "false"}
+    fields = {_H_GROUP: group, _H_TOPIC: topic, _H_DEFAULT_TOPIC: AUTO_CREATE_TOPIC_KEY_TOPIC,
+              _H_DEFAULT_QUEUES: str(default_topic_queue_nums), _H_QUEUE: str(mq.queue_id), _H_SYS_FLAG: str(sys_flag),
+              _H_BORN: str(int(time.time() * 1000)), _H_FLAG: str(msg.flag),
+              _H_PROPERTIES: encode_properties(msg.properties).decode("utf-8"), _H_RECONSUME: "0", _H_UNIT: "false"}
     if is_retry_topic(topic):
-        fields["l"] = "16"
-    fields["m"] = "true" if batch else "false"
+        fields[_H_MAX_RECONSUME] = "16"
+    fields[_H_BATCH] = "true" if batch else "false"
     return RemotingCommand(RequestCode.SEND_BATCH_MESSAGE if batch else RequestCode.SEND_MESSAGE_V2,
                            language=_LANG, version=VERSION, opaque=next_opaque(), flag=0, ext_fields=fields,
                            serialize_type=0, body=body)
@@ -117,10 +125,10 @@ def send_result(resp: RemotingCommand, topic: str, mq: MessageQueue, uniq_id: st
     status = _STATUS_BY_CODE.get(resp.code)
     if status is None:
         raise _refused(resp)
-    queue_id = ext_int(resp, "queueId", mq.queue_id)
-    return SendResult(status, uniq_id, ext_str(resp, "msgId") or "",
+    queue_id = ext_int(resp, _QUEUE_ID, mq.queue_id)
+    return SendResult(status, uniq_id, ext_str(resp, _MSG_ID) or "",
                       MessageQueue(topic, mq.broker_name, queue_id if queue_id is not None else mq.queue_id),
-                      ext_int(resp, "queueOffset", 0) or 0, ext_str(resp, "MSG_REGION"))
+                      ext_int(resp, _QUEUE_OFFSET, 0) or 0, ext_str(resp, MessageConst.MSG_REGION))
 
 
 class ClientAPI:

@@ -33,7 +33,9 @@ from ..protocol.bodies import TopicRouteData
 from ..protocol.command import VERSION, next_opaque
 from ..protocol.message import (Message, MessageConst, MessageFormatError, encode_batch_body, encode_properties,
                                 java_string_hash)
+from ..protocol.message_const import NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR
 from ..protocol.message_queue import MessageQueue
+from ..protocol.record_layout import BATCH_MIN_LEN
 from ..protocol.topic import (AUTO_CREATE_TOPIC_KEY_TOPIC, is_not_allowed_send_topic, is_topic_or_group_illegal,
                               validate_group, validate_topic)
 from ..remoting import Connection
@@ -52,9 +54,6 @@ log = logging.getLogger("fastmq.client")
 _LANG = int(LanguageCode.PYTHON)
 _UNIQ_KEY = MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX
 
-#: The response codes a send is retried on (DefaultMQProducer.retryResponseCodes).
-RETRY_RESPONSE_CODES = frozenset({ResponseCode.TOPIC_NOT_EXIST, ResponseCode.SERVICE_NOT_AVAILABLE,
-                                  ResponseCode.SYSTEM_ERROR, ResponseCode.NO_PERMISSION, 204, 205})
 
 
 def _failure_code(exc: BaseException | None) -> int | None:
@@ -100,8 +99,8 @@ def hash_selector(mqs: Sequence[MessageQueue], msg: Message, arg: object) -> Mes
     return mqs[abs(java_hash_code(arg)) % len(mqs)]
 
 
-_BATCH_ENTRY_FIXED = 4 + 4 + 4 + 4 + 4 + 2  # size, magic, body CRC, flag, body length, properties length
-_UNIQ_KEY_BYTES = len(f"{_UNIQ_KEY}\x01\x02") + 32  # what the batch encoder adds to a message without one
+# what the batch encoder adds to a message without a UNIQ_KEY
+_UNIQ_KEY_BYTES = len(f"{_UNIQ_KEY}{NAME_VALUE_SEPARATOR}{PROPERTY_SEPARATOR}") + 32
 
 
 def split_batch(msgs: Iterable[Message], limit: int = 4 * 1024 * 1024) -> Iterator[list[Message]]:
@@ -118,7 +117,7 @@ def split_batch(msgs: Iterable[Message], limit: int = 4 * 1024 * 1024) -> Iterat
     size = 0
     for m in msgs:
         props = m.properties
-        n = _BATCH_ENTRY_FIXED + len(m.body) + len(encode_properties(props))
+        n = BATCH_MIN_LEN + len(m.body) + len(encode_properties(props))
         if _UNIQ_KEY not in props:
             n += _UNIQ_KEY_BYTES
         if chunk and size + n > limit:
@@ -460,7 +459,7 @@ class Producer:
             except BrokerError as exc:
                 self._update_fault(chosen.broker_name, int((loop.time() - t0) * 1000), True)
                 last_exc = exc
-                if exc.code in RETRY_RESPONSE_CODES:
+                if exc.retriable:
                     continue
                 raise
             self._update_fault(chosen.broker_name, int((loop.time() - t0) * 1000), False)
@@ -623,7 +622,7 @@ class Producer:
             result = send_result(resp, entry.topic, entry.mq, entry.uniq)
         except BrokerError as exc:
             self._update_fault(entry.mq.broker_name, latency, True)
-            if exc.code in RETRY_RESPONSE_CODES:
+            if exc.retriable:
                 self._async_retry(entry, exc)
             else:
                 entry.finish(None, exc)

@@ -2,6 +2,10 @@
 
 Values are RocketMQ's (RequestCode, ResponseCode, RemotingSysResponseCode,
 LanguageCode); the names are theirs too, so a user can grep for them.
+
+This module is the one declaration of these tables and of the codes a producer retries on. It
+imports nothing from fastmq, so every floor reads it, the compiled twins in ``fastmq/_ext`` and
+``fastmq/errors.py`` included (docs/ARCHITECTURE.md, "Where each wire fact is declared").
 """
 from __future__ import annotations
 
@@ -146,6 +150,14 @@ class ResponseCode(IntEnum):
     FLOW_CONTROL = 215
 
 
+#: The answers a producer's send is retried on, elsewhere when it can (4.9's
+#: DefaultMQProducer.retryResponseCodes). SYSTEM_BUSY is not among them: 4.9 gives it to the caller
+#: at once, as the broker says it is shedding load. ``BrokerError.retriable`` reads this set.
+RETRY_RESPONSE_CODES: frozenset[int] = frozenset({
+    ResponseCode.TOPIC_NOT_EXIST, ResponseCode.SERVICE_NOT_AVAILABLE, ResponseCode.SYSTEM_ERROR,
+    ResponseCode.NO_PERMISSION, ResponseCode.NO_BUYER_ID, ResponseCode.NOT_IN_CURRENT_UNIT})
+
+
 class ClientErrorCode(IntEnum):
     """The codes the Java client sets on errors of its own making (client.common.ClientErrorCode)."""
 
@@ -173,3 +185,8 @@ class LanguageCode(IntEnum):
     OMS = 11
     RUST = 12
     NODE_JS = 13
+
+
+#: LanguageCode names by number, as the JSON header spells them (the binary header carries the
+#: number); a number past the table reads as OTHER.
+LANGUAGE_NAMES: tuple[str, ...] = tuple(LanguageCode(i).name for i in range(len(LanguageCode)))

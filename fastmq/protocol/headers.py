@@ -9,19 +9,29 @@ the codec has already turned them into their text.
 
 SEND_MESSAGE_V2 and SEND_BATCH_MESSAGE carry :class:`SendMessageRequestHeader` under the one-letter
 names ``a``..``n`` to keep the header short; :func:`decode_send_header` reads either form.
+
+These dataclasses are the one declaration of each header's wire names, order, Java types and
+defaults. The hot paths (``fastmq/_ext`` send and produce twins, the broker's send processor, the
+producer) do not spell a send or pull header's names themselves: they take them from the tables
+derived here at import (:data:`SEND_FIELDS`, :data:`SEND_V2_NAMES`, :func:`send_wire_names`,
+:func:`wire_names`), so adding a field to a dataclass is the one edit. This module imports only
+the pure-data ``codes`` and ``errors`` at load time, so the compiled twins may read it.
 """
 from __future__ import annotations
 
 import dataclasses
 from dataclasses import MISSING, dataclass
-from typing import Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from ..errors import RemotingCommandError
 from .codes import RequestCode
-from .command import RemotingCommand
+
+if TYPE_CHECKING:  # the command class lives above the codec; a header only reads its fields
+    from .command import RemotingCommand
 
 __all__ = [
     "Header", "SendMessageRequestHeader", "SendMessageResponseHeader", "decode_send_header", "SEND_V2_NAMES",
+    "SEND_FIELDS", "send_wire_names", "wire_names", "declared",
     "PullMessageRequestHeader", "PullMessageResponseHeader", "ConsumerSendMsgBackRequestHeader",
     "QueryConsumerOffsetRequestHeader", "QueryConsumerOffsetResponseHeader", "UpdateConsumerOffsetRequestHeader",
     "GetMaxOffsetRequestHeader", "GetMinOffsetRequestHeader", "OffsetResponseHeader", "SearchOffsetRequestHeader",
@@ -192,10 +202,41 @@ class SendMessageRequestHeader(Header):
         return self.to_fields(SEND_V2_NAMES)
 
 
-#: SendMessageRequestHeaderV2's field letters.
-SEND_V2_NAMES = {"producerGroup": "a", "topic": "b", "defaultTopic": "c", "defaultTopicQueueNums": "d",
-                 "queueId": "e", "sysFlag": "f", "bornTimestamp": "g", "flag": "h", "properties": "i",
-                 "reconsumeTimes": "j", "unitMode": "k", "maxReconsumeTimes": "l", "batch": "m", "bname": "n"}
+def wire_names(header: type[Header]) -> tuple[str, ...]:
+    """The wire names of ``header``'s fields, in declaration order."""
+    return tuple(f.name for f in dataclasses.fields(header))  # type: ignore[arg-type]  # a dataclass subclass
+
+
+def declared(header: type[Header], *names: str) -> tuple[str, ...]:
+    """``names``, each checked to be a wire name ``header`` declares: how a hot path that keys a
+    dict by a long-name header's fields takes them from the declaration (a rename fails at import).
+
+    Raises:
+        KeyError: a name the header does not declare.
+    """
+    fields = wire_names(header)
+    for name in names:
+        if name not in fields:
+            raise KeyError(f"{header.__name__} declares no field {name!r}")
+    return names
+
+
+#: SendMessageRequestHeader's wire names (SEND_MESSAGE), in declaration order.
+SEND_FIELDS: tuple[str, ...] = wire_names(SendMessageRequestHeader)
+
+#: SendMessageRequestHeaderV2's field letters: the declaration order, lettered from ``a`` (as
+#: RocketMQ's createSendMessageRequestHeaderV2 maps them).
+SEND_V2_NAMES: dict[str, str] = {name: chr(ord("a") + i) for i, name in enumerate(SEND_FIELDS)}
+
+
+def send_wire_names(attrs: tuple[str, ...]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The SEND_MESSAGE names and the SEND_MESSAGE_V2 letters of the send header fields ``attrs``.
+
+    Raises:
+        KeyError: an attribute that SendMessageRequestHeader does not declare.
+    """
+    letters = tuple(SEND_V2_NAMES[a] for a in attrs)
+    return tuple(attrs), letters
 
 
 def decode_send_header(cmd: RemotingCommand) -> SendMessageRequestHeader:

@@ -1,18 +1,13 @@
 """Messages as RocketMQ stores and ships them: properties, tag codes, ids and the store format.
 
-A stored message (``MessageDecoder`` in RocketMQ, store format v1) is, big-endian::
-
-    int32 TOTALSIZE | int32 MAGIC 0xDAA320A7 | int32 BODYCRC | int32 QUEUEID | int32 FLAG
-    int64 QUEUEOFFSET | int64 PHYSOFFSET | int32 SYSFLAG | int64 BORNTS
-    BORNHOST (4 or 16 IP bytes + int32 port) | int64 STORETS | STOREHOST (same shape)
-    int32 RECONSUMETIMES | int64 PREPARED_TX_OFFSET
-    int32 bodyLen + body | int8 topicLen + topic | int16 propsLen + properties
-
-A PULL_MESSAGE response body is such records concatenated, sliced straight out of the commit
-log, so the same bytes serve the disk, the wire and recovery. The fields the store fills in at
-append time (queue offset, physical offset, store timestamp) sit at fixed positions
-(:data:`QUEUE_OFFSET_POS`, :data:`PHYS_OFFSET_POS`, :func:`store_timestamp_pos`) so the commit
-log can patch them into an already encoded record instead of encoding it again.
+The stored record's layout is declared in :mod:`fastmq.protocol.record_layout` and the property
+names and separators in :mod:`fastmq.protocol.message_const` (re-exported here); this module
+encodes and decodes records with them. A PULL_MESSAGE response body is such records
+concatenated, sliced straight out of the commit log, so the same bytes serve the disk, the wire
+and recovery. The fields the store fills in at append time (queue offset, physical offset, store
+timestamp) sit at fixed positions (:data:`QUEUE_OFFSET_POS`, :data:`PHYS_OFFSET_POS`,
+:func:`store_timestamp_pos`) so the commit log can patch them into an already encoded record
+instead of encoding it again.
 """
 from __future__ import annotations
 
@@ -24,6 +19,10 @@ from typing import Iterable, Iterator, Mapping
 
 from .._ext.batch import encode_batch_body as _encode_batch_body
 from ..errors import FastMQError
+from .message_const import NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR, MessageConst, MessageSysFlag
+from .record_layout import (BATCH_HEAD_FORMAT, BLANK_MAGIC_CODE, BORN_HOST_POS, HEAD_FORMAT, IPV4_HOST_LEN, IPV6_HOST_LEN,
+                            MAX_PROPERTIES_LEN, MAX_TOPIC_LEN, MESSAGE_MAGIC_CODE, PHYS_OFFSET_POS, QUEUE_OFFSET_POS,
+                            host_len, record_length, store_timestamp_pos)
 
 __all__ = [
     "MessageFormatError", "MessageConst", "MessageSysFlag",
@@ -41,66 +40,20 @@ class MessageFormatError(FastMQError, ValueError):
     or a message id / property string that cannot be decoded."""
 
 
-MAGIC_V1 = 0xDAA320A7
+MAGIC_V1 = MESSAGE_MAGIC_CODE
 """Magic code of a v1 stored message (RocketMQ 4.x, ``MESSAGE_MAGIC_CODE``)."""
-BLANK_MAGIC = 0xCBD43194
+BLANK_MAGIC = BLANK_MAGIC_CODE
 """Magic code of the end-of-file filler written when the next message does not fit."""
 
-QUEUE_OFFSET_POS = 20
-PHYS_OFFSET_POS = 28
-_SYSFLAG_POS = 36
-_BORN_TS_POS = 40
-_BORN_HOST_POS = 48
+_HOST_LENS = (IPV4_HOST_LEN, IPV6_HOST_LEN)
+_NAME_SEP = NAME_VALUE_SEPARATOR
+_PROP_SEP = PROPERTY_SEPARATOR
 
-_NAME_SEP = "\x01"
-_PROP_SEP = "\x02"
-
-_HEAD = struct.Struct(">iIiiiqqiq")  # TOTALSIZE .. BORNTS: 48 bytes
+_HEAD = struct.Struct(HEAD_FORMAT)  # TOTALSIZE .. BORNTIMESTAMP
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
 _U32 = struct.Struct(">I")
 _H16 = struct.Struct(">H")
-
-
-class MessageConst:
-    """Property names RocketMQ puts in ``properties`` (``MessageConst``)."""
-
-    KEYS = "KEYS"
-    TAGS = "TAGS"
-    WAIT_STORE_MSG_OK = "WAIT"
-    DELAY_TIME_LEVEL = "DELAY"
-    RETRY_TOPIC = "RETRY_TOPIC"
-    REAL_TOPIC = "REAL_TOPIC"
-    REAL_QUEUE_ID = "REAL_QID"
-    TRANSACTION_PREPARED = "TRAN_MSG"
-    PRODUCER_GROUP = "PGROUP"
-    MIN_OFFSET = "MIN_OFFSET"
-    MAX_OFFSET = "MAX_OFFSET"
-    ORIGIN_MESSAGE_ID = "ORIGIN_MESSAGE_ID"
-    RECONSUME_TIME = "RECONSUME_TIME"
-    MSG_REGION = "MSG_REGION"
-    TRACE_SWITCH = "TRACE_ON"
-    UNIQ_CLIENT_MESSAGE_ID_KEYIDX = "UNIQ_KEY"
-    MAX_RECONSUME_TIMES = "MAX_RECONSUME_TIMES"
-    CONSUME_START_TIMESTAMP = "CONSUME_START_TIME"
-    TRANSACTION_PREPARED_QUEUE_OFFSET = "TRAN_PREPARED_QUEUE_OFFSET"
-    CLUSTER = "CLUSTER"
-    KEY_SEPARATOR = " "
-
-
-class MessageSysFlag:
-    """Bits of the stored ``SYSFLAG`` (``MessageSysFlag``)."""
-
-    COMPRESSED = 0x1
-    MULTI_TAGS = 0x2
-    TRANSACTION_NOT_TYPE = 0x0
-    TRANSACTION_PREPARED_TYPE = 0x4
-    TRANSACTION_COMMIT_TYPE = 0x8
-    TRANSACTION_ROLLBACK_TYPE = 0xC
-    BORNHOST_V6 = 0x10
-    STOREHOST_V6 = 0x20
-    NEED_UNWRAP = 0x40
-    INNER_BATCH = 0x80
 
 
 # --------------------------------------------------------------------------- properties
@@ -279,23 +232,6 @@ class MessageExt(Message):
 
 # --------------------------------------------------------------------------- store format
 
-def _host_len(sys_flag: int, v6_bit: int) -> int:
-    return 20 if sys_flag & v6_bit else 8
-
-
-def record_length(sys_flag: int, body_len: int, topic_len: int, props_len: int) -> int:
-    """TOTALSIZE of a record (``CommitLog.calMsgLength``)."""
-    return (4 + 4 + 4 + 4 + 4 + 8 + 8 + 4 + 8
-            + _host_len(sys_flag, MessageSysFlag.BORNHOST_V6) + 8
-            + _host_len(sys_flag, MessageSysFlag.STOREHOST_V6) + 4 + 8
-            + 4 + body_len + 1 + topic_len + 2 + props_len)
-
-
-def store_timestamp_pos(sys_flag: int) -> int:
-    """Byte position of STORETS in a record (depends on the born-host width)."""
-    return _BORN_HOST_POS + _host_len(sys_flag, MessageSysFlag.BORNHOST_V6)
-
-
 def encode_record(
     *,
     topic: str | bytes,
@@ -324,16 +260,16 @@ def encode_record(
     pb = properties if isinstance(properties, (bytes, bytearray)) else encode_properties(properties)
     bh = born_host if isinstance(born_host, (bytes, bytearray)) else pack_host(*born_host)
     sh = store_host if isinstance(store_host, (bytes, bytearray)) else pack_host(*store_host)
-    if len(tb) > 127:
-        raise MessageFormatError(f"topic is {len(tb)} bytes, the store format allows 127")
-    if len(pb) > 0x7FFF:
+    if len(tb) > MAX_TOPIC_LEN:
+        raise MessageFormatError(f"topic is {len(tb)} bytes, the store format allows {MAX_TOPIC_LEN}")
+    if len(pb) > MAX_PROPERTIES_LEN:
         raise MessageFormatError(f"properties are {len(pb)} bytes, the store format allows 32767")
-    if len(bh) not in (8, 20) or len(sh) not in (8, 20):
+    if len(bh) not in _HOST_LENS or len(sh) not in _HOST_LENS:
         raise MessageFormatError("a packed host must be 8 (IPv4) or 20 (IPv6) bytes")
     sys_flag &= ~(MessageSysFlag.BORNHOST_V6 | MessageSysFlag.STOREHOST_V6)
-    if len(bh) == 20:
+    if len(bh) == IPV6_HOST_LEN:
         sys_flag |= MessageSysFlag.BORNHOST_V6
-    if len(sh) == 20:
+    if len(sh) == IPV6_HOST_LEN:
         sys_flag |= MessageSysFlag.STOREHOST_V6
     total = record_length(sys_flag, len(body), len(tb), len(pb))
     # join() of pre-packed pieces is ~2x faster in CPython than pack_into at running offsets.
@@ -368,13 +304,13 @@ def decode_record(buf: bytes | bytearray | memoryview, pos: int = 0, *, verify_c
     if total < record_length(sys_flag, 0, 0, 0) or pos + total > n:
         raise MessageFormatError(f"bad total size {total} at {pos} ({n - pos} bytes left)")
     end = pos + total
-    p = _BORN_HOST_POS
-    bhl = _host_len(sys_flag, MessageSysFlag.BORNHOST_V6)
+    p = BORN_HOST_POS
+    bhl = host_len(sys_flag, MessageSysFlag.BORNHOST_V6)
     born_host = _unpack_host(bytes(mv[pos + p:pos + p + bhl]))
     p += bhl
     store_ts = _I64.unpack_from(mv, pos + p)[0]
     p += 8
-    shl = _host_len(sys_flag, MessageSysFlag.STOREHOST_V6)
+    shl = host_len(sys_flag, MessageSysFlag.STOREHOST_V6)
     store_host = _unpack_host(bytes(mv[pos + p:pos + p + shl]))
     p += shl
     reconsume = _I32.unpack_from(mv, pos + p)[0]
@@ -433,7 +369,7 @@ def decode_records(buf: bytes | bytearray | memoryview, *, verify_crc: bool = Tr
 
 # --------------------------------------------------------------------------- batch bodies
 
-_BATCH_HEAD = struct.Struct(">iiiii")  # TOTALSIZE, MAGIC (0), BODYCRC (0), FLAG, bodyLen
+_BATCH_HEAD = struct.Struct(BATCH_HEAD_FORMAT)  # TOTALSIZE, MAGIC (0), BODYCRC (0), FLAG, bodyLen
 
 
 def encode_batch_body(messages: Iterable[Message]) -> bytes:

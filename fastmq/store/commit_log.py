@@ -27,9 +27,10 @@ import numpy as np
 
 from .._ext.send import SendBatch, place_records
 from ..protocol.message import (
-    BLANK_MAGIC, MAGIC_V1, PHYS_OFFSET_POS, QUEUE_OFFSET_POS, MessageExt, MessageSysFlag,
+    BLANK_MAGIC, MAGIC_V1, PHYS_OFFSET_POS, QUEUE_OFFSET_POS, MessageConst, MessageExt, MessageSysFlag,
     decode_record, store_timestamp_pos, tags_code,
 )
+from ..protocol.record_layout import END_FILE_MIN_BLANK_LENGTH, fixed_format
 from . import FlushTimeoutError, MessageTooLargeError, StoreError
 from .config import MessageStoreConfig
 from .mapped_file import MappedFile, MappedFileQueue
@@ -38,11 +39,10 @@ __all__ = ["AppendRequest", "DispatchRequest", "CommitLog", "FlushService", "Gro
 
 log = logging.getLogger("fastmq.store")
 
-END_FILE_MIN_BLANK_LENGTH = 8  # int32 size + int32 BLANK magic
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
-_SIZE_MAGIC = struct.Struct(">iI")
-_TX_MASK = 0xC
+_SIZE_MAGIC = struct.Struct(fixed_format(upto="BODYCRC"))  # TOTALSIZE, MAGICCODE
+_TX_MASK = MessageSysFlag.TRANSACTION_PREPARED_TYPE | MessageSysFlag.TRANSACTION_COMMIT_TYPE
 _MAGIC_V1_BYTES = struct.pack(">I", MAGIC_V1)
 _BLANK_BYTES = struct.pack(">I", BLANK_MAGIC)
 
@@ -354,7 +354,7 @@ class CommitLog:
             return -1, None
         if msg.commit_log_offset != file_from + pos:
             return -1, None  # a well-formed record that was not written here: stale bytes
-        tags = msg.properties.get("TAGS")
+        tags = msg.properties.get(MessageConst.TAGS)
         return size, DispatchRequest(msg.topic, msg.queue_id, msg.commit_log_offset, size,
                                      tags_code(tags), msg.store_timestamp, msg.queue_offset,
                                      msg.sys_flag)

@@ -27,6 +27,7 @@ from typing import Iterator
 import numpy as np
 
 from ..protocol.message import BLANK_MAGIC, MAGIC_V1, MessageFormatError, decode_record
+from ..protocol.record_layout import fixed_format
 from . import StoreError, StoreLockedError
 from .commit_log import CommitLog
 from .config import CQ_STORE_UNIT_SIZE, MessageStoreConfig
@@ -36,7 +37,7 @@ from .lock import LOCK_FILE_NAME
 
 __all__ = ["Finding", "NotAStoreError", "check_store_files", "looks_like_store"]
 
-_SIZE_MAGIC = struct.Struct(">iI")
+_SIZE_MAGIC = struct.Struct(fixed_format(upto="BODYCRC"))  # TOTALSIZE, MAGICCODE
 _CHECKPOINT = struct.Struct(">qqqq")
 _MAX_FINDINGS = 1000
 

@@ -15,7 +15,7 @@ from ...common.properties import parse_properties_body
 from ...errors import ConfigError, FastMQError, RemotingCommandError, RemotingTimeoutError
 from ...protocol import topic as tv
 from ...protocol.bodies import KVTable, TopicConfig, compact_json, loads_lenient, mq_map_json
-from ...protocol.codes import LanguageCode, RequestCode, ResponseCode
+from ...protocol.codes import LANGUAGE_NAMES, LanguageCode, RequestCode, ResponseCode
 from ...protocol.command import VERSION, RemotingCommand, create_request, response_for
 from ...protocol.headers import (ConsumeMessageDirectlyResultRequestHeader, CreateTopicRequestHeader,
                                  DeleteSubscriptionGroupRequestHeader, GetConsumerRunningInfoRequestHeader,
@@ -44,8 +44,6 @@ __all__ = ["AdminBrokerProcessor", "mq_keyed_json"]
 _V3_0_7_SNAPSHOT = 28  # MQVersion's ordinal: older clients cannot take an offset reset
 _V3_1_8_SNAPSHOT = 62  # ... nor answer GET_CONSUMER_RUNNING_INFO or CONSUME_MESSAGE_DIRECTLY
 _CALL_CLIENT_TIMEOUT_S = 10.0  # Broker2Client.callClient
-_LANG_NAMES = ("JAVA", "CPP", "DOTNET", "PYTHON", "DELPHI", "ERLANG", "RUBY", "OTHER", "HTTP", "GO", "PHP", "OMS",
-               "RUST", "NODE_JS")
 
 
 def mq_keyed_json(entries: Sequence[tuple[tuple[str, str, int], Any]], **top: Any) -> bytes:
@@ -57,7 +55,7 @@ def mq_keyed_json(entries: Sequence[tuple[tuple[str, str, int], Any]], **top: An
 
 def _lang_name(code: int) -> str:
     """LanguageCode's name, as connection listings print it."""
-    return _LANG_NAMES[code] if 0 <= code < len(_LANG_NAMES) else "OTHER"
+    return LANGUAGE_NAMES[code] if 0 <= code < len(LANGUAGE_NAMES) else "OTHER"
 
 
 class AdminBrokerProcessor(BrokerCodeDispatchProcessor):

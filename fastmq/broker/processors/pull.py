@@ -18,7 +18,7 @@ from ...protocol import topic as tv
 from ...protocol.codes import RequestCode, ResponseCode
 from ...protocol.command import RemotingCommand, response_for
 from ...protocol.headers import (PULL_SYSFLAG_COMMIT_OFFSET, PULL_SYSFLAG_SUBSCRIPTION, PULL_SYSFLAG_SUSPEND,
-                                 PullMessageRequestHeader)
+                                 PullMessageRequestHeader, PullMessageResponseHeader, declared)
 from ...protocol.heartbeat import SubscriptionData, build_subscription
 from ...remoting import Connection
 from ...store.message_store import GetResult, GetStatus
@@ -32,6 +32,9 @@ if TYPE_CHECKING:
 __all__ = ["PullMessageProcessor"]
 
 log = logging.getLogger("fastmq.broker")
+# the answer's fields, checked against the PullMessageResponseHeader declaration
+_SUGGEST, _NEXT, _MIN, _MAX = declared(PullMessageResponseHeader, "suggestWhichBrokerId", "nextBeginOffset", "minOffset",
+                                       "maxOffset")
 
 
 @dataclass(eq=False)
@@ -130,8 +133,8 @@ class PullMessageProcessor(BrokerCodeDispatchProcessor):
 
     @staticmethod
     def _fields(res: GetResult) -> dict[str, str]:
-        return {"suggestWhichBrokerId": "0", "nextBeginOffset": str(res.next_begin_offset),
-                "minOffset": str(res.min_offset), "maxOffset": str(res.max_offset)}
+        return {_SUGGEST: "0", _NEXT: str(res.next_begin_offset), _MIN: str(res.min_offset),
+                _MAX: str(res.max_offset)}
 
     def _suggest(self, h: PullMessageRequestHeader, res: GetResult) -> int:
         """With slaveReadEnable: the group's whichBrokerWhenConsumeSlowly when what is left to
@@ -153,7 +156,7 @@ class PullMessageProcessor(BrokerCodeDispatchProcessor):
         if st is GetStatus.FOUND:
             self.broker.stats.group_get(h.consumerGroup, h.topic, res.msg_count)
             if self.broker.config.slaveReadEnable:
-                fields["suggestWhichBrokerId"] = str(self._suggest(h, res))
+                fields[_SUGGEST] = str(self._suggest(h, res))
             body = b"".join(res.buffers) if len(res.buffers) != 1 else bytes(res.buffers[0])
             return response_for(request, ResponseCode.SUCCESS, st.value, fields, body)
         if st in (GetStatus.MESSAGE_WAS_REMOVING, GetStatus.NO_MATCHED_MESSAGE):
@@ -180,7 +183,7 @@ class PullMessageProcessor(BrokerCodeDispatchProcessor):
         sends the consumer back to the group's broker to retry at once, as 4.9.8 does."""
         if not self.broker.store.config.corrects_offsets:
             sgc = self.broker.subscription_groups.find(h.consumerGroup)
-            fields["suggestWhichBrokerId"] = str(sgc.broker_id if sgc is not None else 0)
+            fields[_SUGGEST] = str(sgc.broker_id if sgc is not None else 0)
             return response_for(request, ResponseCode.PULL_RETRY_IMMEDIATELY, st.value, fields)
         return response_for(request, ResponseCode.PULL_OFFSET_MOVED, st.value, fields)
 

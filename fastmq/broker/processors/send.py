@@ -18,8 +18,10 @@ from ...errors import FAQ_SUFFIX, RemotingCommandError
 from ...protocol import topic as tv
 from ...protocol.codes import RequestCode, ResponseCode
 from ...protocol.command import RemotingCommand, response_for
-from ...protocol.headers import (SEND_V2_NAMES, ConsumerSendMsgBackRequestHeader, SendMessageRequestHeader,
-                                 decode_send_header, in_int_range, in_long_range, java_number)
+from ...protocol.headers import (SEND_FIELDS, ConsumerSendMsgBackRequestHeader, SendMessageRequestHeader,
+                                 SendMessageResponseHeader, declared, decode_send_header, in_int_range,
+                                 in_long_range, java_number, send_wire_names)
+from ...protocol.message_const import NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR
 from ...protocol.message import (MessageConst, MessageExt, MessageFormatError, MessageSysFlag, decode_batch_body,
                                  decode_properties, pack_host)
 from ...remoting import Connection
@@ -70,10 +72,14 @@ def parse_addr(addr: str) -> tuple[str, int]:
         return addr, 0
 
 
-_ATTRS = ("producerGroup", "topic", "defaultTopic", "defaultTopicQueueNums", "queueId", "sysFlag", "bornTimestamp",
-          "flag", "properties", "reconsumeTimes", "unitMode", "maxReconsumeTimes", "batch", "bname")
-_WIRE_V1 = _ATTRS
-_WIRE_V2 = tuple(SEND_V2_NAMES[a] for a in _ATTRS)
+# fast_send_header reads the fields by position, in the declaration's order: the first
+# _FAST_FIELDS of them; a request carrying a field declared after those (RocketMQ appends new
+# ones) takes the generic decoder, so declaring a field needs no edit here
+_WIRE_V1, _WIRE_V2 = send_wire_names(SEND_FIELDS)
+_FAST_FIELDS = 14
+_LATER_V1, _LATER_V2 = _WIRE_V1[_FAST_FIELDS:], _WIRE_V2[_FAST_FIELDS:]
+_I_GROUP, _I_TOPIC = SEND_FIELDS.index("producerGroup"), SEND_FIELDS.index("topic")
+_MSG_ID, _QUEUE_ID, _QUEUE_OFFSET = declared(SendMessageResponseHeader, "msgId", "queueId", "queueOffset")
 
 
 def _true(raw: str | None) -> bool:
@@ -89,10 +95,14 @@ def fast_send_header(request: RemotingCommand) -> SendMessageRequestHeader:
     batch encoding as one message body).
     """
     f = request.ext_fields
-    w = _WIRE_V1 if request.code == RequestCode.SEND_MESSAGE else _WIRE_V2
+    v1 = request.code == RequestCode.SEND_MESSAGE
+    w = _WIRE_V1 if v1 else _WIRE_V2
     try:
         if f is None:
             raise ValueError  # no fields at all: the generic decoder says which one is missing
+        later = _LATER_V1 if v1 else _LATER_V2
+        if later and not f.keys().isdisjoint(later):
+            raise ValueError  # a field this reader does not know by position
         j, l, b = f.get(w[9]), f.get(w[11]), f.get(w[12])
         n = java_number
         h = SendMessageRequestHeader(f[w[0]], f[w[1]], f[w[2]], n(f[w[3]]), n(f[w[4]]), n(f[w[5]]),
@@ -252,7 +262,8 @@ class SendMessageProcessor(BrokerCodeDispatchProcessor):
         """The CLUSTER property every record gets, the msgId prefix and the answer template."""
         if self._consts is None:
             cfg = self.broker.config
-            self._consts = (f"{MessageConst.CLUSTER}\x01{cfg.brokerClusterName}\x02".encode("utf-8"),
+            cluster = f"{MessageConst.CLUSTER}{NAME_VALUE_SEPARATOR}{cfg.brokerClusterName}{PROPERTY_SEPARATOR}"
+            self._consts = (cluster.encode("utf-8"),
                             self.broker.store.msg_id_prefix.encode("ascii"),
                             answer_template(cfg.regionId, bool(cfg.traceOn)))
         return self._consts
@@ -268,12 +279,13 @@ class SendMessageProcessor(BrokerCodeDispatchProcessor):
         """After the long way, let the next sends to this topic, and from this producer group,
         take the fast path if they may (the group cache keeps the name gate's rule there)."""
         f = request.ext_fields or {}
-        g = f.get("producerGroup" if request.code == RequestCode.SEND_MESSAGE else "a")
+        w = _WIRE_V1 if request.code == RequestCode.SEND_MESSAGE else _WIRE_V2
+        g = f.get(w[_I_GROUP])
         if type(g) is str and g not in self._good_groups and tv.validate_group(g) is None:
             if len(self._good_groups) >= _GOOD_GROUPS_MAX:
                 self._good_groups.clear()
             self._good_groups.add(g)
-        topic = f.get("topic" if request.code == RequestCode.SEND_MESSAGE else "b")
+        topic = f.get(w[_I_TOPIC])
         if type(topic) is not str or topic in self._fast_topics or tv.is_retry_topic(topic):
             return
         if tv.validate_topic(topic) is not None or tv.is_not_allowed_send_topic(topic):
@@ -353,7 +365,7 @@ class SendMessageProcessor(BrokerCodeDispatchProcessor):
 
     def _region_fields(self) -> dict[str, str]:
         cfg = self.broker.config
-        return {"MSG_REGION": cfg.regionId, "TRACE_ON": "true" if cfg.traceOn else "false"}
+        return {MessageConst.MSG_REGION: cfg.regionId, MessageConst.TRACE_SWITCH: "true" if cfg.traceOn else "false"}
 
     def _respond(self, request: RemotingCommand, res: PutResult, queue_id: int) -> RemotingCommand:
         code = PUT_STATUS_CODES.get(res.status, ResponseCode.SYSTEM_ERROR)
@@ -361,7 +373,7 @@ class SendMessageProcessor(BrokerCodeDispatchProcessor):
             return response_for(request, code, res.remark or f"store refused the message: {res.status.value}",
                                 self._region_fields())
         return response_for(request, code, res.remark, ext_fields={
-            "msgId": res.msg_id, "queueId": str(queue_id), "queueOffset": str(res.queue_offset),
+            _MSG_ID: res.msg_id, _QUEUE_ID: str(queue_id), _QUEUE_OFFSET: str(res.queue_offset),
             **self._region_fields()})
 
     # ------------------------------------------------------------------ SEND

@@ -1,0 +1,57 @@
+"""Message property names, their separators and the SYSFLAG bits, declared once.
+
+RocketMQ's ``MessageConst`` (property names), ``MessageDecoder``'s two separators and
+``MessageSysFlag``. A message's properties travel as ``name\\x01value\\x02`` repeated, in the send
+header and in the stored record alike. This module imports nothing, so every floor reads it: the
+compiled twins in ``fastmq/_ext`` take these names through the generated ``wire_facts.pxd`` and
+their pure twins from here (docs/ARCHITECTURE.md, "Where each wire fact is declared").
+"""
+from __future__ import annotations
+
+__all__ = ["MessageConst", "MessageSysFlag", "NAME_VALUE_SEPARATOR", "PROPERTY_SEPARATOR"]
+
+#: Between a property's name and its value (MessageDecoder.NAME_VALUE_SEPARATOR).
+NAME_VALUE_SEPARATOR = "\x01"
+#: After each name/value pair (MessageDecoder.PROPERTY_SEPARATOR).
+PROPERTY_SEPARATOR = "\x02"
+
+
+class MessageConst:
+    """Property names RocketMQ puts in ``properties`` (``MessageConst``)."""
+
+    KEYS = "KEYS"
+    TAGS = "TAGS"
+    WAIT_STORE_MSG_OK = "WAIT"
+    DELAY_TIME_LEVEL = "DELAY"
+    RETRY_TOPIC = "RETRY_TOPIC"
+    REAL_TOPIC = "REAL_TOPIC"
+    REAL_QUEUE_ID = "REAL_QID"
+    TRANSACTION_PREPARED = "TRAN_MSG"
+    PRODUCER_GROUP = "PGROUP"
+    MIN_OFFSET = "MIN_OFFSET"
+    MAX_OFFSET = "MAX_OFFSET"
+    ORIGIN_MESSAGE_ID = "ORIGIN_MESSAGE_ID"
+    RECONSUME_TIME = "RECONSUME_TIME"
+    MSG_REGION = "MSG_REGION"
+    TRACE_SWITCH = "TRACE_ON"
+    UNIQ_CLIENT_MESSAGE_ID_KEYIDX = "UNIQ_KEY"
+    MAX_RECONSUME_TIMES = "MAX_RECONSUME_TIMES"
+    CONSUME_START_TIMESTAMP = "CONSUME_START_TIME"
+    TRANSACTION_PREPARED_QUEUE_OFFSET = "TRAN_PREPARED_QUEUE_OFFSET"
+    CLUSTER = "CLUSTER"
+    KEY_SEPARATOR = " "
+
+
+class MessageSysFlag:
+    """Bits of the stored ``SYSFLAG`` and of the send header's ``sysFlag`` (``MessageSysFlag``)."""
+
+    COMPRESSED = 0x1
+    MULTI_TAGS = 0x2
+    TRANSACTION_NOT_TYPE = 0x0
+    TRANSACTION_PREPARED_TYPE = 0x4
+    TRANSACTION_COMMIT_TYPE = 0x8
+    TRANSACTION_ROLLBACK_TYPE = 0xC
+    BORNHOST_V6 = 0x10
+    STOREHOST_V6 = 0x20
+    NEED_UNWRAP = 0x40
+    INNER_BATCH = 0x80
