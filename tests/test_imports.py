@@ -288,7 +288,7 @@ def test_no_circle_through_annotations_or_deferred_imports() -> None:
 # -- floors: docs/ARCHITECTURE.md's layer table is the rule ------------------------------------------
 
 #: Old module paths kept as re-export shims until the branches that still import them are merged.
-MOVED = {"fastmq.properties": "fastmq.common.properties"}
+MOVED: dict[str, str] = {}
 
 
 #: where the layer table puts a module: (floor, row); rooms named in one row may import each other
