@@ -150,7 +150,7 @@ class DrivenLoop:
         self._wanted = 0  # user threads asking the background thread to give the loop up
         self._waiters = 0  # user threads waiting on work another thread's drive runs
         self._released = time.monotonic()
-        self._queued = 0  # posted by drivers since the last turn
+        self._posted: list[tuple[Callable[..., Any], tuple[Any, ...]]] = []  # by drivers, for the next turn
         self._crossed: list[tuple[Callable[..., Any], tuple[Any, ...]]] = []
         self._cross_scheduled = False
         self._wake = threading.Event()
@@ -326,15 +326,24 @@ class DrivenLoop:
         (a user's next call, or the background thread within GRACE_S)."""
         if self._take():
             try:
-                self.loop.call_soon(fn, *args)
-                self._queued += 1
-                if self._queued >= TURN_EVERY:
-                    self._queued = 0
+                posted = self._posted
+                posted.append((fn, args))  # (a list append: a Handle a call cost more than the call)
+                if len(posted) == 1:
+                    self.loop.call_soon(self._run_posted)
+                if len(posted) >= TURN_EVERY:
                     self._turn()
             finally:
                 self._give_back()
             return
         self.cross(fn, *args)
+
+    def _run_posted(self) -> None:
+        posted, self._posted = self._posted, []
+        for fn, args in posted:
+            try:
+                fn(*args)
+            except Exception as exc:  # as the loop reports a failing callback; the rest still run
+                self.loop.call_exception_handler({"message": f"fastmq posted call {fn!r} failed", "exception": exc})
 
     def cross(self, fn: Callable[..., Any], *args: Any) -> None:
         """Hand ``fn(*args)`` to whichever thread runs the loop: one wake-up per batch, at most
@@ -366,13 +375,13 @@ class DrivenLoop:
     def close(self, timeout: float = 5.0) -> None:
         """Stop the background thread, run what is still queued (so every send handed over gets
         its answer or error), close the loop and then the callback thread. Idempotent."""
+        me = threading.get_ident()
+        if self._driver == me:
+            raise RuntimeError(LOOP_ITSELF)
         if self._closed:
             return
         self._closed = True
         self._wake.set()
-        me = threading.get_ident()
-        if self._driver == me:
-            raise RuntimeError(LOOP_ITSELF)
         self.loop.call_soon_threadsafe(self.loop.stop)
         self._thread.join(timeout)
         if not self._drive.acquire(timeout=timeout):
