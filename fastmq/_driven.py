@@ -1,11 +1,10 @@
 """An event loop that runs in the thread of whoever is waiting on it: the blocking Producer's machinery.
 
-Measured (issue 18, py-spy profiles in benchmarks/results/profiles/): a blocking ``send`` that
-hands its work to a background loop thread and waits for that thread's answer spends its time
-asleep, in the two thread wake-ups of every call (the caller's hand-over, the loop's answer), and
-on a busy 2-core machine each wake-up waits for a CPU: p50 1.6 ms against 0.4 ms for the same
-send made on the caller's own loop. So here the caller's thread runs the loop itself while it
-waits: a send is written, its answer read and its result returned by one thread, as a
+Profiled (issue 18, benchmarks/results/profiles/README.md): a blocking ``send`` that hands its
+work to a background loop thread and waits for that thread's answer spends its time asleep, in
+the two thread wake-ups of every call (the caller's hand-over, the loop's answer), and on a busy
+2-core machine each wake-up waits for a CPU. So here the caller's thread runs the loop itself
+while it waits: a send is written, its answer read and its result returned by one thread, as a
 single-threaded asyncio program does.
 
 The loop is a plain asyncio loop: uvloop sets up its signal self-pipe (a socketpair) each time
