@@ -76,6 +76,29 @@ def _alternate(blocks: int, a: Callable[[], list[float]], b: Callable[[], list[f
     return ra, rb
 
 
+def _xadd_pipelined(rds: Any, stream: str, n: int) -> None:
+    """``n`` XADDs of BODY, PIPELINE to a pipeline (no MULTI), each pipeline's answers read
+    before the next is sent."""
+    for _ in range(n // PIPELINE):
+        pipe = rds.pipeline(transaction=False)
+        for _ in range(PIPELINE):
+            pipe.xadd(stream, {"body": BODY})
+        pipe.execute()
+
+
+def _rate_pair(benchmark: Any, blocks: int, fastmq_round: Callable[[], list[float]],
+               redis_round: Callable[[], list[float]], names: tuple[str, str], what: str) -> None:
+    """Alternate the two for ``blocks`` rounds each; keep and print the median msgs/s of each
+    (``names``: their peer names in extra_info) and their ratio."""
+    out: list[tuple[list[float], list[float]]] = []
+    benchmark.pedantic(lambda: out.append(_alternate(blocks, fastmq_round, redis_round)), rounds=1, iterations=1)
+    fm, rd = out[0]
+    f, r = statistics.median(fm), statistics.median(rd)
+    benchmark.extra_info.update({f"{names[0]} msgs/s": round(f), f"{names[1]} msgs/s": round(r)})
+    print(f"\n{what}: {names[0]} {f:,.0f} msgs/s (rounds {min(fm):,.0f}-{max(fm):,.0f}), {names[1]} {r:,.0f} "
+          f"msgs/s (rounds {min(rd):,.0f}-{max(rd):,.0f}); fastmq / redis {f / r:.2f}x")
+
+
 def _p(values: list[float], q: float) -> float:
     return float(np.percentile(np.array(values), q))
 
@@ -83,13 +106,14 @@ def _p(values: list[float], q: float) -> float:
 def test_blocking_send_p50_vs_xadd(benchmark: Any, peers: Peers) -> None:
     """(a) ``Producer.send``, one in flight, against ``XADD``; latencies in µs."""
     rds = peers.redis
+    blocks, n = (1, 50) if benchmark.disabled else (BLOCKS, N_SYNC_BLOCK)  # (a smoke run: scripts/test.sh)
     with fastmq.Producer("PG_BLOCKING_VS_REDIS_SYNC", namesrv_addr=peers.ns) as p:
         p.send(fastmq.Message("BlockingBench", b"warm"))
         rds.xadd("BlockingBench", {"body": b"warm"})
 
         def fastmq_block() -> list[float]:
             lat = []
-            for _ in range(N_SYNC_BLOCK):
+            for _ in range(n):
                 t0 = time.perf_counter()
                 p.send(fastmq.Message("BlockingBench", BODY))
                 lat.append((time.perf_counter() - t0) * 1e6)
@@ -97,13 +121,13 @@ def test_blocking_send_p50_vs_xadd(benchmark: Any, peers: Peers) -> None:
 
         def redis_block() -> list[float]:
             lat = []
-            for _ in range(N_SYNC_BLOCK):
+            for _ in range(n):
                 t0 = time.perf_counter()
                 rds.xadd("BlockingBench", {"body": BODY})
                 lat.append((time.perf_counter() - t0) * 1e6)
             return lat
         out: list[tuple[list[float], list[float]]] = []
-        benchmark.pedantic(lambda: out.append(_alternate(BLOCKS, fastmq_block, redis_block)), rounds=1, iterations=1)
+        benchmark.pedantic(lambda: out.append(_alternate(blocks, fastmq_block, redis_block)), rounds=1, iterations=1)
     fm, rd = out[0]
     benchmark.extra_info.update({"fastmq send p50_us": round(_p(fm, 50), 1), "fastmq send p99_us": round(_p(fm, 99), 1),
                                  "redis-py XADD p50_us": round(_p(rd, 50), 1),
@@ -116,6 +140,7 @@ def test_blocking_send_async_vs_pipelined_xadd(benchmark: Any, peers: Peers) -> 
     """(b) ``send_async`` with a callback from one thread, every send awaited, against redis-py
     pipelines of PIPELINE XADDs (no MULTI); msgs/s of each round."""
     rds = peers.redis
+    blocks, n = (1, 2_000) if benchmark.disabled else (BLOCKS, N_ASYNC)
     with fastmq.Producer("PG_BLOCKING_VS_REDIS_ASYNC", namesrv_addr=peers.ns) as p:
         p.send(fastmq.Message("BlockingBench", b"warm"))
 
@@ -127,30 +152,20 @@ def test_blocking_send_async_vs_pipelined_xadd(benchmark: Any, peers: Peers) -> 
                 acked[0] += 1
                 if error is not None:
                     acked[1] += 1
-                if acked[0] == N_ASYNC:
+                if acked[0] == n:
                     done.set()
             t0 = time.perf_counter()
-            for _ in range(N_ASYNC):
+            for _ in range(n):
                 p.send_async(fastmq.Message("BlockingBench", BODY), on_sent)
-            assert done.wait(120) and acked == [N_ASYNC, 0], acked
-            return [N_ASYNC / (time.perf_counter() - t0)]
+            assert done.wait(120) and acked == [n, 0], acked
+            return [n / (time.perf_counter() - t0)]
 
         def redis_round() -> list[float]:
             t0 = time.perf_counter()
-            for _ in range(N_ASYNC // PIPELINE):
-                pipe = rds.pipeline(transaction=False)
-                for _ in range(PIPELINE):
-                    pipe.xadd("BlockingBench", {"body": BODY})
-                pipe.execute()
-            return [N_ASYNC / (time.perf_counter() - t0)]
-        out: list[tuple[list[float], list[float]]] = []
-        benchmark.pedantic(lambda: out.append(_alternate(BLOCKS, fastmq_round, redis_round)), rounds=1, iterations=1)
-    fm, rd = out[0]
-    f, r = statistics.median(fm), statistics.median(rd)
-    benchmark.extra_info.update({"fastmq send_async msgs/s": round(f), "redis-py pipelined_XADD msgs/s": round(r)})
-    print(f"\n(b) send_async + callback, {N_ASYNC} awaited, 128 B: fastmq {f:,.0f} msgs/s (rounds {min(fm):,.0f}-"
-          f"{max(fm):,.0f}), redis-py pipelined XADD {r:,.0f} msgs/s (rounds {min(rd):,.0f}-{max(rd):,.0f}); "
-          f"fastmq / redis {f / r:.2f}x")
+            _xadd_pipelined(rds, "BlockingBench", n)
+            return [n / (time.perf_counter() - t0)]
+        _rate_pair(benchmark, blocks, fastmq_round, redis_round, ("fastmq send_async", "redis-py pipelined_XADD"),
+                   f"(b) send_async + callback, {n} awaited, 128 B")
 
 
 def test_blocking_push_consumer_vs_xreadgroup(benchmark: Any, peers: Peers) -> None:
@@ -159,15 +174,12 @@ def test_blocking_push_consumer_vs_xreadgroup(benchmark: Any, peers: Peers) -> N
     reading them with XREADGROUP COUNT READ_COUNT and acknowledging each read with one XACK;
     msgs/s from the first message received to the last, both."""
     rds = peers.redis
+    blocks, n = (2, 10_000) if benchmark.disabled else (BLOCKS, N_CONSUME)
     topic, stream = "BlockingConsume", "BlockingConsume"
     with fastmq.Producer("PG_BLOCKING_VS_REDIS_FILL", namesrv_addr=peers.ns) as p:
-        for _ in range(N_CONSUME // 100):
+        for _ in range(n // 100):
             p.send_batch([fastmq.Message(topic, BODY) for _ in range(100)])
-    for _ in range(N_CONSUME // PIPELINE):
-        pipe = rds.pipeline(transaction=False)
-        for _ in range(PIPELINE):
-            pipe.xadd(stream, {"body": BODY})
-        pipe.execute()
+    _xadd_pipelined(rds, stream, n)
     rounds = [0]
 
     def fastmq_round() -> list[float]:
@@ -182,7 +194,7 @@ def test_blocking_push_consumer_vs_xreadgroup(benchmark: Any, peers: Peers) -> N
                 if not first:
                     first.append(time.perf_counter())
                 seen[0] += len(msgs)
-                if seen[0] >= N_CONSUME:
+                if seen[0] >= n:
                     first.append(time.perf_counter())
                     done.set()
             return fastmq.ConsumeStatus.CONSUME_SUCCESS
@@ -195,14 +207,15 @@ def test_blocking_push_consumer_vs_xreadgroup(benchmark: Any, peers: Peers) -> N
             assert done.wait(300), seen
         finally:
             c.shutdown()
-        return [(N_CONSUME - 1) / (first[1] - first[0])]
+        return [(n - 1) / (first[1] - first[0])]
 
     def redis_round() -> list[float]:
         rounds[0] += 1
         group = f"g{rounds[0]}"
         rds.xgroup_create(stream, group, id="0")
-        seen, t0 = 0, 0.0
-        while seen < N_CONSUME:
+        seen, t0, deadline = 0, 0.0, time.monotonic() + 300
+        while seen < n:
+            assert time.monotonic() < deadline, seen
             got = rds.xreadgroup(group, "c1", {stream: ">"}, count=READ_COUNT, block=1000)
             if not got:
                 continue
@@ -212,13 +225,7 @@ def test_blocking_push_consumer_vs_xreadgroup(benchmark: Any, peers: Peers) -> N
             seen += len(ids)
             rds.xack(stream, group, *ids)
         # (the first read's own time is not counted, as fastmq's first delivery is not)
-        return [(N_CONSUME - READ_COUNT) / (time.perf_counter() - t0)]
-    out: list[tuple[list[float], list[float]]] = []
-    benchmark.pedantic(lambda: out.append(_alternate(BLOCKS // 2, fastmq_round, redis_round)), rounds=1,
-                       iterations=1)
-    fm, rd = out[0]
-    f, r = statistics.median(fm), statistics.median(rd)
-    benchmark.extra_info.update({"fastmq plain_listener msgs/s": round(f), "redis-py XREADGROUP+XACK msgs/s": round(r)})
-    print(f"\n(c) consume {N_CONSUME} x 128 B: fastmq PushConsumer, plain listener {f:,.0f} msgs/s (rounds "
-          f"{min(fm):,.0f}-{max(fm):,.0f}), redis-py XREADGROUP {READ_COUNT} + XACK {r:,.0f} msgs/s (rounds "
-          f"{min(rd):,.0f}-{max(rd):,.0f}); fastmq / redis {f / r:.2f}x")
+        return [(n - READ_COUNT) / (time.perf_counter() - t0)]
+    _rate_pair(benchmark, blocks // 2, fastmq_round, redis_round,
+               ("fastmq plain_listener", "redis-py XREADGROUP+XACK"),
+               f"(c) consume {n} x 128 B (XREADGROUP COUNT {READ_COUNT})")

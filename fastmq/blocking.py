@@ -40,8 +40,8 @@ _GRACE = 5.0  # on top of a call's own timeout: the core enforces the timeout, t
 class _Window:
     """Sends handed to the loop and not yet over, at most ``size``: a thread sending faster than
     the loop can go waits here instead of queueing calls without bound. A counter under one C
-    lock (threading.BoundedSemaphore is Python code around a Condition: two of its calls a send
-    were a tenth of send_async's time); the Condition is used only while the window is full."""
+    lock: threading.BoundedSemaphore is Python code around a Condition, and its acquire and
+    release stood out in send_async's profile; the Condition is used only while the window is full."""
 
     __slots__ = ("_free", "_lock", "_cond", "_waiting")
 
