@@ -1,4 +1,5 @@
-"""The blocking API: each class runs its asyncio core (:mod:`fastmq.aio`) on a background loop.
+"""The blocking API: each class runs its asyncio core (:mod:`fastmq.aio`) on an event loop of its
+own (a Producer, :mod:`fastmq._driven`) or on the process's background loop (the consumers).
 
 Import these from :mod:`fastmq`, which loads this module (and with it the client) on first use::
 
@@ -15,16 +16,18 @@ Import these from :mod:`fastmq`, which loads this module (and with it the client
 from __future__ import annotations
 
 import threading
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Coroutine, Sequence, TypeVar
 
-from . import _blocking
+from . import _blocking, _driven
 from .client import producer as _producer
 from .client import push_consumer as _consumer
-from .errors import RemotingTooMuchRequestError
+from .errors import ClientStateError, RemotingTooMuchRequestError
 from .protocol.message import Message, MessageExt
 from .protocol.message_queue import MessageQueue
 
 __all__ = ["Producer", "PushConsumer", "PullConsumer"]
+
+T = TypeVar("T")
 
 SendResult = _producer.SendResult
 ConsumeStatus = _consumer.ConsumeStatus
@@ -34,28 +37,88 @@ split_batch = _producer.split_batch
 _GRACE = 5.0  # on top of a call's own timeout: the core enforces the timeout, this only bounds a hang
 
 
-class Producer:
-    """Blocking producer; every method runs the asyncio :class:`fastmq.aio.Producer` on a background loop.
+class _Window:
+    """Sends handed to the loop and not yet over, at most ``size``: a thread sending faster than
+    the loop can go waits here instead of queueing calls without bound. A counter under one C
+    lock: threading.BoundedSemaphore is Python code around a Condition, and its acquire and
+    release stood out in send_async's profile; the Condition is used only while the window is full."""
 
-    Takes the same keyword arguments as :class:`fastmq.aio.Producer`.
+    __slots__ = ("_free", "_lock", "_cond", "_waiting")
+
+    def __init__(self, size: int) -> None:
+        self._free = size
+        self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)
+        self._waiting = 0
+
+    def acquire(self, timeout: float) -> bool:
+        """Take a place, waiting at most ``timeout`` s for one (0: not at all)."""
+        with self._lock:
+            if self._free > 0:
+                self._free -= 1
+                return True
+            if timeout <= 0:
+                return False
+            self._waiting += 1
+            try:
+                if not self._cond.wait_for(lambda: self._free > 0, timeout):
+                    return False
+            finally:
+                self._waiting -= 1
+            self._free -= 1
+            return True
+
+    def release(self) -> None:
+        with self._lock:
+            self._free += 1
+            if self._waiting:
+                self._cond.notify()
+
+
+class Producer:
+    """Blocking producer over the asyncio :class:`fastmq.aio.Producer`.
+
+    Takes the same keyword arguments as :class:`fastmq.aio.Producer`. Each producer has its own
+    event loop, run by the thread waiting in a call (so a ``send`` is written, answered and
+    returned without crossing to another thread) and by a background thread while no call is
+    (see :mod:`fastmq._driven`). Callbacks of ``send_async`` / ``send_batch_async`` run in order
+    on the producer's callback thread, never inside a caller's own call.
     """
 
     def __init__(self, group: str = "DEFAULT_PRODUCER", **kwargs: Any) -> None:
         self._timeout = kwargs.get("send_msg_timeout", 3000) / 1000
-        self._core = _blocking.call(self._make(group, kwargs), 10)
-        # sends handed to the loop and not yet over: a thread sending faster than the loop can
-        # go waits here instead of queueing calls on the loop without bound
-        self._window = threading.BoundedSemaphore(kwargs.get("max_in_flight", 65535) or 65535)
+        self._driven = _driven.DrivenLoop(f"fastmq-producer-{group}")
+        try:
+            self._core = self._driven.run(self._make(group, kwargs), 10)
+        except BaseException:
+            self._driven.close()
+            raise
+        self._window = _Window(kwargs.get("max_in_flight", 65535) or 65535)
 
     @staticmethod
     async def _make(group: str, kwargs: dict[str, Any]) -> _producer.Producer:
         return _producer.Producer(group, **kwargs)  # built on the loop: it owns asyncio primitives
 
+    def _run(self, coro: Coroutine[Any, Any, T], timeout: float) -> T:
+        try:
+            return self._driven.run(coro, timeout)
+        except _driven.Closed:
+            raise ClientStateError("The producer service state not OK, SHUTDOWN_ALREADY") from None
+
     def start(self) -> None:
-        _blocking.call(self._core.start(), 30)
+        if self._driven.closed:
+            raise ClientStateError("The producer service state not OK, maybe started once, SHUTDOWN_ALREADY")
+        self._run(self._core.start(), 30)
 
     def shutdown(self) -> None:
-        _blocking.call(self._core.shutdown(), 30)
+        """Stop the producer: sends still in flight end with an error (their callbacks run before
+        this returns), and the producer's threads end."""
+        if self._driven.closed:
+            return
+        try:
+            self._run(self._core.shutdown(), 30)
+        finally:
+            self._driven.close()
 
     def __enter__(self) -> "Producer":
         self.start()
@@ -69,13 +132,17 @@ class Producer:
 
     def send(self, msg: Message, timeout_ms: int | None = None) -> SendResult:
         """Send and wait for the broker; see :meth:`fastmq.aio.Producer.send` for what it raises."""
-        outcome: _blocking.Outcome[SendResult] = _blocking.Outcome()
-        _blocking.submit(self._core.start_send, msg, outcome, timeout_ms)
-        return outcome.wait(self._t(timeout_ms))
+        core = self._core
+        try:
+            return self._driven.call(lambda done: core.start_send(msg, done, timeout_ms), self._t(timeout_ms))  # type: ignore[no-any-return]
+        except _driven.Closed:
+            core.check_message(msg)  # a producer shut down: its ClientStateError
+            raise
 
     def send_async(self, msg: Message, callback: Callable[[SendResult | None, BaseException | None], None],
                    timeout_ms: int | None = None, *, wait: bool = True) -> None:
-        """Start a send; ``callback(result, error)`` runs on fastmq's loop thread when it completes.
+        """Start a send; ``callback(result, error)`` runs on the producer's callback thread when
+        it completes (callbacks run one at a time, in the order the sends ended).
 
         Returns once the send is handed to the loop. A stopped producer or a bad message raises
         here (ClientStateError, MessageValidationError); with ``max_in_flight`` sends not yet
@@ -84,41 +151,48 @@ class Producer:
         """
         self._core.check_message(msg)
         timeout = self._t(timeout_ms) - _GRACE
-        if not wait:
-            if not self._window.acquire(blocking=False):
-                raise RemotingTooMuchRequestError("send_async invoke too fast")
-        elif not self._window.acquire(timeout=timeout):
-            raise RemotingTooMuchRequestError(f"send_async tryAcquire semaphore timeout, {int(timeout * 1000)}ms")
         window = self._window
+        if not wait:
+            if not window.acquire(0):
+                raise RemotingTooMuchRequestError("send_async invoke too fast")
+        elif not window.acquire(timeout):
+            raise RemotingTooMuchRequestError(f"send_async tryAcquire semaphore timeout, {int(timeout * 1000)}ms")
+        put = self._driven.callbacks.put
 
         def done(result: SendResult | None, error: BaseException | None) -> None:
+            put(callback, result, error)  # (before the permit returns: callbacks keep send order)
             window.release()
-            callback(result, error)
         try:
-            _blocking.submit(self._core.start_send, msg, done, timeout_ms, False)
-        except BaseException:
+            self._driven.post(self._core.start_send, msg, done, timeout_ms, False)
+        except BaseException as exc:
             window.release()
+            if isinstance(exc, _driven.Closed):
+                self._core.check_message(msg)
             raise
 
     def send_oneway(self, msg: Message) -> None:
-        _blocking.call(self._core.send_oneway(msg), self._t(None))
+        self._run(self._core.send_oneway(msg), self._t(None))
 
     def send_orderly(self, msg: Message, selector: _producer.MessageQueueSelector, arg: object,
                      timeout_ms: int | None = None) -> SendResult:
-        return _blocking.call(self._core.send_orderly(msg, selector, arg, timeout_ms), self._t(timeout_ms))
+        """Send to the queue ``selector(queues, msg, arg)`` picks, and wait; the selector runs in
+        the calling thread, inside this call."""
+        return self._run(self._core.send_orderly(msg, selector, arg, timeout_ms), self._t(timeout_ms))
 
     def send_to_queue(self, msg: Message, mq: MessageQueue, timeout_ms: int | None = None) -> SendResult:
-        return _blocking.call(self._core.send_to_queue(msg, mq, timeout_ms), self._t(timeout_ms))
+        return self._run(self._core.send_to_queue(msg, mq, timeout_ms), self._t(timeout_ms))
 
     def send_batch(self, msgs: Sequence[Message], timeout_ms: int | None = None) -> SendResult:
-        return _blocking.call(self._core.send_batch(msgs, timeout_ms), self._t(timeout_ms))
+        return self._run(self._core.send_batch(msgs, timeout_ms), self._t(timeout_ms))
 
     def send_batch_async(self, msgs: Sequence[Message],
                          callback: Callable[[SendResult | None, BaseException | None], None],
                          timeout_ms: int | None = None) -> None:
-        """Start a batch send; ``callback(result, error)`` runs on fastmq's loop thread when it
-        completes. A bad batch raises here (see :meth:`fastmq.aio.Producer.send_batch_async`)."""
-        _blocking.call(self._core.send_batch_async(msgs, callback, timeout_ms), self._t(timeout_ms))
+        """Start a batch send; ``callback(result, error)`` runs on the producer's callback thread
+        when it completes. A bad batch raises here (see :meth:`fastmq.aio.Producer.send_batch_async`)."""
+        put = self._driven.callbacks.put
+        self._run(self._core.send_batch_async(msgs, lambda r, e: put(callback, r, e), timeout_ms),
+                  self._t(timeout_ms))
 
 
 class PushConsumer:

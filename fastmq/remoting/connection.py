@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import threading
 import time
 from itertools import islice
 from typing import Any, Callable, Protocol
@@ -220,7 +219,6 @@ class Connection(asyncio.Protocol):
         self._outq_bytes = 0
         self._flush_scheduled = False
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._loop_thread = 0
         # Set once connection_lost has run; close()/owners wait on it so no transport outlives its loop.
         self._lost = asyncio.Event()
 
@@ -231,7 +229,6 @@ class Connection(asyncio.Protocol):
         t: asyncio.Transport = transport  # type: ignore[assignment]
         self.transport = t
         self._loop = asyncio.get_running_loop()
-        self._loop_thread = threading.get_ident()
         t.set_write_buffer_limits(high=WRITE_HIGH_WATER, low=WRITE_LOW_WATER)
         self.remote_addr = _addr(transport.get_extra_info("peername"))
         self.local_addr = _addr(transport.get_extra_info("sockname"))
@@ -368,8 +365,10 @@ class Connection(asyncio.Protocol):
 
     def send_many(self, cmds: list[RemotingCommand]) -> None:
         """Write several commands with one socket write (callable from any thread)."""
-        if self._loop_thread and threading.get_ident() != self._loop_thread:
-            # An executor processor answering by itself: transports are not thread-safe.
+        if self._loop is not None and asyncio._get_running_loop() is not self._loop:
+            # An executor processor answering by itself: transports are not thread-safe. (Not
+            # "the thread that connected": a blocking producer's loop runs in whichever thread
+            # waits on it, see fastmq._driven.)
             assert self._loop is not None
             self._loop.call_soon_threadsafe(self.send_many, cmds)
             return

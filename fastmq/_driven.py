@@ -1,0 +1,406 @@
+"""An event loop that runs in the thread of whoever is waiting on it: the blocking Producer's machinery.
+
+Profiled (issue 18, benchmarks/results/profiles/README.md): a blocking ``send`` that hands its
+work to a background loop thread and waits for that thread's answer spends its time asleep, in
+the two thread wake-ups of every call (the caller's hand-over, the loop's answer), and on a busy
+2-core machine each wake-up waits for a CPU. So here the caller's thread runs the loop itself
+while it waits: a send is written, its answer read and its result returned by one thread, as a
+single-threaded asyncio program does.
+
+The loop is a plain asyncio loop: uvloop sets up its signal self-pipe (a socketpair) each time
+``run_forever`` starts in the main thread, ~100 µs, once per call here.
+
+Who runs the loop (the *driver*) at any moment:
+
+- a user thread inside a blocking call, which takes the loop when nobody runs it, or asks the
+  background thread to give it up and waits for that (one hand-over, as a call used to cost);
+- this loop's background thread, when no user thread has driven for GRACE_S (so timers,
+  heartbeats and answers to sends already made go on while the program does other things), or
+  at once when a thread waits for work another thread's drive is running.
+
+A user thread that finds another user thread driving hands its work over as before (the driver's
+loop runs it) and waits; whoever stops driving while such threads wait wakes the background
+thread, and the background thread also looks every GRACE_S, so such work never waits for a
+user's next call.
+
+User callbacks (``send_async``'s) never run on a user's thread inside its own call (where a lock
+it holds could deadlock them): they go, in order, to one callback thread per loop
+(:class:`Callbacks`).
+"""
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import queue
+import threading
+import time
+from typing import Any, Callable, Coroutine, TypeVar
+
+from .remoting.loop import relay_outcome
+
+__all__ = ["DrivenLoop", "Callbacks", "Closed", "LOOP_ITSELF", "GRACE_S", "POLL_MAX_S", "TURN_EVERY"]
+
+log = logging.getLogger("fastmq")
+T = TypeVar("T")
+Callback = Callable[[Any, BaseException | None], None]
+
+#: How long the loop may stand still after a user thread stopped driving before the background
+#: thread runs it: short enough for answers and timers not to wait noticeably, long enough that a
+#: thread calling in a tight loop is back before the background thread takes the loop (taking it
+#: back costs a hand-over).
+GRACE_S = 0.001
+#: The longest the background thread waits between looks while user threads drive: how late, at
+#: worst, it takes over from a thread that drove without a pause for a while and then stopped.
+POLL_MAX_S = 0.01
+#: Calls a driving ``post`` queues before it runs one turn of the loop (writes, reads, answers).
+TURN_EVERY = 32
+#: Calls the loop runs per turn from other threads' hand-overs (as _blocking.SUBMIT_BATCH).
+CROSS_BATCH = 256
+
+LOOP_ITSELF = "blocking fastmq call made from the fastmq loop itself; use fastmq.aio there"
+
+
+class Closed(RuntimeError):
+    """The loop was closed (its producer shut down)."""
+
+
+class Callbacks:
+    """One thread running user callbacks in the order they were put. Callbacks put during one
+    turn of the loop reach that thread together, at the end of the turn: one wake-up of it per
+    turn, not per callback (each wake-up is a thread asking for the GIL)."""
+
+    def __init__(self, name: str, loop: asyncio.AbstractEventLoop) -> None:
+        self._name = name
+        self._loop = loop
+        self._q: queue.SimpleQueue[list[tuple[Callback, Any, BaseException | None]] | None] = queue.SimpleQueue()
+        self._batch: list[tuple[Callback, Any, BaseException | None]] = []
+        self._put = 0  # written by the loop's driver only (one at a time)
+        self._ran = 0
+        self._cond = threading.Condition()
+        self._thread: threading.Thread | None = None
+
+    def put(self, fn: Callback, result: Any, error: BaseException | None) -> None:
+        """Queue ``fn(result, error)``; called on the loop (by its driver)."""
+        self._put += 1
+        self._batch.append((fn, result, error))
+        if len(self._batch) == 1:
+            self._loop.call_soon(self._hand_over)
+
+    def _hand_over(self) -> None:
+        batch, self._batch = self._batch, []
+        if not batch:  # handed over already by flush()
+            return
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._work, name=f"{self._name}-callbacks", daemon=True)
+            self._thread.start()
+        self._q.put(batch)
+
+    def flush(self) -> None:
+        """Hand the callbacks put in this turn over now (by the loop's driver, as it stops)."""
+        if self._batch:
+            self._hand_over()
+
+    def wait_drained(self, timeout: float) -> None:
+        """Return once every callback put so far has run (at most ``timeout`` s): what completed
+        before a blocking call's own send has been told before the call returns."""
+        target = self._put
+        if self._ran >= target or threading.current_thread() is self._thread:
+            return
+        with self._cond:
+            self._cond.wait_for(lambda: self._ran >= target, timeout)
+
+    def close(self, timeout: float) -> None:
+        """Run what is queued, then stop the thread (the loop has run its last turn)."""
+        self.flush()
+        t = self._thread
+        if t is not None:
+            self._q.put(None)
+            if t is not threading.current_thread():
+                t.join(timeout)
+
+    def _work(self) -> None:
+        q = self._q
+        while True:
+            batch = q.get()
+            if batch is None:
+                return
+            for fn, result, error in batch:
+                try:
+                    fn(result, error)
+                except Exception:  # a user's callback: reported, and the next ones still run
+                    log.exception("%s: send callback %r raised", self._name, fn)
+            with self._cond:
+                self._ran += len(batch)
+                self._cond.notify_all()
+
+
+class DrivenLoop:
+    """An asyncio loop run by the thread waiting on it (see the module docstring)."""
+
+    def __init__(self, name: str) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.callbacks = Callbacks(name, self.loop)
+        self._name = name
+        self._drive = threading.Lock()  # held by whoever runs the loop
+        self._mutex = threading.Lock()  # the counters below
+        self._driver = 0  # ident of the thread holding _drive, 0 when nobody does
+        self._bg_driving = False
+        self._wanted = 0  # user threads asking the background thread to give the loop up
+        self._waiters = 0  # user threads waiting on work another thread's drive runs
+        self._released = time.monotonic()
+        self._posted: list[tuple[Callable[..., Any], tuple[Any, ...]]] = []  # by drivers, for the next turn
+        self._crossed: list[tuple[Callable[..., Any], tuple[Any, ...]]] = []
+        self._cross_scheduled = False
+        self._wake = threading.Event()
+        self._closed = False
+        self._thread = threading.Thread(target=self._background, name=f"{name}-loop", daemon=True)
+        self._thread.start()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    # ------------------------------------------------------------------ driving
+
+    def _take(self) -> bool:
+        """Become the loop's driver: True, or False when another user thread drives it (or this
+        thread runs an asyncio loop of its own, which cannot run a second one)."""
+        me = threading.get_ident()
+        if self._driver == me:
+            raise RuntimeError(LOOP_ITSELF)
+        if self._closed:
+            raise Closed(f"{self._name}: closed")
+        if asyncio._get_running_loop() is not None:
+            return False
+        if self._drive.acquire(blocking=False):
+            self._driver = me
+            return True
+        with self._mutex:
+            if not self._bg_driving:
+                return False
+            self._wanted += 1
+        try:
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            while not self._drive.acquire(timeout=GRACE_S * 10):
+                if not self._bg_driving and self._driver != 0:
+                    return False  # another user thread took it meanwhile: hand over to it
+        finally:
+            with self._mutex:
+                self._wanted -= 1
+        self._driver = me
+        return True
+
+    def _give_back(self) -> None:
+        self._driver = 0
+        self._released = time.monotonic()
+        self._drive.release()
+        if self._waiters:
+            self._wake.set()
+
+    def _turn(self) -> None:
+        """One pass of the loop, without waiting for anything (a stale stop request only ends
+        a run_forever sooner, and this one ends after one pass anyway)."""
+        loop = self.loop
+        loop.call_soon(loop.stop)
+        loop.run_forever()
+
+    def _background(self) -> None:
+        loop, me = self.loop, threading.get_ident()
+        interval = GRACE_S
+        while True:
+            self._wake.wait(interval)
+            self._wake.clear()
+            if self._closed:
+                return
+            with self._mutex:
+                take = not self._wanted and (self._waiters or time.monotonic() - self._released >= GRACE_S)
+                if not take or not self._drive.acquire(blocking=False):
+                    # A user thread drives: look again later, less often the longer it goes on
+                    # (each look asks the driver for the GIL).
+                    interval = min(interval * 2, POLL_MAX_S)
+                    continue
+                self._bg_driving, self._driver = True, me
+            interval = GRACE_S
+            try:
+                loop.run_forever()  # until a user thread asks for the loop, or close()
+            except BaseException:  # nothing a callback raises reaches here; keep the loop served
+                log.exception("%s: background drive failed", self._name)
+            finally:
+                with self._mutex:
+                    self._bg_driving, self._driver = False, 0
+                    self._released = time.monotonic()
+                    self._drive.release()
+
+    # ------------------------------------------------------------------ calls
+
+    def call(self, start: Callable[[Callback], None], timeout: float) -> Any:
+        """``start(callback)`` on the loop, and its ``callback(result, error)``'s result (or
+        error raised), waiting at most ``timeout`` s (TimeoutError after). Callbacks of sends
+        that ended before this one have run when it returns (waited for after the loop is given
+        back: a callback may itself make a blocking call)."""
+        if self._take():
+            try:
+                result, error = self._drive_callback(start, timeout)
+            finally:
+                self._give_back()
+        else:
+            from ._blocking import Outcome
+            outcome: Outcome[Any] = Outcome()
+            with self._mutex:
+                self._waiters += 1
+            try:
+                self.cross(start, outcome)
+                result, error = outcome.wait(timeout), None
+            finally:
+                with self._mutex:
+                    self._waiters -= 1
+        self.callbacks.wait_drained(timeout)
+        if error is not None:
+            raise error
+        return result
+
+    def _drive_callback(self, start: Callable[[Callback], None], timeout: float) -> tuple[Any, BaseException | None]:
+        loop = self.loop
+        box: list[tuple[Any, BaseException | None]] = []
+
+        def done(result: Any, error: BaseException | None) -> None:
+            if not box:
+                box.append((result, error))
+                loop.stop()
+        end = loop.time() + timeout
+        loop.call_soon(start, done)
+        guard = loop.call_at(end, loop.stop)
+        try:
+            while not box:
+                loop.run_forever()
+                if not box and loop.time() >= end:
+                    raise TimeoutError(f"fastmq call did not finish within {timeout}s")
+        finally:
+            guard.cancel()
+        self.callbacks.flush()
+        return box[0]
+
+    def run(self, coro: Coroutine[Any, Any, T], timeout: float) -> T:
+        """Run ``coro`` on the loop and return its result (TimeoutError after ``timeout`` s, the
+        coroutine then cancelled)."""
+        try:
+            drive = self._take()
+        except BaseException:
+            coro.close()  # never to run: not to be reported as never awaited
+            raise
+        if not drive:
+            def start(cb: Callback) -> None:
+                task = asyncio.ensure_future(coro)
+                task.add_done_callback(functools.partial(relay_outcome, cb))
+                self.loop.call_at(self.loop.time() + timeout, task.cancel)
+            try:
+                return self.call(start, timeout + 1.0)  # type: ignore[no-any-return]
+            except asyncio.CancelledError:
+                raise TimeoutError(f"fastmq call did not finish within {timeout}s") from None
+        try:
+            loop = self.loop
+            task = loop.create_task(coro)
+            task.add_done_callback(lambda _t: loop.stop())
+            timed_out: list[bool] = []
+
+            def expire() -> None:
+                timed_out.append(True)
+                task.cancel()
+            guard = loop.call_at(loop.time() + timeout, expire)
+            try:
+                while not task.done():
+                    loop.run_forever()
+            finally:
+                guard.cancel()
+            if timed_out and task.cancelled():
+                raise TimeoutError(f"fastmq call did not finish within {timeout}s")
+            return task.result()
+        finally:
+            self._give_back()
+
+    def post(self, fn: Callable[..., Any], *args: Any) -> None:
+        """Have the loop call ``fn(*args)`` soon, in order, without waiting for it. The driving
+        caller runs a turn of the loop every TURN_EVERY posts; the rest wait for the next turn
+        (a user's next call, or the background thread within GRACE_S)."""
+        if self._take():
+            try:
+                posted = self._posted
+                posted.append((fn, args))  # (a list append: a Handle a call cost more than the call)
+                if len(posted) == 1:
+                    self.loop.call_soon(self._run_posted)
+                if len(posted) >= TURN_EVERY:
+                    self._turn()
+            finally:
+                self._give_back()
+            return
+        self.cross(fn, *args)
+
+    def _run_posted(self) -> None:
+        posted, self._posted = self._posted, []
+        for fn, args in posted:
+            try:
+                fn(*args)
+            except Exception as exc:  # as the loop reports a failing callback; the rest still run
+                self.loop.call_exception_handler({"message": f"fastmq posted call {fn!r} failed", "exception": exc})
+
+    def cross(self, fn: Callable[..., Any], *args: Any) -> None:
+        """Hand ``fn(*args)`` to whichever thread runs the loop: one wake-up per batch, at most
+        CROSS_BATCH calls a turn (a burst must not keep the loop from its sockets)."""
+        with self._mutex:
+            self._crossed.append((fn, args))
+            if self._cross_scheduled:
+                return
+            self._cross_scheduled = True
+        self.loop.call_soon_threadsafe(self._run_crossed)
+
+    def _run_crossed(self) -> None:
+        with self._mutex:
+            batch, self._crossed = self._crossed[:CROSS_BATCH], self._crossed[CROSS_BATCH:]
+        for fn, args in batch:
+            try:
+                fn(*args)
+            except Exception as exc:  # as the loop reports a failing callback; the rest still run
+                self.loop.call_exception_handler({"message": f"fastmq handed-over call {fn!r} failed",
+                                                  "exception": exc})
+        with self._mutex:
+            if not self._crossed:
+                self._cross_scheduled = False
+                return
+        self.loop.call_soon(self._run_crossed)  # the next turn, after the loop has read its sockets
+
+    # ------------------------------------------------------------------ end
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Stop the background thread, run what is still queued (so every send handed over gets
+        its answer or error), close the loop and then the callback thread. Idempotent."""
+        me = threading.get_ident()
+        if self._driver == me:
+            raise RuntimeError(LOOP_ITSELF)
+        if self._closed:
+            return
+        self._closed = True
+        self._wake.set()
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(timeout)
+        if not self._drive.acquire(timeout=timeout):
+            log.warning("%s: loop still driven after %ss; left open", self._name, timeout)
+            return
+        self._driver = me
+        try:
+            loop = self.loop
+            for _ in range(8):  # connection_lost, failed sends' callbacks, handed-over calls
+                self._turn()
+                if not loop._ready:  # type: ignore[attr-defined]  # (asyncio's own loop: this is its run queue)
+                    break
+            pending = [t for t in asyncio.all_tasks(loop) if not t.done()]
+            for t in pending:
+                t.cancel()
+            if pending:
+                loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+            loop.run_until_complete(loop.shutdown_asyncgens())
+            loop.close()
+        finally:
+            self._driver = 0
+            self._drive.release()
+        self.callbacks.close(timeout)

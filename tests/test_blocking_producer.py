@@ -1,0 +1,289 @@
+"""The blocking Producer's own loop (``fastmq._driven``): run by the thread waiting in a call, by a
+background thread otherwise; callbacks on a callback thread. Unit tests of the loop, then the
+Producer against real fastmq-namesrv / fastmq-broker processes."""
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+import fastmq
+from fastmq import _driven
+from fastmq.errors import ClientStateError
+from tests.support import running_cluster
+
+# ------------------------------------------------------------------ the loop alone
+
+
+@pytest.fixture
+def driven() -> Iterator[_driven.DrivenLoop]:
+    d = _driven.DrivenLoop("test-driven")
+    try:
+        yield d
+    finally:
+        d.close()
+
+
+def test_run_returns_raises_and_times_out(driven: _driven.DrivenLoop) -> None:
+    async def where() -> int:
+        await asyncio.sleep(0)
+        return threading.get_ident()
+
+    async def fail() -> None:
+        raise KeyError("nope")
+    assert driven.run(where(), 5) == threading.get_ident()  # run by the caller's own thread
+    with pytest.raises(KeyError):
+        driven.run(fail(), 5)
+    stopped = threading.Event()
+
+    async def forever() -> None:
+        try:
+            await asyncio.sleep(60)
+        finally:
+            stopped.set()
+    with pytest.raises(TimeoutError):
+        driven.run(forever(), 0.2)
+    assert stopped.is_set()  # cancelled before the call returned
+
+
+def test_call_waits_for_its_callback(driven: _driven.DrivenLoop) -> None:
+    loop = driven.loop
+    assert driven.call(lambda cb: loop.call_later(0.01, cb, 7, None), 5) == 7
+    with pytest.raises(ValueError, match="bad"):
+        driven.call(lambda cb: cb(None, ValueError("bad")), 5)
+    with pytest.raises(TimeoutError):
+        driven.call(lambda cb: None, 0.1)  # never called back
+
+
+def test_the_background_thread_runs_the_loop_when_no_caller_does(driven: _driven.DrivenLoop) -> None:
+    ran: list[int] = []
+    done = threading.Event()
+    driven.post(lambda: driven.loop.call_later(0.05, lambda: (ran.append(threading.get_ident()), done.set())))
+    assert done.wait(5)  # nobody called again: the background thread ran the timer
+    assert ran == [driven._thread.ident]
+
+
+def test_posts_run_in_order_from_many_threads(driven: _driven.DrivenLoop) -> None:
+    """Several threads post and call at once: each thread's posts run in its order, every call
+    gets its own answer, whoever drives."""
+    seen: dict[int, list[int]] = {}
+    errors: list[BaseException] = []
+
+    def worker(k: int) -> None:
+        try:
+            for i in range(300):
+                driven.post(lambda i=i: seen.setdefault(k, []).append(i))
+                if i % 50 == 0:
+                    assert driven.call(lambda cb, i=i: cb(i * k, None), 10) == i * k
+        except BaseException as exc:  # reported to the test's thread
+            errors.append(exc)
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(1, 6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not errors
+    deadline = time.monotonic() + 10
+    while sum(map(len, seen.values())) < 1500 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert seen == {k: list(range(300)) for k in range(1, 6)}
+
+
+def test_a_call_from_the_driving_thread_is_refused(driven: _driven.DrivenLoop) -> None:
+    async def inner() -> str:
+        try:
+            driven.call(lambda cb: cb(1, None), 1)
+        except RuntimeError as exc:
+            return str(exc)
+        return "no error"
+    assert driven.run(inner(), 5) == _driven.LOOP_ITSELF
+
+
+def test_a_caller_running_its_own_asyncio_loop_is_served_by_the_background_thread(
+        driven: _driven.DrivenLoop) -> None:
+    async def from_async_code() -> Any:
+        return driven.call(lambda cb: cb(threading.get_ident(), None), 5)
+    assert asyncio.run(from_async_code()) == driven._thread.ident
+
+
+def test_callbacks_run_in_order_on_their_thread_and_one_raising_stops_nothing(
+        driven: _driven.DrivenLoop, caplog: pytest.LogCaptureFixture) -> None:
+    got: list[tuple[int, str]] = []
+
+    def cb(result: int, error: BaseException | None) -> None:
+        got.append((result, threading.current_thread().name))
+        if result % 3 == 0:
+            raise RuntimeError(f"user callback {result} failed")
+    for i in range(100):
+        driven.post(driven.callbacks.put, cb, i, None)
+    driven.call(lambda done: done(None, None), 5)  # returns once the callbacks before it ran
+    assert [r for r, _ in got] == list(range(100))
+    assert {name for _, name in got} == {"test-driven-callbacks"}
+    assert "user callback 99 failed" in caplog.text
+
+
+def test_close_runs_what_was_handed_over_and_refuses_after(driven: _driven.DrivenLoop) -> None:
+    ran: list[int] = []
+    for i in range(10):
+        driven.post(ran.append, i)
+    driven.close()
+    assert ran == list(range(10))
+    assert driven.loop.is_closed()
+    with pytest.raises(_driven.Closed):
+        driven.post(ran.append, 99)
+    driven.close()  # twice: nothing more
+
+
+# ------------------------------------------------------------------ the Producer, real processes
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[str]:
+    with running_cluster(tmp_path) as (ns, _broker):
+        yield ns.addr
+
+
+def _counting(want: int) -> tuple[list[Any], threading.Event, Any]:
+    """(outcomes, set once ``want`` are in, a send callback appending each result or error)."""
+    outcomes: list[Any] = []
+    lock = threading.Lock()
+    all_done = threading.Event()
+
+    def on_sent(result: Any, error: BaseException | None) -> None:
+        with lock:
+            outcomes.append(error if error is not None else result)
+            if len(outcomes) == want:
+                all_done.set()
+    return outcomes, all_done, on_sent
+
+
+def test_many_threads_send_at_once(cluster: str) -> None:
+    """Eight threads each sending one at a time (one of them drives the loop, the others hand
+    over to it) and two more with send_async: every send answered once, nothing lost."""
+    with fastmq.Producer("PG_DRIVEN_THREADS", namesrv_addr=cluster) as p:
+        p.send(fastmq.Message("DrivenThreads", b"warm"))
+        results: list[fastmq.SendResult] = []
+        errors: list[BaseException] = []
+        outcomes, all_done, on_sent = _counting(400)
+
+        def sender() -> None:
+            try:
+                for _ in range(50):
+                    results.append(p.send(fastmq.Message("DrivenThreads", b"s")))
+            except BaseException as exc:  # reported to the test's thread
+                errors.append(exc)
+
+        def async_sender() -> None:
+            for _ in range(200):
+                p.send_async(fastmq.Message("DrivenThreads", b"a"), on_sent)
+        threads = [threading.Thread(target=sender) for _ in range(8)]
+        threads += [threading.Thread(target=async_sender) for _ in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(120)
+        assert not errors, errors[:3]
+        assert len(results) == 400 and all(r.status == fastmq.SendStatus.SEND_OK for r in results)
+        assert len({r.msg_id for r in results}) == 400
+        assert all_done.wait(60), len(outcomes)
+        assert [getattr(o, "status", o) for o in outcomes] == [fastmq.SendStatus.SEND_OK] * 400
+        offsets = {(r.message_queue.queue_id, r.queue_offset) for r in results}
+        assert len(offsets) == 400  # 400 distinct places in the queues: none stored twice
+
+
+def test_callbacks_raising_and_a_blocking_call_from_a_callback(cluster: str,
+                                                               caplog: pytest.LogCaptureFixture) -> None:
+    with fastmq.Producer("PG_DRIVEN_CALLBACKS", namesrv_addr=cluster) as p:
+        p.send(fastmq.Message("DrivenCallbacks", b"warm"))
+        seen: list[tuple[Any, str]] = []
+        done = threading.Event()
+
+        def raising(result: Any, error: BaseException | None) -> None:
+            seen.append((error if error is not None else result.status, threading.current_thread().name))
+            if len(seen) == 100:
+                done.set()
+            raise ValueError("callback failed on purpose")
+        for _ in range(100):
+            p.send_async(fastmq.Message("DrivenCallbacks", b"x"), raising)
+        assert done.wait(30), len(seen)
+        assert {s for s, _ in seen} == {fastmq.SendStatus.SEND_OK}
+        assert {n for _, n in seen} == {"fastmq-producer-PG_DRIVEN_CALLBACKS-callbacks"}
+        assert "callback failed on purpose" in caplog.text
+        # the callback thread is not the loop: a callback may itself send and wait
+        nested: list[Any] = []
+        nested_done = threading.Event()
+
+        def sends_again(result: Any, error: BaseException | None) -> None:
+            try:
+                nested.append(p.send(fastmq.Message("DrivenCallbacks", b"from a callback")).status)
+            except BaseException as exc:  # reported to the test's thread
+                nested.append(exc)
+            nested_done.set()
+        p.send_async(fastmq.Message("DrivenCallbacks", b"y"), sends_again)
+        assert nested_done.wait(30) and nested == [fastmq.SendStatus.SEND_OK], nested
+        assert p.send(fastmq.Message("DrivenCallbacks", b"after")).status == fastmq.SendStatus.SEND_OK
+
+
+def test_a_selector_making_a_blocking_call_is_refused(cluster: str) -> None:
+    """send_orderly's selector runs inside the call, on the thread driving the loop: a blocking
+    call from there could only wait for itself, so it raises at once."""
+    with fastmq.Producer("PG_DRIVEN_SELECTOR", namesrv_addr=cluster) as p:
+        p.send(fastmq.Message("DrivenSelector", b"warm"))
+
+        def selector(mqs: list[Any], msg: Any, arg: object) -> Any:
+            p.send(fastmq.Message("DrivenSelector", b"inner"))
+            return mqs[0]
+        with pytest.raises(RuntimeError, match="from the fastmq loop itself"):
+            p.send_orderly(fastmq.Message("DrivenSelector", b"outer"), selector, None)
+        assert p.send(fastmq.Message("DrivenSelector", b"after")).status == fastmq.SendStatus.SEND_OK
+
+
+def test_shutdown_with_sends_in_flight_tells_every_callback(cluster: str) -> None:
+    p = fastmq.Producer("PG_DRIVEN_SHUTDOWN", namesrv_addr=cluster)
+    p.start()
+    p.send(fastmq.Message("DrivenShutdown", b"warm"))
+    n = 3000
+    outcomes, _, on_sent = _counting(n)
+    for _ in range(n):
+        p.send_async(fastmq.Message("DrivenShutdown", b"x" * 128), on_sent)
+    p.shutdown()  # at once, with most sends unanswered
+    assert len(outcomes) == n  # every callback ran once, before shutdown returned
+    ok = [o for o in outcomes if not isinstance(o, BaseException)]
+    failed = [o for o in outcomes if isinstance(o, BaseException)]
+    assert all(r.status == fastmq.SendStatus.SEND_OK for r in ok)
+    assert all(isinstance(e, fastmq.FastMQError) for e in failed), failed[:3]
+    assert not any(t.name.startswith("fastmq-producer-PG_DRIVEN_SHUTDOWN") for t in threading.enumerate())
+
+
+def test_a_producer_shut_down_refuses_with_a_typed_error(cluster: str) -> None:
+    p = fastmq.Producer("PG_DRIVEN_CLOSED", namesrv_addr=cluster)
+    p.start()
+    p.send(fastmq.Message("DrivenClosed", b"warm"))
+    p.shutdown()
+    p.shutdown()  # twice: nothing more
+    with pytest.raises(ClientStateError, match="SHUTDOWN_ALREADY"):
+        p.send(fastmq.Message("DrivenClosed", b"x"))
+    with pytest.raises(ClientStateError, match="SHUTDOWN_ALREADY"):
+        p.send_async(fastmq.Message("DrivenClosed", b"x"), lambda r, e: None)
+    with pytest.raises(ClientStateError, match="SHUTDOWN_ALREADY"):
+        p.send_batch([fastmq.Message("DrivenClosed", b"x")])
+    with pytest.raises(ClientStateError, match="maybe started once"):
+        p.start()
+
+
+def test_sends_after_an_idle_pause_and_from_async_code(cluster: str) -> None:
+    """The background thread has the loop after a pause (a heartbeat's timer may be due); the
+    next send takes it back. A caller inside its own asyncio loop is served by the background
+    thread."""
+    with fastmq.Producer("PG_DRIVEN_IDLE", namesrv_addr=cluster) as p:
+        assert p.send(fastmq.Message("DrivenIdle", b"1")).status == fastmq.SendStatus.SEND_OK
+        time.sleep(0.2)
+        assert p.send(fastmq.Message("DrivenIdle", b"2")).status == fastmq.SendStatus.SEND_OK
+
+        async def from_async() -> Any:
+            return p.send(fastmq.Message("DrivenIdle", b"3")).status
+        assert asyncio.run(from_async()) == fastmq.SendStatus.SEND_OK
