@@ -32,8 +32,9 @@ cleanup() {
 trap cleanup EXIT
 
 git worktree add --detach -q "$scratch/base" "$base_sha"
-# pip builds the extensions in an isolated environment, so the venv itself may lack Cython
-python -c "import Cython" 2>/dev/null || python -m pip install -q "Cython>=3.1,<4" >&2
+# pip builds the extensions in an isolated environment, so the venv itself may lack what an
+# in-place build needs (pyproject.toml's build-system requires)
+python -m pip install -q "setuptools>=77" "Cython>=3.1,<4" >&2
 (cd "$scratch/base" && python setup.py -q build_ext --inplace >"$scratch/build.log" 2>&1) || {
     cat "$scratch/build.log" >&2
     echo "bench_ab.sh: building $base_rev's extensions failed" >&2
