@@ -533,8 +533,16 @@ class Connection(asyncio.Protocol):
         self._answers, self._sample_t0 = 0, now
 
     def entries(self) -> list[PendingEntry]:
-        """Every entry of ours in flight: awaiting its answer, or held back unwritten."""
-        return [*self.pending.values(), *(e for _, e, _ in self._held.values())]
+        """Every entry of ours in flight: awaiting its answer, or held back unwritten.
+
+        Safe from any thread: the producer's collector hook calls it from whichever thread starts
+        a full collection, while the loop's thread may be changing both tables. Each table is
+        copied by one C call (no bytecode boundary, so no thread switch, inside it) before any
+        Python-level iteration.
+        """
+        pending = list(self.pending.values())
+        held = list(self._held.values())
+        return [*pending, *(e for _, e, _ in held)]
 
     @property
     def held(self) -> int:
