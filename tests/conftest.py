@@ -56,7 +56,7 @@ def _twin_fixture(stem: str, what: str):
 codec = _twin_fixture("codec", "codec")
 fault = _twin_fixture("fault", "latency-fault")
 selector = _twin_fixture("selector", "queue-selection")
-send = _twin_fixture("send", "send-pipeline")
+send = _twin_fixture("send", "broker send-stage")
 batch = _twin_fixture("batch", "SEND_BATCH_MESSAGE body encoder")
 records = _twin_fixture("records", "plain-IPv4 pull-body record decoder")
 produce = _twin_fixture("produce", "producer hot path")

@@ -382,3 +382,18 @@ def test_shared_things_come_from_common(side: str, foreign: tuple[str, ...]) -> 
     crossing = sorted(f"{m} -> {d}" for m, deps in graph.items() if m == side or m.startswith(side + ".")
                       for d in deps if d.startswith(foreign))
     assert crossing == []
+
+
+def test_the_store_uses_only_its_own_send_stages() -> None:
+    """The store's send path reads the column container and its own record writer, never the
+    broker's send stage (``_ext.send``), in either twin."""
+    store_stages = {"fastmq._ext.send_batch", "fastmq._ext.record_writer"}
+    graph = import_graph(with_annotations=True)
+    used = {d for mod, deps in graph.items() if mod.startswith("fastmq.store.") for d in deps
+            if d.startswith("fastmq._ext.send") or d.startswith("fastmq._ext.record_writer")}
+    assert used == store_stages
+    for stem in ("send_batch", "record_writer"):
+        assert not any(d.startswith("fastmq._ext.send") and d != "fastmq._ext.send_batch_py"
+                       for d in graph[f"fastmq._ext.{stem}_py"]), stem
+        pyx = (PACKAGE / "_ext" / f"{stem}_c.pyx").read_text()
+        assert not re.search(r"^(from|cimport|import) \S*\bsend_c\b", pyx, re.M), stem

@@ -1,11 +1,13 @@
-"""The broker's compiled send path (fastmq._ext.send): both twins, against the slow path's own
-encoders (store format, codec, index), and against each other on random requests."""
+"""The broker's compiled send path, stage by stage (fastmq._ext.send_batch, the broker's ``send``
+stage, the store's ``record_writer``): both twins, against the slow path's own encoders (store
+format, codec, index), and against each other on random requests."""
 from __future__ import annotations
 
 import importlib
 import os
 import struct
 import zlib
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -25,7 +27,25 @@ STORE = pack_host("127.0.0.1", 10911)
 CLUSTER = b"CLUSTER\x01DefaultCluster\x02"
 TOPICS = {"T1": (4, 4, 0), "T2": (8, 8, 0x4), "话题": (2, 2, 0)}
 PREFIX = STORE.hex().upper().encode()
-COL = {name: i for i, name in enumerate(importlib.import_module("fastmq._ext.send_py").COLUMNS)}
+COL = {name: i for i, name in enumerate(importlib.import_module("fastmq._ext.send_batch_py").COLUMNS)}
+STAGES = ("send_batch", "send", "record_writer")
+
+
+def _pipeline(kind: str) -> SimpleNamespace:
+    """Every stage of the send path in one twin (``py`` or ``c``): a batch one twin's encoder made
+    goes to that twin's record writer only (the compiled writer reads the compiled batch's C fields)."""
+    names: dict = {}
+    for stem in STAGES:
+        mod = importlib.import_module(f"fastmq._ext.{stem}_{kind}")
+        names.update((name, getattr(mod, name)) for name in mod.__all__)
+    return SimpleNamespace(**names)
+
+
+@pytest.fixture(scope="module", params=[pytest.param("py", id="py"),
+                                        pytest.param("c", id="c", marks=pytest.mark.c_ext)])
+def send(request: pytest.FixtureRequest) -> SimpleNamespace:
+    """Each twin of the whole send path in turn (``py`` and ``c``)."""
+    return _pipeline(request.param)
 
 
 def _send(topic: str = "T1", qid: int = 1, props: str | None = "TAGS\x01a\x02", body: bytes = b"hello", *,
@@ -187,7 +207,7 @@ def _random_requests(draw) -> list:
 @given(st.data())
 def test_twins_agree_end_to_end(data) -> None:
     """encode, place (over a file boundary), index and answer: same bytes and rows from both."""
-    py, c = importlib.import_module("fastmq._ext.send_py"), importlib.import_module("fastmq._ext.send_c")
+    py, c = _pipeline("py"), _pipeline("c")
     reqs = data.draw(_random_requests())
     rr = data.draw(st.integers(0, 100))
     out = []
@@ -318,8 +338,6 @@ def test_the_cpp_client_sends_take_the_fast_path(send) -> None:
 
 def test_puts_are_counted_per_topic_for_stats(send) -> None:
     """TOPIC_PUT_NUMS from one socket read's batch: a topic's messages and requests over its queues."""
-    from types import SimpleNamespace
-
     from fastmq.broker.processors.send import SendMessageProcessor
     from fastmq.broker.stats import TOPIC_PUT_NUMS, BrokerStatsManager
 

@@ -188,7 +188,7 @@ def test_generated_pxd_is_the_declaration() -> None:
 
 
 @pytest.mark.c_ext
-@pytest.mark.parametrize("module", ["fastmq._ext.send_c", "fastmq._ext.records_c"])
+@pytest.mark.parametrize("module", ["fastmq._ext.send_c", "fastmq._ext.record_writer_c", "fastmq._ext.records_c"])
 def test_compiled_twins_were_built_with_the_declared_facts(module: str) -> None:
     compiled = importlib.import_module(module).wire_facts()
     want: dict[str, object] = dict(wire_pxd.constants())

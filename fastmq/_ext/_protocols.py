@@ -146,7 +146,7 @@ class SelectorModule(Protocol):
     def select_queue_reachable(self, queue_broker: Any, counter: int, last_broker: int, unreachable: Any) -> int: ...
 
 
-# ------------------------------------------------------------------ send: the broker's send pipeline
+# ------------------------------------------------------------------ send_batch: the send path's column container
 
 class SendBatchProto(Protocol):
     """Records encoded from a run of SEND requests, one int64 row of ``COLUMNS`` per record."""
@@ -164,21 +164,30 @@ class SendBatchProto(Protocol):
     def records(self) -> bytes: ...
 
 
-class SendModule(Protocol):
+class SendBatchModule(Protocol):
     COLUMNS: tuple[str, ...]
     SendBatch: type
 
+
+# ------------------------------------------------------------------ send: the broker's send stage
+
+class SendModule(Protocol):
     def crc32(self, data: bytes) -> int: ...
     def java_hash(self, data: bytes) -> int: ...
     def encode_sends(self, requests: list[Any], topics: dict[str, tuple[int, int, int]], born_host: bytes,
                      store_host: bytes, cluster_prop: bytes, max_size: int, rr: int = 0, *,
                      groups: set[str] | None = None) -> Any: ...
+    def encode_answers(self, b: Any, requests: list[Any], msg_id_prefix: bytes,
+                       template: tuple[bytes, bytes, bytes, bytes, bytes]) -> bytes: ...
+
+
+# ------------------------------------------------------------------ record_writer: the store's record writer
+
+class RecordWriterModule(Protocol):
     def place_records(self, b: Any, mapping: Any, pos: int, file_size: int, file_from: int, start: int,
                       next_offsets: Any, store_ts: int) -> tuple[int, int]: ...
     def index_records(self, b: Any, start: int, mapping: Any, slots: int, entries: int, state: list[int],
                       store_ts: int) -> int: ...
-    def encode_answers(self, b: Any, requests: list[Any], msg_id_prefix: bytes,
-                       template: tuple[bytes, bytes, bytes, bytes, bytes]) -> bytes: ...
 
 
 # ------------------------------------------------------------------ produce: the producer's first try
@@ -302,7 +311,9 @@ TWINS: dict[str, tuple[type, dict[str, type]]] = {
     "produce": (ProduceModule, {"UniqIds": UniqIdsProto, "SendRequestWriter": SendRequestWriterProto,
                                 "SendResult": SendResultProto, "AsyncSend": AsyncSendProto,
                                 "SendFastPath": SendFastPathProto}),
+    "record_writer": (RecordWriterModule, {}),
     "records": (RecordsModule, {}),
     "selector": (SelectorModule, {"QueueTable": QueueTableProto}),
-    "send": (SendModule, {"SendBatch": SendBatchProto}),
+    "send": (SendModule, {}),
+    "send_batch": (SendBatchModule, {"SendBatch": SendBatchProto}),
 }

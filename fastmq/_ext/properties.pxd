@@ -1,8 +1,10 @@
 # A message's properties, pair by pair as UTF-8, for the compiled twins that write them
-# (cimported, inlined): batch_c writes them raw, produce_c escaped inside a JSON string.
+# (cimported, inlined): batch_c writes them raw, produce_c escaped inside a JSON string; send_c
+# and record_writer_c match the names of the pairs they read.
 from cpython.dict cimport PyDict_Next
 from cpython.object cimport PyObject
-from libc.string cimport memchr
+from libc.stdint cimport uint8_t
+from libc.string cimport memchr, memcmp
 
 from .bytebuf cimport ByteBuf
 from .wire_facts cimport NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR
@@ -13,6 +15,11 @@ cdef extern from "Python.h":
 #: writes one property (name and value, UTF-8) into the buffer
 ctypedef int (*property_writer)(ByteBuf* b, const char* ks, Py_ssize_t kn, const char* vs,
                                 Py_ssize_t vn) except -1
+
+
+cdef inline bint name_is(const uint8_t* k, Py_ssize_t kn, const char* name, Py_ssize_t nn) noexcept nogil:
+    """``k[:kn]`` is the property name ``name[:nn]``."""
+    return kn == nn and memcmp(k, name, nn) == 0
 
 
 cdef inline bint has_separator(const char* s, Py_ssize_t n) noexcept:

@@ -1,19 +1,15 @@
-"""Selects the send hot path: compiled ``send_c`` unless FASTMQ_NO_EXTENSIONS is set."""
+"""Selects the broker's send stage: compiled ``send_c`` unless FASTMQ_NO_EXTENSIONS is set."""
 from typing import TYPE_CHECKING
 
 from ._flags import NO_EXTENSIONS
 from .send_py import answer_template
 
 if TYPE_CHECKING or NO_EXTENSIONS:
-    from .send_py import (COLUMNS, SendBatch, crc32, encode_answers, encode_sends, index_records, java_hash,
-                          place_records)
+    from .send_py import crc32, encode_answers, encode_sends, java_hash
 else:
     try:
-        from .send_c import (COLUMNS, SendBatch, crc32, encode_answers, encode_sends, index_records, java_hash,
-                             place_records)
+        from .send_c import crc32, encode_answers, encode_sends, java_hash
     except ImportError:  # unbuilt source checkout; the test suite refuses to run like this
-        from .send_py import (COLUMNS, SendBatch, crc32, encode_answers, encode_sends, index_records, java_hash,
-                              place_records)
+        from .send_py import crc32, encode_answers, encode_sends, java_hash
 
-__all__ = ["SendBatch", "encode_sends", "place_records", "index_records", "encode_answers", "COLUMNS",
-           "crc32", "java_hash", "answer_template"]
+__all__ = ["encode_sends", "encode_answers", "crc32", "java_hash", "answer_template"]

@@ -1,18 +1,17 @@
 # cython: language_level=3, embedsignature=True
-"""The broker's send hot path, compiled twin of ``send_py`` (read that module for the contract).
+"""The broker's send stage, compiled twin of ``send_py`` (read that module for the contract).
 
 One call per step for all the SEND frames of a socket read:
 
-- :func:`encode_sends` turns the requests into commit-log records (RocketMQ's store format,
-  IPv4 hosts) in one staging buffer, plus an int64 row per record;
-- :func:`place_records` copies them into the mapped file and patches queue offset, physical
-  offset and store timestamp;
-- :func:`index_records` adds their KEYS and UNIQ_KEY to an index file;
-- :func:`encode_answers` writes every SUCCESS response frame.
+- :func:`encode_sends` decides which requests the fast path takes as they are and turns those
+  into commit-log records (RocketMQ's store format, IPv4 hosts) in the staging buffer of a
+  :class:`~fastmq._ext.send_batch.SendBatch`, plus an int64 row per record;
+- :func:`encode_answers` writes every SUCCESS response frame once the store has placed them.
 
-A request the fast path does not take as is (an unknown topic, a retry topic, a delay level, a
-transactional flag, a malformed field, ...) is left out and listed in ``SendBatch.slow``; the
-Python send processor answers it the long way, with RocketMQ's exact checks and remarks.
+Placing and indexing the records is the store's stage (``record_writer_c``). A request the fast
+path does not take as is (an unknown topic, a retry topic, a delay level, a transactional flag,
+a malformed field, ...) is left out and listed in ``SendBatch.slow``; the Python send processor
+answers it the long way, with RocketMQ's exact checks and remarks.
 
 Record layout (declared in ``protocol/record_layout.py``, cimported through the generated
 ``wire_facts.pxd``; big-endian, ``pos`` relative to the record)::
@@ -24,42 +23,30 @@ Record layout (declared in ``protocol/record_layout.py``, cimported through the 
     | PROPERTIESLEN u16 | PROPERTIES
 """
 cimport cython
-from cpython.buffer cimport PyBUF_SIMPLE, PyBUF_WRITABLE, PyObject_GetBuffer, PyBuffer_Release
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE, PyBytes_FromStringAndSize
 from cpython.dict cimport PyDict_GetItem
 from cpython.object cimport PyObject
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
-from libc.string cimport memcpy, memcmp
-
-import numpy as np
+from libc.string cimport memcpy
 
 from fastmq.protocol.headers import send_wire_names
 from fastmq._ext.send_py import SEND_FAST_ATTRS
 
 from .bigendian cimport get32 as _get32, put32 as _put32, put64 as _put64
-from .bytebuf cimport ByteBuf, bytebuf_free, bytebuf_reserve
+from .bytebuf cimport bytebuf_reserve
 from .codec_c cimport RemotingCommand
+from .javahash cimport jhash
+from .properties cimport name_is
+from .send_batch_c cimport (C_FLAGS, C_KEY, C_PHYS, C_POS, C_QID, C_QOFF, C_REQ, C_SIZE, C_TAGS, F_INDEX, F_WAIT,
+                            SendBatch)
 from .wire_facts cimport *
 
 cdef extern from "Python.h":
     const char* PyUnicode_AsUTF8AndSize(object o, Py_ssize_t *size) except NULL
 
-__all__ = ["SendBatch", "encode_sends", "place_records", "index_records", "encode_answers", "COLUMNS",
-           "crc32", "java_hash"]
+__all__ = ["encode_sends", "encode_answers", "crc32", "java_hash"]
 
 cdef enum:
-    C_REQ = 0        # index of the request in the list given to encode_sends
-    C_POS = 1        # offset of the record in the staging buffer
-    C_SIZE = 2       # record size
-    C_KEY = 3        # index into SendBatch.keys: (topic, queue id)
-    C_TAGS = 4       # tag hash code for the consume queue
-    C_FLAGS = 5      # F_WAIT | F_INDEX
-    C_QOFF = 6       # queue offset (place_records)
-    C_PHYS = 7       # commit-log offset (place_records)
-    C_QID = 8        # queue id
-    NCOLS = 9
-    F_WAIT = 1       # the producer waits for the store (no WAIT=false): SYNC_FLUSH waits for it
-    F_INDEX = 2      # has KEYS or UNIQ_KEY
     # the wire facts below come from the generated wire_facts.pxd (protocol's declarations)
     FIXED = REC_MIN_LEN_V4  # a record without body, topic and properties (IPv4 hosts)
     CODE_SEND = REQUEST_SEND_MESSAGE
@@ -74,8 +61,6 @@ cdef enum:
     MAX_PROPS = REC_MAX_PROPERTIES_LEN
     NV_SEP = NAME_VALUE_SEPARATOR
     PROP_SEP = PROPERTY_SEPARATOR
-
-COLUMNS = ("req", "pos", "size", "key", "tags", "flags", "queue_offset", "commit_log_offset", "queue_id")
 
 # ----------------------------------------------------------------------------- CRC-32 (zlib's)
 cdef uint32_t _CRC[8][256]
@@ -122,37 +107,9 @@ def crc32(data: bytes) -> int:
 
 
 # ----------------------------------------------------------------------------- Java String.hashCode
-@cython.boundscheck(False)
-cdef uint32_t _jhash(const uint8_t* p, Py_ssize_t n, uint32_t h) noexcept nogil:
-    """Continue ``h = 31*h + unit`` over the UTF-16 units of valid UTF-8 ``p[:n]``."""
-    cdef Py_ssize_t i = 0
-    cdef uint32_t c, cp
-    while i < n:
-        c = p[i]
-        if c < 0x80:
-            cp = c
-            i += 1
-        elif c < 0xE0:
-            cp = ((c & 0x1F) << 6) | (p[i + 1] & 0x3F)
-            i += 2
-        elif c < 0xF0:
-            cp = ((c & 0x0F) << 12) | ((p[i + 1] & 0x3F) << 6) | (p[i + 2] & 0x3F)
-            i += 3
-        else:
-            cp = ((c & 0x07) << 18) | ((p[i + 1] & 0x3F) << 12) | ((p[i + 2] & 0x3F) << 6) | (p[i + 3] & 0x3F)
-            i += 4
-        if cp >= 0x10000:  # an astral character is two surrogate units in Java
-            cp -= 0x10000
-            h = h * 31 + (0xD800 + (cp >> 10))
-            h = h * 31 + (0xDC00 + (cp & 0x3FF))
-        else:
-            h = h * 31 + cp
-    return h
-
-
 def java_hash(data: bytes) -> int:
     """Java's String.hashCode() of the UTF-8 text ``data`` (signed int32)."""
-    return <int32_t>_jhash(<const uint8_t*>PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data), 0)
+    return <int32_t>jhash(<const uint8_t*>PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data), 0)
 
 
 @cython.boundscheck(False)
@@ -203,10 +160,6 @@ cdef struct Props:
     uint32_t tags_hash
 
 
-cdef inline bint _key_is(const uint8_t* k, Py_ssize_t kn, const char* name, Py_ssize_t nn) noexcept nogil:
-    return kn == nn and memcmp(k, name, nn) == 0
-
-
 @cython.boundscheck(False)
 cdef Props _scan_props(const uint8_t* p, Py_ssize_t n) noexcept nogil:
     cdef Props r
@@ -241,19 +194,19 @@ cdef Props _scan_props(const uint8_t* p, Py_ssize_t n) noexcept nogil:
             i += 1
         vn = i - vs
         i += 1  # the property separator
-        if _key_is(p + ks, kn, PROP_TAGS, PROP_TAGS_LEN):
+        if name_is(p + ks, kn, PROP_TAGS, PROP_TAGS_LEN):
             r.has_tags = vn > 0
-            r.tags_hash = _jhash(p + vs, vn, 0)
-        elif _key_is(p + ks, kn, PROP_WAIT_STORE_MSG_OK, PROP_WAIT_STORE_MSG_OK_LEN):
-            r.wait = not _key_is(p + vs, vn, "false", 5)
-        elif (_key_is(p + ks, kn, PROP_KEYS, PROP_KEYS_LEN)
-              or _key_is(p + ks, kn, PROP_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, PROP_UNIQ_CLIENT_MESSAGE_ID_KEYIDX_LEN)):
+            r.tags_hash = jhash(p + vs, vn, 0)
+        elif name_is(p + ks, kn, PROP_WAIT_STORE_MSG_OK, PROP_WAIT_STORE_MSG_OK_LEN):
+            r.wait = not name_is(p + vs, vn, "false", 5)
+        elif (name_is(p + ks, kn, PROP_KEYS, PROP_KEYS_LEN)
+              or name_is(p + ks, kn, PROP_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, PROP_UNIQ_CLIENT_MESSAGE_ID_KEYIDX_LEN)):
             if vn > 0:
                 r.index = 1
-        elif (_key_is(p + ks, kn, PROP_DELAY_TIME_LEVEL, PROP_DELAY_TIME_LEVEL_LEN)
-              or _key_is(p + ks, kn, PROP_TRANSACTION_PREPARED, PROP_TRANSACTION_PREPARED_LEN)):
+        elif (name_is(p + ks, kn, PROP_DELAY_TIME_LEVEL, PROP_DELAY_TIME_LEVEL_LEN)
+              or name_is(p + ks, kn, PROP_TRANSACTION_PREPARED, PROP_TRANSACTION_PREPARED_LEN)):
             r.delay = 1
-        elif _key_is(p + ks, kn, PROP_CLUSTER, PROP_CLUSTER_LEN):
+        elif name_is(p + ks, kn, PROP_CLUSTER, PROP_CLUSTER_LEN):
             r.cluster = 1
     return r
 
@@ -290,63 +243,6 @@ cdef inline bint _i32(int64_t v) noexcept:
     return -2147483648 <= v <= 2147483647
 
 
-# ----------------------------------------------------------------------------- the batch
-@cython.final
-cdef class SendBatch:
-    """Records encoded from a run of SEND requests (see the module doc)."""
-
-    cdef ByteBuf _b                # the staging buffer: records back to back
-    cdef public object cols        # int64 (n, NCOLS) numpy array
-    cdef int64_t[:, ::1] _cols
-    cdef public Py_ssize_t n       # records
-    cdef public list keys          # (topic, queue id) of each C_KEY
-    cdef public list slow          # request indices for the slow path
-    cdef public list fast          # request indices encoded here, in order
-    cdef public long long rr       # round-robin counter for queueId < 0
-    cdef public bint wait          # some record has F_WAIT
-    cdef public long long total_size
-    cdef dict _key_index
-    cdef object _last_topic
-    cdef int64_t _last_qid
-    cdef int64_t _last_key
-
-    def __cinit__(self):
-        self._b.p = NULL
-        self._b.n = 0
-        self._b.cap = 0
-
-    def __dealloc__(self):
-        bytebuf_free(&self._b)
-
-    @property
-    def records(self) -> bytes:
-        """The staging buffer (all records back to back)."""
-        return PyBytes_FromStringAndSize(<char*>self._b.p, self._b.n) if self._b.p != NULL else b""
-
-    cdef int64_t _key(self, object topic, int64_t qid) except -1:
-        """The index of (topic, queue id) in ``keys``, adding it when new."""
-        cdef object k
-        if topic is self._last_topic and qid == self._last_qid:
-            return self._last_key
-        key = (topic, <int>qid)
-        k = _get(self._key_index, key)
-        if k is None:
-            k = len(self.keys)
-            self._key_index[key] = k
-            self.keys.append(key)
-        self._last_topic, self._last_qid, self._last_key = topic, qid, <int64_t>k
-        return self._last_key
-
-    cdef int _row(self) except -1:
-        cdef object grown
-        if self.n >= self._cols.shape[0]:
-            grown = np.zeros((max(16, self._cols.shape[0] * 2), NCOLS), np.int64)
-            grown[:self.n] = self.cols[:self.n]
-            self.cols = grown
-            self._cols = grown
-        return 0
-
-
 cdef struct RecIn:
     int32_t queue_id
     int32_t flag
@@ -369,8 +265,8 @@ cdef int _write_record(SendBatch b, RecIn* r, const uint8_t* born_host, const ui
     """Append one record to the staging buffer (offsets and store timestamp left 0)."""
     cdef Py_ssize_t plen = r.props_len + r.props_sep + cluster_len
     cdef Py_ssize_t size = FIXED + r.body_len + r.topic_len + plen
-    bytebuf_reserve(&b._b, size, 65536)
-    cdef uint8_t* p = b._b.p + b._b.n
+    bytebuf_reserve(&b.staging, size, 65536)
+    cdef uint8_t* p = b.staging.p + b.staging.n
     _put32(p + REC_TOTALSIZE_POS, <uint32_t>size)
     _put32(p + REC_MAGICCODE_POS, <uint32_t>MAGIC)
     _put32(p + REC_BODYCRC_POS, _crc32(r.body, r.body_len) & 0x7FFFFFFF)
@@ -398,7 +294,7 @@ cdef int _write_record(SendBatch b, RecIn* r, const uint8_t* born_host, const ui
     if r.props_sep:
         p[2 + r.props_len] = PROP_SEP
     memcpy(p + 2 + r.props_len + r.props_sep, cluster, cluster_len)
-    b._b.n += size
+    b.staging.n += size
     return <int>size
 
 
@@ -432,19 +328,7 @@ def encode_sends(list requests, dict topics, bytes born_host, bytes store_host, 
     cdef long long rr0
     if len(born_host) != REC_IPV4_HOST_LEN or len(store_host) != REC_IPV4_HOST_LEN:
         raise ValueError("the fast path takes packed IPv4 hosts (8 bytes)")
-    b.cols = np.zeros((max(16, nreq), NCOLS), np.int64)
-    b._cols = b.cols
-    b.n = 0
-    b.keys = []
-    b.slow = []
-    b.fast = []
-    b.rr = rr
-    b.wait = False
-    b.total_size = 0
-    b._key_index = {}
-    b._last_topic = None
-    b._last_qid = -1
-    b._last_key = -1
+    b.start(nreq, rr)
     cdef Ctx ctx
     ctx.born_host = <const uint8_t*>PyBytes_AS_STRING(born_host)
     ctx.store_host = <const uint8_t*>PyBytes_AS_STRING(store_host)
@@ -452,24 +336,16 @@ def encode_sends(list requests, dict topics, bytes born_host, bytes store_host, 
     ctx.cluster_len = PyBytes_GET_SIZE(cluster_prop)
     ctx.max_size = max_size
     for i in range(nreq):
-        mark, first_row, nkeys, rr0 = b._b.n, b.n, len(b.keys), b.rr
+        mark, first_row, nkeys, rr0 = b.staging.n, b.n, len(b.keys), b.rr
         if _encode_one(b, <RemotingCommand?>requests[i], i, topics, groups, &ctx):
             b.fast.append(i)
             continue
         # a batch may have written some entries (and taken a queue key) before one failed: it
         # goes the long way whole, and the batch is left as if it had never been seen
-        b._b.n, b.n, b.rr = mark, first_row, rr0
-        if len(b.keys) > nkeys:
-            for k in b.keys[nkeys:]:
-                del b._key_index[k]
-            del b.keys[nkeys:]
-            b._last_topic = None
+        b.staging.n, b.n, b.rr = mark, first_row, rr0
+        b.forget_keys(nkeys)
         b.slow.append(i)
-    b.cols = b.cols[:b.n]
-    for i in range(b.n):
-        if b._cols[i, C_FLAGS] & F_WAIT:
-            b.wait = True
-        b.total_size += b._cols[i, C_SIZE]
+    b.finish()
     return b
 
 
@@ -574,7 +450,7 @@ cdef bint _encode_one(SendBatch b, RemotingCommand req, Py_ssize_t i, dict topic
         qid = b.rr % wqn if wqn > 0 else 0
         b.rr += 1
     r.queue_id = <int32_t>qid
-    kidx = b._key(topic, qid)
+    kidx = b.key(topic, qid)
     if not batch:
         _add_record(b, &r, &pr, ctx, i, kidx, qid)
         return True
@@ -612,8 +488,8 @@ cdef bint _encode_one(SendBatch b, RemotingCommand req, Py_ssize_t i, dict topic
 
 cdef int _add_record(SendBatch b, RecIn* r, Props* pr, Ctx* ctx, Py_ssize_t req, int64_t kidx,
                      int64_t qid) except -1:
-    cdef Py_ssize_t pos = b._b.n
-    b._row()
+    cdef Py_ssize_t pos = b.staging.n
+    b.reserve_row()
     cdef Py_ssize_t size = _write_record(b, r, ctx.born_host, ctx.store_host, ctx.cluster, ctx.cluster_len)
     _set_row(b, req, pos, size, kidx, pr.tags_hash if pr.has_tags else 0,
              (F_WAIT if pr.wait else 0) | (F_INDEX if pr.index else 0), qid)
@@ -629,7 +505,7 @@ cdef inline object _get(dict d, object k):
 @cython.wraparound(False)
 cdef inline void _set_row(SendBatch b, Py_ssize_t req, Py_ssize_t pos, Py_ssize_t size, int64_t key,
                           uint32_t tags_hash, int32_t flags, int64_t qid) noexcept:
-    cdef int64_t[:, ::1] c = b._cols
+    cdef int64_t[:, ::1] c = b.rows
     cdef Py_ssize_t n = b.n
     c[n, C_REQ] = req
     c[n, C_POS] = pos
@@ -641,173 +517,6 @@ cdef inline void _set_row(SendBatch b, Py_ssize_t req, Py_ssize_t pos, Py_ssize_
     c[n, C_PHYS] = 0
     c[n, C_QID] = qid
     b.n = n + 1
-
-
-# ----------------------------------------------------------------------------- placing
-@cython.boundscheck(False)
-@cython.wraparound(False)
-def place_records(SendBatch b, object mapping, Py_ssize_t pos, Py_ssize_t file_size, long long file_from,
-                  Py_ssize_t start, int64_t[::1] next_offsets, long long store_ts):
-    """Copy records ``start..`` into ``mapping`` (a writable mapped file) from ``pos`` while each
-    leaves the 8-byte end-of-file marker room; returns ``(next record, next pos)``.
-
-    ``next_offsets[key]`` is the next queue offset of each of ``b.keys``; it is advanced.
-    """
-    cdef Py_buffer view
-    cdef Py_ssize_t i = start, size
-    cdef int64_t[:, ::1] c = b._cols
-    cdef uint8_t* dst
-    cdef int64_t k
-    if pos < 0 or start < 0 or next_offsets.shape[0] < len(b.keys):
-        raise ValueError("a negative position, or fewer next offsets than the batch has queue keys")
-    PyObject_GetBuffer(mapping, &view, PyBUF_WRITABLE)
-    try:
-        if file_size > view.len:
-            raise ValueError("file_size is larger than the mapping")
-        while i < b.n:
-            size = c[i, C_SIZE]
-            if pos + size + 8 > file_size:
-                break
-            dst = <uint8_t*>view.buf + pos
-            memcpy(dst, b._b.p + c[i, C_POS], size)
-            k = c[i, C_KEY]
-            c[i, C_QOFF] = next_offsets[k]
-            next_offsets[k] += 1
-            c[i, C_PHYS] = file_from + pos
-            _put64(dst + REC_QUEUEOFFSET_POS, <uint64_t>c[i, C_QOFF])
-            _put64(dst + REC_PHYSICALOFFSET_POS, <uint64_t>c[i, C_PHYS])
-            _put64(dst + REC_STORETIMESTAMP_POS, <uint64_t>store_ts)
-            pos += size
-            i += 1
-    finally:
-        PyBuffer_Release(&view)
-    return i, pos
-
-
-# ----------------------------------------------------------------------------- index
-@cython.boundscheck(False)
-@cython.wraparound(False)
-def index_records(SendBatch b, Py_ssize_t start, object mapping, Py_ssize_t slots, Py_ssize_t entries,
-                  list state, long long store_ts):
-    """Add the KEYS (space-separated) and UNIQ_KEY of records ``start..`` to one index file.
-
-    ``state`` is the file's ``[begin_ts, end_ts, begin_phy, end_phy, slot_count, count]``, updated
-    in place and written to the 40-byte header once at the end. Returns the first record not
-    (completely) indexed because the file filled up, or ``b.n``.
-    """
-    cdef Py_buffer view
-    cdef int64_t begin_ts = state[0], end_ts = state[1], begin_phy = state[2], end_phy = state[3]
-    cdef int64_t slot_count = state[4], count = state[5]
-    cdef int64_t[:, ::1] c = b._cols
-    cdef Py_ssize_t i = start, p, n, tl, kn, ks, j, vs, vn, nkeys, q
-    cdef const uint8_t* rec
-    cdef const uint8_t* topic
-    cdef const uint8_t* props
-    cdef uint32_t th, h
-    cdef int64_t phy, diff, prev, slot_pos, entry_pos
-    cdef uint8_t* mm
-    cdef const uint8_t* key_ptrs[64]
-    cdef Py_ssize_t key_lens[64]
-    cdef const uint8_t* uniq
-    cdef Py_ssize_t ul
-    if slots <= 0 or entries <= 0:
-        raise ValueError("an index file needs slots and entries")
-    PyObject_GetBuffer(mapping, &view, PyBUF_WRITABLE)
-    mm = <uint8_t*>view.buf
-    try:
-        if view.len < 40 + slots * 4 + entries * 20:
-            raise ValueError("the mapping is smaller than the index file layout")
-        while i < b.n:
-            if not (c[i, C_FLAGS] & F_INDEX):
-                i += 1
-                continue
-            rec = b._b.p + c[i, C_POS]
-            p = REC_BODY_POS + <int32_t>_get32(rec + REC_BODYLEN_POS)
-            tl = rec[p]
-            topic = rec + p + 1
-            p += 1 + tl
-            n = (<Py_ssize_t>rec[p] << 8) | rec[p + 1]
-            props = rec + p + 2
-            # KEYS (space-separated) first, then UNIQ_KEY, as the Python indexer orders them; a
-            # record is indexed completely or not at all in one file
-            nkeys = 0
-            uniq = NULL
-            ul = 0
-            j = 0
-            while j < n:
-                ks = j
-                while props[j] != NV_SEP:
-                    j += 1
-                kn = j - ks
-                j += 1
-                vs = j
-                while props[j] != PROP_SEP:
-                    j += 1
-                vn = j - vs
-                j += 1
-                if _key_is(props + ks, kn, PROP_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, PROP_UNIQ_CLIENT_MESSAGE_ID_KEYIDX_LEN):
-                    uniq, ul = props + vs, vn
-                elif _key_is(props + ks, kn, PROP_KEYS, PROP_KEYS_LEN):
-                    nkeys = 0  # a repeated KEYS replaces the earlier one, as in a dict
-                    q = vs
-                    while q < vs + vn and nkeys < 63:
-                        while q < vs + vn and props[q] == <uint8_t>PROP_KEY_SEPARATOR[0]:
-                            q += 1
-                        ks = q
-                        while q < vs + vn and props[q] != <uint8_t>PROP_KEY_SEPARATOR[0]:
-                            q += 1
-                        if q > ks:
-                            key_ptrs[nkeys] = props + ks
-                            key_lens[nkeys] = q - ks
-                            nkeys += 1
-            if ul > 0:
-                key_ptrs[nkeys] = uniq
-                key_lens[nkeys] = ul
-                nkeys += 1
-            if count + nkeys > entries:
-                break
-            th = _jhash(topic, tl, 0)
-            th = th * 31 + 35  # '#'
-            phy = c[i, C_PHYS]
-            for j in range(nkeys):
-                h = _jhash(key_ptrs[j], key_lens[j], th)
-                if <int32_t>h == -2147483648:
-                    h = 0
-                elif <int32_t>h < 0:
-                    h = <uint32_t>(-<int32_t>h)
-                slot_pos = 40 + (<int64_t>h % slots) * 4
-                prev = <int32_t>_get32(mm + slot_pos)
-                if prev <= 0 or prev >= count:
-                    prev = 0
-                if begin_ts == 0:
-                    begin_ts = store_ts
-                    begin_phy = phy
-                diff = (store_ts - begin_ts) // 1000
-                if diff < 0:
-                    diff = 0
-                entry_pos = 40 + slots * 4 + count * 20
-                _put32(mm + entry_pos, h)
-                _put64(mm + entry_pos + 4, <uint64_t>phy)
-                _put32(mm + entry_pos + 12, <uint32_t>diff)
-                _put32(mm + entry_pos + 16, <uint32_t>prev)
-                _put32(mm + slot_pos, <uint32_t>count)
-                count += 1
-                if prev == 0:
-                    slot_count += 1
-                end_ts = store_ts
-                end_phy = phy
-            i += 1
-        _put64(mm, <uint64_t>begin_ts)
-        _put64(mm + 8, <uint64_t>end_ts)
-        _put64(mm + 16, <uint64_t>begin_phy)
-        _put64(mm + 24, <uint64_t>end_phy)
-        _put32(mm + 32, <uint32_t>slot_count)
-        _put32(mm + 36, <uint32_t>count)
-    finally:
-        PyBuffer_Release(&view)
-    state[0], state[1], state[2], state[3], state[4], state[5] = begin_ts, end_ts, begin_phy, end_phy, \
-        slot_count, count
-    return i
 
 
 # ----------------------------------------------------------------------------- answers
@@ -825,7 +534,7 @@ def encode_answers(SendBatch b, list requests, bytes msg_id_prefix, tuple templa
     cdef bytes t0 = template[0], t1 = template[1], t2 = template[2], t3 = template[3], t4 = template[4]
     cdef Py_ssize_t l0 = len(t0), l1 = len(t1), l2 = len(t2), l3 = len(t3), l4 = len(t4)
     cdef Py_ssize_t plen = len(msg_id_prefix)
-    cdef int64_t[:, ::1] c = b._cols
+    cdef int64_t[:, ::1] c = b.rows
     cdef Py_ssize_t i = 0, j, k, nrec, cap, hlen
     cdef RemotingCommand req
     cdef char* out

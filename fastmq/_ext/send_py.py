@@ -1,4 +1,4 @@
-"""The broker's send hot path, pure-Python reference of ``send_c``.
+"""The broker's send stage, pure-Python reference of ``send_c``.
 
 The contract both twins keep (the differential tests hold them to the same bytes and rows):
 
@@ -15,12 +15,14 @@ The contract both twins keep (the differential tests hold them to the same bytes
   listed in ``SendBatch.slow`` and left to the Python processor, which answers it with
   RocketMQ's checks and remarks. Each record's properties are the message's own plus
   ``cluster_prop``.
-- ``SendBatch.cols`` has one int64 row per record, columns :data:`COLUMNS`.
-- :func:`place_records` copies records into a mapped file and patches their offsets.
-- :func:`index_records` adds their KEYS and UNIQ_KEY to an index file (layout in
-  ``fastmq/store/index.py``), a record all or nothing per file.
+- The records and their rows go into a :class:`~fastmq._ext.send_batch.SendBatch` (one int64
+  row of ``COLUMNS`` per record); the store's record writer (``record_writer``) places and
+  indexes them, filling in the offsets.
 - :func:`encode_answers` writes the SUCCESS frames, byte for byte what the codec writes for
   ``response_for(request, 0, None, {msgId, queueId, queueOffset, MSG_REGION, TRACE_ON})``.
+
+Why the stage is named ``send``: it speeds up the broker's SEND processor both ways, the
+requests it decides on and the answers it writes, so neither "decode" nor "encode" names it.
 """
 from __future__ import annotations
 
@@ -28,21 +30,16 @@ import struct
 import zlib
 from typing import Any, TypeGuard
 
-import numpy as np
-
 from ..protocol.codes import RequestCode
 from ..protocol.headers import SendMessageResponseHeader, declared, send_wire_names
 from ..protocol.message_const import NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR, MessageConst, MessageSysFlag
 from ..protocol.record_layout import (BATCH_HEAD_FORMAT, BATCH_MIN_LEN, BATCH_POS, HEAD_FORMAT, HOST_V6_BITS,
-                                      MAX_PROPERTIES_LEN, MAX_TOPIC_LEN, MESSAGE_MAGIC_CODE, MIN_RECORD_LEN_V4,
-                                      PHYS_OFFSET_POS, POS_V4, QUEUE_OFFSET_POS)
+                                      MAX_PROPERTIES_LEN, MAX_TOPIC_LEN, MESSAGE_MAGIC_CODE, MIN_RECORD_LEN_V4)
+from .javahash import jhash
+from .send_batch_py import C_PHYS, C_QID, C_QOFF, C_REQ, F_INDEX, F_WAIT, SendBatch
 
-__all__ = ["SendBatch", "encode_sends", "place_records", "index_records", "encode_answers", "COLUMNS",
-           "crc32", "java_hash", "answer_template"]
+__all__ = ["encode_sends", "encode_answers", "crc32", "java_hash", "answer_template"]
 
-COLUMNS = ("req", "pos", "size", "key", "tags", "flags", "queue_offset", "commit_log_offset", "queue_id")
-C_REQ, C_POS, C_SIZE, C_KEY, C_TAGS, C_FLAGS, C_QOFF, C_PHYS, C_QID = range(9)
-F_WAIT, F_INDEX = 1, 2
 FIXED = MIN_RECORD_LEN_V4
 MAGIC = MESSAGE_MAGIC_CODE
 _SEND, _SEND_V2, _SEND_BATCH = (int(RequestCode.SEND_MESSAGE), int(RequestCode.SEND_MESSAGE_V2),
@@ -56,15 +53,14 @@ _V1, _V2 = send_wire_names(SEND_FAST_ATTRS)
 #: The answer's fields, in the order the template writes them.
 _MSG_ID, _QUEUE_ID, _QUEUE_OFFSET = declared(SendMessageResponseHeader, "msgId", "queueId", "queueOffset")
 _HEAD = struct.Struct(HEAD_FORMAT)       # TOTALSIZE .. BORNTIMESTAMP
-_STORE_TS_POS, _BODY_LEN_POS, _BODY_POS = POS_V4["STORETIMESTAMP"], POS_V4["BODYLEN"], POS_V4["BODY"]
 _BATCH_HEAD = struct.Struct(BATCH_HEAD_FORMAT)  # one entry of a SEND_BATCH_MESSAGE body
 _BATCH_BODY = BATCH_POS["BODY"]
 _TX_MASK = MessageSysFlag.TRANSACTION_PREPARED_TYPE | MessageSysFlag.TRANSACTION_COMMIT_TYPE
 _TX_HELD = (MessageSysFlag.TRANSACTION_PREPARED_TYPE, MessageSysFlag.TRANSACTION_ROLLBACK_TYPE)
 _NAME_SEP, _PROP_SEP = NAME_VALUE_SEPARATOR.encode(), PROPERTY_SEPARATOR.encode()
-_TAGS, _WAIT, _KEYS, _UNIQ_KEY, _DELAY, _TRAN_MSG, _CLUSTER, _KEY_SEP = (n.encode() for n in (
+_TAGS, _WAIT, _KEYS, _UNIQ_KEY, _DELAY, _TRAN_MSG, _CLUSTER = (n.encode() for n in (
     MessageConst.TAGS, MessageConst.WAIT_STORE_MSG_OK, MessageConst.KEYS, MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
-    MessageConst.DELAY_TIME_LEVEL, MessageConst.TRANSACTION_PREPARED, MessageConst.CLUSTER, MessageConst.KEY_SEPARATOR))
+    MessageConst.DELAY_TIME_LEVEL, MessageConst.TRANSACTION_PREPARED, MessageConst.CLUSTER))
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
 _U32 = struct.Struct(">I")
@@ -77,14 +73,7 @@ def crc32(data: bytes) -> int:
 
 def java_hash(data: bytes) -> int:
     """Java's String.hashCode() of the UTF-8 text ``data`` (signed int32)."""
-    return _jhash(data, 0)
-
-
-def _jhash(data: bytes, h: int) -> int:
-    raw = data.decode("utf-8").encode("utf-16-be", "surrogatepass")
-    for (u,) in struct.iter_unpack(">H", raw):
-        h = (31 * h + u) & 0xFFFFFFFF
-    return h - (1 << 32) if h & 0x80000000 else h
+    return jhash(data)
 
 
 def _int(v: Any) -> int | None:
@@ -117,7 +106,7 @@ class _Props:
                 self.ok = False
                 return
             if k == _TAGS:
-                self.tags = _jhash(v, 0) if v else 0
+                self.tags = jhash(v) if v else 0
             elif k == _WAIT:
                 self.wait = v != b"false"
             elif k in (_KEYS, _UNIQ_KEY):
@@ -131,34 +120,6 @@ class _Props:
 #: One message of a request: its flag, body, properties (with their trailing separator), and what
 #: the properties say.
 _Entry = tuple[int, bytes, bytes, _Props]
-
-
-class SendBatch:
-    """Records encoded from a run of SEND requests (see the module doc)."""
-
-    def __init__(self, nreq: int, rr: int) -> None:
-        self._buf = bytearray()
-        self.cols: np.ndarray = np.zeros((max(16, nreq), len(COLUMNS)), np.int64)
-        self.n = 0
-        self.keys: list[tuple[str, int]] = []
-        self.slow: list[int] = []
-        self.fast: list[int] = []
-        self.rr = rr
-        self.wait = False
-        self.total_size = 0
-
-    @property
-    def records(self) -> bytes:
-        return bytes(self._buf)
-
-    def _add(self, req: int, rec: bytes, key: int, tags: int, flags: int, qid: int) -> None:
-        if self.n >= len(self.cols):
-            grown = np.zeros((len(self.cols) * 2, len(COLUMNS)), np.int64)
-            grown[:self.n] = self.cols[:self.n]
-            self.cols = grown
-        self.cols[self.n] = (req, len(self._buf), len(rec), key, tags, flags, 0, 0, qid)
-        self._buf += rec
-        self.n += 1
 
 
 def _record(qid: int, flag: int, sys_flag: int, born_ts: int, reconsume: int, body: bytes, topic: bytes,
@@ -251,13 +212,11 @@ def encode_sends(requests: list[Any], topics: dict[str, tuple[int, int, int]], b
             kidx = key_index[(topic, qid)] = len(b.keys)
             b.keys.append((topic, qid))
         for eflag, ebody, pb, pr in entries:
-            b._add(i, _record(qid, eflag, sys_flag, born_ts, reconsume, ebody, tb, pb + cluster_prop, born_host,
+            b.add(i, _record(qid, eflag, sys_flag, born_ts, reconsume, ebody, tb, pb + cluster_prop, born_host,
                               store_host), kidx, pr.tags, (F_WAIT if pr.wait else 0) | (F_INDEX if pr.index else 0),
                    qid)
         b.fast.append(i)
-    b.cols = b.cols[:b.n]
-    b.wait = bool((b.cols[:, C_FLAGS] & F_WAIT).any()) if b.n else False
-    b.total_size = int(b.cols[:, C_SIZE].sum()) if b.n else 0
+    b.finish()
     return b
 
 
@@ -287,99 +246,6 @@ def _batch_entries(body: bytes, tb: bytes, cluster_prop: bytes, max_size: int) -
         out.append((flag, body[pos + _BATCH_BODY:pos + _BATCH_BODY + el], pb, pr))
         pos = end
     return out or None
-
-
-def place_records(b: SendBatch, mapping: Any, pos: int, file_size: int, file_from: int, start: int,
-                  next_offsets: np.ndarray, store_ts: int) -> tuple[int, int]:
-    """Copy records ``start..`` into ``mapping`` from ``pos`` while each leaves the 8-byte
-    end-of-file marker room; returns ``(next record, next pos)``. Advances ``next_offsets``."""
-    if pos < 0 or start < 0 or len(next_offsets) < len(b.keys):
-        raise ValueError("a negative position, or fewer next offsets than the batch has queue keys")
-    mv = memoryview(mapping)
-    if file_size > len(mv):
-        raise ValueError("file_size is larger than the mapping")
-    c = b.cols
-    i = start
-    while i < b.n:
-        size = int(c[i, C_SIZE])
-        if pos + size + 8 > file_size:
-            break
-        src = int(c[i, C_POS])
-        mv[pos:pos + size] = b._buf[src:src + size]
-        k = int(c[i, C_KEY])
-        c[i, C_QOFF] = next_offsets[k]
-        next_offsets[k] += 1
-        c[i, C_PHYS] = file_from + pos
-        _I64.pack_into(mv, pos + QUEUE_OFFSET_POS, int(c[i, C_QOFF]))
-        _I64.pack_into(mv, pos + PHYS_OFFSET_POS, int(c[i, C_PHYS]))
-        _I64.pack_into(mv, pos + _STORE_TS_POS, store_ts)
-        pos += size
-        i += 1
-    return i, pos
-
-
-def _record_keys(rec: bytes | bytearray) -> tuple[bytes, list[bytes]]:
-    p = _BODY_POS + _I32.unpack_from(rec, _BODY_LEN_POS)[0]
-    tl = rec[p]
-    topic = bytes(rec[p + 1:p + 1 + tl])
-    p += 1 + tl
-    n = struct.unpack_from(">H", rec, p)[0]
-    props = bytes(rec[p + 2:p + 2 + n])
-    keys: list[bytes] = []
-    uniq = b""
-    for item in props[:-1].split(_PROP_SEP) if props else []:
-        k, _, v = item.partition(_NAME_SEP)
-        if k == _UNIQ_KEY:
-            uniq = v
-        elif k == _KEYS:
-            keys = [x for x in v.split(_KEY_SEP) if x][:63]
-    if uniq:
-        keys.append(uniq)
-    return topic, keys
-
-
-def index_records(b: SendBatch, start: int, mapping: Any, slots: int, entries: int, state: list[int],
-                  store_ts: int) -> int:
-    """Add KEYS and UNIQ_KEY of records ``start..`` to one index file; ``state`` is
-    ``[begin_ts, end_ts, begin_phy, end_phy, slot_count, count]`` (updated in place). Returns the
-    first record not indexed because the file filled up, or ``b.n``."""
-    if slots <= 0 or entries <= 0:
-        raise ValueError("an index file needs slots and entries")
-    mv = memoryview(mapping)
-    if len(mv) < 40 + slots * 4 + entries * 20:
-        raise ValueError("the mapping is smaller than the index file layout")
-    begin_ts, end_ts, begin_phy, end_phy, slot_count, count = state
-    c = b.cols
-    i = start
-    while i < b.n:
-        if not c[i, C_FLAGS] & F_INDEX:
-            i += 1
-            continue
-        pos = int(c[i, C_POS])
-        rec = b._buf[pos:pos + int(c[i, C_SIZE])]
-        topic, keys = _record_keys(rec)
-        if count + len(keys) > entries:
-            break
-        phy = int(c[i, C_PHYS])
-        for key in keys:
-            h = _jhash(topic + b"#" + key, 0)
-            h = 0 if h == -(1 << 31) else abs(h)
-            slot_pos = 40 + (h % slots) * 4
-            prev = _I32.unpack_from(mv, slot_pos)[0]
-            if prev <= 0 or prev >= count:
-                prev = 0
-            if begin_ts == 0:
-                begin_ts, begin_phy = store_ts, phy
-            diff = max(0, (store_ts - begin_ts) // 1000)
-            struct.pack_into(">iqii", mv, 40 + slots * 4 + count * 20, h, phy, diff, prev)
-            _I32.pack_into(mv, slot_pos, count)
-            count += 1
-            slot_count += prev == 0
-            end_ts, end_phy = store_ts, phy
-        i += 1
-    struct.pack_into(">qqqqii", mv, 0, begin_ts, end_ts, begin_phy, end_phy, slot_count, count)
-    state[:] = [begin_ts, end_ts, begin_phy, end_phy, slot_count, count]
-    return i
 
 
 def encode_answers(b: SendBatch, requests: list[Any], msg_id_prefix: bytes,

@@ -25,7 +25,8 @@ from typing import Callable, Iterable, NamedTuple, Sequence
 
 import numpy as np
 
-from .._ext.send import SendBatch, place_records
+from .._ext.record_writer import place_records
+from .._ext.send_batch import SendBatch
 from ..protocol.message import (
     BLANK_MAGIC, MAGIC_V1, PHYS_OFFSET_POS, QUEUE_OFFSET_POS, MessageConst, MessageExt, MessageSysFlag,
     decode_record, store_timestamp_pos, tags_code,

@@ -21,7 +21,8 @@ import struct
 import time
 from pathlib import Path
 
-from .._ext.send import SendBatch, index_records
+from .._ext.record_writer import index_records
+from .._ext.send_batch import SendBatch
 from .mapped_file import reserve_range
 from ..protocol.message import java_string_hash
 

@@ -29,7 +29,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Sequence
 
-from .._ext.send import COLUMNS as _SEND_COLUMNS, SendBatch
+from .._ext.send_batch import COLUMNS as _SEND_COLUMNS, SendBatch
 from ..protocol.message import (
     MessageConst, MessageExt, MessageFormatError, MessageSysFlag,
     encode_properties, encode_record, pack_host, record_length, tags_code,

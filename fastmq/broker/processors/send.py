@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..._ext.send import COLUMNS, SendBatch, answer_template, encode_answers, encode_sends
+from ..._ext.send import answer_template, encode_answers, encode_sends
+from ..._ext.send_batch import COLUMNS, SendBatch
 from ...errors import FAQ_SUFFIX, RemotingCommandError
 from ...protocol import topic as tv
 from ...protocol.codes import RequestCode, ResponseCode

@@ -1,0 +1,14 @@
+"""Type stub of the compiled record writer (same contract as ``record_writer_py``)."""
+from typing import Any
+
+import numpy as np
+
+from .send_batch_c import SendBatch
+
+__all__ = ["place_records", "index_records"]
+
+def place_records(b: SendBatch, mapping: Any, pos: int, file_size: int, file_from: int, start: int,
+                  next_offsets: np.ndarray, store_ts: int) -> tuple[int, int]: ...
+def index_records(b: SendBatch, start: int, mapping: Any, slots: int, entries: int, state: list[int],
+                  store_ts: int) -> int: ...
+def wire_facts() -> dict[str, Any]: ...
