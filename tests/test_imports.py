@@ -287,8 +287,6 @@ def test_no_circle_through_annotations_or_deferred_imports() -> None:
 
 # -- floors: docs/ARCHITECTURE.md's layer table is the rule ------------------------------------------
 
-#: Old module paths kept as re-export shims until the branches that still import them are merged.
-MOVED: dict[str, str] = {}
 
 
 #: where the layer table puts a module: (floor, row); rooms named in one row may import each other
@@ -327,7 +325,7 @@ def _place_of(module: str, places: dict[str, Place]) -> tuple[str, Place] | None
 def test_the_layer_table_places_every_module() -> None:
     places = architecture_places()
     assert {"fastmq.common", "fastmq.store", "fastmq.client", "fastmq.protocol", "fastmq.errors"} <= set(places)
-    unplaced = [m for m in _all_modules() if m not in MOVED and _place_of(m, places) is None]
+    unplaced = [m for m in _all_modules() if _place_of(m, places) is None]
     assert unplaced == [], "modules docs/ARCHITECTURE.md's layer table does not place"
 
 
@@ -348,10 +346,7 @@ def floor_violations(graph: dict[str, set[str]], places: dict[str, Place]) -> li
 def test_imports_only_go_down_the_floors() -> None:
     # Load-time imports: an annotation-only import does not load anything, and the circle check
     # above already refuses one that knots two rooms together.
-    graph = import_graph()
-    for old, new in MOVED.items():
-        assert graph.pop(old) == {new}, f"{old} is kept only as a re-export of {new}"
-    assert floor_violations(graph, architecture_places()) == []
+    assert floor_violations(import_graph(), architecture_places()) == []
 
 
 def test_floor_check_sees_an_import_going_up_or_sideways() -> None:
