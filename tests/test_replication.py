@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import asyncio
+import signal
 import socket
 import struct
 import subprocess
@@ -142,6 +143,38 @@ async def test_sync_master_answers_slave_not_available_then_success(tmp_path: Pa
     finally:
         if slave is not None:
             slave.stop()
+        master.stop()
+        ns.stop()
+
+
+async def test_sync_master_stops_waiting_when_its_slave_dies(tmp_path: Path, client: RemotingClient) -> None:
+    """4.9 keeps such a send waiting its whole syncFlushTimeout (5 s) though no ack can come, and
+    the client, 3 s by default, retries a message that is stored; fastmq answers
+    SLAVE_NOT_AVAILABLE (stored here, not there) as the last slave's connection closes."""
+    ns = namesrv_process(tmp_path).start()
+    master = _master(tmp_path, ns.addr, role="SYNC_MASTER", syncFlushTimeout=30000).start()
+    slave = _slave(tmp_path, ns.addr, _ha_port(master)).start()
+    try:
+        await create_topic(client, master.addr, "SyncTopic", queues=1)
+
+        async def replicated() -> bool:
+            r = await client.invoke(master.addr, send_request("SyncTopic", b"with a slave"), 5)
+            return r.code == ResponseCode.SUCCESS
+        assert await _until(replicated, 20), slave.output()[-3000:]
+        assert slave.proc is not None
+        slave.proc.send_signal(signal.SIGSTOP)  # connected, but acks nothing
+        t0 = time.monotonic()
+        pending = asyncio.ensure_future(client.invoke(master.addr, send_request("SyncTopic", b"waits"), 40))
+        await asyncio.sleep(1.0)
+        assert not pending.done()  # waiting for the frozen slave's ack
+        slave.kill()
+        r = await pending
+        assert r.code == ResponseCode.SLAVE_NOT_AVAILABLE, r.remark
+        assert time.monotonic() - t0 < 20  # the connection's end, not the 30 s wait
+        bodies = await _pull_all(client, master.addr, "SyncTopic", 1)
+        assert b"waits" in bodies
+    finally:
+        slave.stop()
         master.stop()
         ns.stop()
 

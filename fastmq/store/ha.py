@@ -299,6 +299,14 @@ class HAService:
         if conn in self.connections:
             self.connections.discard(conn)
             log.info("HA slave %s disconnected", conn.remote)
+        if self.connection_count == 0:
+            # Beyond 4.9, which keeps a SYNC_MASTER send waiting its whole syncFlushTimeout for a
+            # slave that is gone: the client (3 s by default) gives up first and retries a message
+            # that is stored. With no slave left no ack can come, so the waits end now.
+            waiters, self._waiters = self._waiters, []
+            for _, fut in waiters:
+                if not fut.done():
+                    fut.set_result(False)
 
     # -- the push side -------------------------------------------------------------------
     def notify_data(self) -> None:
@@ -345,9 +353,12 @@ class HAService:
                 master_put_where - self.push_to_slave_max_offset < self.store.config.haSlaveFallbehindMax)
 
     async def wait_for_slave(self, offset: int, timeout: float) -> bool:
-        """True once a slave acknowledged ``offset``; False after ``timeout`` seconds."""
+        """True once a slave acknowledged ``offset``; False after ``timeout`` seconds, or as soon
+        as the last slave disconnects."""
         if self.push_to_slave_max_offset >= offset:
             return True
+        if self.connection_count == 0:
+            return False
         fut: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
         self._waiters.append((offset, fut))
         self.notify_data()

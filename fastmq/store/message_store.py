@@ -554,9 +554,13 @@ class MessageStore(DiskSpaceGuard):
         if not ha.is_slave_ok(end_offset):
             result.status = PutStatus.SLAVE_NOT_AVAILABLE
             return
-        if not await ha.wait_for_slave(end_offset, self.config.syncFlushTimeout / 1000):
-            log.error("do sync transfer other node, wait return, but failed, topic offset %d", end_offset)
-            result.status = PutStatus.FLUSH_SLAVE_TIMEOUT
+        if await ha.wait_for_slave(end_offset, self.config.syncFlushTimeout / 1000):
+            return
+        if ha.connection_count == 0:  # the slave left while we waited: stored here, not there
+            result.status = PutStatus.SLAVE_NOT_AVAILABLE
+            return
+        log.error("do sync transfer other node, wait return, but failed, topic offset %d", end_offset)
+        result.status = PutStatus.FLUSH_SLAVE_TIMEOUT
 
     def _dispatch(self, dispatched: list[DispatchRequest]) -> None:
         """Consume-queue entries for the appended records, then the arrival callbacks."""
