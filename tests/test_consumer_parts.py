@@ -14,7 +14,9 @@ from hypothesis import strategies as st
 
 from fastmq.client.instance import ClientConfig, ClientInstance
 from fastmq.client.offset_store import LocalFileOffsetStore
-from fastmq.client.push_consumer import ConsumeStatus, ProcessQueue, PushConsumer, _unwrap, _unwrap_all
+from fastmq.client.process_queue import ProcessQueue
+from fastmq.client.pull_service import _unwrap, _unwrap_all
+from fastmq.client.push_consumer import ConsumeStatus, PushConsumer
 from fastmq.remoting.loop import Resume
 from fastmq.protocol.message import MessageExt, MessageSysFlag
 from fastmq.protocol.message_queue import MessageQueue

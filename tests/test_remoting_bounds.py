@@ -19,7 +19,7 @@ import pytest
 from fastmq._ext.codec import FrameDecoder, encode_frame
 from fastmq.aio import Message, Producer
 from fastmq.broker.long_polling import HeldPull, PullRequestHoldService
-from fastmq.client.push_consumer import MAX_INFLATED_BODY, _unwrap, inflate_body
+from fastmq.client.pull_service import MAX_INFLATED_BODY, _unwrap, inflate_body
 from fastmq.errors import NoRouteError
 from fastmq.protocol.codes import RequestCode, ResponseCode
 from fastmq.protocol.command import create_request

@@ -500,7 +500,7 @@ def test_hash_selector_same_in_every_process() -> None:
 async def test_listener_returning_none_is_an_error_with_the_fix(cluster, caplog) -> None:
     """Guards: a listener that forgot its return had every message retried with no warning."""
     from fastmq.aio import ConsumeStatus, Producer, PushConsumer
-    from fastmq.client import push_consumer as pc
+    from fastmq.client import consume_service as pc
 
     _, ns, broker = cluster
     calls: list[int] = []

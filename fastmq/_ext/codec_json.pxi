@@ -481,7 +481,7 @@ cdef int _language(Scan* s, const unsigned char* base) except -1:
             name = t.start
             n = t.n
             for i in range(N_LANGS):
-                if len(<bytes>_LANG_BYTES[i]) == n and memcmp(PyBytes_AS_STRING(<bytes>_LANG_BYTES[i]), name, n) == 0:
+                if _LANG_LEN[i] == n and memcmp(_LANG_C[i], name, n) == 0:
                     return i
             return LANG_OTHER
         tmp = <unsigned char*>malloc(t.n + 1)
@@ -490,7 +490,7 @@ cdef int _language(Scan* s, const unsigned char* base) except -1:
         try:
             n = _unescape(&t, tmp, True)
             for i in range(N_LANGS):
-                if len(<bytes>_LANG_BYTES[i]) == n and memcmp(PyBytes_AS_STRING(<bytes>_LANG_BYTES[i]), tmp, n) == 0:
+                if _LANG_LEN[i] == n and memcmp(_LANG_C[i], tmp, n) == 0:
                     return i
         finally:
             free(tmp)

@@ -17,7 +17,7 @@ from libc.string cimport memcpy
 from .bigendian cimport put32 as _put32
 from .bytebuf cimport ByteBuf, bytebuf_free, bytebuf_reserve
 from .properties cimport write_properties
-from .codec_c cimport RemotingCommand
+from .codec_c cimport RemotingCommand, command_code
 
 import gc
 import random
@@ -586,7 +586,7 @@ cdef class AsyncSend:
         _track(self)
         if type(resp) is RemotingCommand:
             cmd = <RemotingCommand>resp
-            code, ext = cmd._code, cmd.ext_fields
+            code, ext = command_code(cmd), cmd.ext_fields
         else:
             code, ext = resp.code, resp.ext_fields
         if code == 0 and type(ext) is dict:

@@ -4,7 +4,7 @@ from libc.stdint cimport int32_t, int64_t, uint8_t
 cimport cython
 import numpy as np
 
-from fastmq._ext.fault_c cimport FaultTable
+from fastmq._ext.fault_c cimport FaultTable, fault_available, fault_unreachable, fault_unreachable_flags
 
 __all__ = ["select_queue", "select_queue_fault", "select_queue_reachable", "QueueTable"]
 
@@ -126,23 +126,21 @@ cdef class QueueTable:
     def select_fault(self, long long counter, long long last_broker, FaultTable faults, long long now_ms):
         # Avoid the last failed broker, never prefer it: see select_queue_fault.
         cdef Py_ssize_t i, pos, n = self._n
-        cdef Py_ssize_t cap = faults._present.shape[0]
-        cdef Py_ssize_t ucap = faults._unreach.shape[0]
         cdef int32_t b
         for i in range(n):
             pos = _pos(counter, i, n)
             b = self._qb[pos]
             if b == last_broker:
                 continue
-            if 0 <= b < ucap and faults._unreach[b]:
+            if fault_unreachable(faults, b):
                 continue
-            if b < 0 or b >= cap or not faults._present[b] or now_ms >= faults._avail[b]:
+            if fault_available(faults, b, now_ms):
                 return pos
         return -1
 
     def select_reachable(self, long long counter, long long last_broker, FaultTable faults):
         """``select_queue_reachable`` with ``faults.unreachable``."""
-        return _select_reachable(self._qb, counter, last_broker, faults._unreach)
+        return _select_reachable(self._qb, counter, last_broker, fault_unreachable_flags(faults))
 
     @cython.boundscheck(False)
     @cython.wraparound(False)

@@ -34,7 +34,7 @@ from fastmq._ext.send_py import SEND_FAST_ATTRS
 
 from .bigendian cimport get32 as _get32, put32 as _put32, put64 as _put64
 from .bytebuf cimport bytebuf_reserve
-from .codec_c cimport RemotingCommand
+from .codec_c cimport RemotingCommand, command_code, command_flag, command_opaque, command_serialize_type
 from .javahash cimport jhash
 from .properties cimport name_is
 from .send_batch_c cimport (C_FLAGS, C_KEY, C_PHYS, C_POS, C_QID, C_QOFF, C_REQ, C_SIZE, C_TAGS, F_INDEX, F_WAIT,
@@ -361,13 +361,13 @@ cdef bint _encode_one(SendBatch b, RemotingCommand req, Py_ssize_t i, dict topic
     cdef Props pr
     cdef bint batch
     cdef const uint8_t* bp
-    if req._serialize_type != 0 or (req._code != CODE_SEND_V2 and req._code != CODE_SEND
-                                      and req._code != CODE_SEND_BATCH):
+    if command_serialize_type(req) != 0 or (command_code(req) != CODE_SEND_V2 and command_code(req) != CODE_SEND
+                                      and command_code(req) != CODE_SEND_BATCH):
         return False
     f = req.ext_fields
     if type(f) is not dict:
         return False
-    names = _V1 if req._code == CODE_SEND else _V2
+    names = _V1 if command_code(req) == CODE_SEND else _V2
     # required: producerGroup, topic, defaultTopic, defaultTopicQueueNums (the slow path names
     # whichever is missing)
     if (PyDict_GetItem(f, names[0]) == NULL or PyDict_GetItem(f, names[2]) == NULL
@@ -406,11 +406,11 @@ cdef bint _encode_one(SendBatch b, RemotingCommand req, Py_ssize_t i, dict topic
     if v is not None and (not _parse_i64(v, &x) or not _i32(x)):
         return False
     v = _get(f, names[10])
-    batch = req._code == CODE_SEND_BATCH
+    batch = command_code(req) == CODE_SEND_BATCH
     if v is not None:
         # Java's parseBoolean, plus the C++ client's "1" on SEND_MESSAGE (see fast_send_header);
         # other spellings (" TRUE ", "yes") go the long way
-        if v == "true" or (v == "1" and req._code == CODE_SEND):
+        if v == "true" or (v == "1" and command_code(req) == CODE_SEND):
             batch = True
         elif v != "false" and v != "0" and v != "1":
             return False
@@ -556,7 +556,7 @@ def encode_answers(SendBatch b, list requests, bytes msg_id_prefix, tuple templa
         j = i
         while j < b.n and c[j, C_REQ] == c[i, C_REQ]:
             j += 1
-        if req._flag & 2:  # oneway: no answer
+        if command_flag(req) & 2:  # oneway: no answer
             i = j
             continue
         frame = p
@@ -581,7 +581,7 @@ def encode_answers(SendBatch b, list requests, bytes msg_id_prefix, tuple templa
         p += _itoa(c[i, C_QOFF], p)
         memcpy(p, PyBytes_AS_STRING(t3), l3)
         p += l3
-        p += _itoa(req._opaque, p)
+        p += _itoa(command_opaque(req), p)
         memcpy(p, PyBytes_AS_STRING(t4), l4)
         p += l4
         hlen = p - frame - 8

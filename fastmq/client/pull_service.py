@@ -18,6 +18,7 @@ from ..errors import FastMQError, RemotingConnectError
 from ..protocol.bodies import MASTER_ID
 from ..protocol.codes import ResponseCode
 from ..protocol.command import RemotingCommand, ext_int
+from ..protocol.headers import PullMessageRequestHeader, PullMessageResponseHeader, declared
 from ..protocol.heartbeat import SubscriptionData
 from ..protocol.message import MessageConst, MessageExt, MessageSysFlag
 from ..protocol.message_queue import MessageQueue
@@ -42,6 +43,12 @@ PULL_DELAY_FLOW_CONTROL_S = 0.05
 SLAVE_ROUTE_REFRESH_S = 2.0
 SLAVE_SUSPEND_MS = 2_000
 _SYSFLAG_COMMIT, _SYSFLAG_SUSPEND, _SYSFLAG_SUBSCRIPTION = 1, 2, 4
+# the pull header's wire names, from its declaration (a rename there fails here, at import)
+(_H_GROUP, _H_TOPIC, _H_QUEUE_ID, _H_QUEUE_OFFSET, _H_MAX_NUMS, _H_SYSFLAG, _H_COMMIT, _H_SUSPEND, _H_SUB,
+ _H_SUB_VERSION, _H_EXPR_TYPE) = declared(
+    PullMessageRequestHeader, "consumerGroup", "topic", "queueId", "queueOffset", "maxMsgNums", "sysFlag",
+    "commitOffset", "suspendTimeoutMillis", "subscription", "subVersion", "expressionType")
+_R_SUGGEST, _R_NEXT_BEGIN = declared(PullMessageResponseHeader, "suggestWhichBrokerId", "nextBeginOffset")
 
 
 class _Pull:
@@ -133,10 +140,10 @@ class PullService:
         wanted = None if sub is None or sub.subscribes_all else set(sub.tags_set)
         from_retry = mq.topic == retry_topic(self.group)
         # the header fields no pull of this queue changes, stringified once (as create_request would)
-        template = {"consumerGroup": self.group, "topic": mq.topic, "queueId": str(mq.queue_id), "queueOffset": "",
-                    "maxMsgNums": str(self.pull_batch_size), "sysFlag": "", "commitOffset": "",
-                    "suspendTimeoutMillis": str(PULL_SUSPEND_MS), "subscription": sub.sub_string if sub else "*",
-                    "subVersion": str(sub.sub_version if sub else 0), "expressionType": "TAG"}
+        template = {_H_GROUP: self.group, _H_TOPIC: mq.topic, _H_QUEUE_ID: str(mq.queue_id), _H_QUEUE_OFFSET: "",
+                    _H_MAX_NUMS: str(self.pull_batch_size), _H_SYSFLAG: "", _H_COMMIT: "",
+                    _H_SUSPEND: str(PULL_SUSPEND_MS), _H_SUB: sub.sub_string if sub else "*",
+                    _H_SUB_VERSION: str(sub.sub_version if sub else 0), _H_EXPR_TYPE: "TAG"}
         pull: _Pull | float | None = None
         try:
             while not pq.dropped and self._running:
@@ -164,9 +171,9 @@ class PullService:
                     log.warning("pull %s failed: %s", mq, exc)
                     await asyncio.sleep(PULL_DELAY_ON_ERROR_S)
                     continue
-                suggest = ext_int(resp, "suggestWhichBrokerId", MASTER_ID)
+                suggest = ext_int(resp, _R_SUGGEST, MASTER_ID)
                 self.pull_from_which[mq] = MASTER_ID if suggest is None else suggest
-                next_offset = ext_int(resp, "nextBeginOffset", pq.next_offset)
+                next_offset = ext_int(resp, _R_NEXT_BEGIN, pq.next_offset)
                 if resp.code == ResponseCode.SUCCESS:
                     msgs = decode_pull_body(resp.body or b"")
                     _unwrap_all(msgs, self.group, from_retry)
@@ -228,11 +235,11 @@ class PullService:
         pq.last_pull_timestamp = _now_ms()
         commit = self.offset_store.table.get(mq, -1) if self.message_model == "CLUSTERING" else -1
         fields = template.copy()
-        fields["queueOffset"] = str(pq.next_offset)
+        fields[_H_QUEUE_OFFSET] = str(pq.next_offset)
         if slave_for_master:
-            fields["suspendTimeoutMillis"] = str(SLAVE_SUSPEND_MS)  # a held pull would pin us there
-        fields["sysFlag"] = str(_SYSFLAG_SUSPEND | _SYSFLAG_SUBSCRIPTION | (_SYSFLAG_COMMIT if commit > 0 else 0))
-        fields["commitOffset"] = str(max(commit, 0))
+            fields[_H_SUSPEND] = str(SLAVE_SUSPEND_MS)  # a held pull would pin us there
+        fields[_H_SYSFLAG] = str(_SYSFLAG_SUSPEND | _SYSFLAG_SUBSCRIPTION | (_SYSFLAG_COMMIT if commit > 0 else 0))
+        fields[_H_COMMIT] = str(max(commit, 0))
         # written and flushed at once, no timer of its own (see ClientAPI.pull_message)
         fut, conn, opaque = self.instance.api.pull_message(addr, fields, PULL_TIMEOUT_MS)
         return _Pull(fut, addr, suggested, conn, opaque)

@@ -33,13 +33,12 @@ from ..protocol.message_queue import MessageQueue
 from ..protocol.topic import is_readable, is_topic_or_group_illegal, retry_topic, validate_group, validate_topic
 from .allocate import AllocateMessageQueueAveragely, AllocateStrategy
 from .consume_pool import ConsumePool
-# (ConsumeStatus, ProcessQueue and the helpers below are imported from here by users and tests)
-from .consume_service import (_BAD_STATUS_LOG_INTERVAL, QUICK_HANDOFF_US, ConsumeConcurrentlyService,
-                              ConsumeOrderlyService, ConsumeStatus, _bad_status)
+# (ConsumeStatus, ProcessQueue, MAX_INFLATED_BODY and inflate_body are re-exported: users import them from here)
+from .consume_service import QUICK_HANDOFF_US, ConsumeConcurrentlyService, ConsumeOrderlyService, ConsumeStatus
 from .instance import ClientConfig, ClientInstance
 from .offset_store import LocalFileOffsetStore, OffsetStore, RemoteBrokerOffsetStore
 from .process_queue import ProcessQueue, _now_ms
-from .pull_service import MAX_INFLATED_BODY, PullService, _unwrap, _unwrap_all, inflate_body
+from .pull_service import MAX_INFLATED_BODY, PullService, _unwrap, inflate_body
 from .rebalance import MISSING_ROUTE_FIRST_RETRY_S, REBALANCE_INTERVAL_S, Rebalance
 
 __all__ = ["ConsumeStatus", "PushConsumer", "PullConsumer", "ProcessQueue", "MAX_INFLATED_BODY", "inflate_body"]
