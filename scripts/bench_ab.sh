@@ -41,6 +41,14 @@ python -m pip install -q "setuptools>=77" "Cython>=3.1,<4" >&2
     exit 1
 }
 
+# the head side runs from this checkout with PYTHONPATH too, so it needs its own in-place build
+# (an editable install keeps its compiled modules elsewhere)
+python setup.py -q build_ext --inplace >"$scratch/build-head.log" 2>&1 || {
+    cat "$scratch/build-head.log" >&2
+    echo "bench_ab.sh: building this checkout's extensions failed" >&2
+    exit 1
+}
+
 stamp="$(date -u +%Y%m%dT%H%M%SZ)"
 for i in $(seq 1 "$rounds"); do
     for side in base head; do
