@@ -292,8 +292,12 @@ def test_median_merges_one_commits_runs(tmp_path, pytest_json) -> None:
         assert b["stats"]["ops"] == pytest.approx(1.0 / b["stats"]["mean"])
     peers = next(b for b in merged["benchmarks"] if b["name"] == "test_peers")
     assert peers["extra_info"]["fastmq send p50_us"] == pytest.approx(160.0)
-    # the merged file is a pytest-benchmark file collate reads like any other
-    assert read_pytest_benchmark(out)
+    # the merged file is a pytest-benchmark file collate reads like any other; being a merge of
+    # three runs, its min (best of all their rounds) is compared as well as its median
+    gated = {r["metric"] for r in read_pytest_benchmark(out) if r["gate"] and r["case"].endswith("::test_sum")}
+    assert gated == {"median", "min"}
+    single = {r["metric"] for r in read_pytest_benchmark(pytest_json) if r["gate"] and r["case"].endswith("::test_sum")}
+    assert single == {"median"}
 
 
 def test_median_refuses_mixed_commits_and_bad_files(tmp_path, pytest_json, capsys) -> None:

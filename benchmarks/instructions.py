@@ -1,0 +1,288 @@
+"""Instructions per call of the hot paths, counted by valgrind: before and after, free of this VM's noise.
+
+    python -m benchmarks.instructions compare BASE_REV [--out DIR] [--only NAME ...]
+    python -m benchmarks.instructions run NAME KIND N      (what compare runs under valgrind)
+
+On this shared 2-vCPU VM wall-clock benchmarks of unchanged code move by 20% and more between runs
+(whole runs flip between two speeds), so a "no more than 5% slower" claim cannot be read from
+them. The CPU's instruction count can: ``compare`` runs each workload below under
+``valgrind --tool=cachegrind`` twice, with N1 and N2 calls, in BASE_REV's tree (a temporary
+worktree, extensions built in place) and in this checkout, and keeps
+``(I(N2) - I(N1)) / (N2 - N1)``: the instructions one call costs, process start-up and set-up
+cancelled out. Each kind runs in its own process: ``c`` the compiled twin, ``py`` the pure twin
+(``FASTMQ_NO_EXTENSIONS=1`` for the store, which picks its twin at import).
+
+Instructions are not time (a cache miss costs more than an add), but for the same code path on the
+same machine a change in them is a change in work. The results are written as one
+pytest-benchmark-format file per commit (``benchmarks/results/pytest-<stamp>-<sha>-instructions.json``,
+the count in ``extra_info``), so ``scripts/bench.sh --collate-only`` puts them in RESULTS.md beside
+the timings. Every workload uses only API that both sides of the comparison have.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime as _dt
+import importlib
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any, Callable
+
+ROOT = Path(__file__).resolve().parent.parent
+NOW = 1_700_000_000_000
+N1, N2 = 200, 1200
+
+
+def _codec(kind: str) -> Any:
+    return importlib.import_module(f"fastmq._ext.codec_{kind}")
+
+
+_SEND_V2_EXT = {
+    "a": "please_rename_unique_group_name", "b": "TopicTest", "c": "TBW102", "d": "4", "e": "3", "f": "0",
+    "g": "1700000000000", "h": "0",
+    "i": "KEYS\x01OrderID188\x02UNIQ_KEY\x017F0000010B5C18B4AAC2512F4B6F0000\x02WAIT\x01true\x02TAGS\x01TagA\x02",
+    "j": "0", "k": "false", "m": "false", "n": "broker-a"}
+_RESPONSE_EXT = {"msgId": "7F00000100002A9F0000000000012D45", "queueId": "3", "queueOffset": "1234"}
+
+
+def _send_v2(mod: Any) -> Any:
+    return mod.RemotingCommand(310, language=0, version=409, opaque=1, ext_fields=dict(_SEND_V2_EXT), body=b"x" * 128)
+
+
+def _response(mod: Any) -> Any:
+    return mod.RemotingCommand(0, language=0, version=409, opaque=1, flag=1, ext_fields=dict(_RESPONSE_EXT))
+
+
+def _decode_send_v2(kind: str) -> Callable[[], Any]:
+    mod = _codec(kind)
+    frame = mod.encode_frame(_send_v2(mod))
+    return lambda: mod.decode_frame(frame)
+
+
+def _encode_send_v2(kind: str) -> Callable[[], Any]:
+    mod = _codec(kind)
+    cmd = _send_v2(mod)
+    return lambda: mod.encode_frame(cmd)
+
+
+def _decode_send_response(kind: str) -> Callable[[], Any]:
+    mod = _codec(kind)
+    frame = mod.encode_frame(_response(mod))
+    return lambda: mod.decode_frame(frame)
+
+
+def _encode_responses_100(kind: str) -> Callable[[], Any]:
+    mod = _codec(kind)
+    cmds = [_response(mod) for _ in range(100)]
+    return lambda: mod.encode_frames(cmds)
+
+
+def _feed_send_v2_x100(kind: str) -> Callable[[], Any]:
+    mod = _codec(kind)
+    chunk = mod.encode_frame(_send_v2(mod)) * 100
+    dec = mod.FrameDecoder()
+    return lambda: dec.feed(chunk)
+
+
+def _send_frame(kind: str) -> Callable[[], Any]:
+    w = importlib.import_module(f"fastmq._ext.produce_{kind}").SendRequestWriter("PG_BENCH", "TBW102", 4, 3, 409)
+    props = {"TAGS": "TagA", "UNIQ_KEY": "7F0000010B5C18B4AAC2512F4B6F0000", "WAIT": "true"}
+    body = b"x" * 128
+    return lambda: w.frame(42, "TopicTest", 3, 0, 1763900000000, 0, props, body, False)
+
+
+def _select_fault(kind: str) -> Callable[[], Any]:
+    import numpy as np
+    sel = importlib.import_module(f"fastmq._ext.selector_{kind}")
+    t = importlib.import_module(f"fastmq._ext.fault_{kind}").FaultTable(4)
+    t.update(0, 5000, False, NOW)  # broker 0 in its penalty: the scan skips its queues
+    t.update(1, 20, False, NOW)
+    qt = sel.QueueTable(np.repeat(np.arange(4, dtype=np.int32), 4))
+    return lambda: qt.select_fault(0, 1, t, NOW)
+
+
+def _select(kind: str) -> Callable[[], Any]:
+    import numpy as np
+    qt = importlib.import_module(f"fastmq._ext.selector_{kind}").QueueTable(np.repeat(np.arange(4, dtype=np.int32), 4))
+    return lambda: qt.select(12345, 2)
+
+
+def _fault_update_and_check(kind: str) -> Callable[[], Any]:
+    t = importlib.import_module(f"fastmq._ext.fault_{kind}").FaultTable(8)
+
+    def step() -> bool:
+        t.update(3, 120, False, NOW)
+        return bool(t.is_available(3, NOW))
+    return step
+
+
+def _store_put_send_batch(kind: str) -> Callable[[], Any]:
+    """encode_sends of 100 SEND_MESSAGE_V2 requests and one put_batch: the broker's path into the store."""
+    from fastmq._ext.send import encode_sends
+    from fastmq.protocol.codes import RequestCode
+    from fastmq.protocol.command import create_request
+    from fastmq.protocol.headers import SendMessageRequestHeader
+    from fastmq.protocol.message import pack_host
+    from fastmq.store.config import ASYNC_FLUSH, MessageStoreConfig
+    from fastmq.store.message_store import MessageStore
+    cfg = MessageStoreConfig(storePathRootDir=tempfile.mkdtemp(prefix="fastmq-instr-"),
+                             mappedFileSizeCommitLog=512 * 1024 * 1024, mappedFileSizeConsumeQueue=300_000 * 20,
+                             flushDiskType=ASYNC_FLUSH)
+    store = MessageStore(cfg, "127.0.0.1:10911")
+    store.load()
+    store.start()
+    reqs = [create_request(RequestCode.SEND_MESSAGE_V2, SendMessageRequestHeader(
+        "PG", "BenchTopic", "TBW102", 4, i % 4, 0, NOW, 0, f"TAGS\x01tagA\x02UNIQ_KEY\x01{i:032X}\x02",
+        0).to_v2_fields(), b"x" * 128) for i in range(100)]
+    born, host = pack_host("127.0.0.1", 50000), pack_host("127.0.0.1", 10911)
+    topics = {"BenchTopic": (4, 4, 0)}
+    loop = asyncio.new_event_loop()
+
+    def once() -> Any:
+        return loop.run_until_complete(store.put_batch(encode_sends(reqs, topics, born, host,
+                                                                    b"CLUSTER\x01DefaultCluster\x02", 4 << 20)))
+
+    def close() -> None:
+        store.shutdown()
+        loop.close()
+    once.close = close  # type: ignore[attr-defined]
+    return once
+
+
+#: name -> (set-up returning the call, calls per unit it counts). The store's calls are fewer: each
+#: is 100 messages.
+WORKLOADS: dict[str, tuple[Callable[[str], Callable[[], Any]], int]] = {
+    "codec decode_send_v2": (_decode_send_v2, 1),
+    "codec encode_send_v2": (_encode_send_v2, 1),
+    "codec decode_send_response": (_decode_send_response, 1),
+    "codec encode_frames_100_responses": (_encode_responses_100, 1),
+    "codec feed_100_send_v2": (_feed_send_v2_x100, 1),
+    "produce send_frame": (_send_frame, 1),
+    "selector select": (_select, 1),
+    "selector select_fault": (_select_fault, 1),
+    "fault update_and_check": (_fault_update_and_check, 1),
+    "store put_send_batch_100": (_store_put_send_batch, 10),
+}
+KINDS = ("c", "py")
+
+
+def run(name: str, kind: str, n: int) -> None:
+    """Set ``name`` up for ``kind`` and call it ``n`` times (one warm call first, so lazy work and
+    caches are in both counts)."""
+    once = WORKLOADS[name][0](kind)
+    try:
+        once()
+        for _ in range(n):
+            once()
+    finally:
+        close = getattr(once, "close", None)  # the store's threads and files
+        if close is not None:
+            close()
+
+
+def _count(tree: Path, name: str, kind: str, n: int, python: str) -> int:
+    env = {**os.environ, "PYTHONPATH": str(tree), "PYTHONHASHSEED": "0"}
+    env.pop("FASTMQ_NO_EXTENSIONS", None)
+    if kind == "py":
+        env["FASTMQ_NO_EXTENSIONS"] = "1"
+    with tempfile.TemporaryDirectory() as d:
+        out = Path(d) / "cg.out"
+        proc = subprocess.run(["valgrind", "--tool=cachegrind", "--cache-sim=no", f"--cachegrind-out-file={out}",
+                               python, "-m", "benchmarks.instructions", "run", name, kind, str(n)],
+                              cwd=tree, env=env, capture_output=True, text=True, timeout=900)
+        if proc.returncode != 0:
+            raise RuntimeError(f"{name} [{kind}] in {tree} exited {proc.returncode}:\n{proc.stderr[-3000:]}")
+        m = re.search(r"I\s+refs:\s+([\d,]+)", proc.stderr)
+        if m is None:
+            raise RuntimeError(f"no instruction count in valgrind's output:\n{proc.stderr[-2000:]}")
+        return int(m.group(1).replace(",", ""))
+
+
+def per_call(tree: Path, name: str, kind: str, python: str) -> float:
+    scale = WORKLOADS[name][1]
+    n1, n2 = N1 // scale, N2 // scale
+    return (_count(tree, name, kind, n2, python) - _count(tree, name, kind, n1, python)) / (n2 - n1)
+
+
+def _git(*args: str, cwd: Path = ROOT) -> str:
+    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True).stdout.strip()
+
+
+def _pytest_format(sha: str, when: str, figures: dict[tuple[str, str], float]) -> dict[str, Any]:
+    """One commit's counts as a pytest-benchmark file (no timings; the count in extra_info)."""
+    benches = []
+    for (name, kind), value in sorted(figures.items()):
+        group, case = name.split(" ", 1)
+        benches.append({"group": f"instructions {group}", "name": f"instructions_{case}[{kind}]",
+                        "fullname": f"benchmarks/instructions.py::instructions_{case}[{kind}]",
+                        "params": {"kind": kind}, "stats": {"rounds": 1},
+                        "extra_info": {"instructions": round(value, 1)}})
+    return {"machine_info": {"python_implementation": "CPython", "python_version": sys.version.split()[0],
+                             "node": "valgrind cachegrind"},
+            "commit_info": {"id": sha, "dirty": False}, "datetime": when, "version": "instructions",
+            "benchmarks": benches}
+
+
+def compare(base_rev: str, out_dir: Path, only: list[str]) -> int:
+    if _git("status", "--porcelain", "--untracked-files=no"):
+        print("instructions: commit your changes first (this checkout is the after side)", file=sys.stderr)
+        return 2
+    names = [n for n in WORKLOADS if not only or any(o in n for o in only)]
+    base_sha, head_sha = _git("rev-parse", f"{base_rev}^{{commit}}"), _git("rev-parse", "HEAD")
+    python = sys.executable
+    with tempfile.TemporaryDirectory() as scratch:
+        base = Path(scratch) / "base"
+        _git("worktree", "add", "--detach", "-q", str(base), base_sha)
+        try:
+            for tree in (base, ROOT):
+                subprocess.run([python, "setup.py", "-q", "build_ext", "--inplace"], cwd=tree, check=True,
+                               capture_output=True, timeout=1800)
+                # the harness is this checkout's, run from the tree under test
+                if tree is base:
+                    (base / "benchmarks" / "instructions.py").write_bytes(Path(__file__).read_bytes())
+            figures: dict[str, dict[tuple[str, str], float]] = {base_sha: {}, head_sha: {}}
+            for name in names:
+                for kind in KINDS:
+                    for sha, tree in ((base_sha, base), (head_sha, ROOT)):
+                        figures[sha][(name, kind)] = per_call(tree, name, kind, python)
+                    b, h = figures[base_sha][(name, kind)], figures[head_sha][(name, kind)]
+                    print(f"{name} [{kind}]: {b:,.0f} -> {h:,.0f} instructions per call ({(h / b - 1) * 100:+.1f}%)",
+                          file=sys.stderr)
+        finally:
+            _git("worktree", "remove", "--force", str(base))
+    stamp = _dt.datetime.now(_dt.timezone.utc)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for i, sha in enumerate((base_sha, head_sha)):
+        # the base first by a second, so "before" and "after" read in order
+        when = (stamp + _dt.timedelta(seconds=i)).isoformat()
+        path = out_dir / f"pytest-{stamp:%Y%m%dT%H%M%SZ}-{sha[:7]}-instructions.json"
+        path.write_text(json.dumps(_pytest_format(sha, when, figures[sha]), indent=1) + "\n")
+        print(f"instructions: kept {path}", file=sys.stderr)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m benchmarks.instructions", description=__doc__.split("\n\n")[0])
+    sub = p.add_subparsers(dest="command", required=True)
+    c = sub.add_parser("compare", help="count BASE_REV's and this checkout's instructions per call")
+    c.add_argument("base_rev")
+    c.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
+    c.add_argument("--only", nargs="*", default=[], help="workloads whose name contains one of these")
+    r = sub.add_parser("run", help="one workload, N calls (run under valgrind by compare)")
+    r.add_argument("name", choices=sorted(WORKLOADS))
+    r.add_argument("kind", choices=KINDS)
+    r.add_argument("n", type=int)
+    args = p.parse_args(argv)
+    if args.command == "run":
+        run(args.name, args.kind, args.n)
+        return 0
+    return compare(args.base_rev, args.out, args.only)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

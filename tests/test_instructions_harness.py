@@ -1,0 +1,32 @@
+"""benchmarks/instructions.py's workloads run on this checkout (natively; the counting under
+valgrind is the benchmark's business), so the before/after tool does not rot."""
+from __future__ import annotations
+
+import pytest
+
+from benchmarks import instructions
+from fastmq._ext import USING_EXTENSIONS
+
+
+@pytest.mark.parametrize("kind", instructions.KINDS)
+@pytest.mark.parametrize("name", sorted(instructions.WORKLOADS))
+def test_each_workload_runs(name: str, kind: str) -> None:
+    if kind == "c" and not USING_EXTENSIONS:
+        pytest.skip("compiled twins deselected")
+    if name.startswith("store ") and (kind == "c") != USING_EXTENSIONS:
+        pytest.skip("the store's twin is the process's (FASTMQ_NO_EXTENSIONS): the other pass runs this one")
+    instructions.run(name, kind, 3)
+
+
+def test_results_are_pytest_benchmark_files_collate_reads(tmp_path) -> None:
+    import json
+
+    from spark_bench.collate_load import read_pytest_benchmark
+
+    doc = instructions._pytest_format("a" * 40, "2026-11-26T11:00:00+00:00",
+                                      {("codec decode_send_v2", "c"): 1234.5, ("codec decode_send_v2", "py"): 9876.0})
+    f = tmp_path / "pytest-x-instructions.json"
+    f.write_text(json.dumps(doc))
+    rows = [r for r in read_pytest_benchmark(f) if r["metric"] == "instructions"]
+    assert sorted((r["variant"], r["value"], r["better"], r["gate"]) for r in rows) == [
+        ("c", 1234.5, "lower", True), ("py", 9876.0, "lower", True)]
