@@ -1,16 +1,17 @@
 """Instructions per call of the hot paths, counted by valgrind: before and after, free of this VM's noise.
 
-    python -m benchmarks.instructions compare BASE_REV [--out DIR] [--only NAME ...]
-    python -m benchmarks.instructions run NAME KIND N      (what compare runs under valgrind)
+    python -m benchmarks.instructions compare BASE_REV [--base-tree DIR] [--kinds c py] [--only NAME ...]
+    python -m benchmarks.instructions run KIND NAME=N ...   (what compare runs under valgrind)
 
 On this shared 2-vCPU VM wall-clock benchmarks of unchanged code move by 20% and more between runs
 (whole runs flip between two speeds), so a "no more than 5% slower" claim cannot be read from
-them. The CPU's instruction count can: ``compare`` runs each workload below under
-``valgrind --tool=cachegrind`` twice, with N1 and N2 calls, in BASE_REV's tree (a temporary
-worktree, extensions built in place) and in this checkout, and keeps
-``(I(N2) - I(N1)) / (N2 - N1)``: the instructions one call costs, process start-up and set-up
-cancelled out. Each kind runs in its own process: ``c`` the compiled twin, ``py`` the pure twin
-(``FASTMQ_NO_EXTENSIONS=1`` for the store, which picks its twin at import).
+them. The CPU's instruction count can: ``compare`` runs all the workloads below in one process
+under ``valgrind --tool=cachegrind``, in BASE_REV's tree (a temporary worktree, extensions built
+in place, or ``--base-tree``) and in this checkout: once with N1 calls of each, then once per
+workload with N2 calls of that one, and keeps ``(I(variant) - I(all at N1)) / (N2 - N1)``: the
+instructions one call costs, start-up, imports and set-up cancelled out. Each kind runs in its
+own processes: ``c`` the compiled twin, ``py`` the pure twin (``FASTMQ_NO_EXTENSIONS=1`` for the
+store, which picks its twin at import).
 
 Instructions are not time (a cache miss costs more than an add), but for the same code path on the
 same machine a change in them is a change in work. The results are written as one
@@ -27,6 +28,7 @@ import importlib
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -130,7 +132,8 @@ def _store_put_send_batch(kind: str) -> Callable[[], Any]:
     from fastmq.protocol.message import pack_host
     from fastmq.store.config import ASYNC_FLUSH, MessageStoreConfig
     from fastmq.store.message_store import MessageStore
-    cfg = MessageStoreConfig(storePathRootDir=tempfile.mkdtemp(prefix="fastmq-instr-"),
+    root = tempfile.mkdtemp(prefix="fastmq-instr-")
+    cfg = MessageStoreConfig(storePathRootDir=root,
                              mappedFileSizeCommitLog=512 * 1024 * 1024, mappedFileSizeConsumeQueue=300_000 * 20,
                              flushDiskType=ASYNC_FLUSH)
     store = MessageStore(cfg, "127.0.0.1:10911")
@@ -150,6 +153,7 @@ def _store_put_send_batch(kind: str) -> Callable[[], Any]:
     def close() -> None:
         store.shutdown()
         loop.close()
+        shutil.rmtree(root, ignore_errors=True)
     once.close = close  # type: ignore[attr-defined]
     return once
 
@@ -171,21 +175,22 @@ WORKLOADS: dict[str, tuple[Callable[[str], Callable[[], Any]], int]] = {
 KINDS = ("c", "py")
 
 
-def run(name: str, kind: str, n: int) -> None:
-    """Set ``name`` up for ``kind`` and call it ``n`` times (one warm call first, so lazy work and
-    caches are in both counts)."""
-    once = WORKLOADS[name][0](kind)
-    try:
-        once()
-        for _ in range(n):
+def run(kind: str, counts: dict[str, int]) -> None:
+    """Set each workload up for ``kind`` and call it its count of times (one warm call first, so
+    lazy work and caches are in every count)."""
+    for name, n in counts.items():
+        once = WORKLOADS[name][0](kind)
+        try:
             once()
-    finally:
-        close = getattr(once, "close", None)  # the store's threads and files
-        if close is not None:
-            close()
+            for _ in range(n):
+                once()
+        finally:
+            close = getattr(once, "close", None)  # the store's threads and files
+            if close is not None:
+                close()
 
 
-def _count(tree: Path, name: str, kind: str, n: int, python: str) -> int:
+def _count(tree: Path, kind: str, counts: dict[str, int], python: str) -> int:
     env = {**os.environ, "PYTHONPATH": str(tree), "PYTHONHASHSEED": "0"}
     env.pop("FASTMQ_NO_EXTENSIONS", None)
     if kind == "py":
@@ -193,20 +198,26 @@ def _count(tree: Path, name: str, kind: str, n: int, python: str) -> int:
     with tempfile.TemporaryDirectory() as d:
         out = Path(d) / "cg.out"
         proc = subprocess.run(["valgrind", "--tool=cachegrind", "--cache-sim=no", f"--cachegrind-out-file={out}",
-                               python, "-m", "benchmarks.instructions", "run", name, kind, str(n)],
-                              cwd=tree, env=env, capture_output=True, text=True, timeout=900)
+                               python, "-m", "benchmarks.instructions", "run", kind,
+                               *(f"{k}={v}" for k, v in counts.items())],
+                              cwd=tree, env=env, capture_output=True, text=True, timeout=1800)
         if proc.returncode != 0:
-            raise RuntimeError(f"{name} [{kind}] in {tree} exited {proc.returncode}:\n{proc.stderr[-3000:]}")
+            raise RuntimeError(f"[{kind}] in {tree} exited {proc.returncode}:\n{proc.stderr[-3000:]}")
         m = re.search(r"I\s+refs:\s+([\d,]+)", proc.stderr)
         if m is None:
             raise RuntimeError(f"no instruction count in valgrind's output:\n{proc.stderr[-2000:]}")
         return int(m.group(1).replace(",", ""))
 
 
-def per_call(tree: Path, name: str, kind: str, python: str) -> float:
-    scale = WORKLOADS[name][1]
-    n1, n2 = N1 // scale, N2 // scale
-    return (_count(tree, name, kind, n2, python) - _count(tree, name, kind, n1, python)) / (n2 - n1)
+def per_call(tree: Path, kind: str, names: list[str], python: str) -> dict[str, float]:
+    """Instructions per call of each of ``names`` in ``tree``: len(names) + 1 processes."""
+    low = {n: N1 // WORKLOADS[n][1] for n in names}
+    floor = _count(tree, kind, low, python)
+    got = {}
+    for n in names:
+        high = N2 // WORKLOADS[n][1]
+        got[n] = (_count(tree, kind, {**low, n: high}, python) - floor) / (high - low[n])
+    return got
 
 
 def _git(*args: str, cwd: Path = ROOT) -> str:
@@ -228,7 +239,7 @@ def _pytest_format(sha: str, when: str, figures: dict[tuple[str, str], float]) -
             "benchmarks": benches}
 
 
-def compare(base_rev: str, out_dir: Path, only: list[str]) -> int:
+def compare(base_rev: str, out_dir: Path, only: list[str], kinds: list[str], base_tree: Path | None) -> int:
     if _git("status", "--porcelain", "--untracked-files=no"):
         print("instructions: commit your changes first (this checkout is the after side)", file=sys.stderr)
         return 2
@@ -236,25 +247,33 @@ def compare(base_rev: str, out_dir: Path, only: list[str]) -> int:
     base_sha, head_sha = _git("rev-parse", f"{base_rev}^{{commit}}"), _git("rev-parse", "HEAD")
     python = sys.executable
     with tempfile.TemporaryDirectory() as scratch:
-        base = Path(scratch) / "base"
-        _git("worktree", "add", "--detach", "-q", str(base), base_sha)
+        made = base_tree is None
+        base = Path(scratch) / "base" if base_tree is None else base_tree.resolve()
+        if made:
+            _git("worktree", "add", "--detach", "-q", str(base), base_sha)
+        elif _git("rev-parse", "HEAD", cwd=base) != base_sha:
+            print(f"instructions: {base} is not at {base_rev}", file=sys.stderr)
+            return 2
         try:
             for tree in (base, ROOT):
                 subprocess.run([python, "setup.py", "-q", "build_ext", "--inplace"], cwd=tree, check=True,
                                capture_output=True, timeout=1800)
-                # the harness is this checkout's, run from the tree under test
-                if tree is base:
-                    (base / "benchmarks" / "instructions.py").write_bytes(Path(__file__).read_bytes())
+            # the harness is this checkout's, run from the tree under test
+            (base / "benchmarks" / "instructions.py").write_bytes(Path(__file__).read_bytes())
             figures: dict[str, dict[tuple[str, str], float]] = {base_sha: {}, head_sha: {}}
-            for name in names:
-                for kind in KINDS:
-                    for sha, tree in ((base_sha, base), (head_sha, ROOT)):
-                        figures[sha][(name, kind)] = per_call(tree, name, kind, python)
+            for kind in kinds:
+                for sha, tree in ((base_sha, base), (head_sha, ROOT)):
+                    for name, value in per_call(tree, kind, names, python).items():
+                        figures[sha][(name, kind)] = value
+                for name in names:
                     b, h = figures[base_sha][(name, kind)], figures[head_sha][(name, kind)]
                     print(f"{name} [{kind}]: {b:,.0f} -> {h:,.0f} instructions per call ({(h / b - 1) * 100:+.1f}%)",
                           file=sys.stderr)
         finally:
-            _git("worktree", "remove", "--force", str(base))
+            if made:
+                _git("worktree", "remove", "--force", str(base))
+            else:
+                (base / "benchmarks" / "instructions.py").unlink(missing_ok=True)
     stamp = _dt.datetime.now(_dt.timezone.utc)
     out_dir.mkdir(parents=True, exist_ok=True)
     for i, sha in enumerate((base_sha, head_sha)):
@@ -273,15 +292,22 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("base_rev")
     c.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
     c.add_argument("--only", nargs="*", default=[], help="workloads whose name contains one of these")
-    r = sub.add_parser("run", help="one workload, N calls (run under valgrind by compare)")
-    r.add_argument("name", choices=sorted(WORKLOADS))
+    c.add_argument("--kinds", nargs="*", default=list(KINDS), choices=KINDS)
+    c.add_argument("--base-tree", type=Path, help="a checkout of BASE_REV to use instead of a new worktree")
+    r = sub.add_parser("run", help="workloads with their call counts (run under valgrind by compare)")
     r.add_argument("kind", choices=KINDS)
-    r.add_argument("n", type=int)
+    r.add_argument("counts", nargs="+", metavar="NAME=N")
     args = p.parse_args(argv)
     if args.command == "run":
-        run(args.name, args.kind, args.n)
+        counts = {}
+        for spec in args.counts:
+            name, _, n = spec.rpartition("=")
+            if name not in WORKLOADS or not n.isdigit():
+                p.error(f"{spec!r}: expected NAME=N with NAME one of {sorted(WORKLOADS)}")
+            counts[name] = int(n)
+        run(args.kind, counts)
         return 0
-    return compare(args.base_rev, args.out, args.only)
+    return compare(args.base_rev, args.out, args.only, args.kinds, args.base_tree)
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ def test_each_workload_runs(name: str, kind: str) -> None:
         pytest.skip("compiled twins deselected")
     if name.startswith("store ") and (kind == "c") != USING_EXTENSIONS:
         pytest.skip("the store's twin is the process's (FASTMQ_NO_EXTENSIONS): the other pass runs this one")
-    instructions.run(name, kind, 3)
+    instructions.run(kind, {name: 3})
 
 
 def test_results_are_pytest_benchmark_files_collate_reads(tmp_path) -> None:
@@ -30,3 +30,9 @@ def test_results_are_pytest_benchmark_files_collate_reads(tmp_path) -> None:
     rows = [r for r in read_pytest_benchmark(f) if r["metric"] == "instructions"]
     assert sorted((r["variant"], r["value"], r["better"], r["gate"]) for r in rows) == [
         ("c", 1234.5, "lower", True), ("py", 9876.0, "lower", True)]
+
+
+def test_run_refuses_an_unknown_workload(capsys) -> None:
+    with pytest.raises(SystemExit) as e:
+        instructions.main(["run", "c", "no such=3"])
+    assert e.value.code == 2 and "expected NAME=N" in capsys.readouterr().err
