@@ -29,13 +29,14 @@ from typing import Any, Callable, Iterator, NamedTuple
 
 import numpy as np
 import pytest
+from test_broker_benchmarks import _one_in_flight
 
 from fastmq._ext.codec import FrameDecoder, encode_frames
 from fastmq.protocol.codes import RequestCode
 from fastmq.protocol.command import create_request
 from fastmq.protocol.headers import SendMessageRequestHeader
-from fastmq.remoting import RemotingClient
 from fastmq.protocol.message import encode_record
+from fastmq.remoting import RemotingClient
 from fastmq.remoting.loop import run
 from fastmq.store.commit_log import AppendRequest, CommitLog
 from fastmq.store.config import MessageStoreConfig
@@ -107,25 +108,8 @@ def _frame(i: int) -> bytes:
 
 
 def one_in_flight(port: int, n: int, start: int = 0) -> list[float]:
-    """µs of each of ``n`` sends, each waiting for its answer (a blocking socket: the figure is
-    the broker's round trip plus the loopback's, not an event loop's)."""
-    frames = [_frame(start + i) for i in range(n)]
-    out = []
-    with socket.create_connection(("127.0.0.1", port)) as s:
-        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        s.settimeout(10)
-        dec = FrameDecoder()
-        for frame in frames:
-            t0 = time.perf_counter()
-            s.sendall(frame)
-            got: list[Any] = []
-            while not got:
-                chunk = s.recv(65536)
-                assert chunk, "broker closed the connection"
-                got = dec.feed(chunk)
-            out.append((time.perf_counter() - t0) * 1e6)
-            assert got[0].code == 0, (got[0].code, got[0].remark)
-    return out
+    """µs of each of ``n`` sends, each waiting for its answer on a blocking socket."""
+    return _one_in_flight(port, [_frame(start + i) for i in range(n)])
 
 
 async def _producers(port: int, producers: int, per_producer: int) -> float:
