@@ -8,7 +8,7 @@ send in flight (msgs/s, and fdatasync calls counted by ``perf stat`` on the brok
 an older broker has no ``commitLogFlushTimesTotal``). Prints one summary line per checkout and
 writes everything as JSON::
 
-    .venv/bin/python benchmarks/sync_flush_ab.py /work/main . --rounds 3 \\
+    .venv/bin/python benchmarks/sync_flush_ab.py /work/main . --rounds 10 \\
         --out benchmarks/results/runs/sync-flush-ab-$(date -u +%Y%m%dT%H%M%SZ).json
 
 ``perf`` needs the ``syscalls:sys_enter_fdatasync`` tracepoint (root, or perf_event_paranoid
@@ -58,8 +58,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("before", type=Path, help="checkout measured first (e.g. /work/main)")
     ap.add_argument("after", type=Path, help="checkout measured second (e.g. .)")
-    ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--block", type=int, default=200, help="sends and floor syncs per block")
+    ap.add_argument("--rounds", type=int, default=10)
+    ap.add_argument("--block", type=int, default=60, help="sends and floor syncs per block (short: the disk's speed drifts)")
     ap.add_argument("--producers", type=int, default=16)
     ap.add_argument("--per-producer", type=int, default=100)
     ap.add_argument("--out", type=Path)
@@ -111,7 +111,10 @@ def main() -> None:
     for name, f in figures.items():
         s50, f50 = _p(samples[name][0], 50), _p(samples[name][1], 50)
         row: dict[str, Any] = {"tree": str(sides[name]), "send_p50_us": round(s50, 1), "floor_p50_us": round(f50, 1),
-                               "ratio_to_floor": round(s50 / f50, 3), "msgs_per_s_16": round(statistics.median(f["msgs_per_s"]))}
+                               "ratio_to_floor": round(s50 / f50, 3),
+                               "block_ratio_to_floor": round(statistics.median(
+                                   a / b for a, b in zip(f["send_p50_us"], f["floor_p50_us"])), 3),
+                               "msgs_per_s_16": round(statistics.median(f["msgs_per_s"]))}
         if f["fdatasync_calls"]:
             row["msgs_per_fdatasync_16"] = round(sum(f["msgs"]) / max(1, sum(f["fdatasync_calls"])), 2)
         summary[name] = row
