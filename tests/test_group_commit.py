@@ -97,8 +97,10 @@ async def test_one_sync_answers_every_waiter_that_queued_during_the_last(tmp_pat
         assert not first.done() and not any(t.done() for t in later)
         disk.gate.set()
         assert await asyncio.wait_for(asyncio.gather(first, *later), 10)
-        assert first_done == [1]
-        assert later_done == [2] * 50  # all 50 by the one sync after it
+        # (the count when each resumed: never before the sync that covers it returned; a slow
+        # loop may resume the first only after the second sync returned too)
+        assert len(first_done) == 1 and first_done[0] >= 1
+        assert len(later_done) == 50 and min(later_done) == 2  # all 50 by the one sync after it
         assert svc.flushes == 2 and cl.flush_times == 2
     finally:
         cl.shutdown()
@@ -137,7 +139,8 @@ async def test_failed_fdatasync_fails_the_waiters_and_the_next_sync_answers(tmp_
         disk.fail = None
         d2 = cl.put_records([req()])[-1]
         await asyncio.wait_for(cl.wait_flushed(d2.commit_log_offset + d2.size), 10)
-        assert cl.flushed_offset == cl.max_offset and 1 <= cl.flush_times <= 2  # the failed bytes too (an idle round may take them first)
+        # the failed bytes with it (or first, by an idle round)
+        assert cl.flushed_offset == cl.max_offset and 1 <= cl.flush_times <= 2
     finally:
         cl.shutdown()
         cl.close()
