@@ -605,7 +605,11 @@ class MappedFileQueue:
     def flush(self, least_pages: int = 0) -> bool:
         """Flush from ``flushed_where`` on; True when something was written to disk."""
         did = False
-        for mf in list(self.files):
+        files = list(self.files)  # (a snapshot: retention may drop files from the front meanwhile)
+        # from the file holding the flushed offset: a sync per send must not walk every file
+        first = files[0].file_from_offset if files else 0
+        start = max(0, (self.flushed_where - first) // self.mapped_file_size)
+        for mf in files[start:]:
             if mf.file_from_offset + mf.file_size <= self.flushed_where:
                 continue
             before = mf.flushed_position

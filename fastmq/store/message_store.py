@@ -770,6 +770,10 @@ class MessageStore(DiskSpaceGuard):
             "bootTimestamp": self.boot_timestamp,
             "pageCacheLockTimeMills": 0,
             "earliestMessageTimeStamp": self.earliest_message_time_in_log(),
+            # fastmq's own: commit-log syncs that wrote something, and the time they took (under
+            # SYNC_FLUSH, putMessageTimesTotal / commitLogFlushTimesTotal is messages per flush)
+            "commitLogFlushTimesTotal": self.commit_log.flush_times,
+            "commitLogFlushMicrosTotal": self.commit_log.flush_micros,
         }
         info.update(st)
         info.update(self.stats_service.runtime_info())
