@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-__all__ = ["KEYS", "Point", "flat", "memory_kib", "per_unit", "settled_kib"]
+__all__ = ["KEYS", "Point", "flat", "marginal", "memory_kib", "per_unit", "settled_kib"]
 
 KEYS = ("VmRSS", "RssAnon", "RssFile", "RssShmem", "VmPTE")
 
@@ -66,8 +66,21 @@ def per_unit(point: Point, key: str, unit: int = 1) -> float:
     return round(point.delta(key) / (point.count / unit), 2)
 
 
+def marginal(points: list[Point], key: str, unit: int = 1) -> list[float]:
+    """KiB of ``key`` per ``unit`` between each point and the one before it (the first: from the
+    base). Free memory the base already held makes the first figures low; the marginal ones show
+    what each further unit costs once that is used up."""
+    out, prev_count, prev_kib = [], 0, None
+    for p in points:
+        before = p.base[key] if prev_kib is None else prev_kib
+        out.append(round((p.kib[key] - before) / ((p.count - prev_count) / unit), 2))
+        prev_count, prev_kib = p.count, p.kib[key]
+    return out
+
+
 def flat(points: list[Point], key: str, unit: int = 1, slack_kib: float = 0.0) -> bool:
-    """Each per-unit figure no larger than the one at the smaller count before it (``slack_kib``
-    of whole-process jitter allowed on the totals, spread over each count)."""
-    figs = [(p.count, per_unit(p, key, unit)) for p in points]
-    return all(b <= a + slack_kib / (nb / unit) for (_, a), (nb, b) in zip(figs, figs[1:]))
+    """Each per-unit figure no larger than the one at the smaller count before it, within what
+    the readings can tell: each total is known to ``slack_kib`` (the allocator takes memory from
+    the system a megabyte at a time), so a figure at ``n`` units is known to ``slack_kib / n``."""
+    figs = [(p.count / unit, per_unit(p, key, unit)) for p in points]
+    return all(b <= a + slack_kib / na + slack_kib / nb for (na, a), (nb, b) in zip(figs, figs[1:]))
