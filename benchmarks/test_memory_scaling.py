@@ -59,6 +59,8 @@ _KEY_MARK = b"Z" * 32        # where each message's own UNIQ_KEY is spliced into
 _SMOKE = {"CONNS": (10, 40), "QUEUES": (8, 64, 256), "BACKLOG": (20_000, 40_000)}
 _FULL = {"CONNS": (100, 1000), "QUEUES": (8, 1024, 10_000), "BACKLOG": (1_000_000, 2_000_000)}
 _MILLION = 1_000_000
+# creating 10,000 queues, and removing their directories afterwards, outlasts the suite's 300 s
+pytestmark = pytest.mark.timeout(1200)
 
 
 def _counts(name: str, disabled: bool) -> tuple[int, ...]:
