@@ -416,7 +416,13 @@ cdef class FrameDecoder:
                     memmove(self._buf, self._buf + used, self._len - used)
                     self._len -= used
             self._need = 4 + <Py_ssize_t>_rd32(self._buf) if self._len >= 4 else 0
-            if self._cap > 1 << 20 and self._len < 65536:
+            if self._len == 0 and self._cap:
+                # nothing partial left: a connection between frames holds no buffer (thousands of
+                # idle connections, each of which once carried a large message, would keep them all)
+                free(self._buf)
+                self._buf = NULL
+                self._cap = 0
+            elif self._cap > 1 << 20 and self._len < 65536:
                 # give back the memory of a huge frame once it has been decoded
                 self._buf = <unsigned char*>realloc(self._buf, 65536)
                 self._cap = 65536

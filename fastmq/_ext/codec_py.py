@@ -471,7 +471,10 @@ class FrameDecoder:
         finally:
             view.release()  # a bytearray with a live export cannot be resized
         if pos:
-            del buf[:pos]
+            if pos == len(buf):
+                self._buf = buf = bytearray()  # nothing partial left: hold no buffer (see codec_c)
+            else:
+                del buf[:pos]
         self._need = 4 + _U32.unpack_from(buf, 0)[0] if len(buf) >= 4 else 0
         return out
 

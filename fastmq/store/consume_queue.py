@@ -54,6 +54,8 @@ class ConsumeQueue:
     Offsets in the public API are queue offsets (entry numbers), not bytes.
     """
 
+    __slots__ = ("topic", "queue_id", "mfq", "max_physic_offset")  # one per queue, thousands of them
+
     def __init__(self, root: str | Path, topic: str, queue_id: int, file_size: int) -> None:
         if file_size <= 0 or file_size % _UNIT:
             raise StoreError(f"consume queue file size {file_size} is not a positive multiple of {_UNIT}")

@@ -94,6 +94,8 @@ class _FdlessMapping:
     flusher's ``msync`` does not stall the event loop.
     """
 
+    __slots__ = ("_addr", "_size", "view")
+
     def __init__(self, fd: int, size: int) -> None:
         addr = _libc.mmap(None, size, mmap.PROT_READ | mmap.PROT_WRITE, mmap.MAP_SHARED, fd, 0)
         if addr is None or addr == _MAP_FAILED:
@@ -105,8 +107,10 @@ class _FdlessMapping:
         self._size = size
         self.view = memoryview(arr).cast("B")  # (holds arr)
 
-    def madvise_dontneed(self) -> None:
-        if self._addr is not None and _libc.madvise(self._addr, self._size, mmap.MADV_DONTNEED) != 0:
+    def madvise_dontneed(self, length: int | None = None) -> None:
+        """MADV_DONTNEED on the first ``length`` bytes (a multiple of the page size; None: all)."""
+        n = self._size if length is None else length
+        if self._addr is not None and _libc.madvise(self._addr, n, mmap.MADV_DONTNEED) != 0:
             err = ctypes.get_errno()
             raise OSError(err, os.strerror(err))
 
@@ -131,6 +135,11 @@ class MappedFile:
     known to be on disk. (RocketMQ also has a committed position for its off-heap transient
     pool; we always write straight into the mapping, so committed == wrote.)
     """
+
+    # slots: a broker holds one per queue file, thousands of them
+    __slots__ = ("path", "file_from_offset", "file_size", "_fd", "reserve_step", "reserved_to", "_mm", "_map", "_mv",
+                 "wrote_position", "flushed_position", "store_timestamp", "_closed", "_released_wrote",
+                 "_warm_mark", "_warm_wake")
 
     def __init__(self, path: str | Path, file_size: int, *, keep_fd: bool = True, reserve_step: int = 0) -> None:
         """``keep_fd`` False: map without holding a descriptor (:class:`_FdlessMapping`; no
@@ -192,9 +201,11 @@ class MappedFile:
         self.flushed_position = 0
         self.store_timestamp = 0  # of the last message appended (checkpoint input)
         self._closed = False
-        # warming (see warm): the write position it waits for, and the writer's wake-up
+        self._released_wrote = -1  # the write position at the last release_behind
+        # warming (see warm): the write position it waits for, and the writer's wake-up (only
+        # files with a descriptor are warmed)
         self._warm_mark = self.file_size + 1
-        self._warm_wake = threading.Event()
+        self._warm_wake: threading.Event | None = threading.Event() if keep_fd else None
 
     # -- space ---------------------------------------------------------------------------
     def _reserve(self, fd: int, upto: int) -> None:
@@ -297,6 +308,39 @@ class MappedFile:
             return False
         return True
 
+    def release_behind(self, limit: int, changed_only: bool = False) -> bool:
+        """:meth:`release_pages` for the part of a file still being written: the flushed pages
+        wholly before file position ``limit``, and the page holding the write position too once
+        all that was written is flushed and ``limit`` reaches it (an idle queue's last page; its
+        next write faults it back in from the page cache).
+
+        The writer only appends, so the pages behind it are done with; without this, a log's
+        newest file stays resident as it fills (a 1 GiB commit-log file, thousands of queue files
+        each holding a page). ``changed_only``: nothing happens unless the file was written
+        since the last release (a broker with thousands of idle queues makes one call for each).
+        Returns True when pages were released.
+        """
+        wrote, flushed = self.wrote_position, self.flushed_position
+        if self._closed or (changed_only and wrote == self._released_wrote):
+            return False
+        end = min(limit, flushed)
+        if end >= wrote and flushed >= wrote:
+            end = min(self.file_size, -(-end // OS_PAGE_SIZE) * OS_PAGE_SIZE)
+        else:
+            end = end // OS_PAGE_SIZE * OS_PAGE_SIZE
+        if end <= 0:
+            return False
+        try:
+            if self._map is not None:
+                self._map.madvise_dontneed(end)
+            else:
+                assert self._mm is not None  # keep_fd: mapped at init
+                self._mm.madvise(mmap.MADV_DONTNEED, 0, end)
+        except (ValueError, OSError):  # closed by retention meanwhile
+            return False
+        self._released_wrote = wrote
+        return True
+
     def _sync(self) -> None:
         if self._map is not None:
             self._map.sync()
@@ -340,7 +384,8 @@ class MappedFile:
         enough ahead, it sleeps until the writer's :meth:`wake_warm` (once a chunk) rather
         than polling.
         """
-        if self._map is not None:
+        wake = self._warm_wake
+        if self._map is not None or wake is None:
             return  # (no descriptor to read through; only the commit log is warmed)
         buf = bytearray(_WARM_CHUNK)
         off = self.wrote_position - self.wrote_position % _WARM_CHUNK
@@ -348,9 +393,9 @@ class MappedFile:
         while off < end and not self._closed:
             if limit is None and off >= self.wrote_position + ahead:
                 self._warm_mark = off - ahead + 1
-                self._warm_wake.clear()
+                wake.clear()
                 if off >= self.wrote_position + ahead:  # no write landed between the mark and the clear
-                    self._warm_wake.wait(_WARM_IDLE_S)
+                    wake.wait(_WARM_IDLE_S)
                 continue
             try:
                 os.preadv(self._fd, [buf], off)
@@ -360,7 +405,7 @@ class MappedFile:
 
     def wake_warm(self) -> None:
         """The writer's side of :meth:`warm`: wake it once the write position reached its mark."""
-        if self.wrote_position >= self._warm_mark:
+        if self.wrote_position >= self._warm_mark and self._warm_wake is not None:
             self._warm_mark = self.file_size + 1
             self._warm_wake.set()
 
@@ -394,7 +439,8 @@ class MappedFile:
         if self._closed:
             return
         self._closed = True
-        self._warm_wake.set()  # a warming thread waiting for writes ends now
+        if self._warm_wake is not None:
+            self._warm_wake.set()  # a warming thread waiting for writes ends now
         if self._map is not None:
             self._map.close()  # unmapped when the last reader's view goes
             return
@@ -422,6 +468,9 @@ class MappedFile:
 class MappedFileQueue:
     """The files of one log, in offset order, contiguous."""
 
+    __slots__ = ("store_path", "mapped_file_size", "keep_fd", "reserve_step", "files", "flushed_where", "preload",
+                 "_next")  # one per queue, thousands of them
+
     def __init__(self, store_path: str | Path, mapped_file_size: int, *, preload: bool = False,
                  keep_fd: bool = True, reserve_step: int = 0) -> None:
         self.store_path = Path(store_path)
@@ -435,10 +484,23 @@ class MappedFileQueue:
         self.preload = preload
         self._next: tuple[int, concurrent.futures.Future[MappedFile]] | None = None
 
-    def release_cold(self, keep: int) -> int:
-        """:meth:`MappedFile.release_pages` for every file but the newest ``keep``; how many."""
+    def release_cold(self, keep_bytes: int = 0, changed_only: bool = False) -> int:
+        """Release the resident pages of what is on disk, but the last ``keep_bytes`` before the
+        write position: :meth:`MappedFile.release_pages` for the files wholly before that,
+        :meth:`MappedFile.release_behind` (``changed_only`` passed on) for the one it falls
+        in and the file being written. How many files released pages."""
         files = list(self.files)  # the loop thread may add or delete files meanwhile
-        return sum(mf.release_pages() for mf in files[:max(0, len(files) - keep)])
+        if not files:
+            return 0
+        last = files[-1]
+        behind = last.file_from_offset + last.wrote_position - keep_bytes
+        n = 0
+        for mf in files:
+            if mf.file_from_offset + mf.file_size <= behind:
+                n += mf.release_pages()
+            elif mf.file_from_offset < behind:
+                n += mf.release_behind(behind - mf.file_from_offset, changed_only)
+        return n
 
     def load(self) -> None:
         """Map the existing files. Each is marked full; recovery then sets the real end.

@@ -60,6 +60,10 @@ log = logging.getLogger("fastmq.store")
 SCHEDULE_TOPIC = _SCHEDULE_TOPIC  # re-exported: the schedule service and its tests read it from here
 DEFAULT_DELAY_LEVELS = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
 _RELEASE_INTERVAL = 1.0          # seconds between releases of cold mapped pages (release_cold_pages)
+# The commit log's pages this close behind its write position stay mapped: consumers that keep up
+# read there, and faulting them back in would cost more than they weigh.
+_RESIDENT_BEHIND_WRITER = 16 << 20
+_SWEEP_EVERY = 30                # releases between two that visit idle queues too (pages read back in)
 _TX_MASK = 0xC
 _MAX_PROPERTIES = 0x7FFF
 _MAX_TOPIC = 127
@@ -189,6 +193,7 @@ class MessageStore(DiskSpaceGuard):
         self.retention = RetentionService(self)
         self._retention_task: asyncio.Task[None] | None = None
         self._released_at = time.monotonic()
+        self._release_round = 0
         # the master's HA service (fastmq.store.ha), set by the broker: SYNC_MASTER puts wait on it
         self.ha_service: Any = None
 
@@ -270,13 +275,16 @@ class MessageStore(DiskSpaceGuard):
             self.release_cold_pages()
 
     def release_cold_pages(self) -> int:
-        """Drop the resident pages of store files that are no longer written: commit-log files
-        on disk but the two newest, each queue's files but its newest, the index entries filled
-        so far. Reads fault them back in from the page cache. Keeps the broker's RSS flat under
-        a sustained load."""
-        n = self.commit_log.mfq.release_cold(keep=2)
+        """Drop the resident pages of store data on disk that writers have left behind: the
+        commit log but its last :data:`_RESIDENT_BEHIND_WRITER` bytes, the queues' entries, the
+        index entries filled so far. Reads fault them back in from the page cache. Keeps the
+        broker's RSS flat as the backlog and the number of queues grow; a queue's newest file is
+        visited only when written since the last release, but every ``_SWEEP_EVERY`` rounds."""
+        self._release_round += 1
+        changed_only = self._release_round % _SWEEP_EVERY != 0
+        n = self.commit_log.mfq.release_cold(_RESIDENT_BEHIND_WRITER)
         for cq in list(self.queues.queues.values()):
-            n += cq.mfq.release_cold(keep=1)
+            n += cq.mfq.release_cold(0, changed_only)
         if self.index is not None:
             self.index.release_cold()
         return n
