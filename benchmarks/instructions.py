@@ -6,12 +6,13 @@
 On this shared 2-vCPU VM wall-clock benchmarks of unchanged code move by 20% and more between runs
 (whole runs flip between two speeds), so a "no more than 5% slower" claim cannot be read from
 them. The CPU's instruction count can: ``compare`` runs all the workloads below in one process
-under ``valgrind --tool=cachegrind``, in BASE_REV's tree (a temporary worktree, extensions built
-in place, or ``--base-tree``) and in this checkout: once with N1 calls of each, then once per
-workload with N2 calls of that one, and keeps ``(I(variant) - I(all at N1)) / (N2 - N1)``: the
-instructions one call costs, start-up, imports and set-up cancelled out. Each kind runs in its
-own processes: ``c`` the compiled twin, ``py`` the pure twin (``FASTMQ_NO_EXTENSIONS=1`` for the
-store, which picks its twin at import).
+per tree and kind under ``valgrind --tool=callgrind``, in BASE_REV's tree (a temporary worktree,
+extensions built in place, or ``--base-tree``) and in this checkout. Each workload's N calls run
+inside a ctypes callback, and callgrind collects only inside it (``--toggle-collect`` and
+``--dump-after`` on ctypes' ``_CallPythonObject``), one dump per workload: instructions per call
+= the dump's total / N, with start-up, imports, set-up and other threads left out (two runs of
+one tree agree within about 0.3%). Each kind runs in its own process: ``c`` the compiled twin,
+``py`` the pure twin (``FASTMQ_NO_EXTENSIONS=1`` for the store, which picks its twin at import).
 
 Instructions are not time (a cache miss costs more than an add), but for the same code path on the
 same machine a change in them is a change in work. The results are written as one
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import ctypes
 import datetime as _dt
 import importlib
 import json
@@ -37,7 +39,7 @@ from typing import Any, Callable
 
 ROOT = Path(__file__).resolve().parent.parent
 NOW = 1_700_000_000_000
-N1, N2 = 200, 1200
+CALLS = 300  # per workload (divided by its scale); counts do not need more
 
 
 def _codec(kind: str) -> Any:
@@ -176,48 +178,52 @@ KINDS = ("c", "py")
 
 
 def run(kind: str, counts: dict[str, int]) -> None:
-    """Set each workload up for ``kind`` and call it its count of times (one warm call first, so
-    lazy work and caches are in every count)."""
+    """Set each workload up for ``kind`` and call it its count of times inside one ctypes callback
+    (the region callgrind collects; one warm call first, outside it, so lazy work is not counted)."""
     for name, n in counts.items():
         once = WORKLOADS[name][0](kind)
         try:
             once()
-            for _ in range(n):
-                once()
+
+            def calls() -> None:
+                for _ in range(n):
+                    once()
+            ctypes.CFUNCTYPE(None)(calls)()
         finally:
             close = getattr(once, "close", None)  # the store's threads and files
             if close is not None:
                 close()
 
 
-def _count(tree: Path, kind: str, counts: dict[str, int], python: str) -> int:
+def per_call(tree: Path, kind: str, names: list[str], python: str) -> dict[str, float]:
+    """Instructions per call of each of ``names`` in ``tree``, from one callgrind process."""
+    counts = {n: CALLS // WORKLOADS[n][1] for n in names}
     env = {**os.environ, "PYTHONPATH": str(tree), "PYTHONHASHSEED": "0"}
     env.pop("FASTMQ_NO_EXTENSIONS", None)
     if kind == "py":
         env["FASTMQ_NO_EXTENSIONS"] = "1"
     with tempfile.TemporaryDirectory() as d:
-        out = Path(d) / "cg.out"
-        proc = subprocess.run(["valgrind", "--tool=cachegrind", "--cache-sim=no", f"--cachegrind-out-file={out}",
-                               python, "-m", "benchmarks.instructions", "run", kind,
-                               *(f"{k}={v}" for k, v in counts.items())],
+        proc = subprocess.run(["valgrind", "--tool=callgrind", "--collect-atstart=no",
+                               f"--toggle-collect={_REGION}", f"--dump-after={_REGION}",
+                               f"--callgrind-out-file={d}/cg.out", python, "-m", "benchmarks.instructions", "run",
+                               kind, *(f"{k}={v}" for k, v in counts.items())],
                               cwd=tree, env=env, capture_output=True, text=True, timeout=1800)
         if proc.returncode != 0:
             raise RuntimeError(f"[{kind}] in {tree} exited {proc.returncode}:\n{proc.stderr[-3000:]}")
-        m = re.search(r"I\s+refs:\s+([\d,]+)", proc.stderr)
-        if m is None:
-            raise RuntimeError(f"no instruction count in valgrind's output:\n{proc.stderr[-2000:]}")
-        return int(m.group(1).replace(",", ""))
+        dumps = sorted(Path(d).glob("cg.out.*"), key=lambda p: int(p.name.rsplit(".", 1)[1]))
+        if len(dumps) != len(names):
+            raise RuntimeError(f"expected {len(names)} callgrind dumps, found {len(dumps)}:\n{proc.stderr[-2000:]}")
+        got = {}
+        for name, dump in zip(names, dumps):
+            m = re.search(r"^totals:\s+(\d+)", dump.read_text(), re.M)
+            if m is None:
+                raise RuntimeError(f"{dump}: no totals line")
+            got[name] = int(m.group(1)) / counts[name]
+        return got
 
 
-def per_call(tree: Path, kind: str, names: list[str], python: str) -> dict[str, float]:
-    """Instructions per call of each of ``names`` in ``tree``: len(names) + 1 processes."""
-    low = {n: N1 // WORKLOADS[n][1] for n in names}
-    floor = _count(tree, kind, low, python)
-    got = {}
-    for n in names:
-        high = N2 // WORKLOADS[n][1]
-        got[n] = (_count(tree, kind, {**low, n: high}, python) - floor) / (high - low[n])
-    return got
+#: ctypes calls a Python callback through this C function: the only region callgrind collects
+_REGION = "_CallPythonObject"
 
 
 def _git(*args: str, cwd: Path = ROOT) -> str:
