@@ -566,13 +566,12 @@ def encode_answers(SendBatch b, list requests, bytes msg_id_prefix, tuple templa
     cdef char* vlen
     cdef Py_ssize_t plen = len(msg_id_prefix)
     cdef int64_t[:, ::1] c = b.rows
-    cdef Py_ssize_t i = 0, j, k, nrec, cap, hlen
+    cdef Py_ssize_t i = 0, j, cap, hlen
     cdef RemotingCommand req
     cdef char* out
     cdef char* p
     cdef char* frame
     cdef bytes res
-    cdef uint64_t phys
     # worst case per record: prefix + 16 hex + comma; per request: pieces + numbers + frame head
     if hi < 0:
         hi = len(requests)
@@ -611,16 +610,7 @@ def encode_answers(SendBatch b, list requests, bytes msg_id_prefix, tuple templa
             p += m2
             vlen = p
             p += 4
-            for k in range(i, j):
-                if k > i:
-                    p[0] = 44  # ','
-                    p += 1
-                memcpy(p, PyBytes_AS_STRING(msg_id_prefix), plen)
-                p += plen
-                phys = <uint64_t>c[k, C_PHYS]
-                for nrec in range(16):
-                    p[nrec] = _HEX[(phys >> (60 - 4 * nrec)) & 0xF]
-                p += 16
+            p = _msg_ids(p, c, i, j, PyBytes_AS_STRING(msg_id_prefix), plen)
             _put32(<uint8_t*>vlen, <uint32_t>(p - vlen - 4))
             memcpy(p, PyBytes_AS_STRING(b3), m3)
             p += m3
@@ -646,16 +636,7 @@ def encode_answers(SendBatch b, list requests, bytes msg_id_prefix, tuple templa
         p += 8
         memcpy(p, PyBytes_AS_STRING(t0), l0)
         p += l0
-        for k in range(i, j):
-            if k > i:
-                p[0] = 44  # ','
-                p += 1
-            memcpy(p, PyBytes_AS_STRING(msg_id_prefix), plen)
-            p += plen
-            phys = <uint64_t>c[k, C_PHYS]
-            for nrec in range(16):
-                p[nrec] = _HEX[(phys >> (60 - 4 * nrec)) & 0xF]
-            p += 16
+        p = _msg_ids(p, c, i, j, PyBytes_AS_STRING(msg_id_prefix), plen)
         memcpy(p, PyBytes_AS_STRING(t1), l1)
         p += l1
         p += _itoa(c[i, C_QID], p)
@@ -672,6 +653,26 @@ def encode_answers(SendBatch b, list requests, bytes msg_id_prefix, tuple templa
         _put32(<uint8_t*>frame + 4, <uint32_t>hlen)
         i = j
     return res[:p - out]
+
+
+@cython.boundscheck(False)
+@cython.wraparound(False)
+cdef inline char* _msg_ids(char* p, int64_t[:, ::1] c, Py_ssize_t i, Py_ssize_t j, const char* prefix,
+                           Py_ssize_t plen) noexcept:
+    """The offset msgIds of records ``i..j-1``, comma-separated, at ``p``; returns the end."""
+    cdef Py_ssize_t k, d
+    cdef uint64_t phys
+    for k in range(i, j):
+        if k > i:
+            p[0] = 44  # ','
+            p += 1
+        memcpy(p, prefix, plen)
+        p += plen
+        phys = <uint64_t>c[k, C_PHYS]
+        for d in range(16):
+            p[d] = _HEX[(phys >> (60 - 4 * d)) & 0xF]
+        p += 16
+    return p
 
 
 cdef inline Py_ssize_t _itoa(int64_t v, char* out) noexcept:
