@@ -188,6 +188,46 @@ async def test_many_producers_each_one_send_in_flight(cluster, client):
     assert q.code == ResponseCode.SUCCESS and [m.body for m in decode_records(q.body)] == [b"c7-r3"]
 
 
+async def test_many_producers_each_one_send_in_flight_under_sync_flush(tmp_path, client):
+    """The gathered sends of a SYNC_FLUSH broker wait for one group commit together and each
+    connection is answered once the flush covers its message (the dispatcher's one task for all)."""
+    from fastmq._ext.codec import FrameDecoder
+    from tests.support import running_cluster
+
+    with running_cluster(tmp_path, flushDiskType="SYNC_FLUSH") as (_, broker):
+        topic = "SyncGathered"
+        await create_topic(client, broker.addr, topic, queues=4)
+        assert (await client.invoke(broker.addr, send_request(topic, b"first"), 5)).code == ResponseCode.SUCCESS
+        conns = [await asyncio.open_connection("127.0.0.1", broker.port) for _ in range(8)]
+        try:
+            for rnd in range(3):
+                reqs = [send_request(topic, f"s{i}-{rnd}".encode(), queue_id=i % 4) for i in range(len(conns))]
+                broker.proc.send_signal(signal.SIGSTOP)
+                try:
+                    for (_, w), req in zip(conns, reqs):
+                        w.write(encode_frame(req))
+                    await asyncio.sleep(0.05)
+                finally:
+                    broker.proc.send_signal(signal.SIGCONT)
+                for (reader, _), req in zip(conns, reqs):
+                    dec, got = FrameDecoder(), []
+                    deadline = time.monotonic() + 15
+                    while not got and time.monotonic() < deadline:
+                        chunk = await asyncio.wait_for(reader.read(1 << 16), 15)
+                        assert chunk, "the broker closed the connection"
+                        got += dec.feed(chunk)
+                    (resp,) = got
+                    assert (resp.opaque, resp.code) == (req.opaque, ResponseCode.SUCCESS), resp.remark
+        finally:
+            for _, w in conns:
+                w.close()
+        bodies = []
+        for qid in range(4):
+            p = await client.invoke(broker.addr, pull_request(topic, qid, 0, max_nums=64), 5)
+            bodies += [m.body for m in decode_records(p.body)]
+        assert sorted(bodies) == sorted([b"first"] + [f"s{i}-{r}".encode() for i in range(8) for r in range(3)])
+
+
 async def test_view_message_by_id(cluster, client):
     _, broker = cluster
     await create_topic(client, broker.addr, "ProcTopicView")
