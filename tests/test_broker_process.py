@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from fastmq._ext.codec import encode_frame
 from fastmq.protocol.codes import RequestCode, ResponseCode
 from fastmq.protocol.command import create_request
 from fastmq.protocol.headers import SendMessageRequestHeader
@@ -117,6 +118,114 @@ async def test_send_v2_then_pull_back(cluster, client):
     # an empty queue pulled from past 0: back to 0
     p = await client.invoke(broker.addr, pull_request("ProcTopicA", 3, 5), 5)
     assert p.code == ResponseCode.PULL_OFFSET_MOVED and p.ext_fields["nextBeginOffset"] == "0"
+
+
+async def test_many_producers_each_one_send_in_flight(cluster, client):
+    """Guards the gathered send path (RocketMQ's benchmark Producer: many connections, each one
+    sync send in flight). The broker is stopped while 12 connections each write a send, so its
+    next loop turn reads them all at once; one of them goes to a topic that does not exist. Each
+    acknowledged message is stored once, with its own connection's born host, in its queue's
+    order, and found by its key; the bad one gets its own error and the broker goes on."""
+    from fastmq._ext.codec import FrameDecoder
+
+    _, broker = cluster
+    topic = "ProcGathered"
+    await create_topic(client, broker.addr, topic, queues=8)
+    r = await client.invoke(broker.addr, send_request(topic, b"first"), 5)  # the fast path learns the topic
+    assert r.code == ResponseCode.SUCCESS
+    conns = [await asyncio.open_connection("127.0.0.1", broker.port) for _ in range(12)]
+    ports = [w.get_extra_info("sockname")[1] for _, w in conns]
+    decoders = [FrameDecoder() for _ in conns]
+    sent: dict[bytes, tuple[int, int]] = {}  # body -> (connection, queue)
+    acked: dict[bytes, tuple[int, int]] = {}  # body -> (queue, queue offset)
+    try:
+        for rnd in range(6):
+            reqs = []
+            for i in range(len(conns)):
+                body = f"c{i}-r{rnd}".encode()
+                bad = i == 5 and rnd % 2 == 0
+                reqs.append(send_request("NoSuchTopicHere" if bad else topic, body,
+                                         {"KEYS": body.decode(), "UNIQ_KEY": f"{rnd:08X}{i:024X}"}, queue_id=i % 8))
+                if not bad:
+                    sent[body] = (i, i % 8)
+            broker.proc.send_signal(signal.SIGSTOP)
+            try:
+                for (_, w), req in zip(conns, reqs):
+                    w.write(encode_frame(req))
+                await asyncio.sleep(0.05)  # every write reaches the stopped broker's sockets
+            finally:
+                broker.proc.send_signal(signal.SIGCONT)
+            for i, ((reader, _), req) in enumerate(zip(conns, reqs)):
+                got: list = []
+                deadline = time.monotonic() + 15
+                while not got and time.monotonic() < deadline:
+                    chunk = await asyncio.wait_for(reader.read(1 << 16), 15)
+                    assert chunk, "the broker closed the connection"
+                    got += decoders[i].feed(chunk)
+                (resp,) = got
+                assert resp.opaque == req.opaque
+                if req.ext_fields["b"] != topic:
+                    assert resp.code == ResponseCode.TOPIC_NOT_EXIST, resp.remark
+                    continue
+                assert resp.code == ResponseCode.SUCCESS, resp.remark
+                acked[req.body] = (int(resp.ext_fields["queueId"]), int(resp.ext_fields["queueOffset"]))
+    finally:
+        for _, w in conns:
+            w.close()
+    assert set(acked) == set(sent)
+    assert all(acked[b][0] == q for b, (_, q) in sent.items())
+    for qid in range(8):
+        p = await client.invoke(broker.addr, pull_request(topic, qid, 0, max_nums=200), 5)
+        msgs = [m for m in decode_records(p.body) if m.body != b"first"]
+        assert sorted(m.body for m in msgs) == sorted(b for b, (_, q) in sent.items() if q == qid)
+        for m in msgs:  # stored once each, where its answer said, with its own connection's address
+            assert (m.queue_id, m.queue_offset) == acked[m.body]
+            assert m.born_host == ("127.0.0.1", ports[sent[m.body][0]])
+        offsets = [m.queue_offset for m in decode_records(p.body)]
+        assert offsets == list(range(offsets[0], offsets[0] + len(offsets)))
+    q = await client.invoke(broker.addr, create_request(RequestCode.QUERY_MESSAGE, {
+        "topic": topic, "key": "c7-r3", "maxNum": 32, "beginTimestamp": 0, "endTimestamp": 2**62}), 5)
+    assert q.code == ResponseCode.SUCCESS and [m.body for m in decode_records(q.body)] == [b"c7-r3"]
+
+
+async def test_many_producers_each_one_send_in_flight_under_sync_flush(tmp_path, client):
+    """The gathered sends of a SYNC_FLUSH broker wait for one group commit together and each
+    connection is answered once the flush covers its message (the dispatcher's one task for all)."""
+    from fastmq._ext.codec import FrameDecoder
+    from tests.support import running_cluster
+
+    with running_cluster(tmp_path, flushDiskType="SYNC_FLUSH") as (_, broker):
+        topic = "SyncGathered"
+        await create_topic(client, broker.addr, topic, queues=4)
+        assert (await client.invoke(broker.addr, send_request(topic, b"first"), 5)).code == ResponseCode.SUCCESS
+        conns = [await asyncio.open_connection("127.0.0.1", broker.port) for _ in range(8)]
+        try:
+            for rnd in range(3):
+                reqs = [send_request(topic, f"s{i}-{rnd}".encode(), queue_id=i % 4) for i in range(len(conns))]
+                broker.proc.send_signal(signal.SIGSTOP)
+                try:
+                    for (_, w), req in zip(conns, reqs):
+                        w.write(encode_frame(req))
+                    await asyncio.sleep(0.05)
+                finally:
+                    broker.proc.send_signal(signal.SIGCONT)
+                for (reader, _), req in zip(conns, reqs):
+                    dec, got = FrameDecoder(), []
+                    deadline = time.monotonic() + 15
+                    while not got and time.monotonic() < deadline:
+                        chunk = await asyncio.wait_for(reader.read(1 << 16), 15)
+                        assert chunk, "the broker closed the connection"
+                        got += dec.feed(chunk)
+                    (resp,) = got
+                    assert (resp.opaque, resp.code) == (req.opaque, ResponseCode.SUCCESS), resp.remark
+        finally:
+            for _, w in conns:
+                w.close()
+        bodies = []
+        for qid in range(4):
+            p = await client.invoke(broker.addr, pull_request(topic, qid, 0, max_nums=64), 5)
+            bodies += [m.body for m in decode_records(p.body)]
+        assert sorted(bodies) == sorted([b"first"] + [f"s{i}-{r}".encode() for i in range(8) for r in range(3)])
 
 
 async def test_view_message_by_id(cluster, client):

@@ -97,6 +97,60 @@ async def test_put_get_single_and_batch(tmp_path: Path) -> None:
         s.shutdown()
 
 
+def _send_batch(sends: list[tuple[int, str, str]]):
+    """A compiled-path SendBatch (the selected twin) of SEND_MESSAGE_V2 requests to topic T:
+    ``(queue id, TAGS, KEYS)`` each."""
+    from fastmq._ext.send import encode_sends
+    from fastmq.protocol.codes import RequestCode
+    from fastmq.protocol.command import create_request
+    from fastmq.protocol.headers import SendMessageRequestHeader
+    from fastmq.protocol.message import pack_host
+
+    reqs = [create_request(RequestCode.SEND_MESSAGE_V2, SendMessageRequestHeader(
+        "PG", "T", "TBW102", 4, qid, 0, int(time.time() * 1000), 0,
+        f"TAGS\x01{tag}\x02KEYS\x01{key}\x02WAIT\x01true").to_v2_fields(), f"{key}".encode())
+        for qid, tag, key in sends]
+    return encode_sends(reqs, {"T": (64, 64, 0)}, pack_host("10.0.0.7", 5555), pack_host("127.0.0.1", 10911),
+                        b"CLUSTER\x01C\x02", 1 << 20)
+
+
+@pytest.mark.parametrize("spread", [True, False], ids=["a-few-per-queue", "many-per-queue"])
+async def test_put_batch_writes_every_queue_and_index_entry(tmp_path: Path, spread: bool) -> None:
+    """The send fast path's put: sends gathered from many connections (one or two records a
+    queue, written entry by entry) and one connection's run (many a queue, written with numpy)
+    leave the same store: queue entries, arrivals once per queue, index keys, after a restart."""
+    arrivals: list = []
+    s = open_store(tmp_path, arrivals, mappedFileSizeCommitLog=1 << 20)
+    if spread:
+        sends = [(q, "A", f"k{q}") for q in range(16)] + [(3, "B", "k3b")]
+    else:
+        sends = [(q // 8, "A" if q % 8 else "B", f"k{q}") for q in range(16)] + [(9, "A", "k9b")]
+    try:
+        r = await s.put_batch(_send_batch(sends))
+        assert r.status is PutStatus.PUT_OK and r.msg_num == 17
+        want: dict[int, list[bytes]] = {}
+        for qid, _, key in sends:
+            want.setdefault(qid, []).append(key.encode())
+        for qid, keys in want.items():
+            g = s.get_message("g", "T", qid, 0, 32)
+            assert bodies(g) == keys and g.queue_offsets == list(range(len(keys)))
+        tags = {q: {t for qq, t, _ in sends if qq == q} for q in want}
+        assert sorted(arrivals) == sorted(
+            ("T", q, len(keys), java_string_hash(tags[q].pop()) if len(tags[q]) == 1 else None)
+            for q, keys in want.items())
+        assert [m.body for m in decode_records(b"".join(s.query_message("T", "k3", 8, 0, 2**62)))] == [b"k3"]
+        assert s.check_consistency() == []
+    finally:
+        s.shutdown()
+    again = open_store(tmp_path, mappedFileSizeCommitLog=1 << 20)
+    try:
+        for qid, keys in want.items():
+            assert bodies(again.get_message("g", "T", qid, 0, 32)) == keys
+        assert len(again.query_message("T", sends[-1][2], 8, 0, 2**62)) == 1
+    finally:
+        again.shutdown()
+
+
 async def test_rolls_over_many_files(store: MessageStore) -> None:
     for i in range(40):  # ~40 x 300 bytes over 8 KiB files: several commit-log and CQ files
         r = await store.put_messages([msg(body=bytes([i]) * 200)])

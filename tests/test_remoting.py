@@ -724,6 +724,153 @@ async def test_a_run_of_requests_goes_to_process_batch_once() -> None:
         await srv.close()
 
 
+# -------------------------------------------------------------- gathering processors
+
+GATHER, GATHER_BOOM, GATHER_WAIT = 7103, 7104, 7105
+
+
+class Gathering(RequestProcessor):
+    """Answers what several connections sent in one loop turn together, as the broker's send
+    path does: each answer's remark says how many connections its call served."""
+
+    batches = True
+    gathers = True
+
+    def __init__(self, log: list[str] | None = None) -> None:
+        self.calls: list[list[int]] = []
+        self.log = log if log is not None else []
+        self.busy = False
+
+    def reject_request(self) -> bool:
+        return self.busy
+
+    def process_batch(self, conn: Connection, requests: list[RemotingCommand]) -> list[Any]:
+        self.log.append(f"batch {len(requests)}")
+        return [(r, response_for(r, 0, "batch")) for r in requests]
+
+    def process_gathered(self, parts: list[tuple[Connection, list[RemotingCommand]]]) -> Any:
+        if any(r.code == GATHER_BOOM for _, reqs in parts for r in reqs):
+            raise RuntimeError("gather exploded")
+        self.calls.append([len(reqs) for _, reqs in parts])
+        self.log.append(f"gathered {len(parts)}")
+        remark = f"of {len(parts)}"
+        ready = [(conn, [encode_frames([response_for(r, 0, remark) for r in reqs if r.code == GATHER])])
+                 for conn, reqs in parts]
+        waiting = [(conn, [r for r in reqs if r.code == GATHER_WAIT]) for conn, reqs in parts]
+        if not any(w for _, w in waiting):
+            return ready, None
+
+        async def later() -> list[tuple[Connection, list[Any]]]:
+            await asyncio.sleep(0.01)
+            return [(conn, [(r, response_for(r, 0, "later")) for r in reqs]) for conn, reqs in waiting]
+        return ready, later()
+
+
+class Logged(RequestProcessor):
+    def __init__(self, log: list[str]) -> None:
+        self.log = log
+
+    def process_request(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        self.log.append("echo")
+        return response_for(request, 0)
+
+
+async def test_reads_of_several_connections_in_one_turn_are_processed_together() -> None:
+    """Guards the broker's one-send-in-flight shape (RocketMQ's benchmark Producer): each of 12
+    connections sends one request; the reads of one loop turn reach process_gathered in one call
+    and each connection gets its own answer."""
+    proc = Gathering()
+    srv = RemotingServer("127.0.0.1", 0)
+    for code in (GATHER, GATHER_BOOM, GATHER_WAIT):
+        srv.register_processor(code, proc)
+    await srv.start()
+    conns = [await asyncio.open_connection("127.0.0.1", srv.port) for _ in range(12)]
+    try:
+        for rnd in range(3):
+            reqs = [create_request(GATHER_WAIT if rnd == 1 and i % 3 == 0 else GATHER, {"v": str(i)})
+                    for i in range(len(conns))]
+            for (_, w), req in zip(conns, reqs):  # no await in between: one turn of the server's loop
+                w.write(encode_frame(req))
+            for (r, _), req in zip(conns, reqs):
+                (resp,) = await read_commands(r, 1)
+                assert resp.opaque == req.opaque and resp.code == 0
+                assert resp.remark == "later" if req.code == GATHER_WAIT else resp.remark.startswith("of ")
+        # every request reached process_gathered once; the turns gathered several connections
+        # (not asserted exactly: the loop may take the reads in more than one turn)
+        assert sum(sum(c) for c in proc.calls) == 36
+        assert max(len(c) for c in proc.calls) > 1, proc.calls
+        assert all(not c.inflight for c in srv.connections)
+        # a gathered call that raises: each request gets SYSTEM_ERROR with the text, the server goes on
+        for i, (_, w) in enumerate(conns[:4]):
+            w.write(encode_frame(create_request(GATHER_BOOM if i == 0 else GATHER)))
+        for r, _ in conns[:4]:
+            (resp,) = await read_commands(r, 1)
+            assert resp.code in (0, 1)
+            if resp.code:
+                assert "gather exploded" in resp.remark
+        proc.busy = True
+        conns[0][1].write(encode_frame(create_request(GATHER)))
+        (resp,) = await read_commands(conns[0][0], 1)
+        assert resp.code == 2 and "system busy" in resp.remark
+    finally:
+        for _, w in conns:
+            await close_writer(w)
+        await srv.close()
+
+
+class _FakeTransport:
+    def is_closing(self) -> bool:
+        return False
+
+
+class _FakeConn:
+    """What the dispatcher uses of a connection, recording what it writes."""
+
+    def __init__(self) -> None:
+        self.closed, self.transport, self.remote_addr = False, _FakeTransport(), "fake"
+        self.frames: list[bytes] = []
+        self.inflight = 0
+
+    def wrote(self, data: bytes) -> None:
+        self.frames.append(data)
+
+    def send_many(self, cmds: list[RemotingCommand]) -> None:
+        self.frames.append(encode_frames(cmds))
+
+    def begin_request(self) -> None:
+        self.inflight += 1
+
+    def end_request(self) -> None:
+        self.inflight -= 1
+
+
+async def test_a_read_for_another_processor_runs_what_was_gathered_first() -> None:
+    """Requests are still processed in the order they were read: gathered ones are not
+    overtaken by a later read of another kind in the same turn."""
+    from fastmq.remoting.processor import Dispatcher
+
+    log: list[str] = []
+    d = Dispatcher()
+    d.register(GATHER, Gathering(log))
+    d.register(ECHO, Logged(log))
+    a, b = _FakeConn(), _FakeConn()
+    d.dispatch(a, [create_request(GATHER)])  # type: ignore[arg-type]
+    d.dispatch(b, [create_request(GATHER)])  # type: ignore[arg-type]
+    assert log == [] and not a.frames        # held for the loop's next turn
+    d.dispatch(b, [create_request(ECHO)])    # type: ignore[arg-type]
+    assert log == ["gathered 2", "echo"]
+    await asyncio.sleep(0)                   # the scheduled run finds nothing left
+    assert log == ["gathered 2", "echo"]
+    assert len(FrameDecoder().feed(b"".join(a.frames))) == 1
+    assert len(FrameDecoder().feed(b"".join(b.frames))) == 2
+    # a read mixing both kinds is not gathered: it goes the usual way, after what waits
+    d.dispatch(a, [create_request(GATHER)])  # type: ignore[arg-type]
+    d.dispatch(b, [create_request(GATHER), create_request(ECHO)])  # type: ignore[arg-type]
+    assert log == ["gathered 2", "echo", "gathered 1", "batch 1", "echo"]
+    assert len(FrameDecoder().feed(b"".join(b.frames))) == 4
+    await d.cancel_all()
+
+
 # -------------------------------------------------------------- client flow control
 
 

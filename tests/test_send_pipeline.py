@@ -249,6 +249,65 @@ def test_answers_are_what_the_codec_writes(send) -> None:
     assert [f.opaque for f in FrameDecoder().feed(got)] == [r.opaque for r in reqs[:3]]
 
 
+def test_sends_of_several_connections_in_one_batch(send) -> None:
+    """Sends gathered from several connections: each record carries its own connection's born
+    host, and each connection's answers are cut from the batch by request range."""
+    other = pack_host("10.9.8.7", 4242)
+    reqs = [_send(), _send("T2", 2), _send("NoSuchTopic"), _send(oneway=True), _send("T1", 3)]
+    hosts = [BORN, BORN, other, other, other]
+    b = send.encode_sends(reqs, TOPICS, BORN, STORE, CLUSTER, 4 << 20, born_hosts=hosts)
+    assert (b.fast, b.slow) == ([0, 1, 3, 4], [2])
+    pos, borns = 0, []
+    for _ in range(b.n):
+        m = decode_record(b.records, pos)
+        borns.append(m.born_host)
+        pos += m.store_size
+    assert borns == [("10.1.2.3", 5555), ("10.1.2.3", 5555), ("10.9.8.7", 4242), ("10.9.8.7", 4242)]
+    template = answer_template("DefaultRegion", True)
+    whole = send.encode_answers(b, reqs, PREFIX, template)
+    first = send.encode_answers(b, reqs, PREFIX, template, lo=0, hi=2)
+    second = send.encode_answers(b, reqs, PREFIX, template, lo=2, hi=5)
+    assert first + second == whole
+    assert [f.opaque for f in FrameDecoder().feed(first)] == [reqs[0].opaque, reqs[1].opaque]
+    assert [f.opaque for f in FrameDecoder().feed(second)] == [reqs[4].opaque]  # no answer to a oneway
+    assert send.encode_answers(b, reqs, PREFIX, template, lo=2, hi=4) == b""
+    with pytest.raises(ValueError):  # one host per request
+        send.encode_sends(reqs, TOPICS, BORN, STORE, CLUSTER, 4 << 20, born_hosts=hosts[:2])
+    with pytest.raises(ValueError):  # IPv4 hosts only, as for born_host
+        send.encode_sends(reqs, TOPICS, BORN, STORE, CLUSTER, 4 << 20, born_hosts=[pack_host("::1", 1)] * 5)
+
+
+def test_binary_header_sends_take_the_fast_path_and_are_answered_in_kind(send) -> None:
+    """RocketMQ's benchmark Producer sends its requests in the binary (ROCKETMQ) header: with
+    ``binary`` they take the fast path, and each answer is what the codec writes for the same
+    response in the request's own header form."""
+    from fastmq._ext.send_py import binary_answer_template
+
+    reqs = [_send(), _send("T2", 2), _send(body=_batch_body(2), code=RequestCode.SEND_BATCH_MESSAGE), _send()]
+    for r in reqs[1:3]:
+        r.serialize_type = 1
+    reqs[3].opaque = -5  # Java's opaque is a signed int
+    assert send.encode_sends(reqs, TOPICS, BORN, STORE, CLUSTER, 4 << 20).slow == [1, 2]
+    b = send.encode_sends(reqs, TOPICS, BORN, STORE, CLUSTER, 4 << 20, binary=True)
+    assert (b.fast, b.slow) == ([0, 1, 2, 3], [])
+    b.cols[:, COL["queue_offset"]] = [10, 0, 11, 12, 7]
+    b.cols[:, COL["commit_log_offset"]] = [0, 0x1A2B, 0xFFFF_FFFF_FF, 5, 9]
+    template, binary = answer_template("DefaultRegion", True), binary_answer_template("DefaultRegion", True)
+    got = send.encode_answers(b, reqs, PREFIX, template, binary_template=binary)
+    want = []
+    for r, (ids, qid, qoff) in zip(reqs, [("0" * 16, 1, 10), ("0000000000001A2B", 2, 0),
+                                          ("000000FFFFFFFFFF,0000000000000005", 1, 11), ("0000000000000009", 1, 7)]):
+        resp = response_for(r, 0, None, {"msgId": ",".join(PREFIX.decode() + x for x in ids.split(",")),
+                                         "queueId": qid, "queueOffset": qoff, "MSG_REGION": "DefaultRegion",
+                                         "TRACE_ON": "true"})
+        resp.serialize_type = r.serialize_type
+        want.append(resp)
+    assert got == encode_frames(want)
+    assert [f.serialize_type for f in FrameDecoder().feed(got)] == [0, 1, 1, 0]
+    with pytest.raises(ValueError):  # a binary answer cannot be written without its template
+        send.encode_answers(b, reqs, PREFIX, template)
+
+
 def test_index_entries_match_the_python_indexer(send, tmp_path) -> None:
     reqs = [_send(props="KEYS\x01a b  c\x02UNIQ_KEY\x01U1\x02"), _send("话题", 0, "UNIQ_KEY\x01U2\x02"),
             _send(props="TAGS\x01x\x02")]
@@ -351,3 +410,7 @@ def test_puts_are_counted_per_topic_for_stats(send) -> None:
     one = send.encode_sends([_send("T2", 3)], TOPICS, BORN, STORE, CLUSTER, 4096)
     SendMessageProcessor._count_puts(SimpleNamespace(broker=SimpleNamespace(stats=stats)), one)
     assert (t2.value, t2.times) == (2, 2)
+    # sends gathered from several connections, each to its own queue of one topic
+    spread = send.encode_sends([_send("T2", q) for q in range(8)], TOPICS, BORN, STORE, CLUSTER, 4096)
+    SendMessageProcessor._count_puts(SimpleNamespace(broker=SimpleNamespace(stats=stats)), spread)
+    assert (t2.value, t2.times) == (10, 10)

@@ -310,24 +310,36 @@ cdef struct Ctx:
     const uint8_t* cluster
     Py_ssize_t cluster_len
     int64_t max_size
+    bint binary  # requests in the binary header (serialize type 1) are taken too
 
 
 @cython.boundscheck(False)
 @cython.wraparound(False)
 def encode_sends(list requests, dict topics, bytes born_host, bytes store_host, bytes cluster_prop,
-                 long long max_size, long long rr=0, *, set groups=None) -> SendBatch:
+                 long long max_size, long long rr=0, *, set groups=None, list born_hosts=None,
+                 bint binary=False) -> SendBatch:
     """Encode every request the fast path takes; list the others in ``slow``.
 
     ``topics`` maps a topic that passed the processor's checks to ``(queue id bound, write queue
     nums, sys flag bits to add)``; ``born_host`` and ``store_host`` are packed IPv4 hosts;
     ``cluster_prop`` is ``b"CLUSTER\\x01<name>\\x02"``; ``max_size`` the largest record accepted;
-    ``groups``, when given, the producer groups that passed those checks (others go the long way).
+    ``groups``, when given, the producer groups that passed those checks (others go the long way);
+    ``born_hosts``, when given, request ``i``'s own born host (the requests of several
+    connections in one batch) in place of ``born_host``; ``binary``: take requests in RocketMQ's
+    binary header too (their answers then need encode_answers' ``binary_template``).
     """
     cdef SendBatch b = SendBatch.__new__(SendBatch)
     cdef Py_ssize_t nreq = len(requests), i, mark, first_row, nkeys
     cdef long long rr0
+    cdef object host
     if len(born_host) != REC_IPV4_HOST_LEN or len(store_host) != REC_IPV4_HOST_LEN:
         raise ValueError("the fast path takes packed IPv4 hosts (8 bytes)")
+    if born_hosts is not None:
+        if len(born_hosts) != nreq:
+            raise ValueError("born_hosts must give one host per request")
+        for host in born_hosts:
+            if type(host) is not bytes or PyBytes_GET_SIZE(host) != REC_IPV4_HOST_LEN:
+                raise ValueError("the fast path takes packed IPv4 hosts (8 bytes)")
     b.start(nreq, rr)
     cdef Ctx ctx
     ctx.born_host = <const uint8_t*>PyBytes_AS_STRING(born_host)
@@ -335,8 +347,11 @@ def encode_sends(list requests, dict topics, bytes born_host, bytes store_host, 
     ctx.cluster = <const uint8_t*>PyBytes_AS_STRING(cluster_prop)
     ctx.cluster_len = PyBytes_GET_SIZE(cluster_prop)
     ctx.max_size = max_size
+    ctx.binary = binary
     for i in range(nreq):
         mark, first_row, nkeys, rr0 = b.staging.n, b.n, len(b.keys), b.rr
+        if born_hosts is not None:
+            ctx.born_host = <const uint8_t*>PyBytes_AS_STRING(<bytes>born_hosts[i])
         if _encode_one(b, <RemotingCommand?>requests[i], i, topics, groups, &ctx):
             b.fast.append(i)
             continue
@@ -361,8 +376,9 @@ cdef bint _encode_one(SendBatch b, RemotingCommand req, Py_ssize_t i, dict topic
     cdef Props pr
     cdef bint batch
     cdef const uint8_t* bp
-    if command_serialize_type(req) != 0 or (command_code(req) != CODE_SEND_V2 and command_code(req) != CODE_SEND
-                                      and command_code(req) != CODE_SEND_BATCH):
+    if ((command_serialize_type(req) != 0 and not (ctx.binary and command_serialize_type(req) == 1))
+            or (command_code(req) != CODE_SEND_V2 and command_code(req) != CODE_SEND
+                and command_code(req) != CODE_SEND_BATCH)):
         return False
     f = req.ext_fields
     if type(f) is not dict:
@@ -525,28 +541,46 @@ cdef const char* _HEX = "0123456789ABCDEF"
 
 @cython.boundscheck(False)
 @cython.wraparound(False)
-def encode_answers(SendBatch b, list requests, bytes msg_id_prefix, tuple template) -> bytes:
-    """The SUCCESS response frames (JSON headers) of every fast request that is not oneway.
+def encode_answers(SendBatch b, list requests, bytes msg_id_prefix, tuple template, *, Py_ssize_t lo=0,
+                   Py_ssize_t hi=-1, tuple binary_template=None) -> bytes:
+    """The SUCCESS response frames of every fast request that is not oneway, each in its
+    request's header form.
 
-    ``template`` is the five pieces of the response header around msgId, queueId, queueOffset
-    and opaque (see ``send_py.answer_template``): the same bytes the codec writes.
+    ``template`` is the five pieces of the JSON response header around msgId, queueId,
+    queueOffset and opaque (see ``send_py.answer_template``), ``binary_template`` the six of
+    RocketMQ's binary one (``send_py.binary_answer_template``): the same bytes the codec writes.
+    ``lo`` and ``hi`` (when ``hi`` >= 0) keep the answers of requests ``lo <= i < hi`` only: one
+    connection's share of a batch gathered from several.
+
+    Raises:
+        ValueError: a binary request and no ``binary_template``.
     """
     cdef bytes t0 = template[0], t1 = template[1], t2 = template[2], t3 = template[3], t4 = template[4]
     cdef Py_ssize_t l0 = len(t0), l1 = len(t1), l2 = len(t2), l3 = len(t3), l4 = len(t4)
+    cdef bytes b0 = b"", b1 = b"", b2 = b"", b3 = b"", b4 = b"", b5 = b""
+    if binary_template is not None:
+        b0, b1, b2, b3, b4, b5 = binary_template
+    cdef Py_ssize_t m0 = len(b0), m1 = len(b1), m2 = len(b2), m3 = len(b3), m4 = len(b4), m5 = len(b5)
+    cdef Py_ssize_t per_req = max(l0 + l1 + l2 + l3 + l4, m0 + m1 + m2 + m3 + m4 + m5 + 16)
+    cdef char* ext
+    cdef char* vlen
     cdef Py_ssize_t plen = len(msg_id_prefix)
     cdef int64_t[:, ::1] c = b.rows
-    cdef Py_ssize_t i = 0, j, k, nrec, cap, hlen
+    cdef Py_ssize_t i = 0, j, cap, hlen
     cdef RemotingCommand req
     cdef char* out
     cdef char* p
     cdef char* frame
     cdef bytes res
-    cdef uint64_t phys
     # worst case per record: prefix + 16 hex + comma; per request: pieces + numbers + frame head
+    if hi < 0:
+        hi = len(requests)
     cap = 0
     for i in range(b.n):
-        cap += plen + 17
-    cap += len(b.fast) * (l0 + l1 + l2 + l3 + l4 + 3 * 21 + 8)
+        if lo <= c[i, C_REQ] < hi:
+            cap += plen + 17
+            if i == 0 or c[i - 1, C_REQ] != c[i, C_REQ]:
+                cap += per_req + 3 * 21 + 8
     res = PyBytes_FromStringAndSize(NULL, cap)
     out = PyBytes_AS_STRING(res)
     p = out
@@ -556,23 +590,53 @@ def encode_answers(SendBatch b, list requests, bytes msg_id_prefix, tuple templa
         j = i
         while j < b.n and c[j, C_REQ] == c[i, C_REQ]:
             j += 1
-        if command_flag(req) & 2:  # oneway: no answer
+        if command_flag(req) & 2 or not (lo <= c[i, C_REQ] < hi):  # oneway: no answer; or not asked for
+            i = j
+            continue
+        if command_serialize_type(req) == 1:
+            if binary_template is None:
+                raise ValueError("a request in the binary header needs binary_template for its answer")
+            frame = p
+            p += 8
+            memcpy(p, PyBytes_AS_STRING(b0), m0)
+            p += m0
+            _put32(<uint8_t*>p, <uint32_t>command_opaque(req))
+            p += 4
+            memcpy(p, PyBytes_AS_STRING(b1), m1)
+            p += m1
+            ext = p
+            p += 4
+            memcpy(p, PyBytes_AS_STRING(b2), m2)
+            p += m2
+            vlen = p
+            p += 4
+            p = _msg_ids(p, c, i, j, PyBytes_AS_STRING(msg_id_prefix), plen)
+            _put32(<uint8_t*>vlen, <uint32_t>(p - vlen - 4))
+            memcpy(p, PyBytes_AS_STRING(b3), m3)
+            p += m3
+            vlen = p
+            p += 4
+            p += _itoa(c[i, C_QID], p)
+            _put32(<uint8_t*>vlen, <uint32_t>(p - vlen - 4))
+            memcpy(p, PyBytes_AS_STRING(b4), m4)
+            p += m4
+            vlen = p
+            p += 4
+            p += _itoa(c[i, C_QOFF], p)
+            _put32(<uint8_t*>vlen, <uint32_t>(p - vlen - 4))
+            memcpy(p, PyBytes_AS_STRING(b5), m5)
+            p += m5
+            _put32(<uint8_t*>ext, <uint32_t>(p - ext - 4))
+            hlen = p - frame - 8
+            _put32(<uint8_t*>frame, <uint32_t>(hlen + 4))
+            _put32(<uint8_t*>frame + 4, <uint32_t>((1 << 24) | hlen))
             i = j
             continue
         frame = p
         p += 8
         memcpy(p, PyBytes_AS_STRING(t0), l0)
         p += l0
-        for k in range(i, j):
-            if k > i:
-                p[0] = 44  # ','
-                p += 1
-            memcpy(p, PyBytes_AS_STRING(msg_id_prefix), plen)
-            p += plen
-            phys = <uint64_t>c[k, C_PHYS]
-            for nrec in range(16):
-                p[nrec] = _HEX[(phys >> (60 - 4 * nrec)) & 0xF]
-            p += 16
+        p = _msg_ids(p, c, i, j, PyBytes_AS_STRING(msg_id_prefix), plen)
         memcpy(p, PyBytes_AS_STRING(t1), l1)
         p += l1
         p += _itoa(c[i, C_QID], p)
@@ -589,6 +653,26 @@ def encode_answers(SendBatch b, list requests, bytes msg_id_prefix, tuple templa
         _put32(<uint8_t*>frame + 4, <uint32_t>hlen)
         i = j
     return res[:p - out]
+
+
+@cython.boundscheck(False)
+@cython.wraparound(False)
+cdef inline char* _msg_ids(char* p, int64_t[:, ::1] c, Py_ssize_t i, Py_ssize_t j, const char* prefix,
+                           Py_ssize_t plen) noexcept:
+    """The offset msgIds of records ``i..j-1``, comma-separated, at ``p``; returns the end."""
+    cdef Py_ssize_t k, d
+    cdef uint64_t phys
+    for k in range(i, j):
+        if k > i:
+            p[0] = 44  # ','
+            p += 1
+        memcpy(p, prefix, plen)
+        p += plen
+        phys = <uint64_t>c[k, C_PHYS]
+        for d in range(16):
+            p[d] = _HEX[(phys >> (60 - 4 * d)) & 0xF]
+        p += 16
+    return p
 
 
 cdef inline Py_ssize_t _itoa(int64_t v, char* out) noexcept:

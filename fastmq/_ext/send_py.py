@@ -38,7 +38,7 @@ from ..protocol.record_layout import (BATCH_HEAD_FORMAT, BATCH_MIN_LEN, BATCH_PO
 from .javahash import jhash
 from .send_batch_py import C_PHYS, C_QID, C_QOFF, C_REQ, F_INDEX, F_WAIT, SendBatch
 
-__all__ = ["encode_sends", "encode_answers", "crc32", "java_hash", "answer_template"]
+__all__ = ["encode_sends", "encode_answers", "crc32", "java_hash", "answer_template", "binary_answer_template"]
 
 FIXED = MIN_RECORD_LEN_V4
 MAGIC = MESSAGE_MAGIC_CODE
@@ -134,14 +134,23 @@ def _record(qid: int, flag: int, sys_flag: int, born_ts: int, reconsume: int, bo
 
 def encode_sends(requests: list[Any], topics: dict[str, tuple[int, int, int]], born_host: bytes,
                  store_host: bytes, cluster_prop: bytes, max_size: int, rr: int = 0, *,
-                 groups: set[str] | None = None) -> SendBatch:
-    """Encode every request the fast path takes; list the others in ``slow`` (module doc)."""
+                 groups: set[str] | None = None, born_hosts: list[bytes] | None = None,
+                 binary: bool = False) -> SendBatch:
+    """Encode every request the fast path takes; list the others in ``slow`` (module doc).
+    ``binary``: take requests in RocketMQ's binary header too (their answers then need
+    encode_answers' ``binary_template``)."""
     b = SendBatch(len(requests), rr)
     if len(born_host) != 8 or len(store_host) != 8:
         raise ValueError("the fast path takes packed IPv4 hosts (8 bytes)")
+    if born_hosts is not None:
+        if len(born_hosts) != len(requests):
+            raise ValueError("born_hosts must give one host per request")
+        if any(type(h) is not bytes or len(h) != 8 for h in born_hosts):
+            raise ValueError("the fast path takes packed IPv4 hosts (8 bytes)")
     key_index: dict[tuple[str, int], int] = {}
     for i, req in enumerate(requests):
-        if req.serialize_type != 0 or req.code not in _CODES or type(req.ext_fields) is not dict:
+        if ((req.serialize_type != 0 and not (binary and req.serialize_type == 1)) or req.code not in _CODES
+                or type(req.ext_fields) is not dict):
             b.slow.append(i)
             continue
         f = req.ext_fields
@@ -211,8 +220,9 @@ def encode_sends(requests: list[Any], topics: dict[str, tuple[int, int, int]], b
         if kidx is None:
             kidx = key_index[(topic, qid)] = len(b.keys)
             b.keys.append((topic, qid))
+        born = born_host if born_hosts is None else born_hosts[i]
         for eflag, ebody, pb, pr in entries:
-            b.add(i, _record(qid, eflag, sys_flag, born_ts, reconsume, ebody, tb, pb + cluster_prop, born_host,
+            b.add(i, _record(qid, eflag, sys_flag, born_ts, reconsume, ebody, tb, pb + cluster_prop, born,
                               store_host), kidx, pr.tags, (F_WAIT if pr.wait else 0) | (F_INDEX if pr.index else 0),
                    qid)
         b.fast.append(i)
@@ -249,9 +259,18 @@ def _batch_entries(body: bytes, tb: bytes, cluster_prop: bytes, max_size: int) -
 
 
 def encode_answers(b: SendBatch, requests: list[Any], msg_id_prefix: bytes,
-                   template: tuple[bytes, bytes, bytes, bytes, bytes]) -> bytes:
-    """The SUCCESS response frames (JSON headers) of every fast request that is not oneway."""
+                   template: tuple[bytes, bytes, bytes, bytes, bytes], *, lo: int = 0, hi: int = -1,
+                   binary_template: tuple[bytes, bytes, bytes, bytes, bytes, bytes] | None = None) -> bytes:
+    """The SUCCESS response frames of every fast request that is not oneway, each in its
+    request's header form (JSON, or RocketMQ's binary one from ``binary_template``); with
+    ``hi`` >= 0, of requests ``lo <= i < hi`` only (one connection's share of a gathered batch).
+
+    Raises:
+        ValueError: a binary request and no ``binary_template``.
+    """
     t0, t1, t2, t3, t4 = template
+    if hi < 0:
+        hi = len(requests)
     out: list[bytes] = []
     c = b.cols
     i = 0
@@ -261,13 +280,47 @@ def encode_answers(b: SendBatch, requests: list[Any], msg_id_prefix: bytes,
         while j < b.n and int(c[j, C_REQ]) == r:
             j += 1
         req = requests[r]
-        if not req.flag & 2:
+        if not req.flag & 2 and lo <= r < hi:
             ids = b",".join(msg_id_prefix + b"%016X" % int(c[k, C_PHYS]) for k in range(i, j))
-            header = b"".join((t0, ids, t1, b"%d" % int(c[i, C_QID]), t2, b"%d" % int(c[i, C_QOFF]), t3,
-                               b"%d" % req.opaque, t4))
-            out.append(_U32.pack(len(header) + 4) + _U32.pack(len(header)) + header)
+            qid, qoff = b"%d" % int(c[i, C_QID]), b"%d" % int(c[i, C_QOFF])
+            if req.serialize_type == 1:
+                if binary_template is None:
+                    raise ValueError("a request in the binary header needs binary_template for its answer")
+                h0, mid, k0, k1, k2, tail = binary_template
+                ext = b"".join((k0, _U32.pack(len(ids)), ids, k1, _U32.pack(len(qid)), qid,
+                                k2, _U32.pack(len(qoff)), qoff, tail))
+                header = b"".join((h0, _I32.pack(req.opaque), mid, _U32.pack(len(ext)), ext))
+                out.append(_U32.pack(len(header) + 4) + _U32.pack((1 << 24) | len(header)) + header)
+            else:
+                header = b"".join((t0, ids, t1, qid, t2, qoff, t3, b"%d" % req.opaque, t4))
+                out.append(_U32.pack(len(header) + 4) + _U32.pack(len(header)) + header)
         i = j
     return b"".join(out)
+
+
+def binary_answer_template(region: str, trace_on: bool) -> tuple[bytes, bytes, bytes, bytes, bytes, bytes]:
+    """The constant pieces of a SUCCESS send answer in RocketMQ's binary header (the ROCKETMQ
+    serialize type, which RocketMQ's own benchmark tools send), cut out of what the codec itself
+    writes: before the opaque; from after it to the extFields length (flag and an empty remark);
+    from there to msgId's value length (its key); then the queueId and queueOffset keys, each
+    between the previous value and its own value length; and what follows queueOffset's value."""
+    from .codec import RemotingCommand, encode_frame
+    cmd = RemotingCommand(0, language=0, version=409, opaque=2109876543, flag=1, serialize_type=1, ext_fields={
+        _MSG_ID: "\u0010M", _QUEUE_ID: "\u0010Q", _QUEUE_OFFSET: "\u0010O", MessageConst.MSG_REGION: region,
+        MessageConst.TRACE_SWITCH: "true" if trace_on else "false"})
+    header = encode_frame(cmd)[8:]
+    head, found, rest = header.partition(_I32.pack(2109876543))
+    if not found or rest[4:8] != bytes(4):  # (flag, then an empty remark)
+        raise ValueError("the codec's binary response layout changed: cannot build the answer template")
+    pieces = [head, rest[:8]]
+    ext = rest[12:]
+    for marker in (b"\x10M", b"\x10Q", b"\x10O"):
+        key, found, ext = ext.partition(_U32.pack(len(marker)) + marker)
+        if not found:
+            raise ValueError("the codec's binary response layout changed: cannot build the answer template")
+        pieces.append(key)
+    pieces.append(ext)
+    return pieces[0], pieces[1], pieces[2], pieces[3], pieces[4], pieces[5]
 
 
 def answer_template(region: str, trace_on: bool) -> tuple[bytes, bytes, bytes, bytes, bytes]:

@@ -216,8 +216,8 @@ class CommitLog:
                         mf = self.mfq.get_last_mapped_file()
                     i = i2
             finally:  # records already placed keep their queue offsets, whatever stopped the rest
-                for k, key in enumerate(batch.keys):
-                    table[key] = int(next_offsets[k])
+                for key, nxt in zip(batch.keys, next_offsets.tolist()):
+                    table[key] = nxt
             mf.store_timestamp = store_timestamp
             self.last_store_timestamp = store_timestamp
             self.mfq.after_append(mf)

@@ -72,6 +72,8 @@ _TOPIC_CHARS = frozenset("%|_-0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmn
 _RECORD_FIXED = record_length(0, 0, 0, 0)  # a record's size without body, topic, properties
 _C_KEY, _C_TAGS, _C_QOFF, _C_PHYS, _C_SIZE = (_SEND_COLUMNS.index(c) for c in
                                               ("key", "tags", "queue_offset", "commit_log_offset", "size"))
+#: put_batch writes a queue's entries with numpy from this many records a queue on average
+_ROWS_PER_KEY_FOR_NUMPY = 4
 
 class PutStatus(enum.Enum):
     PUT_OK = "PUT_OK"
@@ -502,6 +504,29 @@ class MessageStore(DiskSpaceGuard):
             self.queues.find_or_create(topic, qid).put(qoff, phys, size, tag)
             self._arrived(cb, topic, qid, qoff + 1, tag)
             first_qoff, first_phys, end = qoff, phys, phys + size
+        elif len(keys) * _ROWS_PER_KEY_FOR_NUMPY > batch.n:
+            # a few records a queue (sends gathered from many connections, each to its own queue):
+            # the rows as Python ints, one entry at a time; numpy's per-queue mask and slices cost
+            # more than that below a few records a queue
+            rows = cols.tolist()
+            queues = self.queues
+            ends: dict[int, list[int]] = {}  # key -> [next queue offset, its first tags code, 1 if mixed]
+            for row in rows:
+                k, qoff, tag = row[_C_KEY], row[_C_QOFF], row[_C_TAGS]
+                topic, qid = keys[k]
+                queues.find_or_create(topic, qid).put(qoff, row[_C_PHYS], row[_C_SIZE], tag)
+                seen = ends.get(k)
+                if seen is None:
+                    ends[k] = [qoff + 1, tag, 0]
+                else:
+                    seen[0] = qoff + 1
+                    if seen[1] != tag:
+                        seen[2] = 1
+            for k, (nxt, tag, mixed) in ends.items():
+                topic, qid = keys[k]
+                self._arrived(cb, topic, qid, nxt, None if mixed else tag)
+            first, last_row = rows[0], rows[-1]
+            first_qoff, first_phys, end = first[_C_QOFF], first[_C_PHYS], last_row[_C_PHYS] + last_row[_C_SIZE]
         else:
             for k, (topic, qid) in enumerate(keys):
                 rows = cols if len(keys) == 1 else cols[cols[:, _C_KEY] == k]

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import logging
 import random
-from typing import TYPE_CHECKING, Any
+from bisect import bisect_right
+from typing import TYPE_CHECKING, Any, Awaitable
 
 import numpy as np
 
-from ..._ext.send import answer_template, encode_answers, encode_sends
+from ..._ext.send import answer_template, binary_answer_template, encode_answers, encode_sends
 from ..._ext.send_batch import COLUMNS, SendBatch
 from ...errors import FAQ_SUFFIX, RemotingCommandError
 from ...protocol import topic as tv
@@ -26,6 +27,7 @@ from ...protocol.message_const import NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR
 from ...protocol.message import (MessageConst, MessageExt, MessageFormatError, MessageSysFlag, decode_batch_body,
                                  decode_properties, pack_host)
 from ...remoting import Connection
+from ...remoting.processor import Gathered
 # Sends run eagerly: on an ASYNC_FLUSH store a send never waits, so its response joins the
 # other responses of the same socket read (one write) instead of costing a Task; a SYNC_FLUSH
 # send waits for the group commit and is finished by the dispatcher's Task.
@@ -60,6 +62,8 @@ PUT_STATUS_CODES = {
     PutStatus.FLUSH_SLAVE_TIMEOUT: ResponseCode.FLUSH_SLAVE_TIMEOUT,
     PutStatus.SLAVE_NOT_AVAILABLE: ResponseCode.SLAVE_NOT_AVAILABLE,
 }
+#: (CLUSTER property, msgId prefix, JSON answer template, binary answer template)
+_Consts = tuple[bytes, bytes, tuple[bytes, bytes, bytes, bytes, bytes], tuple[bytes, bytes, bytes, bytes, bytes, bytes]]
 _C_REQ, _C_QID, _C_QOFF, _C_PHYS, _C_KEY = (COLUMNS.index(c) for c in ("req", "queue_id", "queue_offset",
                                                                          "commit_log_offset", "key"))
 
@@ -149,8 +153,9 @@ class SendMessageProcessor(BrokerCodeDispatchProcessor):
         self._fast_topics: dict[str, tuple[int, int, int]] = {}
         self._fast_version: tuple[int, int, int] | None = None
         self._rr = random.randrange(1 << 16)
-        # (CLUSTER property, msgId prefix, answer template): fixed for the broker's life, made once
-        self._consts: tuple[bytes, bytes, tuple[bytes, bytes, bytes, bytes, bytes]] | None = None
+        # (CLUSTER property, msgId prefix, JSON and binary answer templates): fixed for the
+        # broker's life, made once
+        self._consts: _Consts | None = None
         self._store_host: bytes | None = None
         # producer groups that passed the name gate: the fast path takes no other (encode_sends)
         self._good_groups: set[str] = set()
@@ -170,9 +175,9 @@ class SendMessageProcessor(BrokerCodeDispatchProcessor):
         self._refresh_fast_topics()
         store = self.broker.store
         max_size = min(store.config.maxMessageSize, store.config.mappedFileSizeCommitLog - 8)
-        cluster_prop, _, _ = self._fast_consts()
+        cluster_prop = self._fast_consts()[0]
         batch = encode_sends(requests, self._fast_topics, born, store_host, cluster_prop, max_size, self._rr,
-                             groups=self._good_groups)
+                             groups=self._good_groups, binary=True)
         self._rr = batch.rr & 0x3FFFFFFF
         out: list[Any] = []
         if batch.n:
@@ -195,6 +200,85 @@ class SendMessageProcessor(BrokerCodeDispatchProcessor):
     async def _finish_batch(self, batch: SendBatch, requests: list[RemotingCommand], pending: Any) -> Any:
         return self._batch_answers(batch, requests, await pending)
 
+    # ------------------------------------------------------------------ gathered from several connections
+    gathers = True
+
+    def process_gathered(self, parts: list[tuple[Connection, list[RemotingCommand]]]) -> Gathered:
+        """The sends several connections made in one loop turn: one :meth:`MessageStore.put_batch`
+        for all that the fast path takes, then each connection's answers in one buffer.
+
+        Many producers with one send in flight each (RocketMQ's benchmark Producer) otherwise
+        pay the store's and this processor's fixed cost once per message.
+        """
+        store_host = self._fast_store_host()
+        if (len(parts) == 1 or store_host is None
+                or not tv.is_writeable(self.broker.config.brokerPermission)):
+            return [(conn, self.process_batch(conn, reqs)) for conn, reqs in parts], None
+        ready: list[tuple[Connection, list[Any]]] = []
+        requests: list[RemotingCommand] = []
+        borns: list[bytes] = []
+        owners: list[tuple[Connection, int, int]] = []  # each connection's slice of ``requests``
+        for conn, reqs in parts:
+            born = self._born_host(conn)
+            if born is None:  # (an IPv6 peer: the long way, see _born_host)
+                ready.append((conn, self.process_batch(conn, reqs)))
+                continue
+            owners.append((conn, len(requests), len(requests) + len(reqs)))
+            requests += reqs
+            borns += [born] * len(reqs)
+        if len(owners) <= 1:
+            ready += [(conn, self.process_batch(conn, requests)) for conn, _, _ in owners]
+            return ready, None
+        self._refresh_fast_topics()
+        store = self.broker.store
+        max_size = min(store.config.maxMessageSize, store.config.mappedFileSizeCommitLog - 8)
+        cluster_prop = self._fast_consts()[0]
+        batch = encode_sends(requests, self._fast_topics, borns[0], store_host, cluster_prop, max_size, self._rr,
+                             groups=self._good_groups, born_hosts=borns, binary=True)
+        self._rr = batch.rr & 0x3FFFFFFF
+        per: list[list[Any]] = [[] for _ in owners]
+        later: Awaitable[list[tuple[Connection, list[Any]]]] | None = None
+        if batch.n:
+            res = run_eagerly(store.put_batch(batch))
+            if isinstance(res, PutResult):
+                for k, answers in enumerate(self._split_answers(batch, requests, owners, res)):
+                    per[k] += answers
+            else:
+                later = self._finish_gathered(batch, requests, owners, res)
+        if batch.slow:
+            starts = [lo for _, lo, _ in owners]
+            for i in batch.slow:
+                k = bisect_right(starts, i) - 1
+                req = requests[i]
+                per[k].append((req, self.process_request(owners[k][0], req)))
+                if req.code in _FAST_CODES:
+                    self._learn_topic(req)
+        ready += [(owners[k][0], items) for k, items in enumerate(per)]
+        return ready, later
+
+    async def _finish_gathered(self, batch: SendBatch, requests: list[RemotingCommand],
+                               owners: list[tuple[Connection, int, int]],
+                               pending: Any) -> list[tuple[Connection, list[Any]]]:
+        per = self._split_answers(batch, requests, owners, await pending)
+        return [(owners[k][0], answers) for k, answers in enumerate(per)]
+
+    def _split_answers(self, batch: SendBatch, requests: list[RemotingCommand],
+                       owners: list[tuple[Connection, int, int]], res: PutResult) -> list[list[Any]]:
+        """:meth:`_batch_answers` of a gathered batch, one list per connection in ``owners``."""
+        per: list[list[Any]] = [[] for _ in owners]
+        if res.ok and res.status is PutStatus.PUT_OK:
+            self._count_puts(batch)
+            _, prefix, template, binary = self._fast_consts()
+            for k, (_, lo, hi) in enumerate(owners):
+                frames = encode_answers(batch, requests, prefix, template, lo=lo, hi=hi, binary_template=binary)
+                if frames:
+                    per[k].append(frames)
+            return per
+        owner_of = {id(req): k for k, (_, lo, hi) in enumerate(owners) for req in requests[lo:hi]}
+        for pair in self._batch_answers(batch, requests, res):  # (request, response) pairs here
+            per[owner_of[id(pair[0])]].append(pair)
+        return per
+
     def _batch_answers(self, batch: SendBatch, requests: list[RemotingCommand], res: PutResult) -> Any:
         """One buffer of SUCCESS frames, or a response per request when the store said no."""
         if not res.ok:
@@ -202,14 +286,16 @@ class SendMessageProcessor(BrokerCodeDispatchProcessor):
         self._count_puts(batch)
         if res.status is not PutStatus.PUT_OK:
             return self._stored_answers(batch, requests, res)
-        _, prefix, template = self._fast_consts()
-        return encode_answers(batch, requests, prefix, template)
+        _, prefix, template, binary = self._fast_consts()
+        return encode_answers(batch, requests, prefix, template, binary_template=binary)
 
     def _count_puts(self, batch: SendBatch) -> None:
         """TOPIC_PUT_NUMS: each topic's messages and requests in this batch (statsAll's InTPS)."""
         cols, stats = batch.cols, self.broker.stats
-        if len(batch.keys) == 1:  # every request of the batch went to this one queue
-            stats.add(TOPIC_PUT_NUMS, batch.keys[0][0], batch.n, len(batch.fast))
+        topic = batch.keys[0][0]
+        if len(batch.keys) == 1 or all(t == topic for t, _ in batch.keys):
+            # one topic (one queue, or sends to its queues gathered from many connections)
+            stats.add(TOPIC_PUT_NUMS, topic, batch.n, len(batch.fast))
             return
         keys = cols[:, _C_KEY]
         msgs = np.bincount(keys, minlength=len(batch.keys))
@@ -259,14 +345,16 @@ class SendMessageProcessor(BrokerCodeDispatchProcessor):
         self._consts = None
         self._fast_version = None
 
-    def _fast_consts(self) -> tuple[bytes, bytes, tuple[bytes, bytes, bytes, bytes, bytes]]:
-        """The CLUSTER property every record gets, the msgId prefix and the answer template."""
+    def _fast_consts(self) -> _Consts:
+        """The CLUSTER property every record gets, the msgId prefix and the answer templates
+        (JSON, and RocketMQ's binary header, which its own benchmark tools send)."""
         if self._consts is None:
             cfg = self.broker.config
             cluster = f"{MessageConst.CLUSTER}{NAME_VALUE_SEPARATOR}{cfg.brokerClusterName}{PROPERTY_SEPARATOR}"
             self._consts = (cluster.encode("utf-8"),
                             self.broker.store.msg_id_prefix.encode("ascii"),
-                            answer_template(cfg.regionId, bool(cfg.traceOn)))
+                            answer_template(cfg.regionId, bool(cfg.traceOn)),
+                            binary_answer_template(cfg.regionId, bool(cfg.traceOn)))
         return self._consts
 
     def _refresh_fast_topics(self) -> None:
