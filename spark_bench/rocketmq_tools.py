@@ -81,6 +81,10 @@ class ToolsError(RuntimeError):
     """A run that cannot start or go on; the text says why."""
 
 
+class PortTaken(ToolsError):
+    """A server lost its port to another process between our check and its bind (worth one more try)."""
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The options of ``rocketmq-tools``."""
     p.add_argument("--out", required=True, help="results go to OUT/<UTC stamp>-<commit>/")
@@ -206,7 +210,8 @@ def _wait(ok: Callable[[], bool], proc: Managed, what: str, timeout: float) -> N
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if not proc.alive():
-            raise ToolsError(f"{what} exited with {proc.proc.returncode} before it was ready: {proc.output(1500)}")
+            text = f"{what} exited with {proc.proc.returncode} before it was ready: {proc.output(1500)}"
+            raise (PortTaken if "address already in use" in proc.output(1 << 16).lower() else ToolsError)(text)
         if ok():
             return
         time.sleep(0.2)
@@ -347,9 +352,8 @@ def _young(heap: str) -> str:
     return f"{max(1, int(m[1]) // 2)}{m[2]}"
 
 
-def start_java(base: Path, js: JavaSetup, ready_timeout: float = 120.0) -> Peer:
-    """A Java NameServer and broker (ASYNC_FLUSH, autoCreateTopicEnable) under ``base``, both ready."""
-    d = base / "java"
+def start_java(d: Path, js: JavaSetup, ready_timeout: float = 120.0) -> Peer:
+    """A Java NameServer and broker (ASYNC_FLUSH, autoCreateTopicEnable) in the new directory ``d``, both ready."""
     (d / "namesrv").mkdir(parents=True)
     (d / "broker").mkdir(parents=True)
     ns_port = _free_port()
@@ -387,6 +391,19 @@ def start_java(base: Path, js: JavaSetup, ready_timeout: float = 120.0) -> Peer:
     return peer
 
 
+def _retrying(start: Callable[[Path], Peer], base: Path, tries: int = 3) -> Peer:
+    """``start(dir)`` again, in a fresh directory with fresh ports, when a port was taken meanwhile
+    (ports are chosen free, but other processes on a shared machine choose too)."""
+    for n in range(1, tries + 1):
+        try:
+            return start(base / f"try{n}")
+        except PortTaken as e:
+            if n == tries:
+                raise
+            print(f"{_PROG}: {str(e).splitlines()[0][:200]}; trying other ports", file=sys.stderr, flush=True)
+    raise AssertionError("unreachable")
+
+
 def _script(name: str) -> str:
     exe = Path(sys.executable).with_name(name)
     found = str(exe) if exe.exists() else shutil.which(name)
@@ -395,9 +412,9 @@ def _script(name: str) -> str:
     return found
 
 
-def start_fastmq(base: Path, ready_timeout: float = 120.0) -> Peer:
-    """``fastmq-namesrv`` and ``fastmq-broker`` as a user runs them (properties files, a store under ``base``)."""
-    d = base / "fastmq"
+def start_fastmq(d: Path, ready_timeout: float = 120.0) -> Peer:
+    """``fastmq-namesrv`` and ``fastmq-broker`` as a user runs them (properties files, a store in the new
+    directory ``d``)."""
     (d / "namesrv").mkdir(parents=True)
     (d / "broker").mkdir(parents=True)
     ns_port = _free_port()
@@ -658,8 +675,8 @@ def run(a: argparse.Namespace) -> int:
     print(f"{_PROG}: results in {out}; stores under {base}", flush=True)
     try:
         try:
-            peers["java"] = start_java(base, js)
-            peers["fastmq"] = start_fastmq(base)
+            peers["java"] = _retrying(lambda d: start_java(d, js), base / "java")
+            peers["fastmq"] = _retrying(start_fastmq, base / "fastmq")
         except ToolsError as e:
             reason = str(e)
             print(f"{_PROG}: FAILED: {reason}", file=sys.stderr)

@@ -22,7 +22,7 @@ import pytest
 from spark_bench import collate
 from spark_bench.cli import main as bench_main
 from spark_bench.collate_load import CollateError, load_inputs
-from spark_bench.rocketmq_tools import Managed
+from spark_bench.rocketmq_tools import Managed, PortTaken, ToolsError, _retrying, _wait
 from spark_bench.tools_result import (SUMMARY_SCHEMA, ConsumerLine, Shape, parse_consumer_line, parse_producer_line,
                                       parse_shape, read_summary, run_figures, summarize)
 
@@ -246,6 +246,35 @@ def test_a_failing_tool_fails_the_run_and_the_command(tmp_path, capsys, monkeypa
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["status"] == "failed" and "no ok run of fastmq w16-s128, java w16-s128" in summary["reason"]
     assert "FAILED: the Producer exited with 3" in capsys.readouterr().out
+
+
+def test_a_port_taken_meanwhile_is_tried_again_in_a_fresh_directory(tmp_path, capsys) -> None:
+    # a server that lost its port says so and exits: that is a PortTaken, anything else is not
+    for text, kind in (("java.net.BindException: Address already in use", PortTaken), ("no such class", ToolsError)):
+        proc = Managed([sys.executable, "-c", f"print({text!r}); raise SystemExit(1)"], "server",
+                       tmp_path / "server.log", tmp_path)
+        with pytest.raises(ToolsError, match="server exited with 1 before it was ready") as e:
+            _wait(lambda: False, proc, "server", 30.0)
+        assert type(e.value) is kind
+        proc.stop()
+        (tmp_path / "server.log").unlink()
+    tried: list[str] = []
+
+    def start(d: Path) -> Any:
+        tried.append(d.name)
+        if len(tried) < 2:
+            raise PortTaken("the Java broker exited with 255 before it was ready: Address already in use")
+        return "peer"
+    assert _retrying(start, tmp_path) == "peer" and tried == ["try1", "try2"]
+    assert "trying other ports" in capsys.readouterr().err
+    tried.clear()
+
+    def always(d: Path) -> Any:
+        tried.append(d.name)
+        raise PortTaken("taken")
+    with pytest.raises(PortTaken):
+        _retrying(always, tmp_path)
+    assert tried == ["try1", "try2", "try3"]
 
 
 @pytest.mark.parametrize("case", ["no home", "no conf", "no lib", "bad shape", "no java", "bad rounds", "bad heap"])
