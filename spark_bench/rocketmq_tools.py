@@ -405,11 +405,11 @@ def _retrying(start: Callable[[Path], Peer], base: Path, tries: int = 3) -> Peer
 
 
 def _script(name: str) -> str:
-    exe = Path(sys.executable).with_name(name)
-    found = str(exe) if exe.exists() else shutil.which(name)
-    if not found:
-        raise ToolsError(f"{name} not found next to {sys.executable} nor on PATH: install fastmq there")
-    return found
+    from .cluster import BenchError, _script as find
+    try:
+        return find(name)
+    except BenchError as e:
+        raise ToolsError(str(e)) from None
 
 
 def start_fastmq(d: Path, ready_timeout: float = 120.0) -> Peer:

@@ -217,6 +217,15 @@ def summarize(runs: list[dict[str, Any]], shapes: list[Shape]) -> tuple[list[dic
     return out, "ok", ""
 
 
+def _load(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except OSError as e:
+        raise ToolsResultError(f"{path}: cannot read: {e.strerror or e}") from e
+    except ValueError as e:
+        raise ToolsResultError(f"{path}: not valid JSON: {e}") from e
+
+
 def find_summaries(root: Path) -> list[Path]:
     """``summary.json`` files at or below ``root`` written by ``rocketmq-tools`` (others ignored).
 
@@ -226,12 +235,7 @@ def find_summaries(root: Path) -> list[Path]:
     found = [root / "summary.json"] if (root / "summary.json").is_file() else sorted(root.rglob("summary.json"))
     out = []
     for p in found:
-        try:
-            doc = json.loads(p.read_text(encoding="utf-8"))
-        except OSError as e:
-            raise ToolsResultError(f"{p}: cannot read: {e.strerror or e}") from e
-        except ValueError as e:
-            raise ToolsResultError(f"{p}: not valid JSON: {e}") from e
+        doc = _load(p)
         if isinstance(doc, dict) and str(doc.get("schema", "")).startswith("fastmq-rocketmq-tools/"):
             out.append(p)
     return out
@@ -243,12 +247,7 @@ def read_summary(path: Path) -> dict[str, Any]:
     Raises:
         ToolsResultError: naming the file and what is wrong.
     """
-    try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as e:
-        raise ToolsResultError(f"{path}: cannot read: {e.strerror or e}") from e
-    except ValueError as e:
-        raise ToolsResultError(f"{path}: not valid JSON: {e}") from e
+    doc = _load(path)
     if not isinstance(doc, dict) or doc.get("schema") != SUMMARY_SCHEMA:
         got = doc.get("schema") if isinstance(doc, dict) else type(doc).__name__
         raise ToolsResultError(f"{path}: unknown rocketmq-tools schema {got!r} (this collate reads {SUMMARY_SCHEMA})")
