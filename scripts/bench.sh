@@ -7,6 +7,9 @@
 #   scripts/bench.sh -k "codec or selector"   a subset: arguments go to pytest
 #   BENCH_TAG=busy scripts/bench.sh ... a word added to the file name (say why the run is special)
 #   scripts/bench.sh --collate-only     regenerate RESULTS.md from the kept files, run nothing
+# Besides pytest-benchmark's files, the collation reads every result directory kept below
+# benchmarks/results/ (fastmq-bench run's result.json; fastmq-bench rocketmq-tools' summary.json
+# under benchmarks/results/rocketmq-tools/).
 source "$(dirname "$0")/_venv.sh"
 
 RESULTS=benchmarks/results
@@ -51,4 +54,4 @@ if [ "${#files[@]}" -eq 0 ]; then
 fi
 fastmq-bench collate "$RESULTS" --pytest-benchmark "${files[@]}" \
     --out "$RESULTS/collated" --write-md benchmarks/RESULTS.md \
-    --note "Run by scripts/bench.sh: each run of the benchmarks keeps its pytest-benchmark JSON in benchmarks/results/ (named by UTC time, commit and tag), and this page collates all of them. Regenerate with scripts/bench.sh --collate-only. Notes typed by hand in past sessions: docs/benchmark-history.md (an archive)."
+    --note "Run by scripts/bench.sh: each run of the benchmarks keeps its pytest-benchmark JSON in benchmarks/results/ (named by UTC time, commit and tag), and this page collates all of them, with the runs of RocketMQ's own benchmark tools kept in benchmarks/results/rocketmq-tools/ (fastmq-bench rocketmq-tools). Regenerate with scripts/bench.sh --collate-only. Notes typed by hand in past sessions: docs/benchmark-history.md (an archive)."

@@ -4,6 +4,8 @@
     fastmq-bench run my.yaml --out results/ --master spark://host:7077 --namesrv 10.0.0.5:9876
     fastmq-bench collate results/* --out table/
     fastmq-bench median run1.json run2.json --out merged.json   (scripts/bench_ab.sh uses it)
+    fastmq-bench rocketmq-tools --rocketmq-home DIR --out benchmarks/results/rocketmq-tools
+        (RocketMQ's own benchmark Producer/Consumer against fastmq's and Apache's broker; no Spark)
 
 Exit status of ``run``: 0 when every (workload, driver) run is ``ok``; 1 when one failed or is
 partial; 2 for bad input found before anything started.
@@ -187,6 +189,10 @@ def main(argv: list[str] | None = None, spark: Any = None) -> int:
 
     m.add_arguments(sub.add_parser("median", help="merge several pytest-benchmark runs of one commit into "
                                                   "their medians"))
+    from . import rocketmq_tools as rt
+
+    rt.add_arguments(sub.add_parser("rocketmq-tools", help="RocketMQ's benchmark Producer and Consumer against "
+                                                           "fastmq's broker and Apache RocketMQ's, alternately"))
     a = p.parse_args(argv)
     if threading.current_thread() is threading.main_thread():
         # a terminated run still stops the servers it started (the finally blocks run)
@@ -195,6 +201,8 @@ def main(argv: list[str] | None = None, spark: Any = None) -> int:
         return run(a, spark)
     if a.command == "median":
         return m.run(a)
+    if a.command == "rocketmq-tools":
+        return rt.run(a)
     return int(c.run(a))
 
 

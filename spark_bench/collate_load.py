@@ -15,6 +15,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from .tools_result import ToolsResultError, find_summaries, read_summary
+
 __all__ = ["FIELDS", "CollateError", "Inputs", "load_inputs", "read_pytest_benchmark", "read_result"]
 
 # (name, python type) of each column; ``value`` is the only nullable number.
@@ -56,6 +58,9 @@ class Inputs:
     result_files: list[Path] = field(default_factory=list)
     pytest_files: list[Path] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    # ``fastmq-bench rocketmq-tools`` summaries: reported in their own table, never compared as rows
+    tool_summaries: list[dict[str, Any]] = field(default_factory=list)
+    tool_files: list[Path] = field(default_factory=list)
 
 
 def _read_json(path: Path) -> Any:
@@ -308,7 +313,13 @@ def load_inputs(dirs: list[str], pytest_files: list[str], baseline: str | None =
         if not p.is_dir():
             raise CollateError(f"{d}: no such result directory" if not p.exists() else f"{d}: not a directory")
         found = _find_results(p)
-        if not found:
+        try:
+            tools = find_summaries(p)
+            got.tool_summaries.extend(read_summary(f) for f in tools)
+        except ToolsResultError as e:
+            raise CollateError(str(e)) from e
+        got.tool_files.extend(tools)
+        if not found and not tools:
             got.warnings.append(f"{d}: no result.json in it or below it")
         for f in found:
             got.rows.extend(read_result(f))
@@ -335,7 +346,7 @@ def load_inputs(dirs: list[str], pytest_files: list[str], baseline: str | None =
             got.rows.extend(read_result(f, baseline=True))
         for f in ptb:
             got.rows.extend(read_pytest_benchmark(f, baseline=True))
-    if not got.result_files and not got.pytest_files:
-        raise CollateError("nothing to collate: no result.json under "
+    if not got.result_files and not got.pytest_files and not got.tool_files:
+        raise CollateError("nothing to collate: no result.json or rocketmq-tools summary.json under "
                            f"{', '.join(dirs) or '(no directory)'} and no --pytest-benchmark file")
     return got

@@ -12,6 +12,7 @@ from typing import Any
 
 from .collate_compare import Comparison
 from .collate_load import PERCENTILES, Inputs
+from .collate_tools import tool_blocks
 
 __all__ = ["build_blocks", "fmt", "render_html", "render_markdown", "write_plots"]
 
@@ -128,7 +129,8 @@ def build_blocks(inputs: Inputs, cmp: Comparison, flag_pct: float, fail_pct: flo
     b: list[Block] = [("h1", "fastmq benchmark results")]
     b += [("p", h) for h in header]
     files = ([f"{len(inputs.result_files)} load run(s) (result.json)"] if inputs.result_files else []) + (
-        [f"{len(inputs.pytest_files)} pytest-benchmark file(s)"] if inputs.pytest_files else [])
+        [f"{len(inputs.pytest_files)} pytest-benchmark file(s)"] if inputs.pytest_files else []) + (
+        [f"{len(inputs.tool_files)} rocketmq-tools run(s) (summary.json)"] if inputs.tool_files else [])
     b.append(("p", "Collated: " + ", ".join(files) + "."))
 
     regs = cmp.regressions
@@ -164,6 +166,7 @@ def build_blocks(inputs: Inputs, cmp: Comparison, flag_pct: float, fail_pct: flo
             b.append(("p", "Figures of incomplete runs, as measured up to the failure (not complete, not "
                            "compared): " + "; ".join(f"{r['run_key']} {r['variant']} ({r['status']}) publish "
                                                      f"{fmt(r['value'])} msgs/s" for r in incomplete) + "."))
+    b += tool_blocks(inputs.tool_summaries)
     if cmp.drivers:
         b.append(("h2", "Drivers side by side (same run, same workload)"))
         b.append(("p", "Each cell: reference / other, then the two figures. Above 1 is better for the reference "

@@ -1,0 +1,263 @@
+"""What RocketMQ's own benchmark tools print, and the figures and result files made from it.
+
+``fastmq-bench rocketmq-tools`` (``spark_bench.rocketmq_tools``) runs Apache RocketMQ's
+``org.apache.rocketmq.example.benchmark.Producer`` and ``Consumer`` against two brokers; this
+module holds the parts that need no process: reading the tools' periodic lines, the per-run
+figures, the medians over runs and the two JSON documents it writes, so that the collation
+(``collate_tools``) and the tests read the same definitions.
+
+The tools print one line every 10 s (4.9.x; ``Producer.doPrintStats`` / the Consumer's timer),
+each a rate over the last 10 one-second snapshots::
+
+    Current Time: 2026-11-26 08:16:17,281 Send TPS: 4686 Max RT(ms): 432 Average RT(ms):   3.409 Send Failed: 0 Response Failed: 0
+    Current Time: 1795680554267 TPS: 2707 FAIL: 0 AVG(B2C) RT(ms):   9.117 AVG(S2C) RT(ms):   6.248 MAX(B2C) RT(ms): 134 MAX(S2C) RT(ms): 129
+
+``Send Failed``, ``Response Failed`` and ``Max RT`` are totals since the tool started; an average
+over a window with no message is printed as ``NaN``. The first line of a run covers the JVM's and
+the client's start, so it is dropped; the broker's CPU is sampled when each line arrives.
+"""
+from __future__ import annotations
+
+import json
+import math
+import re
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable
+
+__all__ = ["BROKERS", "RUN_SCHEMA", "SUMMARY_SCHEMA", "ConsumerLine", "ProducerLine", "Shape", "ToolsResultError",
+           "WINDOW_S", "find_summaries", "parse_consumer_line", "parse_producer_line", "parse_shape",
+           "read_summary", "run_figures", "summarize"]
+
+RUN_SCHEMA = "fastmq-rocketmq-tools-run/1"
+SUMMARY_SCHEMA = "fastmq-rocketmq-tools/1"
+BROKERS = ("fastmq", "java")
+WINDOW_S = 10.0   # the tools' printing period
+
+_NUM = r"(\d+(?:\.\d+)?|NaN|-?Infinity)"
+_PRODUCER = re.compile(r"^Current Time: .*?Send TPS: (\d+) Max RT\(ms\): (\d+) Average RT\(ms\):\s*" + _NUM
+                       + r" Send Failed: (\d+) Response Failed: (\d+)\s*$")
+_CONSUMER = re.compile(r"^Current Time: \S+ TPS: (\d+) FAIL: (\d+) AVG\(B2C\) RT\(ms\):\s*" + _NUM
+                       + r" AVG\(S2C\) RT\(ms\):\s*" + _NUM + r" MAX\(B2C\) RT\(ms\): (\d+) MAX\(S2C\) RT\(ms\): (\d+)\s*$")
+_SHAPE = re.compile(r"^w(\d+)-s(\d+)(-consumer)?$")
+
+
+class ToolsResultError(ValueError):
+    """A result document that cannot be read, with the reason."""
+
+
+def _avg(text: str) -> float | None:
+    v = float(text)
+    return v if math.isfinite(v) else None
+
+
+@dataclass(frozen=True)
+class ProducerLine:
+    """One periodic line of the benchmark Producer."""
+
+    tps: int
+    max_rt_ms: int            # since the tool started
+    avg_rt_ms: float | None   # over the line's window; None where the tool printed NaN
+    send_failed: int          # since the tool started
+    response_failed: int      # since the tool started
+
+
+@dataclass(frozen=True)
+class ConsumerLine:
+    """One periodic line of the benchmark Consumer."""
+
+    tps: int
+    fail: int
+    avg_b2c_ms: float | None   # born (producer's clock) to consumed
+    avg_s2c_ms: float | None   # stored (broker's clock) to consumed
+    max_b2c_ms: int
+    max_s2c_ms: int
+
+
+def parse_producer_line(line: str) -> ProducerLine | None:
+    """The figures of a Producer's periodic line; None for any other line (its banner, a log line,
+    the ``[Complete]`` total it prints when it stops by itself)."""
+    m = _PRODUCER.match(line.strip())
+    if m is None:
+        return None
+    return ProducerLine(int(m[1]), int(m[2]), _avg(m[3]), int(m[4]), int(m[5]))
+
+
+def parse_consumer_line(line: str) -> ConsumerLine | None:
+    """The figures of a Consumer's periodic line; None for any other line."""
+    m = _CONSUMER.match(line.strip())
+    if m is None:
+        return None
+    return ConsumerLine(int(m[1]), int(m[2]), _avg(m[3]), _avg(m[4]), int(m[5]), int(m[6]))
+
+
+@dataclass(frozen=True)
+class Shape:
+    """One benchmark shape: ``-w`` threads, ``-s`` bytes, and whether a Consumer runs beside."""
+
+    threads: int
+    size: int
+    consumer: bool = False
+
+    @property
+    def name(self) -> str:
+        return f"w{self.threads}-s{self.size}" + ("-consumer" if self.consumer else "")
+
+
+def parse_shape(text: str) -> Shape:
+    """``w16-s128`` or ``w16-s128-consumer``.
+
+    Raises:
+        ValueError: naming the text and the form expected.
+    """
+    m = _SHAPE.match(text.strip())
+    if m is None or int(m[1]) < 1 or int(m[2]) < 1:
+        raise ValueError(f"shape {text!r}: expected wTHREADS-sBYTES[-consumer], e.g. w16-s128 or w16-s128-consumer")
+    return Shape(int(m[1]), int(m[2]), bool(m[3]))
+
+
+def run_figures(samples: list[dict[str, Any]], windows: int,
+                consumer: Iterable[tuple[float, ConsumerLine]] = ()) -> dict[str, Any]:
+    """The figures of one run from its samples, one per Producer line in arrival order.
+
+    Each sample has ``t`` (monotonic seconds), the line's ``tps``, ``avg_rt_ms``, ``send_failed``,
+    ``response_failed``, and what was read when it arrived: ``broker_cpu_s`` (the broker's
+    utime+stime), ``tool_cpu_s`` (the Producer's), ``machine_jiffies`` and ``machine_idle``
+    (/proc/stat). The first sample is dropped (it covers the tools' start) and is the base the CPU
+    is counted from; the next ``windows`` are kept. Messages = mean kept TPS x the kept span (the
+    tool prints rates, not counts), so CPU per message = broker CPU over the span / those messages.
+    ``consumer``: (t, line) of a Consumer beside; its lines arriving half a period (5 s) after
+    the span's ends are the ones covering it.
+
+    Raises:
+        ValueError: fewer than two samples, or ``windows`` < 1.
+    """
+    if windows < 1:
+        raise ValueError("windows must be at least 1")
+    if len(samples) < 2:
+        raise ValueError(f"{len(samples)} periodic line(s): at least 2 are needed (the first is dropped)")
+    base, kept = samples[0], samples[1:1 + windows]
+    span = float(kept[-1]["t"] - base["t"])
+    tps = statistics.fmean(float(k["tps"]) for k in kept)
+    weighted = [(float(k["tps"]), k["avg_rt_ms"]) for k in kept if k["avg_rt_ms"] is not None and k["tps"] > 0]
+    # each window's average is over its own messages: weigh it by them
+    avg_rt = (sum(n * rt for n, rt in weighted) / sum(n for n, _ in weighted)) if weighted else None
+    msgs = tps * span
+    cpu = float(kept[-1]["broker_cpu_s"] - base["broker_cpu_s"])
+    tool_cpu = float(kept[-1]["tool_cpu_s"] - base["tool_cpu_s"])
+    jiffies = kept[-1]["machine_jiffies"] - base["machine_jiffies"]
+    idle = kept[-1]["machine_idle"] - base["machine_idle"]
+    lag = span / len(kept) / 2   # a Consumer line covers the period before it: half a period late
+    lo, hi = float(base["t"]) + lag, float(kept[-1]["t"]) + lag
+    ctps = [c.tps for t, c in consumer if lo < t <= hi]
+    return {
+        "windows": [int(k["tps"]) for k in kept],
+        "dropped_tps": int(base["tps"]),
+        "tps": tps,
+        "avg_rt_ms": avg_rt,
+        "max_rt_ms": int(kept[-1]["max_rt_ms"]) if "max_rt_ms" in kept[-1] else None,
+        "span_s": span,
+        "msgs": msgs,
+        "broker_cpu_s": cpu,
+        "cpu_us_per_msg": cpu / msgs * 1e6 if msgs > 0 else None,
+        "broker_cpu_cores": cpu / span if span > 0 else None,
+        "tool_cpu_cores": tool_cpu / span if span > 0 else None,
+        "machine_busy": 1.0 - idle / jiffies if jiffies > 0 else None,
+        "send_failed": int(kept[-1]["send_failed"] - base["send_failed"]),
+        "response_failed": int(kept[-1]["response_failed"] - base["response_failed"]),
+        "consumer_tps": statistics.fmean(ctps) if ctps else None,
+    }
+
+
+_MEDIANS = ("tps", "avg_rt_ms", "cpu_us_per_msg", "broker_cpu_cores", "consumer_tps", "machine_busy",
+            "broker_rss_mb")
+
+
+def _median(values: Iterable[Any]) -> float | None:
+    got = [float(v) for v in values if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)]
+    return statistics.median(got) if got else None
+
+
+def summarize(runs: list[dict[str, Any]], shapes: list[Shape]) -> tuple[list[dict[str, Any]], str, str]:
+    """Per shape, each broker's medians over its ok runs and fastmq / Java; and the overall
+    (status, reason): ``ok`` when every run was ok, ``partial`` when some failed but every shape
+    has an ok run of both brokers, ``failed`` otherwise.
+
+    ``runs`` are run documents (``RUN_SCHEMA``): ``broker``, ``shape``, ``status``, ``file`` and,
+    when ok, ``figures`` as :func:`run_figures` gives them.
+    """
+    out: list[dict[str, Any]] = []
+    missing: list[str] = []
+    failed = 0
+    for shape in shapes:
+        entry: dict[str, Any] = {"shape": shape.name, "threads": shape.threads, "size": shape.size,
+                                 "consumer": shape.consumer}
+        for broker in BROKERS:
+            mine = [r for r in runs if r["shape"] == shape.name and r["broker"] == broker]
+            ok = [r for r in mine if r["status"] == "ok"]
+            failed += len(mine) - len(ok)
+            if not ok:
+                missing.append(f"{broker} {shape.name}")
+            entry[broker] = {
+                "runs": [r["file"] for r in mine], "ok_runs": len(ok), "failed_runs": len(mine) - len(ok),
+                "failed_reasons": [r.get("reason") or "" for r in mine if r["status"] != "ok"],
+                "tps_runs": [r["figures"]["tps"] for r in ok],
+                "send_failures": sum(int(r["figures"]["send_failed"]) + int(r["figures"]["response_failed"])
+                                   for r in ok),
+                "median": {k: _median(r["figures"].get(k) for r in ok) for k in _MEDIANS}}
+        f, j = entry["fastmq"]["median"], entry["java"]["median"]
+        entry["ratio"] = {k: (f[k] / j[k] if f[k] is not None and j[k] else None)
+                          for k in ("tps", "cpu_us_per_msg", "avg_rt_ms")}
+        out.append(entry)
+    if missing:
+        return out, "failed", "no ok run of " + ", ".join(missing)
+    if failed:
+        return out, "partial", f"{failed} run(s) failed (see each shape's failed_reasons)"
+    return out, "ok", ""
+
+
+def _load(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except OSError as e:
+        raise ToolsResultError(f"{path}: cannot read: {e.strerror or e}") from e
+    except ValueError as e:
+        raise ToolsResultError(f"{path}: not valid JSON: {e}") from e
+
+
+def find_summaries(root: Path) -> list[Path]:
+    """``summary.json`` files at or below ``root`` written by ``rocketmq-tools`` (others ignored).
+
+    Raises:
+        ToolsResultError: a ``summary.json`` that is not JSON.
+    """
+    found = [root / "summary.json"] if (root / "summary.json").is_file() else sorted(root.rglob("summary.json"))
+    out = []
+    for p in found:
+        doc = _load(p)
+        if isinstance(doc, dict) and str(doc.get("schema", "")).startswith("fastmq-rocketmq-tools/"):
+            out.append(p)
+    return out
+
+
+def read_summary(path: Path) -> dict[str, Any]:
+    """A summary document, checked for what the collation reads.
+
+    Raises:
+        ToolsResultError: naming the file and what is wrong.
+    """
+    doc = _load(path)
+    if not isinstance(doc, dict) or doc.get("schema") != SUMMARY_SCHEMA:
+        got = doc.get("schema") if isinstance(doc, dict) else type(doc).__name__
+        raise ToolsResultError(f"{path}: unknown rocketmq-tools schema {got!r} (this collate reads {SUMMARY_SCHEMA})")
+    for key in ("stamp", "commit", "status", "shapes", "settings", "env"):
+        if key not in doc:
+            raise ToolsResultError(f"{path}: summary lacks {key!r}")
+    if not isinstance(doc["shapes"], list):
+        raise ToolsResultError(f"{path}: 'shapes' is not a list")
+    for i, s in enumerate(doc["shapes"]):
+        if not isinstance(s, dict) or not all(isinstance(s.get(b), dict) and isinstance(s[b].get("median"), dict)
+                                              for b in BROKERS):
+            raise ToolsResultError(f"{path}: shape #{i} lacks the medians of {' and '.join(BROKERS)}")
+    return doc

@@ -1,0 +1,378 @@
+"""``fastmq-bench rocketmq-tools``: RocketMQ's own benchmark tools against fastmq's broker and the
+Java broker, as kept result files, and their collation into RESULTS.md.
+
+Without Java: the tools' lines are parsed from a sample in their real format, the figures and
+medians are checked by hand-made samples, and the whole command runs against a stand-in ``java``
+(tests/rocketmq_tools_fake_java.py: the NameServer and broker classes start fastmq's servers, the
+Producer and Consumer print canned lines), so the process handling, the files and the collation are
+exercised for real. With ``FASTMQ_ROCKETMQ_HOME`` (and ``FASTMQ_ROCKETMQ_CLASSPATH`` unless HOME/lib
+holds the jars), one short run against the real Java broker and tools.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from spark_bench import collate
+from spark_bench.cli import main as bench_main
+from spark_bench.collate_load import CollateError, load_inputs
+from spark_bench.rocketmq_tools import Managed, PortTaken, ToolsError, _retrying, _wait
+from spark_bench.tools_result import (SUMMARY_SCHEMA, ConsumerLine, Shape, parse_consumer_line, parse_producer_line,
+                                      parse_shape, read_summary, run_figures, summarize)
+
+FAKE_JAVA = Path(__file__).resolve().parent / "rocketmq_tools_fake_java.py"
+
+# The tools' output as 4.9.8 prints it (banner, periodic lines, a NaN window, the client's own
+# noise, the total printed when the Producer stops by itself), typed from a real run's log.
+PRODUCER_OUT = """\
+topic: BenchmarkTest threadCount: 16 messageSize: 128 keyEnable: false propertySize: 0 tagCount: 0 traceEnable: false aclEnable: false messageQuantity: 0
+delayEnable: false delayLevel: 1
+asyncEnable: false
+Current Time: 2026-11-26 08:16:07,280 Send TPS: 4012 Max RT(ms): 432 Average RT(ms):   3.988 Send Failed: 0 Response Failed: 0
+Current Time: 2026-11-26 08:16:17,281 Send TPS: 4686 Max RT(ms): 432 Average RT(ms):   3.409 Send Failed: 0 Response Failed: 0
+RocketMQLog:WARN No appenders could be found for logger (io.netty.util.internal.PlatformDependent0).
+Current Time: 2026-11-26 08:16:27,281 Send TPS: 0 Max RT(ms): 432 Average RT(ms):     NaN Send Failed: 3 Response Failed: 1
+Current Time: 2026-11-26 08:16:37,280 Send TPS: 12351 Max RT(ms): 1400 Average RT(ms):  11.359 Send Failed: 3 Response Failed: 1
+Current Time: 2026-11-26 08:16:37,280 Send TPS: 12351 Max RT(ms): 1400 Average RT(ms):  11.3
+[Complete] Send Total: 160000 Send TPS: 4625 Max RT(ms): 1400 Average RT(ms):   3.476 Send Failed: 3 Response Failed: 1
+"""
+CONSUMER_OUT = """\
+topic: BenchmarkTest, threadCount 20, group: benchmark_consumer, suffix: false, filterType: null, expression: null, msgTraceEnable: false, aclEnable: false
+Consumer Started.
+Current Time: 1795680534266 TPS: 7 FAIL: 0 AVG(B2C) RT(ms): 37877.632 AVG(S2C) RT(ms): 37874.059 MAX(B2C) RT(ms): 39141 MAX(S2C) RT(ms): 39137
+Current Time: 1795680544268 TPS: 1228 FAIL: 0 AVG(B2C) RT(ms):  13.421 AVG(S2C) RT(ms):   8.811 MAX(B2C) RT(ms): 132 MAX(S2C) RT(ms): 111
+Current Time: 1795680554267 TPS: 0 FAIL: 0 AVG(B2C) RT(ms):     NaN AVG(S2C) RT(ms):     NaN MAX(B2C) RT(ms): 0 MAX(S2C) RT(ms): 0
+"""
+
+
+def test_producer_lines_are_read_and_everything_else_is_not() -> None:
+    got = [p for p in map(parse_producer_line, PRODUCER_OUT.splitlines()) if p is not None]
+    assert [p.tps for p in got] == [4012, 4686, 0, 12351]
+    assert got[0].max_rt_ms == 432 and got[0].avg_rt_ms == pytest.approx(3.988)
+    assert got[2].avg_rt_ms is None and (got[2].send_failed, got[2].response_failed) == (3, 1)
+    assert got[3].avg_rt_ms == pytest.approx(11.359)
+    # a consumer's line is not a producer's, nor the reverse
+    assert all(parse_producer_line(ln) is None for ln in CONSUMER_OUT.splitlines())
+
+
+def test_consumer_lines_are_read_nan_included() -> None:
+    got = [c for c in map(parse_consumer_line, CONSUMER_OUT.splitlines()) if c is not None]
+    assert [c.tps for c in got] == [7, 1228, 0]
+    assert got[1] == ConsumerLine(1228, 0, 13.421, 8.811, 132, 111)
+    assert got[2].avg_b2c_ms is None and got[2].avg_s2c_ms is None
+    assert all(parse_consumer_line(ln) is None for ln in PRODUCER_OUT.splitlines())
+
+
+def test_shapes_parse_and_bad_ones_are_refused() -> None:
+    assert parse_shape("w16-s128") == Shape(16, 128, False)
+    assert parse_shape(" w64-s1024-consumer ").name == "w64-s1024-consumer"
+    for bad in ("w0-s128", "16-128", "w16-s128-consumers", "w16", ""):
+        with pytest.raises(ValueError, match="expected wTHREADS-sBYTES"):
+            parse_shape(bad)
+
+
+def _sample(t: float, tps: int, rt: float | None, cpu: float, *, failed: int = 0, jiffies: int = 0,
+            idle: int = 0, tool: float = 0.0) -> dict[str, Any]:
+    return {"t": t, "tps": tps, "max_rt_ms": 50, "avg_rt_ms": rt, "send_failed": failed, "response_failed": 0,
+            "broker_cpu_s": cpu, "tool_cpu_s": tool, "machine_jiffies": jiffies, "machine_idle": idle}
+
+
+def test_run_figures_drop_the_first_line_and_count_cpu_per_message() -> None:
+    samples = [_sample(100.0, 50, 90.0, 7.0, jiffies=1000, idle=500),       # the tools' start: dropped
+               _sample(110.0, 1000, 2.0, 10.0, jiffies=3000, idle=700),
+               _sample(120.0, 3000, 4.0, 14.0, failed=2, jiffies=5000, idle=900, tool=3.0),
+               _sample(130.0, 9999, 1.0, 99.0)]                               # past --windows 2: unused
+    cons = [(103.0, ConsumerLine(5, 0, None, None, 0, 0)),      # before the span (+5 s): not counted
+            (111.0, ConsumerLine(900, 0, 1.0, 1.0, 1, 1)), (124.0, ConsumerLine(2900, 0, 1.0, 1.0, 1, 1)),
+            (126.0, ConsumerLine(1, 0, 1.0, 1.0, 1, 1))]         # after the span (+5 s): not counted
+    f = run_figures(samples, 2, cons)
+    assert f["windows"] == [1000, 3000] and f["dropped_tps"] == 50
+    assert f["tps"] == 2000 and f["span_s"] == 20 and f["msgs"] == 40_000
+    # broker CPU 14 - 7 = 7 s over 40,000 messages
+    assert f["broker_cpu_s"] == 7 and f["cpu_us_per_msg"] == pytest.approx(175.0)
+    assert f["broker_cpu_cores"] == pytest.approx(0.35) and f["tool_cpu_cores"] == pytest.approx(0.15)
+    # each window's average RT weighs by its messages: (1000*2 + 3000*4) / 4000
+    assert f["avg_rt_ms"] == pytest.approx(3.5)
+    assert f["machine_busy"] == pytest.approx(1 - 400 / 4000)
+    assert f["send_failed"] == 2 and f["response_failed"] == 0
+    assert f["consumer_tps"] == pytest.approx(1900)
+
+
+def test_run_figures_with_nan_windows_and_too_few_lines() -> None:
+    f = run_figures([_sample(0, 10, None, 1.0), _sample(10, 0, None, 1.0)], 1)
+    assert f["tps"] == 0 and f["avg_rt_ms"] is None and f["cpu_us_per_msg"] is None and f["consumer_tps"] is None
+    with pytest.raises(ValueError, match="1 periodic line"):
+        run_figures([_sample(0, 10, 1.0, 1.0)], 3)
+    with pytest.raises(ValueError, match="windows must be at least 1"):
+        run_figures([_sample(0, 10, 1.0, 1.0)] * 3, 0)
+
+
+def _run_doc(broker: str, shape: str, n: int, tps: float, cpu: float, status: str = "ok") -> dict[str, Any]:
+    doc: dict[str, Any] = {"broker": broker, "shape": shape, "status": status, "file": f"run-{shape}-{broker}-{n}.json",
+                           "reason": "" if status == "ok" else "the Producer exited with 1"}
+    if status == "ok":
+        doc["figures"] = {"tps": tps, "avg_rt_ms": 2.0, "cpu_us_per_msg": cpu, "broker_cpu_cores": 0.5,
+                          "consumer_tps": None, "machine_busy": 0.9, "broker_rss_mb": 100.0,
+                          "send_failed": 1, "response_failed": 0}
+    return doc
+
+
+def test_summary_takes_medians_of_ok_runs_and_the_ratio() -> None:
+    s = [Shape(16, 128), Shape(16, 128, True)]
+    runs = [_run_doc("java", "w16-s128", 1, 10_000, 50), _run_doc("fastmq", "w16-s128", 1, 3_000, 180),
+            _run_doc("java", "w16-s128", 2, 12_000, 40), _run_doc("fastmq", "w16-s128", 2, 5_000, 160),
+            _run_doc("java", "w16-s128", 3, 11_000, 45), _run_doc("fastmq", "w16-s128", 3, 0, 0, "failed"),
+            _run_doc("java", "w16-s128-consumer", 1, 4_000, 130), _run_doc("fastmq", "w16-s128-consumer", 1, 1_000, 400)]
+    entries, status, reason = summarize(runs, s)
+    assert status == "partial" and "1 run(s) failed" in reason
+    e = entries[0]
+    assert e["java"]["median"]["tps"] == 11_000 and e["java"]["median"]["cpu_us_per_msg"] == 45
+    # two ok fastmq runs: the median is their mean; the failed one is listed, not counted
+    assert e["fastmq"]["median"]["tps"] == 4_000 and e["fastmq"]["median"]["cpu_us_per_msg"] == 170
+    assert e["fastmq"]["ok_runs"] == 2 and e["fastmq"]["failed_runs"] == 1
+    assert e["fastmq"]["failed_reasons"] == ["the Producer exited with 1"]
+    assert e["fastmq"]["runs"][-1] == "run-w16-s128-fastmq-3.json" and e["java"]["send_failures"] == 3
+    assert e["ratio"]["tps"] == pytest.approx(4_000 / 11_000)
+    assert e["ratio"]["cpu_us_per_msg"] == pytest.approx(170 / 45)
+    assert e["fastmq"]["median"]["consumer_tps"] is None
+    assert entries[1]["ratio"]["tps"] == pytest.approx(0.25)
+    # a shape with no ok run of one broker fails the whole summary, and its ratio is unknown
+    entries, status, reason = summarize(runs[:4], s)
+    assert status == "failed" and reason == "no ok run of fastmq w16-s128-consumer, java w16-s128-consumer"
+    assert entries[1]["ratio"]["tps"] is None and entries[1]["java"]["median"]["tps"] is None
+    assert summarize(runs[:4], s[:1])[1:] == ("ok", "")
+
+
+# ---------------------------------------------------------------- the whole command, a stand-in java
+
+
+def _home(tmp: Path) -> Path:
+    home = tmp / "rocketmq-home"
+    (home / "conf").mkdir(parents=True)
+    for name in ("logback_broker.xml", "logback_namesrv.xml"):
+        (home / "conf" / name).write_text("<configuration/>\n")
+    return home
+
+
+def _our_processes(marker: str) -> list[str]:
+    """Command lines of live processes naming ``marker`` (this test's temp dir)."""
+    out = []
+    for p in Path("/proc").iterdir():
+        if not p.name.isdigit() or int(p.name) == os.getpid():
+            continue
+        try:
+            cmd = (p / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if marker in cmd:
+            out.append(f"{p.name}: {cmd[:200]}")
+    return out
+
+
+def _fake_run(tmp_path: Path, *extra: str) -> tuple[int, Path]:
+    java = tmp_path / "java"
+    java.write_text(f"#!{sys.executable}\n" + FAKE_JAVA.read_text())
+    java.chmod(0o755)
+    work = tmp_path / "work"
+    work.mkdir()
+    out = tmp_path / "results"
+    rc = bench_main(["rocketmq-tools", "--rocketmq-home", str(_home(tmp_path)), "--rocketmq-classpath", "unused",
+                     "--java", str(java), "--out", str(out), "--work-dir", str(work), *extra])
+    assert Managed.live == []
+    assert _our_processes(str(tmp_path)) == []
+    assert list(work.iterdir()) == [], "the temporary stores were not removed"
+    [run_dir] = list(out.iterdir())
+    return rc, run_dir
+
+
+@pytest.mark.slow
+def test_alternating_runs_give_kept_files_and_a_collated_table(tmp_path, capsys, monkeypatch) -> None:
+    monkeypatch.setenv("FAKE_JAVA_TPS", "50,1000,3000,2000")
+    rc, run_dir = _fake_run(tmp_path, "--shapes", "w16-s128,w16-s128-consumer", "--rounds", "2", "--windows", "2",
+                            "--warmup-windows", "1")
+    printed = capsys.readouterr()
+    assert rc == 0, printed.err
+    assert run_dir.name.split("-")[0].endswith("Z")
+    files = sorted(p.name for p in run_dir.iterdir())
+    for shape in ("w16-s128", "w16-s128-consumer"):
+        for broker in ("fastmq", "java"):
+            for n in (1, 2):
+                assert f"run-{shape}-{broker}-{n}.json" in files and f"run-{shape}-{broker}-{n}.log" in files
+    assert "run-w16-s128-consumer-java-1-consumer.log" in files
+    assert not any("warmup" in f for f in files)
+    doc = json.loads((run_dir / "run-w16-s128-java-1.json").read_text())
+    assert doc["status"] == "ok" and doc["figures"]["windows"] == [1000, 3000]
+    assert doc["figures"]["dropped_tps"] == 50 and doc["figures"]["tps"] == 2000
+    assert doc["figures"]["cpu_us_per_msg"] >= 0 and doc["figures"]["broker_rss_mb"] > 10
+    assert "Send TPS: 3000" in (run_dir / doc["log"]).read_text()
+    cons = json.loads((run_dir / "run-w16-s128-consumer-fastmq-2.json").read_text())
+    assert cons["figures"]["consumer_tps"] == 777
+    summary = read_summary(run_dir / "summary.json")
+    assert summary["status"] == "ok" and summary["settings"]["order"] == ["java", "fastmq"]
+    assert summary["env"]["java"]["version"] == "V4_9_8"      # asked of the broker (here fastmq's stand-in)
+    assert summary["env"]["fastmq"]["extensions"] in ("compiled", "pure")
+    s = summary["shapes"][0]
+    assert s["shape"] == "w16-s128" and s["fastmq"]["median"]["tps"] == 2000 and s["ratio"]["tps"] == 1.0
+    assert s["fastmq"]["runs"] == ["run-w16-s128-fastmq-1.json", "run-w16-s128-fastmq-2.json"]
+    # the order was alternating: java 1, fastmq 1, java 2, fastmq 2
+    started = [json.loads((run_dir / f"run-w16-s128-{b}-{n}.json").read_text())["started_at"]
+               for n in (1, 2) for b in ("java", "fastmq")]
+    assert started == sorted(started)
+    # collation: the tools' table alone needs no Spark
+    out = tmp_path / "collated"
+    md_file = tmp_path / "RESULTS.md"
+    assert collate.main([str(tmp_path / "results"), "--out", str(out), "--write-md", str(md_file)]) == 0
+    md = md_file.read_text()
+    assert "## RocketMQ's benchmark tools: fastmq's broker beside Apache RocketMQ's" in md
+    row = next(ln for ln in md.splitlines() if ln.startswith(f"| {summary['stamp']} |") and "| w16-s128 |" in ln)
+    assert "| 2 / 2 | 2,000 | 2,000 | 1.00x |" in row
+    assert "1 rocketmq-tools run(s) (summary.json)" in md
+
+
+@pytest.mark.slow
+def test_a_failing_tool_fails_the_run_and_the_command(tmp_path, capsys, monkeypatch) -> None:
+    monkeypatch.setenv("FAKE_JAVA_PRODUCER", "die")
+    rc, run_dir = _fake_run(tmp_path, "--shapes", "w16-s128", "--rounds", "1", "--windows", "1",
+                            "--warmup-windows", "0")
+    assert rc == 1
+    doc = json.loads((run_dir / "run-w16-s128-fastmq-1.json").read_text())
+    assert doc["status"] == "failed" and doc["reason"] == "the Producer exited with 3" and "figures" not in doc
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["status"] == "failed" and "no ok run of fastmq w16-s128, java w16-s128" in summary["reason"]
+    assert "FAILED: the Producer exited with 3" in capsys.readouterr().out
+
+
+def test_a_port_taken_meanwhile_is_tried_again_in_a_fresh_directory(tmp_path, capsys) -> None:
+    # a server that lost its port says so and exits: that is a PortTaken, anything else is not
+    for text, kind in (("java.net.BindException: Address already in use", PortTaken), ("no such class", ToolsError)):
+        proc = Managed([sys.executable, "-c", f"print({text!r}); raise SystemExit(1)"], "server",
+                       tmp_path / "server.log", tmp_path)
+        with pytest.raises(ToolsError, match="server exited with 1 before it was ready") as e:
+            _wait(lambda: False, proc, "server", 30.0)
+        assert type(e.value) is kind
+        proc.stop()
+        (tmp_path / "server.log").unlink()
+    tried: list[str] = []
+
+    def start(d: Path) -> Any:
+        tried.append(d.name)
+        if len(tried) < 2:
+            raise PortTaken("the Java broker exited with 255 before it was ready: Address already in use")
+        return "peer"
+    assert _retrying(start, tmp_path) == "peer" and tried == ["try1", "try2"]
+    assert "trying other ports" in capsys.readouterr().err
+    tried.clear()
+
+    def always(d: Path) -> Any:
+        tried.append(d.name)
+        raise PortTaken("taken")
+    with pytest.raises(PortTaken):
+        _retrying(always, tmp_path)
+    assert tried == ["try1", "try2", "try3"]
+
+
+@pytest.mark.parametrize("case", ["no home", "no conf", "no lib", "bad shape", "no java", "bad rounds", "bad heap"])
+def test_bad_options_are_refused_before_anything_starts(tmp_path, capsys, monkeypatch, case: str) -> None:
+    monkeypatch.delenv("FASTMQ_ROCKETMQ_HOME", raising=False)
+    monkeypatch.delenv("FASTMQ_ROCKETMQ_CLASSPATH", raising=False)
+    home = str(_home(tmp_path))
+    base = ["rocketmq-tools", "--out", str(tmp_path / "out")]
+    argv, want = {
+        "no home": (base, "no RocketMQ build: give --rocketmq-home (or FASTMQ_ROCKETMQ_HOME)"),
+        "no conf": (base + ["--rocketmq-home", str(tmp_path)], "no conf/logback_broker.xml"),
+        "no lib": (base + ["--rocketmq-home", home], "no lib/*.jar; give --rocketmq-classpath"),
+        "bad shape": (base + ["--rocketmq-home", home, "--shapes", "w16-s128,x"], "shape 'x': expected"),
+        "no java": (base + ["--rocketmq-home", home, "--rocketmq-classpath", "cp", "--java", str(tmp_path / "nope")],
+                    "no java: give --java"),
+        "bad rounds": (base + ["--rocketmq-home", home, "--rounds", "0"], "--rounds must be at least 1"),
+        "bad heap": (base + ["--rocketmq-home", home, "--java-broker-heap", "lots"], "expected a size such as 256m"),
+    }[case]
+    assert bench_main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("fastmq-bench rocketmq-tools: ") and want in err, err
+    assert not (tmp_path / "out").exists()
+
+
+def _summary(stamp: str, **over: Any) -> dict[str, Any]:
+    entries, status, reason = summarize([_run_doc("java", "w16-s128", 1, 12_000, 50.0),
+                                         _run_doc("fastmq", "w16-s128", 1, 4_000, 170.0)], [Shape(16, 128)])
+    doc = {"schema": SUMMARY_SCHEMA, "stamp": stamp, "commit": "abc1234", "dirty": False, "status": status,
+           "reason": reason, "shapes": entries, "settings": {"rounds": 1, "windows": 3, "order": ["java", "fastmq"],
+                                                              "warmup_windows": 1},
+           "env": {"cpus": 2, "loadavg_start": "1.00 1.00 1.00 1/100 1",
+                   "java": {"version": "V4_9_8", "java": 'openjdk version "17.0.15"', "heap": "256m"},
+                   "fastmq": {"version": "fastmq 0.1.0", "extensions": "compiled"}}}
+    doc.update(over)
+    return doc
+
+
+def test_collation_of_kept_dirs_newest_first(tmp_path) -> None:
+    root = tmp_path / "results"
+    for stamp in ("20261126T110000Z", "20261126T120000Z"):
+        d = root / "rocketmq-tools" / f"{stamp}-abc1234"
+        d.mkdir(parents=True)
+        (d / "summary.json").write_text(json.dumps(_summary(stamp)))
+    (root / "other").mkdir()
+    (root / "other" / "summary.json").write_text('{"someone": "else"}')   # not ours: ignored
+    inputs = load_inputs([str(root)], [])
+    assert len(inputs.tool_files) == 2 and inputs.rows == []
+    out = tmp_path / "out"
+    assert collate.main([str(root), "--out", str(out)]) == 0
+    md = (out / "collated.md").read_text()
+    rows = [ln for ln in md.splitlines() if ln.startswith("| 20261126T")]
+    assert [r.split("|")[1].strip() for r in rows] == ["20261126T120000Z", "20261126T110000Z"]
+    cells = [c.strip() for c in rows[0].split("|")[1:-1]]
+    assert cells[:10] == ["20261126T120000Z", "abc1234", "w16-s128", "1 / 1", "4,000", "12,000", "0.33x",
+                          "170.0", "50.0", "3.40x"]
+    assert "`20261126T120000Z` at `abc1234`: Java broker V4_9_8, openjdk version \"17.0.15\", heap 256m" in md
+    assert "<td>0.33x</td>" in (out / "collated.html").read_text()
+
+
+@pytest.mark.parametrize("case", ["corrupt", "schema", "no shapes", "shape without medians"])
+def test_a_bad_summary_is_refused_with_its_reason(tmp_path, capsys, case: str) -> None:
+    d = tmp_path / "r"
+    d.mkdir()
+    text, want = {
+        "corrupt": ('{"schema": "fastmq-rocketmq-tools/1",', "summary.json: not valid JSON"),
+        "schema": (json.dumps(_summary("s", schema="fastmq-rocketmq-tools/9")),
+                   "unknown rocketmq-tools schema 'fastmq-rocketmq-tools/9'"),
+        "no shapes": (json.dumps({k: v for k, v in _summary("s").items() if k != "shapes"}), "summary lacks 'shapes'"),
+        "shape without medians": (json.dumps(_summary("s", shapes=[{"shape": "w16-s128", "java": {}}])),
+                                  "shape #0 lacks the medians of fastmq and java"),
+    }[case]
+    (d / "summary.json").write_text(text)
+    with pytest.raises(CollateError, match="summary.json"):
+        load_inputs([str(d)], [])
+    assert collate.main([str(d), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("fastmq-bench collate: error: ") and want in err, err
+
+
+# ---------------------------------------------------------------- against the real Java build
+
+JAVA_HOME_DIR = os.environ.get("FASTMQ_ROCKETMQ_HOME", "")
+
+
+@pytest.mark.java_rocketmq
+@pytest.mark.slow
+@pytest.mark.skipif(not JAVA_HOME_DIR, reason="FASTMQ_ROCKETMQ_HOME (a built Apache RocketMQ 4.x) not set")
+def test_one_short_run_against_the_java_broker_and_tools(tmp_path, capsys) -> None:
+    out = tmp_path / "results"
+    rc = bench_main(["rocketmq-tools", "--out", str(out), "--shapes", "w16-s128", "--rounds", "1",
+                     "--windows", "1", "--warmup-windows", "0", "--work-dir", str(tmp_path)])
+    printed = capsys.readouterr()
+    [run_dir] = list(out.iterdir())
+    summary = read_summary(run_dir / "summary.json")
+    assert rc == 0 and summary["status"] == "ok", printed.out + printed.err
+    s = summary["shapes"][0]
+    for b in ("fastmq", "java"):
+        assert s[b]["median"]["tps"] > 0 and s[b]["median"]["cpu_us_per_msg"] > 0
+        assert math.isfinite(s[b]["median"]["avg_rt_ms"])
+    assert summary["env"]["java"]["version"].startswith("V4_")
+    assert Managed.live == [] and _our_processes(str(tmp_path)) == []
