@@ -119,7 +119,7 @@ class PullRequestHoldService:
 
     def arrived(self, topic: str, queue_id: int, max_offset: int, tag_code: int | None = None) -> None:
         """The store's arrival callback: messages up to ``max_offset`` (exclusive) are in the
-        queue, with tag code ``tag_code`` (None: mixed or unknown). Their pulls are woken at the
+        queue, with tag code ``tag_code`` (None: unknown, so any filter may match). Their pulls are woken at the
         loop's next turn, together with those of every other queue that gets messages meanwhile."""
         key = (topic, queue_id)
         if key not in self._table:  # nobody waits here: a pull that comes later finds the messages
