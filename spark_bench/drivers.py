@@ -176,6 +176,7 @@ class FastmqReceiver(Receiver):
         config = ClientConfig(namesrv_addr=target["namesrv"], instance_name=f"{os.getpid()}_c{cid}")
         common = {"client_config": config, "consume_from_where": "CONSUME_FROM_FIRST_OFFSET"}
         self.push = w["consumer_kind"] == "push"
+        self.plain = w.get("listener", "async") == "plain"
         self.consumer = (PushConsumer(group, consume_message_batch_max_size=32, **common) if self.push
                          else PullConsumer(group, pull_batch_size=64, **common))
         self.consumer.subscribe(topic)
@@ -187,8 +188,25 @@ class FastmqReceiver(Receiver):
             p = m.properties
             self._got(p.get(ID_KEY), p.get(T_KEY), now)
 
+    def _took(self, seen: list[tuple[Any, Any]], now: int) -> None:
+        for bench_id, bench_t in seen:
+            self._got(bench_id, bench_t, now)
+
     async def start(self) -> None:
-        if self.push:
+        if self.push and self.plain:
+            from fastmq.aio import ConsumeStatus
+            loop = asyncio.get_running_loop()
+
+            def plain(msgs: list[Any]) -> str:
+                # on a consume thread, as a blocking PushConsumer's listener runs: the receipt time
+                # is taken here, and the recorder (not thread-safe) is fed on the loop
+                now = _now()
+                loop.call_soon_threadsafe(self._took, [(m.properties.get(ID_KEY), m.properties.get(T_KEY))
+                                                       for m in msgs], now)
+                return ConsumeStatus.CONSUME_SUCCESS
+            self.consumer.register_message_listener(plain)
+            await self.consumer.start()
+        elif self.push:
             from fastmq.aio import ConsumeStatus
 
             async def listener(msgs: list[Any]) -> str:

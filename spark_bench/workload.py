@@ -13,10 +13,12 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Workload", "WorkloadError", "load_workload", "shipped_workloads", "SEND_MODES", "CONSUMER_KINDS"]
+__all__ = ["Workload", "WorkloadError", "load_workload", "shipped_workloads", "SEND_MODES", "CONSUMER_KINDS",
+           "LISTENERS"]
 
 SEND_MODES = ("sync", "async", "oneway", "batch")
 CONSUMER_KINDS = ("push", "pull")
+LISTENERS = ("async", "plain")
 
 
 class WorkloadError(ValueError):
@@ -46,6 +48,7 @@ class Workload:
     duration_s: float = 10.0
     backlog: int = 0
     consumer_kind: str = "push"
+    listener: str = "async"   # a push consumer's listener: an ``async def``, or a plain function (on its threads)
     payload: bytes = field(default=b"", repr=False, compare=False)
 
     @property
@@ -65,7 +68,7 @@ _INT_KEYS = {"topics": 1, "queues_per_topic": 1, "message_size": 1, "producers_p
              "consumer_groups_per_topic": 0, "consumers_per_group": 1, "batch_size": 1, "in_flight": 1,
              "backlog": 0}
 _FLOAT_KEYS = {"producer_rate": 0.0, "warmup_s": 0.0, "duration_s": 0.1}
-_CHOICES = {"send_mode": SEND_MODES, "consumer_kind": CONSUMER_KINDS}
+_CHOICES = {"send_mode": SEND_MODES, "consumer_kind": CONSUMER_KINDS, "listener": LISTENERS}
 _MAX_MESSAGE = 4 * 1024 * 1024
 
 
@@ -140,6 +143,8 @@ def load_workload(path: str | Path) -> Workload:
         raise WorkloadError(f"{where}: batch_size applies to send_mode batch only")
     if w.send_mode == "sync" and "in_flight" in values and w.in_flight != 1:
         raise WorkloadError(f"{where}: in_flight is 1 for send_mode sync (one message awaited at a time)")
+    if w.consumer_kind != "push" and "listener" in values and w.listener != "async":
+        raise WorkloadError(f"{where}: listener applies to consumer_kind push only")
     if w.backlog and w.consumers == 0:
         raise WorkloadError(f"{where}: backlog needs consumers to drain it (consumer_groups_per_topic > 0)")
     return w

@@ -378,3 +378,49 @@ def test_consumer_settings_are_checked_as_rocketmq_checks_them() -> None:
     c = PushConsumer("G", namesrv_addr="127.0.0.1:1", consume_thread_min=2, consume_thread_max=8)
     assert (c._workers.max_threads, c._slots._value) == (2, 8)
     c._workers.shutdown()
+
+
+@pytest.mark.parametrize("kind, orderly, expected", [
+    ("async", False, ["pull", "pull", "deliver"]),   # RocketMQ's order: the listener runs inside _deliver
+    ("plain", False, ["pull", "deliver", "pull"]),   # a hand-off first: the consume thread wakes meanwhile
+    ("async", True, ["pull", "deliver", "pull"]),    # orderly: _deliver only starts the queue's task
+])
+async def test_pull_loop_pulls_again_before_an_inline_listener_and_after_a_hand_off(
+        monkeypatch: pytest.MonkeyPatch, kind: str, orderly: bool, expected: list[str]) -> None:
+    import fastmq.client.pull_service as ps
+    from fastmq.protocol.codes import ResponseCode
+    from fastmq.protocol.command import RemotingCommand
+
+    c = PushConsumer("G", namesrv_addr="127.0.0.1:1", orderly=orderly)
+    try:
+        async def alistener(msgs):
+            return ConsumeStatus.CONSUME_SUCCESS
+        c.register_message_listener(alistener if kind == "async" else (lambda msgs: ConsumeStatus.CONSUME_SUCCESS))
+        assert c._delivers_inline is (expected == ["pull", "pull", "deliver"])
+        loop = asyncio.get_running_loop()
+        events: list[str] = []
+        answer = RemotingCommand(int(ResponseCode.SUCCESS), opaque=1, flag=1,
+                                 ext_fields={"nextBeginOffset": "1", "suggestWhichBrokerId": "0"}, body=b"ignored")
+        monkeypatch.setattr(ps, "decode_pull_body", lambda body: [_m(0)])
+
+        def start_pull(pq: ProcessQueue, template: dict) -> ps._Pull:
+            events.append("pull")
+            fut = loop.create_future()
+            if len(events) == 1:
+                fut.set_result(answer)  # the first pull is answered; the next one waits
+            return ps._Pull(fut, "127.0.0.1:1", 0)
+
+        async def deliver(pq: ProcessQueue, msgs: list) -> None:
+            events.append("deliver")
+        monkeypatch.setattr(c, "_start_pull", start_pull)
+        monkeypatch.setattr(c, "_deliver", deliver)
+        c._running = True
+        task = asyncio.ensure_future(c._pull_loop(ProcessQueue(MQ)))
+        await _until(lambda: len(events) >= 3)
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        assert events == expected
+    finally:
+        c._running = False
+        c._workers.shutdown()
+        await c.instance.shutdown()

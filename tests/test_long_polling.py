@@ -62,3 +62,51 @@ async def test_a_failing_wake_does_not_break_others(caplog) -> None:
     svc.hold(HeldPull("T", 0, 0, far, "good"))
     svc.notify("T", 0, 1)
     assert seen == ["good"] and len(svc) == 0 and "boom" in caplog.text
+
+
+async def test_arrivals_wake_at_the_next_loop_turn_once_per_pull() -> None:
+    """The store's arrivals only note the queue; one wake at the next turn serves them all."""
+    woken: list[str] = []
+    svc = PullRequestHoldService(lambda h, timed_out: woken.append(h.context) or True)
+    far = asyncio.get_running_loop().time() + 30
+    svc.hold(HeldPull("T", 0, 0, far, "q0"))
+    svc.hold(HeldPull("T", 1, 0, far, "q1"))
+    for off in range(1, 17):  # sixteen sends stored in one turn, over two queues
+        svc.arrived("T", off % 2, off, tag_code=5)
+    svc.arrived("Other", 0, 1)  # nobody waits there: not even noted
+    assert woken == [] and len(svc) == 2
+    await asyncio.sleep(0)
+    assert sorted(woken) == ["q0", "q1"] and len(svc) == 0
+    svc.arrived("T", 0, 20)  # no pull held any more: nothing to do, nothing scheduled
+    await asyncio.sleep(0)
+    assert sorted(woken) == ["q0", "q1"]
+
+
+async def test_arrivals_merge_tags_and_offsets_of_one_turn() -> None:
+    woken: list[str] = []
+    svc = PullRequestHoldService(lambda h, timed_out: woken.append(h.context) or True)
+    far = asyncio.get_running_loop().time() + 30
+    svc.hold(HeldPull("T", 0, 0, far, "wants 42", tag_codes=frozenset({42})))
+    svc.hold(HeldPull("T", 0, 0, far, "wants 43", tag_codes=frozenset({43})))
+    svc.hold(HeldPull("T", 0, 3, far, "past 3"))
+    svc.arrived("T", 0, 2, tag_code=7)
+    svc.arrived("T", 0, 3, tag_code=42)
+    await asyncio.sleep(0)
+    assert woken == ["wants 42"]  # 43 matched nothing; max offset 3 does not reach "past 3"
+    svc.arrived("T", 0, 4, tag_code=7)
+    svc.arrived("T", 0, 5, tag_code=None)  # a tag code unknown: every filter may match
+    await asyncio.sleep(0)
+    assert woken == ["wants 42", "wants 43", "past 3"] and len(svc) == 0
+
+
+async def test_a_pull_held_after_the_arrivals_is_not_woken_by_them() -> None:
+    woken: list[str] = []
+    svc = PullRequestHoldService(lambda h, timed_out: woken.append(h.context) or True)
+    far = asyncio.get_running_loop().time() + 30
+    svc.hold(HeldPull("T", 0, 0, far, "early"))
+    svc.arrived("T", 0, 1)
+    svc.hold(HeldPull("T", 0, 1, far, "late"))  # it read offset 0 itself: waits for offset 1
+    await asyncio.sleep(0)
+    assert woken == ["early"] and len(svc) == 1
+    svc.close()
+    assert woken == ["early", "late"]

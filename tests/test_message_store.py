@@ -689,3 +689,16 @@ def test_store_stats_service_windows() -> None:
     info = svc.runtime_info()
     assert info["putTps"] == "100.0 100.0 "  # 10 s and 1 min covered, 10 min not yet
     assert info["getTransferedTps"] == "50.0 50.0 " and info["getMissTps"] == "0.0 0.0 "
+
+
+async def test_arrivals_name_every_tag_a_put_stored(tmp_path: Path) -> None:
+    """Long polling's arrival callback gets each queue once per tag code a put stored in it, so a
+    pull held for one tag is not woken by a batch that mixes in only others (4.9's filter)."""
+    arrivals: list = []
+    s = open_store(tmp_path, arrivals)
+    try:
+        r = await s.put_messages([msg(body=b"a", tags="A"), msg(body=b"b", tags="B"), msg(body=b"a2", tags="A")])
+        assert r.status is PutStatus.PUT_OK
+        assert sorted(arrivals) == sorted([("T", 0, 3, java_string_hash("A")), ("T", 0, 3, java_string_hash("B"))])
+    finally:
+        s.shutdown()

@@ -59,6 +59,11 @@ def test_shipped_workloads_load() -> None:
         assert w.name == name and w.duration_s <= 30
     many = load_workload("many-producers-1-in-flight")
     assert many.producers == 16 and many.send_mode == "sync" and many.in_flight == 1
+    for name, rate in (("e2e-latency-1k", 1000), ("e2e-latency-10k", 10000)):
+        e2e = load_workload(name)
+        assert e2e.producer_rate == rate and e2e.consumer_kind == "push" and e2e.listener == "plain"
+        assert e2e.producers == 1 and e2e.consumers == 1   # one task each: separate processes
+    assert load_workload("rate-limited-latency").listener == "async"   # the default
 
 
 @pytest.mark.parametrize("text, words", [
@@ -67,6 +72,8 @@ def test_shipped_workloads_load() -> None:
     ("name: x\nsend_mode: fast\n", ["send_mode must be one of"]),
     ("name: x\nproducer_rate: -1\n", ["producer_rate"]),
     ("name: x\nsend_mode: sync\nin_flight: 8\n", ["in_flight"]),
+    ("name: x\nlistener: blocking\n", ["listener must be one of async, plain"]),
+    ("name: x\nconsumer_kind: pull\nlistener: plain\n", ["listener applies to consumer_kind push only"]),
     ("topics: 1\n", ["missing key 'name'"]),
     ("- a\n- b\n", ["YAML mapping"]),
     ("name: x\nbacklog: 10\nconsumer_groups_per_topic: 0\n", ["backlog"]),

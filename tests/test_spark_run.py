@@ -38,10 +38,10 @@ PURE = [] if USING_EXTENSIONS else ["--allow-pure"]
 
 
 def workload(tmp_path: Path, name: str = "small", producers: int = 1, rate: int = 400, mode: str = "async",
-             in_flight: int = 16, duration: int = 3, consumers: int = 1) -> Path:
+             in_flight: int = 16, duration: int = 3, consumers: int = 1, extra: str = "") -> Path:
     f = tmp_path / f"{name}.yaml"
     f.write_text(SMALL.format(name=name, producers=producers, rate=rate, mode=mode, in_flight=in_flight,
-                              duration=duration, consumers=consumers))
+                              duration=duration, consumers=consumers) + extra)
     return f
 
 
@@ -92,6 +92,19 @@ def test_fastmq_and_raw_run_agree_with_the_broker(spark, tmp_path: Path, capsys)
         rows = spark.read.parquet(str(d / "intervals.parquet")).collect()
         assert len(rows) == 2 * 3 and {x.task for x in rows} == {0, 1}
         assert sum(x.publish_msgs for x in rows) == round(r["publish"]["msgs_per_s"] * r["window_s"])
+
+
+def test_plain_listener_receives_everything_once(spark, tmp_path: Path) -> None:
+    """``listener: plain``: the push consumer's listener is a plain function on its consume
+    threads (what a blocking PushConsumer runs); receipts still reach the recorder, each once."""
+    out = tmp_path / "out"
+    rc = cli.main(["run", str(workload(tmp_path, name="plain", extra="listener: plain\n")), "--out", str(out),
+                   "--driver", "fastmq", *PURE], spark=spark)
+    r = _result(out, "plain", "fastmq")
+    assert rc == 0, r["reason"]
+    assert r["workload"]["listener"] == "plain" and r["status"] == "ok"
+    assert r["sent_ok"] > 0 and r["sent_ok"] == r["received"] == r["broker"]["stored"] == r["broker"]["consumed"]
+    assert r["lost"] == 0 and r["duplicates"] == 0 and r["e2e"]["latency_us"]["p50"] > 0
 
 
 def test_more_tasks_than_slots_is_refused(spark, tmp_path: Path, capsys) -> None:

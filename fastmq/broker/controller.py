@@ -146,7 +146,7 @@ class BrokerController:
 
     # ------------------------------------------------------------------ callbacks
     def _on_arrival(self, topic: str, queue_id: int, max_offset: int, tags_code: int | None) -> None:
-        self.hold_service.notify(topic, queue_id, max_offset, tags_code)
+        self.hold_service.arrived(topic, queue_id, max_offset, tags_code)  # woken next loop turn, not in the put
         if self.ha_service is not None:
             self.ha_service.notify_data()
         elif self.slave_sync is not None and self._started and self.topic_config.select(topic) is None:

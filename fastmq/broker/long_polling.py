@@ -2,9 +2,16 @@
 
 A consumer's pull on a caught-up queue is held for up to its ``suspendTimeoutMillis`` (15 s from
 the Java push consumer). RocketMQ re-checks held pulls every 5 s and is woken early by the
-dispatcher's ``notifyMessageArriving``; we are woken by the same notification (called once per
-dispatched batch, per topic-queue, not per message) and keep one timer per held pull for the
-deadline, so a pull is answered within the event loop's latency of the message being stored.
+dispatcher's ``notifyMessageArriving``; we keep one timer per held pull for the deadline and are
+woken by the store's arrival callback (:meth:`PullRequestHoldService.arrived`).
+
+The wake does not run inside the put that stored the message: a put only notes which queues
+got new entries (and up to where, with which tag codes), and the first note of a loop turn
+schedules one wake for the next turn (``loop.call_soon``). Every held pull of every queue touched
+in between is then re-run once. So a send answers its producer first, and a consumer caught up
+on a queue busy with many producers gets what all their sends of one turn stored in one answer,
+rather than one answer (and one pull round trip) per message; nothing waits longer than the
+loop's next turn.
 
 What "answer" means is the caller's business: ``wake(request)`` re-runs the pull and writes its
 response. A request that matched nothing (its tag filter rejected the new messages) goes back on
@@ -19,7 +26,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Collection
 
 __all__ = ["HeldPull", "PullRequestHoldService"]
 
@@ -50,6 +57,9 @@ class PullRequestHoldService:
         self._table: dict[tuple[str, int], list[HeldPull]] = {}
         self._by_owner: dict[Any, set[HeldPull]] = {}
         self._closed = False
+        self._loop: asyncio.AbstractEventLoop | None = None  # the loop pulls are held on
+        # queues that got messages since the last wake: key -> (max offset, tag codes or None: any)
+        self._arrivals: dict[tuple[str, int], tuple[int, set[int] | None]] = {}
 
     def __len__(self) -> int:
         return sum(len(v) for v in self._table.values())
@@ -58,7 +68,7 @@ class PullRequestHoldService:
         if self._closed:
             self._wake(held, True)
             return
-        loop = asyncio.get_running_loop()
+        loop = self._loop = asyncio.get_running_loop()
         self._table.setdefault((held.topic, held.queue_id), []).append(held)
         if held.owner is not None:
             self._by_owner.setdefault(held.owner, set()).add(held)
@@ -107,9 +117,40 @@ class PullRequestHoldService:
         except Exception:  # a failing answer must not kill the timer machinery of everyone else
             log.exception("answering a timed-out held pull failed")
 
-    def notify(self, topic: str, queue_id: int, max_offset: int, tag_code: int | None = None) -> None:
-        """New messages up to ``max_offset`` (exclusive) are in the queue: wake the pulls they serve."""
+    def arrived(self, topic: str, queue_id: int, max_offset: int, tag_code: int | None = None) -> None:
+        """The store's arrival callback: messages up to ``max_offset`` (exclusive) are in the
+        queue, with tag code ``tag_code`` (None: unknown, so any filter may match). Their pulls are woken at the
+        loop's next turn, together with those of every other queue that gets messages meanwhile."""
         key = (topic, queue_id)
+        if key not in self._table:  # nobody waits here: a pull that comes later finds the messages
+            return
+        seen = self._arrivals.get(key)
+        if seen is None:
+            if not self._arrivals and self._loop is not None:
+                self._loop.call_soon(self._wake_arrivals)
+            self._arrivals[key] = (max_offset, None if tag_code is None else {tag_code})
+            return
+        top, tags = seen
+        if tags is not None:
+            if tag_code is None:
+                tags = None
+            else:
+                tags.add(tag_code)
+        self._arrivals[key] = (max(top, max_offset), tags)
+
+    def _wake_arrivals(self) -> None:
+        arrivals, self._arrivals = self._arrivals, {}
+        for (topic, queue_id), (max_offset, tags) in arrivals.items():
+            self._wake_queue((topic, queue_id), max_offset, tags)
+
+    def notify(self, topic: str, queue_id: int, max_offset: int, tag_code: int | None = None) -> None:
+        """New messages up to ``max_offset`` (exclusive) are in the queue: wake the pulls they serve now."""
+        self._wake_queue((topic, queue_id), max_offset, None if tag_code is None else (tag_code,))
+
+    def _wake_queue(self, key: tuple[str, int], max_offset: int, tags: Collection[int] | None) -> None:
+        """Re-run the pulls held on ``key`` that messages up to ``max_offset`` with tag codes
+        ``tags`` (None: any) serve; a pull they do not serve (past them, or filtered out by tag
+        code, as 4.9's ``isMatchedByConsumeQueue``) stays held."""
         lst = self._table.get(key)
         if not lst:
             return
@@ -118,7 +159,7 @@ class PullRequestHoldService:
             if held.offset >= max_offset:
                 keep.append(held)
                 continue
-            if tag_code is not None and held.tag_codes is not None and tag_code not in held.tag_codes:
+            if tags is not None and held.tag_codes is not None and held.tag_codes.isdisjoint(tags):
                 keep.append(held)
                 continue
             try:

@@ -133,6 +133,7 @@ class PullService:
     _running: bool
     _commit: Callable[[ProcessQueue, Sequence[MessageExt]], None]
     _deliver: Callable[[ProcessQueue, list[MessageExt]], Any]
+    _delivers_inline: bool  # True when _deliver runs the listener itself, False when it hands off
 
     async def _pull_loop(self, pq: ProcessQueue) -> None:
         mq = pq.mq
@@ -187,12 +188,19 @@ class PullService:
                         pq.put(msgs)
                         if next_offset is not None:
                             pq.next_offset = next_offset
-                        # RocketMQ's order: the batch is in the process queue, the next pull leaves
-                        # now, then the batch goes to the listener; pulling only after the listener
-                        # had run left the broker without this queue's pull meanwhile.
-                        nxt = self._start_pull(pq, template)
-                        pull = None if isinstance(nxt, float) else nxt  # flow control: checked again after
-                        await self._deliver(pq, msgs)
+                        if self._delivers_inline:
+                            # RocketMQ's order: the batch is in the process queue, the next pull
+                            # leaves now, then the batch goes to the listener; pulling only after
+                            # the listener had run left the broker without this queue's pull meanwhile.
+                            nxt = self._start_pull(pq, template)
+                            pull = None if isinstance(nxt, float) else nxt  # flow control: checked again after
+                            await self._deliver(pq, msgs)
+                        else:
+                            # a hand-off (consume threads, a queue) returns at once: made first,
+                            # the listener's thread wakes while the next pull is being written
+                            await self._deliver(pq, msgs)
+                            nxt = self._start_pull(pq, template)
+                            pull = None if isinstance(nxt, float) else nxt
                         continue
                     if next_offset is not None and next_offset > pq.next_offset:
                         # the whole batch was filtered out here: move the committed offset past it

@@ -70,6 +70,7 @@ class _ConsumerBase(Rebalance, PullService):
         if message_model not in ("CLUSTERING", "BROADCASTING"):
             raise MessageValidationError(f"messageModel must be CLUSTERING or BROADCASTING, not {message_model}")
         self.group = group
+        self._delivers_inline = False  # _deliver hands the messages on (see PullService._pull_loop)
         self.message_model = message_model
         self.consume_from_where = consume_from_where
         self.consume_timestamp_ms = consume_timestamp_ms
@@ -311,6 +312,8 @@ class PushConsumer(ConsumeConcurrentlyService, ConsumeOrderlyService, _ConsumerB
         the loop, a plain function on the consume thread pool."""
         self._listener = listener
         self._listener_is_async = inspect.iscoroutinefunction(listener)
+        # an async def's first step runs inside _deliver (ConsumeConcurrentlyService._consume_now)
+        self._delivers_inline = self._listener_is_async and not self._orderly
 
     async def start(self) -> None:
         if self._listener is None:

@@ -155,8 +155,8 @@ class MessageStore(DiskSpaceGuard):
     Args:
         config: the store keys.
         store_host: ``"ip:port"`` stamped into every record's STOREHOST (and message ids).
-        on_arrival: called ``(topic, queue_id, new_max_offset, tags_code | None)`` once per
-            queue a put touched (tags_code None when the batch mixed tags), for long polling.
+        on_arrival: called ``(topic, queue_id, new_max_offset, tags_code | None)`` for long
+            polling, once per queue a put touched and tag code stored in it (None: unknown).
     """
 
     def __init__(self, config: MessageStoreConfig, store_host: str,
@@ -534,9 +534,11 @@ class MessageStore(DiskSpaceGuard):
                     continue
                 cq = self.queues.find_or_create(topic, qid)
                 cq.put_run(int(rows[0, _C_QOFF]), rows[:, _C_PHYS], rows[:, _C_SIZE], rows[:, _C_TAGS])
-                tags = rows[:, _C_TAGS]
-                self._arrived(cb, topic, qid, int(rows[-1, _C_QOFF]) + 1,
-                              int(tags[0]) if len(tags) == 1 or (tags == tags[0]).all() else None)
+                top = int(rows[-1, _C_QOFF]) + 1
+                # once per distinct tag code: a pull filtering on another tag stays held, as 4.9's
+                # per-message notifyMessageArriving leaves it (the hold service merges the calls)
+                for tag in set(rows[:, _C_TAGS].tolist()):
+                    self._arrived(cb, topic, qid, top, tag)
             last = cols[-1]
             first_qoff, first_phys, end = int(cols[0, _C_QOFF]), int(cols[0, _C_PHYS]), int(last[_C_PHYS] + last[_C_SIZE])
         self.queues.last_dispatched_store_timestamp = now
@@ -606,19 +608,18 @@ class MessageStore(DiskSpaceGuard):
         cb = self.on_arrival
         if cb is None:
             return
-        touched: dict[tuple[str, int], tuple[int, int | None]] = {}
+        touched: dict[tuple[str, int], tuple[int, set[int]]] = {}
         for d in reqs:
             key = (d.topic, d.queue_id)
             prev = touched.get(key)
-            tag: int | None = d.tags_code
-            if prev is not None and prev[1] != tag:
-                tag = None
-            touched[key] = (d.queue_offset + 1, tag)
-        for (topic, qid), (max_off, tag) in touched.items():
-            try:
-                cb(topic, qid, max_off, tag)
-            except Exception:  # a listener bug must not fail a stored send
-                log.exception("on_arrival callback failed for %s/%d", topic, qid)
+            if prev is None:
+                touched[key] = (d.queue_offset + 1, {d.tags_code})
+            else:
+                prev[1].add(d.tags_code)
+                touched[key] = (d.queue_offset + 1, prev[1])
+        for (topic, qid), (max_off, tags) in touched.items():
+            for tag in tags:  # once per distinct tag code (see put_batch)
+                self._arrived(cb, topic, qid, max_off, tag)
 
     # ------------------------------------------------------------------ get: the reader's
     def get_message(self, group: str, topic: str, queue_id: int, offset: int, max_msg_nums: int,
