@@ -510,21 +510,22 @@ class MessageStore(DiskSpaceGuard):
             # more than that below a few records a queue
             rows = cols.tolist()
             queues = self.queues
-            ends: dict[int, list[int]] = {}  # key -> [next queue offset, its first tags code, 1 if mixed]
+            ends: dict[int, int] = {}  # key -> next queue offset
+            tag_codes: dict[int, set[int]] = {}
             for row in rows:
                 k, qoff, tag = row[_C_KEY], row[_C_QOFF], row[_C_TAGS]
                 topic, qid = keys[k]
                 queues.find_or_create(topic, qid).put(qoff, row[_C_PHYS], row[_C_SIZE], tag)
-                seen = ends.get(k)
-                if seen is None:
-                    ends[k] = [qoff + 1, tag, 0]
+                ends[k] = qoff + 1
+                codes = tag_codes.get(k)
+                if codes is None:
+                    tag_codes[k] = {tag}
                 else:
-                    seen[0] = qoff + 1
-                    if seen[1] != tag:
-                        seen[2] = 1
-            for k, (nxt, tag, mixed) in ends.items():
+                    codes.add(tag)
+            for k, nxt in ends.items():
                 topic, qid = keys[k]
-                self._arrived(cb, topic, qid, nxt, None if mixed else tag)
+                for tag in tag_codes[k]:  # once per distinct tag code, as below
+                    self._arrived(cb, topic, qid, nxt, tag)
             first, last_row = rows[0], rows[-1]
             first_qoff, first_phys, end = first[_C_QOFF], first[_C_PHYS], last_row[_C_PHYS] + last_row[_C_SIZE]
         else:
