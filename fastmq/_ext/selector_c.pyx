@@ -51,9 +51,10 @@ def select_queue_fault(const int32_t[::1] queue_broker, long long counter, long 
         b = queue_broker[pos]
         if b == last_broker:
             continue
-        if 0 <= b < ucap and unreachable[b]:
-            continue
-        if b < 0 or b >= cap or not present[b] or now_ms >= available_from[b]:
+        # availability first: a broker in its penalty is passed over without the reachability
+        # lookup (the common skip; both must hold either way)
+        if ((b < 0 or b >= cap or not present[b] or now_ms >= available_from[b])
+                and not (0 <= b < ucap and unreachable[b])):
             return pos
     return -1
 
@@ -132,9 +133,7 @@ cdef class QueueTable:
             b = self._qb[pos]
             if b == last_broker:
                 continue
-            if fault_unreachable(faults, b):
-                continue
-            if fault_available(faults, b, now_ms):
+            if fault_available(faults, b, now_ms) and not fault_unreachable(faults, b):
                 return pos
         return -1
 

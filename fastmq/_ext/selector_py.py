@@ -54,9 +54,10 @@ def select_queue_fault(queue_broker: Sequence[int] | npt.NDArray[np.int32], coun
         b = queue_broker[pos]
         if b == last_broker:
             continue
-        if unreachable is not None and 0 <= b < len(unreachable) and unreachable[b]:
-            continue
-        if b >= cap or not present[b] or now_ms >= available_from[b]:
+        # availability first: a broker in its penalty is passed over without the reachability
+        # lookup (the common skip; both must hold either way)
+        if ((b >= cap or not present[b] or now_ms >= available_from[b])
+                and (unreachable is None or not 0 <= b < len(unreachable) or not unreachable[b])):
             return pos
     return -1
 
