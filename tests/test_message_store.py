@@ -246,17 +246,22 @@ async def _fill(s: MessageStore, n: int) -> list[bytes]:
     return out
 
 
+def queue_bodies(s: MessageStore, qid: int, most_pulls: int = 100, topic: str = "T") -> list[bytes]:
+    """Every body of queue ``qid``, in queue order: pulls of 32 from offset 0 until one finds
+    nothing (at most ``most_pulls``)."""
+    got: list[bytes] = []
+    off = 0
+    for _ in range(most_pulls):
+        g = s.get_message("g", topic, qid, off, 32)
+        if g.status is not GetStatus.FOUND:
+            break
+        got += bodies(g)
+        off = g.next_begin_offset
+    return got
+
+
 def _all_bodies(s: MessageStore) -> list[bytes]:
-    got = []
-    for q in range(3):
-        off = 0
-        for _ in range(100):
-            g = s.get_message("g", "T", q, off, 32)
-            if g.status is not GetStatus.FOUND:
-                break
-            got += bodies(g)
-            off = g.next_begin_offset
-    return sorted(got)
+    return sorted(b for q in range(3) for b in queue_bodies(s, q))
 
 
 async def test_restart_after_clean_shutdown(tmp_path: Path) -> None:
@@ -541,13 +546,7 @@ def test_kill_9_keeps_every_acknowledged_message(tmp_path: Path) -> None:
         stored = set(_all_bodies(s))
         assert set(acked) <= stored
         for q in range(3):  # queue order is send order
-            off, got = 0, []
-            for _ in range(1000):
-                g = s.get_message("g", "T", q, off, 32)
-                if g.status is not GetStatus.FOUND:
-                    break
-                got += bodies(g)
-                off = g.next_begin_offset
+            got = queue_bodies(s, q, 1000)
             assert got == sorted(got)
     finally:
         s.shutdown()
@@ -594,15 +593,7 @@ async def test_cold_pages_are_released_and_still_readable(tmp_path: Path, monkey
         assert before.get(files[-1], 0) > 0, before  # the file being written is resident (smaps read right)
         # every cold file has left RSS (the store may already have released some as it rolled on)
         assert all(after.get(f, 0) == 0 for f in cold), (before, after)
-        got: list[bytes] = []
-        off = 0
-        for _ in range(1000):
-            g = s.get_message("g", "T", 0, off, 32)
-            if g.status is not GetStatus.FOUND:
-                break
-            got += bodies(g)
-            off = g.next_begin_offset
-        assert got == want
+        assert queue_bodies(s, 0, 1000) == want
         assert s.check_consistency() == []
     finally:
         s.shutdown()

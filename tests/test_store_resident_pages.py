@@ -8,8 +8,7 @@ import os
 from pathlib import Path
 
 from fastmq.store.mapped_file import MappedFileQueue
-from fastmq.store.message_store import GetStatus
-from tests.test_message_store import _rss_kib_by_file, bodies, msg, open_store
+from tests.test_message_store import _rss_kib_by_file, msg, open_store, queue_bodies
 
 MiB = 1 << 20
 
@@ -91,15 +90,7 @@ async def test_store_release_keeps_a_window_behind_the_commit_log_writer(tmp_pat
         assert kib <= 16 * 1024 + 128, kib
         queue_kib = sum(_rss_kib_by_file(tmp_path / "consumequeue").values())
         assert queue_kib == 0, queue_kib  # every queue flushed and idle: no page held
-        got: list[bytes] = []
-        off = 0
-        for _ in range(5000):  # (a pull of 1 KiB messages from memory takes 8 at a time)
-            g = s.get_message("g", "T", 0, off, 32)
-            if g.status is not GetStatus.FOUND:
-                break
-            got += bodies(g)
-            off = g.next_begin_offset
-        assert got == want
+        assert queue_bodies(s, 0, 5000) == want  # (a pull of 1 KiB messages from memory takes 8 at a time)
         assert s.check_consistency() == []
     finally:
         s.shutdown()
