@@ -267,9 +267,20 @@ class DrivenLoop:
         def done(result: Any, error: BaseException | None) -> None:
             if not box:
                 box.append((result, error))
-                loop.stop()
+                if loop.is_running():  # (not when ``start`` failed at once, before the loop ran)
+                    loop.stop()
         end = loop.time() + timeout
-        loop.call_soon(start, done)
+        if self._posted or self._crossed:
+            loop.call_soon(start, done)  # after what was handed over before it (send order)
+        else:
+            # Started here rather than in the loop's first turn (a turn is an epoll call and the
+            # loop's bookkeeping, per send): as the loop's driver this thread may run its code,
+            # with the loop set as running so that what ``start`` schedules lands on it.
+            asyncio._set_running_loop(loop)
+            try:
+                start(done)
+            finally:
+                asyncio._set_running_loop(None)
         guard = loop.call_at(end, loop.stop)
         try:
             while not box:
