@@ -97,7 +97,7 @@ class RemotingServer:
         """The processor for every code with no processor of its own."""
         self.dispatcher.register_default(processor, executor)
 
-    def _make_connection(self) -> asyncio.Protocol:
+    def _make_connection(self) -> asyncio.BaseProtocol:
         if len(self.connections) >= self.max_connections:
             return _Refused(self.max_connections)
         conn = Connection(self.dispatcher.dispatch, listener=self.listener, max_frame_size=self.max_frame_size,
