@@ -379,16 +379,22 @@ def start_java(d: Path, js: JavaSetup, ready_timeout: float = 120.0) -> Peer:
                                 d / "broker", _BROKER_GC)
                          + ["org.apache.rocketmq.broker.BrokerStartup", "-c", str(b_conf), "-n", peer.namesrv],
                          "java-broker", d / "broker" / "console.log", d / "broker", js.env())
-        peer.broker = broker
-        peer.procs.append(broker)
-        _wait(_printed(broker, "boot success"), broker, "the Java broker", ready_timeout)
-        _wait(_route_ready(peer.namesrv), broker, f"the Java broker's route of {TOPIC}", ready_timeout)
+        _await_broker(peer, broker, "the Java broker", ready_timeout)
         peer.info = {"broker_addr": f"127.0.0.1:{port}", "version": _broker_version(f"127.0.0.1:{port}"),
                      "java": js.version_text, "heap": heap}
     except BaseException:
         peer.stop()
         raise
     return peer
+
+
+def _await_broker(peer: Peer, broker: Managed, what: str, ready_timeout: float) -> None:
+    """Make ``broker`` the peer's (stopped with it from now on) and wait until it has booted and the
+    NameServer serves its route of TOPIC."""
+    peer.broker = broker
+    peer.procs.append(broker)
+    _wait(_printed(broker, "boot success"), broker, what, ready_timeout)
+    _wait(_route_ready(peer.namesrv), broker, f"{what}'s route of {TOPIC}", ready_timeout)
 
 
 def _retrying(start: Callable[[Path], Peer], base: Path, tries: int = 3) -> Peer:
@@ -435,10 +441,7 @@ def start_fastmq(d: Path, ready_timeout: float = 120.0) -> Peer:
         b_conf.write_text("".join(f"{k}={v}\n" for k, v in conf.items()))
         broker = Managed([_script("fastmq-broker"), "-c", str(b_conf)], "fastmq-broker", d / "broker" / "console.log",
                          d / "broker")
-        peer.broker = broker
-        peer.procs.append(broker)
-        _wait(_printed(broker, "boot success"), broker, "fastmq-broker", ready_timeout)
-        _wait(_route_ready(peer.namesrv), broker, f"fastmq-broker's route of {TOPIC}", ready_timeout)
+        _await_broker(peer, broker, "fastmq-broker", ready_timeout)
         m = re.search(r"extensions=(\w+), uvloop=(\w+)", broker.output(1 << 20))
         import fastmq
         peer.info = {"broker_addr": f"127.0.0.1:{port}", "version": f"fastmq {fastmq.__version__}",
