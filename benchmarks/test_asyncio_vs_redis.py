@@ -1,0 +1,253 @@
+"""The asyncio API (``fastmq.aio``) against ``redis.asyncio`` on Redis streams, 128 B messages, in
+the three shapes of ``test_blocking_vs_redis.py`` (issue 18: the asyncio API should stay well
+ahead), each pair in one run, alternating A B A B on one event loop:
+
+- ``await send``: one in flight, p50 latency, beside ``await xadd`` (Redis AOF everysec, the
+  broker ASYNC_FLUSH);
+- ``send_async`` with a callback, every send awaited, msgs/s, beside pipelines of ``XADD``;
+- a ``PushConsumer`` with an ``async def`` listener, msgs/s, beside ``XREADGROUP COUNT 1000`` +
+  ``XACK``.
+
+Figures go to ``extra_info`` as ``"<peer> <metric>"`` (what ``fastmq-bench collate`` reads as a
+peer pair). Skipped when redis-server or redis-py is missing.
+
+Real figures: ``.venv/bin/python -m pytest benchmarks/test_asyncio_vs_redis.py --benchmark-only -s``.
+"""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import shutil
+import statistics
+import time
+from pathlib import Path
+from typing import Any, Awaitable, Callable, Iterator, NamedTuple
+
+import numpy as np
+import pytest
+
+import fastmq.aio as aio
+from tests.support import ServerProcess, broker_process, free_port, namesrv_process
+
+BODY = b"x" * 128
+BLOCKS = 6  # per peer, alternating
+N_SYNC_BLOCK = 500  # sends per latency block
+N_ASYNC = 20_000  # sends per throughput round
+PIPELINE = 1_000  # XADDs per pipeline
+N_CONSUME = 100_000  # messages each consumer round reads
+READ_COUNT = 1_000  # XREADGROUP COUNT
+
+
+class Peers(NamedTuple):
+    ns: str
+    redis_port: int
+
+
+@pytest.fixture(scope="module")
+def peers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Peers]:
+    pytest.importorskip("redis.asyncio")
+    if shutil.which("redis-server") is None:
+        pytest.skip("redis-server is not installed")
+    tmp: Path = tmp_path_factory.mktemp("asyncio-vs-redis")
+    with contextlib.ExitStack() as stack:
+        ns = namesrv_process(tmp).start()
+        stack.callback(ns.stop)
+        b = broker_process(tmp, ns.addr, brokerName="bench", flushDiskType="ASYNC_FLUSH",
+                           mappedFileSizeCommitLog=268435456).start()
+        stack.callback(b.stop)
+        port = free_port()
+        rdir = tmp / "redis"
+        rdir.mkdir()
+        stack.enter_context(ServerProcess(
+            ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "yes",
+             "--appendfsync", "everysec", "--dir", str(rdir)], port, rdir))
+        yield Peers(ns.addr, port)
+
+
+Round = Callable[[], Awaitable[list[float]]]
+
+
+async def _alternate(blocks: int, a: Round, b: Round) -> tuple[list[float], list[float]]:
+    """``blocks`` blocks of each, A B A B ... (B first on odd blocks)."""
+    ra: list[float] = []
+    rb: list[float] = []
+    for i in range(blocks):
+        order = [(a, ra), (b, rb)] if i % 2 == 0 else [(b, rb), (a, ra)]
+        for fn, out in order:
+            out.extend(await fn())
+    return ra, rb
+
+
+def _p(values: list[float], q: float) -> float:
+    return float(np.percentile(np.array(values), q))
+
+
+def _run_pair(benchmark: Any, make: Callable[[Peers], Awaitable[tuple[list[float], list[float]]]],
+              peers: Peers) -> tuple[list[float], list[float]]:
+    out: list[tuple[list[float], list[float]]] = []
+    benchmark.pedantic(lambda: out.append(asyncio.run(make(peers))), rounds=1, iterations=1)
+    return out[0]
+
+
+def test_asyncio_send_p50_vs_xadd(benchmark: Any, peers: Peers) -> None:
+    """(a) ``await Producer.send``, one in flight, against ``await xadd``; latencies in µs."""
+    import redis.asyncio as aredis
+    blocks, n = (1, 50) if benchmark.disabled else (BLOCKS, N_SYNC_BLOCK)
+
+    async def pair(peers: Peers) -> tuple[list[float], list[float]]:
+        rds = aredis.Redis(host="127.0.0.1", port=peers.redis_port)
+        async with aio.Producer("PG_ASYNCIO_VS_REDIS_SYNC", namesrv_addr=peers.ns) as p:
+            await p.send(aio.Message("AsyncioBench", b"warm"))
+            await rds.xadd("AsyncioBench", {"body": b"warm"})
+
+            async def fastmq_block() -> list[float]:
+                lat = []
+                for _ in range(n):
+                    t0 = time.perf_counter()
+                    await p.send(aio.Message("AsyncioBench", BODY))
+                    lat.append((time.perf_counter() - t0) * 1e6)
+                return lat
+
+            async def redis_block() -> list[float]:
+                lat = []
+                for _ in range(n):
+                    t0 = time.perf_counter()
+                    await rds.xadd("AsyncioBench", {"body": BODY})
+                    lat.append((time.perf_counter() - t0) * 1e6)
+                return lat
+            try:
+                return await _alternate(blocks, fastmq_block, redis_block)
+            finally:
+                await rds.aclose()
+    fm, rd = _run_pair(benchmark, pair, peers)
+    benchmark.extra_info.update({"fastmq await_send p50_us": round(_p(fm, 50), 1),
+                                 "fastmq await_send p99_us": round(_p(fm, 99), 1),
+                                 "redis.asyncio XADD p50_us": round(_p(rd, 50), 1),
+                                 "redis.asyncio XADD p99_us": round(_p(rd, 99), 1)})
+    print(f"\n(a) asyncio, one in flight, 128 B: fastmq send p50 {_p(fm, 50):.0f} us (p99 {_p(fm, 99):.0f}), "
+          f"redis.asyncio XADD p50 {_p(rd, 50):.0f} us (p99 {_p(rd, 99):.0f}); fastmq / redis p50 "
+          f"{_p(fm, 50) / _p(rd, 50):.2f}x")
+
+
+def _rates(benchmark: Any, fm: list[float], rd: list[float], names: tuple[str, str], what: str) -> None:
+    f, r = statistics.median(fm), statistics.median(rd)
+    benchmark.extra_info.update({f"{names[0]} msgs/s": round(f), f"{names[1]} msgs/s": round(r)})
+    print(f"\n{what}: {names[0]} {f:,.0f} msgs/s (rounds {min(fm):,.0f}-{max(fm):,.0f}), {names[1]} {r:,.0f} "
+          f"msgs/s (rounds {min(rd):,.0f}-{max(rd):,.0f}); fastmq / redis {f / r:.2f}x")
+
+
+def test_asyncio_send_async_vs_pipelined_xadd(benchmark: Any, peers: Peers) -> None:
+    """(b) ``send_async`` with a callback, every send awaited, against ``redis.asyncio`` pipelines
+    of PIPELINE XADDs (no MULTI); msgs/s of each round."""
+    import redis.asyncio as aredis
+    blocks, n = (1, 2_000) if benchmark.disabled else (BLOCKS, N_ASYNC)
+
+    async def pair(peers: Peers) -> tuple[list[float], list[float]]:
+        rds = aredis.Redis(host="127.0.0.1", port=peers.redis_port)
+        async with aio.Producer("PG_ASYNCIO_VS_REDIS_ASYNC", namesrv_addr=peers.ns) as p:
+            await p.send(aio.Message("AsyncioBench", b"warm"))
+
+            async def fastmq_round() -> list[float]:
+                done = asyncio.get_running_loop().create_future()
+                acked = [0, 0]  # acknowledged, failed
+
+                def on_sent(result: object, error: BaseException | None) -> None:
+                    acked[0] += 1
+                    if error is not None:
+                        acked[1] += 1
+                    if acked[0] == n and not done.done():
+                        done.set_result(None)
+                t0 = time.perf_counter()
+                for _ in range(n):
+                    await p.send_async(aio.Message("AsyncioBench", BODY), on_sent)
+                await asyncio.wait_for(done, 120)
+                assert acked == [n, 0], acked
+                return [n / (time.perf_counter() - t0)]
+
+            async def redis_round() -> list[float]:
+                t0 = time.perf_counter()
+                for _ in range(n // PIPELINE):
+                    pipe = rds.pipeline(transaction=False)
+                    for _ in range(PIPELINE):
+                        pipe.xadd("AsyncioBench", {"body": BODY})
+                    await pipe.execute()
+                return [n / (time.perf_counter() - t0)]
+            try:
+                return await _alternate(blocks, fastmq_round, redis_round)
+            finally:
+                await rds.aclose()
+    fm, rd = _run_pair(benchmark, pair, peers)
+    _rates(benchmark, fm, rd, ("fastmq aio_send_async", "redis.asyncio pipelined_XADD"),
+           f"(b) asyncio send_async + callback, {n} awaited, 128 B")
+
+
+def test_asyncio_push_consumer_vs_xreadgroup(benchmark: Any, peers: Peers) -> None:
+    """(c) a ``PushConsumer`` with an ``async def`` listener (its defaults: one message a call), a
+    new group each round over the same N_CONSUME messages, against a new Redis consumer group
+    reading them with XREADGROUP COUNT READ_COUNT and one XACK per read; msgs/s from the first
+    message received to the last, both."""
+    import redis.asyncio as aredis
+    blocks, n = (2, 10_000) if benchmark.disabled else (BLOCKS, N_CONSUME)
+    topic = stream = "AsyncioConsume"
+
+    async def pair(peers: Peers) -> tuple[list[float], list[float]]:
+        rds = aredis.Redis(host="127.0.0.1", port=peers.redis_port)
+        async with aio.Producer("PG_ASYNCIO_VS_REDIS_FILL", namesrv_addr=peers.ns) as p:
+            for _ in range(n // 100):
+                await p.send_batch([aio.Message(topic, BODY) for _ in range(100)])
+        for _ in range(n // PIPELINE):
+            pipe = rds.pipeline(transaction=False)
+            for _ in range(PIPELINE):
+                pipe.xadd(stream, {"body": BODY})
+            await pipe.execute()
+        rounds = [0]
+
+        async def fastmq_round() -> list[float]:
+            rounds[0] += 1
+            done = asyncio.get_running_loop().create_future()
+            seen = [0]
+            first: list[float] = []
+
+            async def listener(msgs: list[aio.MessageExt]) -> str:
+                if not first:
+                    first.append(time.perf_counter())
+                seen[0] += len(msgs)
+                if seen[0] >= n and not done.done():
+                    first.append(time.perf_counter())
+                    done.set_result(None)
+                return aio.ConsumeStatus.CONSUME_SUCCESS
+            c = aio.PushConsumer(f"GID_ASYNCIO_VS_REDIS_{rounds[0]}", namesrv_addr=peers.ns,
+                                 consume_from_where="CONSUME_FROM_FIRST_OFFSET")
+            c.subscribe(topic)
+            c.register_message_listener(listener)
+            await c.start()
+            try:
+                await asyncio.wait_for(done, 300)
+            finally:
+                await c.shutdown()
+            return [(n - 1) / (first[1] - first[0])]
+
+        async def redis_round() -> list[float]:
+            rounds[0] += 1
+            group = f"g{rounds[0]}"
+            await rds.xgroup_create(stream, group, id="0")
+            seen, t0, deadline = 0, 0.0, time.monotonic() + 300
+            while seen < n:
+                assert time.monotonic() < deadline, seen
+                got = await rds.xreadgroup(group, "c1", {stream: ">"}, count=READ_COUNT, block=1000)
+                if not got:
+                    continue
+                ids = [mid for mid, _fields in got[0][1]]
+                if not seen:
+                    t0 = time.perf_counter()
+                seen += len(ids)
+                await rds.xack(stream, group, *ids)
+            # (the first read's own time is not counted, as fastmq's first delivery is not)
+            return [(n - READ_COUNT) / (time.perf_counter() - t0)]
+        try:
+            return await _alternate(blocks // 2, fastmq_round, redis_round)
+        finally:
+            await rds.aclose()
+    fm, rd = _run_pair(benchmark, pair, peers)
+    _rates(benchmark, fm, rd, ("fastmq aio_async_listener", "redis.asyncio XREADGROUP+XACK"),
+           f"(c) asyncio consume {n} x 128 B (XREADGROUP COUNT {READ_COUNT})")
