@@ -21,7 +21,7 @@ import shutil
 import statistics
 import time
 from pathlib import Path
-from typing import Any, Awaitable, Callable, Iterator, NamedTuple
+from typing import Any, Awaitable, Callable, Coroutine, Iterator, NamedTuple
 
 import numpy as np
 import pytest
@@ -82,7 +82,7 @@ def _p(values: list[float], q: float) -> float:
     return float(np.percentile(np.array(values), q))
 
 
-def _run_pair(benchmark: Any, make: Callable[[Peers], Awaitable[tuple[list[float], list[float]]]],
+def _run_pair(benchmark: Any, make: Callable[[Peers], Coroutine[Any, Any, tuple[list[float], list[float]]]],
               peers: Peers) -> tuple[list[float], list[float]]:
     out: list[tuple[list[float], list[float]]] = []
     benchmark.pedantic(lambda: out.append(asyncio.run(make(peers))), rounds=1, iterations=1)
@@ -95,7 +95,7 @@ def test_asyncio_send_p50_vs_xadd(benchmark: Any, peers: Peers) -> None:
     blocks, n = (1, 50) if benchmark.disabled else (BLOCKS, N_SYNC_BLOCK)
 
     async def pair(peers: Peers) -> tuple[list[float], list[float]]:
-        rds = aredis.Redis(host="127.0.0.1", port=peers.redis_port)
+        rds: Any = aredis.Redis(host="127.0.0.1", port=peers.redis_port)
         async with aio.Producer("PG_ASYNCIO_VS_REDIS_SYNC", namesrv_addr=peers.ns) as p:
             await p.send(aio.Message("AsyncioBench", b"warm"))
             await rds.xadd("AsyncioBench", {"body": b"warm"})
@@ -143,7 +143,7 @@ def test_asyncio_send_async_vs_pipelined_xadd(benchmark: Any, peers: Peers) -> N
     blocks, n = (1, 2_000) if benchmark.disabled else (BLOCKS, N_ASYNC)
 
     async def pair(peers: Peers) -> tuple[list[float], list[float]]:
-        rds = aredis.Redis(host="127.0.0.1", port=peers.redis_port)
+        rds: Any = aredis.Redis(host="127.0.0.1", port=peers.redis_port)
         async with aio.Producer("PG_ASYNCIO_VS_REDIS_ASYNC", namesrv_addr=peers.ns) as p:
             await p.send(aio.Message("AsyncioBench", b"warm"))
 
@@ -191,7 +191,7 @@ def test_asyncio_push_consumer_vs_xreadgroup(benchmark: Any, peers: Peers) -> No
     topic = stream = "AsyncioConsume"
 
     async def pair(peers: Peers) -> tuple[list[float], list[float]]:
-        rds = aredis.Redis(host="127.0.0.1", port=peers.redis_port)
+        rds: Any = aredis.Redis(host="127.0.0.1", port=peers.redis_port)
         async with aio.Producer("PG_ASYNCIO_VS_REDIS_FILL", namesrv_addr=peers.ns) as p:
             for _ in range(n // 100):
                 await p.send_batch([aio.Message(topic, BODY) for _ in range(100)])
