@@ -216,8 +216,11 @@ class CommitLog:
                         mf = self.mfq.get_last_mapped_file()
                     i = i2
             finally:  # records already placed keep their queue offsets, whatever stopped the rest
-                for key, nxt in zip(batch.keys, next_offsets.tolist()):
-                    table[key] = nxt
+                if len(batch.keys) == 1:
+                    table[batch.keys[0]] = int(next_offsets[0])
+                else:
+                    for key, nxt in zip(batch.keys, next_offsets.tolist()):
+                        table[key] = nxt
             mf.store_timestamp = store_timestamp
             self.last_store_timestamp = store_timestamp
             self.mfq.after_append(mf)

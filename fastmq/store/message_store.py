@@ -27,7 +27,7 @@ import shutil
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Coroutine, Iterable, Sequence
 
 from .._ext.send_batch import COLUMNS as _SEND_COLUMNS, SendBatch
 from ..protocol.message import (
@@ -475,7 +475,18 @@ class MessageStore(DiskSpaceGuard):
         one store timestamp, the commit log, the consume queues and the index written with a
         few compiled calls, the arrival callbacks once per queue, and under SYNC_FLUSH one wait
         for the group commit covering every record that asked to wait. Where each record went
-        is in ``batch.cols``.
+        is in ``batch.cols``. (:meth:`put_batch_now` is the same without a coroutine when
+        nothing is waited for.)
+        """
+        res = self.put_batch_now(batch)
+        return res if isinstance(res, PutResult) else await res
+
+    def put_batch_now(self, batch: SendBatch) -> PutResult | Coroutine[Any, Any, PutResult]:
+        """:meth:`put_batch`, done now: the PutResult when no wait is owed (ASYNC_FLUSH, a
+        master that is not SYNC_MASTER, or records that said WAIT=false), else a coroutine
+        that waits for the flush (or the slave) and then returns it. The records are stored
+        and dispatched before this returns either way; a caller that wants the wait
+        registered at once runs the coroutine's first step right away.
         """
         refused = self._refuse_put(batch.n)
         if refused is not None:
@@ -549,7 +560,13 @@ class MessageStore(DiskSpaceGuard):
         st["putMessageTimesTotal"] += batch.n
         st["putMessageSizeTotal"] += batch.total_size
         result = PutResult(PutStatus.PUT_OK, "", first_qoff, first_phys, batch.total_size, batch.n, None, now)
-        return await self._finish_put(result, end, batch.wait, t0)
+        if batch.wait and (self.config.sync_flush or (self.ha_service is not None
+                                                      and self.config.role == SYNC_MASTER)):
+            return self._finish_put(result, end, True, t0)
+        elapsed = int((time.perf_counter() - t0) * 1000)
+        if elapsed > st["putMessageEntireTimeMax"]:
+            st["putMessageEntireTimeMax"] = elapsed
+        return result
 
     @staticmethod
     def _arrived(cb: Callable[[str, int, int, int | None], None] | None, topic: str, qid: int, max_offset: int,
