@@ -201,7 +201,10 @@ class CommitLog:
                 next_offsets[0] = table.get(batch.keys[0], 0)
             else:
                 next_offsets = np.fromiter((table.get(k, 0) for k in batch.keys), np.int64, len(batch.keys))
-            mf = self.mfq.get_last_mapped_file()
+            files = self.mfq.files
+            mf = files[-1] if files else None
+            if mf is None or mf.wrote_position >= mf.file_size:  # (MappedFile.is_full, without the call)
+                mf = self.mfq.get_last_mapped_file()
             i = 0
             try:
                 while i < batch.n:

@@ -206,7 +206,11 @@ class IndexService:
         Raises:
             DiskFullError: no room for it.
         """
-        self._writable().reserve_ahead(entries)
+        files = self.files
+        f = files[-1] if files else None
+        if f is None or f.count >= f.entries:  # (IndexFile.full, without the property's call)
+            f = self._writable()
+        f.reserve_ahead(entries)
 
     def put(self, topic: str, keys: list[str], phy: int, store_ts: int) -> None:
         for key in keys:
@@ -217,8 +221,11 @@ class IndexService:
     def put_batch(self, batch: SendBatch, store_ts: int) -> None:
         """Index the KEYS and UNIQ_KEY of a placed :class:`SendBatch` with one compiled call per file."""
         i = 0
+        files = self.files
         while i < batch.n:
-            f = self._writable()
+            f = files[-1] if files else None
+            if f is None or f.count >= f.entries:  # (IndexFile.full, without the property's call)
+                f = self._writable()
             fresh = f.count <= 1
             state = [f.begin_ts, f.end_ts, f.begin_phy, f.end_phy, f.slot_count, f.count]
             i2 = index_records(batch, i, f._mm, f.slots, f.entries, state, store_ts)
