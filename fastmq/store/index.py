@@ -190,13 +190,15 @@ class IndexService:
         return self.files[-1].end_phy if self.files and self.files[-1].count > 1 else -1
 
     def _writable(self) -> IndexFile:
-        if not self.files or self.files[-1].full:
-            self.dir.mkdir(parents=True, exist_ok=True)
-            name = time.strftime("%Y%m%d%H%M%S", time.localtime()) + f"{int(time.time() * 1000) % 1000:03d}"
-            while (self.dir / name).exists():
-                name = str(int(name) + 1)
-            self.files.append(IndexFile(self.dir / name, self.slots, self.entries))
-        return self.files[-1]
+        files = self.files
+        if files and files[-1].count < files[-1].entries:  # (not IndexFile.full: every put asks, without a call)
+            return files[-1]
+        self.dir.mkdir(parents=True, exist_ok=True)
+        name = time.strftime("%Y%m%d%H%M%S", time.localtime()) + f"{int(time.time() * 1000) % 1000:03d}"
+        while (self.dir / name).exists():
+            name = str(int(name) + 1)
+        files.append(IndexFile(self.dir / name, self.slots, self.entries))
+        return files[-1]
 
     def reserve(self, entries: int = 0) -> None:
         """Create the next index file now if the current one is full (or there is none), and
@@ -206,11 +208,7 @@ class IndexService:
         Raises:
             DiskFullError: no room for it.
         """
-        files = self.files
-        f = files[-1] if files else None
-        if f is None or f.count >= f.entries:  # (IndexFile.full, without the property's call)
-            f = self._writable()
-        f.reserve_ahead(entries)
+        self._writable().reserve_ahead(entries)
 
     def put(self, topic: str, keys: list[str], phy: int, store_ts: int) -> None:
         for key in keys:
@@ -221,11 +219,8 @@ class IndexService:
     def put_batch(self, batch: SendBatch, store_ts: int) -> None:
         """Index the KEYS and UNIQ_KEY of a placed :class:`SendBatch` with one compiled call per file."""
         i = 0
-        files = self.files
         while i < batch.n:
-            f = files[-1] if files else None
-            if f is None or f.count >= f.entries:  # (IndexFile.full, without the property's call)
-                f = self._writable()
+            f = self._writable()
             fresh = f.count <= 1
             state = [f.begin_ts, f.end_ts, f.begin_phy, f.end_phy, f.slot_count, f.count]
             i2 = index_records(batch, i, f._mm, f.slots, f.entries, state, store_ts)
