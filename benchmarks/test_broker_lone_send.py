@@ -19,14 +19,14 @@ Run: ``PYTHONPATH=$PWD python -m pytest benchmarks/test_broker_lone_send.py --be
 from __future__ import annotations
 
 import os
-import socket
 import statistics
 import threading
 import time
 
 import pytest
 
-from fastmq._ext.codec import FrameDecoder, RemotingCommand, encode_frame
+from fastmq._ext.codec import RemotingCommand, encode_frame
+from benchmarks.test_broker_benchmarks import _one_in_flight  # (answers read one by one, codes checked)
 from tests.support import broker_process, namesrv_process
 
 SENDS = 3000           # round trips a round, one connection
@@ -64,24 +64,6 @@ def _frames(n: int, serialize_type: int, queue: int = 0) -> list[bytes]:
                                          body=b"x" * 128, serialize_type=serialize_type)) for i in range(n)]
 
 
-def _one_in_flight(port: int, frames: list[bytes], out: list[float] | None = None) -> None:
-    with socket.create_connection(("127.0.0.1", port)) as s:
-        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        s.settimeout(10)
-        dec = FrameDecoder()
-        for frame in frames:
-            t0 = time.perf_counter()
-            s.sendall(frame)
-            got: list = []
-            while not got:
-                chunk = s.recv(65536)
-                assert chunk, "broker closed the connection"
-                got = dec.feed(chunk)
-            if out is not None:
-                out.append((time.perf_counter() - t0) * 1e6)
-            assert got[0].code == 0, (got[0].code, got[0].remark)
-
-
 @pytest.mark.parametrize("header", ["json", "binary"])
 def test_lone_send(benchmark, broker, header: str) -> None:
     """One connection, one SEND_MESSAGE_V2 in flight: p50 round trip and broker CPU per send."""
@@ -93,9 +75,8 @@ def test_lone_send(benchmark, broker, header: str) -> None:
     cpus: list[float] = []
 
     def one_round() -> None:
-        lat: list[float] = []
         c0 = _cpu_seconds(pid)
-        _one_in_flight(broker.port, frames, lat)
+        lat = _one_in_flight(broker.port, frames)
         cpus.append((_cpu_seconds(pid) - c0) / len(frames) * 1e6)
         p50s.append(statistics.median(lat))
 

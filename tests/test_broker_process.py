@@ -84,6 +84,18 @@ async def create_topic(client: RemotingClient, addr: str, topic: str, *, queues:
     assert r.code == ResponseCode.SUCCESS, r.remark
 
 
+async def write_while_stopped(broker: ServerProcess, conns: list, reqs: list) -> None:
+    """Write each request on its connection while the broker is stopped (SIGSTOP), so that its
+    next loop turn reads them all at once: the gathered send path."""
+    broker.proc.send_signal(signal.SIGSTOP)
+    try:
+        for (_, w), req in zip(conns, reqs):
+            w.write(encode_frame(req))
+        await asyncio.sleep(0.05)  # every write reaches the stopped broker's sockets
+    finally:
+        broker.proc.send_signal(signal.SIGCONT)
+
+
 async def test_send_v2_then_pull_back(cluster, client):
     _, broker = cluster
     await create_topic(client, broker.addr, "ProcTopicA")
@@ -148,13 +160,7 @@ async def test_many_producers_each_one_send_in_flight(cluster, client):
                                          {"KEYS": body.decode(), "UNIQ_KEY": f"{rnd:08X}{i:024X}"}, queue_id=i % 8))
                 if not bad:
                     sent[body] = (i, i % 8)
-            broker.proc.send_signal(signal.SIGSTOP)
-            try:
-                for (_, w), req in zip(conns, reqs):
-                    w.write(encode_frame(req))
-                await asyncio.sleep(0.05)  # every write reaches the stopped broker's sockets
-            finally:
-                broker.proc.send_signal(signal.SIGCONT)
+            await write_while_stopped(broker, conns, reqs)
             for i, ((reader, _), req) in enumerate(zip(conns, reqs)):
                 got: list = []
                 deadline = time.monotonic() + 15
@@ -229,13 +235,7 @@ async def test_a_lone_send_and_gathered_sends_are_stored_and_answered_alike(clus
         answers[b"lone"] = await answer(reader, FrameDecoder(), lone.opaque)
         # gathered: four connections whose sends the stopped broker reads in one turn
         reqs = [request(b"gathered%d" % i, 2 if i == 1 else i) for i in range(4)]
-        broker.proc.send_signal(signal.SIGSTOP)
-        try:
-            for (_, w), req in zip(conns, reqs):
-                w.write(encode_frame(req))
-            await asyncio.sleep(0.05)
-        finally:
-            broker.proc.send_signal(signal.SIGCONT)
+        await write_while_stopped(broker, conns, reqs)
         for (r, _), req in zip(conns, reqs):
             answers[req.body] = await answer(r, FrameDecoder(), req.opaque)
     finally:
@@ -281,13 +281,7 @@ async def test_many_producers_each_one_send_in_flight_under_sync_flush(tmp_path,
         try:
             for rnd in range(3):
                 reqs = [send_request(topic, f"s{i}-{rnd}".encode(), queue_id=i % 4) for i in range(len(conns))]
-                broker.proc.send_signal(signal.SIGSTOP)
-                try:
-                    for (_, w), req in zip(conns, reqs):
-                        w.write(encode_frame(req))
-                    await asyncio.sleep(0.05)
-                finally:
-                    broker.proc.send_signal(signal.SIGCONT)
+                await write_while_stopped(broker, conns, reqs)
                 for (reader, _), req in zip(conns, reqs):
                     dec, got = FrameDecoder(), []
                     deadline = time.monotonic() + 15
