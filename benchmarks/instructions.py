@@ -160,8 +160,93 @@ def _store_put_send_batch(kind: str) -> Callable[[], Any]:
     return once
 
 
+class _NullTransport:
+    """What a broker Connection writes to in the broker workloads: a socket that takes everything."""
+
+    def __init__(self, port: int) -> None:
+        self.port = port
+
+    def write(self, data: bytes) -> None:
+        pass
+
+    def get_write_buffer_size(self) -> int:
+        return 0
+
+    def is_closing(self) -> bool:
+        return False
+
+    def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
+        pass
+
+    def get_extra_info(self, name: str) -> Any:
+        return ("127.0.0.1", self.port) if name == "peername" else ("127.0.0.1", 10911)
+
+    def close(self) -> None:
+        pass
+
+    def abort(self) -> None:
+        pass
+
+
+def _broker_sends(kind: str, conns: int, turns: int) -> Callable[[], Any]:
+    """A BrokerController (ASYNC_FLUSH) in this process; each call, ``turns`` times: one
+    SEND_MESSAGE_V2 (binary header, 128 B) read on each of ``conns`` connections, then one turn
+    of the loop, which stores and answers them. What the broker's Python does for a send, but
+    the sockets (and the event loop's own polling)."""
+    from fastmq._ext.codec import RemotingCommand, encode_frame
+    from fastmq.broker.config import BrokerConfig
+    from fastmq.broker.controller import BrokerController
+    from fastmq.remoting.connection import Connection
+    from fastmq.remoting.loop import new_event_loop
+    from fastmq.store.config import ASYNC_FLUSH, MessageStoreConfig
+    from tests.support import free_port
+    root = tempfile.mkdtemp(prefix="fastmq-instr-")
+    loop = new_event_loop()
+    broker = BrokerController(BrokerConfig(brokerName="bench", listenPort=0, namesrvAddr="", brokerIP1="127.0.0.1"),
+                              MessageStoreConfig(storePathRootDir=root, mappedFileSizeCommitLog=1 << 30,
+                                                 flushDiskType=ASYNC_FLUSH, haListenPort=free_port(),
+                                                 # no flush round inside the counted calls (valgrind
+                                                 # makes them long): the count is the sends'
+                                                 flushIntervalCommitLog=600_000, flushIntervalConsumeQueue=600_000,
+                                                 preloadMappedFile=False))
+    loop.run_until_complete(broker.start())
+    # nor a timer's round (register, stats, idle scan, retention): under valgrind more of them
+    # fire the slower it runs, which made the counts depend on the machine's load
+    for task in asyncio.all_tasks(loop):
+        task.cancel()
+    loop.run_until_complete(asyncio.sleep(0))
+    ext = dict(_SEND_V2_EXT, n="bench")
+    peers = []
+
+    async def connect(k: int) -> Any:
+        conn = Connection(broker.server.dispatcher.dispatch)
+        conn.connection_made(_NullTransport(40000 + k))  # type: ignore[arg-type]
+        return conn
+    for k in range(conns):
+        frame = encode_frame(RemotingCommand(310, language=0, version=409, opaque=1, ext_fields=dict(ext, e=str(k % 4)),
+                                             body=b"x" * 128, serialize_type=1))
+        peers.append((loop.run_until_complete(connect(k)), frame))
+
+    async def turn() -> None:
+        for _ in range(turns):
+            for conn, frame in peers:
+                conn.data_received(frame)
+            await asyncio.sleep(0)
+
+    def once() -> Any:
+        return loop.run_until_complete(turn())
+
+    def close() -> None:
+        loop.run_until_complete(broker.shutdown())
+        loop.close()
+        shutil.rmtree(root, ignore_errors=True)
+    once.close = close  # type: ignore[attr-defined]
+    once()  # the topic is created on the long way; the fast path takes the sends after it
+    return once
+
+
 #: name -> (set-up returning the call, calls per unit it counts). The store's calls are fewer: each
-#: is 100 messages.
+#: is 100 messages; a broker call is 10 lone sends, or 16 gathered ones.
 WORKLOADS: dict[str, tuple[Callable[[str], Callable[[], Any]], int]] = {
     "codec decode_send_v2": (_decode_send_v2, 1),
     "codec encode_send_v2": (_encode_send_v2, 1),
@@ -173,6 +258,8 @@ WORKLOADS: dict[str, tuple[Callable[[str], Callable[[], Any]], int]] = {
     "selector select_fault": (_select_fault, 1),
     "fault update_and_check": (_fault_update_and_check, 1),
     "store put_send_batch_100": (_store_put_send_batch, 10),
+    "broker lone_send_x10": (lambda kind: _broker_sends(kind, 1, 10), 10),
+    "broker gathered_16_sends": (lambda kind: _broker_sends(kind, 16, 1), 16),
 }
 KINDS = ("c", "py")
 

@@ -84,6 +84,18 @@ async def create_topic(client: RemotingClient, addr: str, topic: str, *, queues:
     assert r.code == ResponseCode.SUCCESS, r.remark
 
 
+async def write_while_stopped(broker: ServerProcess, conns: list, reqs: list) -> None:
+    """Write each request on its connection while the broker is stopped (SIGSTOP), so that its
+    next loop turn reads them all at once: the gathered send path."""
+    broker.proc.send_signal(signal.SIGSTOP)
+    try:
+        for (_, w), req in zip(conns, reqs):
+            w.write(encode_frame(req))
+        await asyncio.sleep(0.05)  # every write reaches the stopped broker's sockets
+    finally:
+        broker.proc.send_signal(signal.SIGCONT)
+
+
 async def test_send_v2_then_pull_back(cluster, client):
     _, broker = cluster
     await create_topic(client, broker.addr, "ProcTopicA")
@@ -148,13 +160,7 @@ async def test_many_producers_each_one_send_in_flight(cluster, client):
                                          {"KEYS": body.decode(), "UNIQ_KEY": f"{rnd:08X}{i:024X}"}, queue_id=i % 8))
                 if not bad:
                     sent[body] = (i, i % 8)
-            broker.proc.send_signal(signal.SIGSTOP)
-            try:
-                for (_, w), req in zip(conns, reqs):
-                    w.write(encode_frame(req))
-                await asyncio.sleep(0.05)  # every write reaches the stopped broker's sockets
-            finally:
-                broker.proc.send_signal(signal.SIGCONT)
+            await write_while_stopped(broker, conns, reqs)
             for i, ((reader, _), req) in enumerate(zip(conns, reqs)):
                 got: list = []
                 deadline = time.monotonic() + 15
@@ -188,6 +194,79 @@ async def test_many_producers_each_one_send_in_flight(cluster, client):
     assert q.code == ResponseCode.SUCCESS and [m.body for m in decode_records(q.body)] == [b"c7-r3"]
 
 
+@pytest.mark.parametrize("serialize_type", [0, 1], ids=["json", "binary"])
+async def test_a_lone_send_and_gathered_sends_are_stored_and_answered_alike(cluster, client, serialize_type):
+    """Guards the two ways a send takes on the fast path: a read alone in its loop turn (one send
+    in flight on a quiet broker) and reads gathered from several connections in one turn. Both
+    must leave the same record (but for where it went and who sent it) and the same answer:
+    code, remark, serialize type, the msgId of the stored record, queueId, queueOffset and the
+    region and trace fields."""
+    from fastmq._ext.codec import FrameDecoder
+    from fastmq.protocol.message import decode_offset_msg_id
+
+    _, broker = cluster
+    topic = f"ProcLoneVsGathered{serialize_type}"
+    await create_topic(client, broker.addr, topic, queues=4)
+    assert (await client.invoke(broker.addr, send_request(topic, b"learn"), 5)).code == ResponseCode.SUCCESS
+    props = {"TAGS": "tagL", "KEYS": "lk1 lk2", "WAIT": "true", "userProp": "v"}
+
+    def request(body: bytes, qid: int):
+        req = send_request(topic, body, dict(props, UNIQ_KEY=body.hex().upper().ljust(32, "0")), queue_id=qid)
+        req.serialize_type = serialize_type
+        return req
+
+    async def answer(reader, dec, opaque):
+        got: list = []
+        while not got:
+            chunk = await asyncio.wait_for(reader.read(1 << 16), 15)
+            assert chunk, "the broker closed the connection"
+            got += dec.feed(chunk)
+        (resp,) = got
+        assert resp.opaque == opaque and resp.flag & 1
+        return resp
+
+    conns = [await asyncio.open_connection("127.0.0.1", broker.port) for _ in range(4)]
+    try:
+        answers = {}
+        # alone: one connection, one send, nothing else on the broker's loop
+        reader, writer = conns[0]
+        lone = request(b"lone", 2)
+        writer.write(encode_frame(lone))
+        answers[b"lone"] = await answer(reader, FrameDecoder(), lone.opaque)
+        # gathered: four connections whose sends the stopped broker reads in one turn
+        reqs = [request(b"gathered%d" % i, 2 if i == 1 else i) for i in range(4)]
+        await write_while_stopped(broker, conns, reqs)
+        for (r, _), req in zip(conns, reqs):
+            answers[req.body] = await answer(r, FrameDecoder(), req.opaque)
+    finally:
+        for _, w in conns:
+            w.close()
+    records = {}
+    for qid in range(4):
+        p = await client.invoke(broker.addr, pull_request(topic, qid, 0), 5)
+        records.update((m.body, m) for m in decode_records(p.body or b"") if m.body != b"learn")
+    assert set(records) == set(answers)
+    for body, resp in answers.items():
+        m = records[body]
+        assert (resp.code, resp.remark, resp.serialize_type) == (ResponseCode.SUCCESS, None, serialize_type)
+        f = resp.ext_fields
+        assert set(f) == {"msgId", "queueId", "queueOffset", "MSG_REGION", "TRACE_ON"}
+        assert (f["MSG_REGION"], f["TRACE_ON"]) == ("DefaultRegion", "true")
+        assert (int(f["queueId"]), int(f["queueOffset"])) == (m.queue_id, m.queue_offset)
+        assert decode_offset_msg_id(f["msgId"])[2] == m.commit_log_offset
+        assert m.topic == topic and m.store_host == ("127.0.0.1", broker.port) and m.born_host[0] == "127.0.0.1"
+        assert {k: m.properties[k] for k in props} == props
+        assert (m.flag, m.sys_flag, m.reconsume_times) == (0, 0, 0)
+    assert len({m.properties["CLUSTER"] for m in records.values()}) == 1
+    lone, same_queue = records[b"lone"], records[b"gathered1"]
+    assert same_queue.queue_offset == lone.queue_offset + 1  # one queue's order holds across both ways
+    assert set(lone.properties) == set(same_queue.properties)
+    q = await client.invoke(broker.addr, create_request(RequestCode.QUERY_MESSAGE, {
+        "topic": topic, "key": "lk2", "maxNum": 32, "beginTimestamp": 0, "endTimestamp": 2**62}), 5)
+    assert q.code == ResponseCode.SUCCESS
+    assert sorted(m.body for m in decode_records(q.body)) == sorted(answers)  # both ways indexed the keys
+
+
 async def test_many_producers_each_one_send_in_flight_under_sync_flush(tmp_path, client):
     """The gathered sends of a SYNC_FLUSH broker wait for one group commit together and each
     connection is answered once the flush covers its message (the dispatcher's one task for all)."""
@@ -202,13 +281,7 @@ async def test_many_producers_each_one_send_in_flight_under_sync_flush(tmp_path,
         try:
             for rnd in range(3):
                 reqs = [send_request(topic, f"s{i}-{rnd}".encode(), queue_id=i % 4) for i in range(len(conns))]
-                broker.proc.send_signal(signal.SIGSTOP)
-                try:
-                    for (_, w), req in zip(conns, reqs):
-                        w.write(encode_frame(req))
-                    await asyncio.sleep(0.05)
-                finally:
-                    broker.proc.send_signal(signal.SIGCONT)
+                await write_while_stopped(broker, conns, reqs)
                 for (reader, _), req in zip(conns, reqs):
                     dec, got = FrameDecoder(), []
                     deadline = time.monotonic() + 15

@@ -13,7 +13,7 @@ from fastmq.protocol.message import (
 )
 from fastmq.store.config import MessageStoreConfig
 from fastmq.store.message_store import (
-    SCHEDULE_TOPIC, GetStatus, MessageStore, PutStatus, parse_delay_levels,
+    SCHEDULE_TOPIC, GetStatus, MessageStore, PutResult, PutStatus, parse_delay_levels,
 )
 
 CL_FILE = 8192
@@ -97,7 +97,7 @@ async def test_put_get_single_and_batch(tmp_path: Path) -> None:
         s.shutdown()
 
 
-def _send_batch(sends: list[tuple[int, str, str]]):
+def _send_batch(sends: list[tuple[int, str, str]], wait: bool = True):
     """A compiled-path SendBatch (the selected twin) of SEND_MESSAGE_V2 requests to topic T:
     ``(queue id, TAGS, KEYS)`` each."""
     from fastmq._ext.send import encode_sends
@@ -108,7 +108,7 @@ def _send_batch(sends: list[tuple[int, str, str]]):
 
     reqs = [create_request(RequestCode.SEND_MESSAGE_V2, SendMessageRequestHeader(
         "PG", "T", "TBW102", 4, qid, 0, int(time.time() * 1000), 0,
-        f"TAGS\x01{tag}\x02KEYS\x01{key}\x02WAIT\x01true").to_v2_fields(), f"{key}".encode())
+        f"TAGS\x01{tag}\x02KEYS\x01{key}\x02WAIT\x01{str(wait).lower()}").to_v2_fields(), f"{key}".encode())
         for qid, tag, key in sends]
     return encode_sends(reqs, {"T": (64, 64, 0)}, pack_host("10.0.0.7", 5555), pack_host("127.0.0.1", 10911),
                         b"CLUSTER\x01C\x02", 1 << 20)
@@ -148,6 +148,30 @@ async def test_put_batch_writes_every_queue_and_index_entry(tmp_path: Path, spre
         assert len(again.query_message("T", sends[-1][2], 8, 0, 2**62)) == 1
     finally:
         again.shutdown()
+
+
+@pytest.mark.parametrize("flush", ["ASYNC_FLUSH", "SYNC_FLUSH"])
+async def test_put_batch_now_waits_only_when_a_flush_is_owed(tmp_path: Path, flush: str) -> None:
+    """put_batch_now stores and dispatches before it returns; it answers a PutResult at once
+    unless a flush is owed (SYNC_FLUSH and a record that asked to wait), and then a coroutine
+    that waits for the group commit. A store that is not running refuses with a PutResult."""
+    s = open_store(tmp_path, flushDiskType=flush, mappedFileSizeCommitLog=1 << 20)
+    try:
+        res = s.put_batch_now(_send_batch([(0, "A", "k1")]))
+        assert s.max_offset_in_queue("T", 0) == 1  # in the queue before any wait
+        if flush == "SYNC_FLUSH":
+            assert asyncio.iscoroutine(res)
+            res = await asyncio.wait_for(res, 10)
+            assert s.commit_log.flushed_offset >= s.commit_log_max_offset
+        assert type(res) is PutResult and res.status is PutStatus.PUT_OK and res.msg_num == 1
+        nowait = s.put_batch_now(_send_batch([(0, "A", "k2")], wait=False))
+        assert type(nowait) is PutResult and nowait.status is PutStatus.PUT_OK  # WAIT=false: nothing owed
+        assert queue_bodies(s, 0) == [b"k1", b"k2"]
+        assert s.stats["putMessageTimesTotal"] == 2
+    finally:
+        s.shutdown()
+    refused = s.put_batch_now(_send_batch([(0, "A", "k3")]))
+    assert type(refused) is PutResult and refused.status is PutStatus.SERVICE_NOT_AVAILABLE
 
 
 async def test_rolls_over_many_files(store: MessageStore) -> None:

@@ -232,9 +232,12 @@ class Dispatcher:
     def _deliver(self, conn: Connection, items: list[Any]) -> None:
         """Write one connection's share of what a gathering processor returned; a failure costs
         that connection only (the others of the turn still get their answers)."""
-        out: list[RemotingCommand] = []
-        raw: list[bytes] = []
         try:
+            if len(items) == 1 and type(items[0]) is bytes:  # one buffer of frames (the usual send answer)
+                self._write_raw(conn, items[0])
+                return
+            out: list[RemotingCommand] = []
+            raw: list[bytes] = []
             self._take(conn, items, out, raw)
             if out:
                 conn.send_many(out)

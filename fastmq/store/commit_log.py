@@ -201,7 +201,10 @@ class CommitLog:
                 next_offsets[0] = table.get(batch.keys[0], 0)
             else:
                 next_offsets = np.fromiter((table.get(k, 0) for k in batch.keys), np.int64, len(batch.keys))
-            mf = self.mfq.get_last_mapped_file()
+            files = self.mfq.files
+            mf = files[-1] if files else None
+            if mf is None or mf.wrote_position >= mf.file_size:  # (MappedFile.is_full, without the call)
+                mf = self.mfq.get_last_mapped_file()
             i = 0
             try:
                 while i < batch.n:
@@ -216,8 +219,11 @@ class CommitLog:
                         mf = self.mfq.get_last_mapped_file()
                     i = i2
             finally:  # records already placed keep their queue offsets, whatever stopped the rest
-                for key, nxt in zip(batch.keys, next_offsets.tolist()):
-                    table[key] = nxt
+                if len(batch.keys) == 1:
+                    table[batch.keys[0]] = int(next_offsets[0])
+                else:
+                    for key, nxt in zip(batch.keys, next_offsets.tolist()):
+                        table[key] = nxt
             mf.store_timestamp = store_timestamp
             self.last_store_timestamp = store_timestamp
             self.mfq.after_append(mf)

@@ -151,6 +151,15 @@ class ConsumeQueue:
         commit log holds messages this queue never saw, which only a bug or lost files cause.
         """
         target = queue_offset * _UNIT
+        files = self.mfq.files
+        if files:  # the usual entry: the next one of the last file, its room already reserved
+            mf = files[-1]
+            pos = target - mf.file_from_offset
+            if pos == mf.wrote_position and pos + _UNIT <= mf.reserved_to:
+                _ENTRY.pack_into(mf.buffer, pos, commit_log_offset, size, tags_code)
+                mf.wrote_position = pos + _UNIT
+                self.max_physic_offset = commit_log_offset + size
+                return True
         cur = self.mfq.max_offset
         if target < cur:
             return False

@@ -76,6 +76,9 @@ class DiskSpaceGuard:
         log's disk over diskSpaceWarningLevelRatio (RocketMQ's runningFlags disk-full bit), or
         a store file that could not get its space less than a second ago."""
         now = time.monotonic()
+        if (now - self._disk_checked_at < _DISK_CHECK_INTERVAL and self._refusing is None
+                and self._space_failed_at is None):
+            return None  # (every send asks: nothing to re-read, nothing failed, nothing to log)
         if now - self._disk_checked_at >= _DISK_CHECK_INTERVAL:
             self._disk_checked_at = now
             self._disk_ratio = self.disk_ratio_fn(self.config.commit_log_dir)
@@ -105,7 +108,10 @@ class DiskSpaceGuard:
         half a put in the commit log with no queue entry would be a message no consumer sees.
         Returns None when there is room, else the disk ratio for the refusal."""
         try:
-            self.commit_log.mfq.ensure_room(nbytes + 8)  # (+ the BLANK end marker)
+            mfq = self.commit_log.mfq
+            last = mfq.files[-1] if mfq.files else None
+            if last is None or last.wrote_position + nbytes + 8 > last.reserved_to:  # (reserved_to <= file size)
+                mfq.ensure_room(nbytes + 8)  # (+ the BLANK end marker)
             table = self.commit_log.topic_queue_table
             for key in keys:
                 mfq = self.queues.find_or_create(*key).mfq

@@ -190,13 +190,15 @@ class IndexService:
         return self.files[-1].end_phy if self.files and self.files[-1].count > 1 else -1
 
     def _writable(self) -> IndexFile:
-        if not self.files or self.files[-1].full:
-            self.dir.mkdir(parents=True, exist_ok=True)
-            name = time.strftime("%Y%m%d%H%M%S", time.localtime()) + f"{int(time.time() * 1000) % 1000:03d}"
-            while (self.dir / name).exists():
-                name = str(int(name) + 1)
-            self.files.append(IndexFile(self.dir / name, self.slots, self.entries))
-        return self.files[-1]
+        files = self.files
+        if files and files[-1].count < files[-1].entries:  # (not IndexFile.full: every put asks, without a call)
+            return files[-1]
+        self.dir.mkdir(parents=True, exist_ok=True)
+        name = time.strftime("%Y%m%d%H%M%S", time.localtime()) + f"{int(time.time() * 1000) % 1000:03d}"
+        while (self.dir / name).exists():
+            name = str(int(name) + 1)
+        files.append(IndexFile(self.dir / name, self.slots, self.entries))
+        return files[-1]
 
     def reserve(self, entries: int = 0) -> None:
         """Create the next index file now if the current one is full (or there is none), and

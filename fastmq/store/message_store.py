@@ -27,7 +27,7 @@ import shutil
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Coroutine, Iterable, Sequence
 
 from .._ext.send_batch import COLUMNS as _SEND_COLUMNS, SendBatch
 from ..protocol.message import (
@@ -184,6 +184,7 @@ class MessageStore(DiskSpaceGuard):
         self._shutdown = False
         self._ckpt_lock = threading.Lock()
         self._init_disk_space()
+        self._read_role()
         self.boot_timestamp = int(time.time() * 1000)
         self.stats = {"putMessageTimesTotal": 0, "putMessageSizeTotal": 0, "putMessageFailedTimes": 0,
                       "getMessageTimesTotalFound": 0, "getMessageTimesTotalMiss": 0,
@@ -237,6 +238,7 @@ class MessageStore(DiskSpaceGuard):
             self.load()
         if self._running:
             return
+        self._read_role()
         create_abort_file(self.config)
         self.commit_log.start()
         cfg = self.config
@@ -253,6 +255,14 @@ class MessageStore(DiskSpaceGuard):
             self._retention_task = None
         self._running = True
         self._shutdown = False
+
+    def _read_role(self) -> None:
+        # brokerRole and flushDiskType apply from a start on (the broker takes them only there),
+        # and every put asks: read once, not through the config's properties per put
+        cfg = self.config
+        self._is_slave = cfg.is_slave
+        self._sync_flush = cfg.sync_flush
+        self._sync_master = cfg.role == SYNC_MASTER
 
     def _on_queues_flushed(self, logics_ts: int, thorough: bool) -> None:
         """Advance the checkpoint after a consume-queue flush (from the flusher thread)."""
@@ -344,7 +354,7 @@ class MessageStore(DiskSpaceGuard):
         if not self._running or self._shutdown:
             return self._fail(PutStatus.SERVICE_NOT_AVAILABLE,
                               "service not available now, the message store is not running")
-        if self.config.is_slave:  # RocketMQ: "broke role is slave, so putMessage is forbidden"
+        if self._is_slave:  # RocketMQ: "broke role is slave, so putMessage is forbidden"
             return self._unavailable(self.disk_ratio_fn(self.config.commit_log_dir))
         if not count:
             return self._fail(PutStatus.MESSAGE_ILLEGAL, "no message to put")
@@ -475,7 +485,18 @@ class MessageStore(DiskSpaceGuard):
         one store timestamp, the commit log, the consume queues and the index written with a
         few compiled calls, the arrival callbacks once per queue, and under SYNC_FLUSH one wait
         for the group commit covering every record that asked to wait. Where each record went
-        is in ``batch.cols``.
+        is in ``batch.cols``. (:meth:`put_batch_now` is the same without a coroutine when
+        nothing is waited for.)
+        """
+        res = self.put_batch_now(batch)
+        return res if isinstance(res, PutResult) else await res
+
+    def put_batch_now(self, batch: SendBatch) -> PutResult | Coroutine[Any, Any, PutResult]:
+        """:meth:`put_batch`, done now: the PutResult when no wait is owed (ASYNC_FLUSH, a
+        master that is not SYNC_MASTER, or records that said WAIT=false), else a coroutine
+        that waits for the flush (or the slave) and then returns it. The records are stored
+        and dispatched before this returns either way; a caller that wants the wait
+        registered at once runs the coroutine's first step right away.
         """
         refused = self._refuse_put(batch.n)
         if refused is not None:
@@ -549,7 +570,12 @@ class MessageStore(DiskSpaceGuard):
         st["putMessageTimesTotal"] += batch.n
         st["putMessageSizeTotal"] += batch.total_size
         result = PutResult(PutStatus.PUT_OK, "", first_qoff, first_phys, batch.total_size, batch.n, None, now)
-        return await self._finish_put(result, end, batch.wait, t0)
+        if batch.wait and (self._sync_flush or (self._sync_master and self.ha_service is not None)):
+            return self._finish_put(result, end, True, t0)
+        elapsed = int((time.perf_counter() - t0) * 1000)
+        if elapsed > st["putMessageEntireTimeMax"]:
+            st["putMessageEntireTimeMax"] = elapsed
+        return result
 
     @staticmethod
     def _arrived(cb: Callable[[str, int, int, int | None], None] | None, topic: str, qid: int, max_offset: int,
@@ -565,7 +591,7 @@ class MessageStore(DiskSpaceGuard):
     async def _finish_put(self, result: PutResult, end_offset: int, wait: bool, t0: float) -> PutResult:
         """The end of every put: under SYNC_FLUSH, wait (if asked) until ``end_offset`` is on
         disk; then the latency statistic."""
-        if self.config.sync_flush and wait:
+        if self._sync_flush and wait:
             try:
                 await self.commit_log.wait_flushed(end_offset)
             except FlushTimeoutError as exc:
@@ -576,7 +602,7 @@ class MessageStore(DiskSpaceGuard):
                 result.status = PutStatus.FLUSH_DISK_TIMEOUT
                 result.remark = f"flush failed: {exc}"
         if (self.ha_service is not None and wait and result.status is PutStatus.PUT_OK
-                and self.config.role == SYNC_MASTER):
+                and self._sync_master):
             await self._wait_slave(result, end_offset)
         elapsed = int((time.perf_counter() - t0) * 1000)
         st = self.stats

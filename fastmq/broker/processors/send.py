@@ -64,6 +64,9 @@ PUT_STATUS_CODES = {
 }
 #: (CLUSTER property, msgId prefix, JSON answer template, binary answer template)
 _Consts = tuple[bytes, bytes, tuple[bytes, bytes, bytes, bytes, bytes], tuple[bytes, bytes, bytes, bytes, bytes, bytes]]
+#: (store host, size limit, CLUSTER property, msgId prefix, JSON and binary answer templates)
+_FastState = tuple[bytes, int, bytes, bytes, tuple[bytes, bytes, bytes, bytes, bytes],
+                   tuple[bytes, bytes, bytes, bytes, bytes, bytes]]
 _C_REQ, _C_QID, _C_QOFF, _C_PHYS, _C_KEY = (COLUMNS.index(c) for c in ("req", "queue_id", "queue_offset",
                                                                          "commit_log_offset", "key"))
 
@@ -159,6 +162,11 @@ class SendMessageProcessor(BrokerCodeDispatchProcessor):
         self._store_host: bytes | None = None
         # producer groups that passed the name gate: the fast path takes no other (encode_sends)
         self._good_groups: set[str] = set()
+        # _fast_state's tuple, and the topic-table version and permission it was made under
+        self._fast: _FastState | None = None
+        self._fast_dv: Any = None
+        self._fast_counter = -1
+        self._fast_perm = -1
 
     # ------------------------------------------------------------------ the batch fast path
     def process_batch(self, conn: Connection, requests: list[RemotingCommand]) -> list[Any]:
@@ -168,21 +176,26 @@ class SendMessageProcessor(BrokerCodeDispatchProcessor):
         stored with one :meth:`MessageStore.put_batch` and answered with one buffer of frames;
         the rest (and CONSUMER_SEND_MSG_BACK) go through :meth:`process_request` one by one.
         """
-        born = self._born_host(conn)
-        store_host = self._fast_store_host()
-        if born is None or store_host is None or not tv.is_writeable(self.broker.config.brokerPermission):
+        born = conn.attrs.get("born_packed", b"")
+        if born == b"":
+            born = self._born_host(conn)
+        fast = self._fast_state()
+        if born is None or fast is None or not self.broker.config.brokerPermission & tv.PERM_WRITE:
             return [(req, self.process_request(conn, req)) for req in requests]
-        self._refresh_fast_topics()
-        store = self.broker.store
-        max_size = min(store.config.maxMessageSize, store.config.mappedFileSizeCommitLog - 8)
-        cluster_prop = self._fast_consts()[0]
+        store_host, max_size, cluster_prop, prefix, template, binary = fast
         batch = encode_sends(requests, self._fast_topics, born, store_host, cluster_prop, max_size, self._rr,
                              groups=self._good_groups, binary=True)
         self._rr = batch.rr & 0x3FFFFFFF
         out: list[Any] = []
         if batch.n:
-            res = run_eagerly(store.put_batch(batch))
-            if isinstance(res, PutResult):
+            res = self.broker.store.put_batch_now(batch)
+            if not isinstance(res, PutResult):  # a flush or slave wait: begun now, to join this turn's group commit
+                res = run_eagerly(res)
+            if type(res) is PutResult and res.status is PutStatus.PUT_OK:
+                # (the common answer, without _batch_answers's other cases)
+                self._count_puts(batch)
+                out.append(encode_answers(batch, requests, prefix, template, binary_template=binary))
+            elif isinstance(res, PutResult):
                 answers = self._batch_answers(batch, requests, res)
                 if type(answers) is list:  # one (request, response) pair per request, not frames
                     out.extend(answers)
@@ -190,6 +203,8 @@ class SendMessageProcessor(BrokerCodeDispatchProcessor):
                     out.append(answers)
             else:
                 out.append(self._finish_batch(batch, requests, res))
+        if not batch.slow:
+            return out
         for i in batch.slow:
             req = requests[i]
             out.append((req, self.process_request(conn, req)))
@@ -210,9 +225,11 @@ class SendMessageProcessor(BrokerCodeDispatchProcessor):
         Many producers with one send in flight each (RocketMQ's benchmark Producer) otherwise
         pay the store's and this processor's fixed cost once per message.
         """
-        store_host = self._fast_store_host()
-        if (len(parts) == 1 or store_host is None
-                or not tv.is_writeable(self.broker.config.brokerPermission)):
+        if len(parts) == 1:  # one connection read this turn (one send in flight, say)
+            conn, reqs = parts[0]
+            return [(conn, self.process_batch(conn, reqs))], None
+        fast = self._fast_state()
+        if fast is None or not self.broker.config.brokerPermission & tv.PERM_WRITE:
             return [(conn, self.process_batch(conn, reqs)) for conn, reqs in parts], None
         ready: list[tuple[Connection, list[Any]]] = []
         requests: list[RemotingCommand] = []
@@ -229,17 +246,17 @@ class SendMessageProcessor(BrokerCodeDispatchProcessor):
         if len(owners) <= 1:
             ready += [(conn, self.process_batch(conn, requests)) for conn, _, _ in owners]
             return ready, None
-        self._refresh_fast_topics()
+        store_host, max_size, cluster_prop = fast[:3]
         store = self.broker.store
-        max_size = min(store.config.maxMessageSize, store.config.mappedFileSizeCommitLog - 8)
-        cluster_prop = self._fast_consts()[0]
         batch = encode_sends(requests, self._fast_topics, borns[0], store_host, cluster_prop, max_size, self._rr,
                              groups=self._good_groups, born_hosts=borns, binary=True)
         self._rr = batch.rr & 0x3FFFFFFF
         per: list[list[Any]] = [[] for _ in owners]
         later: Awaitable[list[tuple[Connection, list[Any]]]] | None = None
         if batch.n:
-            res = run_eagerly(store.put_batch(batch))
+            res = store.put_batch_now(batch)
+            if not isinstance(res, PutResult):  # a flush or slave wait: begun now, to join this turn's group commit
+                res = run_eagerly(res)
             if isinstance(res, PutResult):
                 for k, answers in enumerate(self._split_answers(batch, requests, owners, res)):
                     per[k] += answers
@@ -344,6 +361,26 @@ class SendMessageProcessor(BrokerCodeDispatchProcessor):
         """The broker's configuration changed (UPDATE_BROKER_CONFIG): drop what was derived from it."""
         self._consts = None
         self._fast_version = None
+        self._fast = None
+
+    def _fast_state(self) -> _FastState | None:
+        """What the fast path needs on every call, made once: the store host, the size limit,
+        the CLUSTER property and the answer templates; None when the fast path cannot run (an
+        IPv6 store host). The topic cache is cleared here when the topic table or the broker
+        permission changed."""
+        dv = self.broker.topic_config.data_version
+        perm = self.broker.config.brokerPermission
+        if self._fast is None or dv is not self._fast_dv or dv.counter != self._fast_counter or perm != self._fast_perm:
+            self._refresh_fast_topics()
+            self._fast_dv, self._fast_counter, self._fast_perm = dv, dv.counter, perm
+            store_host = self._fast_store_host()
+            if store_host is None:
+                return None
+            cfg = self.broker.store.config
+            cluster_prop, prefix, template, binary = self._fast_consts()
+            self._fast = (store_host, min(cfg.maxMessageSize, cfg.mappedFileSizeCommitLog - 8), cluster_prop,
+                          prefix, template, binary)
+        return self._fast
 
     def _fast_consts(self) -> _Consts:
         """The CLUSTER property every record gets, the msgId prefix and the answer templates
