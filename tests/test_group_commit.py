@@ -270,3 +270,58 @@ async def test_broker_answers_flush_disk_timeout_when_fdatasync_fails_or_hangs(t
             f.unlink()
         assert broker.stop() == 0, broker.output()[-3000:]
         ns.stop()
+
+
+_BROKER_WITH_A_FAILING_WAIT = textwrap.dedent("""
+    import os, sys
+    flags = sys.argv.pop(1)
+    from fastmq.store.message_store import MessageStore
+    real = MessageStore._finish_put
+    async def _finish_put(self, *args, **kwargs):
+        result = await real(self, *args, **kwargs)  # (raising after the wait: the batch's task is under way)
+        if os.path.exists(os.path.join(flags, "boom")):
+            raise RuntimeError("injected wait failure")
+        return result
+    MessageStore._finish_put = _finish_put
+    from fastmq.broker.cli import main
+    sys.exit(main(sys.argv[1:]))
+""")
+
+
+async def test_a_wait_that_raises_after_the_store_is_still_answered(tmp_path: Path) -> None:
+    """A bug in the wait after a SYNC_FLUSH put (not a flush failure, which the store answers
+    itself) used to be logged and never answered: the producer waited out its timeout. Now each
+    request gets SYSTEM_ERROR with the error's text, alone or gathered with other connections'
+    sends, and the broker goes on."""
+    flags = tmp_path / "flags"
+    flags.mkdir()
+    ns = namesrv_process(tmp_path).start()
+    conf = broker_process(tmp_path, ns.addr, flushDiskType="SYNC_FLUSH")
+    broker = ServerProcess(["python", "-c", _BROKER_WITH_A_FAILING_WAIT, str(flags), "-c", str(tmp_path / "broker.conf")],
+                           conf.port, tmp_path, env={"HOME": str(tmp_path)}, ready_line="boot success").start()
+    clients = [RemotingClient() for _ in range(8)]
+    try:
+        await create_topic(clients[0], broker.addr, "WaitFault")
+        r = await clients[0].invoke(broker.addr, send_request("WaitFault", b"ok-1"), 5)
+        assert r.code == ResponseCode.SUCCESS, r.remark
+
+        (flags / "boom").touch()
+        r = await clients[0].invoke(broker.addr, send_request("WaitFault", b"lone"), 5)
+        assert r.code == ResponseCode.SYSTEM_ERROR, (r.code, r.remark)
+        assert "injected wait failure" in (r.remark or "")
+        for _ in range(5):  # bounded: tries to have several connections' sends gathered in one turn
+            answers = await asyncio.gather(*(c.invoke(broker.addr, send_request("WaitFault", b"many"), 5)
+                                             for c in clients))
+            assert all(a.code == ResponseCode.SYSTEM_ERROR and "injected" in (a.remark or "") for a in answers), \
+                [(a.code, a.remark) for a in answers]
+        (flags / "boom").unlink()
+
+        r = await clients[0].invoke(broker.addr, send_request("WaitFault", b"ok-2"), 5)
+        assert r.code == ResponseCode.SUCCESS, r.remark
+    finally:
+        for c in clients:
+            await c.close()
+        for f in flags.iterdir():
+            f.unlink()
+        assert broker.stop() == 0, broker.output()[-3000:]
+        ns.stop()

@@ -25,10 +25,11 @@ gathered, so requests are still processed in the order they were read.
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 import logging
 from concurrent.futures import Executor
-from typing import Any, Awaitable
+from typing import Any, Awaitable, Callable
 
 from .._ext.codec import RemotingCommand
 from ..errors import RemotingCommandError
@@ -220,7 +221,7 @@ class Dispatcher:
             conns = [conn for conn, _ in parts]
             for conn in conns:
                 conn.begin_request()
-            task = asyncio.ensure_future(self._complete_gathered(conns, later))
+            task = asyncio.ensure_future(self._complete_stored(conns, later, self._deliver_all))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
 
@@ -247,22 +248,37 @@ class Dispatcher:
             log.exception("answering %s failed; closing it", conn.remote_addr)
             conn.abort()
 
-    async def _complete_gathered(self, conns: list[Connection],
-                                 aw: Awaitable[list[tuple[Connection, list[Any]]]]) -> None:
-        """The gathered requests that waited (a SYNC_FLUSH group commit), answered per connection."""
+    async def _complete_stored(self, conns: list[Connection], aw: Awaitable[Any], answer: Callable[[Any], None]) -> None:
+        """Requests that waited after they were stored (a SYNC_FLUSH group commit, a SYNC_MASTER
+        slave): ``answer`` what ``aw`` gives. A processor answers its own failures there (the send
+        processor turns a failed wait into SYSTEM_ERROR answers); what still raises here is a
+        bug, logged, and its requests time out at their clients."""
         try:
             try:
                 result = await aw
             except asyncio.CancelledError:
                 raise
             except Exception:
-                log.exception("requests gathered from %d connection(s) failed after they were stored", len(conns))
+                log.exception("requests from %s failed after they were stored",
+                              ", ".join(c.remote_addr for c in conns[:3]) + (" ..." if len(conns) > 3 else ""))
                 return
-            for conn, items in result:
-                self._deliver(conn, items)
+            answer(result)
         finally:
             for conn in conns:
                 conn.end_request()
+
+    def _deliver_all(self, result: list[tuple[Connection, list[Any]]]) -> None:
+        for conn, items in result:
+            self._deliver(conn, items)
+
+    def _answer_batch(self, conn: Connection, result: Any) -> None:
+        """What a batch that waited gives: pre-encoded frames, or ``(request, response)`` pairs."""
+        if type(result) is bytes:
+            self._write_raw(conn, result)
+            return
+        out = [f for f in (self._finish(req, resp) for req, resp in result) if f is not None]
+        if out:
+            conn.send_many(out)
 
     def _dispatch_batch(self, conn: Connection, proc: RequestProcessor, reqs: list[RemotingCommand],
                         out: list[RemotingCommand], raw: list[bytes]) -> None:
@@ -365,29 +381,9 @@ class Dispatcher:
 
     def _spawn_batch(self, conn: Connection, aw: Awaitable[Any]) -> None:
         conn.begin_request()
-        task = asyncio.ensure_future(self._complete_batch(conn, aw))
+        task = asyncio.ensure_future(self._complete_stored([conn], aw, functools.partial(self._answer_batch, conn)))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
-
-    async def _complete_batch(self, conn: Connection, aw: Awaitable[Any]) -> None:
-        """A batch that waited (a SYNC_FLUSH group commit): pre-encoded frames, or
-        ``(request, response)`` pairs."""
-        try:
-            try:
-                result = await aw
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                log.exception("a batch of requests from %s failed after it was stored", conn.remote_addr)
-                return
-            if type(result) is bytes:
-                self._write_raw(conn, result)
-                return
-            out = [f for f in (self._finish(req, resp) for req, resp in result) if f is not None]
-            if out:
-                conn.send_many(out)
-        finally:
-            conn.end_request()
 
     async def cancel_all(self) -> None:
         # gathered reads not yet processed are dropped: their peers are being disconnected and

@@ -139,6 +139,19 @@ class _Reject(Exception):
 _FAST_CODES = frozenset((RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE))
 
 
+async def _waited(pending: Awaitable[PutResult]) -> PutResult:
+    """The outcome of a put's flush or slave wait; a wait that raised (a bug: the store answers
+    its own failures as statuses) becomes UNKNOWN_ERROR, so each of its requests is still
+    answered, SYSTEM_ERROR with the error's text, as RocketMQ's remoting server answers a
+    processor that threw. The records were stored: a client that sends again may store a copy."""
+    try:
+        return await pending
+    except Exception as exc:
+        log.exception("waiting for a stored batch's flush or slave failed")
+        return PutResult(PutStatus.UNKNOWN_ERROR, remark=f"{type(exc).__name__}: {exc}" if str(exc)
+                         else type(exc).__name__)
+
+
 class SendMessageProcessor(BrokerCodeDispatchProcessor):
     batches = True
 
@@ -213,7 +226,7 @@ class SendMessageProcessor(BrokerCodeDispatchProcessor):
         return out
 
     async def _finish_batch(self, batch: SendBatch, requests: list[RemotingCommand], pending: Any) -> Any:
-        return self._batch_answers(batch, requests, await pending)
+        return self._batch_answers(batch, requests, await _waited(pending))
 
     # ------------------------------------------------------------------ gathered from several connections
     gathers = True
@@ -276,7 +289,7 @@ class SendMessageProcessor(BrokerCodeDispatchProcessor):
     async def _finish_gathered(self, batch: SendBatch, requests: list[RemotingCommand],
                                owners: list[tuple[Connection, int, int]],
                                pending: Any) -> list[tuple[Connection, list[Any]]]:
-        per = self._split_answers(batch, requests, owners, await pending)
+        per = self._split_answers(batch, requests, owners, await _waited(pending))
         return [(owners[k][0], answers) for k, answers in enumerate(per)]
 
     def _split_answers(self, batch: SendBatch, requests: list[RemotingCommand],
