@@ -47,6 +47,8 @@ class PullMessageProcessor(BrokerCodeDispatchProcessor):
     def __init__(self, broker: "BrokerContext") -> None:
         super().__init__(broker)
         self.handlers = {RequestCode.PULL_MESSAGE: self.pull_message}
+        # answers of woken pulls not yet written, by connection (see flush_answers)
+        self._answers: dict[Connection, list[RemotingCommand]] = {}
 
     def pull_message(self, conn: Connection, request: RemotingCommand) -> RemotingCommand | None:
         return self.process(conn, request, True)
@@ -189,7 +191,8 @@ class PullMessageProcessor(BrokerCodeDispatchProcessor):
 
     # ------------------------------------------------------------------ long polling
     def wake(self, held: HeldPull, timed_out: bool) -> bool:
-        """Re-run a held pull; True when the consumer got an answer (the hold service's callback)."""
+        """Re-run a held pull; True when it was answered (the hold service's callback). The answer
+        waits for :meth:`flush_answers`, which the hold service calls after each round of wakes."""
         ctx: _PullContext | None = held.context
         if ctx is None or ctx.conn.closed:
             return True
@@ -199,5 +202,15 @@ class PullMessageProcessor(BrokerCodeDispatchProcessor):
         if resp.code == ResponseCode.PULL_NOT_FOUND and not timed_out:
             return False
         resp.opaque = ctx.request.opaque
-        ctx.conn.send(resp)
+        waiting = self._answers.get(ctx.conn)
+        if waiting is None:
+            self._answers[ctx.conn] = [resp]
+        else:
+            waiting.append(resp)
         return True
+
+    def flush_answers(self) -> None:
+        """Write the answers of the pulls woken since the last call: one write per connection."""
+        answers, self._answers = self._answers, {}
+        for conn, responses in answers.items():
+            conn.send_many(responses)
