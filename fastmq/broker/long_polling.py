@@ -18,8 +18,10 @@ The caller may also pass ``flush``: then ``wake`` may keep its answers back, and
 after every round of wakes (all pulls woken by one loop turn's arrivals, one timeout, shutdown)
 to write them. A consumer caught up on many queues (RocketMQ's push consumer keeps one pull held
 per queue, over one connection) then gets every answer of a round in one socket write, instead
-of one write, and one wake-up of its reading thread, per queue. A request that matched nothing (its tag filter rejected the new messages) goes back on
-hold, as RocketMQ's ``notifyMessageArriving`` does when the message filter says no.
+of one write, and one wake-up of its reading thread, per queue.
+
+A request that matched nothing (its tag filter rejected the new messages) goes back on hold, as
+RocketMQ's ``notifyMessageArriving`` does when the message filter says no.
 
 A held pull keeps its request (and what it references) until it is answered, so the pulls of a
 connection that goes away are dropped at once (:meth:`PullRequestHoldService.release`) instead of
