@@ -110,7 +110,6 @@ class MessageReader:
         where those rules would move it (nextOffsetCorrection).
         """
         t0 = time.perf_counter()
-        cfg = self.config
         max_offset_py = self.commit_log.max_offset
         cq = self.queues.get(topic, queue_id)
         if cq is None:
