@@ -110,3 +110,45 @@ async def test_a_pull_held_after_the_arrivals_is_not_woken_by_them() -> None:
     assert woken == ["early"] and len(svc) == 1
     svc.close()
     assert woken == ["early", "late"]
+
+
+async def test_answers_of_a_round_are_flushed_once_after_its_wakes() -> None:
+    events: list[object] = []
+    svc = PullRequestHoldService(lambda h, timed_out: events.append(h.context) or True,
+                                 lambda: events.append("flush"))
+    loop = asyncio.get_running_loop()
+    far = loop.time() + 30
+    for q in range(3):
+        svc.hold(HeldPull("T", q, 0, far, f"q{q}"))
+    svc.hold(HeldPull("T", 9, 0, far, "q9"))
+    for q in range(3):
+        svc.arrived("T", q, 1)
+    assert events == []  # woken at the loop's next turn, not inside the put
+    await asyncio.sleep(0)
+    await asyncio.sleep(0)
+    assert events == ["q0", "q1", "q2", "flush"]
+    svc.hold(HeldPull("T", 5, 0, loop.time() + 0.05, "late"))
+    done = loop.create_future()
+    loop.call_later(2, done.set_result, None)
+    while events[-1] != "flush" or "late" not in events:
+        assert not done.done(), "the timed-out pull was not answered"
+        await asyncio.sleep(0.02)
+    assert events[-2:] == ["late", "flush"]  # a timeout is a round of its own
+    svc.close()
+    assert events[-2:] == ["q9", "flush"]
+
+
+async def test_a_failing_flush_is_logged_and_holding_goes_on(caplog) -> None:
+    woken: list[object] = []
+
+    def flush() -> None:
+        raise RuntimeError("boom")
+
+    svc = PullRequestHoldService(lambda h, timed_out: woken.append(h.context) or True, flush)
+    far = asyncio.get_running_loop().time() + 30
+    svc.hold(HeldPull("T", 0, 0, far, "a"))
+    svc.notify("T", 0, 1)
+    assert woken == ["a"] and "writing the answers of woken pulls failed" in caplog.text
+    svc.hold(HeldPull("T", 0, 1, far, "b"))
+    svc.notify("T", 0, 2)
+    assert woken == ["a", "b"] and len(svc) == 0

@@ -162,3 +162,34 @@ async def test_a_held_pull_still_times_out_and_the_broker_serves_on(broker: Serv
     assert p.code == ResponseCode.PULL_NOT_FOUND and time.monotonic() - t0 >= 0.25
     r = await client.invoke(broker.addr, send_request(topic, b"after"), 5)
     assert r.code == ResponseCode.SUCCESS
+
+
+async def test_pulls_held_on_one_connection_are_answered_in_one_write(broker: ServerProcess,
+                                                                      client: RemotingClient) -> None:
+    """A push consumer keeps one pull held per queue over one connection: the answers of every
+    queue one read of sends touched leave in one write (the consumer reads them all at once)."""
+    topic, queues = "LpOneWrite", 12
+    await create_topic(client, broker.addr, topic, queues=queues)
+    host, port = broker.addr.rsplit(":", 1)
+    reader, writer = await asyncio.open_connection(host, int(port))
+    try:
+        pulls = [pull_request(topic, q, 0, suspend_ms=SUSPEND_MS) for q in range(queues)]
+        writer.write(b"".join(encode_frame(p) for p in pulls))
+        await writer.drain()
+        await asyncio.sleep(0.3)  # held: nothing in the queues yet
+        sent = {q: b"one-write-%d" % q for q in range(queues)}
+        answers = await _send_in_one_write(broker.addr, [send_request(topic, sent[q], queue_id=q) for q in sent])
+        assert all(a.code == ResponseCode.SUCCESS for a in answers), [a.remark for a in answers]
+        data = await asyncio.wait_for(reader.read(1 << 20), SOON_S)
+        got = FrameDecoder().feed(data)
+        # every answer in the first read: they were written together (a few KiB, one segment on loopback)
+        assert sorted(c.opaque for c in got) == sorted(p.opaque for p in pulls)
+        by_opaque = {p.opaque: q for q, p in enumerate(pulls)}
+        for c in got:
+            assert c.code == ResponseCode.SUCCESS, c.remark
+            assert [m.body for m in decode_records(c.body)] == [sent[by_opaque[c.opaque]]]
+            assert c.ext_fields["nextBeginOffset"] == "1"
+    finally:
+        writer.close()
+    r = await client.invoke(broker.addr, send_request(topic, b"after", queue_id=0), 5)
+    assert r.code == ResponseCode.SUCCESS  # the broker serves on

@@ -654,6 +654,35 @@ async def test_a_pull_in_one_step_answers_as_the_loop_does(tmp_path: Path, limit
         s.shutdown()
 
 
+async def test_a_small_unfiltered_pull_answers_as_the_array_read_does(tmp_path: Path, monkeypatch) -> None:
+    """Unfiltered pulls of up to 64 messages read their consume-queue entries with struct; they
+    must answer exactly as the numpy read does: across files, at every offset, with damaged
+    records skipped, with and without the one-step collection."""
+    from fastmq.store import get_message as gm
+
+    s = open_store(tmp_path)
+    try:
+        for _ in range(4):
+            await s.put_messages([msg(body=b"b" * (40 + 13 * i), qid=0, tags=f"t{i % 3}") for i in range(9)])
+            for i in range(5):
+                await s.put_messages([msg(body=b"s" * (100 + i), qid=i % 2, tags="x")])
+        cq0 = s.queues.get("T", 0)
+        for damaged in (set(), {cq0.get_entry(3)[0], cq0.get_entry(10)[0]}):
+            s.reader.damaged_offsets = damaged
+            for qid in (0, 1):
+                top = s.queues.get("T", qid).max_offset
+                for off in range(-1, top + 2):
+                    for nums in (0, 1, 4, 32, 64):
+                        small = _outcome(s.get_message("g", "T", qid, off, nums))
+                        with monkeypatch.context() as m:
+                            m.setattr(gm, "_FEW", -1)
+                            array = _outcome(s.get_message("g", "T", qid, off, nums))
+                        assert small == array, (damaged, qid, off, nums)
+    finally:
+        s.reader.damaged_offsets = set()
+        s.shutdown()
+
+
 async def test_the_reader_needs_only_the_log_the_queues_and_the_config(tmp_path: Path) -> None:
     """The read side is a class of its own: a MessageReader given just the store's commit log,
     consume queues and config (and its own stats) answers every read as the store does, and

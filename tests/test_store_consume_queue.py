@@ -49,6 +49,22 @@ def test_put_read_roll(tmp_path: Path) -> None:
     cq.close()
 
 
+def test_entry_lists_read_what_the_array_reads(tmp_path: Path) -> None:
+    """The few-entries read of a pull (struct) against the array read: same entries, same bounds."""
+    cq = ConsumeQueue(tmp_path, "T", 0, CQ_FILE)
+    cq.load()
+    assert cq.get_entry_lists(0, 4) == ([], [], [])  # empty queue
+    for i in range(20):
+        cq.put(i, 7000 + i * 90, 90 - i, java_string_hash(f"Tag{i % 3}") - (1 << 40) * (i % 2))
+    for start in (-1, 0, 1, 6, 7, 8, 15, 19, 20, 25):
+        for count in (0, 1, 2, 5, 8, 100):
+            arr = cq.get_entries(start, count)
+            want = (arr["offset"].tolist(), arr["size"].tolist(), arr["tags_code"].tolist())
+            assert cq.get_entry_lists(start, count) == want, (start, count)
+            del arr
+    cq.close()
+
+
 def test_recover_cuts_after_last_valid_entry(tmp_path: Path) -> None:
     cq = ConsumeQueue(tmp_path, "T", 0, CQ_FILE)
     cq.load()

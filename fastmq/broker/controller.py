@@ -95,7 +95,7 @@ class BrokerController:
         self.rebalance_locks = RebalanceLockManager()
         self.send_processor = SendMessageProcessor(self)
         self.pull_processor = PullMessageProcessor(self)
-        self.hold_service = PullRequestHoldService(self.pull_processor.wake)
+        self.hold_service = PullRequestHoldService(self.pull_processor.wake, self.pull_processor.flush_answers)
         c = self.config
         self.server = RemotingServer("0.0.0.0", c.listenPort, listener=_ClientHousekeeping(self),
                                      idle_timeout=c.serverChannelMaxIdleTimeSeconds, max_frame_size=c.maxFrameSize,

@@ -242,6 +242,23 @@ class ConsumeQueue:
         count = min(max_count, (mf.wrote_position - pos) // _UNIT)
         return np.frombuffer(mf.buffer, dtype=CQ_DTYPE, count=count, offset=pos)
 
+    def get_entry_lists(self, start: int, max_count: int) -> tuple[list[int], list[int], list[int]]:
+        """:meth:`get_entries` as three lists (commit-log offsets, sizes, tag codes), for a few
+        entries: a pull of up to 32 unpacks them faster than it views and converts an array."""
+        byte_off = start * _UNIT
+        mf = self.mfq.find_mapped_file_by_offset(byte_off)
+        if mf is None or start < 0 or start >= self.max_offset or max_count <= 0:
+            return [], [], []
+        pos = byte_off - mf.file_from_offset
+        count = min(max_count, (mf.wrote_position - pos) // _UNIT)
+        if count <= 0:
+            return [], [], []
+        if count == 1:
+            o, sz, t = _ENTRY.unpack_from(mf.buffer, pos)
+            return [o], [sz], [t]
+        offs, sizes, tags = zip(*_ENTRY.iter_unpack(memoryview(mf.buffer)[pos:pos + count * _UNIT]))
+        return list(offs), list(sizes), list(tags)
+
     def iter_entries(self, start: int, end: int | None = None, chunk: int = 4096) -> Iterator[np.ndarray]:
         """Arrays covering ``[start, end)`` file by file."""
         end = self.max_offset if end is None else min(end, self.max_offset)

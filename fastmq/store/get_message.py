@@ -37,6 +37,10 @@ _PULL_DEFAULTS = {
     "accessMessageInMemoryMaxRatio": 40,
 }
 
+#: Up to this many messages per pull, an unfiltered pull reads its entries with struct, not numpy
+#: (a push consumer asks for 32; numpy's fixed cost is several entries' worth of struct)
+_FEW = 64
+
 try:
     TOTAL_PHYSICAL_MEMORY = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
 except (ValueError, OSError, AttributeError):  # pragma: no cover - non-POSIX
@@ -106,7 +110,6 @@ class MessageReader:
         where those rules would move it (nextOffsetCorrection).
         """
         t0 = time.perf_counter()
-        cfg = self.config
         max_offset_py = self.commit_log.max_offset
         cq = self.queues.get(topic, queue_id)
         if cq is None:
@@ -124,14 +127,24 @@ class MessageReader:
             # (4.9.0-4.9.3 sent a queue that starts at 0 back to 0: a consumer ahead of a
             # truncated queue then read it all again; 4.9.4 on use the max)
             res.status, res.next_begin_offset = GetStatus.OFFSET_OVERFLOW_BADLY, self._corrected(offset, max_off)
+        elif not tag_codes and max_msg_nums <= _FEW:
+            # no filter: only the first max(1, maxMsgNums) entries can be answered (see below)
+            offs, sizes, tags = cq.get_entry_lists(offset, max(1, max_msg_nums))
+            if not offs:
+                self._found_null(res, offset)
+            else:
+                damaged = self.damaged_offsets
+                if damaged and not damaged.isdisjoint(offs):
+                    self._collect(res, offset, offs, sizes, tags, [o not in damaged for o in offs], max_msg_nums,
+                                  max_offset_py)
+                elif not self._collect_run(res, offset, offs, sizes, tags, max_msg_nums, max_offset_py):
+                    self._collect(res, offset, offs, sizes, tags, None, max_msg_nums, max_offset_py)
         else:
             max_filter = max(16000, max_msg_nums * CQ_STORE_UNIT_SIZE) // CQ_STORE_UNIT_SIZE
             arr = cq.get_entries(offset, max_filter)
             n = len(arr)
             if n == 0:
-                res.status = GetStatus.OFFSET_FOUND_NULL
-                per_file = cfg.mappedFileSizeConsumeQueue // CQ_STORE_UNIT_SIZE
-                res.next_begin_offset = offset + per_file - offset % per_file
+                self._found_null(res, offset)
             else:
                 # Only entries up to the max_msg_nums-th match can be answered: the loop in
                 # _collect stops right after it, so Python lists of the other (up to 16,000)
@@ -160,6 +173,13 @@ class MessageReader:
                                                                 max_offset_py):
                     self._collect(res, offset, offs, sizes, tags, matched, max_msg_nums, max_offset_py)
         return self._count_get(res, t0)
+
+    def _found_null(self, res: GetResult, offset: int) -> None:
+        """No entry at ``offset`` in its file: on to the next consume-queue file (4.9's
+        rollNextFile)."""
+        res.status = GetStatus.OFFSET_FOUND_NULL
+        per_file = self.config.mappedFileSizeConsumeQueue // CQ_STORE_UNIT_SIZE
+        res.next_begin_offset = offset + per_file - offset % per_file
 
     def _collect_run(self, res: GetResult, offset: int, offs: list[int], sizes: list[int], tags: list[int],
                      max_msg_nums: int, max_offset_py: int) -> bool:

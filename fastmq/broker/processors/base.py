@@ -46,6 +46,19 @@ _GROUP_KEYS = ("consumerGroup", "group", "producerGroup", "groupName")
 _SHORT_CODES = frozenset((RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE))
 
 
+# Names already found legal: every pull and send names the same few, and a check costs more
+# than a lookup. Bounded (emptied when full): a client inventing names must not grow them.
+_LEGAL_TOPICS: set[str] = set()
+_LEGAL_GROUPS: set[str] = set()
+_LEGAL_MAX = 4096
+
+
+def _legal(names: set[str], name: str) -> None:
+    if len(names) >= _LEGAL_MAX:
+        names.clear()
+    names.add(name)
+
+
 def check_names(request: RemotingCommand) -> str | None:
     """The reason a request's header names are refused, or None.
 
@@ -58,16 +71,18 @@ def check_names(request: RemotingCommand) -> str | None:
     short = request.code in _SHORT_CODES
     for key in ("b", "c") + _TOPIC_KEYS if short else _TOPIC_KEYS:
         v = f.get(key)
-        if type(v) is str and v:
+        if type(v) is str and v and v not in _LEGAL_TOPICS:
             remark = tv.validate_topic_ref(v)
             if remark is not None:
                 return remark
+            _legal(_LEGAL_TOPICS, v)
     for key in ("a",) + _GROUP_KEYS if short else _GROUP_KEYS:
         v = f.get(key)
-        if type(v) is str and v:
+        if type(v) is str and v and v not in _LEGAL_GROUPS:
             remark = tv.validate_group(v)
             if remark is not None:
                 return remark
+            _legal(_LEGAL_GROUPS, v)
     return None
 
 

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING
 
 from ...errors import FAQ_SUFFIX, RemotingCommandError
 from ...protocol import topic as tv
-from ...protocol.codes import RequestCode, ResponseCode
-from ...protocol.command import RemotingCommand, response_for
+from ...protocol.codes import LanguageCode, RequestCode, ResponseCode
+from ...protocol.command import VERSION, RemotingCommand, response_for
 from ...protocol.headers import (PULL_SYSFLAG_COMMIT_OFFSET, PULL_SYSFLAG_SUBSCRIPTION, PULL_SYSFLAG_SUSPEND,
                                  PullMessageRequestHeader, PullMessageResponseHeader, declared)
 from ...protocol.heartbeat import SubscriptionData, build_subscription
@@ -37,27 +37,44 @@ _SUGGEST, _NEXT, _MIN, _MAX = declared(PullMessageResponseHeader, "suggestWhichB
                                        "maxOffset")
 
 
+_JAVA = int(LanguageCode.JAVA)
+_SUCCESS, _PULL_NOT_FOUND = int(ResponseCode.SUCCESS), int(ResponseCode.PULL_NOT_FOUND)
+
+
+def _reply(request: RemotingCommand, code: int, remark: str, fields: dict[str, str],
+           body: bytes | None = None) -> RemotingCommand:
+    """``response_for`` for the answers every pull gets, whose header values are strings already."""
+    return RemotingCommand(code, language=_JAVA, version=VERSION, opaque=request.opaque, flag=1, remark=remark,
+                           ext_fields=fields, serialize_type=request.serialize_type, body=body)
+
+
 @dataclass(eq=False)
 class _PullContext:
     conn: Connection
     request: RemotingCommand
+    header: PullMessageRequestHeader  # decoded once: a wake re-runs the pull from it
 
 
 class PullMessageProcessor(BrokerCodeDispatchProcessor):
     def __init__(self, broker: "BrokerContext") -> None:
         super().__init__(broker)
         self.handlers = {RequestCode.PULL_MESSAGE: self.pull_message}
+        # answers of woken pulls not yet written, by connection (see flush_answers)
+        self._answers: dict[Connection, list[RemotingCommand]] = {}
 
     def pull_message(self, conn: Connection, request: RemotingCommand) -> RemotingCommand | None:
         return self.process(conn, request, True)
 
     # ------------------------------------------------------------------ the pull
-    def process(self, conn: Connection, request: RemotingCommand, allow_suspend: bool) -> RemotingCommand | None:
-        """One pull; None when it was parked for long polling."""
-        try:
-            h = PullMessageRequestHeader.decode(request)
-        except RemotingCommandError as exc:
-            return response_for(request, ResponseCode.SYSTEM_ERROR, str(exc))
+    def process(self, conn: Connection, request: RemotingCommand, allow_suspend: bool,
+                h: PullMessageRequestHeader | None = None) -> RemotingCommand | None:
+        """One pull (``h``: its header, when already decoded); None when it was parked for long
+        polling."""
+        if h is None:
+            try:
+                h = PullMessageRequestHeader.decode(request)
+            except RemotingCommandError as exc:
+                return response_for(request, ResponseCode.SYSTEM_ERROR, str(exc))
         b = self.broker
         if not tv.is_readable(b.config.brokerPermission):
             return response_for(request, ResponseCode.NO_PERMISSION,
@@ -123,7 +140,7 @@ class PullMessageProcessor(BrokerCodeDispatchProcessor):
                 loop = asyncio.get_running_loop()
                 request.body = None  # a pull has no use for one: not to be held for the whole wait
                 b.hold_service.hold(HeldPull(h.topic, h.queueId, h.queueOffset,
-                                             loop.time() + max(0, timeout_ms) / 1000, _PullContext(conn, request),
+                                             loop.time() + max(0, timeout_ms) / 1000, _PullContext(conn, request, h),
                                              frozenset(codes) if codes else None, conn))
             else:
                 response = self._not_found(request, res, h)
@@ -147,7 +164,7 @@ class PullMessageProcessor(BrokerCodeDispatchProcessor):
         return sgc.which_broker_when_consume_slowly if res.suggest_pulling_from_slave else sgc.broker_id
 
     def _not_found(self, request: RemotingCommand, res: GetResult, h: PullMessageRequestHeader) -> RemotingCommand:
-        return response_for(request, ResponseCode.PULL_NOT_FOUND, res.status.value, self._fields(res))
+        return _reply(request, _PULL_NOT_FOUND, res.status.value, self._fields(res))
 
     def _answer(self, request: RemotingCommand, h: PullMessageRequestHeader, res: GetResult) -> RemotingCommand | None:
         """The response for a store result; None for PULL_NOT_FOUND (the caller may hold it)."""
@@ -158,7 +175,7 @@ class PullMessageProcessor(BrokerCodeDispatchProcessor):
             if self.broker.config.slaveReadEnable:
                 fields[_SUGGEST] = str(self._suggest(h, res))
             body = b"".join(res.buffers) if len(res.buffers) != 1 else bytes(res.buffers[0])
-            return response_for(request, ResponseCode.SUCCESS, st.value, fields, body)
+            return _reply(request, _SUCCESS, st.value, fields, body)
         if st in (GetStatus.MESSAGE_WAS_REMOVING, GetStatus.NO_MATCHED_MESSAGE):
             return response_for(request, ResponseCode.PULL_RETRY_IMMEDIATELY, st.value, fields)
         if st in (GetStatus.NO_MATCHED_LOGIC_QUEUE, GetStatus.NO_MESSAGE_IN_QUEUE):
@@ -189,15 +206,26 @@ class PullMessageProcessor(BrokerCodeDispatchProcessor):
 
     # ------------------------------------------------------------------ long polling
     def wake(self, held: HeldPull, timed_out: bool) -> bool:
-        """Re-run a held pull; True when the consumer got an answer (the hold service's callback)."""
+        """Re-run a held pull; True when it was answered (the hold service's callback). The answer
+        waits for :meth:`flush_answers`, which the hold service calls after each round of wakes."""
         ctx: _PullContext | None = held.context
         if ctx is None or ctx.conn.closed:
             return True
-        resp = self.process(ctx.conn, ctx.request, False)
+        resp = self.process(ctx.conn, ctx.request, False, ctx.header)
         if resp is None:  # cannot happen with allow_suspend=False; be safe
             return False
         if resp.code == ResponseCode.PULL_NOT_FOUND and not timed_out:
             return False
         resp.opaque = ctx.request.opaque
-        ctx.conn.send(resp)
+        waiting = self._answers.get(ctx.conn)
+        if waiting is None:
+            self._answers[ctx.conn] = [resp]
+        else:
+            waiting.append(resp)
         return True
+
+    def flush_answers(self) -> None:
+        """Write the answers of the pulls woken since the last call: one write per connection."""
+        answers, self._answers = self._answers, {}
+        for conn, responses in answers.items():
+            conn.send_many(responses)
