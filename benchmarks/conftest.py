@@ -7,8 +7,12 @@ from __future__ import annotations
 
 import importlib
 import os
+import shutil
+from typing import Iterator
 
 import pytest
+
+from benchmarks.redis_pair import RedisPair, running
 
 NO_EXT = bool(os.environ.get("FASTMQ_NO_EXTENSIONS"))
 
@@ -34,3 +38,15 @@ def codec_twins() -> dict:
         # A benchmark that measured the reference under the compiled twin's name would lie.
         mods["c"] = importlib.import_module("fastmq._ext.codec_c")
     return mods
+
+
+
+@pytest.fixture(scope="module")
+def fastmq_and_redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisPair]:
+    """The two servers the redis comparisons measure (:func:`benchmarks.redis_pair.running`), for
+    one module; skipped without redis-server or redis-py."""
+    pytest.importorskip("redis")
+    if shutil.which("redis-server") is None:
+        pytest.skip("redis-server is not installed")
+    with running(tmp_path_factory.mktemp("fastmq-and-redis")) as pair:
+        yield pair

@@ -16,18 +16,15 @@ Real figures: ``.venv/bin/python -m pytest benchmarks/test_asyncio_vs_redis.py -
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import shutil
 import statistics
 import time
-from pathlib import Path
-from typing import Any, Awaitable, Callable, Coroutine, Iterator, NamedTuple
+from typing import Any, Awaitable, Callable, Coroutine
 
 import numpy as np
 import pytest
 
 import fastmq.aio as aio
-from tests.support import ServerProcess, broker_process, free_port, namesrv_process
+from benchmarks.redis_pair import RedisPair
 
 BODY = b"x" * 128
 BLOCKS = 6  # per peer, alternating
@@ -38,30 +35,10 @@ N_CONSUME = 100_000  # messages each consumer round reads
 READ_COUNT = 1_000  # XREADGROUP COUNT
 
 
-class Peers(NamedTuple):
-    ns: str
-    redis_port: int
-
-
 @pytest.fixture(scope="module")
-def peers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Peers]:
+def peers(fastmq_and_redis: RedisPair) -> RedisPair:
     pytest.importorskip("redis.asyncio")
-    if shutil.which("redis-server") is None:
-        pytest.skip("redis-server is not installed")
-    tmp: Path = tmp_path_factory.mktemp("asyncio-vs-redis")
-    with contextlib.ExitStack() as stack:
-        ns = namesrv_process(tmp).start()
-        stack.callback(ns.stop)
-        b = broker_process(tmp, ns.addr, brokerName="bench", flushDiskType="ASYNC_FLUSH",
-                           mappedFileSizeCommitLog=268435456).start()
-        stack.callback(b.stop)
-        port = free_port()
-        rdir = tmp / "redis"
-        rdir.mkdir()
-        stack.enter_context(ServerProcess(
-            ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "yes",
-             "--appendfsync", "everysec", "--dir", str(rdir)], port, rdir))
-        yield Peers(ns.addr, port)
+    return fastmq_and_redis
 
 
 Round = Callable[[], Awaitable[list[float]]]
@@ -82,19 +59,19 @@ def _p(values: list[float], q: float) -> float:
     return float(np.percentile(np.array(values), q))
 
 
-def _run_pair(benchmark: Any, make: Callable[[Peers], Coroutine[Any, Any, tuple[list[float], list[float]]]],
-              peers: Peers) -> tuple[list[float], list[float]]:
+def _run_pair(benchmark: Any, make: Callable[[RedisPair], Coroutine[Any, Any, tuple[list[float], list[float]]]],
+              peers: RedisPair) -> tuple[list[float], list[float]]:
     out: list[tuple[list[float], list[float]]] = []
     benchmark.pedantic(lambda: out.append(asyncio.run(make(peers))), rounds=1, iterations=1)
     return out[0]
 
 
-def test_asyncio_send_p50_vs_xadd(benchmark: Any, peers: Peers) -> None:
+def test_asyncio_send_p50_vs_xadd(benchmark: Any, peers: RedisPair) -> None:
     """(a) ``await Producer.send``, one in flight, against ``await xadd``; latencies in µs."""
     import redis.asyncio as aredis
     blocks, n = (1, 50) if benchmark.disabled else (BLOCKS, N_SYNC_BLOCK)
 
-    async def pair(peers: Peers) -> tuple[list[float], list[float]]:
+    async def pair(peers: RedisPair) -> tuple[list[float], list[float]]:
         rds: Any = aredis.Redis(host="127.0.0.1", port=peers.redis_port)
         async with aio.Producer("PG_ASYNCIO_VS_REDIS_SYNC", namesrv_addr=peers.ns) as p:
             await p.send(aio.Message("AsyncioBench", b"warm"))
@@ -136,13 +113,13 @@ def _rates(benchmark: Any, fm: list[float], rd: list[float], names: tuple[str, s
           f"msgs/s (rounds {min(rd):,.0f}-{max(rd):,.0f}); fastmq / redis {f / r:.2f}x")
 
 
-def test_asyncio_send_async_vs_pipelined_xadd(benchmark: Any, peers: Peers) -> None:
+def test_asyncio_send_async_vs_pipelined_xadd(benchmark: Any, peers: RedisPair) -> None:
     """(b) ``send_async`` with a callback, every send awaited, against ``redis.asyncio`` pipelines
     of PIPELINE XADDs (no MULTI); msgs/s of each round."""
     import redis.asyncio as aredis
     blocks, n = (1, 2_000) if benchmark.disabled else (BLOCKS, N_ASYNC)
 
-    async def pair(peers: Peers) -> tuple[list[float], list[float]]:
+    async def pair(peers: RedisPair) -> tuple[list[float], list[float]]:
         rds: Any = aredis.Redis(host="127.0.0.1", port=peers.redis_port)
         async with aio.Producer("PG_ASYNCIO_VS_REDIS_ASYNC", namesrv_addr=peers.ns) as p:
             await p.send(aio.Message("AsyncioBench", b"warm"))
@@ -181,7 +158,7 @@ def test_asyncio_send_async_vs_pipelined_xadd(benchmark: Any, peers: Peers) -> N
            f"(b) asyncio send_async + callback, {n} awaited, 128 B")
 
 
-def test_asyncio_push_consumer_vs_xreadgroup(benchmark: Any, peers: Peers) -> None:
+def test_asyncio_push_consumer_vs_xreadgroup(benchmark: Any, peers: RedisPair) -> None:
     """(c) a ``PushConsumer`` with an ``async def`` listener (its defaults: one message a call), a
     new group each round over the same N_CONSUME messages, against a new Redis consumer group
     reading them with XREADGROUP COUNT READ_COUNT and one XACK per read; msgs/s from the first
@@ -190,7 +167,7 @@ def test_asyncio_push_consumer_vs_xreadgroup(benchmark: Any, peers: Peers) -> No
     blocks, n = (2, 10_000) if benchmark.disabled else (BLOCKS, N_CONSUME)
     topic = stream = "AsyncioConsume"
 
-    async def pair(peers: Peers) -> tuple[list[float], list[float]]:
+    async def pair(peers: RedisPair) -> tuple[list[float], list[float]]:
         rds: Any = aredis.Redis(host="127.0.0.1", port=peers.redis_port)
         async with aio.Producer("PG_ASYNCIO_VS_REDIS_FILL", namesrv_addr=peers.ns) as p:
             for _ in range(n // 100):

@@ -14,19 +14,16 @@ Real figures: ``.venv/bin/python -m pytest benchmarks/test_blocking_vs_redis.py 
 """
 from __future__ import annotations
 
-import contextlib
-import shutil
 import statistics
 import threading
 import time
-from pathlib import Path
 from typing import Any, Callable, Iterator, NamedTuple
 
 import numpy as np
 import pytest
 
 import fastmq
-from tests.support import ServerProcess, broker_process, free_port, namesrv_process
+from benchmarks.redis_pair import RedisPair
 
 BODY = b"x" * 128
 BLOCKS = 6  # per peer, alternating
@@ -43,26 +40,13 @@ class Peers(NamedTuple):
 
 
 @pytest.fixture(scope="module")
-def peers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Peers]:
-    redis = pytest.importorskip("redis")
-    if shutil.which("redis-server") is None:
-        pytest.skip("redis-server is not installed")
-    tmp: Path = tmp_path_factory.mktemp("blocking-vs-redis")
-    with contextlib.ExitStack() as stack:
-        ns = namesrv_process(tmp).start()
-        stack.callback(ns.stop)
-        b = broker_process(tmp, ns.addr, brokerName="bench", flushDiskType="ASYNC_FLUSH",
-                           mappedFileSizeCommitLog=268435456).start()
-        stack.callback(b.stop)
-        port = free_port()
-        rdir = tmp / "redis"
-        rdir.mkdir()
-        stack.enter_context(ServerProcess(
-            ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "yes",
-             "--appendfsync", "everysec", "--dir", str(rdir)], port, rdir))
-        client = redis.Redis(host="127.0.0.1", port=port)
-        stack.callback(client.close)
-        yield Peers(ns.addr, client)
+def peers(fastmq_and_redis: RedisPair) -> Iterator[Peers]:
+    import redis
+    client = redis.Redis(host="127.0.0.1", port=fastmq_and_redis.redis_port)
+    try:
+        yield Peers(fastmq_and_redis.ns, client)
+    finally:
+        client.close()
 
 
 def _alternate(blocks: int, a: Callable[[], list[float]], b: Callable[[], list[float]]) -> tuple[list[float], list[float]]:
