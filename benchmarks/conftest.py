@@ -8,11 +8,12 @@ from __future__ import annotations
 import importlib
 import os
 import shutil
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 import pytest
 
-from benchmarks.redis_pair import RedisPair, running
+if TYPE_CHECKING:
+    from benchmarks.redis_pair import RedisPair
 
 NO_EXT = bool(os.environ.get("FASTMQ_NO_EXTENSIONS"))
 
@@ -48,5 +49,6 @@ def fastmq_and_redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Redis
     pytest.importorskip("redis")
     if shutil.which("redis-server") is None:
         pytest.skip("redis-server is not installed")
+    from benchmarks.redis_pair import running  # (the repository's root is on sys.path only for the tests)
     with running(tmp_path_factory.mktemp("fastmq-and-redis")) as pair:
         yield pair
