@@ -614,16 +614,10 @@ def encode_answers(SendBatch b, list requests, bytes msg_id_prefix, tuple templa
             _put32(<uint8_t*>vlen, <uint32_t>(p - vlen - 4))
             memcpy(p, PyBytes_AS_STRING(b3), m3)
             p += m3
-            vlen = p
-            p += 4
-            p += _itoa(c[i, C_QID], p)
-            _put32(<uint8_t*>vlen, <uint32_t>(p - vlen - 4))
+            p = _binary_int(p, c[i, C_QID])
             memcpy(p, PyBytes_AS_STRING(b4), m4)
             p += m4
-            vlen = p
-            p += 4
-            p += _itoa(c[i, C_QOFF], p)
-            _put32(<uint8_t*>vlen, <uint32_t>(p - vlen - 4))
+            p = _binary_int(p, c[i, C_QOFF])
             memcpy(p, PyBytes_AS_STRING(b5), m5)
             p += m5
             _put32(<uint8_t*>ext, <uint32_t>(p - ext - 4))
@@ -673,6 +667,13 @@ cdef inline char* _msg_ids(char* p, int64_t[:, ::1] c, Py_ssize_t i, Py_ssize_t 
             p[d] = _HEX[(phys >> (60 - 4 * d)) & 0xF]
         p += 16
     return p
+
+
+cdef inline char* _binary_int(char* p, int64_t v) noexcept:
+    """``v`` in decimal as a binary header's value: its 4-byte length, then its digits; the end."""
+    cdef Py_ssize_t n = _itoa(v, p + 4)
+    _put32(<uint8_t*>p, <uint32_t>n)
+    return p + 4 + n
 
 
 cdef inline Py_ssize_t _itoa(int64_t v, char* out) noexcept:
