@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,19 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         for item in items:
             if "c_ext" in item.keywords:
                 item.add_marker(skip)
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    """How full the temp dirs' disk is: over 90% every broker a test starts refuses sends
+    (RocketMQ's diskSpaceWarningLevelRatio), and the failures that follow name no test's fault."""
+    from fastmq.store.disk_space import DISK_SPACE_WARNING_RATIO, disk_used_ratio
+    tmp = tempfile.gettempdir()
+    ratio = disk_used_ratio(tmp)
+    line = f"temp dir {tmp}: its disk is {ratio * 100:.0f}% used"
+    if ratio > DISK_SPACE_WARNING_RATIO - 0.05:
+        line += (f" -- WARNING: brokers refuse sends above {DISK_SPACE_WARNING_RATIO * 100:.0f}%;"
+                 " free space (old pytest-of-* dirs?) before trusting this run")
+    return line
 
 
 def pytest_configure(config: pytest.Config) -> None:
