@@ -151,19 +151,25 @@ class RocketAdmin:
                 problems.append(f"{addr}: {type(exc).__name__}: {exc}")
         raise BenchError(f"NameServer {self.namesrv} unreachable ({'; '.join(problems)})")
 
-    def connect(self) -> dict[str, str]:
-        """The cluster's masters (broker name -> address), from GET_BROKER_CLUSTER_INFO."""
+    def connect(self, wait_s: float = 30.0) -> dict[str, str]:
+        """The cluster's masters (broker name -> address), from GET_BROKER_CLUSTER_INFO, waiting
+        up to ``wait_s`` for the first master: a broker listens before its first registration
+        reaches the NameServer, and on a loaded machine that gap reached the first ask."""
         from fastmq.protocol.bodies import ClusterInfo
         from fastmq.protocol.codes import RequestCode, ResponseCode
-        r = self._ask_ns(RequestCode.GET_BROKER_CLUSTER_INFO, {})
-        if r.code != ResponseCode.SUCCESS:
-            raise BenchError(f"NameServer {self.namesrv}: cluster info refused: code {r.code} {r.remark}")
-        info = ClusterInfo.from_json(r.body or b"{}")
-        self.masters = {name: bd.broker_addrs[0] for name, bd in sorted(info.broker_addr_table.items())
-                        if 0 in bd.broker_addrs}
-        if not self.masters:
-            raise BenchError(f"NameServer {self.namesrv} knows no master broker")
-        return self.masters
+        deadline = time.monotonic() + wait_s
+        while True:
+            r = self._ask_ns(RequestCode.GET_BROKER_CLUSTER_INFO, {})
+            if r.code != ResponseCode.SUCCESS:
+                raise BenchError(f"NameServer {self.namesrv}: cluster info refused: code {r.code} {r.remark}")
+            info = ClusterInfo.from_json(r.body or b"{}")
+            self.masters = {name: bd.broker_addrs[0] for name, bd in sorted(info.broker_addr_table.items())
+                            if 0 in bd.broker_addrs}
+            if self.masters:
+                return self.masters
+            if time.monotonic() >= deadline:
+                raise BenchError(f"NameServer {self.namesrv} knows no master broker (waited {wait_s:.0f}s)")
+            time.sleep(0.2)
 
     def create_topic(self, topic: str, queues: int) -> None:
         """UPDATE_AND_CREATE_TOPIC on every master, then wait (bounded) for the route."""

@@ -63,8 +63,9 @@ def test_fastmq_and_raw_run_agree_with_the_broker(spark, tmp_path: Path, capsys)
     wl = workload(tmp_path, rate=400, consumers=2)   # two consumers of one group in one task
     rc = cli.main(["run", str(wl), "--out", str(out), "--master", "local[2]", "--driver", "fastmq",
                    "--driver", "fastmq-raw", *PURE], spark=spark)
-    text = capsys.readouterr().out
-    assert rc == 0, text
+    cap = capsys.readouterr()
+    text = cap.out
+    assert rc == 0, text + cap.err   # (the reason of a failed run is on stderr)
     assert "publish" in text and "msgs/s" in text and "[   1.0s]" in text   # the progress line
     a, b = _result(out, "small", "fastmq"), _result(out, "small", "fastmq-raw")
     assert a["run_id"] == b["run_id"]
