@@ -199,6 +199,10 @@ def _summary(probe_dir: Path, start: float, end: float) -> dict[str, Any]:
             "busy_turns_longest": sorted((x for x in late if x.get("cpu_ms", 0) >= 2), key=lambda x: -x["cpu_ms"])[:15],
             "timers": d.get("timers", {}),
             "per_message": _per_message(d.get("thread_snaps", []), start, end),
+            # how many threads of each name the once-a-second snapshots saw (a pool growing under traffic)
+            "thread_counts_seen": {name: sorted({s[name]["threads"] for s in d.get("thread_snaps", [])
+                                                 if name in s and start <= s["t"] <= end})
+                                   for name in {n for s in d.get("thread_snaps", []) for n in s if n != "t"}},
             "stacks": dict(sorted(((k, n) for k, n in stacks.items() if n), key=lambda kv: -kv[1])[:15]),
         }
     return procs
