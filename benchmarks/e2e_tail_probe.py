@@ -4,13 +4,17 @@ where does the slowest 1% come from?
 A NameServer and a broker (ASYNC_FLUSH, as the workload's), one producer process sending 128 B
 messages with ``send_async`` at a steady rate (latency counted from each message's intended send
 time, 64 in flight at most) and one push-consumer process with a plain-function listener (run on
-the consume threads, as a blocking PushConsumer's is), born time to listener. Each process writes
-its GC pauses and late loop ticks; this script joins them into one JSON file::
+the consume threads, as a blocking PushConsumer's is), intended send time to listener. Each
+message is stamped on its way (send call, broker store time, pull answer decoded, listener) for a
+hop-by-hop account of the slowest 1%, and each process records what turn_probe.py records; this
+script joins it all, for the sending window only, into one JSON file::
 
-    python benchmarks/e2e_tail_probe.py --seconds 20 --out benchmarks/results/e2e-tail-probe-X.json
+    python benchmarks/e2e_tail_probe.py --seconds 20 --out benchmarks/results/e2e-tail/X.json
 
-``--stacks`` also samples the loop thread's stack in each stall (costs a watchdog thread).
-Timings on a shared machine are noisy: the counts of GC pauses and long turns are the evidence.
+``--stacks`` also samples the loop thread's stack in each stall (costs a watchdog thread);
+``--no-ticks`` leaves the probe's 1 ms timer out (clean wake-up counts); ``--write-site`` and
+``--from-dir`` probe a ``fastmq-bench run`` instead (see benchmarks/results/profiles/README.md).
+Timings on a shared machine are noisy: the counts are the evidence.
 """
 from __future__ import annotations
 
@@ -234,7 +238,8 @@ def main() -> int:
         ap.error("--out is required")
     if a.from_dir:
         summary = _summary(Path(a.from_dir), 0.0, 1e12)
-        Path(a.out).write_text(json.dumps({"label": a.label, "probe_dir": a.from_dir, "processes": summary}, indent=1) + "\n")
+        kept = {"label": a.label, "probe_dir": a.from_dir, "processes": summary}
+        Path(a.out).write_text(json.dumps(kept, indent=1) + "\n")
         for k, v in summary.items():
             print(k, "gc>=1ms", v["gc_pauses_ge_1ms"], v["gc_pause_ms_ge_1ms_total"],
                   {g: (x["n"], round(x["total_ms"], 1), round(x["max_ms"], 2)) for g, x in v["gc_all_run"].items()})
@@ -250,51 +255,51 @@ def main() -> int:
     sys.path.insert(0, str(ROOT))
     from spark_bench.cluster import RocketAdmin, start_fastmq
     base = Path(tempfile.mkdtemp(prefix="e2etail-"))
-    probe = base / "probe"
-    probe.mkdir()
-    site = base / "site"
-    site.mkdir()
-    _write_site(site)
-    env = dict(os.environ, FASTMQ_PROBE_DIR=str(probe),
-               PYTHONPATH=os.pathsep.join([str(site), os.environ.get("PYTHONPATH", str(ROOT))]))
-    if a.stacks:
-        env["FASTMQ_PROBE_STACKS"] = "1"
-    if a.no_ticks:
-        env["FASTMQ_PROBE_TICKS"] = "0"
-    saved = dict(os.environ)
-    os.environ.update(env)  # the servers start_fastmq launches inherit it
-    procs: list[subprocess.Popen[bytes]] = []
-    ns = broker = None
     try:
-        ns, broker = start_fastmq(base)
-        os.environ.clear()
-        os.environ.update(saved)
-        admin = RocketAdmin(ns.addr)
-        admin.connect()
-        admin.create_topic(TOPIC, 4)
-        me = [sys.executable, str(Path(__file__).resolve()), "--out", "-", "--ns", ns.addr,
-              "--rate", str(a.rate), "--seconds", str(a.seconds)]
-        cfile, pfile = base / "consumer.json", base / "producer.json"
-        procs.append(subprocess.Popen(me + ["--role", "consume", "--file", str(cfile)], env=env))
-        for _ in range(600):
-            if Path(str(cfile) + ".ready").exists():
-                break
-            time.sleep(0.1)
-        time.sleep(3.0)  # the consumer's first rebalance and pulls held
-        procs.append(subprocess.Popen(me + ["--role", "produce", "--file", str(pfile)], env=env))
-        for p in procs:
-            p.wait(timeout=a.seconds * 3 + 120)
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-        for s in (broker, ns):
-            if s is not None:
-                s.stop()
-        os.environ.clear()
-        os.environ.update(saved)
-    try:
+        probe = base / "probe"
+        probe.mkdir()
+        site = base / "site"
+        site.mkdir()
+        _write_site(site)
+        env = dict(os.environ, FASTMQ_PROBE_DIR=str(probe),
+                   PYTHONPATH=os.pathsep.join([str(site), os.environ.get("PYTHONPATH", str(ROOT))]))
+        if a.stacks:
+            env["FASTMQ_PROBE_STACKS"] = "1"
+        if a.no_ticks:
+            env["FASTMQ_PROBE_TICKS"] = "0"
+        saved = dict(os.environ)
+        os.environ.update(env)  # the servers start_fastmq launches inherit it
+        procs: list[subprocess.Popen[bytes]] = []
+        ns = broker = None
+        try:
+            ns, broker = start_fastmq(base)
+            os.environ.clear()
+            os.environ.update(saved)
+            admin = RocketAdmin(ns.addr)
+            admin.connect()
+            admin.create_topic(TOPIC, 4)
+            me = [sys.executable, str(Path(__file__).resolve()), "--out", "-", "--ns", ns.addr,
+                  "--rate", str(a.rate), "--seconds", str(a.seconds)]
+            cfile, pfile = base / "consumer.json", base / "producer.json"
+            procs.append(subprocess.Popen(me + ["--role", "consume", "--file", str(cfile)], env=env))
+            for _ in range(600):
+                if Path(str(cfile) + ".ready").exists():
+                    break
+                time.sleep(0.1)
+            time.sleep(3.0)  # the consumer's first rebalance and pulls held
+            procs.append(subprocess.Popen(me + ["--role", "produce", "--file", str(pfile)], env=env))
+            for p in procs:
+                p.wait(timeout=a.seconds * 3 + 120)
+        finally:
+            for p in procs:
+                if p.poll() is None:
+                    p.kill()
+                    p.wait()
+            for s in (broker, ns):
+                if s is not None:
+                    s.stop()
+            os.environ.clear()
+            os.environ.update(saved)
         c = json.loads(cfile.read_text())
         pr = json.loads(pfile.read_text())
         e2e, pub = c["lat_ns"], pr["lat_ns"]
