@@ -314,6 +314,50 @@ async def test_next_pull_leaves_before_the_listener_runs(cluster, tmp_path: Path
     assert all(n >= 1 for n in pending_then), pending_then
 
 
+async def test_plain_listener_threads_all_start_with_the_consumer(cluster) -> None:
+    """A plain listener's consume threads are all running once ``start`` returns, and messages
+    add none (a thread started under traffic held the loop up while it started); an ``async
+    def`` listener's consumer starts none."""
+    import threading
+
+    def pool(group: str) -> list[str]:
+        return sorted(t.name for t in threading.enumerate() if t.name.startswith(f"Consume_{group}_") and t.is_alive())
+    ran_on: set[str] = set()
+    got: list[bytes] = []
+
+    def listener(msgs):
+        ran_on.add(threading.current_thread().name)
+        got.extend(m.body for m in msgs)
+        return ConsumeStatus.CONSUME_SUCCESS
+
+    async def async_listener(msgs):
+        return ConsumeStatus.CONSUME_SUCCESS
+    plain = PushConsumer("GID_PRESTART", namesrv_addr=cluster, consume_from_where="CONSUME_FROM_FIRST_OFFSET",
+                         consume_thread_min=3, consume_thread_max=3)
+    plain.subscribe("PrestartTopic")
+    plain.register_message_listener(listener)
+    coro = PushConsumer("GID_PRESTART_ASYNC", namesrv_addr=cluster, consume_thread_min=3, consume_thread_max=3)
+    coro.subscribe("PrestartTopic")
+    coro.register_message_listener(async_listener)
+    await plain.start()
+    try:
+        await coro.start()
+        try:
+            threads = [f"Consume_GID_PRESTART_{i}" for i in (1, 2, 3)]
+            assert pool("GID_PRESTART") == threads     # before any message
+            assert pool("GID_PRESTART_ASYNC") == []
+            async with Producer("PG_PRESTART", namesrv_addr=cluster) as p:
+                for i in range(40):
+                    await p.send(Message("PrestartTopic", f"p{i}".encode()))
+            assert await _until(lambda: len(set(got)) >= 40, 20), len(got)
+            assert pool("GID_PRESTART") == threads and ran_on <= set(threads)
+        finally:
+            await coro.shutdown()
+    finally:
+        await plain.shutdown()
+    assert await _until(lambda: not pool("GID_PRESTART"), 10), pool("GID_PRESTART")
+
+
 async def test_reset_offset_by_time_reaches_a_consumer(cluster) -> None:
     """mqadmin resetOffsetByTime's request: the broker pushes the offsets, the consumer drops its
     queues, commits them and reads the topic again from there."""

@@ -300,6 +300,23 @@ async def test_consume_pool_runs_reports_and_stops() -> None:
         ConsumePool(0, "none")
 
 
+async def test_consume_pool_prestart_starts_every_thread_once() -> None:
+    from fastmq.client.consume_pool import ConsumePool
+
+    pool = ConsumePool(3, "P")
+    try:
+        assert pool.prestart() == 3 and pool.prestart() == 0
+        assert [t.name for t in pool._threads] == ["P_1", "P_2", "P_3"] and all(t.is_alive() for t in pool._threads)
+        assert await asyncio.gather(*(pool.run(lambda i=i: i * 2) for i in range(10))) == [i * 2 for i in range(10)]
+        assert len(pool._threads) == 3
+    finally:
+        pool.shutdown()
+    assert pool.prestart() == 0                    # shut down: nothing starts again
+    for t in pool._threads:
+        t.join(5)
+        assert not t.is_alive()
+
+
 async def test_resume_passes_results_and_cancellation_on() -> None:
     log = []
     fut = asyncio.get_running_loop().create_future()

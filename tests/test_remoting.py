@@ -155,6 +155,19 @@ async def test_round_trip(server: RemotingServer, client: RemotingClient) -> Non
     assert resp.ext_fields["thread"] == "MainThread"  # inline processors run on the loop
 
 
+async def test_both_ends_send_small_frames_at_once(server: RemotingServer, client: RemotingClient) -> None:
+    """TCP_NODELAY on the client's and the server's socket: a lone request or answer is not
+    held back by Nagle's algorithm waiting for the peer's delayed ACK (tens of ms on Linux)."""
+    import socket
+
+    await client.invoke(addr_of(server), create_request(ECHO, {"v": "n"}), 5)
+    ends = [*client._conns.values(), *server.connections]
+    assert len(ends) == 2
+    for conn in ends:
+        sock = conn.transport.get_extra_info("socket")
+        assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY), conn
+
+
 async def test_binary_serialize_type_is_mirrored(server: RemotingServer, client: RemotingClient) -> None:
     resp = await client.invoke(addr_of(server), create_request(ECHO, {"v": "b"}, serialize_type=1), 5)
     assert resp.serialize_type == 1 and resp.ext_fields["v"] == "b"

@@ -319,6 +319,9 @@ class PushConsumer(ConsumeConcurrentlyService, ConsumeOrderlyService, _ConsumerB
         if self._listener is None:
             raise ClientStateError("messageListener is null")
         await super().start()
+        if not self._listener_is_async:
+            # all of them now, not one by one under the first messages (see consume_pool)
+            self._workers.prestart()
         if self._orderly and self.message_model == "CLUSTERING":
             self._tasks.append(asyncio.ensure_future(self._relock_loop()))
 
