@@ -46,6 +46,8 @@ try:
 except (ValueError, OSError, AttributeError):  # pragma: no cover - non-POSIX
     TOTAL_PHYSICAL_MEMORY = 8 << 30
 
+_perf_counter = time.perf_counter
+
 
 class GetStatus(enum.Enum):
     FOUND = "FOUND"
@@ -59,7 +61,7 @@ class GetStatus(enum.Enum):
     NO_MESSAGE_IN_QUEUE = "NO_MESSAGE_IN_QUEUE"
 
 
-@dataclass
+@dataclass(slots=True)
 class GetResult:
     """A pull's worth of stored records (``buffers`` concatenate into a PULL body)."""
 
@@ -73,6 +75,14 @@ class GetResult:
     queue_offsets: list[int] = field(default_factory=list)
     tag_codes_seen: list[int] = field(default_factory=list)
     suggest_pulling_from_slave: bool = False
+
+
+# The members as plain names: reading one off the Enum class costs a metaclass __getattr__ call,
+# and a pull reads several
+_FOUND, _NO_MATCHED_MESSAGE = GetStatus.FOUND, GetStatus.NO_MATCHED_MESSAGE
+_MESSAGE_WAS_REMOVING, _OFFSET_FOUND_NULL = GetStatus.MESSAGE_WAS_REMOVING, GetStatus.OFFSET_FOUND_NULL
+_OFFSET_OVERFLOW_BADLY, _OFFSET_OVERFLOW_ONE = GetStatus.OFFSET_OVERFLOW_BADLY, GetStatus.OFFSET_OVERFLOW_ONE
+_OFFSET_TOO_SMALL, _NO_MESSAGE_IN_QUEUE = GetStatus.OFFSET_TOO_SMALL, GetStatus.NO_MESSAGE_IN_QUEUE
 
 
 class MessageReader:
@@ -109,27 +119,31 @@ class MessageReader:
         except that a slave (without offsetCheckInSlave) leaves the requested offset alone
         where those rules would move it (nextOffsetCorrection).
         """
-        t0 = time.perf_counter()
-        max_offset_py = self.commit_log.max_offset
-        cq = self.queues.get(topic, queue_id)
+        t0 = _perf_counter()
+        cq = self.queues.queues.get((topic, queue_id))
         if cq is None:
             # RocketMQ creates the queue on lookup, so an unknown queue reads as an empty one
-            return self._count_get(GetResult(GetStatus.NO_MESSAGE_IN_QUEUE, 0), t0)
-        min_off, max_off = self.queue_min(cq), cq.max_offset
-        res = GetResult(GetStatus.NO_MATCHED_MESSAGE, offset, min_off, max_off)
+            return self._count_get(GetResult(_NO_MESSAGE_IN_QUEUE, 0), t0)
+        lo, max_off = cq.bounds()
+        min_off = self._queue_min(cq, lo, max_off)
+        res = GetResult(_NO_MATCHED_MESSAGE, offset, min_off, max_off)
+        if offset == max_off and max_off:  # the usual miss: a consumer caught up, to be held
+            res.status = _OFFSET_OVERFLOW_ONE
+            return self._count_get(res, t0)
+        max_offset_py = self.commit_log.max_offset
         if max_off == 0:
-            res.status, res.next_begin_offset = GetStatus.NO_MESSAGE_IN_QUEUE, self._corrected(offset, 0)
+            res.status, res.next_begin_offset = _NO_MESSAGE_IN_QUEUE, self._corrected(offset, 0)
         elif offset < min_off:
-            res.status, res.next_begin_offset = GetStatus.OFFSET_TOO_SMALL, self._corrected(offset, min_off)
+            res.status, res.next_begin_offset = _OFFSET_TOO_SMALL, self._corrected(offset, min_off)
         elif offset == max_off:
-            res.status, res.next_begin_offset = GetStatus.OFFSET_OVERFLOW_ONE, offset
+            res.status, res.next_begin_offset = _OFFSET_OVERFLOW_ONE, offset
         elif offset > max_off:
             # (4.9.0-4.9.3 sent a queue that starts at 0 back to 0: a consumer ahead of a
             # truncated queue then read it all again; 4.9.4 on use the max)
-            res.status, res.next_begin_offset = GetStatus.OFFSET_OVERFLOW_BADLY, self._corrected(offset, max_off)
+            res.status, res.next_begin_offset = _OFFSET_OVERFLOW_BADLY, self._corrected(offset, max_off)
         elif not tag_codes and max_msg_nums <= _FEW:
             # no filter: only the first max(1, maxMsgNums) entries can be answered (see below)
-            offs, sizes, tags = cq.get_entry_lists(offset, max(1, max_msg_nums))
+            offs, sizes, tags = cq.get_entry_lists(offset, max_msg_nums if max_msg_nums > 1 else 1, max_off)
             if not offs:
                 self._found_null(res, offset)
             else:
@@ -177,7 +191,7 @@ class MessageReader:
     def _found_null(self, res: GetResult, offset: int) -> None:
         """No entry at ``offset`` in its file: on to the next consume-queue file (4.9's
         rollNextFile)."""
-        res.status = GetStatus.OFFSET_FOUND_NULL
+        res.status = _OFFSET_FOUND_NULL
         per_file = self.config.mappedFileSizeConsumeQueue // CQ_STORE_UNIT_SIZE
         res.next_begin_offset = offset + per_file - offset % per_file
 
@@ -200,9 +214,11 @@ class MessageReader:
         if max_offset_py - first > mem:
             return False
         n = len(offs)
-        limit = min(max_msg_nums, getattr(cfg, "maxTransferCountOnMessageInMemory",
-                                          _PULL_DEFAULTS["maxTransferCountOnMessageInMemory"]))
-        k = min(n, max(1, limit))
+        # (conditionals, not min/max: a builtin call costs more than the comparison)
+        limit = getattr(cfg, "maxTransferCountOnMessageInMemory", _PULL_DEFAULTS["maxTransferCountOnMessageInMemory"])
+        if max_msg_nums < limit:
+            limit = max_msg_nums
+        k = n if n < limit else limit if limit > 1 else 1
         total = sum(sizes[:k]) if k < n else sum(sizes)
         if k > 1 and total > getattr(cfg, "maxTransferBytesOnMessageInMemory",
                                      _PULL_DEFAULTS["maxTransferBytesOnMessageInMemory"]):
@@ -223,7 +239,7 @@ class MessageReader:
         res.buffer_total_size = total
         res.queue_offsets.extend(range(offset, offset + k))
         res.tag_codes_seen.extend(tags[:k])
-        res.status = GetStatus.FOUND
+        res.status = _FOUND
         res.next_begin_offset = offset + k
         # the last record _collect would have looked at: the one it stopped before, or the last
         res.suggest_pulling_from_slave = (max_offset_py - offs[k if k < n else n - 1]) > mem
@@ -260,7 +276,7 @@ class MessageReader:
                     break
             if matched is not None and not matched[i]:
                 if not res.buffer_total_size:
-                    res.status = GetStatus.NO_MATCHED_MESSAGE
+                    res.status = _NO_MATCHED_MESSAGE
                 i += 1
                 continue
             try:
@@ -272,7 +288,7 @@ class MessageReader:
                 buf = mf.select(o - mf_from, s)  # type: ignore[union-attr]  # mf_end -1: the first record sets mf
             except StoreError:
                 if not res.buffer_total_size:
-                    res.status = GetStatus.MESSAGE_WAS_REMOVING
+                    res.status = _MESSAGE_WAS_REMOVING
                 next_phy_start = o + file_size - o % file_size
                 i += 1
                 continue
@@ -281,7 +297,7 @@ class MessageReader:
             res.buffer_total_size += s
             res.queue_offsets.append(offset + i)
             res.tag_codes_seen.append(tags[i])
-            res.status = GetStatus.FOUND
+            res.status = _FOUND
             next_phy_start = None
             i += 1
         res.next_begin_offset = offset + i
@@ -294,12 +310,12 @@ class MessageReader:
 
     def _count_get(self, res: GetResult, t0: float) -> GetResult:
         st = self.stats
-        if res.status is GetStatus.FOUND:
+        if res.status is _FOUND:
             st["getMessageTimesTotalFound"] += 1
             st["getMessageTransferedMsgCount"] += res.msg_count
         else:
             st["getMessageTimesTotalMiss"] += 1
-        ms = int((time.perf_counter() - t0) * 1000)
+        ms = int((_perf_counter() - t0) * 1000)
         if ms > st["getMessageEntireTimeMax"]:
             st["getMessageEntireTimeMax"] = ms
         return res
@@ -309,7 +325,10 @@ class MessageReader:
         """A queue's first offset whose record is still in the commit log (RocketMQ's
         correctMinOffset: retention deletes whole queue files, so the first file may start
         with entries pointing below the commit log's minimum)."""
-        lo, hi = cq.min_offset, cq.max_offset
+        return self._queue_min(cq, *cq.bounds())
+
+    def _queue_min(self, cq: "ConsumeQueue", lo: int, hi: int) -> int:
+        """:meth:`queue_min` of a queue whose stored offsets are ``lo`` to ``hi``."""
         cl_min = self.commit_log.min_offset
         if cl_min == 0 or hi <= lo:
             return lo
