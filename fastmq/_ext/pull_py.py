@@ -3,9 +3,11 @@
 :func:`decode_pull_header` takes a pull's ext-fields and builds its header only when every field
 is in the form the Java and C++ clients send: the two names present as strings, the seven
 numbers plain ASCII decimals (an optional sign, 1 to 19 digits) within their Java types. For
-anything else it returns None and the caller's general decoder (``Header.from_fields``) decides:
-it accepts what these refuse only where Java does too (blanks around a number) and names the
-field it refuses. So both paths give the same header for what this one accepts.
+anything else it returns None and the broker's general decoder (``PullMessageRequestHeader.decode``,
+down to ``Header.from_fields``) decides: it accepts what these refuse only where Java does too
+(blanks around a number) and names the field it refuses. So both paths give the same header for
+what this one accepts. (The broker's pull processor calls it: the header declarations, a floor
+below ``_ext``, do not.)
 """
 from __future__ import annotations
 

@@ -94,20 +94,30 @@ class PullRequestHoldService:
             self._flush_answers()
             return
         loop = self._loop = asyncio.get_running_loop()
-        self._table.setdefault((held.topic, held.queue_id), []).append(held)
-        if held.owner is not None:
-            self._by_owner.setdefault(held.owner, set()).add(held)
-        key = round((held.deadline - loop.time()) * 10)
-        line = self._lines.get(key)
+        key = (held.topic, held.queue_id)
+        lst = self._table.get(key)  # (not setdefault: that makes a container every time)
+        if lst is None:
+            self._table[key] = [held]
+        else:
+            lst.append(held)
+        owner = held.owner
+        if owner is not None:
+            mine = self._by_owner.get(owner)
+            if mine is None:
+                self._by_owner[owner] = {held}
+            else:
+                mine.add(held)
+        wait = round((held.deadline - loop.time()) * 10)
+        line = self._lines.get(wait)
         if line is None:
-            self._lines[key] = {held: None}
-            self._line_timers[key] = loop.call_at(held.deadline, self._expire_line, key)
+            self._lines[wait] = {held: None}
+            self._line_timers[wait] = loop.call_at(held.deadline, self._expire_line, wait)
         elif not line or next(reversed(line)).deadline <= held.deadline:
             line[held] = None  # the line's timer fires no later than its first deadline: still true
         else:
             held.timer = loop.call_at(held.deadline, self._expire, held)
             return
-        held.line = key
+        held.line = wait
 
     def _untime(self, held: HeldPull) -> None:
         """Answered or dropped before its deadline: no deadline left to keep."""
@@ -254,8 +264,16 @@ class PullRequestHoldService:
                 log.exception("answering a held pull failed")
                 answered = True
             if answered:
-                self._untime(held)
-                self._forget_owner(held)
+                # _untime and _forget_owner, inlined: this runs once per message a consumer gets
+                if held.timer is not None:
+                    held.timer.cancel()
+                elif held.line is not None:
+                    line = self._lines.get(held.line)
+                    if line is not None:
+                        line.pop(held, None)
+                    held.line = None
+                if held.owner is not None:
+                    self._forget_owner(held)
             else:
                 keep.append(held)
         if keep:

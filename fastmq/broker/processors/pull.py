@@ -12,6 +12,7 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING, Any
 
+from ..._ext.pull import decode_pull_header
 from ...errors import FAQ_SUFFIX, RemotingCommandError
 from ...protocol import topic as tv
 from ...protocol.codes import LanguageCode, RequestCode, ResponseCode
@@ -96,10 +97,14 @@ class PullMessageProcessor(BrokerCodeDispatchProcessor):
         """One pull (``h``: its header, when already decoded); None when it was parked for long
         polling."""
         if h is None:
-            try:
-                h = PullMessageRequestHeader.decode(request)
-            except RemotingCommandError as exc:
-                return response_for(request, ResponseCode.SYSTEM_ERROR, str(exc))
+            # the usual header in one compiled call; anything else the general decoder decides and names
+            f = request.ext_fields
+            h = decode_pull_header(f, PullMessageRequestHeader) if f else None
+            if h is None:
+                try:
+                    h = PullMessageRequestHeader.decode(request)
+                except RemotingCommandError as exc:
+                    return response_for(request, ResponseCode.SYSTEM_ERROR, str(exc))
         b = self.broker
         cfg = b.config
         if not cfg.brokerPermission & _PERM_READ:
@@ -160,7 +165,7 @@ class PullMessageProcessor(BrokerCodeDispatchProcessor):
                 return response_for(request, ResponseCode.SYSTEM_ERROR,
                                     f"The broker does not support consumer to filter message by {sub.expression_type}")
         codes = None if sub.subscribes_all else set(sub.code_set)
-        res = b.store.get_message(group, topic, queue_id, h.queueOffset, h.maxMsgNums, codes)
+        res = b.store.reader.get_message(group, topic, queue_id, h.queueOffset, h.maxMsgNums, codes)  # (store.get_message's)
         st = res.status
         if st is _OVERFLOW_ONE or st is _FOUND_NULL:  # nothing yet (the usual pull of a caught-up consumer)
             response = None
@@ -250,7 +255,6 @@ class PullMessageProcessor(BrokerCodeDispatchProcessor):
             return False
         if resp.code == _PULL_NOT_FOUND and not timed_out:
             return False
-        resp.opaque = request.opaque
         waiting = self._answers.get(conn)
         if waiting is None:
             self._answers[conn] = [resp]
