@@ -264,15 +264,8 @@ class PullRequestHoldService:
                 log.exception("answering a held pull failed")
                 answered = True
             if answered:
-                # _untime and _forget_owner, inlined: this runs once per message a consumer gets
-                if held.timer is not None:
-                    held.timer.cancel()
-                elif held.line is not None:
-                    line = self._lines.get(held.line)
-                    if line is not None:
-                        line.pop(held, None)
-                    held.line = None
-                if held.owner is not None:
+                self._untime(held)
+                if held.owner is not None:  # (tested here: this runs once per message a consumer gets)
                     self._forget_owner(held)
             else:
                 keep.append(held)
