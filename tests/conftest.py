@@ -74,6 +74,7 @@ send = _twin_fixture("send", "broker send-stage")
 batch = _twin_fixture("batch", "SEND_BATCH_MESSAGE body encoder")
 records = _twin_fixture("records", "plain-IPv4 pull-body record decoder")
 produce = _twin_fixture("produce", "producer hot path")
+pull = _twin_fixture("pull", "broker pull-header decoder")
 
 
 @pytest.fixture

@@ -152,3 +152,44 @@ async def test_a_failing_flush_is_logged_and_holding_goes_on(caplog) -> None:
     svc.hold(HeldPull("T", 0, 1, far, "b"))
     svc.notify("T", 0, 2)
     assert woken == ["a", "b"] and len(svc) == 0
+
+
+async def test_deadlines_of_mixed_waits_each_come_in_time() -> None:
+    """Pulls wait in one deadline line per wait (one timer a line): waits of different lengths,
+    held in any order, and a pull whose deadline comes before the last of its line (it gets its
+    own timer) are each answered at their own deadline, in deadline order."""
+    done: list[str] = []
+    svc = PullRequestHoldService(lambda h, timed_out: done.append(h.context) or timed_out)
+    loop = asyncio.get_running_loop()
+    now = loop.time()
+    svc.hold(HeldPull("T", 0, 0, now + 0.30, "long"))
+    svc.hold(HeldPull("T", 1, 0, now + 0.05, "short"))
+    svc.hold(HeldPull("T", 2, 0, now + 0.31, "long, later"))
+    early = HeldPull("T", 3, 0, now + 0.29, "same line, earlier")  # rounds to the 0.3 s line, before its tail
+    svc.hold(early)
+    assert early.timer is not None and early.line is None
+    assert len(svc._lines) == 2 and len(svc) == 4
+    stop = loop.time() + 5
+    while len(done) < 4:
+        assert loop.time() < stop, f"only {done} timed out"
+        await asyncio.sleep(0.01)
+    assert done == ["short", "same line, earlier", "long", "long, later"]
+    assert len(svc) == 0 and not svc._lines and not svc._line_timers
+
+
+async def test_a_line_answered_before_its_deadline_leaves_no_timeout() -> None:
+    """Pulls answered by arrivals leave their line: its timer, when it fires, answers nothing
+    and goes away with the emptied line."""
+    calls: list[tuple[str, bool]] = []
+    svc = PullRequestHoldService(lambda h, timed_out: calls.append((h.context, timed_out)) or True)
+    loop = asyncio.get_running_loop()
+    svc.hold(HeldPull("T", 0, 0, loop.time() + 0.05, "a"))
+    svc.hold(HeldPull("T", 1, 0, loop.time() + 0.05, "b"))
+    svc.notify("T", 0, 1)
+    svc.notify("T", 1, 1)
+    assert calls == [("a", False), ("b", False)]
+    stop = loop.time() + 5
+    while svc._lines:
+        assert loop.time() < stop, "the emptied line was never dropped"
+        await asyncio.sleep(0.02)
+    assert calls == [("a", False), ("b", False)] and not svc._line_timers

@@ -193,3 +193,63 @@ async def test_pulls_held_on_one_connection_are_answered_in_one_write(broker: Se
         writer.close()
     r = await client.invoke(broker.addr, send_request(topic, b"after", queue_id=0), 5)
     assert r.code == ResponseCode.SUCCESS  # the broker serves on
+
+
+async def test_each_pull_of_one_read_is_answered_on_its_own(broker: ServerProcess, client: RemotingClient) -> None:
+    """The pulls of one socket read are handled in one batch: a refused one (a bad name, a bad
+    number, a queue out of range) is answered on its own with RocketMQ's code and text, a pull
+    with nothing to read and no suspend flag at once, held ones at their own (different)
+    deadlines or when their message comes; none of them holds up or fails another."""
+    topic = "LpOneReadOfPulls"
+    await create_topic(client, broker.addr, topic, queues=3)
+    bad_number = pull_request(topic, 0, 0)
+    bad_number.ext_fields["queueOffset"] = "12x"
+    pulls = {
+        "held": pull_request(topic, 0, 0, suspend_ms=SUSPEND_MS),
+        "bad name": pull_request("bad/topic", 0, 0),
+        "bad number": bad_number,
+        "no suspend": pull_request(topic, 1, 0),
+        "queue out of range": pull_request(topic, 7, 0),
+        "times out later": pull_request(topic, 2, 0, suspend_ms=900),
+        "times out first": pull_request(topic, 1, 0, suspend_ms=300),
+    }
+    host, port = broker.addr.rsplit(":", 1)
+    reader, writer = await asyncio.open_connection(host, int(port))
+    try:
+        t0 = time.monotonic()
+        writer.write(b"".join(encode_frame(p) for p in pulls.values()))
+        await writer.drain()
+        name_of = {p.opaque: name for name, p in pulls.items()}
+        dec = FrameDecoder()
+        got: dict[str, tuple[RemotingCommand, float]] = {}
+        deadline = t0 + 10
+        while len(got) < len(pulls) - 1:  # all but the one held for SUSPEND_MS
+            left = deadline - time.monotonic()
+            assert left > 0, f"answered only {sorted(got)}"
+            data = await asyncio.wait_for(reader.read(65536), left)
+            assert data, "the broker closed the connection"
+            for cmd in dec.feed(data):
+                got[name_of[cmd.opaque]] = (cmd, time.monotonic() - t0)
+        assert "held" not in got
+        code = {name: c.code for name, (c, _) in got.items()}
+        assert code["bad name"] == code["bad number"] == code["queue out of range"] == ResponseCode.SYSTEM_ERROR
+        assert "queueOffset" in (got["bad number"][0].remark or "")
+        assert "queueId[7] is illegal" in (got["queue out of range"][0].remark or "")
+        assert code["no suspend"] == code["times out first"] == code["times out later"] == ResponseCode.PULL_NOT_FOUND
+        assert got["times out first"][1] >= 0.25 and got["times out later"][1] >= 0.85
+        assert got["times out first"][1] < got["times out later"][1]
+        r = await client.invoke(broker.addr, send_request(topic, b"for the held pull", queue_id=0), 5)
+        assert r.code == ResponseCode.SUCCESS, r.remark
+        while True:  # the held pull, answered by the send
+            left = deadline - time.monotonic()
+            assert left > 0, "the held pull was not answered by its message"
+            data = await asyncio.wait_for(reader.read(65536), left)
+            assert data, "the broker closed the connection"
+            cmds = dec.feed(data)
+            if cmds:
+                break
+        assert [c.opaque for c in cmds] == [pulls["held"].opaque]
+        assert cmds[0].code == ResponseCode.SUCCESS, cmds[0].remark
+        assert [m.body for m in decode_records(cmds[0].body)] == [b"for the held pull"]
+    finally:
+        writer.close()

@@ -92,6 +92,14 @@ class RecordsModule(Protocol):
     def decode_v4(self, data: bytes, cls: Any) -> list[Any] | None: ...
 
 
+# ------------------------------------------------------------------ pull: the broker's pull-header decoder
+
+class PullModule(Protocol):
+    PULL_NUMBERS: tuple[tuple[str, int, int], ...]
+
+    def decode_pull_header(self, fields: dict[str, Any], cls: Any) -> Any: ...
+
+
 # ------------------------------------------------------------------ fault: the producer's latency-fault table
 
 class FaultTableProto(Protocol):
@@ -310,6 +318,7 @@ TWINS: dict[str, tuple[type, dict[str, type]]] = {
     "batch": (BatchModule, {}),
     "codec": (CodecModule, {"RemotingCommand": RemotingCommandProto, "FrameDecoder": FrameDecoderProto}),
     "fault": (FaultModule, {"FaultTable": FaultTableProto}),
+    "pull": (PullModule, {}),
     "produce": (ProduceModule, {"UniqIds": UniqIdsProto, "SendRequestWriter": SendRequestWriterProto,
                                 "SendResult": SendResultProto, "AsyncSend": AsyncSendProto,
                                 "SendFastPath": SendFastPathProto}),

@@ -26,6 +26,14 @@ RocketMQ's ``notifyMessageArriving`` does when the message filter says no.
 A held pull keeps its request (and what it references) until it is answered, so the pulls of a
 connection that goes away are dropped at once (:meth:`PullRequestHoldService.release`) instead of
 at their deadline: a client may ask to be held for as long as it likes.
+
+Deadlines: pulls held for the same time (a push consumer always asks for 15 s) reach their
+deadlines in the order they were held. So they wait in one insertion-ordered line per wait
+(rounded to 0.1 s), and one timer per line, armed for its first deadline, answers whatever is
+due when it fires and re-arms for the next. A pull answered early just leaves its line (a dict
+delete) instead of cancelling a timer of its own: a timer per held pull cost a timer made and
+cancelled per message. A pull whose deadline would come before the last one of its line (a
+clock step, a wait of a different length rounded alike) gets a timer of its own, as before.
 """
 from __future__ import annotations
 
@@ -38,8 +46,12 @@ __all__ = ["HeldPull", "PullRequestHoldService"]
 
 log = logging.getLogger("fastmq.broker")
 
+# A line's timer may fire this early (uvloop rounds to whole milliseconds): what falls due within
+# it is answered then, rather than the timer armed again for a millisecond
+_EARLY = 0.002
 
-@dataclass(eq=False)
+
+@dataclass(eq=False, slots=True)
 class HeldPull:
     topic: str
     queue_id: int
@@ -48,7 +60,8 @@ class HeldPull:
     context: Any = None               # what ``wake`` needs to re-run the pull (request, connection...)
     tag_codes: frozenset[int] | None = None   # None: every tag matches
     owner: Any = None                 # what it is dropped with (the connection), or None
-    timer: asyncio.TimerHandle | None = field(default=None, repr=False)
+    timer: asyncio.TimerHandle | None = field(default=None, repr=False)  # its own deadline timer, if any
+    line: int | None = field(default=None, repr=False)  # else the deadline line it waits in
 
 
 class PullRequestHoldService:
@@ -67,6 +80,10 @@ class PullRequestHoldService:
         self._loop: asyncio.AbstractEventLoop | None = None  # the loop pulls are held on
         # queues that got messages since the last wake: key -> (max offset, tag codes or None: any)
         self._arrivals: dict[tuple[str, int], tuple[int, set[int] | None]] = {}
+        # held pulls by wait (0.1 s units), each line in deadline order, and the timer of each line
+        # (armed no later than its first deadline; see the module doc)
+        self._lines: dict[int, dict[HeldPull, None]] = {}
+        self._line_timers: dict[int, asyncio.TimerHandle] = {}
 
     def __len__(self) -> int:
         return sum(len(v) for v in self._table.values())
@@ -77,10 +94,40 @@ class PullRequestHoldService:
             self._flush_answers()
             return
         loop = self._loop = asyncio.get_running_loop()
-        self._table.setdefault((held.topic, held.queue_id), []).append(held)
-        if held.owner is not None:
-            self._by_owner.setdefault(held.owner, set()).add(held)
-        held.timer = loop.call_at(held.deadline, self._expire, held)
+        key = (held.topic, held.queue_id)
+        lst = self._table.get(key)  # (not setdefault: that makes a container every time)
+        if lst is None:
+            self._table[key] = [held]
+        else:
+            lst.append(held)
+        owner = held.owner
+        if owner is not None:
+            mine = self._by_owner.get(owner)
+            if mine is None:
+                self._by_owner[owner] = {held}
+            else:
+                mine.add(held)
+        wait = round((held.deadline - loop.time()) * 10)
+        line = self._lines.get(wait)
+        if line is None:
+            self._lines[wait] = {held: None}
+            self._line_timers[wait] = loop.call_at(held.deadline, self._expire_line, wait)
+        elif not line or next(reversed(line)).deadline <= held.deadline:
+            line[held] = None  # the line's timer fires no later than its first deadline: still true
+        else:
+            held.timer = loop.call_at(held.deadline, self._expire, held)
+            return
+        held.line = wait
+
+    def _untime(self, held: HeldPull) -> None:
+        """Answered or dropped before its deadline: no deadline left to keep."""
+        if held.timer is not None:
+            held.timer.cancel()
+        elif held.line is not None:
+            line = self._lines.get(held.line)
+            if line is not None:
+                line.pop(held, None)
+            held.line = None
 
     def _forget_owner(self, held: HeldPull) -> None:
         if held.owner is None:
@@ -98,8 +145,7 @@ class PullRequestHoldService:
         if not mine:
             return 0
         for held in mine:
-            if held.timer is not None:
-                held.timer.cancel()
+            self._untime(held)
             held.owner = None  # already out of _by_owner
             self._remove(held)
             held.context = None
@@ -124,6 +170,34 @@ class PullRequestHoldService:
             self._wake(held, True)
         except Exception:  # a failing answer must not kill the timer machinery of everyone else
             log.exception("answering a timed-out held pull failed")
+        self._flush_answers()
+
+    def _expire_line(self, key: int) -> None:
+        """A line's timer: answer its pulls whose deadline came, and arm it for the next one."""
+        line = self._lines.get(key)
+        if line is None:
+            return
+        loop = asyncio.get_running_loop()
+        now = loop.time() + _EARLY
+        due: list[HeldPull] = []
+        for held in line:
+            if held.deadline > now:
+                break
+            due.append(held)
+        for held in due:
+            del line[held]
+            held.line = None
+        if line:
+            self._line_timers[key] = loop.call_at(next(iter(line)).deadline, self._expire_line, key)
+        else:
+            del self._lines[key], self._line_timers[key]
+        for held in due:
+            self._remove(held)
+            self._forget_owner(held)
+            try:
+                self._wake(held, True)
+            except Exception:
+                log.exception("answering a timed-out held pull failed")
         self._flush_answers()
 
     def _flush_answers(self) -> None:
@@ -152,7 +226,7 @@ class PullRequestHoldService:
                 tags = None
             else:
                 tags.add(tag_code)
-        self._arrivals[key] = (max(top, max_offset), tags)
+        self._arrivals[key] = (top if top > max_offset else max_offset, tags)
 
     def _wake_arrivals(self) -> None:
         arrivals, self._arrivals = self._arrivals, {}
@@ -190,9 +264,9 @@ class PullRequestHoldService:
                 log.exception("answering a held pull failed")
                 answered = True
             if answered:
-                if held.timer is not None:
-                    held.timer.cancel()
-                self._forget_owner(held)
+                self._untime(held)
+                if held.owner is not None:  # (tested here: this runs once per message a consumer gets)
+                    self._forget_owner(held)
             else:
                 keep.append(held)
         if keep:
@@ -205,6 +279,10 @@ class PullRequestHoldService:
         self._closed = True
         table, self._table = self._table, {}
         self._by_owner.clear()
+        for timer in self._line_timers.values():
+            timer.cancel()
+        self._lines.clear()
+        self._line_timers.clear()
         for lst in table.values():
             for held in lst:
                 if held.timer is not None:

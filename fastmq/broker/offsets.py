@@ -40,7 +40,7 @@ class ConsumerOffsetManager:
 
     def commit(self, group: str, topic: str, queue_id: int, offset: int) -> None:
         with self._lock:
-            self.table.setdefault(self.key(topic, group), {})[queue_id] = offset
+            self.table.setdefault(f"{topic}{TOPIC_GROUP_SEPARATOR}{group}", {})[queue_id] = offset  # (key())
             self._dirty = True
 
     def query(self, group: str, topic: str, queue_id: int) -> int:

@@ -37,7 +37,7 @@ from ..protocol.codes import ResponseCode
 from ..protocol.command import response_for
 from .connection import Connection
 
-__all__ = ["RequestProcessor", "CodeDispatchProcessor", "Dispatcher", "Gathered"]
+__all__ = ["RequestProcessor", "CodeDispatchProcessor", "Dispatcher", "Gathered", "failure_response"]
 
 log = logging.getLogger("fastmq.remoting")
 
@@ -113,6 +113,19 @@ class CodeDispatchProcessor(RequestProcessor):
 def _error_text(exc: BaseException) -> str:
     text = str(exc)
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def failure_response(conn: Connection, req: RemotingCommand, exc: Exception) -> RemotingCommand:
+    """A processor raised: log it and answer SYSTEM_ERROR with its text; the connection stays
+    (call it in the ``except`` block, for the traceback).
+
+    A malformed request (:class:`RemotingCommandError`: a missing field, a bad number) is the
+    client's fault, not a bug: one warning line, no traceback, whichever path raised it."""
+    if isinstance(exc, RemotingCommandError):
+        log.warning("bad request %d from %s: %s", req.code, conn.remote_addr, exc)
+        return response_for(req, ResponseCode.SYSTEM_ERROR, str(exc))
+    log.exception("processing request %d from %s failed", req.code, conn.remote_addr)
+    return response_for(req, ResponseCode.SYSTEM_ERROR, _error_text(exc))
 
 
 class Dispatcher:
@@ -339,17 +352,7 @@ class Dispatcher:
         if final is not None:
             out.append(final)
 
-    @staticmethod
-    def _failed(conn: Connection, req: RemotingCommand, exc: Exception) -> RemotingCommand:
-        """A processor raised: log it and answer SYSTEM_ERROR with its text; the connection stays.
-
-        A malformed request (:class:`RemotingCommandError`: a missing field, a bad number) is the
-        client's fault, not a bug: one warning line, no traceback, whichever path raised it."""
-        if isinstance(exc, RemotingCommandError):
-            log.warning("bad request %d from %s: %s", req.code, conn.remote_addr, exc)
-            return response_for(req, ResponseCode.SYSTEM_ERROR, str(exc))
-        log.exception("processing request %d from %s failed", req.code, conn.remote_addr)
-        return response_for(req, ResponseCode.SYSTEM_ERROR, _error_text(exc))
+    _failed = staticmethod(failure_response)
 
     @staticmethod
     async def _run_in_executor(executor: Executor, proc: RequestProcessor, conn: Connection,

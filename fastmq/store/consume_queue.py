@@ -142,6 +142,14 @@ class ConsumeQueue:
         """Queue offset the next message will get."""
         return self.mfq.max_offset // _UNIT
 
+    def bounds(self) -> tuple[int, int]:
+        """``(min_offset, max_offset)`` in one call (a pull needs both; each property is a chain of two)."""
+        files = self.mfq.files
+        if not files:
+            return 0, 0
+        last = files[-1]
+        return files[0].file_from_offset // _UNIT, (last.file_from_offset + last.wrote_position) // _UNIT
+
     # -- write ---------------------------------------------------------------------------
     def put(self, queue_offset: int, commit_log_offset: int, size: int, tags_code: int) -> bool:
         """Write the entry for ``queue_offset``. Returns False when it is already there
@@ -242,15 +250,21 @@ class ConsumeQueue:
         count = min(max_count, (mf.wrote_position - pos) // _UNIT)
         return np.frombuffer(mf.buffer, dtype=CQ_DTYPE, count=count, offset=pos)
 
-    def get_entry_lists(self, start: int, max_count: int) -> tuple[list[int], list[int], list[int]]:
+    def get_entry_lists(self, start: int, max_count: int,
+                        max_offset: int | None = None) -> tuple[list[int], list[int], list[int]]:
         """:meth:`get_entries` as three lists (commit-log offsets, sizes, tag codes), for a few
-        entries: a pull of up to 32 unpacks them faster than it views and converts an array."""
+        entries: a pull of up to 32 unpacks them faster than it views and converts an array.
+        ``max_offset``: :attr:`max_offset`, when the caller has just read it."""
         byte_off = start * _UNIT
         mf = self.mfq.find_mapped_file_by_offset(byte_off)
-        if mf is None or start < 0 or start >= self.max_offset or max_count <= 0:
+        if max_offset is None:
+            max_offset = self.max_offset
+        if mf is None or start < 0 or start >= max_offset or max_count <= 0:
             return [], [], []
         pos = byte_off - mf.file_from_offset
-        count = min(max_count, (mf.wrote_position - pos) // _UNIT)
+        count = (mf.wrote_position - pos) // _UNIT
+        if max_count < count:
+            count = max_count
         if count <= 0:
             return [], [], []
         if count == 1:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import enum
 import os
 import time
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -46,6 +45,8 @@ try:
 except (ValueError, OSError, AttributeError):  # pragma: no cover - non-POSIX
     TOTAL_PHYSICAL_MEMORY = 8 << 30
 
+_perf_counter = time.perf_counter
+
 
 class GetStatus(enum.Enum):
     FOUND = "FOUND"
@@ -59,20 +60,40 @@ class GetStatus(enum.Enum):
     NO_MESSAGE_IN_QUEUE = "NO_MESSAGE_IN_QUEUE"
 
 
-@dataclass
 class GetResult:
-    """A pull's worth of stored records (``buffers`` concatenate into a PULL body)."""
+    """A pull's worth of stored records (``buffers`` concatenate into a PULL body).
 
-    status: GetStatus
-    next_begin_offset: int
-    min_offset: int = 0
-    max_offset: int = 0
-    buffers: list[memoryview] = field(default_factory=list)
-    msg_count: int = 0
-    buffer_total_size: int = 0
-    queue_offsets: list[int] = field(default_factory=list)
-    tag_codes_seen: list[int] = field(default_factory=list)
-    suggest_pulling_from_slave: bool = False
+    A plain class with slots, not a dataclass: every pull makes one (two per message for a
+    long-polling consumer), and the dataclass ``__init__`` with its list factories cost a
+    third more.
+    """
+
+    __slots__ = ("status", "next_begin_offset", "min_offset", "max_offset", "buffers", "msg_count",
+                 "buffer_total_size", "queue_offsets", "tag_codes_seen", "suggest_pulling_from_slave")
+
+    def __init__(self, status: GetStatus, next_begin_offset: int, min_offset: int = 0, max_offset: int = 0) -> None:
+        self.status = status
+        self.next_begin_offset = next_begin_offset
+        self.min_offset = min_offset
+        self.max_offset = max_offset
+        self.buffers: list[memoryview] = []
+        self.msg_count = 0
+        self.buffer_total_size = 0
+        self.queue_offsets: list[int] = []
+        self.tag_codes_seen: list[int] = []
+        self.suggest_pulling_from_slave = False
+
+    def __repr__(self) -> str:
+        return (f"GetResult({self.status.name}, next={self.next_begin_offset}, min={self.min_offset}, "
+                f"max={self.max_offset}, msgs={self.msg_count}, bytes={self.buffer_total_size})")
+
+
+# The members as plain names: reading one off the Enum class costs a metaclass __getattr__ call,
+# and a pull reads several
+_FOUND, _NO_MATCHED_MESSAGE = GetStatus.FOUND, GetStatus.NO_MATCHED_MESSAGE
+_MESSAGE_WAS_REMOVING, _OFFSET_FOUND_NULL = GetStatus.MESSAGE_WAS_REMOVING, GetStatus.OFFSET_FOUND_NULL
+_OFFSET_OVERFLOW_BADLY, _OFFSET_OVERFLOW_ONE = GetStatus.OFFSET_OVERFLOW_BADLY, GetStatus.OFFSET_OVERFLOW_ONE
+_OFFSET_TOO_SMALL, _NO_MESSAGE_IN_QUEUE = GetStatus.OFFSET_TOO_SMALL, GetStatus.NO_MESSAGE_IN_QUEUE
 
 
 class MessageReader:
@@ -109,27 +130,33 @@ class MessageReader:
         except that a slave (without offsetCheckInSlave) leaves the requested offset alone
         where those rules would move it (nextOffsetCorrection).
         """
-        t0 = time.perf_counter()
-        max_offset_py = self.commit_log.max_offset
-        cq = self.queues.get(topic, queue_id)
+        t0 = _perf_counter()
+        cq = self.queues.queues.get((topic, queue_id))
         if cq is None:
             # RocketMQ creates the queue on lookup, so an unknown queue reads as an empty one
-            return self._count_get(GetResult(GetStatus.NO_MESSAGE_IN_QUEUE, 0), t0)
-        min_off, max_off = self.queue_min(cq), cq.max_offset
-        res = GetResult(GetStatus.NO_MATCHED_MESSAGE, offset, min_off, max_off)
-        if max_off == 0:
-            res.status, res.next_begin_offset = GetStatus.NO_MESSAGE_IN_QUEUE, self._corrected(offset, 0)
+            res = GetResult(_NO_MESSAGE_IN_QUEUE, 0)
+            min_off = max_off = 0
+        else:
+            lo, max_off = cq.bounds()
+            min_off = self._queue_min(cq, lo, max_off)
+            res = GetResult(_NO_MATCHED_MESSAGE, offset, min_off, max_off)
+        # (one chain, so that every read leaves through the counting at its end)
+        if cq is None:
+            pass
+        elif offset == max_off and max_off:  # the usual miss (a consumer caught up, to be held): first
+            res.status = _OFFSET_OVERFLOW_ONE
+        elif max_off == 0:
+            res.status, res.next_begin_offset = _NO_MESSAGE_IN_QUEUE, self._corrected(offset, 0)
         elif offset < min_off:
-            res.status, res.next_begin_offset = GetStatus.OFFSET_TOO_SMALL, self._corrected(offset, min_off)
-        elif offset == max_off:
-            res.status, res.next_begin_offset = GetStatus.OFFSET_OVERFLOW_ONE, offset
+            res.status, res.next_begin_offset = _OFFSET_TOO_SMALL, self._corrected(offset, min_off)
         elif offset > max_off:
             # (4.9.0-4.9.3 sent a queue that starts at 0 back to 0: a consumer ahead of a
             # truncated queue then read it all again; 4.9.4 on use the max)
-            res.status, res.next_begin_offset = GetStatus.OFFSET_OVERFLOW_BADLY, self._corrected(offset, max_off)
+            res.status, res.next_begin_offset = _OFFSET_OVERFLOW_BADLY, self._corrected(offset, max_off)
         elif not tag_codes and max_msg_nums <= _FEW:
             # no filter: only the first max(1, maxMsgNums) entries can be answered (see below)
-            offs, sizes, tags = cq.get_entry_lists(offset, max(1, max_msg_nums))
+            offs, sizes, tags = cq.get_entry_lists(offset, max_msg_nums if max_msg_nums > 1 else 1, max_off)
+            max_offset_py = self.commit_log.max_offset
             if not offs:
                 self._found_null(res, offset)
             else:
@@ -142,6 +169,7 @@ class MessageReader:
         else:
             max_filter = max(16000, max_msg_nums * CQ_STORE_UNIT_SIZE) // CQ_STORE_UNIT_SIZE
             arr = cq.get_entries(offset, max_filter)
+            max_offset_py = self.commit_log.max_offset
             n = len(arr)
             if n == 0:
                 self._found_null(res, offset)
@@ -172,12 +200,21 @@ class MessageReader:
                 if matched is not None or not self._collect_run(res, offset, offs, sizes, tags, max_msg_nums,
                                                                 max_offset_py):
                     self._collect(res, offset, offs, sizes, tags, matched, max_msg_nums, max_offset_py)
-        return self._count_get(res, t0)
+        st = self.stats
+        if res.status is _FOUND:
+            st["getMessageTimesTotalFound"] += 1
+            st["getMessageTransferedMsgCount"] += res.msg_count
+        else:
+            st["getMessageTimesTotalMiss"] += 1
+        ms = int((_perf_counter() - t0) * 1000)
+        if ms > st["getMessageEntireTimeMax"]:
+            st["getMessageEntireTimeMax"] = ms
+        return res
 
     def _found_null(self, res: GetResult, offset: int) -> None:
         """No entry at ``offset`` in its file: on to the next consume-queue file (4.9's
         rollNextFile)."""
-        res.status = GetStatus.OFFSET_FOUND_NULL
+        res.status = _OFFSET_FOUND_NULL
         per_file = self.config.mappedFileSizeConsumeQueue // CQ_STORE_UNIT_SIZE
         res.next_begin_offset = offset + per_file - offset % per_file
 
@@ -200,9 +237,11 @@ class MessageReader:
         if max_offset_py - first > mem:
             return False
         n = len(offs)
-        limit = min(max_msg_nums, getattr(cfg, "maxTransferCountOnMessageInMemory",
-                                          _PULL_DEFAULTS["maxTransferCountOnMessageInMemory"]))
-        k = min(n, max(1, limit))
+        # (conditionals, not min/max: a builtin call costs more than the comparison)
+        limit = getattr(cfg, "maxTransferCountOnMessageInMemory", _PULL_DEFAULTS["maxTransferCountOnMessageInMemory"])
+        if max_msg_nums < limit:
+            limit = max_msg_nums
+        k = n if n < limit else limit if limit > 1 else 1
         total = sum(sizes[:k]) if k < n else sum(sizes)
         if k > 1 and total > getattr(cfg, "maxTransferBytesOnMessageInMemory",
                                      _PULL_DEFAULTS["maxTransferBytesOnMessageInMemory"]):
@@ -223,7 +262,7 @@ class MessageReader:
         res.buffer_total_size = total
         res.queue_offsets.extend(range(offset, offset + k))
         res.tag_codes_seen.extend(tags[:k])
-        res.status = GetStatus.FOUND
+        res.status = _FOUND
         res.next_begin_offset = offset + k
         # the last record _collect would have looked at: the one it stopped before, or the last
         res.suggest_pulling_from_slave = (max_offset_py - offs[k if k < n else n - 1]) > mem
@@ -260,7 +299,7 @@ class MessageReader:
                     break
             if matched is not None and not matched[i]:
                 if not res.buffer_total_size:
-                    res.status = GetStatus.NO_MATCHED_MESSAGE
+                    res.status = _NO_MATCHED_MESSAGE
                 i += 1
                 continue
             try:
@@ -272,7 +311,7 @@ class MessageReader:
                 buf = mf.select(o - mf_from, s)  # type: ignore[union-attr]  # mf_end -1: the first record sets mf
             except StoreError:
                 if not res.buffer_total_size:
-                    res.status = GetStatus.MESSAGE_WAS_REMOVING
+                    res.status = _MESSAGE_WAS_REMOVING
                 next_phy_start = o + file_size - o % file_size
                 i += 1
                 continue
@@ -281,7 +320,7 @@ class MessageReader:
             res.buffer_total_size += s
             res.queue_offsets.append(offset + i)
             res.tag_codes_seen.append(tags[i])
-            res.status = GetStatus.FOUND
+            res.status = _FOUND
             next_phy_start = None
             i += 1
         res.next_begin_offset = offset + i
@@ -292,25 +331,17 @@ class MessageReader:
         (evaluated only where a pull's offset is being moved, not on every pull)."""
         return new if self.config.corrects_offsets else offset
 
-    def _count_get(self, res: GetResult, t0: float) -> GetResult:
-        st = self.stats
-        if res.status is GetStatus.FOUND:
-            st["getMessageTimesTotalFound"] += 1
-            st["getMessageTransferedMsgCount"] += res.msg_count
-        else:
-            st["getMessageTimesTotalMiss"] += 1
-        ms = int((time.perf_counter() - t0) * 1000)
-        if ms > st["getMessageEntireTimeMax"]:
-            st["getMessageEntireTimeMax"] = ms
-        return res
-
     # ------------------------------------------------------------------ lookups
     def queue_min(self, cq: "ConsumeQueue") -> int:
         """A queue's first offset whose record is still in the commit log (RocketMQ's
         correctMinOffset: retention deletes whole queue files, so the first file may start
         with entries pointing below the commit log's minimum)."""
-        lo, hi = cq.min_offset, cq.max_offset
-        cl_min = self.commit_log.min_offset
+        return self._queue_min(cq, *cq.bounds())
+
+    def _queue_min(self, cq: "ConsumeQueue", lo: int, hi: int) -> int:
+        """:meth:`queue_min` of a queue whose stored offsets are ``lo`` to ``hi``."""
+        files = self.commit_log.mfq.files  # (commit_log.min_offset without its two property calls)
+        cl_min = files[0].file_from_offset if files else 0
         if cl_min == 0 or hi <= lo:
             return lo
         key = (cq.topic, cq.queue_id)

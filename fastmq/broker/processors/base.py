@@ -44,6 +44,7 @@ _GROUP_KEYS = ("consumerGroup", "group", "producerGroup", "groupName")
 # SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE name their fields with one letter: a = producerGroup,
 # b = topic, c = defaultTopic
 _SHORT_CODES = frozenset((RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE))
+_SHORT_TOPIC_KEYS, _SHORT_GROUP_KEYS = ("b", "c") + _TOPIC_KEYS, ("a",) + _GROUP_KEYS
 
 
 # Names already found legal: every pull and send names the same few, and a check costs more
@@ -69,15 +70,20 @@ def check_names(request: RemotingCommand) -> str | None:
     if not f:
         return None
     short = request.code in _SHORT_CODES
-    for key in ("b", "c") + _TOPIC_KEYS if short else _TOPIC_KEYS:
-        v = f.get(key)
+    # (`key in f` first: most keys are absent, and that test is the cheapest way to skip them)
+    for key in _SHORT_TOPIC_KEYS if short else _TOPIC_KEYS:
+        if key not in f:
+            continue
+        v = f[key]
         if type(v) is str and v and v not in _LEGAL_TOPICS:
             remark = tv.validate_topic_ref(v)
             if remark is not None:
                 return remark
             _legal(_LEGAL_TOPICS, v)
-    for key in ("a",) + _GROUP_KEYS if short else _GROUP_KEYS:
-        v = f.get(key)
+    for key in _SHORT_GROUP_KEYS if short else _GROUP_KEYS:
+        if key not in f:
+            continue
+        v = f[key]
         if type(v) is str and v and v not in _LEGAL_GROUPS:
             remark = tv.validate_group(v)
             if remark is not None:

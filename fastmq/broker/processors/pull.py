@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from ..._ext.pull import decode_pull_header
 from ...errors import FAQ_SUFFIX, RemotingCommandError
 from ...protocol import topic as tv
 from ...protocol.codes import LanguageCode, RequestCode, ResponseCode
@@ -21,10 +21,11 @@ from ...protocol.headers import (PULL_SYSFLAG_COMMIT_OFFSET, PULL_SYSFLAG_SUBSCR
                                  PullMessageRequestHeader, PullMessageResponseHeader, declared)
 from ...protocol.heartbeat import SubscriptionData, build_subscription
 from ...remoting import Connection
+from ...remoting.processor import failure_response
 from ...store.message_store import GetResult, GetStatus
 from ..config import MASTER_ID
 from ..long_polling import HeldPull
-from .base import BrokerCodeDispatchProcessor
+from .base import BrokerCodeDispatchProcessor, check_names, log_refusal
 
 if TYPE_CHECKING:
     from .base import BrokerContext
@@ -39,6 +40,14 @@ _SUGGEST, _NEXT, _MIN, _MAX = declared(PullMessageResponseHeader, "suggestWhichB
 
 _JAVA = int(LanguageCode.JAVA)
 _SUCCESS, _PULL_NOT_FOUND = int(ResponseCode.SUCCESS), int(ResponseCode.PULL_NOT_FOUND)
+_PULL_MESSAGE = int(RequestCode.PULL_MESSAGE)
+_PERM_READ = tv.PERM_READ
+# members as plain names: reading one off its Enum class costs a metaclass __getattr__ call
+_FOUND, _OVERFLOW_ONE, _FOUND_NULL = GetStatus.FOUND, GetStatus.OFFSET_OVERFLOW_ONE, GetStatus.OFFSET_FOUND_NULL
+_FOUND_TEXT = _FOUND.value
+_RETRY_NOW = (GetStatus.MESSAGE_WAS_REMOVING, GetStatus.NO_MATCHED_MESSAGE)
+_NO_QUEUE = (GetStatus.NO_MATCHED_LOGIC_QUEUE, GetStatus.NO_MESSAGE_IN_QUEUE)
+_MOVED = (GetStatus.OFFSET_OVERFLOW_BADLY, GetStatus.OFFSET_TOO_SMALL)
 
 
 def _reply(request: RemotingCommand, code: int, remark: str, fields: dict[str, str],
@@ -48,14 +57,9 @@ def _reply(request: RemotingCommand, code: int, remark: str, fields: dict[str, s
                            ext_fields=fields, serialize_type=request.serialize_type, body=body)
 
 
-@dataclass(eq=False)
-class _PullContext:
-    conn: Connection
-    request: RemotingCommand
-    header: PullMessageRequestHeader  # decoded once: a wake re-runs the pull from it
-
-
 class PullMessageProcessor(BrokerCodeDispatchProcessor):
+    batches = True
+
     def __init__(self, broker: "BrokerContext") -> None:
         super().__init__(broker)
         self.handlers = {RequestCode.PULL_MESSAGE: self.pull_message}
@@ -65,87 +69,116 @@ class PullMessageProcessor(BrokerCodeDispatchProcessor):
     def pull_message(self, conn: Connection, request: RemotingCommand) -> RemotingCommand | None:
         return self.process(conn, request, True)
 
+    def process_batch(self, conn: Connection, requests: list[RemotingCommand]) -> list[Any]:
+        """The pulls of one socket read (a push consumer sends one per queue over one connection):
+        each as :meth:`process_request` would, without the dispatcher's per-request steps; a pull
+        held for long polling has no item. A failure is its own request's (logged, SYSTEM_ERROR),
+        as when requests are dispatched one by one."""
+        out: list[Any] = []
+        for req in requests:
+            try:
+                remark = check_names(req)
+                if remark is not None:
+                    log_refusal(req.code, conn.remote_addr, remark)
+                    out.append((req, response_for(req, ResponseCode.SYSTEM_ERROR, remark)))
+                elif req.code == _PULL_MESSAGE:
+                    resp = self.process(conn, req, True)
+                    if resp is not None:
+                        out.append((req, resp))
+                else:
+                    out.append((req, super().process_request(conn, req)))
+            except Exception as exc:
+                out.append((req, failure_response(conn, req, exc)))
+        return out
+
     # ------------------------------------------------------------------ the pull
     def process(self, conn: Connection, request: RemotingCommand, allow_suspend: bool,
                 h: PullMessageRequestHeader | None = None) -> RemotingCommand | None:
         """One pull (``h``: its header, when already decoded); None when it was parked for long
         polling."""
         if h is None:
-            try:
-                h = PullMessageRequestHeader.decode(request)
-            except RemotingCommandError as exc:
-                return response_for(request, ResponseCode.SYSTEM_ERROR, str(exc))
+            # the usual header in one compiled call; anything else the general decoder decides and names
+            f = request.ext_fields
+            h = decode_pull_header(f, PullMessageRequestHeader) if f else None
+            if h is None:
+                try:
+                    h = PullMessageRequestHeader.decode(request)
+                except RemotingCommandError as exc:
+                    return response_for(request, ResponseCode.SYSTEM_ERROR, str(exc))
         b = self.broker
-        if not tv.is_readable(b.config.brokerPermission):
+        cfg = b.config
+        if not cfg.brokerPermission & _PERM_READ:
             return response_for(request, ResponseCode.NO_PERMISSION,
-                                f"the broker[{b.config.brokerIP1}] pulling message is forbidden")
-        sgc = b.subscription_groups.find(h.consumerGroup)
+                                f"the broker[{cfg.brokerIP1}] pulling message is forbidden")
+        group, topic = h.consumerGroup, h.topic
+        sgc = b.subscription_groups.table.get(group)
+        if sgc is None:
+            sgc = b.subscription_groups.find(group)  # (made with defaults, when auto-creation is on)
         if sgc is None:
             return response_for(request, ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
-                                f"subscription group [{h.consumerGroup}] does not exist, {FAQ_SUFFIX}")
+                                f"subscription group [{group}] does not exist, {FAQ_SUFFIX}")
         if not sgc.consume_enable:
             return response_for(request, ResponseCode.NO_PERMISSION,
-                                f"subscription group no permission, {h.consumerGroup}")
-        suspend = bool(h.sysFlag & PULL_SYSFLAG_SUSPEND)
-        commit = bool(h.sysFlag & PULL_SYSFLAG_COMMIT_OFFSET)
-        has_sub = bool(h.sysFlag & PULL_SYSFLAG_SUBSCRIPTION)
-        tc = b.topic_config.select(h.topic)
+                                f"subscription group no permission, {group}")
+        sys_flag = h.sysFlag
+        tc = b.topic_config.table.get(topic)
         if tc is None:
             return response_for(request, ResponseCode.TOPIC_NOT_EXIST,
-                                f"topic[{h.topic}] not exist, apply first please! {FAQ_SUFFIX}")
-        if not tv.is_readable(tc.perm):
+                                f"topic[{topic}] not exist, apply first please! {FAQ_SUFFIX}")
+        if not tc.perm & _PERM_READ:
             return response_for(request, ResponseCode.NO_PERMISSION,
-                                f"the topic[{h.topic}] pulling message is forbidden")
-        if h.queueId < 0 or h.queueId >= tc.read_queue_nums:
+                                f"the topic[{topic}] pulling message is forbidden")
+        queue_id = h.queueId
+        if queue_id < 0 or queue_id >= tc.read_queue_nums:
             return response_for(request, ResponseCode.SYSTEM_ERROR,
-                                f"queueId[{h.queueId}] is illegal, topic:[{h.topic}] topicConfig.readQueueNums:"
+                                f"queueId[{queue_id}] is illegal, topic:[{topic}] topicConfig.readQueueNums:"
                                 f"[{tc.read_queue_nums}] consumer:[/{conn.remote_addr}]")  # (Java's SocketAddress form)
         sub: SubscriptionData | None
-        if has_sub:
+        if sys_flag & PULL_SYSFLAG_SUBSCRIPTION:
             etype = h.expressionType or "TAG"
             if etype != "TAG":  # SQL92 filtering is not implemented: 4.9's answer when it is off
                 return response_for(request, ResponseCode.SYSTEM_ERROR,
                                     f"The broker does not support consumer to filter message by {etype}")
             try:
-                sub = build_subscription(h.topic, h.subscription, h.subVersion)
+                sub = build_subscription(topic, h.subscription, h.subVersion)
             except Exception as exc:  # noqa: BLE001 - any parse failure is the client's
                 log.warning("parse the consumer's subscription[%s] failed, group: %s: %s",
-                            h.subscription, h.consumerGroup, exc)
+                            h.subscription, group, exc)
                 return response_for(request, ResponseCode.SUBSCRIPTION_PARSE_FAILED,
                                     "parse the consumer's subscription failed")
         else:
-            g = b.consumer_manager.find(h.consumerGroup)
+            g = b.consumer_manager.groups.get(group)
             if g is None:
                 return response_for(request, ResponseCode.SUBSCRIPTION_NOT_EXIST,
                                     "the consumer's group info not exist")
             if not sgc.consume_broadcast_enable and g.message_model == "BROADCASTING":
                 return response_for(request, ResponseCode.NO_PERMISSION,
-                                    f"the consumer group[{h.consumerGroup}] can not consume by broadcast way")
-            sub = g.subscriptions.get(h.topic)
+                                    f"the consumer group[{group}] can not consume by broadcast way")
+            sub = g.subscriptions.get(topic)
             if sub is None:
                 return response_for(request, ResponseCode.SUBSCRIPTION_NOT_EXIST,
                                     "the consumer's subscription not exist")
             if sub.sub_version < h.subVersion:
                 return response_for(request, ResponseCode.SUBSCRIPTION_NOT_LATEST,
                                     "the consumer's subscription not latest")
-            if (sub.expression_type or "TAG") != "TAG":
+            if sub.expression_type and sub.expression_type != "TAG":
                 return response_for(request, ResponseCode.SYSTEM_ERROR,
                                     f"The broker does not support consumer to filter message by {sub.expression_type}")
         codes = None if sub.subscribes_all else set(sub.code_set)
-        res = b.store.get_message(h.consumerGroup, h.topic, h.queueId, h.queueOffset, h.maxMsgNums, codes)
+        # (the reader's, which MessageStore.get_message passes on: one call less, twice a message)
+        res = b.store.reader.get_message(group, topic, queue_id, h.queueOffset, h.maxMsgNums, codes)
         response = self._answer(request, h, res)
         if response is None:
-            if allow_suspend and suspend:
-                timeout_ms = h.suspendTimeoutMillis if b.config.longPollingEnable else b.config.shortPollingTimeMills
-                loop = asyncio.get_running_loop()
+            if allow_suspend and sys_flag & PULL_SYSFLAG_SUSPEND:
+                timeout_ms = h.suspendTimeoutMillis if cfg.longPollingEnable else cfg.shortPollingTimeMills
                 request.body = None  # a pull has no use for one: not to be held for the whole wait
-                b.hold_service.hold(HeldPull(h.topic, h.queueId, h.queueOffset,
-                                             loop.time() + max(0, timeout_ms) / 1000, _PullContext(conn, request, h),
-                                             frozenset(codes) if codes else None, conn))
+                wait = (timeout_ms if timeout_ms > 0 else 0) / 1000
+                b.hold_service.hold(HeldPull(topic, queue_id, h.queueOffset, asyncio.get_running_loop().time() + wait,
+                                             (conn, request, h), frozenset(codes) if codes else None, conn))
             else:
                 response = self._not_found(request, res, h)
-        if allow_suspend and commit and b.config.is_master:
-            b.offsets.commit(h.consumerGroup, h.topic, h.queueId, h.commitOffset)
+        if allow_suspend and sys_flag & PULL_SYSFLAG_COMMIT_OFFSET and cfg.brokerId == MASTER_ID:  # (is_master)
+            b.offsets.commit(group, topic, queue_id, h.commitOffset)
         return response
 
     @staticmethod
@@ -169,16 +202,18 @@ class PullMessageProcessor(BrokerCodeDispatchProcessor):
     def _answer(self, request: RemotingCommand, h: PullMessageRequestHeader, res: GetResult) -> RemotingCommand | None:
         """The response for a store result; None for PULL_NOT_FOUND (the caller may hold it)."""
         st = res.status
+        if st is _OVERFLOW_ONE or st is _FOUND_NULL:  # nothing yet: the usual pull of a caught-up consumer
+            return None
         fields = self._fields(res)
-        if st is GetStatus.FOUND:
+        if st is _FOUND:
             self.broker.stats.group_get(h.consumerGroup, h.topic, res.msg_count)
             if self.broker.config.slaveReadEnable:
                 fields[_SUGGEST] = str(self._suggest(h, res))
             body = b"".join(res.buffers) if len(res.buffers) != 1 else bytes(res.buffers[0])
-            return _reply(request, _SUCCESS, st.value, fields, body)
-        if st in (GetStatus.MESSAGE_WAS_REMOVING, GetStatus.NO_MATCHED_MESSAGE):
+            return _reply(request, _SUCCESS, _FOUND_TEXT, fields, body)
+        if st in _RETRY_NOW:
             return response_for(request, ResponseCode.PULL_RETRY_IMMEDIATELY, st.value, fields)
-        if st in (GetStatus.NO_MATCHED_LOGIC_QUEUE, GetStatus.NO_MESSAGE_IN_QUEUE):
+        if st in _NO_QUEUE:
             if h.queueOffset != 0:
                 # the store has nothing for this queue: tell the client to fix its offset
                 log.info("the broker store no queue data, fix the request offset %d to %d, Topic: %s QueueId: %d "
@@ -186,9 +221,7 @@ class PullMessageProcessor(BrokerCodeDispatchProcessor):
                          h.consumerGroup)
                 return self._offset_moved(request, h, st, fields)
             return None
-        if st in (GetStatus.OFFSET_FOUND_NULL, GetStatus.OFFSET_OVERFLOW_ONE):
-            return None
-        if st in (GetStatus.OFFSET_OVERFLOW_BADLY, GetStatus.OFFSET_TOO_SMALL):
+        if st in _MOVED:
             log.info("the request offset %d moved (%s), topic %s queue %d group %s, next %d", h.queueOffset,
                      st.value, h.topic, h.queueId, h.consumerGroup, res.next_begin_offset)
             return self._offset_moved(request, h, st, fields)
@@ -208,18 +241,20 @@ class PullMessageProcessor(BrokerCodeDispatchProcessor):
     def wake(self, held: HeldPull, timed_out: bool) -> bool:
         """Re-run a held pull; True when it was answered (the hold service's callback). The answer
         waits for :meth:`flush_answers`, which the hold service calls after each round of wakes."""
-        ctx: _PullContext | None = held.context
-        if ctx is None or ctx.conn.closed:
+        ctx: tuple[Connection, RemotingCommand, PullMessageRequestHeader] | None = held.context
+        if ctx is None:
             return True
-        resp = self.process(ctx.conn, ctx.request, False, ctx.header)
+        conn, request, h = ctx
+        if conn.closed:
+            return True
+        resp = self.process(conn, request, False, h)
         if resp is None:  # cannot happen with allow_suspend=False; be safe
             return False
-        if resp.code == ResponseCode.PULL_NOT_FOUND and not timed_out:
+        if resp.code == _PULL_NOT_FOUND and not timed_out:
             return False
-        resp.opaque = ctx.request.opaque
-        waiting = self._answers.get(ctx.conn)
+        waiting = self._answers.get(conn)
         if waiting is None:
-            self._answers[ctx.conn] = [resp]
+            self._answers[conn] = [resp]
         else:
             waiting.append(resp)
         return True
