@@ -154,6 +154,10 @@ class DrivenLoop:
         self._cross_scheduled = False
         self._wake = threading.Event()
         self._closed = False
+        # the timer that bounds a call's drive (see _arm_guard), and whether a call drives now
+        self._guard: asyncio.TimerHandle | None = None
+        self._guard_at = 0.0
+        self._calling = False
         self._thread = threading.Thread(target=self._background, name=f"{name}-loop", daemon=True)
         self._thread.start()
 
@@ -281,16 +285,34 @@ class DrivenLoop:
                 start(done)
             finally:
                 asyncio._set_running_loop(None)
-        guard = loop.call_at(end, loop.stop)
+        self._calling = True
         try:
             while not box:
+                if self._guard is None or self._guard_at > end:
+                    self._arm_guard(end)
                 loop.run_forever()
                 if not box and loop.time() >= end:
                     raise TimeoutError(f"fastmq call did not finish within {timeout}s")
         finally:
-            guard.cancel()
+            self._calling = False
         self.callbacks.flush()
         return box[0]
+
+    def _arm_guard(self, at: float) -> None:
+        """Have the loop stop by ``at`` (loop clock) while a call drives it.
+
+        The guard is left armed when a call returns and serves the next calls too, whose ends
+        are later (it stops their drive early, and they arm a new one): a timer made, pushed and
+        cancelled per call cost a blocking send more than its frame's encoding."""
+        if self._guard is not None:
+            self._guard.cancel()
+        self._guard_at = at
+        self._guard = self.loop.call_at(at, self._guard_fired)
+
+    def _guard_fired(self) -> None:
+        self._guard = None
+        if self._calling:  # (not the background thread's drive: nothing bounds that one)
+            self.loop.stop()
 
     def run(self, coro: Coroutine[Any, Any, T], timeout: float) -> T:
         """Run ``coro`` on the loop and return its result (TimeoutError after ``timeout`` s, the

@@ -918,6 +918,61 @@ async def test_a_held_request_fails_at_its_callers_own_deadline(server: Remoting
     assert (await asyncio.wait_for(first, 5)).code == 0
 
 
+async def test_expire_at_fails_each_request_at_its_own_deadline_and_forgets_answered_ones(
+        server: RemotingServer, client: RemotingClient) -> None:
+    """One timer per connection for every expire_at: a request still waiting at its deadline
+    fails then (RemotingTimeoutError with its timeout_ms), not before, in deadline order; one
+    answered in time is left alone; a later request with an earlier deadline is not kept
+    waiting behind the armed one. Nothing is left behind once all are over."""
+    a = addr_of(server)
+    await client.invoke(a, create_request(ECHO), 5)
+    conn = client._conns[a]
+    loop = asyncio.get_running_loop()
+    t0 = loop.time()
+    futs: dict[str, asyncio.Future[RemotingCommand]] = {}
+    for name, code, fields, expire_in, ms in (("fast", ECHO, {}, 0.4, 400), ("late", SLOW, {"sleep": "3"}, 0.6, 600),
+                                              ("early", SLOW, {"sleep": "3"}, 0.3, 300)):
+        fut: asyncio.Future[RemotingCommand] = loop.create_future()
+        req = create_request(code, fields)
+        # the entry's own deadline is far off: only expire_at can fail it within the test
+        conn.start_request(req, fut, t0 + 30, ms)
+        conn.expire_at(req.opaque, t0 + expire_in)
+        futs[name] = fut
+    conn.flush()
+    failed_at: dict[str, float] = {}
+    for name in ("early", "late"):
+        futs[name].add_done_callback(lambda f, n=name: failed_at.setdefault(n, loop.time()))
+    assert (await asyncio.wait_for(futs["fast"], 5)).code == 0
+    with pytest.raises(RemotingTimeoutError, match=r"300\(ms\)"):
+        await asyncio.wait_for(futs["early"], 5)
+    with pytest.raises(RemotingTimeoutError, match=r"600\(ms\)"):
+        await asyncio.wait_for(futs["late"], 5)
+    assert failed_at["early"] >= t0 + 0.3 and failed_at["late"] >= t0 + 0.6
+    assert failed_at["early"] < failed_at["late"] < t0 + 3  # by expire_at, not by the answers (3 s)
+    assert conn.pending == {} and conn._deadlines == [] and conn._deadline_timer is None
+
+
+async def test_expire_at_keeps_no_more_than_twice_the_requests_waiting(
+        server: RemotingServer, client: RemotingClient) -> None:
+    """The deadlines of requests answered long before them are dropped in bulk: a caller
+    sending one at a time with a long timeout does not grow the connection's table."""
+    a = addr_of(server)
+    await client.invoke(a, create_request(ECHO), 5)
+    conn = client._conns[a]
+    loop = asyncio.get_running_loop()
+    for _ in range(300):
+        fut: asyncio.Future[RemotingCommand] = loop.create_future()
+        req = create_request(ECHO)
+        conn.start_request(req, fut, loop.time() + 60, 60000)
+        conn.expire_at(req.opaque, loop.time() + 60)
+        assert (await asyncio.wait_for(fut, 5)).code == 0
+        assert len(conn._deadlines) <= 65
+    assert conn._deadline_timer is not None  # still armed for the earliest kept (all answered)
+    conn.abort()
+    await conn.wait_closed(5)
+    assert conn._deadlines == [] and conn._deadline_timer is None
+
+
 async def test_held_requests_fail_when_the_connection_is_lost(server: RemotingServer, client: RemotingClient) -> None:
     a = addr_of(server)
     await client.invoke(a, create_request(ECHO), 5)

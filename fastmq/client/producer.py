@@ -574,9 +574,10 @@ class Producer:
             if not awaited:
                 self._start_async(msg, callback, timeout_ms, permits)
                 return
-            done = callback if permits is None else functools.partial(_release_then, permits, callback)
             try:
-                if self._fast.start(msg, done, timeout_ms, True) is None:
+                # the fast path's entry gives the permit back as the send ends, before the callback
+                if self._fast.start(msg, callback, timeout_ms, True, None, permits) is None:
+                    done = callback if permits is None else functools.partial(_release_then, permits, callback)
                     asyncio.ensure_future(self._send(msg, timeout_ms)).add_done_callback(functools.partial(relay_outcome, done))
             except BaseException:
                 if permits is not None:
