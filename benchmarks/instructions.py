@@ -289,6 +289,14 @@ class _AnsweringTransport:
         if out:
             self._peer.sendall(codec.encode_frames(out))
 
+    # what a Connection calls besides write, bound once (a __getattr__ would be reached only
+    # after a failed lookup, an AttributeError formatted per call, in the counts)
+    def get_write_buffer_size(self) -> int:
+        return self._t.get_write_buffer_size()  # type: ignore[no-any-return]
+
+    def is_closing(self) -> bool:
+        return self._t.is_closing()  # type: ignore[no-any-return]
+
     def __getattr__(self, name: str) -> Any:
         return getattr(self._t, name)
 
@@ -326,9 +334,13 @@ async def _answered_producer(core: Any) -> Callable[[], None]:
     return far.close
 
 
-def _client_message() -> Any:
+_BODY = b"x" * 128
+
+
+def _client_messages() -> Callable[[], Any]:
+    """A new Message per send, as a caller makes them (the class looked up once, not per call)."""
     from fastmq.protocol.message import Message
-    return Message(_CLIENT_TOPIC, b"x" * 128)
+    return lambda: Message(_CLIENT_TOPIC, _BODY)
 
 
 def _client_blocking(kind: str, asyncs: int) -> Callable[[], Any]:
@@ -343,6 +355,7 @@ def _client_blocking(kind: str, asyncs: int) -> Callable[[], Any]:
     p = fastmq.Producer("PG_INSTR", namesrv_addr="127.0.0.1:9")
     p.start()
     close_far = p._driven.run(_answered_producer(p._core), 10)
+    message = _client_messages()
     acked = [0]
 
     def on_sent(result: Any, error: BaseException | None) -> None:
@@ -352,8 +365,8 @@ def _client_blocking(kind: str, asyncs: int) -> Callable[[], Any]:
 
     def once() -> Any:
         for _ in range(asyncs):
-            p.send_async(_client_message(), on_sent)
-        return p.send(_client_message())
+            p.send_async(message(), on_sent)
+        return p.send(message())
 
     def close() -> None:
         p.shutdown()
@@ -370,6 +383,7 @@ def _client_aio(kind: str, asyncs: int, sends: int) -> Callable[[], Any]:
     loop = asyncio.new_event_loop()
     p = loop.run_until_complete(_make_aio_producer())
     close_far = loop.run_until_complete(_answered_producer(p))
+    message = _client_messages()
     acked = [0]
 
     def on_sent(result: Any, error: BaseException | None) -> None:
@@ -379,10 +393,10 @@ def _client_aio(kind: str, asyncs: int, sends: int) -> Callable[[], Any]:
 
     async def go() -> None:
         for _ in range(sends):
-            await p.send(_client_message())
+            await p.send(message())
         target = acked[0] + asyncs
         for _ in range(asyncs):
-            await p.send_async(_client_message(), on_sent)
+            await p.send_async(message(), on_sent)
         while acked[0] < target:
             await asyncio.sleep(0)
 
