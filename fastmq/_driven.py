@@ -267,14 +267,16 @@ class DrivenLoop:
     def _drive_callback(self, start: Callable[[Callback], None], timeout: float) -> tuple[Any, BaseException | None]:
         loop = self.loop
         box: list[tuple[Any, BaseException | None]] = []
+        driving: list[bool] = []  # (a flag: loop.is_running() is a Python call per send)
 
         def done(result: Any, error: BaseException | None) -> None:
             if not box:
                 box.append((result, error))
-                if loop.is_running():  # (not when ``start`` failed at once, before the loop ran)
+                if driving:  # (not when ``start`` failed at once, before the loop ran)
                     loop.stop()
         end = loop.time() + timeout
         if self._posted or self._crossed:
+            driving.append(True)
             loop.call_soon(start, done)  # after what was handed over before it (send order)
         else:
             # Started here rather than in the loop's first turn (a turn is an epoll call and the
@@ -285,6 +287,7 @@ class DrivenLoop:
                 start(done)
             finally:
                 asyncio._set_running_loop(None)
+            driving.append(True)
         self._calling = True
         try:
             while not box:
@@ -295,7 +298,8 @@ class DrivenLoop:
                     raise TimeoutError(f"fastmq call did not finish within {timeout}s")
         finally:
             self._calling = False
-        self.callbacks.flush()
+        if self.callbacks._batch:
+            self.callbacks.flush()
         return box[0]
 
     def _arm_guard(self, at: float) -> None:
