@@ -952,6 +952,54 @@ async def test_expire_at_fails_each_request_at_its_own_deadline_and_forgets_answ
     assert conn.pending == {} and conn._deadlines == [] and conn._deadline_timer is None
 
 
+class _Resender:
+    """A pending entry whose failure starts another request at once, with a later deadline (as
+    a retry started from inside the expiry would)."""
+
+    def __init__(self, conn: Connection, loop: asyncio.AbstractEventLoop, then_in: float) -> None:
+        self.conn, self.loop, self.then_in = conn, loop, then_in
+        self.deadline, self.timeout_ms = loop.time() + 30, 100.0
+        self.failed: list[float] = []
+        self.next_fut: asyncio.Future[RemotingCommand] = loop.create_future()
+
+    def answered(self) -> bool:
+        return bool(self.failed)
+
+    def on_response(self, cmd: RemotingCommand) -> None:
+        raise AssertionError("answered: it was to time out")
+
+    def on_failure(self, exc: BaseException) -> None:
+        self.failed.append(self.loop.time())
+        req = create_request(SLOW, {"sleep": "3"})
+        self.conn.start_request(req, self.next_fut, self.loop.time() + 30, 5000)
+        self.conn.expire_at(req.opaque, self.loop.time() + self.then_in)
+
+
+async def test_expire_at_a_send_started_by_an_expiry_does_not_delay_the_next_deadline(
+        server: RemotingServer, client: RemotingClient) -> None:
+    """An expiry whose failure starts a request with a later deadline (armed from inside the
+    timer's round) leaves the timer armed for the earliest deadline still waiting."""
+    a = addr_of(server)
+    await client.invoke(a, create_request(ECHO), 5)
+    conn = client._conns[a]
+    loop = asyncio.get_running_loop()
+    t0 = loop.time()
+    first = _Resender(conn, loop, then_in=2.5)
+    req = create_request(SLOW, {"sleep": "3"})
+    conn.start_frame(req.opaque, encode_frame(req), first)
+    conn.expire_at(req.opaque, t0 + 0.2)
+    second: asyncio.Future[RemotingCommand] = loop.create_future()
+    req2 = create_request(SLOW, {"sleep": "3"})
+    conn.start_request(req2, second, t0 + 30, 500)
+    conn.expire_at(req2.opaque, t0 + 0.5)
+    with pytest.raises(RemotingTimeoutError, match=r"500\(ms\)"):
+        await asyncio.wait_for(second, 5)
+    assert first.failed and first.failed[0] >= t0 + 0.2
+    assert loop.time() < t0 + 2.5  # at its own deadline, not at the one armed from inside the round
+    with pytest.raises(RemotingTimeoutError):
+        await asyncio.wait_for(first.next_fut, 10)  # the request the expiry started: at its deadline
+
+
 async def test_expire_at_keeps_no_more_than_twice_the_requests_waiting(
         server: RemotingServer, client: RemotingClient) -> None:
     """The deadlines of requests answered long before them are dropped in bulk: a caller

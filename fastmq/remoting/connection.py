@@ -672,9 +672,14 @@ class Connection(asyncio.BufferedProtocol):
                 heapq.heappop(self._deadlines)  # answered in time
             else:
                 break
-        if self._deadlines and self._deadline_timer is None and not self.closed:
-            self._deadline_at = self._deadlines[0][0]
-            self._deadline_timer = self._loop.call_at(self._deadline_at, self._deadlines_due)
+        if self._deadlines and not self.closed:
+            head = self._deadlines[0][0]
+            # (a send started meanwhile may have armed the timer for its own, later, deadline)
+            if self._deadline_timer is None or head < self._deadline_at:
+                if self._deadline_timer is not None:
+                    self._deadline_timer.cancel()
+                self._deadline_at = head
+                self._deadline_timer = self._loop.call_at(head, self._deadlines_due)
 
     def expire_pending(self, now: float) -> int:
         """Fail the requests past their deadline (the once-a-second scan); returns how many."""
