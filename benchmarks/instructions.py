@@ -233,15 +233,23 @@ def _broker_sends(kind: str, conns: int, turns: int) -> Callable[[], Any]:
                 conn.data_received(frame)
             await asyncio.sleep(0)
 
+    once = _looped(loop, turn, broker.shutdown, lambda: shutil.rmtree(root, ignore_errors=True))
+    once()  # the topic is created on the long way; the fast path takes the sends after it
+    return once
+
+
+def _looped(loop: asyncio.AbstractEventLoop, go: Callable[[], Any], shutdown: Callable[[], Any],
+            cleanup: Callable[[], Any]) -> Callable[[], Any]:
+    """A workload's call: ``go()`` run on ``loop``; its ``close``: ``shutdown()`` run there, the
+    loop closed, then ``cleanup()``."""
     def once() -> Any:
-        return loop.run_until_complete(turn())
+        return loop.run_until_complete(go())
 
     def close() -> None:
-        loop.run_until_complete(broker.shutdown())
+        loop.run_until_complete(shutdown())
         loop.close()
-        shutil.rmtree(root, ignore_errors=True)
+        cleanup()
     once.close = close  # type: ignore[attr-defined]
-    once()  # the topic is created on the long way; the fast path takes the sends after it
     return once
 
 
@@ -343,6 +351,17 @@ def _client_messages() -> Callable[[], Any]:
     return lambda: Message(_CLIENT_TOPIC, _BODY)
 
 
+def _acks() -> tuple[list[int], Callable[[Any, BaseException | None], None]]:
+    """A send callback counting the sends it was told of (and failing loudly on an error)."""
+    acked = [0]
+
+    def on_sent(result: Any, error: BaseException | None) -> None:
+        acked[0] += 1
+        if error is not None:
+            raise error
+    return acked, on_sent
+
+
 def _client_blocking(kind: str, asyncs: int) -> Callable[[], Any]:
     """A blocking ``fastmq.Producer`` (its loop run by the caller's thread, fastmq._driven) whose
     broker is an :class:`_AnsweringTransport`. Each call: ``asyncs`` send_async with a callback,
@@ -356,12 +375,7 @@ def _client_blocking(kind: str, asyncs: int) -> Callable[[], Any]:
     p.start()
     close_far = p._driven.run(_answered_producer(p._core), 10)
     message = _client_messages()
-    acked = [0]
-
-    def on_sent(result: Any, error: BaseException | None) -> None:
-        acked[0] += 1
-        if error is not None:
-            raise error
+    _, on_sent = _acks()
 
     def once() -> Any:
         for _ in range(asyncs):
@@ -384,12 +398,7 @@ def _client_aio(kind: str, asyncs: int, sends: int) -> Callable[[], Any]:
     p = loop.run_until_complete(_make_aio_producer())
     close_far = loop.run_until_complete(_answered_producer(p))
     message = _client_messages()
-    acked = [0]
-
-    def on_sent(result: Any, error: BaseException | None) -> None:
-        acked[0] += 1
-        if error is not None:
-            raise error
+    acked, on_sent = _acks()
 
     async def go() -> None:
         for _ in range(sends):
@@ -400,14 +409,7 @@ def _client_aio(kind: str, asyncs: int, sends: int) -> Callable[[], Any]:
         while acked[0] < target:
             await asyncio.sleep(0)
 
-    def once() -> Any:
-        return loop.run_until_complete(go())
-
-    def close() -> None:
-        loop.run_until_complete(p.shutdown())
-        loop.close()
-        close_far()
-    once.close = close  # type: ignore[attr-defined]
+    once = _looped(loop, go, p.shutdown, close_far)
     once()
     return once
 
