@@ -89,6 +89,28 @@ def test_a_guard_firing_between_calls_does_not_stop_the_background_drive(driven:
     assert driven._guard is None  # it fired, and stopped nothing
 
 
+@pytest.mark.parametrize("debug", [False, True])
+def test_a_drive_runs_the_loop_as_run_forever_would(driven: _driven.DrivenLoop, debug: bool) -> None:
+    """What runs during a caller's drive sees the loop running in this thread (the lean drive
+    on asyncio's own loop, or run_forever itself in debug mode), and a stop request is used up
+    by the drive that ends: the loop is left stopped, and the next drive runs until its own end."""
+    loop = driven.loop
+    loop.set_debug(debug)
+    seen: list[tuple[bool, bool]] = []
+
+    def start(cb: Any) -> None:
+        def inside() -> None:
+            seen.append((loop.is_running(), asyncio.get_running_loop() is loop))
+            cb(len(seen), None)
+        loop.call_soon(inside)
+    assert driven.call(start, 5) == 1
+    assert seen == [(True, True)]
+    assert not loop.is_running() and asyncio._get_running_loop() is None
+    assert not loop._stopping  # type: ignore[attr-defined]
+    assert driven.call(lambda cb: loop.call_later(0.05, cb, "later", None), 5) == "later"
+    loop.set_debug(False)
+
+
 def test_the_background_thread_runs_the_loop_when_no_caller_does(driven: _driven.DrivenLoop) -> None:
     ran: list[int] = []
     done = threading.Event()
