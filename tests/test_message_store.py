@@ -174,6 +174,43 @@ async def test_put_batch_now_waits_only_when_a_flush_is_owed(tmp_path: Path, flu
     assert type(refused) is PutResult and refused.status is PutStatus.SERVICE_NOT_AVAILABLE
 
 
+async def test_lone_puts_store_what_the_general_path_stores(tmp_path: Path) -> None:
+    """One record a put (one send in flight) takes the one-record path while its files have room,
+    and the general path when a file rolls over or a queue is new: the same results, queue
+    entries, arrivals, index and commit log as every put through the general path."""
+    seen = {}
+    for mode in ("lone", "general"):
+        arrivals: list = []
+        s = open_store(tmp_path / mode, arrivals, mappedFileSizeCommitLog=8192, mappedFileSizeConsumeQueue=20 * 16)
+        general = s._put_batch
+        calls = []
+        if mode == "general":
+            s.put_batch_now = general  # type: ignore[method-assign]
+        else:
+            s._put_batch = lambda b: calls.append(b) or general(b)  # type: ignore[method-assign]
+        try:
+            results = []
+            for i in range(90):  # ~200 B records over 8 KiB commit-log files, 16-entry queue files
+                r = s.put_batch_now(_send_batch([(i % 3, "AB"[i % 2], f"k{i}")]))
+                assert type(r) is PutResult and r.status is PutStatus.PUT_OK
+                results.append((r.queue_offset, r.wrote_offset, r.wrote_bytes, r.msg_num))
+            if mode == "lone":  # the first put, a new queue's, a roll: the rest took the one-record path
+                assert 3 <= len(calls) < 45
+            queues = [queue_bodies(s, q) for q in range(3)]
+            keys = [bodies_of(s.query_message("T", f"k{i}", 4, 0, 2**62)) for i in (0, 44, 89)]
+            assert s.check_consistency() == []
+            seen[mode] = (results, queues, keys, arrivals, s.commit_log_max_offset, s.stats["putMessageTimesTotal"],
+                          s.stats["putMessageSizeTotal"])
+        finally:
+            s.shutdown()
+    assert seen["lone"] == seen["general"]
+    assert seen["lone"][1][1] == [f"k{i}".encode() for i in range(1, 90, 3)]
+
+
+def bodies_of(buffers: list) -> list[bytes]:
+    return [m.body for m in decode_records(b"".join(buffers))]
+
+
 async def test_rolls_over_many_files(store: MessageStore) -> None:
     for i in range(40):  # ~40 x 300 bytes over 8 KiB files: several commit-log and CQ files
         r = await store.put_messages([msg(body=bytes([i]) * 200)])
