@@ -207,6 +207,26 @@ async def test_lone_puts_store_what_the_general_path_stores(tmp_path: Path) -> N
     assert seen["lone"][1][1] == [f"k{i}".encode() for i in range(1, 90, 3)]
 
 
+async def test_lone_puts_under_sync_flush_wait_for_their_flush(tmp_path: Path) -> None:
+    """The one-record path owes the same wait as the general one: each put that asked to wait is
+    answered by a coroutine that returns once the flush covers it."""
+    s = open_store(tmp_path, flushDiskType="SYNC_FLUSH", mappedFileSizeCommitLog=1 << 20)
+    general = s._put_batch
+    calls = []
+    s._put_batch = lambda b: calls.append(b) or general(b)  # type: ignore[method-assign]
+    try:
+        for i in range(4):
+            res = s.put_batch_now(_send_batch([(0, "A", f"k{i}")]))
+            assert asyncio.iscoroutine(res)
+            res = await asyncio.wait_for(res, 10)
+            assert res.status is PutStatus.PUT_OK and res.queue_offset == i
+            assert s.commit_log.flushed_offset >= res.wrote_offset + res.wrote_bytes
+        assert len(calls) == 1  # the first (disk not checked yet, a new queue); the rest took the one-record path
+        assert queue_bodies(s, 0) == [b"k0", b"k1", b"k2", b"k3"]
+    finally:
+        s.shutdown()
+
+
 def bodies_of(buffers: list) -> list[bytes]:
     return [m.body for m in decode_records(b"".join(buffers))]
 
