@@ -227,6 +227,27 @@ async def test_lone_puts_under_sync_flush_wait_for_their_flush(tmp_path: Path) -
         s.shutdown()
 
 
+async def test_lone_puts_are_refused_on_a_full_disk(tmp_path: Path) -> None:
+    """The one-record path re-reads the disk's use once a second, as the general path does: a
+    disk over the warning ratio refuses the next lone put (SERVICE_NOT_AVAILABLE, RocketMQ's
+    remark), nothing of it stored; once the disk has room again puts are taken."""
+    s = open_store(tmp_path, mappedFileSizeCommitLog=1 << 20)
+    try:
+        assert s.put_batch_now(_send_batch([(0, "A", "k0")])).status is PutStatus.PUT_OK
+        assert s.put_batch_now(_send_batch([(0, "A", "k1")])).status is PutStatus.PUT_OK
+        s.disk_ratio_fn = lambda _: 0.95
+        await asyncio.sleep(1.1)  # the ratio is read at most once a second
+        refused = s.put_batch_now(_send_batch([(0, "A", "k2")]))
+        assert refused.status is PutStatus.SERVICE_NOT_AVAILABLE and "disk is full" in refused.remark
+        assert queue_bodies(s, 0) == [b"k0", b"k1"]
+        s.disk_ratio_fn = lambda _: 0.10
+        await asyncio.sleep(1.1)
+        assert s.put_batch_now(_send_batch([(0, "A", "k3")])).status is PutStatus.PUT_OK
+        assert queue_bodies(s, 0) == [b"k0", b"k1", b"k3"]
+    finally:
+        s.shutdown()
+
+
 def bodies_of(buffers: list) -> list[bytes]:
     return [m.body for m in decode_records(b"".join(buffers))]
 

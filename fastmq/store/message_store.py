@@ -522,11 +522,8 @@ class MessageStore(DiskSpaceGuard):
         now = int(time.time() * 1000)
         try:
             qoff, phys, tag = self.commit_log.put_one(batch, now)
-        except MessageTooLargeError as exc:
-            return self._fail(PutStatus.MESSAGE_ILLEGAL, str(exc))
-        except Exception as exc:  # a disk error must answer the clients, not kill the broker
-            log.exception("commit log append failed")
-            return self._fail(PutStatus.UNKNOWN_ERROR, f"append failed: {exc}")
+        except Exception as exc:
+            return self._append_failed(exc)
         size = batch.total_size
         cq.put(qoff, phys, size, tag)
         cb = self.on_arrival
@@ -550,6 +547,15 @@ class MessageStore(DiskSpaceGuard):
             st["putMessageEntireTimeMax"] = elapsed
         return result
 
+    def _append_failed(self, exc: Exception) -> PutResult:
+        """The answer to a commit-log append that raised (called in its ``except``): a record
+        too large for a file is the message's fault, anything else (a disk error) is answered
+        to the clients instead of killing the broker."""
+        if isinstance(exc, MessageTooLargeError):
+            return self._fail(PutStatus.MESSAGE_ILLEGAL, str(exc))
+        log.exception("commit log append failed")
+        return self._fail(PutStatus.UNKNOWN_ERROR, f"append failed: {exc}")
+
     def _put_batch(self, batch: SendBatch) -> PutResult | Coroutine[Any, Any, PutResult]:
         """:meth:`put_batch_now`'s general path: any number of records, with every check."""
         refused = self._refuse_put(batch.n)
@@ -562,11 +568,8 @@ class MessageStore(DiskSpaceGuard):
             return self._unavailable(ratio)
         try:
             self.commit_log.put_batch(batch, now)
-        except MessageTooLargeError as exc:
-            return self._fail(PutStatus.MESSAGE_ILLEGAL, str(exc))
-        except Exception as exc:  # a disk error must answer the clients, not kill the broker
-            log.exception("commit log append failed")
-            return self._fail(PutStatus.UNKNOWN_ERROR, f"append failed: {exc}")
+        except Exception as exc:
+            return self._append_failed(exc)
         cols = batch.cols
         keys = batch.keys
         cb = self.on_arrival
