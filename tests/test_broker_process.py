@@ -267,6 +267,38 @@ async def test_a_lone_send_and_gathered_sends_are_stored_and_answered_alike(clus
     assert sorted(m.body for m in decode_records(q.body)) == sorted(answers)  # both ways indexed the keys
 
 
+async def test_lone_sends_over_file_rolls_are_stored_and_answered_in_order(cluster, client):
+    """One send in flight at a time, 360 of them (2 KiB each) to one queue: the commit log's
+    256 KiB files and the queue's 300-entry files roll over under them (the one-record path gives
+    way to the general one there). Every answer is SUCCESS with the next queue offset and the
+    msgId of its record; every message comes back, in order, with its key indexed."""
+    from fastmq.protocol.message import decode_offset_msg_id
+
+    _, broker = cluster
+    topic = "ProcLoneRolls"
+    await create_topic(client, broker.addr, topic, queues=2)
+    offsets = {}
+    for i in range(360):
+        body = b"%04d" % i + b"r" * 2044
+        r = await client.invoke(broker.addr, send_request(topic, body, {"KEYS": f"roll{i}"}, queue_id=1), 5)
+        assert r.code == ResponseCode.SUCCESS, r.remark
+        assert (r.ext_fields["queueId"], r.ext_fields["queueOffset"]) == ("1", str(i))
+        offsets[i] = decode_offset_msg_id(r.ext_fields["msgId"])[2]
+    got = []
+    for _ in range(40):  # 32 a pull, bounded
+        p = await client.invoke(broker.addr, pull_request(topic, 1, len(got)), 5)
+        if p.code != ResponseCode.SUCCESS:
+            break
+        got += decode_records(p.body)
+    assert [m.queue_offset for m in got] == list(range(360))
+    assert [int(m.body[:4]) for m in got] == list(range(360))
+    assert [m.commit_log_offset for m in got] == [offsets[i] for i in range(360)]
+    assert len({o // (256 * 1024) for o in offsets.values()}) >= 3  # it did roll over files
+    q = await client.invoke(broker.addr, create_request(RequestCode.QUERY_MESSAGE, {
+        "topic": topic, "key": "roll359", "maxNum": 4, "beginTimestamp": 0, "endTimestamp": 2**62}), 5)
+    assert q.code == ResponseCode.SUCCESS and [m.body[:4] for m in decode_records(q.body)] == [b"0359"]
+
+
 async def test_many_producers_each_one_send_in_flight_under_sync_flush(tmp_path, client):
     """The gathered sends of a SYNC_FLUSH broker wait for one group commit together and each
     connection is answered once the flush covers its message (the dispatcher's one task for all)."""

@@ -174,6 +174,84 @@ async def test_put_batch_now_waits_only_when_a_flush_is_owed(tmp_path: Path, flu
     assert type(refused) is PutResult and refused.status is PutStatus.SERVICE_NOT_AVAILABLE
 
 
+async def test_lone_puts_store_what_the_general_path_stores(tmp_path: Path) -> None:
+    """One record a put (one send in flight) takes the one-record path while its files have room,
+    and the general path when a file rolls over or a queue is new: the same results, queue
+    entries, arrivals, index and commit log as every put through the general path."""
+    seen = {}
+    for mode in ("lone", "general"):
+        arrivals: list = []
+        s = open_store(tmp_path / mode, arrivals, mappedFileSizeCommitLog=8192, mappedFileSizeConsumeQueue=20 * 16)
+        general = s._put_batch
+        calls = []
+        if mode == "general":
+            s.put_batch_now = general  # type: ignore[method-assign]
+        else:
+            s._put_batch = lambda b: calls.append(b) or general(b)  # type: ignore[method-assign]
+        try:
+            results = []
+            for i in range(90):  # ~200 B records over 8 KiB commit-log files, 16-entry queue files
+                r = s.put_batch_now(_send_batch([(i % 3, "AB"[i % 2], f"k{i}")]))
+                assert type(r) is PutResult and r.status is PutStatus.PUT_OK
+                results.append((r.queue_offset, r.wrote_offset, r.wrote_bytes, r.msg_num))
+            if mode == "lone":  # the first put, a new queue's, a roll: the rest took the one-record path
+                assert 3 <= len(calls) < 45
+            queues = [queue_bodies(s, q) for q in range(3)]
+            keys = [bodies_of(s.query_message("T", f"k{i}", 4, 0, 2**62)) for i in (0, 44, 89)]
+            assert s.check_consistency() == []
+            seen[mode] = (results, queues, keys, arrivals, s.commit_log_max_offset, s.stats["putMessageTimesTotal"],
+                          s.stats["putMessageSizeTotal"])
+        finally:
+            s.shutdown()
+    assert seen["lone"] == seen["general"]
+    assert seen["lone"][1][1] == [f"k{i}".encode() for i in range(1, 90, 3)]
+
+
+async def test_lone_puts_under_sync_flush_wait_for_their_flush(tmp_path: Path) -> None:
+    """The one-record path owes the same wait as the general one: each put that asked to wait is
+    answered by a coroutine that returns once the flush covers it."""
+    s = open_store(tmp_path, flushDiskType="SYNC_FLUSH", mappedFileSizeCommitLog=1 << 20)
+    general = s._put_batch
+    calls = []
+    s._put_batch = lambda b: calls.append(b) or general(b)  # type: ignore[method-assign]
+    try:
+        for i in range(4):
+            res = s.put_batch_now(_send_batch([(0, "A", f"k{i}")]))
+            assert asyncio.iscoroutine(res)
+            res = await asyncio.wait_for(res, 10)
+            assert res.status is PutStatus.PUT_OK and res.queue_offset == i
+            assert s.commit_log.flushed_offset >= res.wrote_offset + res.wrote_bytes
+        assert len(calls) == 1  # the first (disk not checked yet, a new queue); the rest took the one-record path
+        assert queue_bodies(s, 0) == [b"k0", b"k1", b"k2", b"k3"]
+    finally:
+        s.shutdown()
+
+
+async def test_lone_puts_are_refused_on_a_full_disk(tmp_path: Path) -> None:
+    """The one-record path re-reads the disk's use once a second, as the general path does: a
+    disk over the warning ratio refuses the next lone put (SERVICE_NOT_AVAILABLE, RocketMQ's
+    remark), nothing of it stored; once the disk has room again puts are taken."""
+    s = open_store(tmp_path, mappedFileSizeCommitLog=1 << 20)
+    try:
+        assert s.put_batch_now(_send_batch([(0, "A", "k0")])).status is PutStatus.PUT_OK
+        assert s.put_batch_now(_send_batch([(0, "A", "k1")])).status is PutStatus.PUT_OK
+        s.disk_ratio_fn = lambda _: 0.95
+        await asyncio.sleep(1.1)  # the ratio is read at most once a second
+        refused = s.put_batch_now(_send_batch([(0, "A", "k2")]))
+        assert refused.status is PutStatus.SERVICE_NOT_AVAILABLE and "disk is full" in refused.remark
+        assert queue_bodies(s, 0) == [b"k0", b"k1"]
+        s.disk_ratio_fn = lambda _: 0.10
+        await asyncio.sleep(1.1)
+        assert s.put_batch_now(_send_batch([(0, "A", "k3")])).status is PutStatus.PUT_OK
+        assert queue_bodies(s, 0) == [b"k0", b"k1", b"k3"]
+    finally:
+        s.shutdown()
+
+
+def bodies_of(buffers: list) -> list[bytes]:
+    return [m.body for m in decode_records(b"".join(buffers))]
+
+
 async def test_rolls_over_many_files(store: MessageStore) -> None:
     for i in range(40):  # ~40 x 300 bytes over 8 KiB files: several commit-log and CQ files
         r = await store.put_messages([msg(body=bytes([i]) * 200)])

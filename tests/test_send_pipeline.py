@@ -350,6 +350,35 @@ def test_place_records_refuses_a_short_mapping(send) -> None:
         send.index_records(b, 0, bytearray(100), 0, 0, [0, 0, 0, 0, 0, 1], 0)
 
 
+@pytest.mark.parametrize("req", [_send(), _send("T2", 3, props="KEYS\x01a b\x02TAGS\x01t\x02", body=b"x" * 300)])
+def test_place_one_writes_what_place_records_writes(send, req) -> None:
+    """The one-record writer (a lone send) and the general one: the same bytes, rows and tag code."""
+    one, many = (send.encode_sends([req], TOPICS, BORN, STORE, CLUSTER, 4 << 20) for _ in range(2))
+    m1, m2 = bytearray(2000), bytearray(2000)
+    placed = send.place_one(one, m1, 100, 2000, 4000, 77, 1_700_000_000_999)
+    nxt = np.array([77], np.int64)
+    assert send.place_records(many, m2, 100, 2000, 4000, 0, nxt, 1_700_000_000_999) == (1, placed[0])
+    assert placed == (100 + one.total_size, int(one.cols[0, COL["tags"]]))
+    assert (bytes(m1), one.cols.tolist()) == (bytes(m2), many.cols.tolist())
+    assert one.cols[0, COL["queue_offset"]] == 77 and one.cols[0, COL["commit_log_offset"]] == 4100
+
+
+def test_place_one_leaves_the_end_marker_room(send) -> None:
+    b = send.encode_sends([_send()], TOPICS, BORN, STORE, CLUSTER, 4 << 20)
+    end = 50 + b.total_size + 8
+    mapping = bytearray(end)
+    assert send.place_one(b, mapping, 51, end, 0, 0, 1) is None  # one byte short: nothing written
+    assert mapping == bytearray(end)
+    assert send.place_one(b, mapping, 50, end, 0, 0, 1)[0] == end - 8
+    with pytest.raises(ValueError):  # a mapping shorter than the file size it is said to have
+        send.place_one(b, bytearray(10), 0, 100, 0, 0, 0)
+    with pytest.raises(ValueError):
+        send.place_one(b, bytearray(1000), -1, 1000, 0, 0, 0)
+    two = send.encode_sends([_send(), _send()], TOPICS, BORN, STORE, CLUSTER, 4 << 20)
+    with pytest.raises(ValueError):  # a batch of two records is place_records's
+        send.place_one(two, bytearray(1000), 0, 1000, 0, 0, 0)
+
+
 def test_a_batch_refused_midway_leaves_no_trace(send) -> None:
     """The second entry needs the slow path: the first entry's record, its queue key and its
     round-robin turn are all taken back."""

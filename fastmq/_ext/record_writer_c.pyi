@@ -5,10 +5,12 @@ import numpy as np
 
 from .send_batch_c import SendBatch
 
-__all__ = ["place_records", "index_records"]
+__all__ = ["place_records", "place_one", "index_records"]
 
 def place_records(b: SendBatch, mapping: Any, pos: int, file_size: int, file_from: int, start: int,
                   next_offsets: np.ndarray, store_ts: int) -> tuple[int, int]: ...
+def place_one(b: SendBatch, mapping: Any, pos: int, file_size: int, file_from: int, queue_offset: int,
+              store_ts: int) -> tuple[int, int] | None: ...
 def index_records(b: SendBatch, start: int, mapping: Any, slots: int, entries: int, state: list[int],
                   store_ts: int) -> int: ...
 def wire_facts() -> dict[str, Any]: ...

@@ -18,10 +18,10 @@ from libc.string cimport memcpy
 from .bigendian cimport get32 as _get32, put32 as _put32, put64 as _put64
 from .javahash cimport jhash
 from .properties cimport name_is
-from .send_batch_c cimport C_FLAGS, C_KEY, C_PHYS, C_POS, C_QOFF, C_SIZE, F_INDEX, SendBatch
+from .send_batch_c cimport C_FLAGS, C_KEY, C_PHYS, C_POS, C_QOFF, C_SIZE, C_TAGS, F_INDEX, SendBatch
 from .wire_facts cimport *
 
-__all__ = ["place_records", "index_records"]
+__all__ = ["place_records", "place_one", "index_records"]
 
 cdef enum:
     NV_SEP = NAME_VALUE_SEPARATOR
@@ -67,6 +67,37 @@ def place_records(SendBatch b, object mapping, Py_ssize_t pos, Py_ssize_t file_s
     finally:
         PyBuffer_Release(&view)
     return i, pos
+
+
+@cython.boundscheck(False)
+@cython.wraparound(False)
+def place_one(SendBatch b, object mapping, Py_ssize_t pos, Py_ssize_t file_size, long long file_from,
+              long long queue_offset, long long store_ts):
+    """:func:`place_records` of a batch of one record (one send in flight) with its queue offset
+    given: ``(next pos, the record's tag code)``, or None when it leaves no room for the 8-byte
+    end-of-file marker (nothing written)."""
+    cdef Py_buffer view
+    cdef Py_ssize_t size
+    cdef uint8_t* dst
+    if b.n != 1 or pos < 0:
+        raise ValueError("place_one takes a batch of one record and a non-negative position")
+    size = b.rows[0, C_SIZE]
+    PyObject_GetBuffer(mapping, &view, PyBUF_WRITABLE)
+    try:
+        if file_size > view.len:
+            raise ValueError("file_size is larger than the mapping")
+        if pos + size + 8 > file_size:
+            return None
+        dst = <uint8_t*>view.buf + pos
+        memcpy(dst, b.staging.p + b.rows[0, C_POS], size)
+        b.rows[0, C_QOFF] = queue_offset
+        b.rows[0, C_PHYS] = file_from + pos
+        _put64(dst + REC_QUEUEOFFSET_POS, <uint64_t>queue_offset)
+        _put64(dst + REC_PHYSICALOFFSET_POS, <uint64_t>(file_from + pos))
+        _put64(dst + REC_STORETIMESTAMP_POS, <uint64_t>store_ts)
+    finally:
+        PyBuffer_Release(&view)
+    return pos + size, b.rows[0, C_TAGS]
 
 
 # ----------------------------------------------------------------------------- index

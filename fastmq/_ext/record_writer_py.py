@@ -18,9 +18,9 @@ import numpy as np
 from ..protocol.message_const import NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR, MessageConst
 from ..protocol.record_layout import PHYS_OFFSET_POS, POS_V4, QUEUE_OFFSET_POS
 from .javahash import jhash
-from .send_batch_py import C_FLAGS, C_KEY, C_PHYS, C_POS, C_QOFF, C_SIZE, F_INDEX, SendBatch
+from .send_batch_py import C_FLAGS, C_KEY, C_PHYS, C_POS, C_QOFF, C_SIZE, C_TAGS, F_INDEX, SendBatch
 
-__all__ = ["place_records", "index_records"]
+__all__ = ["place_records", "place_one", "index_records"]
 
 _STORE_TS_POS, _BODY_LEN_POS, _BODY_POS = POS_V4["STORETIMESTAMP"], POS_V4["BODYLEN"], POS_V4["BODY"]
 _NAME_SEP, _PROP_SEP = NAME_VALUE_SEPARATOR.encode(), PROPERTY_SEPARATOR.encode()
@@ -57,6 +57,30 @@ def place_records(b: SendBatch, mapping: Any, pos: int, file_size: int, file_fro
         pos += size
         i += 1
     return i, pos
+
+
+def place_one(b: SendBatch, mapping: Any, pos: int, file_size: int, file_from: int, queue_offset: int,
+              store_ts: int) -> tuple[int, int] | None:
+    """:func:`place_records` of a batch of one record (one send in flight) with its queue offset
+    given: ``(next pos, the record's tag code)``, or None when it leaves no room for the 8-byte
+    end-of-file marker (nothing written)."""
+    if b.n != 1 or pos < 0:
+        raise ValueError("place_one takes a batch of one record and a non-negative position")
+    c = b.cols
+    size = int(c[0, C_SIZE])
+    mv = memoryview(mapping)
+    if file_size > len(mv):
+        raise ValueError("file_size is larger than the mapping")
+    if pos + size + 8 > file_size:
+        return None
+    src = int(c[0, C_POS])
+    mv[pos:pos + size] = b.staging[src:src + size]
+    c[0, C_QOFF] = queue_offset
+    c[0, C_PHYS] = file_from + pos
+    _I64.pack_into(mv, pos + QUEUE_OFFSET_POS, queue_offset)
+    _I64.pack_into(mv, pos + PHYS_OFFSET_POS, file_from + pos)
+    _I64.pack_into(mv, pos + _STORE_TS_POS, store_ts)
+    return pos + size, int(c[0, C_TAGS])
 
 
 def _record_keys(rec: bytes | bytearray) -> tuple[bytes, list[bytes]]:

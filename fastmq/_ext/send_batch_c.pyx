@@ -34,7 +34,9 @@ cdef class SendBatch:
 
     cdef int start(self, Py_ssize_t nreq, long long rr) except -1:
         """Empty, with rows for ``nreq`` records and the round-robin counter at ``rr``."""
-        self.cols = np.zeros((max(16, nreq), NCOLS), np.int64)
+        # exactly one row a request: a request of one message each (the usual) fills them all, so
+        # finish has no slice to make; a batch request's records grow them (reserve_row)
+        self.cols = np.zeros((max(1, nreq), NCOLS), np.int64)
         self.rows = self.cols
         self.n = 0
         self.keys = []
@@ -90,7 +92,8 @@ cdef class SendBatch:
     cdef int finish(self) except -1:
         """Cut ``cols`` to the rows written; sum ``wait`` and ``total_size`` over them."""
         cdef Py_ssize_t i
-        self.cols = self.cols[:self.n]
+        if self.n != self.rows.shape[0]:
+            self.cols = self.cols[:self.n]
         for i in range(self.n):
             if self.rows[i, C_FLAGS] & F_WAIT:
                 self.wait = True

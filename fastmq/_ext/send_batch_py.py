@@ -25,7 +25,7 @@ class SendBatch:
 
     def __init__(self, nreq: int, rr: int) -> None:
         self.staging = bytearray()
-        self.cols: np.ndarray = np.zeros((max(16, nreq), len(COLUMNS)), np.int64)
+        self.cols: np.ndarray = np.zeros((max(1, nreq), len(COLUMNS)), np.int64)
         self.n = 0
         self.keys: list[tuple[str, int]] = []
         self.slow: list[int] = []
@@ -42,7 +42,7 @@ class SendBatch:
     def add(self, req: int, rec: bytes, key: int, tags: int, flags: int, qid: int) -> None:
         """Append one record and its row (offsets and store timestamp left 0)."""
         if self.n >= len(self.cols):
-            grown = np.zeros((len(self.cols) * 2, len(COLUMNS)), np.int64)
+            grown = np.zeros((max(16, len(self.cols) * 2), len(COLUMNS)), np.int64)
             grown[:self.n] = self.cols[:self.n]
             self.cols = grown
         self.cols[self.n] = (req, len(self.staging), len(rec), key, tags, flags, 0, 0, qid)

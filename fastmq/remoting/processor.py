@@ -170,7 +170,13 @@ class Dispatcher:
         entry = table.get(requests[0].code, default)
         if entry is not None and entry[1] is None and entry[0].gathers and (
                 len(requests) == 1 or all(table.get(r.code, default) is entry for r in requests)):
-            self._gather(conn, requests, entry[0])
+            proc = entry[0]
+            if self._gathered and self._gather_proc is not proc:
+                self.run_gathered()
+            self._gathered.append((conn, requests))
+            self._gather_proc = proc
+            if self._gather_handle is None:
+                self._gather_handle = asyncio.get_running_loop().call_soon(self.run_gathered)
             return
         if self._gathered:  # what was read before this goes first
             self.run_gathered()
@@ -199,14 +205,6 @@ class Dispatcher:
         """Write frames a processor encoded itself (on the loop thread; dropped once closed)."""
         if data and not conn.closed and conn.transport is not None and not conn.transport.is_closing():
             conn.wrote(data)
-
-    def _gather(self, conn: Connection, requests: list[RemotingCommand], proc: RequestProcessor) -> None:
-        if self._gathered and self._gather_proc is not proc:
-            self.run_gathered()
-        self._gathered.append((conn, requests))
-        self._gather_proc = proc
-        if self._gather_handle is None:
-            self._gather_handle = asyncio.get_running_loop().call_soon(self.run_gathered)
 
     def run_gathered(self) -> None:
         """Process the reads gathered so far (the loop calls it once the reads of its turn are in)."""
@@ -248,7 +246,9 @@ class Dispatcher:
         that connection only (the others of the turn still get their answers)."""
         try:
             if len(items) == 1 and type(items[0]) is bytes:  # one buffer of frames (the usual send answer)
-                self._write_raw(conn, items[0])
+                t = conn.transport  # (_write_raw, without its call)
+                if items[0] and not conn.closed and t is not None and not t.is_closing():
+                    conn.wrote(items[0])
                 return
             out: list[RemotingCommand] = []
             raw: list[bytes] = []

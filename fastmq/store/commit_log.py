@@ -25,7 +25,7 @@ from typing import Callable, Iterable, NamedTuple, Sequence
 
 import numpy as np
 
-from .._ext.record_writer import place_records
+from .._ext.record_writer import place_one, place_records
 from .._ext.send_batch import SendBatch
 from ..protocol.message import (
     BLANK_MAGIC, MAGIC_V1, PHYS_OFFSET_POS, QUEUE_OFFSET_POS, MessageConst, MessageExt, MessageSysFlag,
@@ -229,6 +229,41 @@ class CommitLog:
             self.mfq.after_append(mf)
         if self.flush_service is not None:
             self.flush_service.wakeup()
+
+    def put_one(self, batch: SendBatch, store_timestamp: int) -> tuple[int, int, int]:
+        """:meth:`put_batch` of a batch of one record (one send in flight), without its per-queue
+        arrays: ``(queue offset, commit-log offset, tag code)`` of the record.
+
+        Raises:
+            MessageTooLargeError: the record does not fit in an empty file.
+        """
+        key = batch.keys[0]
+        table = self.topic_queue_table
+        with self._lock:
+            qoff = table.get(key, 0)
+            files = self.mfq.files
+            mf = files[-1] if files else None
+            if mf is None or mf.wrote_position >= mf.file_size:  # (MappedFile.is_full, without the call)
+                mf = self.mfq.get_last_mapped_file()
+            pos = mf.wrote_position
+            placed = place_one(batch, mf.buffer, pos, mf.file_size, mf.file_from_offset, qoff, store_timestamp)
+            if placed is None:
+                if pos == 0:
+                    raise MessageTooLargeError("a record does not fit in an empty commit-log file")
+                self._seal(mf)
+                mf = self.mfq.get_last_mapped_file()
+                pos = mf.wrote_position
+                placed = place_one(batch, mf.buffer, pos, mf.file_size, mf.file_from_offset, qoff, store_timestamp)
+                if placed is None:
+                    raise MessageTooLargeError("a record does not fit in an empty commit-log file")
+            mf.wrote_position, tag = placed
+            table[key] = qoff + 1
+            mf.store_timestamp = store_timestamp
+            self.last_store_timestamp = store_timestamp
+            self.mfq.after_append(mf)
+        if self.flush_service is not None:
+            self.flush_service.wakeup()
+        return qoff, mf.file_from_offset + pos, tag
 
     def _seal(self, mf: MappedFile) -> None:
         """Fill the end of a file with the BLANK marker so readers skip to the next file."""

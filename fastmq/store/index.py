@@ -57,6 +57,7 @@ class IndexFile:
         fresh = not path.exists()
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         self._reserved_to = 0
+        self.room_until = -1
         try:
             if os.fstat(fd).st_size < size:
                 os.ftruncate(fd, size)  # sparse; the blocks written are reserved as they come near
@@ -90,10 +91,14 @@ class IndexFile:
         Raises:
             DiskFullError: no room.
         """
-        upto = min(upto, HEADER_SIZE + self.slots * 4 + self.entries * 20)
+        base = HEADER_SIZE + self.slots * 4
+        upto = min(upto, base + self.entries * 20)
         if upto > self._reserved_to:
             reserve_range(fd, self._reserved_to, upto - self._reserved_to, self.path)
             self._reserved_to = upto
+        # the count up to which reserve_ahead() has nothing to do (read by the store's one-record put)
+        self.room_until = (self.entries if self._reserved_to >= base + self.entries * 20
+                           else (self._reserved_to - base) // 20 - _RESERVE_CHUNK)
 
     def reserve_ahead(self, extra: int = 0) -> None:
         """Keep at least :data:`_RESERVE_CHUNK` entries past the count (and the ``extra`` a
@@ -219,8 +224,9 @@ class IndexService:
     def put_batch(self, batch: SendBatch, store_ts: int) -> None:
         """Index the KEYS and UNIQ_KEY of a placed :class:`SendBatch` with one compiled call per file."""
         i = 0
+        files = self.files
         while i < batch.n:
-            f = self._writable()
+            f = files[-1] if files and files[-1].count < files[-1].entries else self._writable()
             fresh = f.count <= 1
             state = [f.begin_ts, f.end_ts, f.begin_phy, f.end_phy, f.slot_count, f.count]
             i2 = index_records(batch, i, f._mm, f.slots, f.entries, state, store_ts)

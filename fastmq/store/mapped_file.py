@@ -143,7 +143,7 @@ class MappedFile:
 
     # slots: a broker holds one per queue file, thousands of them
     __slots__ = ("path", "file_from_offset", "file_size", "_fd", "reserve_step", "reserved_to", "_mm", "_map", "_mv",
-                 "wrote_position", "flushed_position", "store_timestamp", "_closed", "_released_wrote",
+                 "buffer", "wrote_position", "flushed_position", "store_timestamp", "_closed", "_released_wrote",
                  "_warm_mark", "_warm_wake")
 
     def __init__(self, path: str | Path, file_size: int, *, keep_fd: bool = True, reserve_step: int = 0) -> None:
@@ -202,6 +202,9 @@ class MappedFile:
         else:
             assert self._mm is not None  # keep_fd: mapped above
             self._mv = memoryview(self._mm)
+        #: The whole mapping (writers in the store use it with ``struct.pack_into``); an attribute,
+        #: not a property: every append reads it
+        self.buffer: memoryview = self._mv
         self.wrote_position = 0
         self.flushed_position = 0
         self.store_timestamp = 0  # of the last message appended (checkpoint input)
@@ -250,11 +253,6 @@ class MappedFile:
     @property
     def is_full(self) -> bool:
         return self.wrote_position >= self.file_size
-
-    @property
-    def buffer(self) -> memoryview:
-        """The whole mapping (writers in the store use it with ``struct.pack_into``)."""
-        return self._mv
 
     # -- write / read --------------------------------------------------------------------
     def append(self, data: bytes | bytearray | memoryview) -> int:
@@ -630,7 +628,8 @@ class MappedFileQueue:
     def after_append(self, mf: MappedFile) -> None:
         """What follows appends to ``mf``: its warming woken when due, the next file prepared
         once ``mf`` is half full."""
-        mf.wake_warm()
+        if mf.wrote_position >= mf._warm_mark:  # (wake_warm's test, without its call on every append)
+            mf.wake_warm()
         if mf.wrote_position > mf.file_size // 2:
             self.prepare_next()
 

@@ -42,9 +42,9 @@ from ..protocol.topic import TRANS_OP_HALF_TOPIC
 from .index import IndexService
 from .lock import StoreLock
 from .damaged import DAMAGED_DIR, load_damaged
-from .disk_space import DISK_SPACE_WARNING_RATIO, DiskSpaceGuard, disk_used_ratio
-from .config import SYNC_MASTER, MessageStoreConfig
-from .consume_queue import ConsumeQueueTable, FlushConsumeQueueService
+from .disk_space import _DISK_CHECK_INTERVAL, DISK_SPACE_WARNING_RATIO, DiskSpaceGuard, disk_used_ratio
+from .config import CQ_STORE_UNIT_SIZE as _CQ_UNIT, SYNC_MASTER, MessageStoreConfig
+from .consume_queue import ConsumeQueue, ConsumeQueueTable, FlushConsumeQueueService
 from .get_message import GetResult, GetStatus, MessageReader
 from .retention import RetentionService
 from .stats_service import StoreStatsService
@@ -498,6 +498,66 @@ class MessageStore(DiskSpaceGuard):
         and dispatched before this returns either way; a caller that wants the wait
         registered at once runs the coroutine's first step right away.
         """
+        if (batch.n == 1 and self._running and not self._shutdown and not self._is_slave and self._refusing is None
+                and self._space_failed_at is None and time.monotonic() - self._disk_checked_at < _DISK_CHECK_INTERVAL):
+            # One record (one send in flight): what _refuse_put and _reserve check, done here without
+            # their calls while they have nothing to do (no refusal, every file it goes to has its
+            # room); otherwise the general path below does the same work with them.
+            mfq = self.commit_log.mfq
+            last = mfq.files[-1] if mfq.files else None
+            cq = self.queues.queues.get(batch.keys[0])
+            cq_last = cq.mfq.files[-1] if cq is not None and cq.mfq.files else None
+            idx = self.index
+            ifile = idx.files[-1] if idx is not None and idx.files else None
+            if (last is not None and last.wrote_position + batch.total_size + 8 <= last.reserved_to
+                    and cq_last is not None and cq_last.reserved_to >= cq_last.wrote_position + _CQ_UNIT
+                    and (idx is None or (ifile is not None and ifile.count < ifile.entries
+                                         and ifile.count <= ifile.room_until))):
+                return self._put_one(batch, cq)  # type: ignore[arg-type]  # (cq is not None: cq_last is)
+        return self._put_batch(batch)
+
+    def _put_one(self, batch: SendBatch, cq: ConsumeQueue) -> PutResult | Coroutine[Any, Any, PutResult]:
+        """:meth:`put_batch_now` of one record whose files all have room (checked by the caller)."""
+        t0 = time.perf_counter()
+        now = int(time.time() * 1000)
+        try:
+            qoff, phys, tag = self.commit_log.put_one(batch, now)
+        except Exception as exc:
+            return self._append_failed(exc)
+        size = batch.total_size
+        cq.put(qoff, phys, size, tag)
+        cb = self.on_arrival
+        if cb is not None:
+            (topic, qid), = batch.keys
+            try:
+                cb(topic, qid, qoff + 1, tag)
+            except Exception:  # a listener bug must not fail a stored send
+                log.exception("on_arrival callback failed for %s/%d", topic, qid)
+        self.queues.last_dispatched_store_timestamp = now
+        if self.index is not None:
+            self.index.put_batch(batch, now)
+        st = self.stats
+        st["putMessageTimesTotal"] += 1
+        st["putMessageSizeTotal"] += size
+        result = PutResult(PutStatus.PUT_OK, "", qoff, phys, size, 1, None, now)
+        if batch.wait and (self._sync_flush or (self._sync_master and self.ha_service is not None)):
+            return self._finish_put(result, phys + size, True, t0)
+        elapsed = int((time.perf_counter() - t0) * 1000)
+        if elapsed > st["putMessageEntireTimeMax"]:
+            st["putMessageEntireTimeMax"] = elapsed
+        return result
+
+    def _append_failed(self, exc: Exception) -> PutResult:
+        """The answer to a commit-log append that raised (called in its ``except``): a record
+        too large for a file is the message's fault, anything else (a disk error) is answered
+        to the clients instead of killing the broker."""
+        if isinstance(exc, MessageTooLargeError):
+            return self._fail(PutStatus.MESSAGE_ILLEGAL, str(exc))
+        log.exception("commit log append failed")
+        return self._fail(PutStatus.UNKNOWN_ERROR, f"append failed: {exc}")
+
+    def _put_batch(self, batch: SendBatch) -> PutResult | Coroutine[Any, Any, PutResult]:
+        """:meth:`put_batch_now`'s general path: any number of records, with every check."""
         refused = self._refuse_put(batch.n)
         if refused is not None:
             return refused
@@ -508,11 +568,8 @@ class MessageStore(DiskSpaceGuard):
             return self._unavailable(ratio)
         try:
             self.commit_log.put_batch(batch, now)
-        except MessageTooLargeError as exc:
-            return self._fail(PutStatus.MESSAGE_ILLEGAL, str(exc))
-        except Exception as exc:  # a disk error must answer the clients, not kill the broker
-            log.exception("commit log append failed")
-            return self._fail(PutStatus.UNKNOWN_ERROR, f"append failed: {exc}")
+        except Exception as exc:
+            return self._append_failed(exc)
         cols = batch.cols
         keys = batch.keys
         cb = self.on_arrival

@@ -192,8 +192,12 @@ class SendMessageProcessor(BrokerCodeDispatchProcessor):
         born = conn.attrs.get("born_packed", b"")
         if born == b"":
             born = self._born_host(conn)
-        fast = self._fast_state()
-        if born is None or fast is None or not self.broker.config.brokerPermission & tv.PERM_WRITE:
+        b = self.broker
+        fast, dv = self._fast, b.topic_config.data_version
+        if fast is None or dv is not self._fast_dv or dv.counter != self._fast_counter or \
+                b.config.brokerPermission != self._fast_perm:  # (what _fast_state checks, without its call)
+            fast = self._fast_state()
+        if born is None or fast is None or not b.config.brokerPermission & tv.PERM_WRITE:
             return [(req, self.process_request(conn, req)) for req in requests]
         store_host, max_size, cluster_prop, prefix, template, binary = fast
         batch = encode_sends(requests, self._fast_topics, born, store_host, cluster_prop, max_size, self._rr,
@@ -201,12 +205,15 @@ class SendMessageProcessor(BrokerCodeDispatchProcessor):
         self._rr = batch.rr & 0x3FFFFFFF
         out: list[Any] = []
         if batch.n:
-            res = self.broker.store.put_batch_now(batch)
+            res = b.store.put_batch_now(batch)
             if not isinstance(res, PutResult):  # a flush or slave wait: begun now, to join this turn's group commit
                 res = run_eagerly(res)
             if type(res) is PutResult and res.status is PutStatus.PUT_OK:
                 # (the common answer, without _batch_answers's other cases)
-                self._count_puts(batch)
+                if len(batch.keys) == 1:  # (_count_puts of one queue, without its call)
+                    b.stats.add(TOPIC_PUT_NUMS, batch.keys[0][0], batch.n, len(batch.fast))
+                else:
+                    self._count_puts(batch)
                 out.append(encode_answers(batch, requests, prefix, template, binary_template=binary))
             elif isinstance(res, PutResult):
                 answers = self._batch_answers(batch, requests, res)
