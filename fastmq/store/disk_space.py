@@ -21,12 +21,12 @@ if TYPE_CHECKING:
     from .consume_queue import ConsumeQueueTable
     from .index import IndexService
 
-__all__ = ["DISK_SPACE_WARNING_RATIO", "DiskSpaceGuard", "disk_used_ratio"]
+__all__ = ["DISK_CHECK_INTERVAL", "DISK_SPACE_WARNING_RATIO", "DiskSpaceGuard", "disk_used_ratio"]
 
 log = logging.getLogger("fastmq.store")
 
 DISK_SPACE_WARNING_RATIO = 0.90  # RocketMQ's diskSpaceWarningLevelRatio: sends refused above it
-_DISK_CHECK_INTERVAL = 1.0       # seconds between statvfs calls on the put path
+DISK_CHECK_INTERVAL = 1.0       # seconds between statvfs calls on the put path
 
 
 def disk_used_ratio(path: str) -> float:
@@ -67,7 +67,7 @@ class DiskSpaceGuard:
         self._disk_checked_at = -1e9
         self._disk_ratio = 0.0
         # set when a store file could not get its disk space: sends are refused without a new
-        # attempt until _DISK_CHECK_INTERVAL has passed (one failed fallocate a second, not a send)
+        # attempt until DISK_CHECK_INTERVAL has passed (one failed fallocate a second, not a send)
         self._space_failed_at: float | None = None
         self._refusing: str | None = None  # why sends are refused now (logged once per change)
 
@@ -76,14 +76,14 @@ class DiskSpaceGuard:
         log's disk over diskSpaceWarningLevelRatio (RocketMQ's runningFlags disk-full bit), or
         a store file that could not get its space less than a second ago."""
         now = time.monotonic()
-        if (now - self._disk_checked_at < _DISK_CHECK_INTERVAL and self._refusing is None
+        if (now - self._disk_checked_at < DISK_CHECK_INTERVAL and self._refusing is None
                 and self._space_failed_at is None):
             return None  # (every send asks: nothing to re-read, nothing failed, nothing to log)
-        if now - self._disk_checked_at >= _DISK_CHECK_INTERVAL:
+        if now - self._disk_checked_at >= DISK_CHECK_INTERVAL:
             self._disk_checked_at = now
             self._disk_ratio = self.disk_ratio_fn(self.config.commit_log_dir)
         r = self._disk_ratio
-        failed = self._space_failed_at is not None and now - self._space_failed_at < _DISK_CHECK_INTERVAL
+        failed = self._space_failed_at is not None and now - self._space_failed_at < DISK_CHECK_INTERVAL
         if r > DISK_SPACE_WARNING_RATIO or failed:
             self._set_refusing(f"the disk of {self.config.commit_log_dir} is {r * 100:.1f}% used"
                                + ("" if r > DISK_SPACE_WARNING_RATIO else ", and a store file could not get its space")

@@ -42,7 +42,7 @@ from ..protocol.topic import TRANS_OP_HALF_TOPIC
 from .index import IndexService
 from .lock import StoreLock
 from .damaged import DAMAGED_DIR, load_damaged
-from .disk_space import _DISK_CHECK_INTERVAL, DISK_SPACE_WARNING_RATIO, DiskSpaceGuard, disk_used_ratio
+from .disk_space import DISK_CHECK_INTERVAL, DISK_SPACE_WARNING_RATIO, DiskSpaceGuard, disk_used_ratio
 from .config import CQ_STORE_UNIT_SIZE as _CQ_UNIT, SYNC_MASTER, MessageStoreConfig
 from .consume_queue import ConsumeQueue, ConsumeQueueTable, FlushConsumeQueueService
 from .get_message import GetResult, GetStatus, MessageReader
@@ -499,7 +499,7 @@ class MessageStore(DiskSpaceGuard):
         registered at once runs the coroutine's first step right away.
         """
         if (batch.n == 1 and self._running and not self._shutdown and not self._is_slave and self._refusing is None
-                and self._space_failed_at is None and time.monotonic() - self._disk_checked_at < _DISK_CHECK_INTERVAL):
+                and self._space_failed_at is None and time.monotonic() - self._disk_checked_at < DISK_CHECK_INTERVAL):
             # One record (one send in flight): what _refuse_put and _reserve check, done here without
             # their calls while they have nothing to do (no refusal, every file it goes to has its
             # room); otherwise the general path below does the same work with them.
