@@ -164,13 +164,17 @@ class PullRequestHoldService:
             del self._table[key]
 
     def _expire(self, held: HeldPull) -> None:
+        self._answer_expired(held)
+        self._flush_answers()
+
+    def _answer_expired(self, held: HeldPull) -> None:
+        """A held pull whose deadline came: out of the tables, answered as it stands."""
         self._remove(held)
         self._forget_owner(held)
         try:
             self._wake(held, True)
         except Exception:  # a failing answer must not kill the timer machinery of everyone else
             log.exception("answering a timed-out held pull failed")
-        self._flush_answers()
 
     def _expire_line(self, key: int) -> None:
         """A line's timer: answer its pulls whose deadline came, and arm it for the next one."""
@@ -192,12 +196,7 @@ class PullRequestHoldService:
         else:
             del self._lines[key], self._line_timers[key]
         for held in due:
-            self._remove(held)
-            self._forget_owner(held)
-            try:
-                self._wake(held, True)
-            except Exception:
-                log.exception("answering a timed-out held pull failed")
+            self._answer_expired(held)
         self._flush_answers()
 
     def _flush_answers(self) -> None:

@@ -246,9 +246,7 @@ class Dispatcher:
         that connection only (the others of the turn still get their answers)."""
         try:
             if len(items) == 1 and type(items[0]) is bytes:  # one buffer of frames (the usual send answer)
-                t = conn.transport  # (_write_raw, without its call)
-                if items[0] and not conn.closed and t is not None and not t.is_closing():
-                    conn.wrote(items[0])
+                self._write_raw(conn, items[0])
                 return
             out: list[RemotingCommand] = []
             raw: list[bytes] = []

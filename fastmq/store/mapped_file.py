@@ -628,8 +628,7 @@ class MappedFileQueue:
     def after_append(self, mf: MappedFile) -> None:
         """What follows appends to ``mf``: its warming woken when due, the next file prepared
         once ``mf`` is half full."""
-        if mf.wrote_position >= mf._warm_mark:  # (wake_warm's test, without its call on every append)
-            mf.wake_warm()
+        mf.wake_warm()
         if mf.wrote_position > mf.file_size // 2:
             self.prepare_next()
 

@@ -524,28 +524,10 @@ class MessageStore(DiskSpaceGuard):
             qoff, phys, tag = self.commit_log.put_one(batch, now)
         except Exception as exc:
             return self._append_failed(exc)
-        size = batch.total_size
-        cq.put(qoff, phys, size, tag)
-        cb = self.on_arrival
-        if cb is not None:
-            (topic, qid), = batch.keys
-            try:
-                cb(topic, qid, qoff + 1, tag)
-            except Exception:  # a listener bug must not fail a stored send
-                log.exception("on_arrival callback failed for %s/%d", topic, qid)
-        self.queues.last_dispatched_store_timestamp = now
-        if self.index is not None:
-            self.index.put_batch(batch, now)
-        st = self.stats
-        st["putMessageTimesTotal"] += 1
-        st["putMessageSizeTotal"] += size
-        result = PutResult(PutStatus.PUT_OK, "", qoff, phys, size, 1, None, now)
-        if batch.wait and (self._sync_flush or (self._sync_master and self.ha_service is not None)):
-            return self._finish_put(result, phys + size, True, t0)
-        elapsed = int((time.perf_counter() - t0) * 1000)
-        if elapsed > st["putMessageEntireTimeMax"]:
-            st["putMessageEntireTimeMax"] = elapsed
-        return result
+        cq.put(qoff, phys, batch.total_size, tag)
+        (topic, qid), = batch.keys
+        self._arrived(self.on_arrival, topic, qid, qoff + 1, tag)
+        return self._stored(batch, now, t0, qoff, phys, phys + batch.total_size)
 
     def _append_failed(self, exc: Exception) -> PutResult:
         """The answer to a commit-log append that raised (called in its ``except``): a record
@@ -620,6 +602,12 @@ class MessageStore(DiskSpaceGuard):
                     self._arrived(cb, topic, qid, top, tag)
             last = cols[-1]
             first_qoff, first_phys, end = int(cols[0, _C_QOFF]), int(cols[0, _C_PHYS]), int(last[_C_PHYS] + last[_C_SIZE])
+        return self._stored(batch, now, t0, first_qoff, first_phys, end)
+
+    def _stored(self, batch: SendBatch, now: int, t0: float, first_qoff: int, first_phys: int,
+                end: int) -> PutResult | Coroutine[Any, Any, PutResult]:
+        """The end of both put paths once the records and their queue entries are in: the index,
+        the statistics and the answer (a coroutine when a SYNC_FLUSH or slave wait is owed)."""
         self.queues.last_dispatched_store_timestamp = now
         if self.index is not None:
             self.index.put_batch(batch, now)

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from ..subscription_group import SubscriptionGroupManager
     from ..topic_config import TopicConfigManager
 
-__all__ = ["BrokerCodeDispatchProcessor", "BrokerContext", "Handler", "check_names", "log_refusal"]
+__all__ = ["BrokerCodeDispatchProcessor", "BrokerContext", "Handler", "check_names", "log_refusal", "refuse_bad_names"]
 
 log = logging.getLogger("fastmq.broker")
 
@@ -130,6 +130,15 @@ _LOG_EVERY = 10.0
 _refusals = {"at": -_LOG_EVERY, "since": 0}
 
 
+def refuse_bad_names(conn: Connection, request: RemotingCommand) -> RemotingCommand | None:
+    """SYSTEM_ERROR (logged) for a request naming an illegal topic or group, else None."""
+    remark = check_names(request)
+    if remark is None:
+        return None
+    log_refusal(request.code, conn.remote_addr, remark)
+    return response_for(request, ResponseCode.SYSTEM_ERROR, remark)
+
+
 def log_refusal(code: int, remote: str, remark: str) -> None:
     """One warning per 10 s at most (with how many were not logged): a client looping on a bad
     name, or a hostile one, must not fill the disk with log lines."""
@@ -150,8 +159,7 @@ class BrokerCodeDispatchProcessor(_CodeDispatch):
         self.broker = broker
 
     def process_request(self, conn: Connection, request: RemotingCommand) -> Any:
-        remark = check_names(request)
-        if remark is not None:
-            log_refusal(request.code, conn.remote_addr, remark)
-            return response_for(request, ResponseCode.SYSTEM_ERROR, remark)
+        refused = refuse_bad_names(conn, request)
+        if refused is not None:
+            return refused
         return super().process_request(conn, request)

@@ -25,7 +25,7 @@ from ...remoting.processor import failure_response
 from ...store.message_store import GetResult, GetStatus
 from ..config import MASTER_ID
 from ..long_polling import HeldPull
-from .base import BrokerCodeDispatchProcessor, check_names, log_refusal
+from .base import BrokerCodeDispatchProcessor, refuse_bad_names
 
 if TYPE_CHECKING:
     from .base import BrokerContext
@@ -77,16 +77,14 @@ class PullMessageProcessor(BrokerCodeDispatchProcessor):
         out: list[Any] = []
         for req in requests:
             try:
-                remark = check_names(req)
-                if remark is not None:
-                    log_refusal(req.code, conn.remote_addr, remark)
-                    out.append((req, response_for(req, ResponseCode.SYSTEM_ERROR, remark)))
-                elif req.code == _PULL_MESSAGE:
+                if req.code != _PULL_MESSAGE:  # (no other code comes here; the general way if one did)
+                    out.append((req, self.process_request(conn, req)))
+                    continue
+                resp = refuse_bad_names(conn, req)
+                if resp is None:
                     resp = self.process(conn, req, True)
-                    if resp is not None:
-                        out.append((req, resp))
-                else:
-                    out.append((req, super().process_request(conn, req)))
+                if resp is not None:
+                    out.append((req, resp))
             except Exception as exc:
                 out.append((req, failure_response(conn, req, exc)))
         return out

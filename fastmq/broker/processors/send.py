@@ -193,10 +193,7 @@ class SendMessageProcessor(BrokerCodeDispatchProcessor):
         if born == b"":
             born = self._born_host(conn)
         b = self.broker
-        fast, dv = self._fast, b.topic_config.data_version
-        if fast is None or dv is not self._fast_dv or dv.counter != self._fast_counter or \
-                b.config.brokerPermission != self._fast_perm:  # (what _fast_state checks, without its call)
-            fast = self._fast_state()
+        fast = self._fast_state()
         if born is None or fast is None or not b.config.brokerPermission & tv.PERM_WRITE:
             return [(req, self.process_request(conn, req)) for req in requests]
         store_host, max_size, cluster_prop, prefix, template, binary = fast
@@ -210,10 +207,7 @@ class SendMessageProcessor(BrokerCodeDispatchProcessor):
                 res = run_eagerly(res)
             if type(res) is PutResult and res.status is PutStatus.PUT_OK:
                 # (the common answer, without _batch_answers's other cases)
-                if len(batch.keys) == 1:  # (_count_puts of one queue, without its call)
-                    b.stats.add(TOPIC_PUT_NUMS, batch.keys[0][0], batch.n, len(batch.fast))
-                else:
-                    self._count_puts(batch)
+                self._count_puts(batch)
                 out.append(encode_answers(batch, requests, prefix, template, binary_template=binary))
             elif isinstance(res, PutResult):
                 answers = self._batch_answers(batch, requests, res)
