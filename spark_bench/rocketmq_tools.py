@@ -106,6 +106,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--drain-timeout", type=float, default=240.0,
                    help="seconds a Consumer may take to drain a backlog before the Producer starts (default 240)")
     p.add_argument("--work-dir", default="", help="where the temporary stores go (default: the system's temp dir)")
+    p.add_argument("--py-spy", default="", metavar="PY_SPY",
+                   help="record the fastmq broker over each run's kept windows with this py-spy "
+                        "(`record --idle`, folded stacks: run-<shape>-fastmq-<n>-pyspy.folded); default: no profile")
 
 
 # ---------------------------------------------------------------- processes
@@ -267,6 +270,23 @@ def _broker_version(addr: str) -> str:
     except Exception:  # the version is a label in the summary, not a reason to stop
         pass
     return ""
+
+
+def _pull_rates(addr: str) -> dict[str, float]:
+    """The broker's own pull counters over its last 10 s (GET_BROKER_RUNTIME_INFO's getFoundTps,
+    getMissTps, getTransferedTps: pulls that found messages, pulls that found none, messages
+    they carried, per second), which both brokers keep alike; empty when it does not answer."""
+    from fastmq.protocol.codes import RequestCode, ResponseCode
+    try:
+        r = _ask(addr, RequestCode.GET_BROKER_RUNTIME_INFO, {})
+        if r.code != ResponseCode.SUCCESS or not r.body:
+            return {}
+        table = json.loads(r.body).get("table", {})
+        return {out: float(str(table.get(key, "")).split()[0])
+                for key, out in (("getFoundTps", "pull_found_tps"), ("getMissTps", "pull_miss_tps"),
+                                 ("getTransferedTps", "pull_msgs_tps"))}
+    except Exception:  # (a missing or empty figure included) the rates are context, not a reason to stop
+        return {}
 
 
 # ---------------------------------------------------------------- the two systems
@@ -473,6 +493,24 @@ def proc_cpu_s(pid: int) -> float:
     return total
 
 
+def runq_wait_s(pid: int) -> float:
+    """Seconds ``pid``'s threads have waited runnable for a CPU (the second field of each
+    task's /proc schedstat): time the process was ready to work but the machine ran something
+    else, which utime+stime do not show; 0 once gone or without schedstats."""
+    total = 0.0
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except (FileNotFoundError, ProcessLookupError):
+        return 0.0
+    for t in tasks[:10_000]:
+        try:
+            with open(f"/proc/{pid}/task/{t}/schedstat") as f:
+                total += int(f.read().split()[1]) / 1e9
+        except (FileNotFoundError, ProcessLookupError, IndexError, ValueError):
+            pass
+    return total
+
+
 def _machine() -> tuple[int, int]:
     with open("/proc/stat") as f:
         v = [int(x) for x in f.readline().split()[1:]]
@@ -507,6 +545,7 @@ class RunPlan:
     windows: int
     drain_timeout: float
     tool_start_timeout: float = 90.0
+    py_spy: str = ""
 
 
 def _tool(plan: RunPlan, cls: str, args: list[str], what: str, log: Path, extra: Sequence[str] = ()) -> Managed:
@@ -544,6 +583,7 @@ def one_run(plan: RunPlan, peer: Peer, shape: Shape, n: int, warmup: int = 0) ->
                            "started_at": _now(), "namesrv": peer.namesrv, "windows_kept": windows,
                            "loadavg_before": _loadavg(), "file": f"run-{tag}.json", "log": log.name}
     tools: list[Managed] = []
+    spy: Managed | None = None
     samples: list[dict[str, Any]] = []
     consumer_lines: list[tuple[float, ConsumerLine]] = []
     reason = ""
@@ -587,7 +627,16 @@ def one_run(plan: RunPlan, peer: Peer, shape: Shape, n: int, warmup: int = 0) ->
                 samples.append({"t": t, "tps": p.tps, "max_rt_ms": p.max_rt_ms, "avg_rt_ms": p.avg_rt_ms,
                                 "send_failed": p.send_failed, "response_failed": p.response_failed,
                                 "broker_cpu_s": proc_cpu_s(peer.broker.pid), "tool_cpu_s": proc_cpu_s(prod.pid),
-                                "machine_jiffies": jiffies, "machine_idle": idle})
+                                "machine_jiffies": jiffies, "machine_idle": idle,
+                                "broker_runq_s": runq_wait_s(peer.broker.pid)})
+                if cons is not None:
+                    samples[-1]["consumer_cpu_s"] = proc_cpu_s(cons.pid)
+                    samples[-1].update(_pull_rates(peer.info.get("broker_addr", "")))
+                if len(samples) == 1 and plan.py_spy and peer.name == "fastmq" and not warmup:
+                    spy = Managed([plan.py_spy, "record", "--idle", "--nonblocking", "-r", "100", "-f", "raw",
+                                          "-d", str(windows * 10), "-p", str(peer.broker.pid), "-o",
+                                          str(log.with_name(f"run-{tag}-pyspy.folded").resolve())],
+                                  f"py-spy-{tag}", log.with_name(f"run-{tag}-pyspy.log"), plan.out)
             if not reason and len(samples) < windows + 1:
                 reason = f"{len(samples)} of {windows + 1} Producer lines within the run's time limit"
         if cons is not None:   # its lines up to the Producer's last
@@ -598,6 +647,12 @@ def one_run(plan: RunPlan, peer: Peer, shape: Shape, n: int, warmup: int = 0) ->
                     consumer_lines.append((t, c))
     finally:
         rss = _rss_mb(peer.broker.pid)
+        if spy is not None:   # it stops by itself after the kept windows and writes its file then
+            try:
+                spy.proc.wait(20.0)
+            except subprocess.TimeoutExpired:
+                os.killpg(spy.proc.pid, signal.SIGINT)   # (SIGINT: it still writes what it has)
+            spy.stop(timeout=10.0)
         for tool in reversed(tools):
             tool.stop(timeout=15.0)
     t0 = samples[0]["t"] if samples else 0.0
@@ -664,7 +719,7 @@ def run(a: argparse.Namespace) -> int:
     out.mkdir(parents=True, exist_ok=False)
     base = Path(tempfile.mkdtemp(prefix="fastmq-rocketmq-tools-", dir=a.work_dir or None))
     (base / "client").mkdir()
-    plan = RunPlan(js, out, base / "client", a.windows, a.drain_timeout)
+    plan = RunPlan(js, out, base / "client", a.windows, a.drain_timeout, py_spy=a.py_spy)
     order = [a.first] + [b for b in BROKERS if b != a.first]
     summary: dict[str, Any] = {
         "schema": SUMMARY_SCHEMA, "stamp": stamp, "commit": commit, "dirty": dirty, "started_at": _now(),

@@ -151,6 +151,7 @@ def run_figures(samples: list[dict[str, Any]], windows: int,
     lag = span / len(kept) / 2   # a Consumer line covers the period before it: half a period late
     lo, hi = float(base["t"]) + lag, float(kept[-1]["t"]) + lag
     ctps = [c.tps for t, c in consumer if lo < t <= hi]
+    pulls = _pull_figures(base, kept, span, msgs)
     return {
         "windows": [int(k["tps"]) for k in kept],
         "dropped_tps": int(base["tps"]),
@@ -167,11 +168,37 @@ def run_figures(samples: list[dict[str, Any]], windows: int,
         "send_failed": int(kept[-1]["send_failed"] - base["send_failed"]),
         "response_failed": int(kept[-1]["response_failed"] - base["response_failed"]),
         "consumer_tps": statistics.fmean(ctps) if ctps else None,
+        **pulls,
     }
 
 
+def _pull_figures(base: dict[str, Any], kept: list[dict[str, Any]], span: float, msgs: float) -> dict[str, Any]:
+    """The broker's run-queue wait; with a Consumer beside: its JVM's CPU per message, the Producer's, and the broker's pull
+    rates (each kept sample's 10 s figures, averaged): pulls per second and messages per pull that
+    found some. Empty for samples without them."""
+    out: dict[str, Any] = {}
+    if span > 0 and base.get("broker_runq_s") is not None and kept[-1].get("broker_runq_s") is not None:
+        # the broker's threads waiting for a CPU while runnable, in cores (a single-threaded
+        # broker that is not at 1.0 core is idle or waiting here)
+        out["broker_runq_cores"] = float(kept[-1]["broker_runq_s"] - base["broker_runq_s"]) / span
+    if msgs > 0:
+        out["producer_cpu_us_per_msg"] = float(kept[-1]["tool_cpu_s"] - base["tool_cpu_s"]) / msgs * 1e6
+        if base.get("consumer_cpu_s") is not None and kept[-1].get("consumer_cpu_s") is not None:
+            out["consumer_cpu_us_per_msg"] = float(kept[-1]["consumer_cpu_s"] - base["consumer_cpu_s"]) / msgs * 1e6
+            out["consumer_cpu_cores"] = float(kept[-1]["consumer_cpu_s"] - base["consumer_cpu_s"]) / span
+    rates = [k for k in kept if "pull_found_tps" in k and "pull_miss_tps" in k and "pull_msgs_tps" in k]
+    if rates:
+        found = statistics.fmean(float(k["pull_found_tps"]) for k in rates)
+        out["pulls_per_s"] = found + statistics.fmean(float(k["pull_miss_tps"]) for k in rates)
+        out["found_pulls_per_s"] = found
+        out["msgs_per_found_pull"] = (statistics.fmean(float(k["pull_msgs_tps"]) for k in rates) / found
+                                      if found > 0 else None)
+    return out
+
+
 _MEDIANS = ("tps", "avg_rt_ms", "cpu_us_per_msg", "broker_cpu_cores", "consumer_tps", "machine_busy",
-            "broker_rss_mb")
+            "broker_rss_mb", "producer_cpu_us_per_msg", "consumer_cpu_us_per_msg", "consumer_cpu_cores",
+            "pulls_per_s", "found_pulls_per_s", "msgs_per_found_pull", "broker_runq_cores")
 
 
 def _median(values: Iterable[Any]) -> float | None:

@@ -104,6 +104,44 @@ def test_run_figures_drop_the_first_line_and_count_cpu_per_message() -> None:
     assert f["consumer_tps"] == pytest.approx(1900)
 
 
+def test_run_figures_with_a_consumer_count_each_jvm_the_pulls_and_the_run_queue() -> None:
+    samples = [_sample(100.0, 50, 9.0, 7.0, tool=1.0), _sample(110.0, 1000, 2.0, 10.0, tool=2.0),
+               _sample(120.0, 3000, 4.0, 14.0, tool=3.0)]
+    for s, cons_cpu, runq, rates in zip(samples, (5.0, 6.0, 9.0), (1.0, 4.0, 13.0),
+                                        ((10.0, 10.0, 10.0), (1000.0, 900.0, 1500.0), (3000.0, 3100.0, 4500.0))):
+        s.update({"consumer_cpu_s": cons_cpu, "broker_runq_s": runq, "pull_found_tps": rates[0],
+                  "pull_miss_tps": rates[1], "pull_msgs_tps": rates[2]})
+    f = run_figures(samples, 2)
+    # 40,000 messages over 20 s: the Producer's 2 s and the Consumer's 4 s of CPU, the broker's 12 s waiting
+    assert f["producer_cpu_us_per_msg"] == pytest.approx(50.0) and f["consumer_cpu_us_per_msg"] == pytest.approx(100.0)
+    assert f["consumer_cpu_cores"] == pytest.approx(0.2) and f["broker_runq_cores"] == pytest.approx(0.6)
+    # the kept samples' rates, averaged: 2000 found + 2000 missed a second, 3000 messages in the found ones
+    assert f["found_pulls_per_s"] == 2000 and f["pulls_per_s"] == 4000 and f["msgs_per_found_pull"] == 1.5
+    # a producer-alone run has none of the consumer's figures, and runs without the samples none either
+    plain = run_figures([_sample(0, 10, 1.0, 1.0), _sample(10, 10, 1.0, 2.0)], 1)
+    assert not {"consumer_cpu_us_per_msg", "pulls_per_s", "broker_runq_cores"} & set(plain)
+    assert plain["producer_cpu_us_per_msg"] == 0.0
+
+
+def test_pull_rates_and_run_queue_of_a_real_broker(tmp_path) -> None:
+    """The broker's own pull counters over GET_BROKER_RUNTIME_INFO, and its run-queue wait in /proc;
+    nothing (not an error) from an address where no broker answers."""
+    import time
+
+    from spark_bench.rocketmq_tools import _pull_rates, runq_wait_s
+    from tests.support import free_port, running_cluster
+    with running_cluster(tmp_path) as (_, broker):
+        deadline, rates = time.monotonic() + 40, {}
+        while not rates and time.monotonic() < deadline:   # the 10 s figure needs 10 s of samples
+            rates = _pull_rates(broker.addr)
+            time.sleep(0.5)
+        assert set(rates) == {"pull_found_tps", "pull_miss_tps", "pull_msgs_tps"}
+        assert all(v >= 0 for v in rates.values())
+        assert runq_wait_s(broker.proc.pid) >= 0.0
+    assert _pull_rates(f"127.0.0.1:{free_port()}") == {}
+    assert runq_wait_s(2 ** 22 + 1) == 0.0   # (above pid_max's default: no such process)
+
+
 def test_run_figures_with_nan_windows_and_too_few_lines() -> None:
     f = run_figures([_sample(0, 10, None, 1.0), _sample(10, 0, None, 1.0)], 1)
     assert f["tps"] == 0 and f["avg_rt_ms"] is None and f["cpu_us_per_msg"] is None and f["consumer_tps"] is None
