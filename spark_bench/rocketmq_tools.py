@@ -634,8 +634,8 @@ def one_run(plan: RunPlan, peer: Peer, shape: Shape, n: int, warmup: int = 0) ->
                     samples[-1].update(_pull_rates(peer.info.get("broker_addr", "")))
                 if len(samples) == 1 and plan.py_spy and peer.name == "fastmq" and not warmup:
                     spy = Managed([plan.py_spy, "record", "--idle", "--nonblocking", "-r", "100", "-f", "raw",
-                                          "-d", str(windows * 10), "-p", str(peer.broker.pid), "-o",
-                                          str(log.with_name(f"run-{tag}-pyspy.folded").resolve())],
+                                   "-d", str(windows * 10), "-p", str(peer.broker.pid), "-o",
+                                   str(log.with_name(f"run-{tag}-pyspy.folded").resolve())],
                                   f"py-spy-{tag}", log.with_name(f"run-{tag}-pyspy.log"), plan.out)
             if not reason and len(samples) < windows + 1:
                 reason = f"{len(samples)} of {windows + 1} Producer lines within the run's time limit"

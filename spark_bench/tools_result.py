@@ -128,7 +128,9 @@ def run_figures(samples: list[dict[str, Any]], windows: int,
     is counted from; the next ``windows`` are kept. Messages = mean kept TPS x the kept span (the
     tool prints rates, not counts), so CPU per message = broker CPU over the span / those messages.
     ``consumer``: (t, line) of a Consumer beside; its lines arriving half a period (5 s) after
-    the span's ends are the ones covering it.
+    the span's ends are the ones covering it. Samples may also hold ``broker_runq_s`` (the
+    broker's run-queue wait), ``consumer_cpu_s`` and the broker's ``pull_*_tps``: see
+    ``_more_figures``.
 
     Raises:
         ValueError: fewer than two samples, or ``windows`` < 1.
@@ -151,7 +153,7 @@ def run_figures(samples: list[dict[str, Any]], windows: int,
     lag = span / len(kept) / 2   # a Consumer line covers the period before it: half a period late
     lo, hi = float(base["t"]) + lag, float(kept[-1]["t"]) + lag
     ctps = [c.tps for t, c in consumer if lo < t <= hi]
-    pulls = _pull_figures(base, kept, span, msgs)
+    more = _more_figures(base, kept, span, msgs)
     return {
         "windows": [int(k["tps"]) for k in kept],
         "dropped_tps": int(base["tps"]),
@@ -168,14 +170,15 @@ def run_figures(samples: list[dict[str, Any]], windows: int,
         "send_failed": int(kept[-1]["send_failed"] - base["send_failed"]),
         "response_failed": int(kept[-1]["response_failed"] - base["response_failed"]),
         "consumer_tps": statistics.fmean(ctps) if ctps else None,
-        **pulls,
+        **more,
     }
 
 
-def _pull_figures(base: dict[str, Any], kept: list[dict[str, Any]], span: float, msgs: float) -> dict[str, Any]:
-    """The broker's run-queue wait; with a Consumer beside: its JVM's CPU per message, the Producer's, and the broker's pull
-    rates (each kept sample's 10 s figures, averaged): pulls per second and messages per pull that
-    found some. Empty for samples without them."""
+def _more_figures(base: dict[str, Any], kept: list[dict[str, Any]], span: float, msgs: float) -> dict[str, Any]:
+    """The broker's run-queue wait and the Producer JVM's CPU per message; with a Consumer beside,
+    its JVM's CPU per message and the broker's pull rates (each kept sample's 10 s figures,
+    averaged): pulls per second and messages per pull that found some. Each only where the
+    samples hold what it needs."""
     out: dict[str, Any] = {}
     if span > 0 and base.get("broker_runq_s") is not None and kept[-1].get("broker_runq_s") is not None:
         # the broker's threads waiting for a CPU while runnable, in cores (a single-threaded

@@ -414,3 +414,32 @@ def test_one_short_run_against_the_java_broker_and_tools(tmp_path, capsys) -> No
         assert math.isfinite(s[b]["median"]["avg_rt_ms"])
     assert summary["env"]["java"]["version"].startswith("V4_")
     assert Managed.live == [] and _our_processes(str(tmp_path)) == []
+
+
+def test_consumer_shape_report_reads_run_files_and_the_loop_threads_samples(tmp_path) -> None:
+    """benchmarks/consumer_shape_report: a row per kept run (pulls per message derived, S2C over
+    the kept span only), and py-spy's folded stacks of the loop thread alone."""
+    from benchmarks.consumer_shape_report import fold_summary, report, run_rows
+    d = tmp_path / "20260101T000000Z-abc"
+    d.mkdir()
+    figures = {"tps": 5000.0, "span_s": 30.0, "pulls_per_s": 10000.0, "msgs_per_found_pull": 1.0,
+               "cpu_us_per_msg": 80.0, "broker_runq_cores": 0.5}
+    lines = [{"t": -20.0, "avg_s2c_ms": 900.0}, {"t": 10.0, "avg_s2c_ms": 4.0}, {"t": 30.0, "avg_s2c_ms": 8.0},
+             {"t": 20.0, "avg_s2c_ms": None}]
+    (d / "run-w16-s128-consumer-fastmq-1.json").write_text(json.dumps(
+        {"started_at": "2026-01-01T00:00:01Z", "loadavg_before": "1.0 2.0 3.0 1/2 3", "figures": figures,
+         "consumer_lines": lines}))
+    (d / "run-w16-s128-consumer-java-1.json").write_text(json.dumps(
+        {"started_at": "2026-01-01T00:00:00Z", "status": "failed", "figures": None}))   # failed: no row
+    rows = run_rows(d)
+    assert [r["run"] for r in rows] == ["w16-s128-consumer-fastmq-1"]
+    assert rows[0]["pulls_per_msg"] == 2.0 and rows[0]["s2c_ms"] == 6.0
+    (d / "run-w16-s128-consumer-fastmq-1-pyspy.folded").write_text(
+        "<module> (fastmq-broker:6);Runner.run (asyncio/runners.py:118) 10\n"
+        "<module> (fastmq-broker:6);Runner.run (asyncio/runners.py:118);Connection.wrote (c.py:1) 30\n"
+        "Thread._bootstrap (threading.py:1);Condition.wait (threading.py:331) 500\n"
+        "garbage line\n")
+    text = "\n".join(fold_summary(d / "run-w16-s128-consumer-fastmq-1-pyspy.folded"))
+    assert "main thread 40 samples (other threads 500); 25.0% in the loop's poll" in text
+    assert "75.0%  Connection.wrote (c.py:1)" in text
+    assert "1.0 2.0 3.0" in report([d]) and "5,000" in report([d])
