@@ -10,6 +10,7 @@ import asyncio
 import errno
 import json
 import os
+import sys
 import textwrap
 import threading
 import time
@@ -325,3 +326,24 @@ async def test_a_wait_that_raises_after_the_store_is_still_answered(tmp_path: Pa
             f.unlink()
         assert broker.stop() == 0, broker.output()[-3000:]
         ns.stop()
+
+
+async def test_switch_interval_is_lowered_while_a_service_runs_and_put_back(tmp_path: Path) -> None:
+    """The flush thread must not wait the interpreter's default 5 ms for the GIL at each round:
+    lowered while any group commit service runs, the caller's value back once the last stops."""
+    was = sys.getswitchinterval()
+    assert was > GroupCommitService.SWITCH_INTERVAL_S  # (the default, 5 ms)
+    first = sync_log(tmp_path / "a")
+    second = sync_log(tmp_path / "b")
+    try:
+        assert sys.getswitchinterval() == GroupCommitService.SWITCH_INTERVAL_S
+        svc = first.flush_service
+        assert isinstance(svc, GroupCommitService)
+        first.shutdown()
+        svc.stop()  # (a second stop counts once)
+        assert sys.getswitchinterval() == GroupCommitService.SWITCH_INTERVAL_S  # the second still runs
+    finally:
+        second.shutdown()
+        first.close()
+        second.close()
+    assert sys.getswitchinterval() == was

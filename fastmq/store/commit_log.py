@@ -18,6 +18,7 @@ import asyncio
 import concurrent.futures
 import logging
 import struct
+import sys
 import threading
 import time
 from pathlib import Path
@@ -638,11 +639,23 @@ class GroupCommitService(threading.Thread):
     take turns. So when the last round answered more than one waiter, the thread lets the
     requests still coming in join (until none came for ``GATHER_QUIET_S``, at most a quarter
     of the last sync's time and ``GATHER_MAX_S``). One producer alone never waits.
+
+    The thread needs the GIL twice a round: to start the sync once woken, and to tell the
+    waiters once it returned. While the event loop is busy (many producers) it waits for the
+    interpreter's switch interval (up to 5 ms by default) each time: longer than the disk's own sync
+    here (benchmarks/results/profiles/sync-flush-*: the broker's flush measured 4-6 ms a round
+    beside a floor of ~1 ms). So while a service runs the interval is at most
+    ``SWITCH_INTERVAL_S`` (process-wide; put back when the last running service stops, unless
+    someone else changed it meanwhile).
     """
 
     IDLE_WAIT_S = 0.01
     GATHER_QUIET_S = 0.0001
     GATHER_MAX_S = 0.001
+    SWITCH_INTERVAL_S = 0.0005
+    _switch_lock = threading.Lock()
+    _switch_users = 0  # services started and not yet stopped
+    _switch_was: float | None = None  # the interval before the first of them lowered it
 
     def __init__(self, commit_log: CommitLog) -> None:
         super().__init__(name="fastmq-group-commit", daemon=True)
@@ -659,7 +672,20 @@ class GroupCommitService(threading.Thread):
         self._arrivals_at_round = 0
         self._last_round_waiters = 0
         self._last_sync_s = 0.0
+        self._lowered = False  # this service counts in _switch_users
         self.flushes = 0  # rounds that synced, for tests: << waiters under load
+
+    def start(self) -> None:
+        """Start the thread, with the GIL's switch interval lowered (see the class docstring)."""
+        cls = GroupCommitService
+        with cls._switch_lock:
+            cls._switch_users += 1
+            self._lowered = True
+            was = sys.getswitchinterval()
+            if was > self.SWITCH_INTERVAL_S:
+                cls._switch_was = was
+                sys.setswitchinterval(self.SWITCH_INTERVAL_S)
+        super().start()
 
     # -- waiters -------------------------------------------------------------------------
     def wait(self, offset: int, loop: asyncio.AbstractEventLoop) -> asyncio.Future[bool]:
@@ -804,6 +830,16 @@ class GroupCommitService(threading.Thread):
         self._signal()
         self.join(timeout=10)
         self._round(final=True)  # waiters that queued while the last round ran
+        cls = GroupCommitService
+        with cls._switch_lock:
+            if not self._lowered:  # (never started, or stopped already)
+                return
+            self._lowered = False
+            cls._switch_users -= 1
+            if cls._switch_users == 0:
+                was, cls._switch_was = cls._switch_was, None
+                if was is not None and sys.getswitchinterval() == self.SWITCH_INTERVAL_S:
+                    sys.setswitchinterval(was)
 
 
 def requests_from_messages(msgs: Iterable[MessageExt], encode: Callable[..., bytearray]) -> list[AppendRequest]:
