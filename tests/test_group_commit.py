@@ -23,6 +23,8 @@ from fastmq.protocol.codes import RequestCode, ResponseCode
 from fastmq.protocol.command import create_request
 from fastmq.remoting import RemotingClient
 from fastmq.store import FlushTimeoutError
+from fastmq._ext import sync_wait_py
+from fastmq.store import commit_log as commit_log_module
 from fastmq.store.commit_log import CommitLog, GroupCommitService
 from fastmq.store.message_store import PutStatus
 from tests.support import ServerProcess, broker_process, namesrv_process
@@ -58,6 +60,8 @@ class Disk:
 def disk(monkeypatch: pytest.MonkeyPatch) -> Iterator[Disk]:
     d = Disk()
     monkeypatch.setattr(os, "fdatasync", d)
+    # the compiled wait-then-sync calls libc's fdatasync, not os.fdatasync: the pure twin does
+    monkeypatch.setattr(commit_log_module, "wait_and_sync", sync_wait_py.wait_and_sync)
     try:
         yield d
     finally:
@@ -195,6 +199,9 @@ _BROKER_WITH_DISK_FAULTS = textwrap.dedent("""
                 time.sleep(1.0)
         real(fd)
     os.fdatasync = fdatasync
+    from fastmq._ext import sync_wait_py  # (the compiled wait-then-sync calls libc's fdatasync)
+    from fastmq.store import commit_log
+    commit_log.wait_and_sync = sync_wait_py.wait_and_sync
     from fastmq.broker.cli import main
     sys.exit(main(sys.argv[1:]))
 """)
