@@ -16,7 +16,8 @@
 - 16 producers (16 connections, each one send in flight): msgs/s and messages per fdatasync,
   read from the broker's ``commitLogFlushTimesTotal`` through GET_BROKER_RUNTIME_INFO;
 - the store alone, no network: an append and the wait for its group commit, on the real disk
-  beside the floor, and on a no-op ``fdatasync`` (what the thread hand-offs themselves cost).
+  beside the floor, and on a tmpfs, where ``fdatasync`` returns at once (what the thread hand-offs
+  themselves cost).
 
 ``extra_info`` keeps ``"fastmq send p50_us"`` beside ``"fdatasync floor p50_us"`` (a peer pair
 ``fastmq-bench collate`` turns into a ratio), and the ratios themselves.

@@ -632,16 +632,17 @@ class GroupCommitService(threading.Thread):
     when the sync begins), so waiters that queued while the previous sync ran share the next
     one. A request writes the end offset it needs into a shared cell and wakes the thread
     through an ``eventfd``; between requests it still flushes every 10 ms, as RocketMQ's does,
-    so appends nobody waits for (WAIT=false, a slave's copy) reach the disk too.
+    so appends nobody waits for (WAIT=false, a slave's copy) reach the disk too. Event-loop
+    waiters are settled on their loop with one ``call_soon_threadsafe`` per sync, however many
+    they are; thread waiters (``request``) get concurrent futures set from this thread.
 
-    One producer alone (the last round answered at most one waiter) and every unflushed byte in
-    the last file: the thread waits, reads the offset asked for and ``fdatasync``-s in one
-    compiled call that never takes the GIL (:func:`~fastmq._ext.sync_wait.wait_and_sync`). A
-    Python thread woken by a request first has to get the GIL back, which the event loop holds
-    until it has finished the request that asked, so the sync used to start only then
-    (benchmarks/results/profiles/README.md: four thread hand-overs in series per lone send). Event-loop waiters are settled on their loop with one
-    ``call_soon_threadsafe`` per sync, however many they are; thread waiters (``request``)
-    get concurrent futures set from this thread.
+    One producer alone (the last round answered at most one waiter, and no request is queued
+    when the thread comes back to wait) with every unflushed byte in the last file: the thread
+    waits, reads the offset asked for and ``fdatasync``-s in one compiled call that never takes
+    the GIL (:func:`~fastmq._ext.sync_wait.wait_and_sync`). A Python thread woken by a request
+    first has to get the GIL back, which the event loop holds until it has finished the
+    request that asked, so the sync used to start only then (benchmarks/results/profiles/
+    README.md: four thread hand-overs in series per lone send).
 
     Many producers each with one send in flight get their answers together and send again
     one by one, a few hundred microseconds apart over a network: a round begun at the first
@@ -746,7 +747,11 @@ class GroupCommitService(threading.Thread):
     # -- the thread ----------------------------------------------------------------------
     def run(self) -> None:
         while True:
-            if not self._stopping and self._last_round_waiters < 2 and self._fast_round():
+            # the compiled wait pays off when the thread will wait for the next request (one
+            # producer, who sends again only once answered); requests already queued are many
+            # producers', better gathered by the general round
+            if (not self._stopping and self._last_round_waiters < 2 and self._arrivals == self._arrivals_at_round
+                    and self._fast_round()):
                 continue
             asked = self._wait_asked()
             if asked and not self._stopping:
