@@ -354,3 +354,28 @@ async def test_switch_interval_is_lowered_while_a_service_runs_and_put_back(tmp_
         first.close()
         second.close()
     assert sys.getswitchinterval() == was
+
+
+async def test_one_waiter_at_a_time_across_file_rolls(tmp_path: Path) -> None:
+    """One producer (the compiled wait-then-sync's case) whose records fill several files: each
+    wait is answered only once its bytes are flushed, the rolls included (a wake for bytes in
+    the next file goes to the general round)."""
+    cl = CommitLog(cfg(tmp_path, flushDiskType="SYNC_FLUSH", mappedFileSizeCommitLog=64 * 1024))
+    cl.load()
+    cl.start()
+    try:
+        done: list[int] = []
+        body = b"y" * 3000
+        for _ in range(60):  # ~3 KB each: three files and a bit
+            d = cl.put_records([req(body=body)])[-1]
+            end = d.commit_log_offset + d.size
+            await asyncio.wait_for(cl.wait_flushed(end, timeout=5), 10)
+            assert cl.flushed_offset >= end
+            done.append(end)
+        assert len(cl.mfq.files) >= 3
+        assert cl.flushed_offset == cl.max_offset
+        svc = cl.flush_service
+        assert isinstance(svc, GroupCommitService) and svc.flushes >= 60 and cl.flush_times >= 60
+    finally:
+        cl.shutdown()
+        cl.close()

@@ -651,8 +651,8 @@ class GroupCommitService(threading.Thread):
     requests still coming in join (until none came for ``GATHER_QUIET_S``, at most a quarter
     of the last sync's time and ``GATHER_MAX_S``). One producer alone never waits.
 
-    The thread needs the GIL twice a round: to start the sync once woken, and to tell the
-    waiters once it returned. While the event loop is busy (many producers) it waits for the
+    The general round's thread needs the GIL twice a round: to start the sync once woken, and
+    to tell the waiters once it returned. While the event loop is busy (many producers) it waits for the
     interpreter's switch interval (up to 5 ms by default) each time: longer than the disk's own sync
     here (benchmarks/results/profiles/sync-flush-*: the broker's flush measured 4-6 ms a round
     beside a floor of ~1 ms). So while a service runs the interval is at most
@@ -747,6 +747,9 @@ class GroupCommitService(threading.Thread):
     # -- the thread ----------------------------------------------------------------------
     def run(self) -> None:
         while True:
+            if self._stopping:  # (its wake may have been taken by the compiled wait)
+                self._round(final=True)
+                return
             # the compiled wait pays off when the thread will wait for the next request (one
             # producer, who sends again only once answered); requests already queued are many
             # producers', better gathered by the general round
@@ -775,8 +778,9 @@ class GroupCommitService(threading.Thread):
 
     def _fast_round(self) -> bool:
         """One round through :func:`wait_and_sync` when every unflushed byte is in the last
-        file; False when it cannot be used (or the wait ended with nothing it could sync:
-        an idle round or bytes in the next file), for the general round to run instead."""
+        file (False when not, for the general round to run instead). A wait that timed out is
+        followed by the idle round, one woken for bytes in the next file by the general round,
+        both at once (the wake is taken)."""
         cl = self.commit_log
         mfq = cl.mfq
         mf = mfq.files[-1] if mfq.files else None
@@ -794,7 +798,8 @@ class GroupCommitService(threading.Thread):
             self._answer(exc, False)
             return True
         if covered == TIMED_OUT or covered == PAST_LIMIT:
-            return False
+            self._round()
+            return True
         self._failing = False
         if ns:  # it synced (a target already flushed needs none)
             pos = covered - mf.file_from_offset
