@@ -107,6 +107,7 @@ def main() -> None:
         for b in procs.values():
             b.stop()
         ns.stop()
+        shutil.rmtree(tmp, ignore_errors=True)  # (two brokers' stores: hundreds of MB fallocated)
     summary: dict[str, Any] = {}
     for name, f in figures.items():
         s50, f50 = _p(samples[name][0], 50), _p(samples[name][1], 50)

@@ -75,6 +75,7 @@ batch = _twin_fixture("batch", "SEND_BATCH_MESSAGE body encoder")
 records = _twin_fixture("records", "plain-IPv4 pull-body record decoder")
 produce = _twin_fixture("produce", "producer hot path")
 pull = _twin_fixture("pull", "broker pull-header decoder")
+sync_wait = _twin_fixture("sync_wait", "group-commit wait-then-sync")
 
 
 @pytest.fixture

@@ -10,6 +10,7 @@ import asyncio
 import errno
 import json
 import os
+import sys
 import textwrap
 import threading
 import time
@@ -22,6 +23,8 @@ from fastmq.protocol.codes import RequestCode, ResponseCode
 from fastmq.protocol.command import create_request
 from fastmq.remoting import RemotingClient
 from fastmq.store import FlushTimeoutError
+from fastmq._ext import sync_wait_py
+from fastmq.store import commit_log as commit_log_module
 from fastmq.store.commit_log import CommitLog, GroupCommitService
 from fastmq.store.message_store import PutStatus
 from tests.support import ServerProcess, broker_process, namesrv_process
@@ -57,6 +60,8 @@ class Disk:
 def disk(monkeypatch: pytest.MonkeyPatch) -> Iterator[Disk]:
     d = Disk()
     monkeypatch.setattr(os, "fdatasync", d)
+    # the compiled wait-then-sync calls libc's fdatasync, not os.fdatasync: the pure twin does
+    monkeypatch.setattr(commit_log_module, "wait_and_sync", sync_wait_py.wait_and_sync)
     try:
         yield d
     finally:
@@ -194,6 +199,9 @@ _BROKER_WITH_DISK_FAULTS = textwrap.dedent("""
                 time.sleep(1.0)
         real(fd)
     os.fdatasync = fdatasync
+    from fastmq._ext import sync_wait_py  # (the compiled wait-then-sync calls libc's fdatasync)
+    from fastmq.store import commit_log
+    commit_log.wait_and_sync = sync_wait_py.wait_and_sync
     from fastmq.broker.cli import main
     sys.exit(main(sys.argv[1:]))
 """)
@@ -325,3 +333,49 @@ async def test_a_wait_that_raises_after_the_store_is_still_answered(tmp_path: Pa
             f.unlink()
         assert broker.stop() == 0, broker.output()[-3000:]
         ns.stop()
+
+
+async def test_switch_interval_is_lowered_while_a_service_runs_and_put_back(tmp_path: Path) -> None:
+    """The flush thread must not wait the interpreter's default 5 ms for the GIL at each round:
+    lowered while any group commit service runs, the caller's value back once the last stops."""
+    was = sys.getswitchinterval()
+    assert was > GroupCommitService.SWITCH_INTERVAL_S  # (the default, 5 ms)
+    first = sync_log(tmp_path / "a")
+    second = sync_log(tmp_path / "b")
+    try:
+        assert sys.getswitchinterval() == GroupCommitService.SWITCH_INTERVAL_S
+        svc = first.flush_service
+        assert isinstance(svc, GroupCommitService)
+        first.shutdown()
+        svc.stop()  # (a second stop counts once)
+        assert sys.getswitchinterval() == GroupCommitService.SWITCH_INTERVAL_S  # the second still runs
+    finally:
+        second.shutdown()
+        first.close()
+        second.close()
+    assert sys.getswitchinterval() == was
+
+
+async def test_one_waiter_at_a_time_across_file_rolls(tmp_path: Path) -> None:
+    """One producer (the compiled wait-then-sync's case) whose records fill several files: each
+    wait is answered only once its bytes are flushed, the rolls included (a wake for bytes in
+    the next file goes to the general round)."""
+    cl = CommitLog(cfg(tmp_path, flushDiskType="SYNC_FLUSH", mappedFileSizeCommitLog=64 * 1024))
+    cl.load()
+    cl.start()
+    try:
+        done: list[int] = []
+        body = b"y" * 3000
+        for _ in range(60):  # ~3 KB each: three files and a bit
+            d = cl.put_records([req(body=body)])[-1]
+            end = d.commit_log_offset + d.size
+            await asyncio.wait_for(cl.wait_flushed(end, timeout=5), 10)
+            assert cl.flushed_offset >= end
+            done.append(end)
+        assert len(cl.mfq.files) >= 3
+        assert cl.flushed_offset == cl.max_offset
+        svc = cl.flush_service
+        assert isinstance(svc, GroupCommitService) and svc.flushes >= 60 and cl.flush_times >= 60
+    finally:
+        cl.shutdown()
+        cl.close()

@@ -100,6 +100,16 @@ class PullModule(Protocol):
     def decode_pull_header(self, fields: dict[str, Any], cls: Any) -> Any: ...
 
 
+# ------------------------------------------------------------------ sync_wait: the group commit's wait-then-sync
+
+class SyncWaitModule(Protocol):
+    TIMED_OUT: int
+    PAST_LIMIT: int
+
+    def wait_and_sync(self, wake_fd: int, data_fd: int, target: Any, limit: int, done: int,
+                      timeout_ms: int) -> tuple[int, int]: ...
+
+
 # ------------------------------------------------------------------ fault: the producer's latency-fault table
 
 class FaultTableProto(Protocol):
@@ -327,4 +337,5 @@ TWINS: dict[str, tuple[type, dict[str, type]]] = {
     "selector": (SelectorModule, {"QueueTable": QueueTableProto}),
     "send": (SendModule, {}),
     "send_batch": (SendBatchModule, {"SendBatch": SendBatchProto}),
+    "sync_wait": (SyncWaitModule, {}),
 }

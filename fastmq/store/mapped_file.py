@@ -243,6 +243,11 @@ class MappedFile:
 
     # -- state ---------------------------------------------------------------------------
     @property
+    def fd(self) -> int:
+        """The file's descriptor (-1 for a mapping without one), for a syncer outside this class."""
+        return self._fd
+
+    @property
     def committed_position(self) -> int:
         return self.wrote_position
 
