@@ -59,6 +59,58 @@ def test_call_waits_for_its_callback(driven: _driven.DrivenLoop) -> None:
         driven.call(lambda cb: None, 0.1)  # never called back
 
 
+def test_a_calls_guard_serves_the_next_calls_and_each_still_times_out_on_its_own(
+        driven: _driven.DrivenLoop) -> None:
+    """A call leaves the timer that bounds its drive armed for the next calls (they end later);
+    a call with a shorter timeout arms its own, and one never called back still raises
+    TimeoutError after its own timeout, not the guard's."""
+    loop = driven.loop
+    assert driven.call(lambda cb: loop.call_soon(cb, 1, None), 30) == 1
+    guard = driven._guard
+    assert guard is not None and not guard.cancelled()
+    assert driven.call(lambda cb: loop.call_soon(cb, 2, None), 30) == 2
+    assert driven._guard is guard  # reused: its end comes before this call's
+    t0 = time.monotonic()
+    with pytest.raises(TimeoutError):
+        driven.call(lambda cb: None, 0.2)  # never called back
+    assert 0.2 <= time.monotonic() - t0 < 25  # (its own end, not the 30 s guard's)
+    assert guard.cancelled() and driven._guard is not guard
+    assert driven.call(lambda cb: loop.call_later(0.05, cb, 3, None), 5) == 3
+
+
+def test_a_guard_firing_between_calls_does_not_stop_the_background_drive(driven: _driven.DrivenLoop) -> None:
+    """The guard left armed fires while no call drives: the background thread's drive goes on
+    (the timer it serves still runs in time)."""
+    loop = driven.loop
+    assert driven.call(lambda cb: loop.call_soon(cb, 1, None), 0.1) == 1
+    done = threading.Event()
+    driven.post(lambda: loop.call_later(0.5, done.set))
+    assert done.wait(5)
+    assert driven._guard is None  # it fired, and stopped nothing
+
+
+@pytest.mark.parametrize("debug", [False, True])
+def test_a_drive_runs_the_loop_as_run_forever_would(driven: _driven.DrivenLoop, debug: bool) -> None:
+    """What runs during a caller's drive sees the loop running in this thread (the lean drive
+    on asyncio's own loop, or run_forever itself in debug mode), and a stop request is used up
+    by the drive that ends: the loop is left stopped, and the next drive runs until its own end."""
+    loop = driven.loop
+    loop.set_debug(debug)
+    seen: list[tuple[bool, bool]] = []
+
+    def start(cb: Any) -> None:
+        def inside() -> None:
+            seen.append((loop.is_running(), asyncio.get_running_loop() is loop))
+            cb(len(seen), None)
+        loop.call_soon(inside)
+    assert driven.call(start, 5) == 1
+    assert seen == [(True, True)]
+    assert not loop.is_running() and asyncio._get_running_loop() is None
+    assert not loop._stopping  # type: ignore[attr-defined]
+    assert driven.call(lambda cb: loop.call_later(0.05, cb, "later", None), 5) == "later"
+    loop.set_debug(False)
+
+
 def test_the_background_thread_runs_the_loop_when_no_caller_does(driven: _driven.DrivenLoop) -> None:
     ran: list[int] = []
     done = threading.Event()
