@@ -128,7 +128,9 @@ class Callbacks:
             for fn, result, error in batch:
                 try:
                     fn(result, error)
-                except Exception:  # a user's callback: reported, and the next ones still run
+                except BaseException:  # a user's callback: reported, and the next ones still run
+                    # (BaseException too: a SystemExit raised in one would otherwise end this
+                    # thread, and every later callback would wait for ever)
                     log.exception("%s: send callback %r raised", self._name, fn)
             with self._cond:
                 self._ran += len(batch)
@@ -190,8 +192,9 @@ class DrivenLoop:
         try:
             self.loop.call_soon_threadsafe(self.loop.stop)
             while not self._drive.acquire(timeout=GRACE_S * 10):
-                if not self._bg_driving and self._driver != 0:
-                    return False  # another user thread took it meanwhile: hand over to it
+                with self._mutex:  # (the background thread changes both under it, not at once)
+                    if not self._bg_driving and self._driver != 0:
+                        return False  # another user thread took it meanwhile: hand over to it
         finally:
             with self._mutex:
                 self._wanted -= 1
@@ -320,6 +323,10 @@ class DrivenLoop:
         if not self._lean or loop._debug:  # type: ignore[attr-defined]
             loop.run_forever()
             return
+        if loop._thread_id is not None:  # type: ignore[attr-defined]
+            # run_forever's own check, kept: two threads in _run_once at once would lose or
+            # repeat callbacks silently, where this raises
+            raise RuntimeError("This event loop is already running")
         run_once = loop._run_once  # type: ignore[attr-defined]
         loop._thread_id = threading.get_ident()  # type: ignore[attr-defined]  # (is_running() stays true)
         asyncio._set_running_loop(loop)
@@ -406,11 +413,25 @@ class DrivenLoop:
 
     def _run_posted(self) -> None:
         posted, self._posted = self._posted, []
-        for fn, args in posted:
-            try:
-                fn(*args)
-            except Exception as exc:  # as the loop reports a failing callback; the rest still run
-                self.loop.call_exception_handler({"message": f"fastmq posted call {fn!r} failed", "exception": exc})
+        calls = iter(posted)
+        try:
+            for fn, args in calls:
+                try:
+                    fn(*args)
+                except Exception as exc:  # as the loop reports a failing callback; the rest still run
+                    self.loop.call_exception_handler({"message": f"fastmq posted call {fn!r} failed",
+                                                      "exception": exc})
+        except BaseException:
+            self._requeue_posted(list(calls))
+            raise
+
+    def _requeue_posted(self, rest: list[tuple[Callable[..., Any], tuple[Any, ...]]]) -> None:
+        """Put back the posts a BaseException (KeyboardInterrupt, SystemExit) left unrun, ahead
+        of any posted since, with their turn scheduled: none may be left with nothing to run it."""
+        if rest:
+            if not self._posted:
+                self.loop.call_soon(self._run_posted)
+            self._posted[:0] = rest
 
     def cross(self, fn: Callable[..., Any], *args: Any) -> None:
         """Hand ``fn(*args)`` to whichever thread runs the loop: one wake-up per batch, at most
@@ -425,12 +446,22 @@ class DrivenLoop:
     def _run_crossed(self) -> None:
         with self._mutex:
             batch, self._crossed = self._crossed[:CROSS_BATCH], self._crossed[CROSS_BATCH:]
-        for fn, args in batch:
-            try:
-                fn(*args)
-            except Exception as exc:  # as the loop reports a failing callback; the rest still run
-                self.loop.call_exception_handler({"message": f"fastmq handed-over call {fn!r} failed",
-                                                  "exception": exc})
+        calls = iter(batch)
+        try:
+            for fn, args in calls:
+                try:
+                    fn(*args)
+                except Exception as exc:  # as the loop reports a failing callback; the rest still run
+                    self.loop.call_exception_handler({"message": f"fastmq handed-over call {fn!r} failed",
+                                                      "exception": exc})
+        except BaseException:
+            # (KeyboardInterrupt, SystemExit): what is left goes back first, and a turn stays
+            # scheduled for it; otherwise _cross_scheduled would stay set with no turn to clear
+            # it, and every later hand-over would wait for ever
+            with self._mutex:
+                self._crossed[:0] = list(calls)
+            self.loop.call_soon(self._run_crossed)
+            raise
         with self._mutex:
             if not self._crossed:
                 self._cross_scheduled = False
