@@ -35,7 +35,7 @@ import logging
 import queue
 import threading
 import time
-from typing import Any, Callable, Coroutine, TypeVar
+from typing import Any, Callable, Coroutine, Iterator, TypeVar
 
 from .remoting.loop import relay_outcome
 
@@ -415,23 +415,23 @@ class DrivenLoop:
         posted, self._posted = self._posted, []
         calls = iter(posted)
         try:
-            for fn, args in calls:
-                try:
-                    fn(*args)
-                except Exception as exc:  # as the loop reports a failing callback; the rest still run
-                    self.loop.call_exception_handler({"message": f"fastmq posted call {fn!r} failed",
-                                                      "exception": exc})
+            self._run_each(calls, "posted")
         except BaseException:
-            self._requeue_posted(list(calls))
+            # (KeyboardInterrupt, SystemExit): what is left goes back first, with its turn
+            # scheduled, rather than lost with the batch
+            rest = list(calls)
+            if rest:
+                if not self._posted:
+                    self.loop.call_soon(self._run_posted)
+                self._posted[:0] = rest
             raise
 
-    def _requeue_posted(self, rest: list[tuple[Callable[..., Any], tuple[Any, ...]]]) -> None:
-        """Put back the posts a BaseException (KeyboardInterrupt, SystemExit) left unrun, ahead
-        of any posted since, with their turn scheduled: none may be left with nothing to run it."""
-        if rest:
-            if not self._posted:
-                self.loop.call_soon(self._run_posted)
-            self._posted[:0] = rest
+    def _run_each(self, calls: Iterator[tuple[Callable[..., Any], tuple[Any, ...]]], what: str) -> None:
+        for fn, args in calls:
+            try:
+                fn(*args)
+            except Exception as exc:  # as the loop reports a failing callback; the rest still run
+                self.loop.call_exception_handler({"message": f"fastmq {what} call {fn!r} failed", "exception": exc})
 
     def cross(self, fn: Callable[..., Any], *args: Any) -> None:
         """Hand ``fn(*args)`` to whichever thread runs the loop: one wake-up per batch, at most
@@ -448,12 +448,7 @@ class DrivenLoop:
             batch, self._crossed = self._crossed[:CROSS_BATCH], self._crossed[CROSS_BATCH:]
         calls = iter(batch)
         try:
-            for fn, args in calls:
-                try:
-                    fn(*args)
-                except Exception as exc:  # as the loop reports a failing callback; the rest still run
-                    self.loop.call_exception_handler({"message": f"fastmq handed-over call {fn!r} failed",
-                                                      "exception": exc})
+            self._run_each(calls, "handed-over")
         except BaseException:
             # (KeyboardInterrupt, SystemExit): what is left goes back first, and a turn stays
             # scheduled for it; otherwise _cross_scheduled would stay set with no turn to clear
