@@ -23,6 +23,15 @@ loop runs it) and waits; whoever stops driving while such threads wait wakes the
 thread, and the background thread also looks every GRACE_S, so such work never waits for a
 user's next call.
 
+Why nothing handed over waits for ever: a wake-up of the background thread may be missed (a
+thread gives the loop back just before another hands work over), but the background thread also
+looks every POLL_MAX_S at most and takes a loop nobody drives, so a miss costs a delay, never a
+stall. What must never happen is work with no turn scheduled to run it: each queue (``_posted``,
+``_crossed``, the callbacks' batch) has its turn on the loop from the moment it is non-empty, and
+a turn cut short by a BaseException (KeyboardInterrupt, SystemExit) puts what it did not run back
+with a turn; a caller's drive refuses a loop already running (as run_forever does) rather than
+run it from two threads.
+
 User callbacks (``send_async``'s) never run on a user's thread inside its own call (where a lock
 it holds could deadlock them): they go, in order, to one callback thread per loop
 (:class:`Callbacks`).

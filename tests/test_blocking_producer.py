@@ -300,6 +300,16 @@ def _counting(want: int) -> tuple[list[Any], threading.Event, Any]:
     return outcomes, all_done, on_sent
 
 
+def _run_threads(targets: list[Any], timeout: float) -> list[threading.Thread]:
+    """A thread per target, all started, then each joined for at most ``timeout`` s."""
+    threads = [threading.Thread(target=t) for t in targets]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout)
+    return threads
+
+
 def test_many_threads_send_at_once(cluster: str) -> None:
     """Eight threads each sending one at a time (one of them drives the loop, the others hand
     over to it) and two more with send_async: every send answered once, nothing lost."""
@@ -319,12 +329,7 @@ def test_many_threads_send_at_once(cluster: str) -> None:
         def async_sender() -> None:
             for _ in range(200):
                 p.send_async(fastmq.Message("DrivenThreads", b"a"), on_sent)
-        threads = [threading.Thread(target=sender) for _ in range(8)]
-        threads += [threading.Thread(target=async_sender) for _ in range(2)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(120)
+        _run_threads([sender] * 8 + [async_sender] * 2, 120)
         assert not errors, errors[:3]
         assert len(results) == 400 and all(r.status == fastmq.SendStatus.SEND_OK for r in results)
         assert len({r.msg_id for r in results}) == 400
@@ -457,12 +462,7 @@ def test_threads_sending_at_once_with_a_thread_switch_at_every_chance_lose_nothi
                             results.append(p.send(fastmq.Message("DrivenStress", b"s")).status)
                     except BaseException as exc:  # reported to the test's thread
                         errors.append(exc)
-                threads = [threading.Thread(target=async_sender) for _ in range(3)]
-                threads += [threading.Thread(target=sender) for _ in range(2)]
-                for t in threads:
-                    t.start()
-                for t in threads:
-                    t.join(60)
+                threads = _run_threads([async_sender] * 3 + [sender] * 2, 60)
                 finished = all_done.wait(30)
                 d = p._driven
                 state = (f"round {r}: {len(outcomes)} of {3 * n_async} callbacks; driver={d._driver} "
