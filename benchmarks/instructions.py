@@ -557,12 +557,15 @@ def compare(base_rev: str, out_dir: Path, only: list[str], kinds: list[str], bas
         elif _git("rev-parse", "HEAD", cwd=base) != base_sha:
             print(f"instructions: {base} is not at {base_rev}", file=sys.stderr)
             return 2
+        # a --base-tree's own copy of the harness (a checkout someone works in) is put back after
+        harness = base / "benchmarks" / "instructions.py"
+        own = harness.read_bytes() if harness.exists() and not made else None
         try:
             for tree in (base, ROOT):
                 subprocess.run([python, "setup.py", "-q", "build_ext", "--inplace"], cwd=tree, check=True,
                                capture_output=True, timeout=1800)
             # the harness is this checkout's, run from the tree under test
-            (base / "benchmarks" / "instructions.py").write_bytes(Path(__file__).read_bytes())
+            harness.write_bytes(Path(__file__).read_bytes())
             figures: dict[str, dict[tuple[str, str], float]] = {base_sha: {}, head_sha: {}}
             for kind in kinds:
                 for sha, tree in ((base_sha, base), (head_sha, ROOT)):
@@ -575,8 +578,10 @@ def compare(base_rev: str, out_dir: Path, only: list[str], kinds: list[str], bas
         finally:
             if made:
                 _git("worktree", "remove", "--force", str(base))
+            elif own is None:
+                harness.unlink(missing_ok=True)
             else:
-                (base / "benchmarks" / "instructions.py").unlink(missing_ok=True)
+                harness.write_bytes(own)
     stamp = _dt.datetime.now(_dt.timezone.utc)
     out_dir.mkdir(parents=True, exist_ok=True)
     for i, sha in enumerate((base_sha, head_sha)):
