@@ -233,15 +233,220 @@ def _broker_sends(kind: str, conns: int, turns: int) -> Callable[[], Any]:
                 conn.data_received(frame)
             await asyncio.sleep(0)
 
+    once = _looped(loop, turn, broker.shutdown, lambda: shutil.rmtree(root, ignore_errors=True))
+    once()  # the topic is created on the long way; the fast path takes the sends after it
+    return once
+
+
+def _looped(loop: asyncio.AbstractEventLoop, go: Callable[[], Any], shutdown: Callable[[], Any],
+            cleanup: Callable[[], Any]) -> Callable[[], Any]:
+    """A workload's call: ``go()`` run on ``loop``; its ``close``: ``shutdown()`` run there, the
+    loop closed, then ``cleanup()``."""
     def once() -> Any:
-        return loop.run_until_complete(turn())
+        return loop.run_until_complete(go())
 
     def close() -> None:
-        loop.run_until_complete(broker.shutdown())
+        loop.run_until_complete(shutdown())
         loop.close()
-        shutil.rmtree(root, ignore_errors=True)
+        cleanup()
     once.close = close  # type: ignore[attr-defined]
-    once()  # the topic is created on the long way; the fast path takes the sends after it
+    return once
+
+
+def _answerer_codec() -> Any:
+    """The compiled codec for the answerer whichever twin the client runs (its share of the
+    pure twin's counts stays small), the pure one where nothing is built."""
+    try:
+        return importlib.import_module("fastmq._ext.codec_c")
+    except ImportError:
+        return _codec("py")
+
+
+class _AnsweringTransport:
+    """A client connection's transport whose every write is answered before it returns: the
+    request frames are read off the socket pair's far end and a SEND_OK answer per request
+    (a broker's fields, the request's queue id) is written back, so the loop's next poll finds
+    the answers readable, as from a broker that answers at once. Deterministic: no other thread
+    or process is involved. Its own Python runs in the counted thread; ``client answerer_x100``
+    counts it alone."""
+
+    def __init__(self, transport: Any, peer: Any) -> None:
+        self._t = transport
+        self._peer = peer
+        self._codec = _answerer_codec()
+        self._dec = self._codec.FrameDecoder()
+        self._offset = 0
+
+    def write(self, data: Any) -> None:
+        self._t.write(data)
+        self.answer(len(data))
+
+    def answer(self, n: int) -> None:
+        codec = self._codec
+        reqs: list[Any] = []
+        while n > 0:
+            chunk = self._peer.recv(n)
+            n -= len(chunk)
+            reqs += self._dec.feed(chunk)
+        out = []
+        for req in reqs:
+            self._offset += 1
+            ext = {"msgId": "7F00000100002A9F%016X" % self._offset, "queueId": (req.ext_fields or {}).get("e", "0"),
+                   "queueOffset": str(self._offset), "MSG_REGION": "DefaultRegion", "TRACE_ON": "true"}
+            out.append(codec.RemotingCommand(0, language=0, version=409, opaque=req.opaque, flag=1, ext_fields=ext))
+        if out:
+            self._peer.sendall(codec.encode_frames(out))
+
+    # what a Connection calls besides write, bound once (a __getattr__ would be reached only
+    # after a failed lookup, an AttributeError formatted per call, in the counts)
+    def get_write_buffer_size(self) -> int:
+        return self._t.get_write_buffer_size()  # type: ignore[no-any-return]
+
+    def is_closing(self) -> bool:
+        return self._t.is_closing()  # type: ignore[no-any-return]
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._t, name)
+
+
+_CLIENT_TOPIC = "InstrTopic"
+_CLIENT_BROKER = "127.0.0.1:10911"
+
+
+async def _answered_producer(core: Any) -> Callable[[], None]:
+    """Give a started core Producer (on the running loop) a route of 4 queues on one broker and
+    an open connection to it whose transport answers (:class:`_AnsweringTransport`); stop its
+    instance's timers (a round of them would land in the counts as the machine's load decides).
+    Returns what closes the socket pair's far end."""
+    import socket
+    from fastmq.client.publish_info import TopicPublishInfo
+    from fastmq.protocol.bodies import BrokerData, QueueData, TopicRouteData
+    from fastmq.remoting.connection import Connection
+    loop = asyncio.get_running_loop()
+    remoting = core.instance.remoting
+    near, far = socket.socketpair()
+    addr = _CLIENT_BROKER
+
+    def factory() -> Any:  # as RemotingClient._connect makes its connections
+        return Connection(remoting._dispatcher.dispatch, listener=remoting.listener,
+                          max_frame_size=remoting.max_frame_size, on_lost=lambda c: remoting._forget(addr, c),
+                          rpc_hook=remoting.rpc_hook, keep_reading=True)
+    _, conn = await loop.create_connection(factory, sock=near)
+    conn.transport = _AnsweringTransport(conn.transport, far)
+    remoting._conns[addr] = conn
+    route = TopicRouteData([QueueData("broker-a", 4, 4, 6)], [BrokerData("DefaultCluster", "broker-a", {0: addr})])
+    core._publish[_CLIENT_TOPIC] = TopicPublishInfo.from_route(_CLIENT_TOPIC, route, core._numbers)
+    for task in core.instance._tasks:
+        task.cancel()
+    await asyncio.sleep(0)
+    return far.close
+
+
+_BODY = b"x" * 128
+
+
+def _client_messages() -> Callable[[], Any]:
+    """A new Message per send, as a caller makes them (the class looked up once, not per call)."""
+    from fastmq.protocol.message import Message
+    return lambda: Message(_CLIENT_TOPIC, _BODY)
+
+
+def _acks() -> tuple[list[int], Callable[[Any, BaseException | None], None]]:
+    """A send callback counting the sends it was told of (and failing loudly on an error)."""
+    acked = [0]
+
+    def on_sent(result: Any, error: BaseException | None) -> None:
+        acked[0] += 1
+        if error is not None:
+            raise error
+    return acked, on_sent
+
+
+def _client_blocking(kind: str, asyncs: int) -> Callable[[], Any]:
+    """A blocking ``fastmq.Producer`` (its loop run by the caller's thread, fastmq._driven) whose
+    broker is an :class:`_AnsweringTransport`. Each call: ``asyncs`` send_async with a callback,
+    then one send (which returns once every earlier callback has run); 0: the lone send."""
+    import fastmq
+    from fastmq import _driven
+    # the loop's background thread never takes the loop during the counts (it would whenever
+    # valgrind's slowness let GRACE_S pass between two calls), nor wakes to look
+    _driven.GRACE_S = _driven.POLL_MAX_S = 3600.0
+    p = fastmq.Producer("PG_INSTR", namesrv_addr="127.0.0.1:9")
+    p.start()
+    close_far = p._driven.run(_answered_producer(p._core), 10)
+    message = _client_messages()
+    _, on_sent = _acks()
+
+    def once() -> Any:
+        for _ in range(asyncs):
+            p.send_async(message(), on_sent)
+        return p.send(message())
+
+    def close() -> None:
+        p.shutdown()
+        close_far()
+    once.close = close  # type: ignore[attr-defined]
+    once()  # the topic's checks and the first send's lazy work on the general path
+    return once
+
+
+def _client_aio(kind: str, asyncs: int, sends: int) -> Callable[[], Any]:
+    """The asyncio Producer on asyncio's own loop (what ``asyncio.run`` gives), its broker an
+    :class:`_AnsweringTransport`. Each call: ``sends`` awaited sends, or ``asyncs`` send_async
+    with a callback and a wait until every callback ran."""
+    loop = asyncio.new_event_loop()
+    p = loop.run_until_complete(_make_aio_producer())
+    close_far = loop.run_until_complete(_answered_producer(p))
+    message = _client_messages()
+    acked, on_sent = _acks()
+
+    async def go() -> None:
+        for _ in range(sends):
+            await p.send(message())
+        target = acked[0] + asyncs
+        for _ in range(asyncs):
+            await p.send_async(message(), on_sent)
+        while acked[0] < target:
+            await asyncio.sleep(0)
+
+    once = _looped(loop, go, p.shutdown, close_far)
+    once()
+    return once
+
+
+async def _make_aio_producer() -> Any:
+    from fastmq.client.producer import Producer
+    p = Producer("PG_INSTR", namesrv_addr="127.0.0.1:9")
+    await p.start()
+    return p
+
+
+def _client_answerer(kind: str) -> Callable[[], Any]:
+    """What :class:`_AnsweringTransport` itself costs per 100 requests (the client workloads' counts include it)."""
+    import socket
+    mod = _codec(kind)
+    frames = b"".join(mod.encode_frame(_send_v2(mod)) for _ in range(100))
+    near, far = socket.socketpair()
+    near.setblocking(False)
+
+    class _Sink:
+        def write(self, data: Any) -> None:
+            near.sendall(data)
+
+    t = _AnsweringTransport(_Sink(), far)
+
+    def once() -> Any:
+        t.write(frames)
+        while True:  # take the answers, so the pair's buffers never fill
+            try:
+                near.recv(1 << 20)
+            except BlockingIOError:
+                return
+
+    def close() -> None:
+        near.close()
+        far.close()
+    once.close = close  # type: ignore[attr-defined]
     return once
 
 
@@ -260,6 +465,11 @@ WORKLOADS: dict[str, tuple[Callable[[str], Callable[[], Any]], int]] = {
     "store put_send_batch_100": (_store_put_send_batch, 10),
     "broker lone_send_x10": (lambda kind: _broker_sends(kind, 1, 10), 10),
     "broker gathered_16_sends": (lambda kind: _broker_sends(kind, 16, 1), 16),
+    "client blocking_send": (lambda kind: _client_blocking(kind, 0), 1),
+    "client blocking_send_async_x100": (lambda kind: _client_blocking(kind, 100), 30),
+    "client aio_send_x10": (lambda kind: _client_aio(kind, 0, 10), 10),
+    "client aio_send_async_x100": (lambda kind: _client_aio(kind, 100, 0), 30),
+    "client answerer_x100": (_client_answerer, 10),
 }
 KINDS = ("c", "py")
 
@@ -347,12 +557,15 @@ def compare(base_rev: str, out_dir: Path, only: list[str], kinds: list[str], bas
         elif _git("rev-parse", "HEAD", cwd=base) != base_sha:
             print(f"instructions: {base} is not at {base_rev}", file=sys.stderr)
             return 2
+        # a --base-tree's own copy of the harness (a checkout someone works in) is put back after
+        harness = base / "benchmarks" / "instructions.py"
+        own = harness.read_bytes() if harness.exists() and not made else None
         try:
             for tree in (base, ROOT):
                 subprocess.run([python, "setup.py", "-q", "build_ext", "--inplace"], cwd=tree, check=True,
                                capture_output=True, timeout=1800)
             # the harness is this checkout's, run from the tree under test
-            (base / "benchmarks" / "instructions.py").write_bytes(Path(__file__).read_bytes())
+            harness.write_bytes(Path(__file__).read_bytes())
             figures: dict[str, dict[tuple[str, str], float]] = {base_sha: {}, head_sha: {}}
             for kind in kinds:
                 for sha, tree in ((base_sha, base), (head_sha, ROOT)):
@@ -365,8 +578,10 @@ def compare(base_rev: str, out_dir: Path, only: list[str], kinds: list[str], bas
         finally:
             if made:
                 _git("worktree", "remove", "--force", str(base))
+            elif own is None:
+                harness.unlink(missing_ok=True)
             else:
-                (base / "benchmarks" / "instructions.py").unlink(missing_ok=True)
+                harness.write_bytes(own)
     stamp = _dt.datetime.now(_dt.timezone.utc)
     out_dir.mkdir(parents=True, exist_ok=True)
     for i, sha in enumerate((base_sha, head_sha)):

@@ -133,8 +133,9 @@ class Producer:
     def send(self, msg: Message, timeout_ms: int | None = None) -> SendResult:
         """Send and wait for the broker; see :meth:`fastmq.aio.Producer.send` for what it raises."""
         core = self._core
+        timeout = (self._timeout if timeout_ms is None else timeout_ms / 1000) + _GRACE  # (self._t, inline)
         try:
-            return self._driven.call(lambda done: core.start_send(msg, done, timeout_ms), self._t(timeout_ms))  # type: ignore[no-any-return]
+            return self._driven.call(lambda done: core.start_send(msg, done, timeout_ms), timeout)  # type: ignore[no-any-return]
         except _driven.Closed:
             core.check_message(msg)  # a producer shut down: its ClientStateError
             raise
@@ -150,7 +151,7 @@ class Producer:
         does within the send's timeout (at once with ``wait=False``).
         """
         self._core.check_message(msg)
-        timeout = self._t(timeout_ms) - _GRACE
+        timeout = self._timeout if timeout_ms is None else timeout_ms / 1000
         window = self._window
         if not wait:
             if not window.acquire(0):

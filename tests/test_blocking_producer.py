@@ -4,6 +4,7 @@ Producer against real fastmq-namesrv / fastmq-broker processes."""
 from __future__ import annotations
 
 import asyncio
+import sys
 import threading
 import time
 from pathlib import Path
@@ -57,6 +58,58 @@ def test_call_waits_for_its_callback(driven: _driven.DrivenLoop) -> None:
         driven.call(lambda cb: cb(None, ValueError("bad")), 5)
     with pytest.raises(TimeoutError):
         driven.call(lambda cb: None, 0.1)  # never called back
+
+
+def test_a_calls_guard_serves_the_next_calls_and_each_still_times_out_on_its_own(
+        driven: _driven.DrivenLoop) -> None:
+    """A call leaves the timer that bounds its drive armed for the next calls (they end later);
+    a call with a shorter timeout arms its own, and one never called back still raises
+    TimeoutError after its own timeout, not the guard's."""
+    loop = driven.loop
+    assert driven.call(lambda cb: loop.call_soon(cb, 1, None), 30) == 1
+    guard = driven._guard
+    assert guard is not None and not guard.cancelled()
+    assert driven.call(lambda cb: loop.call_soon(cb, 2, None), 30) == 2
+    assert driven._guard is guard  # reused: its end comes before this call's
+    t0 = time.monotonic()
+    with pytest.raises(TimeoutError):
+        driven.call(lambda cb: None, 0.2)  # never called back
+    assert 0.2 <= time.monotonic() - t0 < 25  # (its own end, not the 30 s guard's)
+    assert guard.cancelled() and driven._guard is not guard
+    assert driven.call(lambda cb: loop.call_later(0.05, cb, 3, None), 5) == 3
+
+
+def test_a_guard_firing_between_calls_does_not_stop_the_background_drive(driven: _driven.DrivenLoop) -> None:
+    """The guard left armed fires while no call drives: the background thread's drive goes on
+    (the timer it serves still runs in time)."""
+    loop = driven.loop
+    assert driven.call(lambda cb: loop.call_soon(cb, 1, None), 0.1) == 1
+    done = threading.Event()
+    driven.post(lambda: loop.call_later(0.5, done.set))
+    assert done.wait(5)
+    assert driven._guard is None  # it fired, and stopped nothing
+
+
+@pytest.mark.parametrize("debug", [False, True])
+def test_a_drive_runs_the_loop_as_run_forever_would(driven: _driven.DrivenLoop, debug: bool) -> None:
+    """What runs during a caller's drive sees the loop running in this thread (the lean drive
+    on asyncio's own loop, or run_forever itself in debug mode), and a stop request is used up
+    by the drive that ends: the loop is left stopped, and the next drive runs until its own end."""
+    loop = driven.loop
+    loop.set_debug(debug)
+    seen: list[tuple[bool, bool]] = []
+
+    def start(cb: Any) -> None:
+        def inside() -> None:
+            seen.append((loop.is_running(), asyncio.get_running_loop() is loop))
+            cb(len(seen), None)
+        loop.call_soon(inside)
+    assert driven.call(start, 5) == 1
+    assert seen == [(True, True)]
+    assert not loop.is_running() and asyncio._get_running_loop() is None
+    assert not loop._stopping  # type: ignore[attr-defined]
+    assert driven.call(lambda cb: loop.call_later(0.05, cb, "later", None), 5) == "later"
+    loop.set_debug(False)
 
 
 def test_the_background_thread_runs_the_loop_when_no_caller_does(driven: _driven.DrivenLoop) -> None:
@@ -138,6 +191,92 @@ def test_close_runs_what_was_handed_over_and_refuses_after(driven: _driven.Drive
     driven.close()  # twice: nothing more
 
 
+def test_a_base_exception_in_handed_over_work_strands_nothing_after_it(driven: _driven.DrivenLoop) -> None:
+    """A KeyboardInterrupt / SystemExit raised by one posted or handed-over call reaches the thread
+    driving (this one, or the background thread, which logs it), and every call after it still
+    runs (none left queued with no turn scheduled)."""
+    ran: list[str] = []
+
+    def interrupt() -> None:
+        raise KeyboardInterrupt("in a posted call")
+
+    def call_through(value: object) -> object:
+        try:
+            return driven.call(lambda cb: cb(value, None), 5)  # runs what was posted before it
+        except KeyboardInterrupt:
+            return driven.call(lambda cb: cb(value, None), 5)
+    for name in ("a", "b"):
+        driven.post(ran.append, name)
+    driven.post(interrupt)
+    driven.post(ran.append, "c")
+    assert call_through("after") == "after"
+    deadline = time.monotonic() + 5
+    while ran != ["a", "b", "c"] and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert ran == ["a", "b", "c"]
+
+    # handed over from another thread while one drives: the same through _run_crossed
+    crossed: list[int] = []
+    release = threading.Event()
+    holding = threading.Event()
+
+    def hold(cb: Any) -> None:  # keeps this call's drive going until the other thread handed over
+        holding.set()
+        driven.loop.call_soon(lambda: release.wait(5) and cb(None, None))
+    def drive_held() -> None:
+        try:
+            driven.call(hold, 10)
+        except KeyboardInterrupt:  # the handed-over interrupt, if this thread drove its turn
+            pass
+    worker = threading.Thread(target=drive_held)
+    worker.start()
+    assert holding.wait(5)
+    driven.cross(crossed.append, 1)
+    driven.cross(interrupt)
+    driven.cross(crossed.append, 2)
+    release.set()
+    worker.join(10)
+    # the interrupt surfaced in whichever thread drove; the loop still serves hand-overs
+    deadline = time.monotonic() + 5
+    while crossed != [1, 2] and time.monotonic() < deadline:
+        call_through(None)
+        time.sleep(0.01)
+    assert crossed == [1, 2]
+    assert call_through(3) == 3
+
+
+def test_a_drive_refuses_a_loop_already_running(driven: _driven.DrivenLoop) -> None:
+    """The lean drive keeps run_forever's check: a loop marked running elsewhere is not run twice."""
+    loop = driven.loop
+    assert driven.call(lambda cb: cb(1, None), 5) == 1
+    if not driven._lean:
+        pytest.skip("not asyncio's own loop: run_forever itself checks")
+    loop._thread_id = -1  # type: ignore[attr-defined]  # as if another thread ran it
+    try:
+        assert driven._drive.acquire(timeout=5)
+        try:
+            with pytest.raises(RuntimeError, match="already running"):
+                driven._run_until_stopped()
+        finally:
+            driven._drive.release()
+    finally:
+        loop._thread_id = None  # type: ignore[attr-defined]
+    assert driven.call(lambda cb: cb(2, None), 5) == 2
+
+
+def test_a_callback_raising_system_exit_does_not_end_the_callback_thread(driven: _driven.DrivenLoop) -> None:
+    got: list[int] = []
+
+    def cb(result: int, error: BaseException | None) -> None:
+        if result == 1:
+            raise SystemExit("from a user's callback")
+        got.append(result)
+    for i in range(3):
+        driven.post(driven.callbacks.put, cb, i, None)
+    driven.call(lambda done: done(None, None), 5)
+    assert got == [0, 2]
+
+
 # ------------------------------------------------------------------ the Producer, real processes
 
 
@@ -161,6 +300,16 @@ def _counting(want: int) -> tuple[list[Any], threading.Event, Any]:
     return outcomes, all_done, on_sent
 
 
+def _run_threads(targets: list[Any], timeout: float) -> list[threading.Thread]:
+    """A thread per target, all started, then each joined for at most ``timeout`` s."""
+    threads = [threading.Thread(target=t) for t in targets]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout)
+    return threads
+
+
 def test_many_threads_send_at_once(cluster: str) -> None:
     """Eight threads each sending one at a time (one of them drives the loop, the others hand
     over to it) and two more with send_async: every send answered once, nothing lost."""
@@ -180,12 +329,7 @@ def test_many_threads_send_at_once(cluster: str) -> None:
         def async_sender() -> None:
             for _ in range(200):
                 p.send_async(fastmq.Message("DrivenThreads", b"a"), on_sent)
-        threads = [threading.Thread(target=sender) for _ in range(8)]
-        threads += [threading.Thread(target=async_sender) for _ in range(2)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(120)
+        _run_threads([sender] * 8 + [async_sender] * 2, 120)
         assert not errors, errors[:3]
         assert len(results) == 400 and all(r.status == fastmq.SendStatus.SEND_OK for r in results)
         assert len({r.msg_id for r in results}) == 400
@@ -287,3 +431,48 @@ def test_sends_after_an_idle_pause_and_from_async_code(cluster: str) -> None:
         async def from_async() -> Any:
             return p.send(fastmq.Message("DrivenIdle", b"3")).status
         assert asyncio.run(from_async()) == fastmq.SendStatus.SEND_OK
+
+
+def test_threads_sending_at_once_with_a_thread_switch_at_every_chance_lose_nothing(cluster: str) -> None:
+    """The hand-over of the loop between callers, the background thread and the callback thread,
+    stressed: threads calling send_async and send at once while the interpreter switches threads
+    as often as it can (sys.setswitchinterval(1e-6)). Every send is answered once, within a bounded
+    wait; a failure says how many callbacks are missing and who held the loop."""
+    n_async, n_sync, rounds = 300, 30, 2
+    with fastmq.Producer("PG_DRIVEN_STRESS", namesrv_addr=cluster) as p:
+        p.send(fastmq.Message("DrivenStress", b"warm"))
+        previous = sys.getswitchinterval()
+        sys.setswitchinterval(1e-6)
+        try:
+            for r in range(rounds):
+                outcomes, all_done, on_sent = _counting(3 * n_async)
+                results: list[Any] = []
+                errors: list[BaseException] = []
+
+                def async_sender() -> None:
+                    try:
+                        for _ in range(n_async):
+                            p.send_async(fastmq.Message("DrivenStress", b"a"), on_sent)
+                    except BaseException as exc:  # reported to the test's thread
+                        errors.append(exc)
+
+                def sender() -> None:
+                    try:
+                        for _ in range(n_sync):
+                            results.append(p.send(fastmq.Message("DrivenStress", b"s")).status)
+                    except BaseException as exc:  # reported to the test's thread
+                        errors.append(exc)
+                threads = _run_threads([async_sender] * 3 + [sender] * 2, 60)
+                finished = all_done.wait(30)
+                d = p._driven
+                state = (f"round {r}: {len(outcomes)} of {3 * n_async} callbacks; driver={d._driver} "
+                         f"background={d._bg_driving} wanted={d._wanted} waiters={d._waiters} "
+                         f"posted={len(d._posted)} crossed={len(d._crossed)} "
+                         f"callbacks put/ran={d.callbacks._put}/{d.callbacks._ran}")
+                assert not errors, (errors[:3], state)
+                assert finished, state
+                assert not any(t.is_alive() for t in threads), state
+                assert results == [fastmq.SendStatus.SEND_OK] * (2 * n_sync), state
+                assert [getattr(o, "status", o) for o in outcomes] == [fastmq.SendStatus.SEND_OK] * (3 * n_async)
+        finally:
+            sys.setswitchinterval(previous)

@@ -931,6 +931,109 @@ async def test_a_held_request_fails_at_its_callers_own_deadline(server: Remoting
     assert (await asyncio.wait_for(first, 5)).code == 0
 
 
+async def test_expire_at_fails_each_request_at_its_own_deadline_and_forgets_answered_ones(
+        server: RemotingServer, client: RemotingClient) -> None:
+    """One timer per connection for every expire_at: a request still waiting at its deadline
+    fails then (RemotingTimeoutError with its timeout_ms), not before, in deadline order; one
+    answered in time is left alone; a later request with an earlier deadline is not kept
+    waiting behind the armed one. Nothing is left behind once all are over."""
+    a = addr_of(server)
+    await client.invoke(a, create_request(ECHO), 5)
+    conn = client._conns[a]
+    loop = asyncio.get_running_loop()
+    t0 = loop.time()
+    futs: dict[str, asyncio.Future[RemotingCommand]] = {}
+    for name, code, fields, expire_in, ms in (("fast", ECHO, {}, 0.4, 400), ("late", SLOW, {"sleep": "3"}, 0.6, 600),
+                                              ("early", SLOW, {"sleep": "3"}, 0.3, 300)):
+        fut: asyncio.Future[RemotingCommand] = loop.create_future()
+        req = create_request(code, fields)
+        # the entry's own deadline is far off: only expire_at can fail it within the test
+        conn.start_request(req, fut, t0 + 30, ms)
+        conn.expire_at(req.opaque, t0 + expire_in)
+        futs[name] = fut
+    conn.flush()
+    failed_at: dict[str, float] = {}
+    for name in ("early", "late"):
+        futs[name].add_done_callback(lambda f, n=name: failed_at.setdefault(n, loop.time()))
+    assert (await asyncio.wait_for(futs["fast"], 5)).code == 0
+    with pytest.raises(RemotingTimeoutError, match=r"300\(ms\)"):
+        await asyncio.wait_for(futs["early"], 5)
+    with pytest.raises(RemotingTimeoutError, match=r"600\(ms\)"):
+        await asyncio.wait_for(futs["late"], 5)
+    assert failed_at["early"] >= t0 + 0.3 and failed_at["late"] >= t0 + 0.6
+    assert failed_at["early"] < failed_at["late"] < t0 + 3  # by expire_at, not by the answers (3 s)
+    assert conn.pending == {} and conn._deadlines == [] and conn._deadline_timer is None
+
+
+class _Resender:
+    """A pending entry whose failure starts another request at once, with a later deadline (as
+    a retry started from inside the expiry would)."""
+
+    def __init__(self, conn: Connection, loop: asyncio.AbstractEventLoop, then_in: float) -> None:
+        self.conn, self.loop, self.then_in = conn, loop, then_in
+        self.deadline, self.timeout_ms = loop.time() + 30, 100.0
+        self.failed: list[float] = []
+        self.next_fut: asyncio.Future[RemotingCommand] = loop.create_future()
+
+    def answered(self) -> bool:
+        return bool(self.failed)
+
+    def on_response(self, cmd: RemotingCommand) -> None:
+        raise AssertionError("answered: it was to time out")
+
+    def on_failure(self, exc: BaseException) -> None:
+        self.failed.append(self.loop.time())
+        req = create_request(SLOW, {"sleep": "3"})
+        self.conn.start_request(req, self.next_fut, self.loop.time() + 30, 5000)
+        self.conn.expire_at(req.opaque, self.loop.time() + self.then_in)
+
+
+async def test_expire_at_a_send_started_by_an_expiry_does_not_delay_the_next_deadline(
+        server: RemotingServer, client: RemotingClient) -> None:
+    """An expiry whose failure starts a request with a later deadline (armed from inside the
+    timer's round) leaves the timer armed for the earliest deadline still waiting."""
+    a = addr_of(server)
+    await client.invoke(a, create_request(ECHO), 5)
+    conn = client._conns[a]
+    loop = asyncio.get_running_loop()
+    t0 = loop.time()
+    first = _Resender(conn, loop, then_in=2.5)
+    req = create_request(SLOW, {"sleep": "3"})
+    conn.start_frame(req.opaque, encode_frame(req), first)
+    conn.expire_at(req.opaque, t0 + 0.2)
+    second: asyncio.Future[RemotingCommand] = loop.create_future()
+    req2 = create_request(SLOW, {"sleep": "3"})
+    conn.start_request(req2, second, t0 + 30, 500)
+    conn.expire_at(req2.opaque, t0 + 0.5)
+    with pytest.raises(RemotingTimeoutError, match=r"500\(ms\)"):
+        await asyncio.wait_for(second, 5)
+    assert first.failed and first.failed[0] >= t0 + 0.2
+    assert loop.time() < t0 + 2.5  # at its own deadline, not at the one armed from inside the round
+    with pytest.raises(RemotingTimeoutError):
+        await asyncio.wait_for(first.next_fut, 10)  # the request the expiry started: at its deadline
+
+
+async def test_expire_at_keeps_no_more_than_twice_the_requests_waiting(
+        server: RemotingServer, client: RemotingClient) -> None:
+    """The deadlines of requests answered long before them are dropped in bulk: a caller
+    sending one at a time with a long timeout does not grow the connection's table."""
+    a = addr_of(server)
+    await client.invoke(a, create_request(ECHO), 5)
+    conn = client._conns[a]
+    loop = asyncio.get_running_loop()
+    for _ in range(300):
+        fut: asyncio.Future[RemotingCommand] = loop.create_future()
+        req = create_request(ECHO)
+        conn.start_request(req, fut, loop.time() + 60, 60000)
+        conn.expire_at(req.opaque, loop.time() + 60)
+        assert (await asyncio.wait_for(fut, 5)).code == 0
+        assert len(conn._deadlines) <= 65
+    assert conn._deadline_timer is not None  # still armed for the earliest kept (all answered)
+    conn.abort()
+    await conn.wait_closed(5)
+    assert conn._deadlines == [] and conn._deadline_timer is None
+
+
 async def test_held_requests_fail_when_the_connection_is_lost(server: RemotingServer, client: RemotingClient) -> None:
     a = addr_of(server)
     await client.invoke(a, create_request(ECHO), 5)

@@ -821,7 +821,7 @@ cdef class SendFastPath:
         self.counter = (self.counter + 1) & COUNTER_MASK
         return self.counter
 
-    def start(self, msg, callback, timeout_ms, bint awaited=False, batch_ids=None):
+    def start(self, msg, callback, timeout_ms, bint awaited=False, batch_ids=None, held=None):
         """The future of ``msg``'s send with its first try queued, or None (nothing queued)."""
         cdef Py_ssize_t n
         cdef int sys_flag = 0
@@ -886,7 +886,7 @@ cdef class SendFastPath:
         entry.uniq = uniq
         entry._loop = self._loop
         entry.callback = callback
-        entry.permits = None if awaited else self._permits
+        entry.permits = held if awaited else self._permits
         entry.timeout_ms = tmo
         entry.retries = self.retry_times_when_send_failed if awaited else self.retry_times_when_send_async_failed
         entry.batch = batch_ids is not None
@@ -895,7 +895,7 @@ cdef class SendFastPath:
         entry.deadline = now + tmo / 1000.0
         conn.start_frame(opaque, frame, entry)
         if awaited:
-            entry.timer = self._loop.call_at(entry.deadline, conn.expire, opaque)
+            conn.expire_at(opaque, entry.deadline)
         elif not entry._answered:  # still in the table: hidden from the cycle collector (see the end)
             if conn is not self._last_conn:  # first, so that a full collection finds every such entry
                 self._untracked_in.add(conn)

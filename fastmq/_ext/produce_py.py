@@ -417,7 +417,7 @@ class SendFastPath:
         return self.counter
 
     def start(self, msg: Any, callback: Callable[..., Any] | None, timeout_ms: int | None, awaited: bool = False,
-              batch_ids: str | None = None) -> Any:
+              batch_ids: str | None = None, held: Any = None) -> Any:
         """The future of ``msg``'s send with its first try queued, or None (nothing queued).
 
         ``awaited``: a caller waits for it (``send``): the producer's ``retry_times_when_send_failed``
@@ -425,7 +425,8 @@ class SendFastPath:
         its deadline (the once-a-second scan would be up to a second late). Otherwise it is an
         asynchronous send: ``retry_times_when_send_async_failed``, a permit of ``permits``, the
         scan. ``batch_ids``: ``msg.body`` is a SEND_BATCH_MESSAGE body of messages with these
-        UNIQ_KEYs (never compressed).
+        UNIQ_KEYs (never compressed). ``held``: with ``awaited``, the permit the caller took for
+        the send (its ``release()`` is called once, as the send ends, before ``callback``), or None.
         """
         if not self.running:
             return None
@@ -466,14 +467,14 @@ class SendFastPath:
         loop = self.loop
         now = loop.time()
         timeout_ms = self.send_msg_timeout if timeout_ms is None else int(timeout_ms)
-        entry = AsyncSend(self.context, msg, chosen, uniq, loop, callback, None if awaited else self._permits,
+        entry = AsyncSend(self.context, msg, chosen, uniq, loop, callback, held if awaited else self._permits,
                           timeout_ms, now, now + timeout_ms / 1000)
         entry.retries = self.retry_times_when_send_failed if awaited else self.retry_times_when_send_async_failed
         entry.batch = batch_ids is not None
         entry.fault = self.send_latency_fault_enable or self.avoid_unreachable
         conn.start_frame(opaque, frame, entry)
         if awaited:
-            entry.timer = loop.call_at(entry.deadline, conn.expire, opaque)
+            conn.expire_at(opaque, entry.deadline)
         return entry
 
     def retrack(self) -> int:

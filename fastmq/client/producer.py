@@ -383,8 +383,9 @@ class Producer:
                                          ResponseCode.MESSAGE_ILLEGAL)
         if len(msg.body) == 0:
             raise MessageValidationError("the message body length is zero", ResponseCode.MESSAGE_ILLEGAL)
-        if len(msg.body) > self.max_message_size:
-            raise MessageValidationError(f"the message body size over max value, MAX: {self.max_message_size}",
+        limit = self._fast.max_message_size  # (the setting's value, without its descriptor's Python __get__)
+        if len(msg.body) > limit:
+            raise MessageValidationError(f"the message body size over max value, MAX: {limit}",
                                          ResponseCode.MESSAGE_ILLEGAL)
 
     # -------------------------------------------------------------- send
@@ -537,15 +538,24 @@ class Producer:
         try:
             fut: asyncio.Future[SendResult] | None = self._fast.start(msg, callback, timeout_ms, False, batch_ids)
             if fut is None:
-                fut = asyncio.ensure_future(self._send_async_slow(msg, callback, timeout_ms, batch_ids))
-                if permits is not None:
-                    fut.add_done_callback(self._release_in_flight)
-                if callback is not None:
-                    fut.add_done_callback(_retrieved)
+                fut = self._start_general(msg, callback, timeout_ms, permits, batch_ids)
         except BaseException:
             if permits is not None:
                 permits.release()
             raise
+        return fut
+
+    def _start_general(self, msg: Message,
+                       callback: Callable[[SendResult | None, BaseException | None], None] | None,
+                       timeout_ms: int | None, permits: _Permits | None, batch_ids: str | None = None
+                       ) -> "asyncio.Future[SendResult]":
+        """An asynchronous send the fast path did not take: a task on the general path, which
+        gives the permit back when it is over."""
+        fut = asyncio.ensure_future(self._send_async_slow(msg, callback, timeout_ms, batch_ids))
+        if permits is not None:
+            fut.add_done_callback(self._release_in_flight)
+        if callback is not None:
+            fut.add_done_callback(_retrieved)
         return fut
 
     def start_send(self, msg: Message, callback: Callable[[SendResult | None, BaseException | None], None],
@@ -571,12 +581,14 @@ class Producer:
                     asyncio.ensure_future(self.send_async(msg, callback, timeout_ms)).add_done_callback(
                         functools.partial(relay_outcome, callback, result=False))
                 return
-            if not awaited:
-                self._start_async(msg, callback, timeout_ms, permits)
-                return
-            done = callback if permits is None else functools.partial(_release_then, permits, callback)
             try:
-                if self._fast.start(msg, done, timeout_ms, True) is None:
+                # (_start_async's steps, inline: one call less per send of the blocking facade)
+                if not awaited:
+                    if self._fast.start(msg, callback, timeout_ms, False) is None:
+                        self._start_general(msg, callback, timeout_ms, permits)
+                # the fast path's entry gives the permit back as the send ends, before the callback
+                elif self._fast.start(msg, callback, timeout_ms, True, None, permits) is None:
+                    done = callback if permits is None else functools.partial(_release_then, permits, callback)
                     asyncio.ensure_future(self._send(msg, timeout_ms)).add_done_callback(functools.partial(relay_outcome, done))
             except BaseException:
                 if permits is not None:
@@ -589,7 +601,8 @@ class Producer:
         """What a send refuses before sending anything, raised now: a producer not running, a bad
         topic or body (MessageValidationError). For callers on other threads (the blocking
         facade), so that they get the error rather than their callback."""
-        self._check_running()
+        if self._state != "RUNNING":  # (_check_running, inline: once per send_async of the blocking facade)
+            raise ClientStateError(f"The producer service state not OK, {self._state}")
         self._validate(msg)
 
     def _release_in_flight(self, _fut: object) -> None:

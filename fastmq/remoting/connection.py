@@ -29,6 +29,7 @@ pass it is aborted). Both log one line per connection closed.
 from __future__ import annotations
 
 import asyncio
+import heapq
 import logging
 import time
 import weakref
@@ -248,6 +249,11 @@ class Connection(asyncio.BufferedProtocol):
         self._flush_scheduled = False
         self._loop: asyncio.AbstractEventLoop | None = None
         self._rbuf: memoryview | None = None
+        # (deadline, opaque) of the requests given a deadline by expire_at, and the one loop timer
+        # armed for the earliest of them (see expire_at)
+        self._deadlines: list[tuple[float, int]] = []
+        self._deadline_timer: asyncio.TimerHandle | None = None
+        self._deadline_at = 0.0
         # Set once connection_lost has run; close()/owners wait on it so no transport outlives its loop.
         self._lost = asyncio.Event()
 
@@ -324,6 +330,10 @@ class Connection(asyncio.BufferedProtocol):
         self._decoder = FrameDecoder(self._decoder.max_frame_size)  # its partial frame goes now, not with us
         pending, self.pending = self.pending, {}
         held, self._held = self._held, {}
+        self._deadlines = []
+        if self._deadline_timer is not None:
+            self._deadline_timer.cancel()
+            self._deadline_timer = None
         for entry in [*pending.values(), *(e for _, e, _ in held.values())]:
             if not entry.answered():
                 # One error object per future: a shared one would collect every caller's traceback.
@@ -620,6 +630,56 @@ class Connection(asyncio.BufferedProtocol):
             entry = self._held.pop(opaque)[1]
         if entry is not None and not entry.answered():
             entry.on_failure(RemotingTimeoutError(self.remote_addr, entry.timeout_ms))
+
+    def expire_at(self, opaque: int, deadline: float) -> None:
+        """Fail our request ``opaque`` with RemotingTimeoutError at ``deadline`` (loop clock) if it
+        still awaits its answer then, as a timer calling :meth:`expire` would (a sync send's own
+        timeout, on the dot rather than at the once-a-second scan).
+
+        One loop timer per connection, armed for the earliest deadline, rather than one per
+        request: a TimerHandle made, pushed on the loop's heap (compared by a Python ``__lt__``)
+        and cancelled for every send that is answered in time was a tenth of a blocking send's
+        instructions. The deadlines of requests answered are dropped as the timer passes them,
+        or all at once when they outnumber the ones still waiting."""
+        heap = self._deadlines
+        heapq.heappush(heap, (deadline, opaque))
+        timer = self._deadline_timer
+        if timer is None or deadline < self._deadline_at:
+            if timer is not None:
+                timer.cancel()
+            assert self._loop is not None
+            self._deadline_at = deadline
+            self._deadline_timer = self._loop.call_at(deadline, self._deadlines_due)
+        elif len(heap) > 64 and len(heap) > 2 * (len(self.pending) + len(self._held)):
+            self._deadlines = heap = [d for d in heap if d[1] in self.pending or d[1] in self._held]
+            heapq.heapify(heap)
+
+    def _deadlines_due(self) -> None:
+        """The timer of expire_at: fail what is due, drop what was answered, arm for the next."""
+        self._deadline_timer = None
+        assert self._loop is not None
+        # the loop runs a timer up to its clock's resolution early: what the timer was armed
+        # for is due
+        now = max(self._loop.time(), self._deadline_at)
+        # (self._deadlines read afresh each time: a failure's callback may start a send, whose
+        # expire_at may push to it, or replace it)
+        while self._deadlines:
+            deadline, opaque = self._deadlines[0]
+            if deadline <= now:
+                heapq.heappop(self._deadlines)
+                self.expire(opaque)
+            elif opaque not in self.pending and opaque not in self._held:
+                heapq.heappop(self._deadlines)  # answered in time
+            else:
+                break
+        if self._deadlines and not self.closed:
+            head = self._deadlines[0][0]
+            # (a send started meanwhile may have armed the timer for its own, later, deadline)
+            if self._deadline_timer is None or head < self._deadline_at:
+                if self._deadline_timer is not None:
+                    self._deadline_timer.cancel()
+                self._deadline_at = head
+                self._deadline_timer = self._loop.call_at(head, self._deadlines_due)
 
     def expire_pending(self, now: float) -> int:
         """Fail the requests past their deadline (the once-a-second scan); returns how many."""
