@@ -232,6 +232,23 @@ def test_twins_agree_end_to_end(data) -> None:
     assert out[0] == out[1]
 
 
+def test_cols_is_a_writable_int64_view_that_outlives_its_batch(send) -> None:
+    """The compiled batch keeps its rows in C memory and lends them to numpy (``cols``): writes
+    through the view are what the stages read, and the view keeps the batch alive."""
+    reqs = [_send(), _send(body=_batch_body(20), code=RequestCode.SEND_BATCH_MESSAGE)]  # rows grow past one a request
+    b = send.encode_sends(reqs, TOPICS, BORN, STORE, CLUSTER, 4 << 20)
+    cols = b.cols
+    assert cols.shape == (21, len(COL)) and cols.dtype == np.int64
+    assert cols[:, COL["req"]].tolist() == [0] + [1] * 20 and cols[:, COL["size"]].sum() == b.total_size
+    cols[0, COL["commit_log_offset"]] = 0xABC
+    assert b"0000000000000ABC" in send.encode_answers(b, reqs, PREFIX, answer_template("DefaultRegion", True))
+    records = b.records
+    del b
+    assert cols[0, COL["commit_log_offset"]] == 0xABC and cols[1:, COL["pos"]].min() > 0 and records
+    empty = send.encode_sends([], TOPICS, BORN, STORE, CLUSTER, 4 << 20)
+    assert empty.n == 0 and empty.cols.shape == (0, len(COL))
+
+
 def test_answers_are_what_the_codec_writes(send) -> None:
     reqs = [_send(), _send("T2", 2), _send(body=_batch_body(2), code=RequestCode.SEND_BATCH_MESSAGE),
             _send(oneway=True)]

@@ -322,12 +322,13 @@ class SendMessageProcessor(BrokerCodeDispatchProcessor):
 
     def _count_puts(self, batch: SendBatch) -> None:
         """TOPIC_PUT_NUMS: each topic's messages and requests in this batch (statsAll's InTPS)."""
-        cols, stats = batch.cols, self.broker.stats
+        stats = self.broker.stats
         topic = batch.keys[0][0]
         if len(batch.keys) == 1 or all(t == topic for t, _ in batch.keys):
             # one topic (one queue, or sends to its queues gathered from many connections)
             stats.add(TOPIC_PUT_NUMS, topic, batch.n, len(batch.fast))
             return
+        cols = batch.cols  # (a view made per call: only when several topics need the columns)
         keys = cols[:, _C_KEY]
         msgs = np.bincount(keys, minlength=len(batch.keys))
         _, first = np.unique(cols[:, _C_REQ], return_index=True)  # a request's records share one queue
