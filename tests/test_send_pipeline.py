@@ -396,6 +396,29 @@ def test_place_one_leaves_the_end_marker_room(send) -> None:
         send.place_one(two, bytearray(1000), 0, 1000, 0, 0, 0)
 
 
+@pytest.mark.parametrize("order", [
+    ("T1/1", "T1/1", "T2/3", "T1/1", "T2/3"),
+    ("T1/1", "bad-new-key", "T1/1", "T2/0"),          # a key taken back while it is the second
+    ("bad-first-key", "T2/0", "T2/0", "T1/1"),        # the first key taken back
+    ("T1/1", "T2/0", "bad-new-key", "话题/1", "T2/0"),  # taken back once the keys have an index
+])
+def test_queue_keys_agree_with_the_pure_twin(order) -> None:
+    """The compiled batch keeps one queue key without a dict and makes one for a second: the keys
+    and each row's key column are the pure twin's, including keys of requests taken back."""
+    def req(spec: str):
+        if spec.startswith("bad"):  # a batch whose second entry goes the long way, after taking a new key
+            body = _batch_body(1) + encode_batch_body([Message("T1", b"d", properties={"DELAY": "3"})])
+            return _send("T2", 7, body=body, code=RequestCode.SEND_BATCH_MESSAGE)
+        topic, qid = spec.split("/")
+        return _send(topic, int(qid))
+    reqs = [req(spec) for spec in order]
+    got = [(b.keys, b.cols[:, COL["key"]].tolist(), b.slow, b.fast)
+           for b in (_pipeline(kind).encode_sends(reqs, TOPICS, BORN, STORE, CLUSTER, 4 << 20) for kind in ("py", "c"))]
+    assert got[0] == got[1]
+    bad = [i for i, spec in enumerate(order) if spec.startswith("bad")]
+    assert got[1][2] == bad and ("T2", 7) not in got[1][0]  # the taken-back key is gone
+
+
 def test_a_batch_refused_midway_leaves_no_trace(send) -> None:
     """The second entry needs the slow path: the first entry's record, its queue key and its
     round-robin turn are all taken back."""

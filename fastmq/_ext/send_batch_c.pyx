@@ -99,7 +99,7 @@ cdef class SendBatch:
         self.rr = rr
         self.wait = False
         self.total_size = 0
-        self.key_index = {}
+        self.key_index = None  # made for a second queue (key)
         self.last_topic = None
         self.last_qid = -1
         self.last_key = -1
@@ -112,21 +112,30 @@ cdef class SendBatch:
         if topic is self.last_topic and qid == self.last_qid:
             return self.last_key
         key = (topic, <int>qid)
-        found = PyDict_GetItem(self.key_index, key)
-        if found == NULL:
-            k = len(self.keys)
-            self.key_index[key] = k
-            self.keys.append(key)
+        if self.key_index is None and (not self.keys or self.keys[0] == key):
+            # one queue so far (a lone send, a producer's batch): no dict until a second one
+            k = 0
+            if not self.keys:
+                self.keys.append(key)
         else:
-            k = <object>found
+            if self.key_index is None:
+                self.key_index = {self.keys[0]: 0}
+            found = PyDict_GetItem(self.key_index, key)
+            if found == NULL:
+                k = len(self.keys)
+                self.key_index[key] = k
+                self.keys.append(key)
+            else:
+                k = <object>found
         self.last_topic, self.last_qid, self.last_key = topic, qid, <int64_t>k
         return self.last_key
 
     cdef int forget_keys(self, Py_ssize_t nkeys) except -1:
         """Drop the keys added after the first ``nkeys`` (a request taken back)."""
         if len(self.keys) > nkeys:
-            for k in self.keys[nkeys:]:
-                del self.key_index[k]
+            if self.key_index is not None:
+                for k in self.keys[nkeys:]:
+                    del self.key_index[k]
             del self.keys[nkeys:]
             self.last_topic = None
         return 0
