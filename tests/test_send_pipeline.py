@@ -396,6 +396,7 @@ def test_place_one_leaves_the_end_marker_room(send) -> None:
         send.place_one(two, bytearray(1000), 0, 1000, 0, 0, 0)
 
 
+@pytest.mark.c_ext
 @pytest.mark.parametrize("order", [
     ("T1/1", "T1/1", "T2/3", "T1/1", "T2/3"),
     ("T1/1", "bad-new-key", "T1/1", "T2/0"),          # a key taken back while it is the second
