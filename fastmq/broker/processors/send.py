@@ -62,6 +62,9 @@ PUT_STATUS_CODES = {
     PutStatus.FLUSH_SLAVE_TIMEOUT: ResponseCode.FLUSH_SLAVE_TIMEOUT,
     PutStatus.SLAVE_NOT_AVAILABLE: ResponseCode.SLAVE_NOT_AVAILABLE,
 }
+# A member read off an Enum class goes through EnumType.__getattr__ (~400 instructions): the hot
+# paths read this name instead
+_PUT_OK = PutStatus.PUT_OK
 #: (CLUSTER property, msgId prefix, JSON answer template, binary answer template)
 _Consts = tuple[bytes, bytes, tuple[bytes, bytes, bytes, bytes, bytes], tuple[bytes, bytes, bytes, bytes, bytes, bytes]]
 #: (store host, size limit, CLUSTER property, msgId prefix, JSON and binary answer templates)
@@ -205,7 +208,7 @@ class SendMessageProcessor(BrokerCodeDispatchProcessor):
             res = b.store.put_batch_now(batch)
             if not isinstance(res, PutResult):  # a flush or slave wait: begun now, to join this turn's group commit
                 res = run_eagerly(res)
-            if type(res) is PutResult and res.status is PutStatus.PUT_OK:
+            if type(res) is PutResult and res.status is _PUT_OK:
                 # (the common answer, without _batch_answers's other cases)
                 self._count_puts(batch)
                 out.append(encode_answers(batch, requests, prefix, template, binary_template=binary))
@@ -297,7 +300,7 @@ class SendMessageProcessor(BrokerCodeDispatchProcessor):
                        owners: list[tuple[Connection, int, int]], res: PutResult) -> list[list[Any]]:
         """:meth:`_batch_answers` of a gathered batch, one list per connection in ``owners``."""
         per: list[list[Any]] = [[] for _ in owners]
-        if res.ok and res.status is PutStatus.PUT_OK:
+        if res.status is _PUT_OK:
             self._count_puts(batch)
             _, prefix, template, binary = self._fast_consts()
             for k, (_, lo, hi) in enumerate(owners):
@@ -315,7 +318,7 @@ class SendMessageProcessor(BrokerCodeDispatchProcessor):
         if not res.ok:
             return [(requests[i], self._respond(requests[i], res, 0)) for i in batch.fast]
         self._count_puts(batch)
-        if res.status is not PutStatus.PUT_OK:
+        if res.status is not _PUT_OK:
             return self._stored_answers(batch, requests, res)
         _, prefix, template, binary = self._fast_consts()
         return encode_answers(batch, requests, prefix, template, binary_template=binary)
