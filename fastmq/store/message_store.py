@@ -107,7 +107,7 @@ class PutResult:
         return self.status in _STORED
 
 
-# (read off the Enum class, a member costs EnumType.__getattr__: ~400 instructions; a send's put reads this)
+# (read off the Enum class, a member takes the metaclass's attribute hook, ~400 instructions; a send's put reads this)
 _PUT_OK = PutStatus.PUT_OK
 _STORED = frozenset((PutStatus.PUT_OK, PutStatus.FLUSH_DISK_TIMEOUT, PutStatus.FLUSH_SLAVE_TIMEOUT,
                      PutStatus.SLAVE_NOT_AVAILABLE))
