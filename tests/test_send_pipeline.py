@@ -232,6 +232,23 @@ def test_twins_agree_end_to_end(data) -> None:
     assert out[0] == out[1]
 
 
+def test_cols_is_a_writable_int64_view_that_outlives_its_batch(send) -> None:
+    """The compiled batch keeps its rows in C memory and lends them to numpy (``cols``): writes
+    through the view are what the stages read, and the view keeps the batch alive."""
+    reqs = [_send(), _send(body=_batch_body(20), code=RequestCode.SEND_BATCH_MESSAGE)]  # rows grow past one a request
+    b = send.encode_sends(reqs, TOPICS, BORN, STORE, CLUSTER, 4 << 20)
+    cols = b.cols
+    assert cols.shape == (21, len(COL)) and cols.dtype == np.int64
+    assert cols[:, COL["req"]].tolist() == [0] + [1] * 20 and cols[:, COL["size"]].sum() == b.total_size
+    cols[0, COL["commit_log_offset"]] = 0xABC
+    assert b"0000000000000ABC" in send.encode_answers(b, reqs, PREFIX, answer_template("DefaultRegion", True))
+    records = b.records
+    del b
+    assert cols[0, COL["commit_log_offset"]] == 0xABC and cols[1:, COL["pos"]].min() > 0 and records
+    empty = send.encode_sends([], TOPICS, BORN, STORE, CLUSTER, 4 << 20)
+    assert empty.n == 0 and empty.cols.shape == (0, len(COL))
+
+
 def test_answers_are_what_the_codec_writes(send) -> None:
     reqs = [_send(), _send("T2", 2), _send(body=_batch_body(2), code=RequestCode.SEND_BATCH_MESSAGE),
             _send(oneway=True)]
@@ -377,6 +394,30 @@ def test_place_one_leaves_the_end_marker_room(send) -> None:
     two = send.encode_sends([_send(), _send()], TOPICS, BORN, STORE, CLUSTER, 4 << 20)
     with pytest.raises(ValueError):  # a batch of two records is place_records's
         send.place_one(two, bytearray(1000), 0, 1000, 0, 0, 0)
+
+
+@pytest.mark.c_ext
+@pytest.mark.parametrize("order", [
+    ("T1/1", "T1/1", "T2/3", "T1/1", "T2/3"),
+    ("T1/1", "bad-new-key", "T1/1", "T2/0"),          # a key taken back while it is the second
+    ("bad-first-key", "T2/0", "T2/0", "T1/1"),        # the first key taken back
+    ("T1/1", "T2/0", "bad-new-key", "话题/1", "T2/0"),  # taken back once the keys have an index
+])
+def test_queue_keys_agree_with_the_pure_twin(order) -> None:
+    """The compiled batch keeps one queue key without a dict and makes one for a second: the keys
+    and each row's key column are the pure twin's, including keys of requests taken back."""
+    def req(spec: str):
+        if spec.startswith("bad"):  # a batch whose second entry goes the long way, after taking a new key
+            body = _batch_body(1) + encode_batch_body([Message("T1", b"d", properties={"DELAY": "3"})])
+            return _send("T2", 7, body=body, code=RequestCode.SEND_BATCH_MESSAGE)
+        topic, qid = spec.split("/")
+        return _send(topic, int(qid))
+    reqs = [req(spec) for spec in order]
+    got = [(b.keys, b.cols[:, COL["key"]].tolist(), b.slow, b.fast)
+           for b in (_pipeline(kind).encode_sends(reqs, TOPICS, BORN, STORE, CLUSTER, 4 << 20) for kind in ("py", "c"))]
+    assert got[0] == got[1]
+    bad = [i for i, spec in enumerate(order) if spec.startswith("bad")]
+    assert got[1][2] == bad and ("T2", 7) not in got[1][0]  # the taken-back key is gone
 
 
 def test_a_batch_refused_midway_leaves_no_trace(send) -> None:

@@ -18,7 +18,7 @@ from libc.string cimport memcpy
 from .bigendian cimport get32 as _get32, put32 as _put32, put64 as _put64
 from .javahash cimport jhash
 from .properties cimport name_is
-from .send_batch_c cimport C_FLAGS, C_KEY, C_PHYS, C_POS, C_QOFF, C_SIZE, C_TAGS, F_INDEX, SendBatch
+from .send_batch_c cimport C_FLAGS, C_KEY, C_PHYS, C_POS, C_QOFF, C_SIZE, C_TAGS, F_INDEX, NCOLS, SendBatch
 from .wire_facts cimport *
 
 __all__ = ["place_records", "place_one", "index_records"]
@@ -40,7 +40,7 @@ def place_records(SendBatch b, object mapping, Py_ssize_t pos, Py_ssize_t file_s
     """
     cdef Py_buffer view
     cdef Py_ssize_t i = start, size
-    cdef int64_t[:, ::1] c = b.rows
+    cdef int64_t* c = b.r
     cdef uint8_t* dst
     cdef int64_t k
     if pos < 0 or start < 0 or next_offsets.shape[0] < len(b.keys):
@@ -50,17 +50,17 @@ def place_records(SendBatch b, object mapping, Py_ssize_t pos, Py_ssize_t file_s
         if file_size > view.len:
             raise ValueError("file_size is larger than the mapping")
         while i < b.n:
-            size = c[i, C_SIZE]
+            size = c[i * NCOLS + C_SIZE]
             if pos + size + 8 > file_size:
                 break
             dst = <uint8_t*>view.buf + pos
-            memcpy(dst, b.staging.p + c[i, C_POS], size)
-            k = c[i, C_KEY]
-            c[i, C_QOFF] = next_offsets[k]
+            memcpy(dst, b.staging.p + c[i * NCOLS + C_POS], size)
+            k = c[i * NCOLS + C_KEY]
+            c[i * NCOLS + C_QOFF] = next_offsets[k]
             next_offsets[k] += 1
-            c[i, C_PHYS] = file_from + pos
-            _put64(dst + REC_QUEUEOFFSET_POS, <uint64_t>c[i, C_QOFF])
-            _put64(dst + REC_PHYSICALOFFSET_POS, <uint64_t>c[i, C_PHYS])
+            c[i * NCOLS + C_PHYS] = file_from + pos
+            _put64(dst + REC_QUEUEOFFSET_POS, <uint64_t>c[i * NCOLS + C_QOFF])
+            _put64(dst + REC_PHYSICALOFFSET_POS, <uint64_t>c[i * NCOLS + C_PHYS])
             _put64(dst + REC_STORETIMESTAMP_POS, <uint64_t>store_ts)
             pos += size
             i += 1
@@ -81,7 +81,7 @@ def place_one(SendBatch b, object mapping, Py_ssize_t pos, Py_ssize_t file_size,
     cdef uint8_t* dst
     if b.n != 1 or pos < 0:
         raise ValueError("place_one takes a batch of one record and a non-negative position")
-    size = b.rows[0, C_SIZE]
+    size = b.r[C_SIZE]
     PyObject_GetBuffer(mapping, &view, PyBUF_WRITABLE)
     try:
         if file_size > view.len:
@@ -89,15 +89,15 @@ def place_one(SendBatch b, object mapping, Py_ssize_t pos, Py_ssize_t file_size,
         if pos + size + 8 > file_size:
             return None
         dst = <uint8_t*>view.buf + pos
-        memcpy(dst, b.staging.p + b.rows[0, C_POS], size)
-        b.rows[0, C_QOFF] = queue_offset
-        b.rows[0, C_PHYS] = file_from + pos
+        memcpy(dst, b.staging.p + b.r[C_POS], size)
+        b.r[C_QOFF] = queue_offset
+        b.r[C_PHYS] = file_from + pos
         _put64(dst + REC_QUEUEOFFSET_POS, <uint64_t>queue_offset)
         _put64(dst + REC_PHYSICALOFFSET_POS, <uint64_t>(file_from + pos))
         _put64(dst + REC_STORETIMESTAMP_POS, <uint64_t>store_ts)
     finally:
         PyBuffer_Release(&view)
-    return pos + size, b.rows[0, C_TAGS]
+    return pos + size, b.r[C_TAGS]
 
 
 # ----------------------------------------------------------------------------- index
@@ -114,7 +114,7 @@ def index_records(SendBatch b, Py_ssize_t start, object mapping, Py_ssize_t slot
     cdef Py_buffer view
     cdef int64_t begin_ts = state[0], end_ts = state[1], begin_phy = state[2], end_phy = state[3]
     cdef int64_t slot_count = state[4], count = state[5]
-    cdef int64_t[:, ::1] c = b.rows
+    cdef int64_t* c = b.r
     cdef Py_ssize_t i = start, p, n, tl, kn, ks, j, vs, vn, nkeys, q
     cdef const uint8_t* rec
     cdef const uint8_t* topic
@@ -134,10 +134,10 @@ def index_records(SendBatch b, Py_ssize_t start, object mapping, Py_ssize_t slot
         if view.len < 40 + slots * 4 + entries * 20:
             raise ValueError("the mapping is smaller than the index file layout")
         while i < b.n:
-            if not (c[i, C_FLAGS] & F_INDEX):
+            if not (c[i * NCOLS + C_FLAGS] & F_INDEX):
                 i += 1
                 continue
-            rec = b.staging.p + c[i, C_POS]
+            rec = b.staging.p + c[i * NCOLS + C_POS]
             p = REC_BODY_POS + <int32_t>_get32(rec + REC_BODYLEN_POS)
             tl = rec[p]
             topic = rec + p + 1
@@ -184,7 +184,7 @@ def index_records(SendBatch b, Py_ssize_t start, object mapping, Py_ssize_t slot
                 break
             th = jhash(topic, tl, 0)
             th = th * 31 + 35  # '#'
-            phy = c[i, C_PHYS]
+            phy = c[i * NCOLS + C_PHYS]
             for j in range(nkeys):
                 h = jhash(key_ptrs[j], key_lens[j], th)
                 if <int32_t>h == -2147483648:

@@ -24,9 +24,12 @@ cdef enum:
 @cython.final
 cdef class SendBatch:
     cdef ByteBuf staging           # the records back to back
-    cdef public object cols        # int64 (n, NCOLS) numpy array
-    cdef int64_t[:, ::1] rows      # a view of cols
-    cdef public Py_ssize_t n       # records
+    cdef int64_t* r                # the rows, NCOLS int64 each, row i at r + i * NCOLS (``cols`` views them)
+    cdef Py_ssize_t cap            # rows allocated
+    cdef Py_ssize_t exports        # buffer views of the rows alive: the rows may not move
+    cdef Py_ssize_t shape[2]
+    cdef Py_ssize_t strides[2]
+    cdef readonly Py_ssize_t n     # records
     cdef public list keys          # (topic, queue id) of each C_KEY
     cdef public list slow          # request indices for the slow path
     cdef public list fast          # request indices encoded here, in order
@@ -38,6 +41,7 @@ cdef class SendBatch:
     cdef int64_t last_qid
     cdef int64_t last_key
 
+    cdef int _grow(self, Py_ssize_t rows) except -1
     cdef int start(self, Py_ssize_t nreq, long long rr) except -1
     cdef int64_t key(self, object topic, int64_t qid) except -1
     cdef int forget_keys(self, Py_ssize_t nkeys) except -1

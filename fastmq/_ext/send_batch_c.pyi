@@ -9,7 +9,8 @@ COLUMNS: tuple[str, ...]
 
 @final
 class SendBatch:
-    cols: np.ndarray
+    @property
+    def cols(self) -> np.ndarray: ...
     n: int
     keys: list[tuple[str, int]]
     slow: list[int]

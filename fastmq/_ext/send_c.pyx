@@ -38,7 +38,7 @@ from .codec_c cimport RemotingCommand, command_code, command_flag, command_opaqu
 from .javahash cimport jhash
 from .properties cimport name_is
 from .send_batch_c cimport (C_FLAGS, C_KEY, C_PHYS, C_POS, C_QID, C_QOFF, C_REQ, C_SIZE, C_TAGS, F_INDEX, F_WAIT,
-                            SendBatch)
+                            NCOLS, SendBatch)
 from .wire_facts cimport *
 
 cdef extern from "Python.h":
@@ -521,18 +521,17 @@ cdef inline object _get(dict d, object k):
 @cython.wraparound(False)
 cdef inline void _set_row(SendBatch b, Py_ssize_t req, Py_ssize_t pos, Py_ssize_t size, int64_t key,
                           uint32_t tags_hash, int32_t flags, int64_t qid) noexcept:
-    cdef int64_t[:, ::1] c = b.rows
-    cdef Py_ssize_t n = b.n
-    c[n, C_REQ] = req
-    c[n, C_POS] = pos
-    c[n, C_SIZE] = size
-    c[n, C_KEY] = key
-    c[n, C_TAGS] = <int32_t>tags_hash  # signed int32 widened to int64, as Java's long tagsCode
-    c[n, C_FLAGS] = flags
-    c[n, C_QOFF] = 0
-    c[n, C_PHYS] = 0
-    c[n, C_QID] = qid
-    b.n = n + 1
+    cdef int64_t* c = b.r + b.n * NCOLS
+    c[C_REQ] = req
+    c[C_POS] = pos
+    c[C_SIZE] = size
+    c[C_KEY] = key
+    c[C_TAGS] = <int32_t>tags_hash  # signed int32 widened to int64, as Java's long tagsCode
+    c[C_FLAGS] = flags
+    c[C_QOFF] = 0
+    c[C_PHYS] = 0
+    c[C_QID] = qid
+    b.n += 1
 
 
 # ----------------------------------------------------------------------------- answers
@@ -565,7 +564,7 @@ def encode_answers(SendBatch b, list requests, bytes msg_id_prefix, tuple templa
     cdef char* ext
     cdef char* vlen
     cdef Py_ssize_t plen = len(msg_id_prefix)
-    cdef int64_t[:, ::1] c = b.rows
+    cdef int64_t* c = b.r
     cdef Py_ssize_t i = 0, j, cap, hlen
     cdef RemotingCommand req
     cdef char* out
@@ -577,20 +576,20 @@ def encode_answers(SendBatch b, list requests, bytes msg_id_prefix, tuple templa
         hi = len(requests)
     cap = 0
     for i in range(b.n):
-        if lo <= c[i, C_REQ] < hi:
+        if lo <= c[i * NCOLS + C_REQ] < hi:
             cap += plen + 17
-            if i == 0 or c[i - 1, C_REQ] != c[i, C_REQ]:
+            if i == 0 or c[(i - 1) * NCOLS + C_REQ] != c[i * NCOLS + C_REQ]:
                 cap += per_req + 3 * 21 + 8
     res = PyBytes_FromStringAndSize(NULL, cap)
     out = PyBytes_AS_STRING(res)
     p = out
     i = 0
     while i < b.n:
-        req = <RemotingCommand>requests[c[i, C_REQ]]
+        req = <RemotingCommand>requests[c[i * NCOLS + C_REQ]]
         j = i
-        while j < b.n and c[j, C_REQ] == c[i, C_REQ]:
+        while j < b.n and c[j * NCOLS + C_REQ] == c[i * NCOLS + C_REQ]:
             j += 1
-        if command_flag(req) & 2 or not (lo <= c[i, C_REQ] < hi):  # oneway: no answer; or not asked for
+        if command_flag(req) & 2 or not (lo <= c[i * NCOLS + C_REQ] < hi):  # oneway: no answer; or not asked for
             i = j
             continue
         if command_serialize_type(req) == 1:
@@ -614,10 +613,10 @@ def encode_answers(SendBatch b, list requests, bytes msg_id_prefix, tuple templa
             _put32(<uint8_t*>vlen, <uint32_t>(p - vlen - 4))
             memcpy(p, PyBytes_AS_STRING(b3), m3)
             p += m3
-            p = _binary_int(p, c[i, C_QID])
+            p = _binary_int(p, c[i * NCOLS + C_QID])
             memcpy(p, PyBytes_AS_STRING(b4), m4)
             p += m4
-            p = _binary_int(p, c[i, C_QOFF])
+            p = _binary_int(p, c[i * NCOLS + C_QOFF])
             memcpy(p, PyBytes_AS_STRING(b5), m5)
             p += m5
             _put32(<uint8_t*>ext, <uint32_t>(p - ext - 4))
@@ -633,10 +632,10 @@ def encode_answers(SendBatch b, list requests, bytes msg_id_prefix, tuple templa
         p = _msg_ids(p, c, i, j, PyBytes_AS_STRING(msg_id_prefix), plen)
         memcpy(p, PyBytes_AS_STRING(t1), l1)
         p += l1
-        p += _itoa(c[i, C_QID], p)
+        p += _itoa(c[i * NCOLS + C_QID], p)
         memcpy(p, PyBytes_AS_STRING(t2), l2)
         p += l2
-        p += _itoa(c[i, C_QOFF], p)
+        p += _itoa(c[i * NCOLS + C_QOFF], p)
         memcpy(p, PyBytes_AS_STRING(t3), l3)
         p += l3
         p += _itoa(command_opaque(req), p)
@@ -651,7 +650,7 @@ def encode_answers(SendBatch b, list requests, bytes msg_id_prefix, tuple templa
 
 @cython.boundscheck(False)
 @cython.wraparound(False)
-cdef inline char* _msg_ids(char* p, int64_t[:, ::1] c, Py_ssize_t i, Py_ssize_t j, const char* prefix,
+cdef inline char* _msg_ids(char* p, const int64_t* c, Py_ssize_t i, Py_ssize_t j, const char* prefix,
                            Py_ssize_t plen) noexcept:
     """The offset msgIds of records ``i..j-1``, comma-separated, at ``p``; returns the end."""
     cdef Py_ssize_t k, d
@@ -662,7 +661,7 @@ cdef inline char* _msg_ids(char* p, int64_t[:, ::1] c, Py_ssize_t i, Py_ssize_t 
             p += 1
         memcpy(p, prefix, plen)
         p += plen
-        phys = <uint64_t>c[k, C_PHYS]
+        phys = <uint64_t>c[k * NCOLS + C_PHYS]
         for d in range(16):
             p[d] = _HEX[(phys >> (60 - 4 * d)) & 0xF]
         p += 16

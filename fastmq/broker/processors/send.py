@@ -62,6 +62,9 @@ PUT_STATUS_CODES = {
     PutStatus.FLUSH_SLAVE_TIMEOUT: ResponseCode.FLUSH_SLAVE_TIMEOUT,
     PutStatus.SLAVE_NOT_AVAILABLE: ResponseCode.SLAVE_NOT_AVAILABLE,
 }
+# A member read off an Enum class takes the metaclass's attribute hook (EnumType defines
+# __getattr__: ~400 instructions a read); the hot paths read this name instead
+_PUT_OK = PutStatus.PUT_OK
 #: (CLUSTER property, msgId prefix, JSON answer template, binary answer template)
 _Consts = tuple[bytes, bytes, tuple[bytes, bytes, bytes, bytes, bytes], tuple[bytes, bytes, bytes, bytes, bytes, bytes]]
 #: (store host, size limit, CLUSTER property, msgId prefix, JSON and binary answer templates)
@@ -205,7 +208,7 @@ class SendMessageProcessor(BrokerCodeDispatchProcessor):
             res = b.store.put_batch_now(batch)
             if not isinstance(res, PutResult):  # a flush or slave wait: begun now, to join this turn's group commit
                 res = run_eagerly(res)
-            if type(res) is PutResult and res.status is PutStatus.PUT_OK:
+            if type(res) is PutResult and res.status is _PUT_OK:
                 # (the common answer, without _batch_answers's other cases)
                 self._count_puts(batch)
                 out.append(encode_answers(batch, requests, prefix, template, binary_template=binary))
@@ -297,7 +300,7 @@ class SendMessageProcessor(BrokerCodeDispatchProcessor):
                        owners: list[tuple[Connection, int, int]], res: PutResult) -> list[list[Any]]:
         """:meth:`_batch_answers` of a gathered batch, one list per connection in ``owners``."""
         per: list[list[Any]] = [[] for _ in owners]
-        if res.ok and res.status is PutStatus.PUT_OK:
+        if res.status is _PUT_OK:
             self._count_puts(batch)
             _, prefix, template, binary = self._fast_consts()
             for k, (_, lo, hi) in enumerate(owners):
@@ -315,19 +318,20 @@ class SendMessageProcessor(BrokerCodeDispatchProcessor):
         if not res.ok:
             return [(requests[i], self._respond(requests[i], res, 0)) for i in batch.fast]
         self._count_puts(batch)
-        if res.status is not PutStatus.PUT_OK:
+        if res.status is not _PUT_OK:
             return self._stored_answers(batch, requests, res)
         _, prefix, template, binary = self._fast_consts()
         return encode_answers(batch, requests, prefix, template, binary_template=binary)
 
     def _count_puts(self, batch: SendBatch) -> None:
         """TOPIC_PUT_NUMS: each topic's messages and requests in this batch (statsAll's InTPS)."""
-        cols, stats = batch.cols, self.broker.stats
+        stats = self.broker.stats
         topic = batch.keys[0][0]
         if len(batch.keys) == 1 or all(t == topic for t, _ in batch.keys):
             # one topic (one queue, or sends to its queues gathered from many connections)
             stats.add(TOPIC_PUT_NUMS, topic, batch.n, len(batch.fast))
             return
+        cols = batch.cols  # (a view made per call: only when several topics need the columns)
         keys = cols[:, _C_KEY]
         msgs = np.bincount(keys, minlength=len(batch.keys))
         _, first = np.unique(cols[:, _C_REQ], return_index=True)  # a request's records share one queue
