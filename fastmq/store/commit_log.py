@@ -188,8 +188,6 @@ class CommitLog:
             mf.store_timestamp = ts
             self.last_store_timestamp = ts
             self.mfq.after_append(mf)
-        if self.flush_service is not None:
-            self.flush_service.wakeup()
         return out
 
     def put_batch(self, batch: SendBatch, store_timestamp: int) -> None:
@@ -232,8 +230,6 @@ class CommitLog:
             mf.store_timestamp = store_timestamp
             self.last_store_timestamp = store_timestamp
             self.mfq.after_append(mf)
-        if self.flush_service is not None:
-            self.flush_service.wakeup()
 
     def put_one(self, batch: SendBatch, store_timestamp: int) -> tuple[int, int, int]:
         """:meth:`put_batch` of a batch of one record (one send in flight), without its per-queue
@@ -265,9 +261,8 @@ class CommitLog:
             table[key] = qoff + 1
             mf.store_timestamp = store_timestamp
             self.last_store_timestamp = store_timestamp
-            self.mfq.after_append(mf)
-        if self.flush_service is not None:
-            self.flush_service.wakeup()
+            if mf.wrote_position >= mf.append_mark:  # (below it after_append has nothing to do)
+                self.mfq.after_append(mf)
         return qoff, mf.file_from_offset + pos, tag
 
     def _seal(self, mf: MappedFile) -> None:
@@ -305,8 +300,6 @@ class CommitLog:
                 self.mfq.after_append(mf)
                 mv = mv[n:]
             end = self.max_offset
-        if self.flush_service is not None:
-            self.flush_service.wakeup()
         return end
 
     # -- read ----------------------------------------------------------------------------
@@ -584,9 +577,6 @@ class FlushService(threading.Thread):
         self.commit_log = commit_log
         self._stop_event = threading.Event()
 
-    def wakeup(self) -> None:
-        """Appends do not wake an async flusher; the interval is the point."""
-
     def run(self) -> None:
         cfg = self.commit_log.config
         last_thorough = time.monotonic()
@@ -740,9 +730,6 @@ class GroupCommitService(threading.Thread):
             # left out of a round is answered by the next, at the latest the 10 ms idle one)
             target[0] = offset
         os.eventfd_write(self._wake_fd, 1)
-
-    def wakeup(self) -> None:
-        """Nothing to do: a waiter's request is the wake-up."""
 
     # -- the thread ----------------------------------------------------------------------
     def run(self) -> None:

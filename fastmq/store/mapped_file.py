@@ -144,7 +144,7 @@ class MappedFile:
     # slots: a broker holds one per queue file, thousands of them
     __slots__ = ("path", "file_from_offset", "file_size", "_fd", "reserve_step", "reserved_to", "_mm", "_map", "_mv",
                  "buffer", "wrote_position", "flushed_position", "store_timestamp", "_closed", "_released_wrote",
-                 "_warm_mark", "_warm_wake")
+                 "_warm_mark", "_warm_wake", "_half_mark", "append_mark")
 
     def __init__(self, path: str | Path, file_size: int, *, keep_fd: bool = True, reserve_step: int = 0) -> None:
         """``keep_fd`` False: map without holding a descriptor (:class:`_FdlessMapping`; no
@@ -214,6 +214,13 @@ class MappedFile:
         # files with a descriptor are warmed)
         self._warm_mark = self.file_size + 1
         self._warm_wake: threading.Event | None = threading.Event() if keep_fd else None
+        # the first write position past half the file (the next file is prepared there), until
+        # MappedFileQueue.after_append has prepared it
+        self._half_mark = self.file_size // 2 + 1
+        #: The write position from which an append must call MappedFileQueue.after_append (the
+        #: lower of the two marks): below it that call has nothing to do, and a writer that
+        #: compares first spares the call (one send in flight)
+        self.append_mark = self._half_mark
 
     # -- space ---------------------------------------------------------------------------
     def _reserve(self, fd: int, upto: int) -> None:
@@ -406,6 +413,7 @@ class MappedFile:
         while off < end and not self._closed:
             if limit is None and off >= self.wrote_position + ahead:
                 self._warm_mark = off - ahead + 1
+                self.append_mark = min(self._warm_mark, self._half_mark)
                 wake.clear()
                 if off >= self.wrote_position + ahead:  # no write landed between the mark and the clear
                     wake.wait(_WARM_IDLE_S)
@@ -420,7 +428,14 @@ class MappedFile:
         """The writer's side of :meth:`warm`: wake it once the write position reached its mark."""
         if self.wrote_position >= self._warm_mark and self._warm_wake is not None:
             self._warm_mark = self.file_size + 1
+            self.append_mark = self._half_mark
             self._warm_wake.set()
+
+    def half_prepared(self, done: bool) -> None:
+        """Whether the file after this one is prepared (``done``), or must be prepared again
+        once an append passes half the file (its preparation was taken or dropped)."""
+        self._half_mark = self.file_size + 1 if done else self.file_size // 2 + 1
+        self.append_mark = min(self._warm_mark, self._half_mark)
 
     # -- recovery ------------------------------------------------------------------------
     def truncate_to(self, pos: int) -> None:
@@ -585,6 +600,7 @@ class MappedFileQueue:
 
     def _take_prepared(self, from_offset: int) -> MappedFile | None:
         nxt, self._next = self._next, None
+        self._rearm_half()
         if nxt is None:
             return None
         off, fut = nxt
@@ -632,10 +648,19 @@ class MappedFileQueue:
 
     def after_append(self, mf: MappedFile) -> None:
         """What follows appends to ``mf``: its warming woken when due, the next file prepared
-        once ``mf`` is half full."""
+        once ``mf`` is half full. (Nothing to do while ``mf.wrote_position < mf.append_mark``:
+        a writer may compare first and spare the call.)"""
         mf.wake_warm()
         if mf.wrote_position > mf.file_size // 2:
             self.prepare_next()
+            if self._next is not None or not self.preload:
+                mf.half_prepared(True)
+
+    def _rearm_half(self) -> None:
+        """The preparation of the next file was taken or dropped: the last file's appends past
+        its half must ask for it again (as before :meth:`after_append` spared them)."""
+        if self.files:
+            self.files[-1].half_prepared(False)
 
     def prepare_next(self) -> None:
         """Start creating and warming the file after the last one (idempotent, preload only)."""
@@ -718,6 +743,7 @@ class MappedFileQueue:
 
     def _drop_prepared(self) -> None:
         nxt, self._next = self._next, None
+        self._rearm_half()
         if nxt is not None:
             try:
                 nxt[1].result(timeout=60).destroy()

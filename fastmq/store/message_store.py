@@ -527,8 +527,13 @@ class MessageStore(DiskSpaceGuard):
         except Exception as exc:
             return self._append_failed(exc)
         cq.put(qoff, phys, batch.total_size, tag)
-        (topic, qid), = batch.keys
-        self._arrived(self.on_arrival, topic, qid, qoff + 1, tag)
+        cb = self.on_arrival
+        if cb is not None:  # (_arrived, without its call)
+            (topic, qid), = batch.keys
+            try:
+                cb(topic, qid, qoff + 1, tag)
+            except Exception:  # a listener bug must not fail a stored send
+                log.exception("on_arrival callback failed for %s/%d", topic, qid)
         return self._stored(batch, now, t0, qoff, phys, phys + batch.total_size)
 
     def _append_failed(self, exc: Exception) -> PutResult:
