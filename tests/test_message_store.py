@@ -207,6 +207,48 @@ async def test_lone_puts_store_what_the_general_path_stores(tmp_path: Path) -> N
     assert seen["lone"][1][1] == [f"k{i}".encode() for i in range(1, 90, 3)]
 
 
+def test_lone_puts_prepare_the_next_file_and_wake_its_warming(tmp_path: Path) -> None:
+    """The one-record path calls the commit log's after-append work only from the file's append
+    mark: still the next file is prepared once past half the file (and again after a truncation
+    dropped that preparation), the warming woken at its mark, and the roll takes the prepared file."""
+    s = open_store(tmp_path, preloadMappedFile=True, mappedFileSizeCommitLog=8192, mappedFileSizeConsumeQueue=20 * 1000)
+    general = s._put_batch
+    calls = []
+    s._put_batch = lambda b: calls.append(b) or general(b)  # type: ignore[method-assign]
+    mfq = s.commit_log.mfq
+    try:
+        assert s.put_batch_now(_send_batch([(0, "A", "k0")])).status is PutStatus.PUT_OK
+        mf = mfq.files[-1]
+        assert mfq._next is None and mf.append_mark == 8192 // 2 + 1
+        i = 1
+        while mf.wrote_position <= 8192 // 2 and i < 100:  # bounded: past half the first file
+            assert mfq._next is None
+            assert s.put_batch_now(_send_batch([(0, "A", f"k{i}")])).status is PutStatus.PUT_OK
+            i += 1
+        assert mfq._next is not None and mfq._next[0] == 8192 and len(calls) == 1
+        assert mf.append_mark == 8192 + 1  # prepared: nothing more to do past half
+        mfq.truncate_dirty_files(s.commit_log_max_offset)  # keeps every record, drops the preparation
+        assert mfq._next is None and mf.append_mark == 8192 // 2 + 1
+        assert s.put_batch_now(_send_batch([(0, "A", f"k{i}")])).status is PutStatus.PUT_OK
+        assert mfq._next is not None  # asked for again by the next lone put
+        prepared = mfq._next[1].result(timeout=10)
+        wake = mf._warm_wake
+        assert wake is not None
+        mf._warm_mark = mf.wrote_position + 1  # as warm() sets it, waiting for the writer
+        mf.append_mark = mf._warm_mark
+        wake.clear()
+        assert s.put_batch_now(_send_batch([(0, "A", "kw")])).status is PutStatus.PUT_OK
+        assert wake.is_set() and mf.append_mark == 8192 + 1
+        n = len(calls)
+        while len(mfq.files) < 2 and i < 200:  # bounded: until the log rolls
+            s.put_batch_now(_send_batch([(0, "A", f"k{i}")]))
+            i += 1
+        assert mfq.files[1] is prepared and len(calls) == n + 1  # the roll went the general way
+        assert s.check_consistency() == []
+    finally:
+        s.shutdown()
+
+
 async def test_lone_puts_under_sync_flush_wait_for_their_flush(tmp_path: Path) -> None:
     """The one-record path owes the same wait as the general one: each put that asked to wait is
     answered by a coroutine that returns once the flush covers it."""
