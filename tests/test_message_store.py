@@ -12,6 +12,7 @@ from fastmq.protocol.message import (
     MessageExt, decode_offset_msg_id, decode_records, java_string_hash, tags_code,
 )
 from fastmq.store.config import MessageStoreConfig
+from fastmq.store.consume_queue import ConsumeQueue
 from fastmq.store.message_store import (
     SCHEDULE_TOPIC, GetStatus, MessageStore, PutResult, PutStatus, parse_delay_levels,
 )
@@ -207,10 +208,11 @@ async def test_lone_puts_store_what_the_general_path_stores(tmp_path: Path) -> N
     assert seen["lone"][1][1] == [f"k{i}".encode() for i in range(1, 90, 3)]
 
 
-def test_lone_puts_prepare_the_next_file_and_wake_its_warming(tmp_path: Path) -> None:
+def test_lone_puts_prepare_the_next_file_and_wake_its_warming(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The one-record path calls the commit log's after-append work only from the file's append
     mark: still the next file is prepared once past half the file (and again after a truncation
-    dropped that preparation), the warming woken at its mark, and the roll takes the prepared file."""
+    dropped that preparation), the warming woken at its mark, and the roll takes the prepared file.
+    Each lone put's queue entry is written with its record (no ConsumeQueue.put)."""
     s = open_store(tmp_path, preloadMappedFile=True, mappedFileSizeCommitLog=8192, mappedFileSizeConsumeQueue=20 * 1000)
     general = s._put_batch
     calls = []
@@ -218,6 +220,9 @@ def test_lone_puts_prepare_the_next_file_and_wake_its_warming(tmp_path: Path) ->
     mfq = s.commit_log.mfq
     try:
         assert s.put_batch_now(_send_batch([(0, "A", "k0")])).status is PutStatus.PUT_OK
+        real_put = ConsumeQueue.put
+        cq_puts: list = []
+        monkeypatch.setattr(ConsumeQueue, "put", lambda self, *a: cq_puts.append(a) or real_put(self, *a))
         mf = mfq.files[-1]
         assert mfq._next is None and mf.append_mark == 8192 // 2 + 1
         i = 1
@@ -226,6 +231,7 @@ def test_lone_puts_prepare_the_next_file_and_wake_its_warming(tmp_path: Path) ->
             assert s.put_batch_now(_send_batch([(0, "A", f"k{i}")])).status is PutStatus.PUT_OK
             i += 1
         assert mfq._next is not None and mfq._next[0] == 8192 and len(calls) == 1
+        assert cq_puts == []  # every lone put's queue entry was written with its record
         assert mf.append_mark == 8192 + 1  # prepared: nothing more to do past half
         mfq.truncate_dirty_files(s.commit_log_max_offset)  # keeps every record, drops the preparation
         assert mfq._next is None and mf.append_mark == 8192 // 2 + 1

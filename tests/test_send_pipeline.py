@@ -380,6 +380,30 @@ def test_place_one_writes_what_place_records_writes(send, req) -> None:
     assert one.cols[0, COL["queue_offset"]] == 77 and one.cols[0, COL["commit_log_offset"]] == 4100
 
 
+def test_place_one_writes_the_consume_queue_entry(send) -> None:
+    """Given a consume-queue mapping, the one-record writer also writes the record's 20-byte
+    entry there (commit-log offset, size, tag code, big-endian); a record that does not fit
+    writes neither, and an entry position outside the mapping is refused before anything is."""
+    req = _send("T2", 3, props="KEYS\x01a\x02TAGS\x01t\x02")
+    b = send.encode_sends([req], TOPICS, BORN, STORE, CLUSTER, 4 << 20)
+    plain = send.encode_sends([req], TOPICS, BORN, STORE, CLUSTER, 4 << 20)
+    m1, m2, cq = bytearray(2000), bytearray(2000), bytearray(100)
+    placed = send.place_one(b, m1, 100, 2000, 4000, 7, 1_700_000_000_999, cq, 40)
+    assert placed == send.place_one(plain, m2, 100, 2000, 4000, 7, 1_700_000_000_999)
+    assert m1 == m2 and b.cols.tolist() == plain.cols.tolist()
+    tag = int(b.cols[0, COL["tags"]])
+    assert tag != 0
+    assert cq == bytes(40) + struct.pack(">qiq", 4100, b.total_size, tag) + bytes(40)
+    full = bytearray(100)
+    assert send.place_one(b, bytearray(2000), 1990, 2000, 0, 0, 1, full, 0) is None
+    assert full == bytearray(100)  # no room for the record: no entry either
+    for bad in (-1, 81):
+        m, q = bytearray(2000), bytearray(100)
+        with pytest.raises(ValueError):
+            send.place_one(b, m, 0, 2000, 0, 0, 1, q, bad)
+        assert m == bytearray(2000) and q == bytearray(100)
+
+
 def test_place_one_leaves_the_end_marker_room(send) -> None:
     b = send.encode_sends([_send()], TOPICS, BORN, STORE, CLUSTER, 4 << 20)
     end = 50 + b.total_size + 8

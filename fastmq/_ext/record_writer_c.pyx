@@ -24,6 +24,7 @@ from .wire_facts cimport *
 __all__ = ["place_records", "place_one", "index_records"]
 
 cdef enum:
+    CQ_UNIT = 20  # a consume-queue entry: commit-log offset (8), size (4), tag code (8)
     NV_SEP = NAME_VALUE_SEPARATOR
     PROP_SEP = PROPERTY_SEPARATOR
 
@@ -72,31 +73,48 @@ def place_records(SendBatch b, object mapping, Py_ssize_t pos, Py_ssize_t file_s
 @cython.boundscheck(False)
 @cython.wraparound(False)
 def place_one(SendBatch b, object mapping, Py_ssize_t pos, Py_ssize_t file_size, long long file_from,
-              long long queue_offset, long long store_ts):
+              long long queue_offset, long long store_ts, object cq_mapping=None, Py_ssize_t cq_pos=-1):
     """:func:`place_records` of a batch of one record (one send in flight) with its queue offset
     given: ``(next pos, the record's tag code)``, or None when it leaves no room for the 8-byte
-    end-of-file marker (nothing written)."""
+    end-of-file marker (nothing written). With ``cq_mapping``, the record's 20-byte consume-queue
+    entry (commit-log offset, size, tag code) is written there at ``cq_pos`` too."""
     cdef Py_buffer view
+    cdef Py_buffer cq_view
     cdef Py_ssize_t size
     cdef uint8_t* dst
+    cdef uint8_t* entry
+    cdef bint has_cq = cq_mapping is not None
     if b.n != 1 or pos < 0:
         raise ValueError("place_one takes a batch of one record and a non-negative position")
     size = b.r[C_SIZE]
-    PyObject_GetBuffer(mapping, &view, PyBUF_WRITABLE)
+    if has_cq:
+        PyObject_GetBuffer(cq_mapping, &cq_view, PyBUF_WRITABLE)
     try:
-        if file_size > view.len:
-            raise ValueError("file_size is larger than the mapping")
-        if pos + size + 8 > file_size:
-            return None
-        dst = <uint8_t*>view.buf + pos
-        memcpy(dst, b.staging.p + b.r[C_POS], size)
-        b.r[C_QOFF] = queue_offset
-        b.r[C_PHYS] = file_from + pos
-        _put64(dst + REC_QUEUEOFFSET_POS, <uint64_t>queue_offset)
-        _put64(dst + REC_PHYSICALOFFSET_POS, <uint64_t>(file_from + pos))
-        _put64(dst + REC_STORETIMESTAMP_POS, <uint64_t>store_ts)
+        if has_cq and (cq_pos < 0 or cq_pos + CQ_UNIT > cq_view.len):
+            raise ValueError("the consume-queue entry's position is outside its mapping")
+        PyObject_GetBuffer(mapping, &view, PyBUF_WRITABLE)
+        try:
+            if file_size > view.len:
+                raise ValueError("file_size is larger than the mapping")
+            if pos + size + 8 > file_size:
+                return None
+            dst = <uint8_t*>view.buf + pos
+            memcpy(dst, b.staging.p + b.r[C_POS], size)
+            b.r[C_QOFF] = queue_offset
+            b.r[C_PHYS] = file_from + pos
+            _put64(dst + REC_QUEUEOFFSET_POS, <uint64_t>queue_offset)
+            _put64(dst + REC_PHYSICALOFFSET_POS, <uint64_t>(file_from + pos))
+            _put64(dst + REC_STORETIMESTAMP_POS, <uint64_t>store_ts)
+        finally:
+            PyBuffer_Release(&view)
+        if has_cq:
+            entry = <uint8_t*>cq_view.buf + cq_pos
+            _put64(entry, <uint64_t>(file_from + pos))
+            _put32(entry + 8, <uint32_t>size)
+            _put64(entry + 12, <uint64_t>b.r[C_TAGS])
     finally:
-        PyBuffer_Release(&view)
+        if has_cq:
+            PyBuffer_Release(&cq_view)
     return pos + size, b.r[C_TAGS]
 
 

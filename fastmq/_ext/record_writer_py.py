@@ -28,6 +28,7 @@ _KEYS, _UNIQ_KEY, _KEY_SEP = (n.encode() for n in (
     MessageConst.KEYS, MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX, MessageConst.KEY_SEPARATOR))
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
+_CQ_ENTRY = struct.Struct(">qiq")  # a consume-queue entry: commit-log offset, size, tag code
 
 
 def place_records(b: SendBatch, mapping: Any, pos: int, file_size: int, file_from: int, start: int,
@@ -60,14 +61,18 @@ def place_records(b: SendBatch, mapping: Any, pos: int, file_size: int, file_fro
 
 
 def place_one(b: SendBatch, mapping: Any, pos: int, file_size: int, file_from: int, queue_offset: int,
-              store_ts: int) -> tuple[int, int] | None:
+              store_ts: int, cq_mapping: Any = None, cq_pos: int = -1) -> tuple[int, int] | None:
     """:func:`place_records` of a batch of one record (one send in flight) with its queue offset
     given: ``(next pos, the record's tag code)``, or None when it leaves no room for the 8-byte
-    end-of-file marker (nothing written)."""
+    end-of-file marker (nothing written). With ``cq_mapping``, the record's 20-byte consume-queue
+    entry (commit-log offset, size, tag code) is written there at ``cq_pos`` too."""
     if b.n != 1 or pos < 0:
         raise ValueError("place_one takes a batch of one record and a non-negative position")
     c = b.cols
     size = int(c[0, C_SIZE])
+    cq = memoryview(cq_mapping) if cq_mapping is not None else None
+    if cq is not None and (cq_pos < 0 or cq_pos + _CQ_ENTRY.size > len(cq)):
+        raise ValueError("the consume-queue entry's position is outside its mapping")
     mv = memoryview(mapping)
     if file_size > len(mv):
         raise ValueError("file_size is larger than the mapping")
@@ -80,6 +85,8 @@ def place_one(b: SendBatch, mapping: Any, pos: int, file_size: int, file_from: i
     _I64.pack_into(mv, pos + QUEUE_OFFSET_POS, queue_offset)
     _I64.pack_into(mv, pos + PHYS_OFFSET_POS, file_from + pos)
     _I64.pack_into(mv, pos + _STORE_TS_POS, store_ts)
+    if cq is not None:
+        _CQ_ENTRY.pack_into(cq, cq_pos, file_from + pos, size, int(c[0, C_TAGS]))
     return pos + size, int(c[0, C_TAGS])
 
 

@@ -38,7 +38,7 @@ from ..protocol.message import (
 )
 from ..protocol.record_layout import END_FILE_MIN_BLANK_LENGTH, fixed_format
 from . import FlushTimeoutError, MessageTooLargeError, StoreError
-from .config import MessageStoreConfig
+from .config import CQ_STORE_UNIT_SIZE, MessageStoreConfig
 from .mapped_file import MappedFile, MappedFileQueue
 
 __all__ = ["AppendRequest", "DispatchRequest", "CommitLog", "FlushService", "GroupCommitService"]
@@ -231,9 +231,14 @@ class CommitLog:
             self.last_store_timestamp = store_timestamp
             self.mfq.after_append(mf)
 
-    def put_one(self, batch: SendBatch, store_timestamp: int) -> tuple[int, int, int]:
+    def put_one(self, batch: SendBatch, store_timestamp: int,
+                cq_file: MappedFile | None = None) -> tuple[int, int, int, bool]:
         """:meth:`put_batch` of a batch of one record (one send in flight), without its per-queue
-        arrays: ``(queue offset, commit-log offset, tag code)`` of the record.
+        arrays: ``(queue offset, commit-log offset, tag code, entry written)`` of the record.
+
+        ``cq_file`` is the last file of the record's consume queue: when the record's entry is
+        that file's next one and has its reserved room, the same compiled call writes it and
+        advances the file (``entry written`` True); otherwise the caller writes the entry.
 
         Raises:
             MessageTooLargeError: the record does not fit in an empty file.
@@ -247,23 +252,33 @@ class CommitLog:
             if mf is None or mf.wrote_position >= mf.file_size:  # (MappedFile.is_full, without the call)
                 mf = self.mfq.get_last_mapped_file()
             pos = mf.wrote_position
-            placed = place_one(batch, mf.buffer, pos, mf.file_size, mf.file_from_offset, qoff, store_timestamp)
+            cq_buf = None
+            cq_pos = -1
+            if cq_file is not None:
+                cq_pos = qoff * CQ_STORE_UNIT_SIZE - cq_file.file_from_offset
+                if cq_pos == cq_file.wrote_position and cq_pos + CQ_STORE_UNIT_SIZE <= cq_file.reserved_to:
+                    cq_buf = cq_file.buffer
+            placed = place_one(batch, mf.buffer, pos, mf.file_size, mf.file_from_offset, qoff, store_timestamp,
+                               cq_buf, cq_pos)
             if placed is None:
                 if pos == 0:
                     raise MessageTooLargeError("a record does not fit in an empty commit-log file")
                 self._seal(mf)
                 mf = self.mfq.get_last_mapped_file()
                 pos = mf.wrote_position
-                placed = place_one(batch, mf.buffer, pos, mf.file_size, mf.file_from_offset, qoff, store_timestamp)
+                placed = place_one(batch, mf.buffer, pos, mf.file_size, mf.file_from_offset, qoff, store_timestamp,
+                                   cq_buf, cq_pos)
                 if placed is None:
                     raise MessageTooLargeError("a record does not fit in an empty commit-log file")
             mf.wrote_position, tag = placed
+            if cq_buf is not None:
+                cq_file.wrote_position = cq_pos + CQ_STORE_UNIT_SIZE  # type: ignore[union-attr]  # (cq_buf is cq_file's)
             table[key] = qoff + 1
             mf.store_timestamp = store_timestamp
             self.last_store_timestamp = store_timestamp
             if mf.wrote_position >= mf.append_mark:  # (below it after_append has nothing to do)
                 self.mfq.after_append(mf)
-        return qoff, mf.file_from_offset + pos, tag
+        return qoff, mf.file_from_offset + pos, tag, cq_buf is not None
 
     def _seal(self, mf: MappedFile) -> None:
         """Fill the end of a file with the BLANK marker so readers skip to the next file."""

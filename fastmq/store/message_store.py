@@ -46,6 +46,7 @@ from .disk_space import DISK_CHECK_INTERVAL, DISK_SPACE_WARNING_RATIO, DiskSpace
 from .config import CQ_STORE_UNIT_SIZE as _CQ_UNIT, SYNC_MASTER, MessageStoreConfig
 from .consume_queue import ConsumeQueue, ConsumeQueueTable, FlushConsumeQueueService
 from .get_message import GetResult, GetStatus, MessageReader
+from .mapped_file import MappedFile
 from .retention import RetentionService
 from .stats_service import StoreStatsService
 
@@ -515,18 +516,23 @@ class MessageStore(DiskSpaceGuard):
                     and cq_last is not None and cq_last.reserved_to >= cq_last.wrote_position + _CQ_UNIT
                     and (idx is None or (ifile is not None and ifile.count < ifile.entries
                                          and ifile.count <= ifile.room_until))):
-                return self._put_one(batch, cq)  # type: ignore[arg-type]  # (cq is not None: cq_last is)
+                return self._put_one(batch, cq, cq_last)  # type: ignore[arg-type]  # (cq is not None: cq_last is)
         return self._put_batch(batch)
 
-    def _put_one(self, batch: SendBatch, cq: ConsumeQueue) -> PutResult | Coroutine[Any, Any, PutResult]:
-        """:meth:`put_batch_now` of one record whose files all have room (checked by the caller)."""
+    def _put_one(self, batch: SendBatch, cq: ConsumeQueue,
+                 cq_last: MappedFile) -> PutResult | Coroutine[Any, Any, PutResult]:
+        """:meth:`put_batch_now` of one record whose files all have room (checked by the caller);
+        ``cq_last`` is the last file of its queue ``cq``."""
         t0 = time.perf_counter()
         now = int(time.time() * 1000)
         try:
-            qoff, phys, tag = self.commit_log.put_one(batch, now)
+            qoff, phys, tag, entered = self.commit_log.put_one(batch, now, cq_last)
         except Exception as exc:
             return self._append_failed(exc)
-        cq.put(qoff, phys, batch.total_size, tag)
+        if entered:  # (its entry written with the record: the rest of ConsumeQueue.put)
+            cq.max_physic_offset = phys + batch.total_size
+        else:
+            cq.put(qoff, phys, batch.total_size, tag)
         cb = self.on_arrival
         if cb is not None:  # (_arrived, without its call)
             (topic, qid), = batch.keys
