@@ -172,6 +172,10 @@ class DrivenLoop:
         # asyncio's own loop, whose run_forever a caller's drive may skip (see _run_until_stopped)
         self._lean = (type(self.loop).run_forever is asyncio.BaseEventLoop.run_forever
                       and hasattr(self.loop, "_run_once"))
+        #: this loop's GRACE_S and POLL_MAX_S (a harness may lengthen them for one loop; changing
+        #: the module's would stall every other loop of the process)
+        self.grace_s = GRACE_S
+        self.poll_max_s = POLL_MAX_S
         self._thread = threading.Thread(target=self._background, name=f"{name}-loop", daemon=True)
         self._thread.start()
 
@@ -200,7 +204,7 @@ class DrivenLoop:
             self._wanted += 1
         try:
             self.loop.call_soon_threadsafe(self.loop.stop)
-            while not self._drive.acquire(timeout=GRACE_S * 10):
+            while not self._drive.acquire(timeout=self.grace_s * 10):
                 with self._mutex:  # (the background thread changes both under it, not at once)
                     if not self._bg_driving and self._driver != 0:
                         return False  # another user thread took it meanwhile: hand over to it
@@ -226,21 +230,21 @@ class DrivenLoop:
 
     def _background(self) -> None:
         loop, me = self.loop, threading.get_ident()
-        interval = GRACE_S
+        interval = self.grace_s
         while True:
             self._wake.wait(interval)
             self._wake.clear()
             if self._closed:
                 return
             with self._mutex:
-                take = not self._wanted and (self._waiters or time.monotonic() - self._released >= GRACE_S)
+                take = not self._wanted and (self._waiters or time.monotonic() - self._released >= self.grace_s)
                 if not take or not self._drive.acquire(blocking=False):
                     # A user thread drives: look again later, less often the longer it goes on
                     # (each look asks the driver for the GIL).
-                    interval = min(interval * 2, POLL_MAX_S)
+                    interval = min(interval * 2, self.poll_max_s)
                     continue
                 self._bg_driving, self._driver = True, me
-            interval = GRACE_S
+            interval = self.grace_s
             try:
                 loop.run_forever()  # until a user thread asks for the loop, or close()
             except BaseException:  # nothing a callback raises reaches here; keep the loop served

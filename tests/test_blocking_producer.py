@@ -476,3 +476,15 @@ def test_threads_sending_at_once_with_a_thread_switch_at_every_chance_lose_nothi
                 assert [getattr(o, "status", o) for o in outcomes] == [fastmq.SendStatus.SEND_OK] * (3 * n_async)
         finally:
             sys.setswitchinterval(previous)
+
+
+def test_a_loops_grace_is_its_own() -> None:
+    """A lengthened grace on one producer's loop leaves the module's and other loops' as they were."""
+    from fastmq import _driven
+    a, b = _driven.DrivenLoop("grace-a"), _driven.DrivenLoop("grace-b")
+    try:
+        a.grace_s = a.poll_max_s = 3600.0
+        assert (b.grace_s, b.poll_max_s) == (_driven.GRACE_S, _driven.POLL_MAX_S) == (0.001, 0.01)
+    finally:
+        a.close()
+        b.close()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from benchmarks import instructions
+from fastmq import _driven
 from fastmq._ext import USING_EXTENSIONS
 
 
@@ -15,7 +16,11 @@ def test_each_workload_runs(name: str, kind: str) -> None:
         pytest.skip("compiled twins deselected")
     if name.startswith("store ") and (kind == "c") != USING_EXTENSIONS:
         pytest.skip("the store's twin is the process's (FASTMQ_NO_EXTENSIONS): the other pass runs this one")
+    before = (_driven.GRACE_S, _driven.POLL_MAX_S, _driven.TURN_EVERY)
     instructions.run(kind, {name: 3})
+    # the workloads run in this process: a module setting they changed would change every later
+    # test's producers (lengthened GRACE_S / POLL_MAX_S once left blocking send_async unserved)
+    assert (_driven.GRACE_S, _driven.POLL_MAX_S, _driven.TURN_EVERY) == before
 
 
 def test_results_are_pytest_benchmark_files_collate_reads(tmp_path) -> None:
