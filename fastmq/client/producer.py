@@ -571,16 +571,18 @@ class Producer:
         """
         permits = self._in_flight
         try:
-            if permits is not None and not permits.try_acquire():
-                # every permit is out: a task waits for one, as send / send_async would
-                if awaited:
-                    asyncio.ensure_future(self.send(msg, timeout_ms)).add_done_callback(
-                        functools.partial(relay_outcome, callback))
-                else:
-                    # (its task ends once the send has started; that send calls back itself)
-                    asyncio.ensure_future(self.send_async(msg, callback, timeout_ms)).add_done_callback(
-                        functools.partial(relay_outcome, callback, result=False))
-                return
+            if permits is not None:  # (try_acquire, inline: a Python call less per send)
+                if permits._value <= 0 or permits._waiters:
+                    # every permit is out: a task waits for one, as send / send_async would
+                    if awaited:
+                        asyncio.ensure_future(self.send(msg, timeout_ms)).add_done_callback(
+                            functools.partial(relay_outcome, callback))
+                    else:
+                        # (its task ends once the send has started; that send calls back itself)
+                        asyncio.ensure_future(self.send_async(msg, callback, timeout_ms)).add_done_callback(
+                            functools.partial(relay_outcome, callback, result=False))
+                    return
+                permits._value -= 1
             try:
                 # (_start_async's steps, inline: one call less per send of the blocking facade)
                 if not awaited:
