@@ -400,6 +400,25 @@ def test_send_async_through_a_small_window_loses_nothing_and_gives_every_place_b
         assert p._window._free == 3
 
 
+def test_send_async_refuses_a_bad_body_on_a_topic_already_sent_to(cluster: str) -> None:
+    """The facade's check before handing a send over takes a short cut for a topic it has sent to;
+    a bad body there is still refused at the call, with 4.9's text, and takes no window place."""
+    from fastmq.errors import MessageValidationError
+    with fastmq.Producer("PG_DRIVEN_CHECK", namesrv_addr=cluster, max_in_flight=2) as p:
+        p.send(fastmq.Message("DrivenCheck", b"warm"))
+        for body, text in [(b"", "length is zero"), (b"x" * (4 * 1024 * 1024 + 1), "over max value"),
+                           ("text", "must be bytes")]:
+            with pytest.raises(MessageValidationError, match=text):
+                p.send_async(fastmq.Message("DrivenCheck", body), lambda r, e: None)  # type: ignore[arg-type]
+        outcomes, all_done, on_sent = _counting(2)
+        p.send_async(fastmq.Message("DrivenCheck", bytearray(b"ba")), on_sent)  # (bytes-like: accepted)
+        p.send_async(fastmq.Message("DrivenCheck", b"ok"), on_sent)
+        assert all_done.wait(30), outcomes
+        assert [getattr(o, "status", o) for o in outcomes] == [fastmq.SendStatus.SEND_OK] * 2
+        p.send(fastmq.Message("DrivenCheck", b"last"))
+        assert p._window._free == 2
+
+
 def test_callbacks_raising_and_a_blocking_call_from_a_callback(cluster: str,
                                                                caplog: pytest.LogCaptureFixture) -> None:
     with fastmq.Producer("PG_DRIVEN_CALLBACKS", namesrv_addr=cluster) as p:
