@@ -85,6 +85,10 @@ class Callbacks:
         self._q: queue.SimpleQueue[list[tuple[Callback, Any, BaseException | None]] | None] = queue.SimpleQueue()
         self._batch: list[tuple[Callback, Any, BaseException | None]] = []
         self._put = 0  # written by the loop's driver only (one at a time)
+        # places of a window (see put_releasing) held by callbacks of this batch, and what gives
+        # them back: once per hand-over rather than a locked release per callback
+        self._held = 0
+        self.release: Callable[[int], None] | None = None
         self._ran = 0
         self._cond = threading.Condition()
         self._thread: threading.Thread | None = None
@@ -96,14 +100,29 @@ class Callbacks:
         if len(self._batch) == 1:
             self._loop.call_soon(self._hand_over)
 
+    def put_releasing(self, fn: Callback, result: Any, error: BaseException | None) -> None:
+        """:meth:`put`, for a send that holds a place of the window ``release`` gives back: the
+        place is given back once the callback is queued (so a send it lets in calls back after
+        this one), together with the batch's others."""
+        self._put += 1
+        self._held += 1
+        self._batch.append((fn, result, error))
+        if len(self._batch) == 1:
+            self._loop.call_soon(self._hand_over)
+
     def _hand_over(self) -> None:
         batch, self._batch = self._batch, []
         if not batch:  # handed over already by flush()
             return
-        if self._thread is None:
-            self._thread = threading.Thread(target=self._work, name=f"{self._name}-callbacks", daemon=True)
-            self._thread.start()
-        self._q.put(batch)
+        held, self._held = self._held, 0
+        try:
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._work, name=f"{self._name}-callbacks", daemon=True)
+                self._thread.start()
+            self._q.put(batch)
+        finally:  # (even if the thread could not start: a window's places are never lost)
+            if held and self.release is not None:
+                self.release(held)
 
     def flush(self) -> None:
         """Hand the callbacks put in this turn over now (by the loop's driver, as it stops)."""
@@ -215,6 +234,7 @@ class DrivenLoop:
         return True
 
     def _give_back(self) -> None:
+        # (post has a copy of this inline: keep the two alike)
         self._driver = 0
         self._released = time.monotonic()
         self._drive.release()
@@ -411,18 +431,28 @@ class DrivenLoop:
         """Have the loop call ``fn(*args)`` soon, in order, without waiting for it. The driving
         caller runs a turn of the loop every TURN_EVERY posts; the rest wait for the next turn
         (a user's next call, or the background thread within GRACE_S)."""
-        if self._take():
-            try:
-                posted = self._posted
-                posted.append((fn, args))  # (a list append: a Handle a call cost more than the call)
-                if len(posted) == 1:
-                    self.loop.call_soon(self._run_posted)
-                if len(posted) >= TURN_EVERY:
-                    self._turn()
-            finally:
-                self._give_back()
+        # _take's and _give_back's common case inline (two Python calls less per send_async): the
+        # drive free, this thread running no loop of its own and nobody waiting on a drive
+        me = threading.get_ident()
+        if (self._driver != me and not self._closed and asyncio._get_running_loop() is None
+                and self._drive.acquire(blocking=False)):
+            self._driver = me
+        elif not self._take():
+            self.cross(fn, *args)
             return
-        self.cross(fn, *args)
+        try:
+            posted = self._posted
+            posted.append((fn, args))  # (a list append: a Handle a call cost more than the call)
+            if len(posted) == 1:
+                self.loop.call_soon(self._run_posted)
+            if len(posted) >= TURN_EVERY:
+                self._turn()
+        finally:  # (_give_back, inline)
+            self._driver = 0
+            self._released = time.monotonic()
+            self._drive.release()
+            if self._waiters:
+                self._wake.set()
 
     def _run_posted(self) -> None:
         posted, self._posted = self._posted, []
