@@ -234,7 +234,6 @@ class DrivenLoop:
         return True
 
     def _give_back(self) -> None:
-        # (post has a copy of this inline: keep the two alike)
         self._driver = 0
         self._released = time.monotonic()
         self._drive.release()
@@ -431,13 +430,7 @@ class DrivenLoop:
         """Have the loop call ``fn(*args)`` soon, in order, without waiting for it. The driving
         caller runs a turn of the loop every TURN_EVERY posts; the rest wait for the next turn
         (a user's next call, or the background thread within GRACE_S)."""
-        # _take's and _give_back's common case inline (two Python calls less per send_async): the
-        # drive free, this thread running no loop of its own and nobody waiting on a drive
-        me = threading.get_ident()
-        if (self._driver != me and not self._closed and asyncio._get_running_loop() is None
-                and self._drive.acquire(blocking=False)):
-            self._driver = me
-        elif not self._take():
+        if not self._take():
             self.cross(fn, *args)
             return
         try:
@@ -447,12 +440,8 @@ class DrivenLoop:
                 self.loop.call_soon(self._run_posted)
             if len(posted) >= TURN_EVERY:
                 self._turn()
-        finally:  # (_give_back, inline)
-            self._driver = 0
-            self._released = time.monotonic()
-            self._drive.release()
-            if self._waiters:
-                self._wake.set()
+        finally:
+            self._give_back()
 
     def _run_posted(self) -> None:
         posted, self._posted = self._posted, []

@@ -155,17 +155,12 @@ class Producer:
         """
         self._core.check_message(msg)
         window = self._window
-        with window._lock:  # (acquire's common case inline: a Python call less per send)
-            free = window._free > 0
-            if free:
-                window._free -= 1
-        if not free:
-            timeout = self._timeout if timeout_ms is None else timeout_ms / 1000
-            if not wait:
-                if not window.acquire(0):
-                    raise RemotingTooMuchRequestError("send_async invoke too fast")
-            elif not window.acquire(timeout):
-                raise RemotingTooMuchRequestError(f"send_async tryAcquire semaphore timeout, {int(timeout * 1000)}ms")
+        timeout = self._timeout if timeout_ms is None else timeout_ms / 1000
+        if not wait:
+            if not window.acquire(0):
+                raise RemotingTooMuchRequestError("send_async invoke too fast")
+        elif not window.acquire(timeout):
+            raise RemotingTooMuchRequestError(f"send_async tryAcquire semaphore timeout, {int(timeout * 1000)}ms")
         # the callback thread is told, and the window's place given back with the batch's others
         # (callbacks.put_releasing): one locked release per hand-over rather than per send
         done = functools.partial(self._driven.callbacks.put_releasing, callback)

@@ -571,18 +571,16 @@ class Producer:
         """
         permits = self._in_flight
         try:
-            if permits is not None:  # (try_acquire, inline: a Python call less per send)
-                if permits._value <= 0 or permits._waiters:
-                    # every permit is out: a task waits for one, as send / send_async would
-                    if awaited:
-                        asyncio.ensure_future(self.send(msg, timeout_ms)).add_done_callback(
-                            functools.partial(relay_outcome, callback))
-                    else:
-                        # (its task ends once the send has started; that send calls back itself)
-                        asyncio.ensure_future(self.send_async(msg, callback, timeout_ms)).add_done_callback(
-                            functools.partial(relay_outcome, callback, result=False))
-                    return
-                permits._value -= 1
+            if permits is not None and not permits.try_acquire():
+                # every permit is out: a task waits for one, as send / send_async would
+                if awaited:
+                    asyncio.ensure_future(self.send(msg, timeout_ms)).add_done_callback(
+                        functools.partial(relay_outcome, callback))
+                else:
+                    # (its task ends once the send has started; that send calls back itself)
+                    asyncio.ensure_future(self.send_async(msg, callback, timeout_ms)).add_done_callback(
+                        functools.partial(relay_outcome, callback, result=False))
+                return
             try:
                 # (_start_async's steps, inline: one call less per send of the blocking facade)
                 if not awaited:
@@ -605,9 +603,6 @@ class Producer:
         facade), so that they get the error rather than their callback."""
         if self._state != "RUNNING":  # (_check_running, inline: once per send_async of the blocking facade)
             raise ClientStateError(f"The producer service state not OK, {self._state}")
-        body = msg.body
-        if msg.topic in self._good_topics and type(body) is bytes and 0 < len(body) <= self._fast.max_message_size:
-            return  # (what _validate passes, its common case inline: a Python call less per send_async)
         self._validate(msg)
 
     def _release_in_flight(self, _fut: object) -> None:
