@@ -180,7 +180,7 @@ async def run_failover(tmp: Path, *, api: str = "blocking", busy: bool = False, 
         latencies: list[tuple[float, float]] = []   # (start, ms) of every acknowledged send
         acked_at: list[float] = []
         stop = threading.Event()
-        death: list[float] = []                     # monotonic time broker a was killed
+        death: list[float] = []                     # monotonic time broker a was dead (reaped)
         producer_core: list[Producer] = []
 
         def record(body: bytes, t0: float, result: Any, error: BaseException | None) -> None:
@@ -202,8 +202,10 @@ async def run_failover(tmp: Path, *, api: str = "blocking", busy: bool = False, 
             await asyncio.sleep(before_s)
             await asyncio.to_thread(ns1.kill)
             await asyncio.sleep(before_s)
-            death.append(time.monotonic())
+            # stamped once the kill has returned (the process reaped): a send begun between
+            # the signal and the reaping may still be answered by a, legitimately
             await asyncio.to_thread(a.kill)
+            death.append(time.monotonic())
             watch = asyncio.ensure_future(watch_route())
             if busy:
                 os.kill(b.proc.pid, signal.SIGSTOP)  # type: ignore[union-attr]
