@@ -384,15 +384,17 @@ class DrivenLoop:
         if conn._loop is not loop or conn.closed or fd < 0 or loop._ready:  # type: ignore[attr-defined]
             return
         key = self._fd_to_key.get(fd)  # type: ignore[union-attr]  # (set whenever _poller is)
-        # reading (a reader registered) and nothing left unwritten (no writer): the request is out
-        if key is None or key.data[1] is not None or key.data[0] is None or key.data[0]._cancelled:
+        if key is None:
             return
-        now = loop.time()
+        reader, writer = key.data
+        # reading (a reader registered) and nothing left unwritten (no writer): the request is out
+        if reader is None or writer is not None or reader._cancelled:
+            return
         until = end
         scheduled = loop._scheduled  # type: ignore[attr-defined]
         if scheduled and scheduled[0]._when < until:
             until = scheduled[0]._when
-        wait = min(until - now, LONE_SLICE_S)
+        wait = min(until - time.monotonic(), LONE_SLICE_S)  # (asyncio's loop clock)
         if wait <= 0:
             return
         poller = self._poller
@@ -401,19 +403,17 @@ class DrivenLoop:
                 poller.unregister(self._poll_fd)
             poller.register(fd, select.POLLIN)
             self._poll_fd = fd
+        # (the selector's table and the reader cannot change meanwhile: nothing runs the loop
+        # while this thread holds the drive)
         for ready, _ in poller.poll(math.ceil(wait * 1000)):
-            if ready != fd:
-                continue
-            reader = key.data[0]
-            if reader is None or reader._cancelled or self._fd_to_key.get(fd) is not key:  # type: ignore[union-attr]
+            if ready == fd:
+                loop._thread_id = threading.get_ident()  # type: ignore[attr-defined]  # (as run_forever's)
+                try:
+                    reader._run()  # as the loop's turn runs it (its context, its error reporting)
+                finally:
+                    loop._thread_id = None  # type: ignore[attr-defined]
+                self.lone_reads += 1
                 return
-            loop._thread_id = threading.get_ident()  # type: ignore[attr-defined]  # (as run_forever's)
-            try:
-                reader._run()  # as the loop's turn runs it (its context, its error reporting)
-            finally:
-                loop._thread_id = None  # type: ignore[attr-defined]
-            self.lone_reads += 1
-            return
 
     def _run_until_stopped(self) -> None:
         """``loop.run_forever()`` for a user thread's drive (a call's, a turn's), leaner on asyncio's own loop.
