@@ -279,8 +279,8 @@ class Connection(asyncio.BufferedProtocol):
         t.set_write_buffer_limits(high=WRITE_HIGH_WATER, low=WRITE_LOW_WATER)
         self.remote_addr = _addr(transport.get_extra_info("peername"))
         self.local_addr = _addr(transport.get_extra_info("sockname"))
-        sock = transport.get_extra_info("socket")
-        self.fileno = sock.fileno() if sock is not None else -1
+        fileno = getattr(transport.get_extra_info("socket"), "fileno", None)  # (a stand-in transport may have none)
+        self.fileno = fileno() if callable(fileno) else -1
         self.last_activity = time.monotonic()
         self._emit("on_connect")
 
