@@ -1,14 +1,13 @@
 """The blocking Producer's direct wait for a lone send's answer (fastmq._driven.DrivenLoop._await_lone).
 
 The producer's broker here is the far end of a socket pair the test holds (a route of 4 queues on
-one broker injected as benchmarks/instructions.py does): the test decides when each request is
-answered, whether at all, and when the connection drops. LONE_SLICE_S is lengthened to 30 s
+one broker, injected by benchmarks/instructions.py's _routed_producer): the test decides when
+each request is answered, whether at all, and when the connection drops. LONE_SLICE_S is lengthened to 30 s
 where a test must show the direct wait gives way to something other than its slice running out
 (another thread's hand-over, a dropped connection, the send's own timeout).
 """
 from __future__ import annotations
 
-import asyncio
 import socket
 import threading
 import time
@@ -18,6 +17,7 @@ from typing import Any, Iterator
 import pytest
 
 import fastmq
+from benchmarks.instructions import _routed_producer
 from fastmq import _driven
 from fastmq._ext import codec
 from fastmq.errors import FastMQError, SendFailedError, SendTimeoutError
@@ -57,36 +57,17 @@ class FarEnd:
 def lone() -> Iterator[tuple[fastmq.Producer, FarEnd]]:
     """A blocking Producer whose one broker is a :class:`FarEnd`, sending to a dead port if it
     ever has to reconnect (so a retry after a dropped connection fails at once)."""
-    from fastmq.client.publish_info import TopicPublishInfo
-    from fastmq.protocol.bodies import BrokerData, QueueData, TopicRouteData
-    from fastmq.remoting.connection import Connection
     addr = f"127.0.0.1:{free_port()}"
     p = fastmq.Producer("PG_LONE", namesrv_addr=f"127.0.0.1:{free_port()}", send_msg_timeout=3000)
     p.start()
-    near, far = socket.socketpair()
-    core = p._core
-
-    async def setup() -> None:
-        loop = asyncio.get_running_loop()
-        remoting = core.instance.remoting
-
-        def factory() -> Any:
-            return Connection(remoting._dispatcher.dispatch, listener=remoting.listener,
-                              max_frame_size=remoting.max_frame_size, on_lost=lambda c: remoting._forget(addr, c),
-                              rpc_hook=remoting.rpc_hook, keep_reading=True)
-        _, conn = await loop.create_connection(factory, sock=near)
-        remoting._conns[addr] = conn
-        route = TopicRouteData([QueueData("broker-a", 4, 4, 6)], [BrokerData("DefaultCluster", "broker-a", {0: addr})])
-        core._publish[TOPIC] = TopicPublishInfo.from_route(TOPIC, route, core._numbers)
-        for task in core.instance._tasks:
-            task.cancel()
-        await asyncio.sleep(0)
+    far: socket.socket | None = None
     try:
-        p._driven.run(setup(), 10)
+        _, far = p._driven.run(_routed_producer(p._core, addr, TOPIC), 10)
         yield p, FarEnd(far)
     finally:
         p.shutdown()
-        far.close()
+        if far is not None:
+            far.close()
 
 
 def _answering(far: FarEnd, n: int) -> threading.Thread:
