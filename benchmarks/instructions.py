@@ -313,11 +313,12 @@ _CLIENT_TOPIC = "InstrTopic"
 _CLIENT_BROKER = "127.0.0.1:10911"
 
 
-async def _answered_producer(core: Any) -> Callable[[], None]:
-    """Give a started core Producer (on the running loop) a route of 4 queues on one broker and
-    an open connection to it whose transport answers (:class:`_AnsweringTransport`); stop its
+async def _routed_producer(core: Any, addr: str = _CLIENT_BROKER, topic: str = _CLIENT_TOPIC) -> tuple[Any, Any]:
+    """Give a started core Producer (on the running loop) a route of 4 queues of ``topic`` on one
+    broker at ``addr`` and an open connection to it that is a socket pair's near end; stop its
     instance's timers (a round of them would land in the counts as the machine's load decides).
-    Returns what closes the socket pair's far end."""
+    Returns the connection and the pair's far end (the broker's side). tests/test_driven_lone.py
+    uses it too."""
     import socket
     from fastmq.client.publish_info import TopicPublishInfo
     from fastmq.protocol.bodies import BrokerData, QueueData, TopicRouteData
@@ -325,21 +326,27 @@ async def _answered_producer(core: Any) -> Callable[[], None]:
     loop = asyncio.get_running_loop()
     remoting = core.instance.remoting
     near, far = socket.socketpair()
-    addr = _CLIENT_BROKER
 
     def factory() -> Any:  # as RemotingClient._connect makes its connections
         return Connection(remoting._dispatcher.dispatch, listener=remoting.listener,
                           max_frame_size=remoting.max_frame_size, on_lost=lambda c: remoting._forget(addr, c),
                           rpc_hook=remoting.rpc_hook, keep_reading=True)
     _, conn = await loop.create_connection(factory, sock=near)
-    conn.transport = _AnsweringTransport(conn.transport, far)
     remoting._conns[addr] = conn
     route = TopicRouteData([QueueData("broker-a", 4, 4, 6)], [BrokerData("DefaultCluster", "broker-a", {0: addr})])
-    core._publish[_CLIENT_TOPIC] = TopicPublishInfo.from_route(_CLIENT_TOPIC, route, core._numbers)
+    core._publish[topic] = TopicPublishInfo.from_route(topic, route, core._numbers)
     for task in core.instance._tasks:
         task.cancel()
     await asyncio.sleep(0)
-    return far.close
+    return conn, far
+
+
+async def _answered_producer(core: Any) -> Callable[[], None]:
+    """:func:`_routed_producer`, its connection's transport answering every request
+    (:class:`_AnsweringTransport`). Returns what closes the socket pair's far end."""
+    conn, far = await _routed_producer(core)
+    conn.transport = _AnsweringTransport(conn.transport, far)
+    return far.close  # type: ignore[no-any-return]
 
 
 _BODY = b"x" * 128

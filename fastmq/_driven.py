@@ -32,6 +32,14 @@ a turn cut short by a BaseException (KeyboardInterrupt, SystemExit) puts what it
 with a turn; a caller's drive refuses a loop already running (as run_forever does) rather than
 run it from two threads.
 
+A lone call (its request written straight to a socket, nothing else ready on the loop, no timer
+due) first waits on that one socket and the loop's wake-up pipe with ``poll``, and runs the
+socket's own reader when the answer is there: what one turn of the loop would have run, without
+the turn (its selector bookkeeping, the reader's Handle queued and popped, a second
+running-loop switch). Anything else (another thread's hand-over waking the loop, a timer coming
+due, no answer within LONE_SLICE_S, an answer that did not end the call) goes back to driving
+the loop as before, so the direct wait changes what runs first, never what runs.
+
 User callbacks (``send_async``'s) never run on a user's thread inside its own call (where a lock
 it holds could deadlock them): they go, in order, to one callback thread per loop
 (:class:`Callbacks`).
@@ -41,11 +49,14 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import math
 import queue
+import select
 import threading
 import time
 from typing import Any, Callable, Coroutine, Iterator, TypeVar
 
+from .remoting.connection import LONE_WRITE, Connection
 from .remoting.loop import relay_outcome
 
 __all__ = ["DrivenLoop", "Callbacks", "Closed", "LOOP_ITSELF", "GRACE_S", "POLL_MAX_S", "TURN_EVERY"]
@@ -66,6 +77,9 @@ POLL_MAX_S = 0.01
 TURN_EVERY = 32
 #: Calls the loop runs per turn from other threads' hand-overs (as _blocking.SUBMIT_BATCH).
 CROSS_BATCH = 256
+#: The longest a lone call waits on its one connection's socket (see DrivenLoop._await_lone)
+#: before it drives the whole loop: how late, at worst, the loop's other sockets are read.
+LONE_SLICE_S = 0.01
 
 LOOP_ITSELF = "blocking fastmq call made from the fastmq loop itself; use fastmq.aio there"
 
@@ -195,6 +209,19 @@ class DrivenLoop:
         #: the module's would stall every other loop of the process)
         self.grace_s = GRACE_S
         self.poll_max_s = POLL_MAX_S
+        #: socket reads run by the direct wait of lone calls (see _await_lone)
+        self.lone_reads = 0
+        # the selector's table of registered descriptors (the direct wait runs a socket's reader
+        # from it), the loop's wake-up pipe, and a poll object over that pipe and the descriptor
+        # of the connection last waited on
+        sel = getattr(self.loop, "_selector", None)
+        self._fd_to_key: dict[int, Any] | None = getattr(sel, "_fd_to_key", None)
+        ssock = getattr(self.loop, "_ssock", None)
+        self._poller: Any = None
+        self._poll_fd = -1
+        if self._lean and isinstance(self._fd_to_key, dict) and ssock is not None and hasattr(select, "poll"):
+            self._poller = select.poll()
+            self._poller.register(ssock.fileno(), select.POLLIN)
         self._thread = threading.Thread(target=self._background, name=f"{name}-loop", daemon=True)
         self._thread.start()
 
@@ -322,7 +349,14 @@ class DrivenLoop:
             # with the loop set as running so that what ``start`` schedules lands on it.
             asyncio._set_running_loop(loop)
             try:
+                LONE_WRITE[0] = None
                 start(done)
+                lone = LONE_WRITE[0]
+                if lone is not None and not box and self._poller is not None:
+                    LONE_WRITE[0] = None
+                    conn = lone()
+                    if conn is not None:
+                        self._await_lone(conn, end)
             finally:
                 asyncio._set_running_loop(None)
             driving.append(True)
@@ -339,6 +373,47 @@ class DrivenLoop:
         if self.callbacks._batch:
             self.callbacks.flush()
         return box[0]
+
+    def _await_lone(self, conn: Connection, end: float) -> None:
+        """Wait on ``conn``'s socket (and the loop's wake-up pipe) for the answer to the request
+        just written to it, and run the socket's reader when it is readable; called by the driver,
+        with the loop set as running. Returns having done nothing whenever the loop has anything
+        else to do first: the caller's drive then runs the loop as before."""
+        loop = self.loop
+        fd = conn.fileno
+        if conn._loop is not loop or conn.closed or fd < 0 or loop._ready:  # type: ignore[attr-defined]
+            return
+        key = self._fd_to_key.get(fd)  # type: ignore[union-attr]  # (set whenever _poller is)
+        if key is None:
+            return
+        reader, writer = key.data
+        # reading (a reader registered) and nothing left unwritten (no writer): the request is out
+        if reader is None or writer is not None or reader._cancelled:
+            return
+        until = end
+        scheduled = loop._scheduled  # type: ignore[attr-defined]
+        if scheduled and scheduled[0]._when < until:
+            until = scheduled[0]._when
+        wait = min(until - time.monotonic(), LONE_SLICE_S)  # (asyncio's loop clock)
+        if wait <= 0:
+            return
+        poller = self._poller
+        if fd != self._poll_fd:
+            if self._poll_fd >= 0:
+                poller.unregister(self._poll_fd)
+            poller.register(fd, select.POLLIN)
+            self._poll_fd = fd
+        # (the selector's table and the reader cannot change meanwhile: nothing runs the loop
+        # while this thread holds the drive)
+        for ready, _ in poller.poll(math.ceil(wait * 1000)):
+            if ready == fd:
+                loop._thread_id = threading.get_ident()  # type: ignore[attr-defined]  # (as run_forever's)
+                try:
+                    reader._run()  # as the loop's turn runs it (its context, its error reporting)
+                finally:
+                    loop._thread_id = None  # type: ignore[attr-defined]
+                self.lone_reads += 1
+                return
 
     def _run_until_stopped(self) -> None:
         """``loop.run_forever()`` for a user thread's drive (a call's, a turn's), leaner on asyncio's own loop.

@@ -168,6 +168,14 @@ class _Waiter:
 READ_BUFFER_SIZE = 64 * 1024
 _read_buffers: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, memoryview]" = weakref.WeakKeyDictionary()
 
+#: A weak reference to the connection whose request :meth:`Connection.start_frame` last wrote
+#: straight to its socket with nothing else in flight: a blocking caller that drives the loop
+#: itself may then wait on that one socket for the answer (fastmq._driven). A hint only, shared
+#: by every thread: whoever reads it checks that the connection is of its own loop (a list item,
+#: not a thread-local: a store per send costs ~10x less, and a hint lost to another thread's
+#: store costs only the general wait). Weak, so that it keeps no abandoned connection alive.
+LONE_WRITE: list["weakref.ref[Connection] | None"] = [None]
+
 
 def _read_buffer(loop: asyncio.AbstractEventLoop) -> memoryview:
     """The buffer every connection of ``loop`` reads into.
@@ -248,6 +256,9 @@ class Connection(asyncio.BufferedProtocol):
         self._outq_bytes = 0
         self._flush_scheduled = False
         self._loop: asyncio.AbstractEventLoop | None = None
+        #: the socket's descriptor (-1 before connection_made, or when the transport has none)
+        self.fileno = -1
+        self._self_ref = weakref.ref(self)  # (LONE_WRITE's hint, made once)
         self._rbuf: memoryview | None = None
         # (deadline, opaque) of the requests given a deadline by expire_at, and the one loop timer
         # armed for the earliest of them (see expire_at)
@@ -268,6 +279,8 @@ class Connection(asyncio.BufferedProtocol):
         t.set_write_buffer_limits(high=WRITE_HIGH_WATER, low=WRITE_LOW_WATER)
         self.remote_addr = _addr(transport.get_extra_info("peername"))
         self.local_addr = _addr(transport.get_extra_info("sockname"))
+        fileno = getattr(transport.get_extra_info("socket"), "fileno", None)  # (a stand-in transport may have none)
+        self.fileno = fileno() if callable(fileno) else -1
         self.last_activity = time.monotonic()
         self._emit("on_connect")
 
@@ -544,6 +557,7 @@ class Connection(asyncio.BufferedProtocol):
             # later; a burst still leaves together after its first frame
             self.pending[opaque] = entry
             self.wrote(frame)
+            LONE_WRITE[0] = self._self_ref
             return
         self.pending[opaque] = entry
         self._outq.append(frame)
