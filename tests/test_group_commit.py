@@ -86,7 +86,7 @@ async def _put_and_wait(cl: CommitLog, answered_after: list[int], disk: Disk) ->
 
 
 async def test_one_sync_answers_every_waiter_that_queued_during_the_last(tmp_path: Path, disk: Disk) -> None:
-    cl = sync_log(tmp_path)
+    cl = sync_log(tmp_path, syncFlushInlineMaxMicros=0)  # the thread's rounds (a held inline sync holds the loop)
     try:
         svc = cl.flush_service
         assert isinstance(svc, GroupCommitService)
@@ -152,7 +152,9 @@ async def test_failed_fdatasync_fails_the_waiters_and_the_next_sync_answers(tmp_
 
 
 async def test_a_hung_disk_times_out_and_the_flusher_carries_on(tmp_path: Path, disk: Disk) -> None:
-    s = open_store(tmp_path, flushDiskType="SYNC_FLUSH", syncFlushTimeout=200, mappedFileSizeCommitLog=1 << 20)
+    # the thread's rounds: an inline sync holds the loop, timers included, until the disk answers
+    s = open_store(tmp_path, flushDiskType="SYNC_FLUSH", syncFlushTimeout=200, mappedFileSizeCommitLog=1 << 20,
+                   syncFlushInlineMaxMicros=0)
     try:
         disk.gate.clear()
         t0 = time.monotonic()
@@ -242,7 +244,8 @@ async def test_broker_answers_flush_disk_timeout_when_fdatasync_fails_or_hangs(t
     flags = tmp_path / "flags"
     flags.mkdir()
     ns = namesrv_process(tmp_path).start()
-    conf = broker_process(tmp_path, ns.addr, flushDiskType="SYNC_FLUSH", syncFlushTimeout=300)
+    conf = broker_process(tmp_path, ns.addr, flushDiskType="SYNC_FLUSH", syncFlushTimeout=300,
+                          syncFlushInlineMaxMicros=0)  # the thread's rounds (test_group_commit_inline: the other)
     broker = ServerProcess(["python", "-c", _BROKER_WITH_DISK_FAULTS, str(flags), "-c", str(tmp_path / "broker.conf")],
                            conf.port, tmp_path, env={"HOME": str(tmp_path)}, ready_line="boot success").start()
     client = RemotingClient()

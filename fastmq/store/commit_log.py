@@ -623,11 +623,12 @@ _Waiter = tuple[int, "asyncio.Future[bool] | concurrent.futures.Future[bool]"]
 class _LoopWaiters:
     """The waiters of one event loop; only that loop's thread touches ``pending``."""
 
-    __slots__ = ("loop", "pending")
+    __slots__ = ("loop", "pending", "inline_due")
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
         self.pending: list[_Waiter] = []
+        self.inline_due = False  # an inline round is scheduled on the loop (it covers every waiter until it runs)
 
 
 class GroupCommitService(threading.Thread):
@@ -693,7 +694,9 @@ class GroupCommitService(threading.Thread):
         self._last_round_waiters = 0
         self._last_sync_s = 0.0
         self._lowered = False  # this service counts in _switch_users
+        self._busy = False  # the thread is in a general round (an inline sync would only wait beside it)
         self.flushes = 0  # rounds that synced, for tests: << waiters under load
+        self.inline_flushes = 0  # of them, the syncs run on an event loop
 
     def start(self) -> None:
         """Start the thread, with the GIL's switch interval lowered (see the class docstring)."""
@@ -720,6 +723,13 @@ class GroupCommitService(threading.Thread):
         if holder is None:
             holder = self._loops[loop] = _LoopWaiters(loop)
         holder.pending.append((offset, fut))
+        if holder.inline_due:  # appended before the scheduled round runs: it covers this one too
+            return fut
+        if (self._last_round_waiters < 2 and not self._busy and not self._failing
+                and self._last_sync_s * 1e6 < self.commit_log.config.syncFlushInlineMaxMicros):
+            holder.inline_due = True
+            loop.call_soon(self._inline_round, holder)
+            return fut
         self._arrivals += 1
         self._signal(offset)
         return fut
@@ -833,6 +843,15 @@ class GroupCommitService(threading.Thread):
 
     def _round(self, final: bool = False) -> None:
         """One sync of everything appended so far, then every waiter it settles told."""
+        self._busy = True
+        try:
+            error = self._sync_all()
+        finally:
+            self._busy = False
+        self._answer(error, final)
+
+    def _sync_all(self) -> Exception | None:
+        """Sync everything appended so far (on whichever thread calls); the error if it failed."""
         error: Exception | None = None
         before = self.commit_log.flush_times
         t0 = time.perf_counter()
@@ -847,7 +866,30 @@ class GroupCommitService(threading.Thread):
         if self.commit_log.flush_times != before:
             self.flushes += 1
             self._last_sync_s = time.perf_counter() - t0
-        self._answer(error, final)
+        return error
+
+    def _inline_round(self, holder: _LoopWaiters) -> None:
+        """The sync of one loop turn, on the loop's own thread: scheduled by the turn's first
+        waiter with ``call_soon``, so it runs after every callback that was ready in that turn
+        (the sends read in that poll, all appended), covers them all, and answers them with no
+        thread in between. ``fdatasync`` releases the GIL, but the loop waits for it; hence
+        only while syncs are fast (see :meth:`wait`)."""
+        holder.inline_due = False
+        if not holder.pending:
+            return
+        if self._stopping:  # the stop's last round synced everything there was
+            holder.pending = self._settle(holder.pending, None, True)
+            return
+        flushes = self.flushes
+        error = self._sync_all()
+        if self.flushes != flushes:
+            self.inline_flushes += 1
+        waiting = len(holder.pending)
+        holder.pending = self._settle(holder.pending, error, False)
+        self._last_round_waiters = waiting - len(holder.pending)
+        if holder.pending:  # (bytes another thread appended past what this sync read): the thread's
+            self._arrivals += len(holder.pending)
+            self._signal(max(offset for offset, _ in holder.pending))
 
     def _answer(self, error: Exception | None, final: bool) -> None:
         """Tell every waiter the round settles (thread waiters here, loop waiters on their loop)."""
