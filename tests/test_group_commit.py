@@ -307,7 +307,8 @@ async def test_a_wait_that_raises_after_the_store_is_still_answered(tmp_path: Pa
     flags = tmp_path / "flags"
     flags.mkdir()
     ns = namesrv_process(tmp_path).start()
-    conf = broker_process(tmp_path, ns.addr, flushDiskType="SYNC_FLUSH")
+    # the thread's rounds: a lone send synced inline is answered without the wait this breaks
+    conf = broker_process(tmp_path, ns.addr, flushDiskType="SYNC_FLUSH", syncFlushInlineMaxMicros=0)
     broker = ServerProcess(["python", "-c", _BROKER_WITH_A_FAILING_WAIT, str(flags), "-c", str(tmp_path / "broker.conf")],
                            conf.port, tmp_path, env={"HOME": str(tmp_path)}, ready_line="boot success").start()
     clients = [RemotingClient() for _ in range(8)]

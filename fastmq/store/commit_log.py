@@ -373,8 +373,9 @@ class CommitLog:
         fut.set_result(self.flushed_offset >= offset)
         return fut
 
-    async def wait_flushed(self, offset: int, timeout: float | None = None) -> None:
-        """Wait until ``offset`` is on disk.
+    async def wait_flushed(self, offset: int, timeout: float | None = None, weight: int = 1) -> None:
+        """Wait until ``offset`` is on disk (``weight``: the requests waiting, see
+        :meth:`GroupCommitService.wait`).
 
         Raises:
             FlushTimeoutError: not flushed within ``timeout`` seconds (syncFlushTimeout by
@@ -389,7 +390,7 @@ class CommitLog:
             # one per waiter), and a plain timer for the timeout: asyncio.wait_for over a
             # wrapped concurrent future cost a hand-off per waiter and a Task-like wrapper
             loop = asyncio.get_running_loop()
-            fut = svc.wait(offset, loop)
+            fut = svc.wait(offset, loop, weight)
             timer = loop.call_later(t, _expire, fut, offset, t)
             try:
                 ok = await fut
@@ -670,6 +671,7 @@ class GroupCommitService(threading.Thread):
     GATHER_QUIET_S = 0.0001
     GATHER_MAX_S = 0.001
     SWITCH_INTERVAL_S = 0.0005
+    INLINE_QUIET_S = 0.1
     _switch_lock = threading.Lock()
     _switch_users = 0  # services started and not yet stopped
     _switch_was: float | None = None  # the interval before the first of them lowered it
@@ -695,8 +697,10 @@ class GroupCommitService(threading.Thread):
         self._last_sync_s = 0.0
         self._lowered = False  # this service counts in _switch_users
         self._busy = False  # the thread is in a general round (an inline sync would only wait beside it)
+        self._inline_busy = False  # a loop is in an inline sync (the thread's idle round need not sync too)
         self.flushes = 0  # rounds that synced, for tests: << waiters under load
         self.inline_flushes = 0  # of them, the syncs run on an event loop
+        self._many_at = -1e9  # monotonic time of the last sign of many producers (see _inline_ok)
 
     def start(self) -> None:
         """Start the thread, with the GIL's switch interval lowered (see the class docstring)."""
@@ -711,10 +715,11 @@ class GroupCommitService(threading.Thread):
         super().start()
 
     # -- waiters -------------------------------------------------------------------------
-    def wait(self, offset: int, loop: asyncio.AbstractEventLoop) -> asyncio.Future[bool]:
+    def wait(self, offset: int, loop: asyncio.AbstractEventLoop, weight: int = 1) -> asyncio.Future[bool]:
         """A future of ``loop`` (the running one) set to True once the log is on disk up to
         ``offset``, False if it never can be (past the log's end, or the service stopped),
-        or failed with the sync's error."""
+        or failed with the sync's error. ``weight``: the requests this wait answers (more
+        than one: many producers, whose syncs the thread shares out better)."""
         fut: asyncio.Future[bool] = loop.create_future()
         if self._stopping:
             fut.set_result(False)
@@ -725,14 +730,44 @@ class GroupCommitService(threading.Thread):
         holder.pending.append((offset, fut))
         if holder.inline_due:  # appended before the scheduled round runs: it covers this one too
             return fut
-        if (self._last_round_waiters < 2 and not self._busy and not self._failing
-                and self._last_sync_s * 1e6 < self.commit_log.config.syncFlushInlineMaxMicros):
+        if self._inline_ok(weight):
             holder.inline_due = True
             loop.call_soon(self._inline_round, holder)
             return fut
         self._arrivals += 1
         self._signal(offset)
         return fut
+
+    def sync_now(self, offset: int, weight: int = 1) -> bool | Exception | None:
+        """Sync on the calling (event-loop) thread now, when the inline rules allow it.
+
+        For a caller at the end of its loop turn with every record of the turn appended (the
+        broker's send fast path runs there, see ``Dispatcher.run_gathered``): one request
+        alone, with fast syncs, answers at once, without a future, a Task or a thread.
+
+        Returns:
+            True: ``offset`` is on disk; the sync's error if it failed (nothing known
+            durable); None: not synced here (the rules said no), :meth:`wait` instead.
+        """
+        if not self._inline_ok(weight):
+            return None
+        error = self._sync_inline()
+        self._last_round_waiters = weight
+        if error is not None:
+            return error
+        return True if self.commit_log.flushed_offset >= offset else None
+
+    def _inline_ok(self, weight: int) -> bool:
+        """Whether the loop may sync itself: ``syncFlushInlineMaxMicros`` > the last sync's
+        time, the thread neither mid-round nor failing, and one request at a time for the last
+        ``INLINE_QUIET_S`` (many producers keep the thread, whose rounds overlap the loop's work:
+        a sync on the loop stops it reading and appending meanwhile)."""
+        if weight > 1 or self._last_round_waiters > 1:
+            self._many_at = time.monotonic()
+            return False
+        return (not self._busy and not self._failing and not self._stopping
+                and self._last_sync_s * 1e6 < self.commit_log.config.syncFlushInlineMaxMicros
+                and time.monotonic() - self._many_at > self.INLINE_QUIET_S)
 
     def request(self, offset: int) -> concurrent.futures.Future[bool]:
         """:meth:`wait` for a caller on any thread, as a concurrent future."""
@@ -772,7 +807,7 @@ class GroupCommitService(threading.Thread):
             if asked and not self._stopping:
                 self._gather()
             stopping = self._stopping
-            self._round(final=stopping)
+            self._round(final=stopping, idle=not asked)
             if stopping:
                 return
 
@@ -810,7 +845,7 @@ class GroupCommitService(threading.Thread):
             self._answer(exc, False)
             return True
         if covered == TIMED_OUT or covered == PAST_LIMIT:
-            self._round()
+            self._round(idle=covered == TIMED_OUT)
             return True
         self._failing = False
         if ns:  # it synced (a target already flushed needs none)
@@ -841,14 +876,31 @@ class GroupCommitService(threading.Thread):
                 return
             seen = now
 
-    def _round(self, final: bool = False) -> None:
-        """One sync of everything appended so far, then every waiter it settles told."""
+    def _round(self, final: bool = False, idle: bool = False) -> None:
+        """One sync of everything appended so far, then every waiter it settles told.
+        ``idle``: nobody asked (the 10 ms round); skipped while a loop syncs inline, which
+        covers the same bytes (the next idle round takes what it left)."""
+        if idle and self._inline_busy:
+            self._answer(None, final)
+            return
         self._busy = True
         try:
             error = self._sync_all()
         finally:
             self._busy = False
         self._answer(error, final)
+
+    def _sync_inline(self) -> Exception | None:
+        """:meth:`_sync_all` on a loop's thread, counted as inline."""
+        flushes = self.flushes
+        self._inline_busy = True
+        try:
+            error = self._sync_all()
+        finally:
+            self._inline_busy = False
+        if self.flushes != flushes:
+            self.inline_flushes += 1
+        return error
 
     def _sync_all(self) -> Exception | None:
         """Sync everything appended so far (on whichever thread calls); the error if it failed."""
@@ -880,10 +932,7 @@ class GroupCommitService(threading.Thread):
         if self._stopping:  # the stop's last round synced everything there was
             holder.pending = self._settle(holder.pending, None, True)
             return
-        flushes = self.flushes
-        error = self._sync_all()
-        if self.flushes != flushes:
-            self.inline_flushes += 1
+        error = self._sync_inline()
         waiting = len(holder.pending)
         holder.pending = self._settle(holder.pending, error, False)
         self._last_round_waiters = waiting - len(holder.pending)
