@@ -10,7 +10,9 @@ Flushing follows RocketMQ: ASYNC_FLUSH runs :class:`FlushService` (a thread: eve
 everything every ``flushCommitLogThoroughInterval`` ms); SYNC_FLUSH runs
 :class:`GroupCommitService`, where every appender waits on a future and one ``fdatasync``
 answers all the waiters it covers (group commit). Threads, because ``fdatasync`` blocks and
-releases the GIL; asyncio callers bridge with :meth:`CommitLog.wait_flushed`.
+releases the GIL; asyncio callers bridge with :meth:`CommitLog.wait_flushed`. A lone
+producer's sync, while syncs are fast, runs on the event loop instead (no thread hand-offs;
+see :class:`GroupCommitService`).
 """
 from __future__ import annotations
 
@@ -643,7 +645,17 @@ class GroupCommitService(threading.Thread):
     waiters are settled on their loop with one ``call_soon_threadsafe`` per sync, however many
     they are; thread waiters (``request``) get concurrent futures set from this thread.
 
-    One producer alone (the last round answered at most one waiter, and no request is queued
+    Syncs on the event loop: while syncs are fast (the last took less than
+    ``syncFlushInlineMaxMicros``), the thread is neither mid-round nor failing, and requests come
+    one at a time (none of the last ``INLINE_QUIET_S`` covered several), the loop syncs itself and
+    no thread is involved: :meth:`sync_now` for a caller at the end of its turn (the broker's
+    send fast path: PutResult at once, no future), else :meth:`wait` schedules one
+    ``call_soon`` round that runs after every callback ready in that turn and answers every
+    waiter it covers. The loop is held for the sync (``fdatasync`` releases the GIL, not the
+    loop), hence the bound; many producers keep the thread, whose syncs overlap the loop's work.
+    A thread's idle round skips its sync while a loop syncs.
+
+    One producer alone on the thread (the last round answered at most one waiter, and no request is queued
     when the thread comes back to wait) with every unflushed byte in the last file: the thread
     waits, reads the offset asked for and ``fdatasync``-s in one compiled call that never takes
     the GIL (:func:`~fastmq._ext.sync_wait.wait_and_sync`). A Python thread woken by a request
