@@ -47,7 +47,7 @@ class MessageStoreConfig:
     # fastmq's own key: under SYNC_FLUSH, a lone producer's fdatasync runs on the event loop at
     # the end of its turn (no thread hand-offs) while the last sync took less than this many
     # microseconds; 0 = always through the group-commit thread (see GroupCommitService).
-    syncFlushInlineMaxMicros: int = 2000
+    syncFlushInlineMaxMicros: int = 1000
     fileReservedTime: int = 72
     deleteWhen: str = "04"
     diskMaxUsedSpaceRatio: int = 75
