@@ -209,6 +209,14 @@ _BROKER_WITH_DISK_FAULTS = textwrap.dedent("""
 """)
 
 
+def scripted_broker(tmp_path: Path, namesrv: str, script: str, flags: Path, **conf: object) -> ServerProcess:
+    """A started ``fastmq-broker`` run through ``script`` (which patches it before its main), with
+    the ``flags`` directory as the script's first argument."""
+    port = broker_process(tmp_path, namesrv, **conf).port  # (writes broker.conf)
+    return ServerProcess(["python", "-c", script, str(flags), "-c", str(tmp_path / "broker.conf")],
+                         port, tmp_path, env={"HOME": str(tmp_path)}, ready_line="boot success").start()
+
+
 async def _runtime_info(client: RemotingClient, addr: str) -> dict[str, str]:
     r = await client.invoke(addr, create_request(RequestCode.GET_BROKER_RUNTIME_INFO, {}), 5)
     assert r.code == ResponseCode.SUCCESS, r.remark
@@ -244,10 +252,9 @@ async def test_broker_answers_flush_disk_timeout_when_fdatasync_fails_or_hangs(t
     flags = tmp_path / "flags"
     flags.mkdir()
     ns = namesrv_process(tmp_path).start()
-    conf = broker_process(tmp_path, ns.addr, flushDiskType="SYNC_FLUSH", syncFlushTimeout=300,
-                          syncFlushInlineMaxMicros=0)  # the thread's rounds (test_group_commit_inline: the other)
-    broker = ServerProcess(["python", "-c", _BROKER_WITH_DISK_FAULTS, str(flags), "-c", str(tmp_path / "broker.conf")],
-                           conf.port, tmp_path, env={"HOME": str(tmp_path)}, ready_line="boot success").start()
+    # the thread's rounds (test_group_commit_inline: the loop's)
+    broker = scripted_broker(tmp_path, ns.addr, _BROKER_WITH_DISK_FAULTS, flags, flushDiskType="SYNC_FLUSH",
+                             syncFlushTimeout=300, syncFlushInlineMaxMicros=0)
     client = RemotingClient()
     try:
         await create_topic(client, broker.addr, "DiskFault")
@@ -308,9 +315,8 @@ async def test_a_wait_that_raises_after_the_store_is_still_answered(tmp_path: Pa
     flags.mkdir()
     ns = namesrv_process(tmp_path).start()
     # the thread's rounds: a lone send synced inline is answered without the wait this breaks
-    conf = broker_process(tmp_path, ns.addr, flushDiskType="SYNC_FLUSH", syncFlushInlineMaxMicros=0)
-    broker = ServerProcess(["python", "-c", _BROKER_WITH_A_FAILING_WAIT, str(flags), "-c", str(tmp_path / "broker.conf")],
-                           conf.port, tmp_path, env={"HOME": str(tmp_path)}, ready_line="boot success").start()
+    broker = scripted_broker(tmp_path, ns.addr, _BROKER_WITH_A_FAILING_WAIT, flags, flushDiskType="SYNC_FLUSH",
+                             syncFlushInlineMaxMicros=0)
     clients = [RemotingClient() for _ in range(8)]
     try:
         await create_topic(clients[0], broker.addr, "WaitFault")

@@ -11,7 +11,6 @@ import asyncio
 import errno
 import os
 import socket
-import textwrap
 import time
 from pathlib import Path
 from types import ModuleType
@@ -32,9 +31,9 @@ from fastmq.store import commit_log as commit_log_module
 from fastmq.store.commit_log import CommitLog, GroupCommitService
 from fastmq.store.config import MessageStoreConfig
 from fastmq.store.message_store import PutStatus
-from tests.support import ServerProcess, broker_process, namesrv_process
+from tests.support import broker_process, namesrv_process
 from tests.test_broker_process import create_topic, send_request
-from tests.test_group_commit import _BROKER_WITH_DISK_FAULTS, _runtime_info
+from tests.test_group_commit import _BROKER_WITH_DISK_FAULTS, _runtime_info, scripted_broker
 from tests.test_message_store import msg, open_store
 from tests.test_store_commit_log import cfg, req
 
@@ -239,7 +238,7 @@ async def test_broker_refuses_a_bad_bound_at_start_and_in_an_update(tmp_path: Pa
     try:
         (tmp_path / "bad").mkdir()
         bad = broker_process(tmp_path / "bad", ns.addr, syncFlushInlineMaxMicros=-5)
-        with pytest.raises(Exception):
+        with pytest.raises(RuntimeError, match="exited"):
             bad.start(timeout=10)
         assert "syncFlushInlineMaxMicros=-5: must be >= 0" in bad.output()
         (tmp_path / "b").mkdir()
@@ -269,9 +268,8 @@ async def test_broker_inline_sync_failing_then_slow_disk(tmp_path: Path) -> None
     flags = tmp_path / "flags"
     flags.mkdir()
     ns = namesrv_process(tmp_path).start()
-    conf = broker_process(tmp_path, ns.addr, flushDiskType="SYNC_FLUSH", syncFlushTimeout=300)
-    broker = ServerProcess(["python", "-c", _BROKER_WITH_DISK_FAULTS, str(flags), "-c", str(tmp_path / "broker.conf")],
-                           conf.port, tmp_path, env={"HOME": str(tmp_path)}, ready_line="boot success").start()
+    broker = scripted_broker(tmp_path, ns.addr, _BROKER_WITH_DISK_FAULTS, flags, flushDiskType="SYNC_FLUSH",
+                             syncFlushTimeout=300)
     client = RemotingClient()
     try:
         await create_topic(client, broker.addr, "InlineFault")
