@@ -24,7 +24,7 @@ from fastmq.protocol.command import create_request
 from fastmq.remoting import RemotingClient
 from fastmq.store import FlushTimeoutError
 from fastmq._ext import sync_wait_py
-from fastmq.store import commit_log as commit_log_module
+from fastmq.store import group_commit as group_commit_module
 from fastmq.store.commit_log import CommitLog, GroupCommitService
 from fastmq.store.message_store import PutStatus
 from tests.support import ServerProcess, broker_process, namesrv_process
@@ -61,7 +61,7 @@ def disk(monkeypatch: pytest.MonkeyPatch) -> Iterator[Disk]:
     d = Disk()
     monkeypatch.setattr(os, "fdatasync", d)
     # the compiled wait-then-sync calls libc's fdatasync, not os.fdatasync: the pure twin does
-    monkeypatch.setattr(commit_log_module, "wait_and_sync", sync_wait_py.wait_and_sync)
+    monkeypatch.setattr(group_commit_module, "wait_and_sync", sync_wait_py.wait_and_sync)
     try:
         yield d
     finally:
@@ -202,8 +202,8 @@ _BROKER_WITH_DISK_FAULTS = textwrap.dedent("""
         real(fd)
     os.fdatasync = fdatasync
     from fastmq._ext import sync_wait_py  # (the compiled wait-then-sync calls libc's fdatasync)
-    from fastmq.store import commit_log
-    commit_log.wait_and_sync = sync_wait_py.wait_and_sync
+    from fastmq.store import group_commit
+    group_commit.wait_and_sync = sync_wait_py.wait_and_sync
     from fastmq.broker.cli import main
     sys.exit(main(sys.argv[1:]))
 """)

@@ -27,7 +27,7 @@ from fastmq.protocol.codes import RequestCode
 from fastmq.protocol.command import create_request
 from fastmq.remoting import RemotingClient
 from fastmq.store import FlushTimeoutError
-from fastmq.store import commit_log as commit_log_module
+from fastmq.store import group_commit as group_commit_module
 from fastmq.store.commit_log import CommitLog, GroupCommitService
 from fastmq.store.config import MessageStoreConfig
 from fastmq.store.message_store import PutStatus
@@ -69,7 +69,7 @@ def disk(monkeypatch: pytest.MonkeyPatch) -> Iterator[RecordingDisk]:
     d = RecordingDisk()
     monkeypatch.setattr(os, "fdatasync", d)
     # the compiled wait-then-sync calls libc's fdatasync, not os.fdatasync: the pure twin does
-    monkeypatch.setattr(commit_log_module, "wait_and_sync", sync_wait_py.wait_and_sync)
+    monkeypatch.setattr(group_commit_module, "wait_and_sync", sync_wait_py.wait_and_sync)
     # no idle round racing the test's own syncs (a round mid-sync sends waits to the thread)
     monkeypatch.setattr(GroupCommitService, "IDLE_WAIT_S", 5.0)
     yield d
@@ -186,7 +186,7 @@ async def test_bound_zero_leaves_every_sync_to_the_thread(tmp_path: Path, sync_w
                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     """syncFlushInlineMaxMicros=0: the thread (either twin of its wait-then-sync) syncs and
     answers every wait; the loop never syncs."""
-    monkeypatch.setattr(commit_log_module, "wait_and_sync", sync_wait.wait_and_sync)
+    monkeypatch.setattr(group_commit_module, "wait_and_sync", sync_wait.wait_and_sync)
     cl, svc = sync_log(tmp_path, syncFlushInlineMaxMicros=0)
     try:
         for _ in range(20):
