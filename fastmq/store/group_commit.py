@@ -16,19 +16,38 @@ import sys
 import threading
 import time
 import weakref
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 
 from .._ext.sync_wait import PAST_LIMIT, TIMED_OUT, wait_and_sync
 from . import FlushTimeoutError
-
-if TYPE_CHECKING:
-    from .commit_log import CommitLog
+from .config import MessageStoreConfig
+from .mapped_file import MappedFileQueue
 
 __all__ = ["GroupCommitService"]
 
 log = logging.getLogger("fastmq.store")
+
+
+class CommitLog(Protocol):
+    """What the service uses of :class:`fastmq.store.commit_log.CommitLog` (which imports this
+    module, so it is described here rather than imported)."""
+
+    config: MessageStoreConfig
+    mfq: MappedFileQueue
+    last_store_timestamp: int
+    flushed_store_timestamp: int
+    flush_times: int
+    flush_micros: int
+
+    @property
+    def max_offset(self) -> int: ...
+
+    @property
+    def flushed_offset(self) -> int: ...
+
+    def flush(self, least_pages: int = 0) -> int: ...
 
 
 def _expire(fut: asyncio.Future[bool], offset: int, t: float) -> None:
