@@ -24,7 +24,7 @@ from fastmq.protocol.command import create_request
 from fastmq.remoting import RemotingClient
 from fastmq.store import FlushTimeoutError
 from fastmq._ext import sync_wait_py
-from fastmq.store import commit_log as commit_log_module
+from fastmq.store import group_commit as group_commit_module
 from fastmq.store.commit_log import CommitLog, GroupCommitService
 from fastmq.store.message_store import PutStatus
 from tests.support import ServerProcess, broker_process, namesrv_process
@@ -61,7 +61,7 @@ def disk(monkeypatch: pytest.MonkeyPatch) -> Iterator[Disk]:
     d = Disk()
     monkeypatch.setattr(os, "fdatasync", d)
     # the compiled wait-then-sync calls libc's fdatasync, not os.fdatasync: the pure twin does
-    monkeypatch.setattr(commit_log_module, "wait_and_sync", sync_wait_py.wait_and_sync)
+    monkeypatch.setattr(group_commit_module, "wait_and_sync", sync_wait_py.wait_and_sync)
     try:
         yield d
     finally:
@@ -86,7 +86,7 @@ async def _put_and_wait(cl: CommitLog, answered_after: list[int], disk: Disk) ->
 
 
 async def test_one_sync_answers_every_waiter_that_queued_during_the_last(tmp_path: Path, disk: Disk) -> None:
-    cl = sync_log(tmp_path)
+    cl = sync_log(tmp_path, syncFlushInlineMaxMicros=0)  # the thread's rounds (a held inline sync holds the loop)
     try:
         svc = cl.flush_service
         assert isinstance(svc, GroupCommitService)
@@ -152,7 +152,9 @@ async def test_failed_fdatasync_fails_the_waiters_and_the_next_sync_answers(tmp_
 
 
 async def test_a_hung_disk_times_out_and_the_flusher_carries_on(tmp_path: Path, disk: Disk) -> None:
-    s = open_store(tmp_path, flushDiskType="SYNC_FLUSH", syncFlushTimeout=200, mappedFileSizeCommitLog=1 << 20)
+    # the thread's rounds: an inline sync holds the loop, timers included, until the disk answers
+    s = open_store(tmp_path, flushDiskType="SYNC_FLUSH", syncFlushTimeout=200, mappedFileSizeCommitLog=1 << 20,
+                   syncFlushInlineMaxMicros=0)
     try:
         disk.gate.clear()
         t0 = time.monotonic()
@@ -200,11 +202,19 @@ _BROKER_WITH_DISK_FAULTS = textwrap.dedent("""
         real(fd)
     os.fdatasync = fdatasync
     from fastmq._ext import sync_wait_py  # (the compiled wait-then-sync calls libc's fdatasync)
-    from fastmq.store import commit_log
-    commit_log.wait_and_sync = sync_wait_py.wait_and_sync
+    from fastmq.store import group_commit
+    group_commit.wait_and_sync = sync_wait_py.wait_and_sync
     from fastmq.broker.cli import main
     sys.exit(main(sys.argv[1:]))
 """)
+
+
+def scripted_broker(tmp_path: Path, namesrv: str, script: str, flags: Path, **conf: object) -> ServerProcess:
+    """A started ``fastmq-broker`` run through ``script`` (which patches it before its main), with
+    the ``flags`` directory as the script's first argument."""
+    port = broker_process(tmp_path, namesrv, **conf).port  # (writes broker.conf)
+    return ServerProcess(["python", "-c", script, str(flags), "-c", str(tmp_path / "broker.conf")],
+                         port, tmp_path, env={"HOME": str(tmp_path)}, ready_line="boot success").start()
 
 
 async def _runtime_info(client: RemotingClient, addr: str) -> dict[str, str]:
@@ -242,9 +252,9 @@ async def test_broker_answers_flush_disk_timeout_when_fdatasync_fails_or_hangs(t
     flags = tmp_path / "flags"
     flags.mkdir()
     ns = namesrv_process(tmp_path).start()
-    conf = broker_process(tmp_path, ns.addr, flushDiskType="SYNC_FLUSH", syncFlushTimeout=300)
-    broker = ServerProcess(["python", "-c", _BROKER_WITH_DISK_FAULTS, str(flags), "-c", str(tmp_path / "broker.conf")],
-                           conf.port, tmp_path, env={"HOME": str(tmp_path)}, ready_line="boot success").start()
+    # the thread's rounds (test_group_commit_inline: the loop's)
+    broker = scripted_broker(tmp_path, ns.addr, _BROKER_WITH_DISK_FAULTS, flags, flushDiskType="SYNC_FLUSH",
+                             syncFlushTimeout=300, syncFlushInlineMaxMicros=0)
     client = RemotingClient()
     try:
         await create_topic(client, broker.addr, "DiskFault")
@@ -304,9 +314,9 @@ async def test_a_wait_that_raises_after_the_store_is_still_answered(tmp_path: Pa
     flags = tmp_path / "flags"
     flags.mkdir()
     ns = namesrv_process(tmp_path).start()
-    conf = broker_process(tmp_path, ns.addr, flushDiskType="SYNC_FLUSH")
-    broker = ServerProcess(["python", "-c", _BROKER_WITH_A_FAILING_WAIT, str(flags), "-c", str(tmp_path / "broker.conf")],
-                           conf.port, tmp_path, env={"HOME": str(tmp_path)}, ready_line="boot success").start()
+    # the thread's rounds: a lone send synced inline is answered without the wait this breaks
+    broker = scripted_broker(tmp_path, ns.addr, _BROKER_WITH_A_FAILING_WAIT, flags, flushDiskType="SYNC_FLUSH",
+                             syncFlushInlineMaxMicros=0)
     clients = [RemotingClient() for _ in range(8)]
     try:
         await create_topic(clients[0], broker.addr, "WaitFault")

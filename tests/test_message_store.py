@@ -155,8 +155,10 @@ async def test_put_batch_writes_every_queue_and_index_entry(tmp_path: Path, spre
 async def test_put_batch_now_waits_only_when_a_flush_is_owed(tmp_path: Path, flush: str) -> None:
     """put_batch_now stores and dispatches before it returns; it answers a PutResult at once
     unless a flush is owed (SYNC_FLUSH and a record that asked to wait), and then a coroutine
-    that waits for the group commit. A store that is not running refuses with a PutResult."""
-    s = open_store(tmp_path, flushDiskType=flush, mappedFileSizeCommitLog=1 << 20)
+    that waits for the group commit (here with the loop's own syncs off, see
+    test_lone_puts_under_sync_flush_wait_for_their_flush). A store that is not running refuses
+    with a PutResult."""
+    s = open_store(tmp_path, flushDiskType=flush, mappedFileSizeCommitLog=1 << 20, syncFlushInlineMaxMicros=0)
     try:
         res = s.put_batch_now(_send_batch([(0, "A", "k1")]))
         assert s.max_offset_in_queue("T", 0) == 1  # in the queue before any wait
@@ -255,18 +257,23 @@ def test_lone_puts_prepare_the_next_file_and_wake_its_warming(tmp_path: Path, mo
         s.shutdown()
 
 
-async def test_lone_puts_under_sync_flush_wait_for_their_flush(tmp_path: Path) -> None:
+@pytest.mark.parametrize("inline_max_us", [0, 1_000_000])
+async def test_lone_puts_under_sync_flush_wait_for_their_flush(tmp_path: Path, inline_max_us: int) -> None:
     """The one-record path owes the same wait as the general one: each put that asked to wait is
-    answered by a coroutine that returns once the flush covers it."""
-    s = open_store(tmp_path, flushDiskType="SYNC_FLUSH", mappedFileSizeCommitLog=1 << 20)
+    answered once the flush covers it: synced at once on the caller's thread (syncs fast enough
+    for syncFlushInlineMaxMicros), or by a coroutine that returns then (the thread's rounds)."""
+    s = open_store(tmp_path, flushDiskType="SYNC_FLUSH", mappedFileSizeCommitLog=1 << 20,
+                   syncFlushInlineMaxMicros=inline_max_us)
     general = s._put_batch
     calls = []
     s._put_batch = lambda b: calls.append(b) or general(b)  # type: ignore[method-assign]
     try:
         for i in range(4):
             res = s.put_batch_now(_send_batch([(0, "A", f"k{i}")]))
-            assert asyncio.iscoroutine(res)
-            res = await asyncio.wait_for(res, 10)
+            if inline_max_us == 0:
+                assert asyncio.iscoroutine(res)
+            if asyncio.iscoroutine(res):  # (inline: a thread's round mid-way sends it there too)
+                res = await asyncio.wait_for(res, 10)
             assert res.status is PutStatus.PUT_OK and res.queue_offset == i
             assert s.commit_log.flushed_offset >= res.wrote_offset + res.wrote_bytes
         assert len(calls) == 1  # the first (disk not checked yet, a new queue); the rest took the one-record path

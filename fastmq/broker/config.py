@@ -109,6 +109,9 @@ def check_configs(cfg: BrokerConfig, store: MessageStoreConfig) -> None:
         raise ConfigError(f"brokerRole={store.brokerRole}: expected ASYNC_MASTER, SYNC_MASTER or SLAVE")
     if role == "SLAVE" and cfg.brokerId <= 0:  # BrokerStartup's rule
         raise ConfigError(f"brokerId={cfg.brokerId}: a slave's brokerId must be > 0")
+    if store.syncFlushInlineMaxMicros < 0:
+        raise ConfigError(f"syncFlushInlineMaxMicros={store.syncFlushInlineMaxMicros}: must be >= 0 "
+                          "(0 = never sync on the event loop)")
     if store.mappedFileSizeCommitLog <= 0:
         raise ConfigError(f"mappedFileSizeCommitLog={store.mappedFileSizeCommitLog}: must be positive")
     if cfg.aclEnable:  # accepting it would leave every request unauthenticated while claiming ACL

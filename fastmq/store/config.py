@@ -44,6 +44,10 @@ class MessageStoreConfig:
     # fastmq's own key: create the next commit-log file ahead of time and pre-read its pages
     # (a first write to a fresh page is a ~10x slower page fault; see MappedFile.warm).
     preloadMappedFile: bool = True
+    # fastmq's own key: under SYNC_FLUSH, a lone producer's fdatasync runs on the event loop at
+    # the end of its turn (no thread hand-offs) while the last sync took less than this many
+    # microseconds; 0 = always through the group-commit thread (see GroupCommitService).
+    syncFlushInlineMaxMicros: int = 1000
     fileReservedTime: int = 72
     deleteWhen: str = "04"
     diskMaxUsedSpaceRatio: int = 75

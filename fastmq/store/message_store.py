@@ -36,7 +36,7 @@ from ..protocol.message import (
 )
 from . import FlushTimeoutError, MessageTooLargeError
 from .checkpoint import RecoveryResult, StoreCheckpoint, check_store, create_abort_file, recover_store, remove_abort_file
-from .commit_log import AppendRequest, CommitLog, DispatchRequest
+from .commit_log import AppendRequest, CommitLog, DispatchRequest, GroupCommitService
 from ..protocol.topic import SCHEDULE_TOPIC as _SCHEDULE_TOPIC
 from ..protocol.topic import TRANS_OP_HALF_TOPIC
 from .index import IndexService
@@ -629,8 +629,24 @@ class MessageStore(DiskSpaceGuard):
         st["putMessageSizeTotal"] += batch.total_size
         result = PutResult(_PUT_OK, "", first_qoff, first_phys, batch.total_size, batch.n, None, now)
         if batch.wait and (self._sync_flush or (self._sync_master and self.ha_service is not None)):
-            return self._finish_put(result, end, True, t0)
+            weight = len(batch.fast)
+            if self._sync_flush and not (self._sync_master and self.ha_service is not None):
+                svc = self.commit_log.flush_service
+                # (the send fast path calls this at the end of its loop turn: a lone request's sync
+                # may run right here, see GroupCommitService.sync_now)
+                done = svc.sync_now(end, weight) if isinstance(svc, GroupCommitService) else None
+                if done is not None:
+                    if done is not True:  # (logged by the service, once per run of failures)
+                        result.status = PutStatus.FLUSH_DISK_TIMEOUT
+                        result.remark = f"flush to offset {end} failed: {done}"
+                    return self._put_took(result, t0)
+            return self._finish_put(result, end, True, t0, weight)
+        return self._put_took(result, t0)
+
+    def _put_took(self, result: PutResult, t0: float) -> PutResult:
+        """The put's latency statistic, and ``result``."""
         elapsed = int((time.perf_counter() - t0) * 1000)
+        st = self.stats
         if elapsed > st["putMessageEntireTimeMax"]:
             st["putMessageEntireTimeMax"] = elapsed
         return result
@@ -646,12 +662,13 @@ class MessageStore(DiskSpaceGuard):
         except Exception:  # a listener bug must not fail a stored send
             log.exception("on_arrival callback failed for %s/%d", topic, qid)
 
-    async def _finish_put(self, result: PutResult, end_offset: int, wait: bool, t0: float) -> PutResult:
+    async def _finish_put(self, result: PutResult, end_offset: int, wait: bool, t0: float,
+                          weight: int = 1) -> PutResult:
         """The end of every put: under SYNC_FLUSH, wait (if asked) until ``end_offset`` is on
-        disk; then the latency statistic."""
+        disk (``weight``: the requests it answers); then the latency statistic."""
         if self._sync_flush and wait:
             try:
-                await self.commit_log.wait_flushed(end_offset)
+                await self.commit_log.wait_flushed(end_offset, weight=weight)
             except FlushTimeoutError as exc:
                 result.status = PutStatus.FLUSH_DISK_TIMEOUT
                 result.remark = str(exc)
