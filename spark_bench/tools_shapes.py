@@ -300,7 +300,7 @@ def shape_line(doc: dict[str, Any]) -> str:
         return "ok (warm-up)"
     cpu = f"broker CPU {_num(f.get('cpu_us_per_msg'), 1)} us/msg ({_num(f.get('broker_cpu_cores'), 2)} cores)"
     if doc.get("kind") == "drain":
-        return (f"drain TPS {_num(f.get('tps'))} over {len(f.get('windows') or [])} busy line(s) of "
+        return (f"drain TPS {_num(f.get('tps'))} over {len(f.get('windows') or [])} whole line(s) of "
                 f"{f.get('count', 0):,}  {cpu}  fill {_num(f.get('fill_tps'))}/s")
     return (f"TPS {_num(f.get('tps'))}  send p50/p99 {_num(f.get('send_p50_us'))}/{_num(f.get('send_p99_us'))} us  "
             f"e2e p99 {_num(f.get('e2e_p99_us'))} us  {cpu}")

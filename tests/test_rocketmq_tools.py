@@ -510,8 +510,13 @@ def test_collation_of_drain_and_spark_rows_beside_a_producer_row(tmp_path) -> No
                      "figures": {**spark_figures(SPARK_RESULT, []), "send_p50_us": p50, "cpu_us_per_msg": cpu}})
     entries, status, reason = summarize(runs, shapes)
     d = tmp_path / "r" / "20261127T000000Z-abc1234"
-    d.mkdir(parents=True)
+    (d / "run-spark-many-producers-java-1-spark" / "many-producers-1-in-flight-fastmq").mkdir(parents=True)
     (d / "summary.json").write_text(json.dumps(_summary("20261127T000000Z", shapes=entries, status=status)))
+    # the Spark shape's own result.json, kept beside: the tools' table's, not a load run of its own
+    # (this one is not even readable as one: it would fail the collation if it were read)
+    (d / "run-spark-many-producers-java-1-spark" / "many-producers-1-in-flight-fastmq" / "result.json").write_text("{}")
+    inputs = load_inputs([str(tmp_path / "r")], [])
+    assert inputs.rows == [] and inputs.result_files == [] and len(inputs.tool_files) == 1
     out = tmp_path / "out"
     assert collate.main([str(tmp_path / "r"), "--out", str(out)]) == 0
     md = (out / "collated.md").read_text()
