@@ -26,9 +26,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
-__all__ = ["BROKERS", "RUN_SCHEMA", "SUMMARY_SCHEMA", "ConsumerLine", "ProducerLine", "Shape", "ToolsResultError",
-           "WINDOW_S", "find_summaries", "parse_consumer_line", "parse_producer_line", "parse_shape",
-           "read_summary", "run_figures", "summarize", "drain_figures", "spark_figures", "SPARK_ALIASES"]
+__all__ = ["BROKERS", "RUN_SCHEMA", "SPARK_ALIASES", "SUMMARY_SCHEMA", "ConsumerLine", "ProducerLine", "Shape",
+           "ToolsResultError", "WINDOW_S", "drain_figures", "find_summaries", "parse_consumer_line",
+           "parse_producer_line", "parse_shape", "read_summary", "run_figures", "spark_figures", "summarize"]
 
 RUN_SCHEMA = "fastmq-rocketmq-tools-run/1"
 SUMMARY_SCHEMA = "fastmq-rocketmq-tools/1"
@@ -252,15 +252,11 @@ def drain_figures(samples: list[dict[str, Any]], count: int) -> dict[str, Any]:
                          "window was busy throughout (give a larger count)")
     rows = [{**s, "avg_rt_ms": None, "send_failed": 0, "response_failed": 0} for s in samples[first:last]]
     f = run_figures(rows, last - first - 1)
-    for k in ("max_rt_ms", "producer_cpu_us_per_msg", "tool_cpu_cores", "send_failed", "response_failed"):
-        f.pop(k, None)
-    msgs = f["msgs"]
-    tool_cpu = float(samples[last - 1]["tool_cpu_s"] - samples[first]["tool_cpu_s"])
+    f.pop("max_rt_ms", None)
+    # the tool here is the Consumer
+    f["consumer_cpu_us_per_msg"], f["consumer_cpu_cores"] = f.pop("producer_cpu_us_per_msg", None), f.pop("tool_cpu_cores")
     return {**f, "consumer_tps": f["tps"], "count": count, "busy_lines": [int(s["tps"]) for s in samples[first:last + 1]],
-            "consumer_fail": sum(int(s.get("fail", 0)) for s in samples),
-            "consumer_cpu_us_per_msg": tool_cpu / msgs * 1e6 if msgs > 0 else None,
-            "consumer_cpu_cores": tool_cpu / f["span_s"] if f["span_s"] > 0 else None,
-            "send_failed": 0, "response_failed": 0}
+            "consumer_fail": sum(int(s.get("fail", 0)) for s in samples)}
 
 
 def spark_figures(result: dict[str, Any], samples: list[dict[str, Any]]) -> dict[str, Any]:
