@@ -278,19 +278,20 @@ def _broker_version(addr: str) -> str:
     return ""
 
 
-def _pull_rates(addr: str) -> dict[str, float]:
+def _pull_rates(addr: str, puts: bool = False) -> dict[str, float]:
     """The broker's own pull counters over its last 10 s (GET_BROKER_RUNTIME_INFO's getFoundTps,
     getMissTps, getTransferedTps: pulls that found messages, pulls that found none, messages
-    they carried, per second), which both brokers keep alike; empty when it does not answer."""
+    they carried, per second), which both brokers keep alike, and with ``puts`` its count of
+    messages put today (msgPutTotalTodayNow, as ``puts``); empty when it does not answer."""
     from fastmq.protocol.codes import RequestCode, ResponseCode
+    keys = (("getFoundTps", "pull_found_tps"), ("getMissTps", "pull_miss_tps"), ("getTransferedTps", "pull_msgs_tps"))
     try:
         r = _ask(addr, RequestCode.GET_BROKER_RUNTIME_INFO, {})
         if r.code != ResponseCode.SUCCESS or not r.body:
             return {}
         table = json.loads(r.body).get("table", {})
         return {out: float(str(table.get(key, "")).split()[0])
-                for key, out in (("getFoundTps", "pull_found_tps"), ("getMissTps", "pull_miss_tps"),
-                                 ("getTransferedTps", "pull_msgs_tps"))}
+                for key, out in keys + ((("msgPutTotalTodayNow", "puts"),) if puts else ())}
     except Exception:  # (a missing or empty figure included) the rates are context, not a reason to stop
         return {}
 

@@ -262,7 +262,8 @@ def drain_figures(samples: list[dict[str, Any]], count: int) -> dict[str, Any]:
 def spark_figures(result: dict[str, Any], samples: list[dict[str, Any]]) -> dict[str, Any]:
     """The figures of one ``fastmq-bench run`` against a broker: its ``result.json`` (throughput
     and latency percentiles) and samples taken beside it, each with ``t``, ``broker_cpu_s``,
-    ``puts`` (the broker's msgPutTotalTodayNow), ``machine_jiffies`` and ``machine_idle``.
+    ``puts`` (the broker's msgPutTotalTodayNow), ``machine_jiffies`` and ``machine_idle``, and
+    maybe the broker's ``pull_*_tps`` (see ``_more_figures``).
 
     The Spark job starts, creates its topics and warms up before it sends, and the run's window
     is not visible from outside: the broker's CPU is counted over the span in which its put count
@@ -295,6 +296,8 @@ def spark_figures(result: dict[str, Any], samples: list[dict[str, Any]]) -> dict
                     "cpu_us_per_msg": cpu / puts * 1e6 if puts > 0 else None,
                     "broker_cpu_cores": cpu / span if span > 0 else None,
                     "machine_busy": 1.0 - idle / jiffies if jiffies > 0 else None})
+        # its run-queue wait and 10 s pull rates sampled within the span (the consumer's side)
+        out.update(_more_figures(a, samples[grew[0]:grew[-1] + 1], span, 0.0))
     return out
 
 

@@ -16,7 +16,7 @@ message is counted over the same lines, and the group's committed offsets must r
 ``spark-WORKLOAD`` (e.g. ``spark-many-producers``): ``fastmq-bench run WORKLOAD --namesrv NS
 --driver fastmq`` as a child process against the broker, the broker's CPU and put count sampled
 beside it every 0.5 s; figures from its ``result.json`` (``tools_result.spark_figures``), which is
-kept as ``run-<shape>-<broker>-<n>-spark/``.
+kept as ``run-<shape>-<broker>-<n>-spark/``, and the broker's own pull rates over the same span.
 """
 from __future__ import annotations
 
@@ -31,8 +31,8 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from .rocketmq_tools import (Managed, Peer, RunPlan, _loadavg, _machine, _now, _rss_mb, _tool, proc_cpu_s,
-                             runq_wait_s)
+from .rocketmq_tools import (Managed, Peer, RunPlan, _loadavg, _machine, _now, _pull_rates, _rss_mb, _tool,
+                             proc_cpu_s, runq_wait_s)
 from .tools_result import RUN_SCHEMA, Shape, drain_figures, parse_consumer_line, spark_figures
 
 __all__ = ["DRAIN_GROUP", "DRAIN_QUEUES", "RUNS", "drain_run", "fill", "shape_line", "spark_run"]
@@ -226,18 +226,6 @@ def drain_run(plan: RunPlan, peer: Peer, shape: Shape, n: int, warmup: int = 0) 
     return _finish(plan, doc, reason, figures, bool(warmup))
 
 
-def _put_total(addr: str) -> int | None:
-    from .rocketmq_tools import _ask
-    from fastmq.protocol.codes import RequestCode, ResponseCode
-    try:
-        r = _ask(addr, RequestCode.GET_BROKER_RUNTIME_INFO, {})
-        if r.code == ResponseCode.SUCCESS and r.body:
-            return int(str(json.loads(r.body)["table"]["msgPutTotalTodayNow"]).split()[0])
-    except Exception:  # (a missing figure included) a lost sample narrows the span, it does not stop the run
-        pass
-    return None
-
-
 def spark_run(plan: RunPlan, peer: Peer, shape: Shape, n: int, warmup: int = 0) -> dict[str, Any]:
     """One ``fastmq-bench run WORKLOAD`` against ``peer`` (see the module's text); its run document."""
     tag = f"{shape.name}-{peer.name}-{'warmup' if warmup else n}"
@@ -251,9 +239,9 @@ def spark_run(plan: RunPlan, peer: Peer, shape: Shape, n: int, warmup: int = 0) 
 
     def sample() -> None:
         while not stop.is_set():
-            puts = _put_total(addr)
-            if puts is not None:
-                samples.append({"t": time.monotonic(), "puts": puts, **_sample(peer, None)})
+            counters = _pull_rates(addr, puts=True)
+            if counters:   # a lost sample narrows the span, it does not stop the run
+                samples.append({"t": time.monotonic(), **counters, **_sample(peer, None)})
             stop.wait(0.5)
     argv = [sys.executable, "-m", "spark_bench", "run", shape.workload, "--namesrv", peer.namesrv,
             "--driver", "fastmq", "--out", str(out)]

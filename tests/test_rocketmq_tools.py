@@ -225,6 +225,13 @@ def test_spark_figures_from_the_result_and_the_span_the_broker_stored_in() -> No
     assert f["puts"] == 20_000 and f["span_s"] == 2 and f["cpu_us_per_msg"] == pytest.approx(150.0)
     assert f["broker_cpu_cores"] == 1.5 and f["machine_busy"] == pytest.approx(0.9)
     assert spark_figures(SPARK_RESULT, samples[:2])["cpu_us_per_msg"] is None   # no put seen: no CPU figure
+    assert "pulls_per_s" not in f and "broker_runq_cores" not in f
+    # with the broker's pull rates and run-queue wait sampled: their means within the span
+    for s, found, miss, runq in zip(samples, (0, 0, 100, 300, 0), (9, 9, 50, 150, 9), (0, 0, 0.5, 1.5, 2.0)):
+        s.update({"pull_found_tps": found, "pull_miss_tps": miss, "pull_msgs_tps": 4 * found, "broker_runq_s": runq})
+    f = spark_figures(SPARK_RESULT, samples)
+    assert f["found_pulls_per_s"] == 200 and f["pulls_per_s"] == 300 and f["msgs_per_found_pull"] == 4
+    assert f["broker_runq_cores"] == pytest.approx(0.75)
     with pytest.raises(ValueError, match="the Spark run is failed: the Spark job failed"):
         spark_figures({**SPARK_RESULT, "status": "failed", "reason": "the Spark job failed"}, samples)
     with pytest.raises(ValueError, match="no publish rate"):
