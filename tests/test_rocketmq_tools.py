@@ -419,6 +419,31 @@ def test_a_drain_shape_fills_a_backlog_and_the_consumer_drains_it(tmp_path, caps
     assert "| 1 / 1 |" in row
 
 
+@pytest.mark.slow
+@pytest.mark.spark
+def test_a_spark_shape_runs_the_workload_against_each_broker(tmp_path, capsys) -> None:
+    """spark-many-producers end to end: ``fastmq-bench run`` (a real local Spark) against each
+    "broker" (fastmq's servers for both here), its result.json kept beside the run, the broker's
+    CPU per message over the span its put count grew; the collation tables it as a tools row only."""
+    rc, run_dir = _fake_run(tmp_path, "--shapes", "spark-many-producers", "--rounds", "1", "--warmup-windows", "0")
+    printed = capsys.readouterr()
+    assert rc == 0, printed.out + printed.err
+    for broker in ("java", "fastmq"):
+        doc = json.loads((run_dir / f"run-spark-many-producers-{broker}-1.json").read_text())
+        assert doc["status"] == "ok", doc["reason"]
+        assert doc["kind"] == "spark" and doc["workload"] == "many-producers-1-in-flight"
+        result = json.loads((run_dir / doc["result"]).read_text())
+        f = doc["figures"]
+        assert f["tps"] == result["publish"]["msgs_per_s"] > 0 and f["send_p99_us"] >= f["send_p50_us"] > 0
+        # every message the run sent was put within the span the CPU is counted over
+        assert f["puts"] == result["sent_ok"] and f["cpu_us_per_msg"] > 0 and f["pulls_per_s"] > 0
+        assert "many-producers-1-in-flight / fastmq" in (run_dir / doc["log"]).read_text()
+    summary = read_summary(run_dir / "summary.json")
+    assert summary["status"] == "ok" and summary["shapes"][0]["workload"] == "many-producers-1-in-flight"
+    inputs = load_inputs([str(tmp_path / "results")], [])
+    assert inputs.rows == [] and len(inputs.tool_files) == 1
+
+
 def test_a_port_taken_meanwhile_is_tried_again_in_a_fresh_directory(tmp_path, capsys) -> None:
     # a server that lost its port says so and exits: that is a PortTaken, anything else is not
     for text, kind in (("java.net.BindException: Address already in use", PortTaken), ("no such class", ToolsError)):
