@@ -561,6 +561,15 @@ def _tool(plan: RunPlan, cls: str, args: list[str], what: str, log: Path, extra:
     return Managed(argv, what, log, plan.client_home, plan.js.env(), pipe=True)
 
 
+def next_line(tool: Managed, what: str) -> tuple[float, str] | str | None:
+    """``tool``'s next line (arrival time, text) within 0.5 s, None when none came, or why it ended
+    once it has exited and every line it wrote has been taken."""
+    try:
+        return tool.lines.get(timeout=0.5)
+    except queue.Empty:
+        return f"the {what} exited with {tool.proc.returncode}" if tool.finished() and tool.lines.empty() else None
+
+
 def _drain(cons: Managed, deadline: float, consumer_lines: list[tuple[float, ConsumerLine]]) -> bool:
     """Wait until two Consumer lines in a row show no backlog (under 100 msgs/s: one alone can be
     the window before its first rebalance); False at ``deadline``."""
@@ -620,13 +629,13 @@ def one_run(plan: RunPlan, peer: Peer, shape: Shape, n: int, warmup: int = 0) ->
                         c = parse_consumer_line(text)
                         if c is not None:
                             consumer_lines.append((t, c))
-                try:
-                    t, text = prod.lines.get(timeout=0.5)
-                except queue.Empty:
-                    if prod.finished() and prod.lines.empty():
-                        reason = f"the Producer exited with {prod.proc.returncode}"
-                        break
+                got = next_line(prod, "Producer")
+                if isinstance(got, str):
+                    reason = got
+                    break
+                if got is None:
                     continue
+                t, text = got
                 p = parse_producer_line(text)
                 if p is None:
                     continue

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import queue
 import random
 import string
 import sys
@@ -32,7 +31,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from .rocketmq_tools import (Managed, Peer, RunPlan, _loadavg, _machine, _now, _pull_rates, _rss_mb, _tool,
-                             proc_cpu_s, runq_wait_s)
+                             next_line, proc_cpu_s, runq_wait_s)
 from .tools_result import RUN_SCHEMA, Shape, drain_figures, parse_consumer_line, spark_figures
 
 __all__ = ["DRAIN_GROUP", "DRAIN_QUEUES", "RUNS", "drain_run", "fill", "shape_line", "spark_run"]
@@ -179,13 +178,13 @@ def drain_run(plan: RunPlan, peer: Peer, shape: Shape, n: int, warmup: int = 0) 
             if not peer.broker.alive():
                 reason = f"the {peer.name} broker exited with {peer.broker.proc.returncode} during the drain"
                 break
-            try:
-                t, text = cons.lines.get(timeout=0.5)
-            except queue.Empty:
-                if cons.finished() and cons.lines.empty():
-                    reason = f"the Consumer exited with {cons.proc.returncode}"
-                    break
+            got = next_line(cons, "Consumer")
+            if isinstance(got, str):
+                reason = got
+                break
+            if got is None:
                 continue
+            t, text = got
             c = parse_consumer_line(text)
             if c is None:
                 continue
