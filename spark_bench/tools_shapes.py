@@ -6,9 +6,11 @@ each one message in flight").
 ``drainCOUNT-sBYTES`` (e.g. ``drain1m-s128``), per run: a fresh topic with 1024 queues (as
 ``BenchmarkTest``), filled with exactly COUNT messages of BYTES random alphanumeric bytes by
 fastmq's own asyncio producer in batches of 32 (SEND_BATCH_MESSAGE, 32 batches in flight; the
-benchmark Producer has no fast bounded mode, and the fill is the same bytes for both brokers), then
-RocketMQ's benchmark Consumer with its default flags except ``-n -t`` (20 threads, group
-``benchmark_consumer``, which has no offset on the new topic and so starts at its first message).
+benchmark Producer's bounded mode ``-q`` sends one message per request, a few thousand a second;
+the fill is the same bytes for both brokers; a batch the broker refuses, such as a cold Java
+broker's SYSTEM_BUSY, is sent again), then RocketMQ's benchmark Consumer with its default flags
+except ``-n -t`` (20 threads, group ``benchmark_consumer``, which has no offset on the new topic
+and so starts at its first message). A warm-up drains a tenth of the count.
 Its 10 s lines are read until one consumes under 100 msgs/s after the backlog; the drain rate is
 the mean of the lines busy throughout (``tools_result.drain_figures``), the broker's CPU per
 message is counted over the same lines, and the group's committed offsets must reach COUNT.
