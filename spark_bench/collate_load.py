@@ -312,12 +312,15 @@ def load_inputs(dirs: list[str], pytest_files: list[str], baseline: str | None =
         p = Path(d)
         if not p.is_dir():
             raise CollateError(f"{d}: no such result directory" if not p.exists() else f"{d}: not a directory")
-        found = _find_results(p)
         try:
             tools = find_summaries(p)
             got.tool_summaries.extend(read_summary(f) for f in tools)
         except ToolsResultError as e:
             raise CollateError(str(e)) from e
+        # a rocketmq-tools run keeps the result.json of its Spark shapes beside its summary: they
+        # are that table's (one of them ran against the Java broker), not runs of their own
+        tool_dirs = {f.parent for f in tools}
+        found = [f for f in _find_results(p) if f.parent == p or not tool_dirs & set(f.parents)]
         got.tool_files.extend(tools)
         if not found and not tools:
             got.warnings.append(f"{d}: no result.json in it or below it")

@@ -52,6 +52,13 @@ def _about(doc: dict[str, Any]) -> str:
             f"{env.get('loadavg_start') or _DASH}; {_status(doc)}.")
 
 
+def _latencies(fm: dict[str, Any], jm: dict[str, Any]) -> str:
+    """A Spark row's send latency percentiles (the tools print none)."""
+    if all(m.get(k) is None for m in (fm, jm) for k in ("send_p50_us", "send_p99_us")):
+        return _DASH
+    return "; ".join(f"{_n(m.get('send_p50_us'))} / {_n(m.get('send_p99_us'))}" for m in (fm, jm))
+
+
 def tool_blocks(summaries: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
     """The report's blocks for these summaries (none when there are none)."""
     if not summaries:
@@ -60,7 +67,7 @@ def tool_blocks(summaries: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
     head = ["run (UTC stamp)", "commit", "shape", "ok runs fastmq / Java", "fastmq TPS", "Java TPS",
             "fastmq / Java TPS", "fastmq CPU µs/msg", "Java CPU µs/msg", "CPU fastmq / Java",
             "avg RT ms fastmq / Java", "consumer TPS fastmq / Java", "send failures fastmq / Java",
-            "broker RSS MB fastmq / Java", "machine busy"]
+            "broker RSS MB fastmq / Java", "machine busy", "send p50 / p99 µs fastmq; Java"]
     rows = []
     for d in docs:
         for s in d["shapes"]:
@@ -74,7 +81,7 @@ def tool_blocks(summaries: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
                          _pair(fm.get("consumer_tps"), jm.get("consumer_tps")),
                          _pair(f.get("send_failures"), j.get("send_failures")),
                          _pair(fm.get("broker_rss_mb"), jm.get("broker_rss_mb")),
-                         _pct(fm.get("machine_busy"))])
+                         _pct(fm.get("machine_busy")), _latencies(fm, jm)])
     blocks: list[tuple[Any, ...]] = [
         ("h2", "RocketMQ's benchmark tools: fastmq's broker beside Apache RocketMQ's (fastmq-bench rocketmq-tools)"),
         ("p", "Apache RocketMQ's own `org.apache.rocketmq.example.benchmark` Producer (and Consumer, in the "
@@ -83,7 +90,12 @@ def tool_blocks(summaries: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
               "drops the tool's first 10 s line and keeps the next ones; TPS is the tool's Send TPS over them. "
               "Each figure is the median over the runs of a shape. CPU µs/msg is the broker process's utime+stime "
               "over the kept span / (TPS x span). fastmq / Java TPS above 1: fastmq faster; CPU fastmq / Java above "
-              "1: fastmq spends more per message. Machine busy: all CPUs, during fastmq's runs. Result files: "
+              "1: fastmq spends more per message. Machine busy: all CPUs, during fastmq's runs. `drainN-sB` rows: a "
+              "backlog of N messages (filled by fastmq's producer in batches) drained by the benchmark Consumer "
+              "with default flags; TPS (and consumer TPS) is its rate over the 10 s lines busy throughout, CPU per "
+              "message over the same lines. `spark-W` rows: `fastmq-bench run W` (the Spark workload) against each "
+              "broker; TPS is its publish rate, consumer TPS its end-to-end rate, the last column its send latency, "
+              "CPU per message over the span in which the broker's put count grew. Result files: "
               "benchmarks/results/rocketmq-tools/<stamp>-<commit>/ (summary.json, one JSON and one log per run)."),
         ("table", head, rows),
     ]

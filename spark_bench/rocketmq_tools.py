@@ -28,6 +28,9 @@ except ``-n -w -s -t``, drops its first 10 s line, keeps the next ``--windows``,
 broker's utime+stime from /proc at each line: broker CPU per message = CPU over the kept span /
 (mean TPS x span). With a Consumer, the consumer is started first and the run waits (bounded)
 until it has drained any backlog. Both brokers pre-create ``BenchmarkTest`` with 1024 queues.
+The shapes ``drainCOUNT-sBYTES`` (a backlog drained by the benchmark Consumer) and
+``spark-WORKLOAD`` (``fastmq-bench run`` against each broker) run as ``spark_bench.tools_shapes``
+describes, alternated the same way.
 
 Output: ``OUT/<UTC stamp>-<commit>/`` with ``run-<shape>-<broker>-<n>.json`` (+ ``.log``: the
 tools' output) per run and ``summary.json`` (medians per shape and broker, fastmq / Java), which
@@ -96,7 +99,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "$FASTMQ_ROCKETMQ_CLASSPATH, else HOME/conf:HOME/lib/*")
     p.add_argument("--java", default="", help="the java command (default $JAVA_HOME/bin/java, else java on PATH)")
     p.add_argument("--shapes", default=DEFAULT_SHAPES,
-                   help=f"comma-separated wTHREADS-sBYTES[-consumer] (default {DEFAULT_SHAPES})")
+                   help=f"comma-separated wTHREADS-sBYTES[-consumer], drainCOUNT[k|m]-sBYTES (a backlog drained by "
+                        f"the benchmark Consumer), spark-WORKLOAD (fastmq-bench run; spark-many-producers) "
+                        f"(default {DEFAULT_SHAPES})")
     p.add_argument("--rounds", type=int, default=3, help="runs per broker and shape, alternating (default 3)")
     p.add_argument("--windows", type=int, default=3, help="10 s lines kept per run after the first (default 3)")
     p.add_argument("--warmup-windows", type=int, default=1,
@@ -104,7 +109,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--first", choices=BROKERS, default="java", help="which broker runs first in each round")
     p.add_argument("--java-broker-heap", default="256m", help="the Java broker's -Xms/-Xmx (young: half; default 256m)")
     p.add_argument("--drain-timeout", type=float, default=240.0,
-                   help="seconds a Consumer may take to drain a backlog before the Producer starts (default 240)")
+                   help="seconds a Consumer may take to drain a backlog before the Producer starts, and a "
+                        "drain shape's fill and drain each (default 240)")
     p.add_argument("--work-dir", default="", help="where the temporary stores go (default: the system's temp dir)")
     p.add_argument("--py-spy", default="", metavar="PY_SPY",
                    help="record the fastmq broker over each run's kept windows with this py-spy "
@@ -272,19 +278,20 @@ def _broker_version(addr: str) -> str:
     return ""
 
 
-def _pull_rates(addr: str) -> dict[str, float]:
+def _pull_rates(addr: str, puts: bool = False) -> dict[str, float]:
     """The broker's own pull counters over its last 10 s (GET_BROKER_RUNTIME_INFO's getFoundTps,
     getMissTps, getTransferedTps: pulls that found messages, pulls that found none, messages
-    they carried, per second), which both brokers keep alike; empty when it does not answer."""
+    they carried, per second), which both brokers keep alike, and with ``puts`` its count of
+    messages put today (msgPutTotalTodayNow, as ``puts``); empty when it does not answer."""
     from fastmq.protocol.codes import RequestCode, ResponseCode
+    keys = (("getFoundTps", "pull_found_tps"), ("getMissTps", "pull_miss_tps"), ("getTransferedTps", "pull_msgs_tps"))
     try:
         r = _ask(addr, RequestCode.GET_BROKER_RUNTIME_INFO, {})
         if r.code != ResponseCode.SUCCESS or not r.body:
             return {}
         table = json.loads(r.body).get("table", {})
         return {out: float(str(table.get(key, "")).split()[0])
-                for key, out in (("getFoundTps", "pull_found_tps"), ("getMissTps", "pull_miss_tps"),
-                                 ("getTransferedTps", "pull_msgs_tps"))}
+                for key, out in keys + ((("msgPutTotalTodayNow", "puts"),) if puts else ())}
     except Exception:  # (a missing or empty figure included) the rates are context, not a reason to stop
         return {}
 
@@ -554,6 +561,15 @@ def _tool(plan: RunPlan, cls: str, args: list[str], what: str, log: Path, extra:
     return Managed(argv, what, log, plan.client_home, plan.js.env(), pipe=True)
 
 
+def next_line(tool: Managed, what: str) -> tuple[float, str] | str | None:
+    """``tool``'s next line (arrival time, text) within 0.5 s, None when none came, or why it ended
+    once it has exited and every line it wrote has been taken."""
+    try:
+        return tool.lines.get(timeout=0.5)
+    except queue.Empty:
+        return f"the {what} exited with {tool.proc.returncode}" if tool.finished() and tool.lines.empty() else None
+
+
 def _drain(cons: Managed, deadline: float, consumer_lines: list[tuple[float, ConsumerLine]]) -> bool:
     """Wait until two Consumer lines in a row show no backlog (under 100 msgs/s: one alone can be
     the window before its first rebalance); False at ``deadline``."""
@@ -613,13 +629,13 @@ def one_run(plan: RunPlan, peer: Peer, shape: Shape, n: int, warmup: int = 0) ->
                         c = parse_consumer_line(text)
                         if c is not None:
                             consumer_lines.append((t, c))
-                try:
-                    t, text = prod.lines.get(timeout=0.5)
-                except queue.Empty:
-                    if prod.finished() and prod.lines.empty():
-                        reason = f"the Producer exited with {prod.proc.returncode}"
-                        break
+                got = next_line(prod, "Producer")
+                if isinstance(got, str):
+                    reason = got
+                    break
+                if got is None:
                     continue
+                t, text = got
                 p = parse_producer_line(text)
                 if p is None:
                     continue
@@ -677,6 +693,9 @@ def _line(doc: dict[str, Any]) -> str:
     if doc["status"] != "ok":
         return f"{head}: FAILED: {doc['reason']}"
     f = doc["figures"]
+    if doc.get("kind", "producer") != "producer":
+        from .tools_shapes import shape_line
+        return f"{head}: {shape_line(doc)}"
     cpu = f"{f['cpu_us_per_msg']:.1f}" if f["cpu_us_per_msg"] is not None else "-"
     rt = f"{f['avg_rt_ms']:.2f}" if f["avg_rt_ms"] is not None else "-"
     cons = f"  consumer {f['consumer_tps']:.0f}/s" if f["consumer_tps"] is not None else ""
@@ -743,13 +762,15 @@ def run(a: argparse.Namespace) -> int:
             summary["env"][name] = p.info
             print(f"  {name}: namesrv {p.namesrv}, broker {p.info.get('broker_addr')} pid {p.broker.pid} "
                   f"({p.info.get('version')})", flush=True)
+        from .tools_shapes import RUNS
         for shape in shapes:
+            one = RUNS.get(shape.kind, one_run)
             if a.warmup_windows:
                 for b in order:
-                    print(_line(one_run(plan, peers[b], shape, 0, warmup=a.warmup_windows)), flush=True)
+                    print(_line(one(plan, peers[b], shape, 0, a.warmup_windows)), flush=True)
             for n in range(1, a.rounds + 1):
                 for b in order:
-                    doc = one_run(plan, peers[b], shape, n)
+                    doc = one(plan, peers[b], shape, n, 0)
                     runs.append(doc)
                     print(_line(doc), flush=True)
                     if not peers[b].broker.alive():

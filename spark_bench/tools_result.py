@@ -26,9 +26,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
-__all__ = ["BROKERS", "RUN_SCHEMA", "SUMMARY_SCHEMA", "ConsumerLine", "ProducerLine", "Shape", "ToolsResultError",
-           "WINDOW_S", "find_summaries", "parse_consumer_line", "parse_producer_line", "parse_shape",
-           "read_summary", "run_figures", "summarize"]
+__all__ = ["BROKERS", "RUN_SCHEMA", "SPARK_ALIASES", "SUMMARY_SCHEMA", "ConsumerLine", "ProducerLine", "Shape",
+           "ToolsResultError", "WINDOW_S", "drain_figures", "find_summaries", "parse_consumer_line",
+           "parse_producer_line", "parse_shape", "read_summary", "run_figures", "spark_figures", "summarize"]
 
 RUN_SCHEMA = "fastmq-rocketmq-tools-run/1"
 SUMMARY_SCHEMA = "fastmq-rocketmq-tools/1"
@@ -41,6 +41,12 @@ _PRODUCER = re.compile(r"^Current Time: .*?Send TPS: (\d+) Max RT\(ms\): (\d+) A
 _CONSUMER = re.compile(r"^Current Time: \S+ TPS: (\d+) FAIL: (\d+) AVG\(B2C\) RT\(ms\):\s*" + _NUM
                        + r" AVG\(S2C\) RT\(ms\):\s*" + _NUM + r" MAX\(B2C\) RT\(ms\): (\d+) MAX\(S2C\) RT\(ms\): (\d+)\s*$")
 _SHAPE = re.compile(r"^w(\d+)-s(\d+)(-consumer)?$")
+_DRAIN = re.compile(r"^drain(\d+)([km]?)-s(\d+)$")
+_SPARK = re.compile(r"^spark-([a-z0-9][a-z0-9-]*)$")
+#: short names of ``spark-NAME`` shapes; any other NAME is a shipped workload's name
+SPARK_ALIASES = {"many-producers": "many-producers-1-in-flight"}
+_SHAPE_FORMS = ("expected wTHREADS-sBYTES[-consumer], drainCOUNT[k|m]-sBYTES or spark-WORKLOAD, e.g. w16-s128, "
+                "w16-s128-consumer, drain1m-s128 or spark-many-producers")
 
 
 class ToolsResultError(ValueError):
@@ -94,27 +100,51 @@ def parse_consumer_line(line: str) -> ConsumerLine | None:
 
 @dataclass(frozen=True)
 class Shape:
-    """One benchmark shape: ``-w`` threads, ``-s`` bytes, and whether a Consumer runs beside."""
+    """One benchmark shape. ``kind`` ``producer``: the benchmark Producer with ``-w`` threads and
+    ``-s`` bytes, and with ``consumer`` the benchmark Consumer beside; ``drain``: a backlog of
+    ``count`` messages of ``size`` bytes drained by the benchmark Consumer; ``spark``: the Spark
+    workload ``workload`` (``fastmq-bench run``) against the broker."""
 
     threads: int
     size: int
     consumer: bool = False
+    kind: str = "producer"
+    count: int = 0
+    workload: str = ""
+    label: str = ""   # a spark shape's name as given (``spark-many-producers``)
 
     @property
     def name(self) -> str:
+        if self.kind == "drain":
+            n = self.count
+            short = f"{n // 1_000_000}m" if n % 1_000_000 == 0 else f"{n // 1000}k" if n % 1000 == 0 else str(n)
+            return f"drain{short}-s{self.size}"
+        if self.kind == "spark":
+            return self.label or f"spark-{self.workload}"
         return f"w{self.threads}-s{self.size}" + ("-consumer" if self.consumer else "")
 
 
 def parse_shape(text: str) -> Shape:
-    """``w16-s128`` or ``w16-s128-consumer``.
+    """``w16-s128``, ``w16-s128-consumer``, ``drain1m-s128`` (a backlog of 1,000,000 messages of
+    128 B; ``k``: thousands) or ``spark-many-producers`` (``spark-`` and a shipped workload's name,
+    or a short name of ``SPARK_ALIASES``).
 
     Raises:
-        ValueError: naming the text and the form expected.
+        ValueError: naming the text and the forms expected.
     """
-    m = _SHAPE.match(text.strip())
-    if m is None or int(m[1]) < 1 or int(m[2]) < 1:
-        raise ValueError(f"shape {text!r}: expected wTHREADS-sBYTES[-consumer], e.g. w16-s128 or w16-s128-consumer")
-    return Shape(int(m[1]), int(m[2]), bool(m[3]))
+    t = text.strip()
+    m = _SHAPE.match(t)
+    if m is not None and int(m[1]) >= 1 and int(m[2]) >= 1:
+        return Shape(int(m[1]), int(m[2]), bool(m[3]))
+    d = _DRAIN.match(t)
+    if d is not None:
+        count = int(d[1]) * {"": 1, "k": 1000, "m": 1_000_000}[d[2]]
+        if count >= 1 and int(d[3]) >= 1:
+            return Shape(0, int(d[3]), True, "drain", count)
+    sp = _SPARK.match(t)
+    if sp is not None:
+        return Shape(0, 0, True, "spark", workload=SPARK_ALIASES.get(sp[1], sp[1]), label=t)
+    raise ValueError(f"shape {text!r}: {_SHAPE_FORMS}")
 
 
 def run_figures(samples: list[dict[str, Any]], windows: int,
@@ -199,9 +229,82 @@ def _more_figures(base: dict[str, Any], kept: list[dict[str, Any]], span: float,
     return out
 
 
+def drain_figures(samples: list[dict[str, Any]], count: int) -> dict[str, Any]:
+    """The figures of one backlog drain from its samples, one per Consumer line in arrival order.
+
+    Each sample has ``t``, the line's ``tps`` and ``fail``, and what was read when it arrived:
+    ``broker_cpu_s``, ``tool_cpu_s`` (the Consumer's), ``machine_jiffies``, ``machine_idle`` and
+    maybe ``broker_runq_s``. A line covers the 10 s before it, so only the lines between the first
+    and the last that consumed (100 msgs/s or more) cover a span where the Consumer had a backlog
+    all along: those are kept, and the first busy line is the base the CPU is counted from (as
+    :func:`run_figures` drops the tools' first line). Drain TPS = mean TPS of the kept lines.
+
+    Raises:
+        ValueError: no line consumed anything, or the backlog was gone before one whole line
+            (the count is too small for 10 s lines).
+    """
+    busy = [i for i, s in enumerate(samples) if s["tps"] >= 100]
+    if not busy:
+        raise ValueError(f"none of the Consumer's {len(samples)} line(s) consumed 100 msgs/s or more")
+    first, last = busy[0], busy[-1]
+    if last - first < 2:
+        raise ValueError(f"the backlog of {count:,} was drained within {last - first + 1} busy line(s): no 10 s "
+                         "window was busy throughout (give a larger count)")
+    rows = [{**s, "avg_rt_ms": None, "send_failed": 0, "response_failed": 0} for s in samples[first:last]]
+    f = run_figures(rows, last - first - 1)
+    f.pop("max_rt_ms", None)
+    # the tool here is the Consumer
+    f["consumer_cpu_us_per_msg"], f["consumer_cpu_cores"] = f.pop("producer_cpu_us_per_msg", None), f.pop("tool_cpu_cores")
+    return {**f, "consumer_tps": f["tps"], "count": count, "busy_lines": [int(s["tps"]) for s in samples[first:last + 1]],
+            "consumer_fail": sum(int(s.get("fail", 0)) for s in samples)}
+
+
+def spark_figures(result: dict[str, Any], samples: list[dict[str, Any]]) -> dict[str, Any]:
+    """The figures of one ``fastmq-bench run`` against a broker: its ``result.json`` (throughput
+    and latency percentiles) and samples taken beside it, each with ``t``, ``broker_cpu_s``,
+    ``puts`` (the broker's msgPutTotalTodayNow), ``machine_jiffies`` and ``machine_idle``, and
+    maybe the broker's ``pull_*_tps`` (see ``_more_figures``).
+
+    The Spark job starts, creates its topics and warms up before it sends, and the run's window
+    is not visible from outside: the broker's CPU is counted over the span in which its put count
+    grew (from the sample before the first growth to the one with the last), per message put in it.
+
+    Raises:
+        ValueError: a result that is not ok, or no publish figures.
+    """
+    if result.get("status") != "ok":
+        raise ValueError(f"the Spark run is {result.get('status')}: {result.get('reason')}")
+    pub, e2e = result.get("publish") or {}, result.get("e2e") or {}
+    if not isinstance(pub.get("msgs_per_s"), (int, float)):
+        raise ValueError("the Spark run's result has no publish rate")
+    lat, elat = pub.get("latency_us") or {}, e2e.get("latency_us") or {}
+    out: dict[str, Any] = {
+        "tps": float(pub["msgs_per_s"]), "avg_rt_ms": None, "consumer_tps": e2e.get("msgs_per_s"),
+        "send_p50_us": lat.get("p50"), "send_p99_us": lat.get("p99"), "send_p999_us": lat.get("p99.9"),
+        "e2e_p50_us": elat.get("p50"), "e2e_p99_us": elat.get("p99"), "window_s": result.get("window_s"),
+        "sent_ok": result.get("sent_ok"), "received": result.get("received"), "lost": result.get("lost"),
+        "send_failed": sum(int(v) for v in (result.get("errors") or {}).values()),
+        "response_failed": int(result.get("lost") or 0),
+        "cpu_us_per_msg": None, "broker_cpu_cores": None, "machine_busy": None}
+    grew = [i for i in range(1, len(samples)) if samples[i]["puts"] > samples[i - 1]["puts"]]
+    if grew:
+        a, b = samples[grew[0] - 1], samples[grew[-1]]
+        puts, span = b["puts"] - a["puts"], float(b["t"] - a["t"])
+        cpu = float(b["broker_cpu_s"] - a["broker_cpu_s"])
+        jiffies, idle = b["machine_jiffies"] - a["machine_jiffies"], b["machine_idle"] - a["machine_idle"]
+        out.update({"puts": puts, "span_s": span, "broker_cpu_s": cpu,
+                    "cpu_us_per_msg": cpu / puts * 1e6 if puts > 0 else None,
+                    "broker_cpu_cores": cpu / span if span > 0 else None,
+                    "machine_busy": 1.0 - idle / jiffies if jiffies > 0 else None})
+        # its run-queue wait and 10 s pull rates sampled within the span (the consumer's side)
+        out.update(_more_figures(a, samples[grew[0]:grew[-1] + 1], span, 0.0))
+    return out
+
+
 _MEDIANS = ("tps", "avg_rt_ms", "cpu_us_per_msg", "broker_cpu_cores", "consumer_tps", "machine_busy",
             "broker_rss_mb", "producer_cpu_us_per_msg", "consumer_cpu_us_per_msg", "consumer_cpu_cores",
-            "pulls_per_s", "found_pulls_per_s", "msgs_per_found_pull", "broker_runq_cores")
+            "pulls_per_s", "found_pulls_per_s", "msgs_per_found_pull", "broker_runq_cores",
+            "fill_tps", "send_p50_us", "send_p99_us", "e2e_p50_us", "e2e_p99_us")
 
 
 def _median(values: Iterable[Any]) -> float | None:
@@ -222,7 +325,11 @@ def summarize(runs: list[dict[str, Any]], shapes: list[Shape]) -> tuple[list[dic
     failed = 0
     for shape in shapes:
         entry: dict[str, Any] = {"shape": shape.name, "threads": shape.threads, "size": shape.size,
-                                 "consumer": shape.consumer}
+                                 "consumer": shape.consumer, "kind": shape.kind}
+        if shape.kind == "drain":
+            entry["count"] = shape.count
+        elif shape.kind == "spark":
+            entry["workload"] = shape.workload
         for broker in BROKERS:
             mine = [r for r in runs if r["shape"] == shape.name and r["broker"] == broker]
             ok = [r for r in mine if r["status"] == "ok"]

@@ -6,7 +6,8 @@ with the same ``-c`` file (so the driver talks to real servers), and the benchma
 Consumer print canned periodic lines in the tools' format, every 0.3 s instead of every 10 s.
 
 FAKE_JAVA_TPS: the Producer's TPS per line (comma-separated); FAKE_JAVA_PRODUCER=die: the
-Producer prints one line and exits with 3.
+Producer prints one line and exits with 3. A Consumer of a drain shape's topic (BenchmarkDrain...)
+consumes it for real with fastmq's push consumer and prints its rate.
 """
 import os
 import sys
@@ -39,6 +40,33 @@ if cls.endswith("benchmark.Producer"):
         if os.environ.get("FAKE_JAVA_PRODUCER") == "die":
             sys.exit(3)
     time.sleep(60)   # until stopped, as the real one runs until stopped
+    sys.exit(0)
+if cls.endswith("benchmark.Consumer") and rest[rest.index("-t") + 1].startswith("BenchmarkDrain"):
+    # a drain shape's Consumer consumes for real (fastmq's push consumer, 10 ms a message on 20
+    # threads: a backlog of thousands lasts several 0.3 s lines) and prints its real rate
+    import threading
+
+    from fastmq.blocking import PushConsumer
+    topic = rest[rest.index("-t") + 1]
+    print(f"topic: {topic}, threadCount 20, group: benchmark_consumer, suffix: false\nConsumer Started.", flush=True)
+    lock, got = threading.Lock(), [0]
+
+    def listener(msgs):
+        time.sleep(0.01 * len(msgs))
+        with lock:
+            got[0] += len(msgs)
+        return "CONSUME_SUCCESS"
+    c = PushConsumer("benchmark_consumer", namesrv_addr=rest[rest.index("-n") + 1])
+    c.subscribe(topic)
+    c.register_message_listener(listener)
+    c.start()
+    last = 0
+    for n in range(400):
+        time.sleep(0.3)
+        now = got[0]
+        print(f"Current Time: {1795680534266 + n} TPS: {int((now - last) / 0.3)} FAIL: 0 AVG(B2C) RT(ms):   1.000 "
+              "AVG(S2C) RT(ms):   1.000 MAX(B2C) RT(ms): 3 MAX(S2C) RT(ms): 3", flush=True)
+        last = now
     sys.exit(0)
 if cls.endswith("benchmark.Consumer"):
     print("topic: BenchmarkTest, threadCount 20, group: benchmark_consumer, suffix: false\nConsumer Started.", flush=True)

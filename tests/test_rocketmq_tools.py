@@ -23,8 +23,9 @@ from spark_bench import collate
 from spark_bench.cli import main as bench_main
 from spark_bench.collate_load import CollateError, load_inputs
 from spark_bench.rocketmq_tools import Managed, PortTaken, ToolsError, _retrying, _wait
-from spark_bench.tools_result import (SUMMARY_SCHEMA, ConsumerLine, Shape, parse_consumer_line, parse_producer_line,
-                                      parse_shape, read_summary, run_figures, summarize)
+from spark_bench.tools_result import (SUMMARY_SCHEMA, ConsumerLine, Shape, drain_figures, parse_consumer_line,
+                                      parse_producer_line, parse_shape, read_summary, run_figures, spark_figures,
+                                      summarize)
 
 FAKE_JAVA = Path(__file__).resolve().parent / "rocketmq_tools_fake_java.py"
 
@@ -72,9 +73,22 @@ def test_consumer_lines_are_read_nan_included() -> None:
 def test_shapes_parse_and_bad_ones_are_refused() -> None:
     assert parse_shape("w16-s128") == Shape(16, 128, False)
     assert parse_shape(" w64-s1024-consumer ").name == "w64-s1024-consumer"
-    for bad in ("w0-s128", "16-128", "w16-s128-consumers", "w16", ""):
-        with pytest.raises(ValueError, match="expected wTHREADS-sBYTES"):
+    for bad in ("w0-s128", "16-128", "w16-s128-consumers", "w16", "", "drain0-s128", "drain1g-s128", "drain5k-s0",
+                "drain5k", "spark-", "spark-Many", "spark-../x"):
+        with pytest.raises(ValueError, match="expected wTHREADS-sBYTES.*drainCOUNT.*spark-WORKLOAD"):
             parse_shape(bad)
+
+
+def test_drain_and_spark_shapes_parse_and_keep_their_names() -> None:
+    d = parse_shape("drain1m-s128")
+    assert (d.kind, d.count, d.size, d.name) == ("drain", 1_000_000, 128, "drain1m-s128")
+    assert parse_shape("drain250k-s1024").count == 250_000 and parse_shape("drain250000-s1024").name == "drain250k-s1024"
+    assert parse_shape("drain1500-s128").name == "drain1500-s128"
+    sp = parse_shape("spark-many-producers")
+    assert (sp.kind, sp.workload, sp.name) == ("spark", "many-producers-1-in-flight", "spark-many-producers")
+    # any shipped workload by its own name
+    assert parse_shape("spark-e2e-latency-1k").workload == "e2e-latency-1k"
+    assert parse_shape("w16-s128").kind == "producer"
 
 
 def _sample(t: float, tps: int, rt: float | None, cpu: float, *, failed: int = 0, jiffies: int = 0,
@@ -149,6 +163,97 @@ def test_run_figures_with_nan_windows_and_too_few_lines() -> None:
         run_figures([_sample(0, 10, 1.0, 1.0)], 3)
     with pytest.raises(ValueError, match="windows must be at least 1"):
         run_figures([_sample(0, 10, 1.0, 1.0)] * 3, 0)
+
+
+# A drain's Consumer lines as 4.9.8 prints them (typed from a real run's log): the JVM's start and
+# rebalance, the backlog going, partly in the first busy line and the last, then nothing.
+DRAIN_OUT = """\
+Consumer Started.
+Current Time: 1795680534266 TPS: 0 FAIL: 0 AVG(B2C) RT(ms):     NaN AVG(S2C) RT(ms):     NaN MAX(B2C) RT(ms): 0 MAX(S2C) RT(ms): 0
+Current Time: 1795680544266 TPS: 31012 FAIL: 0 AVG(B2C) RT(ms): 41877.632 AVG(S2C) RT(ms): 41874.059 MAX(B2C) RT(ms): 49141 MAX(S2C) RT(ms): 49137
+Current Time: 1795680554266 TPS: 80000 FAIL: 0 AVG(B2C) RT(ms): 52877.632 AVG(S2C) RT(ms): 52874.059 MAX(B2C) RT(ms): 59141 MAX(S2C) RT(ms): 59137
+Current Time: 1795680564266 TPS: 90000 FAIL: 0 AVG(B2C) RT(ms): 61877.632 AVG(S2C) RT(ms): 61874.059 MAX(B2C) RT(ms): 69141 MAX(S2C) RT(ms): 69137
+Current Time: 1795680574266 TPS: 12000 FAIL: 1 AVG(B2C) RT(ms): 70877.632 AVG(S2C) RT(ms): 70874.059 MAX(B2C) RT(ms): 79141 MAX(S2C) RT(ms): 79137
+Current Time: 1795680584266 TPS: 0 FAIL: 0 AVG(B2C) RT(ms):     NaN AVG(S2C) RT(ms):     NaN MAX(B2C) RT(ms): 0 MAX(S2C) RT(ms): 0
+"""
+
+
+def _drain_samples(out: str) -> list[dict[str, Any]]:
+    lines = [c for c in map(parse_consumer_line, out.splitlines()) if c is not None]
+    # the broker's CPU grows 4 s a line while it serves the backlog; the Consumer's 2 s
+    return [{"t": 100.0 + 10 * i, "tps": c.tps, "fail": c.fail, "broker_cpu_s": 50.0 + 4 * i, "tool_cpu_s": 2.0 * i,
+             "machine_jiffies": 1000 * i, "machine_idle": 100 * i} for i, c in enumerate(lines)]
+
+
+def test_drain_figures_keep_the_lines_busy_throughout() -> None:
+    f = drain_figures(_drain_samples(DRAIN_OUT), 2_130_000)
+    # busy: lines 1..4; the first and the last were busy only part of their 10 s: 80,000 and 90,000 kept
+    assert f["windows"] == [80_000, 90_000] and f["tps"] == 85_000 and f["consumer_tps"] == 85_000
+    assert f["busy_lines"] == [31_012, 80_000, 90_000, 12_000] and f["dropped_tps"] == 31_012
+    # 8 s of broker CPU over 20 s x 85,000 msgs/s; the Consumer's 4 s likewise
+    assert f["span_s"] == 20 and f["cpu_us_per_msg"] == pytest.approx(8 / 1_700_000 * 1e6)
+    assert f["consumer_cpu_us_per_msg"] == pytest.approx(4 / 1_700_000 * 1e6) and f["consumer_cpu_cores"] == 0.2
+    assert f["count"] == 2_130_000 and f["consumer_fail"] == 1 and f["avg_rt_ms"] is None
+    assert f["machine_busy"] == pytest.approx(0.9) and "producer_cpu_us_per_msg" not in f
+
+
+def test_drain_figures_refuse_a_backlog_too_small_or_never_consumed() -> None:
+    samples = _drain_samples(DRAIN_OUT)
+    short = [samples[0], samples[1], samples[4], samples[5]]   # busy in two lines only: none busy throughout
+    with pytest.raises(ValueError, match="backlog of 300,000 was drained within 2 busy line.*larger count"):
+        drain_figures(short, 300_000)
+    with pytest.raises(ValueError, match="none of the Consumer's 2 line"):
+        drain_figures([samples[0], samples[5]], 10)
+
+
+SPARK_RESULT = {"status": "ok", "reason": None, "window_s": 15.0, "sent_ok": 60_000, "received": 60_000, "lost": 0,
+                "errors": {"FLUSH_DISK_TIMEOUT": 2},
+                "publish": {"msgs_per_s": 3_600.5, "latency_us": {"p50": 4_100.0, "p99": 9_800.0, "p99.9": 20_000.0}},
+                "e2e": {"msgs_per_s": 3_590.0, "latency_us": {"p50": 5_000.0, "p99": 12_000.0}}}
+
+
+def test_spark_figures_from_the_result_and_the_span_the_broker_stored_in() -> None:
+    samples = [{"t": 0.0, "puts": 10, "broker_cpu_s": 1.0, "machine_jiffies": 0, "machine_idle": 0},
+               {"t": 1.0, "puts": 10, "broker_cpu_s": 1.5, "machine_jiffies": 100, "machine_idle": 90},   # Spark starts
+               {"t": 2.0, "puts": 5_010, "broker_cpu_s": 2.5, "machine_jiffies": 200, "machine_idle": 100},
+               {"t": 3.0, "puts": 20_010, "broker_cpu_s": 4.5, "machine_jiffies": 300, "machine_idle": 110},
+               {"t": 4.0, "puts": 20_010, "broker_cpu_s": 4.6, "machine_jiffies": 400, "machine_idle": 200}]  # after
+    f = spark_figures(SPARK_RESULT, samples)
+    assert f["tps"] == 3_600.5 and f["send_p50_us"] == 4_100 and f["send_p99_us"] == 9_800 and f["e2e_p99_us"] == 12_000
+    assert f["consumer_tps"] == 3_590 and f["send_failed"] == 2 and f["response_failed"] == 0
+    # from the sample before the first growth (t 1) to the last growth (t 3): 3 s of CPU over 20,000 puts
+    assert f["puts"] == 20_000 and f["span_s"] == 2 and f["cpu_us_per_msg"] == pytest.approx(150.0)
+    assert f["broker_cpu_cores"] == 1.5 and f["machine_busy"] == pytest.approx(0.9)
+    assert spark_figures(SPARK_RESULT, samples[:2])["cpu_us_per_msg"] is None   # no put seen: no CPU figure
+    assert "pulls_per_s" not in f and "broker_runq_cores" not in f
+    # with the broker's pull rates and run-queue wait sampled: their means within the span
+    for s, found, miss, runq in zip(samples, (0, 0, 100, 300, 0), (9, 9, 50, 150, 9), (0, 0, 0.5, 1.5, 2.0)):
+        s.update({"pull_found_tps": found, "pull_miss_tps": miss, "pull_msgs_tps": 4 * found, "broker_runq_s": runq})
+    f = spark_figures(SPARK_RESULT, samples)
+    assert f["found_pulls_per_s"] == 200 and f["pulls_per_s"] == 300 and f["msgs_per_found_pull"] == 4
+    assert f["broker_runq_cores"] == pytest.approx(0.75)
+    with pytest.raises(ValueError, match="the Spark run is failed: the Spark job failed"):
+        spark_figures({**SPARK_RESULT, "status": "failed", "reason": "the Spark job failed"}, samples)
+    with pytest.raises(ValueError, match="no publish rate"):
+        spark_figures({**SPARK_RESULT, "publish": None}, samples)
+
+
+def test_summary_of_drain_and_spark_shapes() -> None:
+    shapes = [parse_shape("drain1m-s128"), parse_shape("spark-many-producers")]
+    runs = []
+    for broker, tps, p50 in (("java", 90_000.0, 3_000.0), ("fastmq", 45_000.0, 2_000.0)):
+        runs.append({"broker": broker, "shape": "drain1m-s128", "status": "ok", "file": f"run-d-{broker}-1.json",
+                     "figures": {**drain_figures(_drain_samples(DRAIN_OUT), 1_000_000), "tps": tps}})
+        runs.append({"broker": broker, "shape": "spark-many-producers", "status": "ok",
+                     "file": f"run-s-{broker}-1.json",
+                     "figures": {**spark_figures(SPARK_RESULT, []), "send_p50_us": p50}})
+    entries, status, _ = summarize(runs, shapes)
+    assert status == "ok"
+    d, sp = entries
+    assert (d["kind"], d["count"], d["ratio"]["tps"]) == ("drain", 1_000_000, 0.5)
+    assert (sp["kind"], sp["workload"]) == ("spark", "many-producers-1-in-flight")
+    assert sp["fastmq"]["median"]["send_p50_us"] == 2_000 and sp["java"]["median"]["send_p99_us"] == 9_800
+    assert sp["java"]["send_failures"] == 2 and d["java"]["send_failures"] == 0
 
 
 def _run_doc(broker: str, shape: str, n: int, tps: float, cpu: float, status: str = "ok") -> dict[str, Any]:
@@ -286,6 +391,59 @@ def test_a_failing_tool_fails_the_run_and_the_command(tmp_path, capsys, monkeypa
     assert "FAILED: the Producer exited with 3" in capsys.readouterr().out
 
 
+@pytest.mark.slow
+def test_a_drain_shape_fills_a_backlog_and_the_consumer_drains_it(tmp_path, capsys) -> None:
+    """A drain run end to end against real fastmq servers (both "brokers"): the fill stores the exact
+    count in a fresh 1024-queue topic, the (stand-in) Consumer drains it with fastmq's push consumer,
+    the group's committed offsets reach the count, and the figures and the collated row follow."""
+    rc, run_dir = _fake_run(tmp_path, "--shapes", "drain3k-s100", "--rounds", "1", "--warmup-windows", "0")
+    printed = capsys.readouterr()
+    assert rc == 0, printed.out + printed.err
+    for broker in ("java", "fastmq"):
+        doc = json.loads((run_dir / f"run-drain3k-s100-{broker}-1.json").read_text())
+        assert doc["status"] == "ok", doc["reason"]
+        assert doc["kind"] == "drain" and doc["count"] == 3000 and doc["queues"] == 1024
+        assert doc["topic"].startswith("BenchmarkDrain_drain3k_s100_" + broker)
+        assert doc["fill"]["stored"] == 3000 and doc["fill"]["broker_stored"] == 3000 and doc["committed"] == 3000
+        f = doc["figures"]
+        assert f["tps"] > 0 and f["tps"] == f["consumer_tps"] and f["windows"] and f["count"] == 3000
+        assert f["cpu_us_per_msg"] is not None and f["cpu_us_per_msg"] >= 0 and f["fill_tps"] > 0
+        assert "Consumer Started." in (run_dir / doc["log"]).read_text()
+    summary = read_summary(run_dir / "summary.json")
+    [entry] = summary["shapes"]
+    assert summary["status"] == "ok" and entry["kind"] == "drain" and entry["count"] == 3000
+    assert "drain3k-s100" in printed.out and "drain TPS" in printed.out
+    out = tmp_path / "collated"
+    assert collate.main([str(tmp_path / "results"), "--out", str(out)]) == 0
+    row = next(ln for ln in (out / "collated.md").read_text().splitlines() if "| drain3k-s100 |" in ln)
+    assert "| 1 / 1 |" in row
+
+
+@pytest.mark.slow
+@pytest.mark.spark
+def test_a_spark_shape_runs_the_workload_against_each_broker(tmp_path, capsys) -> None:
+    """spark-many-producers end to end: ``fastmq-bench run`` (a real local Spark) against each
+    "broker" (fastmq's servers for both here), its result.json kept beside the run, the broker's
+    CPU per message over the span its put count grew; the collation tables it as a tools row only."""
+    rc, run_dir = _fake_run(tmp_path, "--shapes", "spark-many-producers", "--rounds", "1", "--warmup-windows", "0")
+    printed = capsys.readouterr()
+    assert rc == 0, printed.out + printed.err
+    for broker in ("java", "fastmq"):
+        doc = json.loads((run_dir / f"run-spark-many-producers-{broker}-1.json").read_text())
+        assert doc["status"] == "ok", doc["reason"]
+        assert doc["kind"] == "spark" and doc["workload"] == "many-producers-1-in-flight"
+        result = json.loads((run_dir / doc["result"]).read_text())
+        f = doc["figures"]
+        assert f["tps"] == result["publish"]["msgs_per_s"] > 0 and f["send_p99_us"] >= f["send_p50_us"] > 0
+        # every message the run sent was put within the span the CPU is counted over
+        assert f["puts"] == result["sent_ok"] and f["cpu_us_per_msg"] > 0 and f["pulls_per_s"] > 0
+        assert "many-producers-1-in-flight / fastmq" in (run_dir / doc["log"]).read_text()
+    summary = read_summary(run_dir / "summary.json")
+    assert summary["status"] == "ok" and summary["shapes"][0]["workload"] == "many-producers-1-in-flight"
+    inputs = load_inputs([str(tmp_path / "results")], [])
+    assert inputs.rows == [] and len(inputs.tool_files) == 1
+
+
 def test_a_port_taken_meanwhile_is_tried_again_in_a_fresh_directory(tmp_path, capsys) -> None:
     # a server that lost its port says so and exits: that is a PortTaken, anything else is not
     for text, kind in (("java.net.BindException: Address already in use", PortTaken), ("no such class", ToolsError)):
@@ -370,6 +528,40 @@ def test_collation_of_kept_dirs_newest_first(tmp_path) -> None:
                           "170.0", "50.0", "3.40x"]
     assert "`20261126T120000Z` at `abc1234`: Java broker V4_9_8, openjdk version \"17.0.15\", heap 256m" in md
     assert "<td>0.33x</td>" in (out / "collated.html").read_text()
+
+
+def test_collation_of_drain_and_spark_rows_beside_a_producer_row(tmp_path) -> None:
+    shapes = [Shape(16, 128), parse_shape("drain1m-s128"), parse_shape("spark-many-producers")]
+    runs = [_run_doc("java", "w16-s128", 1, 12_000, 50.0), _run_doc("fastmq", "w16-s128", 1, 4_000, 170.0)]
+    for broker, tps, cpu, p50 in (("java", 90_000.0, 20.0, 3_000.0), ("fastmq", 45_000.0, 60.0, 2_000.0)):
+        runs.append({"broker": broker, "shape": "drain1m-s128", "status": "ok", "file": f"run-d-{broker}-1.json",
+                     "figures": {**drain_figures(_drain_samples(DRAIN_OUT), 1_000_000), "tps": tps,
+                                 "consumer_tps": tps, "cpu_us_per_msg": cpu}})
+        runs.append({"broker": broker, "shape": "spark-many-producers", "status": "ok",
+                     "file": f"run-s-{broker}-1.json",
+                     "figures": {**spark_figures(SPARK_RESULT, []), "send_p50_us": p50, "cpu_us_per_msg": cpu}})
+    entries, status, reason = summarize(runs, shapes)
+    d = tmp_path / "r" / "20261127T000000Z-abc1234"
+    (d / "run-spark-many-producers-java-1-spark" / "many-producers-1-in-flight-fastmq").mkdir(parents=True)
+    (d / "summary.json").write_text(json.dumps(_summary("20261127T000000Z", shapes=entries, status=status)))
+    # the Spark shape's own result.json, kept beside: the tools' table's, not a load run of its own
+    # (this one is not even readable as one: it would fail the collation if it were read)
+    (d / "run-spark-many-producers-java-1-spark" / "many-producers-1-in-flight-fastmq" / "result.json").write_text("{}")
+    inputs = load_inputs([str(tmp_path / "r")], [])
+    assert inputs.rows == [] and inputs.result_files == [] and len(inputs.tool_files) == 1
+    out = tmp_path / "out"
+    assert collate.main([str(tmp_path / "r"), "--out", str(out)]) == 0
+    md = (out / "collated.md").read_text()
+    rows = {ln.split("|")[3].strip(): [c.strip() for c in ln.split("|")[1:-1]]
+            for ln in md.splitlines() if ln.startswith("| 20261127T")}
+    # the producer row as before, with no latency figures
+    assert rows["w16-s128"][3:10] == ["1 / 1", "4,000", "12,000", "0.33x", "170.0", "50.0", "3.40x"]
+    assert rows["w16-s128"][-1] == "—"
+    assert rows["drain1m-s128"][3:10] == ["1 / 1", "45,000", "90,000", "0.50x", "60.0", "20.0", "3.00x"]
+    assert rows["drain1m-s128"][11] == "45,000 / 90,000" and rows["drain1m-s128"][10] == "—"
+    assert rows["spark-many-producers"][4:7] == ["3,600", "3,600", "1.00x"]
+    assert rows["spark-many-producers"][-1] == "2,000 / 9,800; 3,000 / 9,800"
+    assert "`drainN-sB` rows" in md and "`spark-W` rows" in md
 
 
 @pytest.mark.parametrize("case", ["corrupt", "schema", "no shapes", "shape without medians"])
