@@ -39,6 +39,7 @@ from ..protocol.message import (
 from ..protocol.record_layout import END_FILE_MIN_BLANK_LENGTH, fixed_format
 from . import FlushTimeoutError, MessageTooLargeError, StoreError
 from .config import CQ_STORE_UNIT_SIZE, MessageStoreConfig
+from .consume_queue import usual_entry_pos
 from .mapped_file import MappedFile, MappedFileQueue
 
 __all__ = ["AppendRequest", "DispatchRequest", "CommitLog", "FlushService", "GroupCommitService"]
@@ -252,12 +253,8 @@ class CommitLog:
             if mf is None or mf.wrote_position >= mf.file_size:  # (MappedFile.is_full, without the call)
                 mf = self.mfq.get_last_mapped_file()
             pos = mf.wrote_position
-            cq_buf = None
-            cq_pos = -1
-            if cq_file is not None:
-                cq_pos = qoff * CQ_STORE_UNIT_SIZE - cq_file.file_from_offset
-                if cq_pos == cq_file.wrote_position and cq_pos + CQ_STORE_UNIT_SIZE <= cq_file.reserved_to:
-                    cq_buf = cq_file.buffer
+            cq_pos = -1 if cq_file is None else usual_entry_pos(cq_file, qoff)
+            cq_buf = None if cq_pos < 0 else cq_file.buffer  # type: ignore[union-attr]  # (cq_pos >= 0: cq_file is given)
             placed = place_one(batch, mf.buffer, pos, mf.file_size, mf.file_from_offset, qoff, store_timestamp,
                                cq_buf, cq_pos)
             if placed is None:

@@ -39,7 +39,7 @@ from .checkpoint import RecoveryResult, StoreCheckpoint, check_store, create_abo
 from .commit_log import AppendRequest, CommitLog, DispatchRequest
 from ..protocol.topic import SCHEDULE_TOPIC as _SCHEDULE_TOPIC
 from ..protocol.topic import TRANS_OP_HALF_TOPIC
-from .index import IndexService
+from .index import COUNT as _INDEX_COUNT, IndexService
 from .lock import StoreLock
 from .damaged import DAMAGED_DIR, load_damaged
 from .disk_space import DISK_CHECK_INTERVAL, DISK_SPACE_WARNING_RATIO, DiskSpaceGuard, disk_used_ratio
@@ -51,7 +51,7 @@ from .retention import RetentionService
 from .stats_service import StoreStatsService
 
 __all__ = [
-    "PutStatus", "PutResult", "GetStatus", "GetResult", "MessageStore",
+    "PutStatus", "PUT_OK", "PutResult", "GetStatus", "GetResult", "MessageStore",
     "SCHEDULE_TOPIC", "DEFAULT_DELAY_LEVELS", "parse_delay_levels", "disk_used_ratio",
     "DISK_SPACE_WARNING_RATIO",
 ]
@@ -108,8 +108,9 @@ class PutResult:
         return self.status in _STORED
 
 
-# (read off the Enum class, a member takes the metaclass's attribute hook, ~400 instructions; a send's put reads this)
-_PUT_OK = PutStatus.PUT_OK
+#: PutStatus.PUT_OK, read once: read off the Enum class, a member takes the metaclass's attribute
+#: hook (~400 instructions); the send path's store and processor read this name instead
+PUT_OK = PutStatus.PUT_OK
 _STORED = frozenset((PutStatus.PUT_OK, PutStatus.FLUSH_DISK_TIMEOUT, PutStatus.FLUSH_SLAVE_TIMEOUT,
                      PutStatus.SLAVE_NOT_AVAILABLE))
 
@@ -514,8 +515,7 @@ class MessageStore(DiskSpaceGuard):
             ifile = idx.files[-1] if idx is not None and idx.files else None
             if (last is not None and last.wrote_position + batch.total_size + 8 <= last.reserved_to
                     and cq_last is not None and cq_last.reserved_to >= cq_last.wrote_position + _CQ_UNIT
-                    and (idx is None or (ifile is not None and ifile.count < ifile.entries
-                                         and ifile.count <= ifile.room_until))):
+                    and (idx is None or (ifile is not None and ifile.state[_INDEX_COUNT] <= ifile.room_until))):
                 return self._put_one(batch, cq, cq_last)  # type: ignore[arg-type]  # (cq is not None: cq_last is)
         return self._put_batch(batch)
 
@@ -627,7 +627,7 @@ class MessageStore(DiskSpaceGuard):
         st = self.stats
         st["putMessageTimesTotal"] += batch.n
         st["putMessageSizeTotal"] += batch.total_size
-        result = PutResult(_PUT_OK, "", first_qoff, first_phys, batch.total_size, batch.n, None, now)
+        result = PutResult(PUT_OK, "", first_qoff, first_phys, batch.total_size, batch.n, None, now)
         if batch.wait and (self._sync_flush or (self._sync_master and self.ha_service is not None)):
             return self._finish_put(result, end, True, t0)
         elapsed = int((time.perf_counter() - t0) * 1000)

@@ -32,7 +32,7 @@ from ...remoting.processor import Gathered
 # other responses of the same socket read (one write) instead of costing a Task; a SYNC_FLUSH
 # send waits for the group commit and is finished by the dispatcher's Task.
 from ...remoting.loop import run_eagerly
-from ...store.message_store import PutResult, PutStatus
+from ...store.message_store import PUT_OK, PutResult, PutStatus
 from ..stats import TOPIC_PUT_NUMS
 from .base import BrokerCodeDispatchProcessor, log_refusal
 
@@ -62,9 +62,6 @@ PUT_STATUS_CODES = {
     PutStatus.FLUSH_SLAVE_TIMEOUT: ResponseCode.FLUSH_SLAVE_TIMEOUT,
     PutStatus.SLAVE_NOT_AVAILABLE: ResponseCode.SLAVE_NOT_AVAILABLE,
 }
-# A member read off an Enum class takes the metaclass's attribute hook (EnumType defines
-# __getattr__: ~400 instructions a read); the hot paths read this name instead
-_PUT_OK = PutStatus.PUT_OK
 #: (CLUSTER property, msgId prefix, JSON answer template, binary answer template)
 _Consts = tuple[bytes, bytes, tuple[bytes, bytes, bytes, bytes, bytes], tuple[bytes, bytes, bytes, bytes, bytes, bytes]]
 #: (store host, size limit, CLUSTER property, msgId prefix, JSON and binary answer templates)
@@ -208,7 +205,7 @@ class SendMessageProcessor(BrokerCodeDispatchProcessor):
             res = b.store.put_batch_now(batch)
             if not isinstance(res, PutResult):  # a flush or slave wait: begun now, to join this turn's group commit
                 res = run_eagerly(res)
-            if type(res) is PutResult and res.status is _PUT_OK:
+            if type(res) is PutResult and res.status is PUT_OK:
                 # (the common answer, without _batch_answers's other cases)
                 self._count_puts(batch)
                 out.append(encode_answers(batch, requests, prefix, template, binary_template=binary))
@@ -300,7 +297,7 @@ class SendMessageProcessor(BrokerCodeDispatchProcessor):
                        owners: list[tuple[Connection, int, int]], res: PutResult) -> list[list[Any]]:
         """:meth:`_batch_answers` of a gathered batch, one list per connection in ``owners``."""
         per: list[list[Any]] = [[] for _ in owners]
-        if res.status is _PUT_OK:
+        if res.status is PUT_OK:
             self._count_puts(batch)
             _, prefix, template, binary = self._fast_consts()
             for k, (_, lo, hi) in enumerate(owners):
@@ -318,7 +315,7 @@ class SendMessageProcessor(BrokerCodeDispatchProcessor):
         if not res.ok:
             return [(requests[i], self._respond(requests[i], res, 0)) for i in batch.fast]
         self._count_puts(batch)
-        if res.status is not _PUT_OK:
+        if res.status is not PUT_OK:
             return self._stored_answers(batch, requests, res)
         _, prefix, template, binary = self._fast_consts()
         return encode_answers(batch, requests, prefix, template, binary_template=binary)
