@@ -194,7 +194,7 @@ class SendMessageProcessor(BrokerCodeDispatchProcessor):
             born = self._born_host(conn)
         b = self.broker
         fast = self._fast_state()
-        if born is None or fast is None or not b.config.brokerPermission & tv.PERM_WRITE:
+        if born is None or fast is None:
             return [(req, self.process_request(conn, req)) for req in requests]
         store_host, max_size, cluster_prop, prefix, template, binary = fast
         batch = encode_sends(requests, self._fast_topics, born, store_host, cluster_prop, max_size, self._rr,
@@ -243,7 +243,7 @@ class SendMessageProcessor(BrokerCodeDispatchProcessor):
             conn, reqs = parts[0]
             return [(conn, self.process_batch(conn, reqs))], None
         fast = self._fast_state()
-        if fast is None or not self.broker.config.brokerPermission & tv.PERM_WRITE:
+        if fast is None:
             return [(conn, self.process_batch(conn, reqs)) for conn, reqs in parts], None
         ready: list[tuple[Connection, list[Any]]] = []
         requests: list[RemotingCommand] = []
@@ -381,15 +381,17 @@ class SendMessageProcessor(BrokerCodeDispatchProcessor):
     def _fast_state(self) -> _FastState | None:
         """What the fast path needs on every call, made once: the store host, the size limit,
         the CLUSTER property and the answer templates; None when the fast path cannot run (an
-        IPv6 store host). The topic cache is cleared here when the topic table or the broker
-        permission changed."""
+        IPv6 store host, or a broker without write permission, whose sends the per-request path
+        refuses with 4.9's remark). The topic cache is cleared here when the topic table or the
+        broker permission changed."""
         dv = self.broker.topic_config.data_version
         perm = self.broker.config.brokerPermission
         if self._fast is None or dv is not self._fast_dv or dv.counter != self._fast_counter or perm != self._fast_perm:
             self._refresh_fast_topics()
             self._fast_dv, self._fast_counter, self._fast_perm = dv, dv.counter, perm
             store_host = self._fast_store_host()
-            if store_host is None:
+            if store_host is None or not perm & tv.PERM_WRITE:
+                self._fast = None  # (so asked again each call: no fast path until this changes)
                 return None
             cfg = self.broker.store.config
             cluster_prop, prefix, template, binary = self._fast_consts()
