@@ -46,19 +46,39 @@ def _key_hash(topic: str, key: str) -> int:
 BEGIN_TS, END_TS, BEGIN_PHY, END_PHY, SLOT_COUNT, COUNT = range(6)
 
 
-def _state_field(i: int, doc: str) -> property:
-    return property(lambda self: self.state[i], doc=doc)
-
-
 class IndexFile:
-    # The header's fields live in one list, ``state``, which index_records updates in place: a
-    # put of a send's keys then neither gathers six attributes into a list nor spreads them back
-    begin_ts = _state_field(BEGIN_TS, "store timestamp of the first entry (0: none yet)")
-    end_ts = _state_field(END_TS, "store timestamp of the newest entry")
-    begin_phy = _state_field(BEGIN_PHY, "commit-log offset of the first entry")
-    end_phy = _state_field(END_PHY, "commit-log offset of the newest entry")
-    slot_count = _state_field(SLOT_COUNT, "hash slots in use")
-    count = _state_field(COUNT, "entries used, entry 0 included (it is never written: 0 means none)")
+    # The header's fields live in one list, ``state`` (positions BEGIN_TS..COUNT), which
+    # index_records updates in place: a put of a send's keys then neither gathers six attributes
+    # into a list nor spreads them back. The properties read it for everyone else.
+    @property
+    def begin_ts(self) -> int:
+        """Store timestamp of the first entry (0: none yet)."""
+        return self.state[BEGIN_TS]
+
+    @property
+    def end_ts(self) -> int:
+        """Store timestamp of the newest entry."""
+        return self.state[END_TS]
+
+    @property
+    def begin_phy(self) -> int:
+        """Commit-log offset of the first entry."""
+        return self.state[BEGIN_PHY]
+
+    @property
+    def end_phy(self) -> int:
+        """Commit-log offset of the newest entry."""
+        return self.state[END_PHY]
+
+    @property
+    def slot_count(self) -> int:
+        """Hash slots in use."""
+        return self.state[SLOT_COUNT]
+
+    @property
+    def count(self) -> int:
+        """Entries used, entry 0 included (never written: 0 means none)."""
+        return self.state[COUNT]
 
     def __init__(self, path: Path, slots: int, entries: int) -> None:
         self.path, self.slots, self.entries = path, slots, entries

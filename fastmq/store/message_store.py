@@ -515,30 +515,25 @@ class MessageStore(DiskSpaceGuard):
             if (last is not None and last.wrote_position + batch.total_size + 8 <= last.reserved_to
                     and cq_last is not None and cq_last.reserved_to >= cq_last.wrote_position + _CQ_UNIT
                     and (idx is None or (ifile is not None and ifile.state[_INDEX_COUNT] <= ifile.room_until))):
-                return self._put_one(batch, cq, cq_last)  # type: ignore[arg-type]  # (cq is not None: cq_last is)
+                # the one-record put itself (here, not in a method of its own: one call fewer a send)
+                now = int(time.time() * 1000)
+                try:
+                    qoff, phys, tag, entered = self.commit_log.put_one(batch, now, cq_last)
+                except Exception as exc:
+                    return self._append_failed(exc)
+                if entered:  # (its entry written with the record: the rest of ConsumeQueue.put)
+                    cq.max_physic_offset = phys + batch.total_size  # type: ignore[union-attr]  # (cq_last is cq's)
+                else:
+                    cq.put(qoff, phys, batch.total_size, tag)  # type: ignore[union-attr]
+                cb = self.on_arrival
+                if cb is not None:  # (_arrived, without its call)
+                    (topic, qid), = batch.keys
+                    try:
+                        cb(topic, qid, qoff + 1, tag)
+                    except Exception:  # a listener bug must not fail a stored send
+                        log.exception("on_arrival callback failed for %s/%d", topic, qid)
+                return self._stored(batch, now, qoff, phys, phys + batch.total_size)
         return self._put_batch(batch)
-
-    def _put_one(self, batch: SendBatch, cq: ConsumeQueue,
-                 cq_last: MappedFile) -> PutResult | Coroutine[Any, Any, PutResult]:
-        """:meth:`put_batch_now` of one record whose files all have room (checked by the caller);
-        ``cq_last`` is the last file of its queue ``cq``."""
-        now = int(time.time() * 1000)
-        try:
-            qoff, phys, tag, entered = self.commit_log.put_one(batch, now, cq_last)
-        except Exception as exc:
-            return self._append_failed(exc)
-        if entered:  # (its entry written with the record: the rest of ConsumeQueue.put)
-            cq.max_physic_offset = phys + batch.total_size
-        else:
-            cq.put(qoff, phys, batch.total_size, tag)
-        cb = self.on_arrival
-        if cb is not None:  # (_arrived, without its call)
-            (topic, qid), = batch.keys
-            try:
-                cb(topic, qid, qoff + 1, tag)
-            except Exception:  # a listener bug must not fail a stored send
-                log.exception("on_arrival callback failed for %s/%d", topic, qid)
-        return self._stored(batch, now, qoff, phys, phys + batch.total_size)
 
     def _append_failed(self, exc: Exception) -> PutResult:
         """The answer to a commit-log append that raised (called in its ``except``): a record
