@@ -39,7 +39,6 @@ from ..protocol.message import (
 from ..protocol.record_layout import END_FILE_MIN_BLANK_LENGTH, fixed_format
 from . import FlushTimeoutError, MessageTooLargeError, StoreError
 from .config import CQ_STORE_UNIT_SIZE, MessageStoreConfig
-from .consume_queue import usual_entry_pos
 from .mapped_file import MappedFile, MappedFileQueue
 
 __all__ = ["AppendRequest", "DispatchRequest", "CommitLog", "FlushService", "GroupCommitService"]
@@ -253,7 +252,8 @@ class CommitLog:
             if mf is None or mf.wrote_position >= mf.file_size:  # (MappedFile.is_full, without the call)
                 mf = self.mfq.get_last_mapped_file()
             pos = mf.wrote_position
-            cq_pos = -1 if cq_file is None else usual_entry_pos(cq_file, qoff)
+            # (the test ConsumeQueue.put makes for its usual entry)
+            cq_pos = -1 if cq_file is None else cq_file.next_unit_pos(qoff * CQ_STORE_UNIT_SIZE, CQ_STORE_UNIT_SIZE)
             cq_buf = None if cq_pos < 0 else cq_file.buffer  # type: ignore[union-attr]  # (cq_pos >= 0: cq_file is given)
             placed = place_one(batch, mf.buffer, pos, mf.file_size, mf.file_from_offset, qoff, store_timestamp,
                                cq_buf, cq_pos)

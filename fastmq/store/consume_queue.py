@@ -27,7 +27,7 @@ from .mapped_file import MappedFile, MappedFileQueue
 if TYPE_CHECKING:
     from .commit_log import DispatchRequest
 
-__all__ = ["CQ_DTYPE", "ConsumeQueue", "ConsumeQueueTable", "FlushConsumeQueueService", "usual_entry_pos"]
+__all__ = ["CQ_DTYPE", "ConsumeQueue", "ConsumeQueueTable", "FlushConsumeQueueService"]
 
 log = logging.getLogger("fastmq.store")
 
@@ -46,15 +46,6 @@ class _Dispatchable:  # the DispatchRequest fields a queue reads (duck-typed, no
     size: int
     tags_code: int
     queue_offset: int
-
-
-def usual_entry_pos(mf: MappedFile, queue_offset: int) -> int:
-    """Where the entry of ``queue_offset`` goes in ``mf``, a queue's last file, when it is the
-    usual entry: that file's next one, its room already reserved. -1 otherwise, when
-    :meth:`ConsumeQueue.put`'s general case (a new file, a gap, an entry already there, room to
-    reserve) decides. The commit log's one-record put asks too, to write the entry itself."""
-    pos = queue_offset * _UNIT - mf.file_from_offset
-    return pos if pos == mf.wrote_position and pos + _UNIT <= mf.reserved_to else -1
 
 
 class ConsumeQueue:
@@ -171,8 +162,8 @@ class ConsumeQueue:
         files = self.mfq.files
         if files:
             mf = files[-1]
-            pos = usual_entry_pos(mf, queue_offset)
-            if pos >= 0:
+            pos = mf.next_unit_pos(target, _UNIT)
+            if pos >= 0:  # the usual entry (CommitLog.put_one asks the same to write it with its record)
                 _ENTRY.pack_into(mf.buffer, pos, commit_log_offset, size, tags_code)
                 mf.wrote_position = pos + _UNIT
                 self.max_physic_offset = commit_log_offset + size

@@ -44,9 +44,8 @@ from .lock import StoreLock
 from .damaged import DAMAGED_DIR, load_damaged
 from .disk_space import DISK_CHECK_INTERVAL, DISK_SPACE_WARNING_RATIO, DiskSpaceGuard, disk_used_ratio
 from .config import CQ_STORE_UNIT_SIZE as _CQ_UNIT, SYNC_MASTER, MessageStoreConfig
-from .consume_queue import ConsumeQueue, ConsumeQueueTable, FlushConsumeQueueService
+from .consume_queue import ConsumeQueueTable, FlushConsumeQueueService
 from .get_message import GetResult, GetStatus, MessageReader
-from .mapped_file import MappedFile
 from .retention import RetentionService
 from .stats_service import StoreStatsService
 
