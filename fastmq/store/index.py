@@ -49,32 +49,7 @@ BEGIN_TS, END_TS, BEGIN_PHY, END_PHY, SLOT_COUNT, COUNT = range(6)
 class IndexFile:
     # The header's fields live in one list, ``state`` (positions BEGIN_TS..COUNT), which
     # index_records updates in place: a put of a send's keys then neither gathers six attributes
-    # into a list nor spreads them back. The properties read it for everyone else.
-    @property
-    def begin_ts(self) -> int:
-        """Store timestamp of the first entry (0: none yet)."""
-        return self.state[BEGIN_TS]
-
-    @property
-    def end_ts(self) -> int:
-        """Store timestamp of the newest entry."""
-        return self.state[END_TS]
-
-    @property
-    def begin_phy(self) -> int:
-        """Commit-log offset of the first entry."""
-        return self.state[BEGIN_PHY]
-
-    @property
-    def end_phy(self) -> int:
-        """Commit-log offset of the newest entry."""
-        return self.state[END_PHY]
-
-    @property
-    def slot_count(self) -> int:
-        """Hash slots in use."""
-        return self.state[SLOT_COUNT]
-
+    # into a list nor spreads them back.
     @property
     def count(self) -> int:
         """Entries used, entry 0 included (never written: 0 means none)."""
@@ -162,14 +137,15 @@ class IndexFile:
 
     def query(self, key_hash: int, max_num: int, begin: int, end: int) -> list[int]:
         out: list[int] = []
-        if self.begin_ts == 0 or end < self.begin_ts or begin > self.end_ts:
+        st = self.state
+        if st[BEGIN_TS] == 0 or end < st[BEGIN_TS] or begin > st[END_TS]:
             return out
         idx = _SLOT.unpack_from(self._mm, HEADER_SIZE + (key_hash % self.slots) * 4)[0]
         base = HEADER_SIZE + self.slots * 4
         seen = 0
         while 0 < idx < self.count and len(out) < max_num and seen < self.count:
             h, phy, diff, prev = _ENTRY.unpack_from(self._mm, base + idx * 20)
-            ts = self.begin_ts + diff * 1000
+            ts = st[BEGIN_TS] + diff * 1000
             if h == key_hash and begin <= ts <= end + 999:
                 out.append(phy)
             if prev <= 0 or prev >= idx:
@@ -221,7 +197,7 @@ class IndexService:
     @property
     def max_phy_offset(self) -> int:
         """The commit-log offset of the newest indexed message (-1: none)."""
-        return self.files[-1].end_phy if self.files and self.files[-1].count > 1 else -1
+        return self.files[-1].state[END_PHY] if self.files and self.files[-1].count > 1 else -1
 
     def _writable(self) -> IndexFile:
         files = self.files
@@ -285,7 +261,8 @@ class IndexService:
         """(indexLastUpdateTimestamp, indexLastUpdatePhyoffset) as QUERY_MESSAGE reports them."""
         if not self.files:
             return 0, 0
-        return self.files[-1].end_ts, self.files[-1].end_phy
+        st = self.files[-1].state
+        return st[END_TS], st[END_PHY]
 
     def flush(self) -> None:
         for f in self.files[-2:]:
