@@ -13,6 +13,7 @@ from fastmq.protocol.message import (
 )
 from fastmq.store.config import MessageStoreConfig
 from fastmq.store.consume_queue import ConsumeQueue
+from fastmq.store.index import COUNT, SLOT_COUNT
 from fastmq.store.message_store import (
     SCHEDULE_TOPIC, GetStatus, MessageStore, PutResult, PutStatus, parse_delay_levels,
 )
@@ -177,14 +178,16 @@ async def test_put_batch_now_waits_only_when_a_flush_is_owed(tmp_path: Path, flu
     assert type(refused) is PutResult and refused.status is PutStatus.SERVICE_NOT_AVAILABLE
 
 
-async def test_lone_puts_store_what_the_general_path_stores(tmp_path: Path) -> None:
+@pytest.mark.parametrize("index", [{}, {"maxIndexNum": 20, "maxHashSlotNum": 8}], ids=["one-index-file", "index-rolls"])
+async def test_lone_puts_store_what_the_general_path_stores(tmp_path: Path, index: dict) -> None:
     """One record a put (one send in flight) takes the one-record path while its files have room,
-    and the general path when a file rolls over or a queue is new: the same results, queue
-    entries, arrivals, index and commit log as every put through the general path."""
+    and the general path when a file rolls over (the index's too) or a queue is new: the same
+    results, queue entries, arrivals, index and commit log as every put through the general path."""
     seen = {}
     for mode in ("lone", "general"):
         arrivals: list = []
-        s = open_store(tmp_path / mode, arrivals, mappedFileSizeCommitLog=8192, mappedFileSizeConsumeQueue=20 * 16)
+        s = open_store(tmp_path / mode, arrivals, mappedFileSizeCommitLog=8192, mappedFileSizeConsumeQueue=20 * 16,
+                       **index)
         general = s._put_batch
         calls = []
         if mode == "general":
@@ -200,10 +203,14 @@ async def test_lone_puts_store_what_the_general_path_stores(tmp_path: Path) -> N
             if mode == "lone":  # the first put, a new queue's, a roll: the rest took the one-record path
                 assert 3 <= len(calls) < 45
             queues = [queue_bodies(s, q) for q in range(3)]
-            keys = [bodies_of(s.query_message("T", f"k{i}", 4, 0, 2**62)) for i in (0, 44, 89)]
+            keys = [bodies_of(s.query_message("T", f"k{i}", 4, 0, 2**62)) for i in range(90)]
+            assert keys == [[f"k{i}".encode()] for i in range(90)]
+            counts = [(f.state[COUNT], f.state[SLOT_COUNT]) for f in s.index.files]  # (not the timestamps)
+            if index:  # 19 keys a file (entry 0 is never used): the index rolled 4 times
+                assert [c for c, _ in counts] == [20] * 4 + [1 + 90 - 4 * 19]
             assert s.check_consistency() == []
             seen[mode] = (results, queues, keys, arrivals, s.commit_log_max_offset, s.stats["putMessageTimesTotal"],
-                          s.stats["putMessageSizeTotal"])
+                          s.stats["putMessageSizeTotal"], counts)
         finally:
             s.shutdown()
     assert seen["lone"] == seen["general"]

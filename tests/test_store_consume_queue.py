@@ -104,6 +104,23 @@ def test_gap_is_written_with_warning(tmp_path: Path, caplog: pytest.LogCaptureFi
     cq.close()
 
 
+def test_next_unit_pos_names_only_the_usual_entry(tmp_path: Path) -> None:
+    """MappedFile.next_unit_pos, the usual-entry test ConsumeQueue.put and CommitLog.put_one share:
+    the file's next entry with its room reserved, and -1 for the rest (ahead of the end, behind
+    it, no room reserved yet)."""
+    cq = ConsumeQueue(tmp_path, "T", 0, CQ_FILE)
+    cq.load()
+    cq.put(0, 0, 10, 0)  # (the first entry makes the file and reserves a step)
+    mf = cq.mfq.files[-1]
+    assert mf.file_from_offset == 0 and mf.wrote_position == 20 and mf.reserved_to >= 40
+    assert mf.next_unit_pos(20, 20) == 20             # the next entry
+    assert mf.next_unit_pos(40, 20) == -1             # past it: a gap, the general case
+    assert mf.next_unit_pos(0, 20) == -1              # already there
+    assert mf.next_unit_pos(20, mf.reserved_to) == -1  # beyond the reserved room
+    assert cq.put(1, 10, 10, 0) and mf.wrote_position == 40 and mf.next_unit_pos(40, 20) == 40
+    cq.close()
+
+
 def test_bad_file_size() -> None:
     with pytest.raises(StoreError):
         ConsumeQueue("/tmp", "T", 0, 30)

@@ -250,12 +250,9 @@ class CommitLog:
             if mf is None or mf.wrote_position >= mf.file_size:  # (MappedFile.is_full, without the call)
                 mf = self.mfq.get_last_mapped_file()
             pos = mf.wrote_position
-            cq_buf = None
-            cq_pos = -1
-            if cq_file is not None:
-                cq_pos = qoff * CQ_STORE_UNIT_SIZE - cq_file.file_from_offset
-                if cq_pos == cq_file.wrote_position and cq_pos + CQ_STORE_UNIT_SIZE <= cq_file.reserved_to:
-                    cq_buf = cq_file.buffer
+            # (the test ConsumeQueue.put makes for its usual entry)
+            cq_pos = -1 if cq_file is None else cq_file.next_unit_pos(qoff * CQ_STORE_UNIT_SIZE, CQ_STORE_UNIT_SIZE)
+            cq_buf = None if cq_pos < 0 else cq_file.buffer  # type: ignore[union-attr]  # (cq_pos >= 0: cq_file is given)
             placed = place_one(batch, mf.buffer, pos, mf.file_size, mf.file_from_offset, qoff, store_timestamp,
                                cq_buf, cq_pos)
             if placed is None:

@@ -160,10 +160,10 @@ class ConsumeQueue:
         """
         target = queue_offset * _UNIT
         files = self.mfq.files
-        if files:  # the usual entry: the next one of the last file, its room already reserved
+        if files:
             mf = files[-1]
-            pos = target - mf.file_from_offset
-            if pos == mf.wrote_position and pos + _UNIT <= mf.reserved_to:
+            pos = mf.next_unit_pos(target, _UNIT)
+            if pos >= 0:  # the usual entry (CommitLog.put_one asks the same to write it with its record)
                 _ENTRY.pack_into(mf.buffer, pos, commit_log_offset, size, tags_code)
                 mf.wrote_position = pos + _UNIT
                 self.max_physic_offset = commit_log_offset + size

@@ -42,14 +42,18 @@ def _key_hash(topic: str, key: str) -> int:
     return abs(h) if h != -(1 << 31) else 0  # Math.abs(MIN_VALUE) is negative in Java; RocketMQ maps it to 0
 
 
+#: positions in :attr:`IndexFile.state` (the header's fields, in its order)
+BEGIN_TS, END_TS, BEGIN_PHY, END_PHY, SLOT_COUNT, COUNT = range(6)
+
+
 class IndexFile:
-    # the header's fields, read from the file's first 40 bytes
-    begin_ts: int
-    end_ts: int
-    begin_phy: int
-    end_phy: int
-    slot_count: int
-    count: int
+    # The header's fields live in one list, ``state`` (positions BEGIN_TS..COUNT), which
+    # index_records updates in place: a put of a send's keys then neither gathers six attributes
+    # into a list nor spreads them back.
+    @property
+    def count(self) -> int:
+        """Entries used, entry 0 included (never written: 0 means none)."""
+        return self.state[COUNT]
 
     def __init__(self, path: Path, slots: int, entries: int) -> None:
         self.path, self.slots, self.entries = path, slots, entries
@@ -74,9 +78,8 @@ class IndexFile:
             os.close(fd)
         if fresh:
             _HEADER.pack_into(self._mm, 0, 0, 0, 0, 0, 0, 1)
-        (self.begin_ts, self.end_ts, self.begin_phy, self.end_phy, self.slot_count,
-         self.count) = _HEADER.unpack_from(self._mm, 0)
-        self.count = max(1, self.count)  # entry 0 is never used: 0 means "none"
+        self.state: list[int] = list(_HEADER.unpack_from(self._mm, 0))
+        self.state[COUNT] = max(1, self.state[COUNT])  # entry 0 is never used: 0 means "none"
         self._released_to = 0
 
     @property
@@ -96,9 +99,10 @@ class IndexFile:
         if upto > self._reserved_to:
             reserve_range(fd, self._reserved_to, upto - self._reserved_to, self.path)
             self._reserved_to = upto
-        # the count up to which reserve_ahead() has nothing to do (read by the store's one-record put)
-        self.room_until = (self.entries if self._reserved_to >= base + self.entries * 20
-                           else (self._reserved_to - base) // 20 - _RESERVE_CHUNK)
+        # the count up to which a put needs neither reserve_ahead() nor a new file (read by the
+        # store's one-record put)
+        self.room_until = (self.entries - 1 if self._reserved_to >= base + self.entries * 20
+                           else min(self.entries - 1, (self._reserved_to - base) // 20 - _RESERVE_CHUNK))
 
     def reserve_ahead(self, extra: int = 0) -> None:
         """Keep at least :data:`_RESERVE_CHUNK` entries past the count (and the ``extra`` a
@@ -115,32 +119,33 @@ class IndexFile:
     def put(self, key_hash: int, phy: int, store_ts: int) -> bool:
         if self.full:
             return False
+        st = self.state
         slot_pos = HEADER_SIZE + (key_hash % self.slots) * 4
         prev = _SLOT.unpack_from(self._mm, slot_pos)[0]
-        if prev <= 0 or prev >= self.count:
+        if prev <= 0 or prev >= st[COUNT]:
             prev = 0
-        if self.begin_ts == 0:
-            self.begin_ts, self.begin_phy = store_ts, phy
-        diff = max(0, (store_ts - self.begin_ts) // 1000)
-        _ENTRY.pack_into(self._mm, HEADER_SIZE + self.slots * 4 + self.count * 20, key_hash, phy, diff, prev)
-        _SLOT.pack_into(self._mm, slot_pos, self.count)
-        self.count += 1
-        self.end_ts, self.end_phy = store_ts, phy
-        _HEADER.pack_into(self._mm, 0, self.begin_ts, self.end_ts, self.begin_phy, self.end_phy,
-                          self.slot_count + (prev == 0), self.count)
-        self.slot_count += prev == 0
+        if st[BEGIN_TS] == 0:
+            st[BEGIN_TS], st[BEGIN_PHY] = store_ts, phy
+        diff = max(0, (store_ts - st[BEGIN_TS]) // 1000)
+        _ENTRY.pack_into(self._mm, HEADER_SIZE + self.slots * 4 + st[COUNT] * 20, key_hash, phy, diff, prev)
+        _SLOT.pack_into(self._mm, slot_pos, st[COUNT])
+        st[COUNT] += 1
+        st[END_TS], st[END_PHY] = store_ts, phy
+        st[SLOT_COUNT] += prev == 0
+        _HEADER.pack_into(self._mm, 0, *st)
         return True
 
     def query(self, key_hash: int, max_num: int, begin: int, end: int) -> list[int]:
         out: list[int] = []
-        if self.begin_ts == 0 or end < self.begin_ts or begin > self.end_ts:
+        st = self.state
+        if st[BEGIN_TS] == 0 or end < st[BEGIN_TS] or begin > st[END_TS]:
             return out
         idx = _SLOT.unpack_from(self._mm, HEADER_SIZE + (key_hash % self.slots) * 4)[0]
         base = HEADER_SIZE + self.slots * 4
         seen = 0
         while 0 < idx < self.count and len(out) < max_num and seen < self.count:
             h, phy, diff, prev = _ENTRY.unpack_from(self._mm, base + idx * 20)
-            ts = self.begin_ts + diff * 1000
+            ts = st[BEGIN_TS] + diff * 1000
             if h == key_hash and begin <= ts <= end + 999:
                 out.append(phy)
             if prev <= 0 or prev >= idx:
@@ -192,11 +197,11 @@ class IndexService:
     @property
     def max_phy_offset(self) -> int:
         """The commit-log offset of the newest indexed message (-1: none)."""
-        return self.files[-1].end_phy if self.files and self.files[-1].count > 1 else -1
+        return self.files[-1].state[END_PHY] if self.files and self.files[-1].count > 1 else -1
 
     def _writable(self) -> IndexFile:
         files = self.files
-        if files and files[-1].count < files[-1].entries:  # (not IndexFile.full: every put asks, without a call)
+        if files and files[-1].state[COUNT] < files[-1].entries:  # (not IndexFile.full: every put asks, without a call)
             return files[-1]
         self.dir.mkdir(parents=True, exist_ok=True)
         name = time.strftime("%Y%m%d%H%M%S", time.localtime()) + f"{int(time.time() * 1000) % 1000:03d}"
@@ -226,15 +231,14 @@ class IndexService:
         i = 0
         files = self.files
         while i < batch.n:
-            f = files[-1] if files and files[-1].count < files[-1].entries else self._writable()
-            fresh = f.count <= 1
-            state = [f.begin_ts, f.end_ts, f.begin_phy, f.end_phy, f.slot_count, f.count]
+            f = files[-1] if files and files[-1].state[COUNT] < files[-1].entries else self._writable()
+            state = f.state
+            fresh = state[COUNT] <= 1
             i2 = index_records(batch, i, f._mm, f.slots, f.entries, state, store_ts)
-            f.begin_ts, f.end_ts, f.begin_phy, f.end_phy, f.slot_count, f.count = state
             if i2 < batch.n:
                 if i2 == i and fresh:
                     i2 += 1  # more keys than a whole file holds: this record stays unindexed
-                f.count = f.entries  # the next record's keys go to a new file together
+                state[COUNT] = f.entries  # the next record's keys go to a new file together
             i = i2
 
     def release_cold(self) -> None:
@@ -257,7 +261,8 @@ class IndexService:
         """(indexLastUpdateTimestamp, indexLastUpdatePhyoffset) as QUERY_MESSAGE reports them."""
         if not self.files:
             return 0, 0
-        return self.files[-1].end_ts, self.files[-1].end_phy
+        st = self.files[-1].state
+        return st[END_TS], st[END_PHY]
 
     def flush(self) -> None:
         for f in self.files[-2:]:

@@ -248,6 +248,14 @@ class MappedFile:
         finally:
             os.close(fd)
 
+    def next_unit_pos(self, offset: int, size: int) -> int:
+        """Where the ``size`` bytes at the queue-wide ``offset`` go in this file when they are
+        its next ones and their room is already reserved (a consume queue's usual entry); -1
+        otherwise, for the caller's general case (a new file, a gap, bytes already there, room
+        to reserve)."""
+        pos = offset - self.file_from_offset
+        return pos if pos == self.wrote_position and pos + size <= self.reserved_to else -1
+
     # -- state ---------------------------------------------------------------------------
     @property
     def fd(self) -> int:

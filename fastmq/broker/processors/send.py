@@ -32,7 +32,7 @@ from ...remoting.processor import Gathered
 # other responses of the same socket read (one write) instead of costing a Task; a SYNC_FLUSH
 # send waits for the group commit and is finished by the dispatcher's Task.
 from ...remoting.loop import run_eagerly
-from ...store.message_store import PutResult, PutStatus
+from ...store.message_store import PUT_OK, PutResult, PutStatus
 from ..stats import TOPIC_PUT_NUMS
 from .base import BrokerCodeDispatchProcessor, log_refusal
 
@@ -62,9 +62,6 @@ PUT_STATUS_CODES = {
     PutStatus.FLUSH_SLAVE_TIMEOUT: ResponseCode.FLUSH_SLAVE_TIMEOUT,
     PutStatus.SLAVE_NOT_AVAILABLE: ResponseCode.SLAVE_NOT_AVAILABLE,
 }
-# A member read off an Enum class takes the metaclass's attribute hook (EnumType defines
-# __getattr__: ~400 instructions a read); the hot paths read this name instead
-_PUT_OK = PutStatus.PUT_OK
 #: (CLUSTER property, msgId prefix, JSON answer template, binary answer template)
 _Consts = tuple[bytes, bytes, tuple[bytes, bytes, bytes, bytes, bytes], tuple[bytes, bytes, bytes, bytes, bytes, bytes]]
 #: (store host, size limit, CLUSTER property, msgId prefix, JSON and binary answer templates)
@@ -197,7 +194,7 @@ class SendMessageProcessor(BrokerCodeDispatchProcessor):
             born = self._born_host(conn)
         b = self.broker
         fast = self._fast_state()
-        if born is None or fast is None or not b.config.brokerPermission & tv.PERM_WRITE:
+        if born is None or fast is None:
             return [(req, self.process_request(conn, req)) for req in requests]
         store_host, max_size, cluster_prop, prefix, template, binary = fast
         batch = encode_sends(requests, self._fast_topics, born, store_host, cluster_prop, max_size, self._rr,
@@ -208,7 +205,7 @@ class SendMessageProcessor(BrokerCodeDispatchProcessor):
             res = b.store.put_batch_now(batch)
             if not isinstance(res, PutResult):  # a flush or slave wait: begun now, to join this turn's group commit
                 res = run_eagerly(res)
-            if type(res) is PutResult and res.status is _PUT_OK:
+            if type(res) is PutResult and res.status is PUT_OK:
                 # (the common answer, without _batch_answers's other cases)
                 self._count_puts(batch)
                 out.append(encode_answers(batch, requests, prefix, template, binary_template=binary))
@@ -246,7 +243,7 @@ class SendMessageProcessor(BrokerCodeDispatchProcessor):
             conn, reqs = parts[0]
             return [(conn, self.process_batch(conn, reqs))], None
         fast = self._fast_state()
-        if fast is None or not self.broker.config.brokerPermission & tv.PERM_WRITE:
+        if fast is None:
             return [(conn, self.process_batch(conn, reqs)) for conn, reqs in parts], None
         ready: list[tuple[Connection, list[Any]]] = []
         requests: list[RemotingCommand] = []
@@ -300,7 +297,7 @@ class SendMessageProcessor(BrokerCodeDispatchProcessor):
                        owners: list[tuple[Connection, int, int]], res: PutResult) -> list[list[Any]]:
         """:meth:`_batch_answers` of a gathered batch, one list per connection in ``owners``."""
         per: list[list[Any]] = [[] for _ in owners]
-        if res.status is _PUT_OK:
+        if res.status is PUT_OK:
             self._count_puts(batch)
             _, prefix, template, binary = self._fast_consts()
             for k, (_, lo, hi) in enumerate(owners):
@@ -318,7 +315,7 @@ class SendMessageProcessor(BrokerCodeDispatchProcessor):
         if not res.ok:
             return [(requests[i], self._respond(requests[i], res, 0)) for i in batch.fast]
         self._count_puts(batch)
-        if res.status is not _PUT_OK:
+        if res.status is not PUT_OK:
             return self._stored_answers(batch, requests, res)
         _, prefix, template, binary = self._fast_consts()
         return encode_answers(batch, requests, prefix, template, binary_template=binary)
@@ -384,15 +381,17 @@ class SendMessageProcessor(BrokerCodeDispatchProcessor):
     def _fast_state(self) -> _FastState | None:
         """What the fast path needs on every call, made once: the store host, the size limit,
         the CLUSTER property and the answer templates; None when the fast path cannot run (an
-        IPv6 store host). The topic cache is cleared here when the topic table or the broker
-        permission changed."""
+        IPv6 store host, or a broker without write permission, whose sends the per-request path
+        refuses with 4.9's remark). The topic cache is cleared here when the topic table or the
+        broker permission changed."""
         dv = self.broker.topic_config.data_version
         perm = self.broker.config.brokerPermission
         if self._fast is None or dv is not self._fast_dv or dv.counter != self._fast_counter or perm != self._fast_perm:
             self._refresh_fast_topics()
             self._fast_dv, self._fast_counter, self._fast_perm = dv, dv.counter, perm
             store_host = self._fast_store_host()
-            if store_host is None:
+            if store_host is None or not perm & tv.PERM_WRITE:
+                self._fast = None  # (so asked again each call: no fast path until this changes)
                 return None
             cfg = self.broker.store.config
             cluster_prop, prefix, template, binary = self._fast_consts()
