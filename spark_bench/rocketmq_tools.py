@@ -734,7 +734,8 @@ def run(a: argparse.Namespace) -> int:
         return 2
     commit, dirty = _commit()
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    out = Path(a.out) / f"{stamp}-{commit}{'-dirty' if dirty else ''}"
+    # absolute: the tools and the Spark runs of the spark- shapes are started in a client directory
+    out = (Path(a.out) / f"{stamp}-{commit}{'-dirty' if dirty else ''}").resolve()
     out.mkdir(parents=True, exist_ok=False)
     base = Path(tempfile.mkdtemp(prefix="fastmq-rocketmq-tools-", dir=a.work_dir or None))
     (base / "client").mkdir()

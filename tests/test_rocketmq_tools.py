@@ -318,7 +318,8 @@ def _our_processes(marker: str) -> list[str]:
     return out
 
 
-def _fake_run(tmp_path: Path, *extra: str) -> tuple[int, Path]:
+def _fake_run(tmp_path: Path, *extra: str, out_arg: str | None = None) -> tuple[int, Path]:
+    """rocketmq-tools with the stand-in java; ``out_arg``: the --out given (default: absolute)."""
     java = tmp_path / "java"
     java.write_text(f"#!{sys.executable}\n" + FAKE_JAVA.read_text())
     java.chmod(0o755)
@@ -326,7 +327,7 @@ def _fake_run(tmp_path: Path, *extra: str) -> tuple[int, Path]:
     work.mkdir()
     out = tmp_path / "results"
     rc = bench_main(["rocketmq-tools", "--rocketmq-home", str(_home(tmp_path)), "--rocketmq-classpath", "unused",
-                     "--java", str(java), "--out", str(out), "--work-dir", str(work), *extra])
+                     "--java", str(java), "--out", out_arg or str(out), "--work-dir", str(work), *extra])
     assert Managed.live == []
     assert _our_processes(str(tmp_path)) == []
     assert list(work.iterdir()) == [], "the temporary stores were not removed"
@@ -421,11 +422,14 @@ def test_a_drain_shape_fills_a_backlog_and_the_consumer_drains_it(tmp_path, caps
 
 @pytest.mark.slow
 @pytest.mark.spark
-def test_a_spark_shape_runs_the_workload_against_each_broker(tmp_path, capsys) -> None:
+def test_a_spark_shape_runs_the_workload_against_each_broker(tmp_path, capsys, monkeypatch) -> None:
     """spark-many-producers end to end: ``fastmq-bench run`` (a real local Spark) against each
     "broker" (fastmq's servers for both here), its result.json kept beside the run, the broker's
-    CPU per message over the span its put count grew; the collation tables it as a tools row only."""
-    rc, run_dir = _fake_run(tmp_path, "--shapes", "spark-many-producers", "--rounds", "1", "--warmup-windows", "0")
+    CPU per message over the span its put count grew; the collation tables it as a tools row only.
+    --out is relative, as a user types it: the Spark runs start in another directory."""
+    monkeypatch.chdir(tmp_path)
+    rc, run_dir = _fake_run(tmp_path, "--shapes", "spark-many-producers", "--rounds", "1", "--warmup-windows", "0",
+                            out_arg="results")
     printed = capsys.readouterr()
     assert rc == 0, printed.out + printed.err
     for broker in ("java", "fastmq"):
