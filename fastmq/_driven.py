@@ -509,6 +509,12 @@ class DrivenLoop:
             self.cross(fn, *args)
             return
         try:
+            if self._crossed:
+                # Handed-over calls are still waiting, and one may be this thread's own earlier
+                # post (made while another thread drove); a turn of _run_posted already queued
+                # would run this one before it. Behind them it keeps each thread's order.
+                self.cross(fn, *args)
+                return
             posted = self._posted
             posted.append((fn, args))  # (a list append: a Handle a call cost more than the call)
             if len(posted) == 1:

@@ -146,6 +146,36 @@ def test_posts_run_in_order_from_many_threads(driven: _driven.DrivenLoop) -> Non
     assert seen == {k: list(range(300)) for k in range(1, 6)}
 
 
+def test_a_post_handed_over_runs_before_the_same_threads_next_driven_post(driven: _driven.DrivenLoop) -> None:
+    """The CI failure of session 15, made deterministic: a thread's post handed over while
+    another thread drove, then its next post made as the driver while a turn of driven posts was
+    already queued, must still run second."""
+    ran: list[str] = []
+    assert driven._take()  # this thread drives, as another user's blocking call would
+    try:
+        driven._posted.append((ran.append, ("driver's",)))  # a driven post, its turn queued
+        driven.loop.call_soon(driven._run_posted)
+
+        def other() -> None:
+            driven.post(ran.append, "first")  # handed over: this thread drives
+        t = threading.Thread(target=other)
+        t.start()
+        t.join(10)
+        assert driven._crossed  # (it was handed over, not yet run)
+    finally:
+        driven._give_back()
+
+    def again() -> None:
+        driven.post(ran.append, "second")  # nobody drives now: taken, while "first" still waits
+    t = threading.Thread(target=again)
+    t.start()
+    t.join(10)
+    deadline = time.monotonic() + 10
+    while len(ran) < 3 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert ran.index("first") < ran.index("second")
+
+
 def test_a_call_from_the_driving_thread_is_refused(driven: _driven.DrivenLoop) -> None:
     async def inner() -> str:
         try:
