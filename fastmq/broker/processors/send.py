@@ -180,6 +180,9 @@ class SendMessageProcessor(BrokerCodeDispatchProcessor):
         self._fast_dv: Any = None
         self._fast_counter = -1
         self._fast_perm = -1
+        # _fast is None because the fast path was refused under that version and permission (a
+        # read-only broker, an IPv6 store host): not worth asking again until one of them changes
+        self._fast_refused = False
 
     # ------------------------------------------------------------------ the batch fast path
     def process_batch(self, conn: Connection, requests: list[RemotingCommand]) -> list[Any]:
@@ -377,6 +380,7 @@ class SendMessageProcessor(BrokerCodeDispatchProcessor):
         self._consts = None
         self._fast_version = None
         self._fast = None
+        self._fast_refused = False
 
     def _fast_state(self) -> _FastState | None:
         """What the fast path needs on every call, made once: the store host, the size limit,
@@ -386,13 +390,15 @@ class SendMessageProcessor(BrokerCodeDispatchProcessor):
         broker permission changed."""
         dv = self.broker.topic_config.data_version
         perm = self.broker.config.brokerPermission
-        if self._fast is None or dv is not self._fast_dv or dv.counter != self._fast_counter or perm != self._fast_perm:
+        if ((self._fast is None and not self._fast_refused) or dv is not self._fast_dv
+                or dv.counter != self._fast_counter or perm != self._fast_perm):
             self._refresh_fast_topics()
             self._fast_dv, self._fast_counter, self._fast_perm = dv, dv.counter, perm
             store_host = self._fast_store_host()
             if store_host is None or not perm & tv.PERM_WRITE:
-                self._fast = None  # (so asked again each call: no fast path until this changes)
+                self._fast, self._fast_refused = None, True
                 return None
+            self._fast_refused = False
             cfg = self.broker.store.config
             cluster_prop, prefix, template, binary = self._fast_consts()
             self._fast = (store_host, min(cfg.maxMessageSize, cfg.mappedFileSizeCommitLog - 8), cluster_prop,
