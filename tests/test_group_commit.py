@@ -15,7 +15,7 @@ import textwrap
 import threading
 import time
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 import pytest
 
@@ -26,6 +26,7 @@ from fastmq.store import FlushTimeoutError
 from fastmq._ext import sync_wait_py
 from fastmq.store import group_commit as group_commit_module
 from fastmq.store.commit_log import CommitLog, GroupCommitService
+from fastmq.store.mapped_file import MappedFile, MappedFileQueue
 from fastmq.store.message_store import PutStatus
 from tests.support import ServerProcess, broker_process, namesrv_process
 from tests.test_broker_process import create_topic, send_request
@@ -389,3 +390,84 @@ async def test_one_waiter_at_a_time_across_file_rolls(tmp_path: Path) -> None:
     finally:
         cl.shutdown()
         cl.close()
+
+
+def _watched_marks(q: MappedFileQueue, seen: dict[int, list[int]]) -> None:
+    """Make ``q`` and its files record every value their flushed marks are set to (in ``seen``,
+    by object id), every read of a mark giving the other threads a turn before it returns: the
+    moment between a flusher's check of a mark and its set is where a lower value could win."""
+    slot_q = MappedFileQueue.__dict__["flushed_where"]
+    slot_f = MappedFile.__dict__["flushed_position"]
+
+    def watched(slot: Any) -> property:
+        def get(self: Any) -> int:
+            v = slot.__get__(self)
+            time.sleep(0)  # (after the read: what the caller compares with may be stale by its set)
+            return v
+
+        def put(self: Any, v: int) -> None:
+            seen.setdefault(id(self), []).append(v)
+            slot.__set__(self, v)
+        return property(get, put)
+
+    class F(MappedFile):
+        __slots__ = ()
+        flushed_position = watched(slot_f)
+
+    class Q(MappedFileQueue):
+        __slots__ = ()
+        flushed_where = watched(slot_q)
+
+        def _new_file(self, from_offset: int) -> MappedFile:
+            mf = super()._new_file(from_offset)
+            mf.__class__ = F
+            return mf
+
+    q.__class__ = Q
+
+
+def test_two_flushers_never_move_the_flushed_marks_back(tmp_path: Path) -> None:
+    """A loop's inline sync and the group commit thread's idle round both flush one log: each
+    reads the mark, syncs, and sets its own target, so the one that read less could set its
+    value after the other's, and a waiter covered by the higher one would wait for the next sync."""
+    q = MappedFileQueue(tmp_path / "log", 64 * 1024)
+    seen: dict[int, list[int]] = {}
+    _watched_marks(q, seen)
+    record = b"r" * 512  # 128 to a file: the flushers cross file rolls too
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def flusher() -> None:
+        try:
+            for _ in range(2000):  # bounded, and ended early once the appends are done
+                q.flush(0)
+                if stop.is_set():
+                    return
+        except BaseException as exc:  # (reported by the test, not lost in the thread)
+            errors.append(exc)
+
+    was = sys.getswitchinterval()
+    sys.setswitchinterval(1e-5)
+    threads = [threading.Thread(target=flusher) for _ in range(2)]
+    try:
+        for t in threads:
+            t.start()
+        for i in range(600):  # five files and a bit
+            q.get_last_mapped_file().append(record)
+            if i % 8 == 0:
+                time.sleep(0.0005)  # let the flushers take turns with the appends
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(30)
+        sys.setswitchinterval(was)
+    try:
+        assert not errors and not any(t.is_alive() for t in threads)
+        q.flush(0)
+        assert q.flushed_where == q.max_offset == 600 * 512
+        assert all(mf.flushed_position == mf.wrote_position for mf in q.files)
+        assert len(seen) > 2  # (the queue and several files were watched)
+        for marks in seen.values():
+            assert marks == sorted(marks), marks
+    finally:
+        q.close()

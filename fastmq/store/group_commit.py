@@ -297,11 +297,8 @@ class GroupCommitService(threading.Thread):
             return True
         self._failing = False
         if ns:  # it synced (a target already flushed needs none)
-            pos = covered - mf.file_from_offset
-            if pos > mf.flushed_position:
-                mf.flushed_position = pos
-            if covered > mfq.flushed_where:
-                mfq.flushed_where = covered
+            mf.mark_flushed(covered - mf.file_from_offset)
+            mfq.mark_flushed(covered)
             if ts and covered >= end:
                 cl.flushed_store_timestamp = ts
             cl.flush_times += 1

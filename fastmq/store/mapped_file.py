@@ -40,6 +40,12 @@ _ZERO_CHUNK = 64 * 1024
 _WARM_CHUNK = 1 << 20
 WARM_AHEAD = 32 << 20  # how far past the write position MappedFile.warm keeps pages brought in
 _WARM_IDLE_S = 1.0  # a warming thread waits at most this for the writer's wake-up
+# Guards the flushed marks' check-then-set: two flushers of one log (an event loop's inline
+# SYNC_FLUSH sync and the group commit's idle round) could otherwise each read the old mark and
+# the slower one set its lower value after the other's, moving the mark back. One lock for all
+# files: it is held for a compare and a store, and a per-file lock would cost memory on
+# thousands of queue files.
+_FLUSHED_LOCK = threading.Lock()
 
 
 def offset_to_file_name(offset: int) -> str:
@@ -391,11 +397,18 @@ class MappedFile:
         if self.is_able_to_flush(least_pages) and not self._closed:
             target = self.wrote_position  # read once: appends may race ahead of the sync
             # what is behind flushed_position is on disk already (appends never rewrite it;
-            # truncate_to syncs its zeroing itself)
-            self._sync(self.flushed_position, target)
-            if target > self.flushed_position:
-                self.flushed_position = target
+            # truncate_to syncs its zeroing itself); another flusher may have passed target
+            self._sync(min(self.flushed_position, target), target)
+            return self.mark_flushed(target)
         return self.flushed_position
+
+    def mark_flushed(self, pos: int) -> int:
+        """Record that the file is on disk up to ``pos``; the mark never moves back (another
+        thread's flush may have recorded more meanwhile). Returns the mark."""
+        with _FLUSHED_LOCK:
+            if pos > self.flushed_position:
+                self.flushed_position = pos
+            return self.flushed_position
 
     def warm(self, ahead: int = WARM_AHEAD, limit: int | None = None) -> None:
         """Read the file's unwritten pages once so they sit in the page cache, keeping at most
@@ -724,12 +737,17 @@ class MappedFileQueue:
             after = mf.flush(least_pages)
             if after > before:
                 did = True
-            where = mf.file_from_offset + after
-            if where > self.flushed_where:
-                self.flushed_where = where
+            self.mark_flushed(mf.file_from_offset + after)
             if not mf.is_full:
                 break
         return did
+
+    def mark_flushed(self, where: int) -> None:
+        """Record that the log is on disk up to offset ``where``; never moves back (see
+        :meth:`MappedFile.mark_flushed`)."""
+        with _FLUSHED_LOCK:
+            if where > self.flushed_where:
+                self.flushed_where = where
 
     # -- recovery ------------------------------------------------------------------------
     def truncate_dirty_files(self, offset: int) -> None:
