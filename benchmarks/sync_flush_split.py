@@ -16,20 +16,16 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
+from sync_flush_setup import flush_rig  # noqa: E402
 from test_sync_flush_benchmarks import _counters, _p, fdatasync_floor, one_in_flight  # noqa: E402
-
-from tests.support import ServerProcess, broker_process, namesrv_process  # noqa: E402
 
 
 def main() -> None:
@@ -38,24 +34,16 @@ def main() -> None:
     ap.add_argument("--block", type=int, default=200)
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
-    tmp = Path(tempfile.mkdtemp(prefix="sync-flush-split"))
-    ns = namesrv_process(tmp).start()
-    brokers: dict[str, ServerProcess] = {}
     rows: list[dict[str, Any]] = []
-    try:
-        for kind in ("SYNC_FLUSH", "ASYNC_FLUSH"):
-            d = tmp / kind
-            d.mkdir()
-            brokers[kind] = broker_process(d, ns.addr, brokerName=f"split-{kind[0]}", flushDiskType=kind,
-                                           mappedFileSizeCommitLog=268435456).start()
-            one_in_flight(brokers[kind].port, 50)  # warm-up: topic, first pages
-        sync_port, async_port = brokers["SYNC_FLUSH"].port, brokers["ASYNC_FLUSH"].port
+    with flush_rig("sync-flush-split") as rig:
+        sync_port = rig.broker("SYNC_FLUSH", "split-S", warm_start=0).port
+        async_port = rig.broker("ASYNC_FLUSH", "split-A", warm_start=0).port
         for r in range(args.rounds):
             before = _counters(sync_port)
             sends = one_in_flight(sync_port, args.block, start=(r + 1) * 1_000_000)
             after = _counters(sync_port)
             plain = one_in_flight(async_port, args.block, start=(r + 1) * 1_000_000)
-            floor = fdatasync_floor(tmp / "SYNC_FLUSH" / "store", args.block)
+            floor = fdatasync_floor(rig.dir / "SYNC_FLUSH" / "store", args.block)
             assert before is not None and after is not None
             flushes = after[1] - before[1]
             row = {"sync_send_p50_us": round(_p(sends, 50), 1), "async_send_p50_us": round(_p(plain, 50), 1),
@@ -65,11 +53,6 @@ def main() -> None:
                                           - row["broker_sync_mean_us"], 1)
             rows.append(row)
             print(row)
-    finally:
-        for b in brokers.values():
-            b.stop()
-        ns.stop()
-        shutil.rmtree(tmp, ignore_errors=True)  # (two brokers' stores: hundreds of MB fallocated)
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps({"when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),

@@ -18,21 +18,17 @@ import argparse
 import json
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
+from sync_flush_setup import flush_rig  # noqa: E402
 from test_sync_flush_benchmarks import _p, fdatasync_floor, one_in_flight  # noqa: E402
-
-from tests.support import broker_process, namesrv_process  # noqa: E402
 
 
 def main() -> None:
@@ -41,23 +37,18 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=60)
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
-    tmp = Path(tempfile.mkdtemp(prefix="sync-flush-syscalls"))
-    ns = namesrv_process(tmp).start()
-    b = broker_process(tmp, ns.addr, brokerName="syscalls", flushDiskType="SYNC_FLUSH",
-                       mappedFileSizeCommitLog=268435456)
     rows = []
-    try:
-        b.start()
+    with flush_rig("sync-flush-syscalls") as rig:
+        b = rig.broker("SYNC_FLUSH", "syscalls")
         assert b.proc is not None
-        one_in_flight(b.port, 50, start=1_000_000)
         for r in range(args.rounds):
-            out = tmp / f"strace-{r}.txt"
+            out = rig.dir / f"strace-{r}.txt"
             st = subprocess.Popen(["perf", "trace", "-e", "fdatasync", "-o", str(out), "-p",
                                    f"{b.proc.pid},{os.getpid()}"], stderr=subprocess.DEVNULL)
             time.sleep(1.0)
             broker_tids = {int(t) for t in os.listdir(f"/proc/{b.proc.pid}/task")}
             sends = one_in_flight(b.port, args.n, start=r * args.n)
-            floor = fdatasync_floor(tmp / "store", args.n)
+            floor = fdatasync_floor(b.workdir / "store", args.n)
             time.sleep(0.2)
             st.send_signal(signal.SIGINT)
             st.wait(10)
@@ -70,10 +61,6 @@ def main() -> None:
                          "floor_fdatasync_p50_us": round(_p(calls[False], 50), 1) if calls[False] else None,
                          "floor_fdatasync_calls": len(calls[False])})
             print(rows[-1])
-    finally:
-        b.stop()
-        ns.stop()
-        shutil.rmtree(tmp, ignore_errors=True)
     if args.out:
         args.out.write_text(json.dumps({"rounds": rows, "loadavg": os.getloadavg(),
                                         "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}, indent=1))
