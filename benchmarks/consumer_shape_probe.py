@@ -85,6 +85,7 @@ def main() -> int:
     p.add_argument("--out", type=Path)
     a = p.parse_args()
     from spark_bench import rocketmq_tools as rt
+    from spark_bench.tools_process import stop_all
     js = rt.java_setup(argparse.Namespace(rocketmq_home=os.environ.get("FASTMQ_ROCKETMQ_HOME", ""),
                                           rocketmq_classpath=os.environ.get("FASTMQ_ROCKETMQ_CLASSPATH", ""),
                                           java="", java_broker_heap="256m"))
@@ -101,7 +102,7 @@ def main() -> int:
     finally:
         if peer is not None:
             peer.stop()
-        rt._stop_all()
+        stop_all()
         shutil.rmtree(base, ignore_errors=True)
     if a.out:
         a.out.write_text(json.dumps({"schema": "fastmq-consumer-shape-probe/1", "settle_s": a.settle, "span_s": a.span,

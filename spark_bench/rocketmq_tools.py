@@ -43,24 +43,22 @@ failed (the files say which), 2 bad options or no RocketMQ build.
 from __future__ import annotations
 
 import argparse
-import atexit
 import json
 import os
 import queue
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import IO, Any, Callable, Sequence
+from typing import Any, Callable, Sequence
 
+from .tools_process import Managed, PortTaken, ToolsError, free_port, listening, printed, stop_all, wait_ready
 from .tools_result import (BROKERS, RUN_SCHEMA, SUMMARY_SCHEMA, ConsumerLine, Shape, parse_consumer_line,
                            parse_producer_line, parse_shape, run_figures, summarize)
 
@@ -78,14 +76,6 @@ _OPENS = ("java.nio", "sun.nio.ch", "jdk.internal.ref", "java.lang", "java.lang.
 _BROKER_GC = ["-XX:+UseG1GC", "-XX:G1ReservePercent=25", "-XX:InitiatingHeapOccupancyPercent=30",
               "-XX:SoftRefLRUPolicyMSPerMB=0", "-XX:+AlwaysPreTouch"]
 _COMMON = ["-server", "-XX:-OmitStackTraceInFastThrow", "-XX:-UseLargePages", "-XX:+PerfDisableSharedMem"]
-
-
-class ToolsError(RuntimeError):
-    """A run that cannot start or go on; the text says why."""
-
-
-class PortTaken(ToolsError):
-    """A server lost its port to another process between our check and its bind (worth one more try)."""
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -115,130 +105,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--py-spy", default="", metavar="PY_SPY",
                    help="record the fastmq broker over each run's kept windows with this py-spy "
                         "(`record --idle`, folded stacks: run-<shape>-fastmq-<n>-pyspy.folded); default: no profile")
-
-
-# ---------------------------------------------------------------- processes
-
-
-class Managed:
-    """A process this command started, in its own session; stopped by its process group."""
-
-    live: list["Managed"] = []
-
-    def __init__(self, argv: list[str], what: str, log: Path, cwd: Path, env: dict[str, str] | None = None,
-                 pipe: bool = False) -> None:
-        self.what, self.log_path = what, log
-        self.lines: queue.Queue[tuple[float, str]] = queue.Queue()
-        self._log: IO[bytes] = open(log, "ab")
-        self.proc = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
-                                     stdout=subprocess.PIPE if pipe else self._log, stderr=subprocess.STDOUT,
-                                     start_new_session=True)
-        Managed.live.append(self)
-        self._reader: threading.Thread | None = None
-        if pipe:
-            self._reader = threading.Thread(target=self._read, name=f"read-{what}", daemon=True)
-            self._reader.start()
-
-    def _read(self) -> None:
-        assert self.proc.stdout is not None
-        for raw in self.proc.stdout:
-            self._log.write(raw)
-            self._log.flush()
-            self.lines.put((time.monotonic(), raw.decode("utf-8", "replace")))
-
-    @property
-    def pid(self) -> int:
-        return int(self.proc.pid)
-
-    def alive(self) -> bool:
-        return self.proc.poll() is None
-
-    def finished(self) -> bool:
-        """Exited, and every line it wrote is in ``lines``."""
-        return self.proc.poll() is not None and (self._reader is None or not self._reader.is_alive())
-
-    def output(self, last: int = 2000) -> str:
-        try:
-            return self.log_path.read_text(errors="replace")[-last:]
-        except OSError:
-            return ""
-
-    def stop(self, timeout: float = 30.0) -> None:
-        """SIGTERM to the group (a Java broker's shutdown hook flushes and unmaps), SIGKILL after ``timeout``."""
-        for sig, wait in ((signal.SIGTERM, timeout), (signal.SIGKILL, 10.0)):
-            if self.proc.poll() is not None:
-                break
-            try:
-                os.killpg(self.proc.pid, sig)
-            except ProcessLookupError:
-                break
-            try:
-                self.proc.wait(wait)
-            except subprocess.TimeoutExpired:
-                continue
-        if self in Managed.live:
-            Managed.live.remove(self)
-        if self._reader is not None:   # the group is gone, so its pipe ends: the reader finishes
-            self._reader.join(10.0)
-        if self._reader is None or not self._reader.is_alive():
-            if self.proc.stdout is not None:
-                self.proc.stdout.close()
-            self._log.close()
-
-
-def _stop_all() -> None:
-    for m in reversed(list(Managed.live)):
-        m.stop(timeout=10.0)
-
-
-atexit.register(_stop_all)
-
-
-def _port_free(port: int, host: str = "0.0.0.0") -> bool:
-    with socket.socket() as s:
-        try:
-            s.bind((host, port))
-        except OSError:
-            return False
-    return True
-
-
-def _free_port(neighbours: tuple[int, ...] = ()) -> int:
-    """A port free on every address, with ``port + d`` free too for each ``d`` (a Java broker also
-    listens on port-2, its fast channel, and port+1, its HA port)."""
-    for _ in range(50):
-        with socket.socket() as s:
-            s.bind(("0.0.0.0", 0))
-            port = int(s.getsockname()[1])
-        if all(1024 < port + d < 65536 and _port_free(port + d) for d in neighbours):
-            return port
-    raise ToolsError(f"no free port with free neighbours {neighbours} after 50 tries")
-
-
-def _wait(ok: Callable[[], bool], proc: Managed, what: str, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if not proc.alive():
-            text = f"{what} exited with {proc.proc.returncode} before it was ready: {proc.output(1500)}"
-            raise (PortTaken if "address already in use" in proc.output(1 << 16).lower() else ToolsError)(text)
-        if ok():
-            return
-        time.sleep(0.2)
-    raise ToolsError(f"{what} was not ready within {timeout:.0f}s: {proc.output(1500)}")
-
-
-def _listening(port: int) -> Callable[[], bool]:
-    def check() -> bool:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                return True
-        except OSError:
-            return False
-    return check
-
-
-def _printed(proc: Managed, needle: str) -> Callable[[], bool]:
-    return lambda: needle in proc.output(1 << 20)
 
 
 def _ask(addr: str, code: int, fields: dict[str, Any], timeout: float = 5.0) -> Any:
@@ -383,7 +249,7 @@ def start_java(d: Path, js: JavaSetup, ready_timeout: float = 120.0) -> Peer:
     """A Java NameServer and broker (ASYNC_FLUSH, autoCreateTopicEnable) in the new directory ``d``, both ready."""
     (d / "namesrv").mkdir(parents=True)
     (d / "broker").mkdir(parents=True)
-    ns_port = _free_port()
+    ns_port = free_port()
     ns_conf = d / "namesrv" / "namesrv.properties"
     ns_conf.write_text(f"listenPort={ns_port}\nkvConfigPath={d / 'namesrv' / 'kvConfig.json'}\n"
                        f"configStorePath={d / 'namesrv' / 'namesrv.properties.store'}\n")
@@ -392,8 +258,8 @@ def start_java(d: Path, js: JavaSetup, ready_timeout: float = 120.0) -> Peer:
                  "java-namesrv", d / "namesrv" / "console.log", d / "namesrv", js.env())
     peer = Peer("java", f"127.0.0.1:{ns_port}", ns, [ns])
     try:
-        _wait(_listening(ns_port), ns, "the Java NameServer", ready_timeout)
-        port = _free_port((-2, 1))
+        wait_ready(listening(ns_port), ns, "the Java NameServer", ready_timeout)
+        port = free_port((-2, 1))
         store = d / "broker" / "store"
         conf = {"brokerClusterName": "DefaultCluster", "brokerName": f"javapeer-{port}", "brokerId": 0,
                 "brokerRole": "ASYNC_MASTER", "flushDiskType": "ASYNC_FLUSH", "autoCreateTopicEnable": "true",
@@ -420,8 +286,8 @@ def _await_broker(peer: Peer, broker: Managed, what: str, ready_timeout: float) 
     NameServer serves its route of TOPIC."""
     peer.broker = broker
     peer.procs.append(broker)
-    _wait(_printed(broker, "boot success"), broker, what, ready_timeout)
-    _wait(_route_ready(peer.namesrv), broker, f"{what}'s route of {TOPIC}", ready_timeout)
+    wait_ready(printed(broker, "boot success"), broker, what, ready_timeout)
+    wait_ready(_route_ready(peer.namesrv), broker, f"{what}'s route of {TOPIC}", ready_timeout)
 
 
 def _retrying(start: Callable[[Path], Peer], base: Path, tries: int = 3) -> Peer:
@@ -450,7 +316,7 @@ def start_fastmq(d: Path, ready_timeout: float = 120.0) -> Peer:
     directory ``d``)."""
     (d / "namesrv").mkdir(parents=True)
     (d / "broker").mkdir(parents=True)
-    ns_port = _free_port()
+    ns_port = free_port()
     ns_conf = d / "namesrv" / "namesrv.properties"
     ns_conf.write_text(f"listenPort={ns_port}\nbindAddress=127.0.0.1\nkvConfigPath={d / 'namesrv' / 'kv.json'}\n"
                        f"logPath={d / 'namesrv' / 'namesrv.log'}\n")
@@ -458,10 +324,10 @@ def start_fastmq(d: Path, ready_timeout: float = 120.0) -> Peer:
                  d / "namesrv")
     peer = Peer("fastmq", f"127.0.0.1:{ns_port}", ns, [ns])
     try:
-        _wait(_listening(ns_port), ns, "fastmq-namesrv", ready_timeout)
-        port = _free_port()
+        wait_ready(listening(ns_port), ns, "fastmq-namesrv", ready_timeout)
+        port = free_port()
         conf = {"brokerClusterName": "DefaultCluster", "brokerName": f"fastmq-{port}", "brokerId": 0,
-                "brokerIP1": "127.0.0.1", "listenPort": port, "haListenPort": _free_port(),
+                "brokerIP1": "127.0.0.1", "listenPort": port, "haListenPort": free_port(),
                 "namesrvAddr": peer.namesrv, "flushDiskType": "ASYNC_FLUSH", "autoCreateTopicEnable": "true",
                 "storePathRootDir": d / "broker" / "store", "logPath": d / "broker" / "broker.log"}
         b_conf = d / "broker" / "broker.properties"
@@ -785,7 +651,7 @@ def run(a: argparse.Namespace) -> int:
     finally:
         for p in peers.values():
             p.stop()
-        _stop_all()
+        stop_all()
         shutil.rmtree(base, ignore_errors=True)
         if "shapes" not in summary:   # what was measured before the failure stays readable
             summary["shapes"] = summarize(runs, shapes)[0]

@@ -22,7 +22,8 @@ import pytest
 from spark_bench import collate
 from spark_bench.cli import main as bench_main
 from spark_bench.collate_load import CollateError, load_inputs
-from spark_bench.rocketmq_tools import Managed, PortTaken, ToolsError, _retrying, _wait
+from spark_bench.rocketmq_tools import _retrying
+from spark_bench.tools_process import Managed, PortTaken, ToolsError, wait_ready
 from spark_bench.tools_result import (SUMMARY_SCHEMA, ConsumerLine, Shape, drain_figures, parse_consumer_line,
                                       parse_producer_line, parse_shape, read_summary, run_figures, spark_figures,
                                       summarize)
@@ -454,7 +455,7 @@ def test_a_port_taken_meanwhile_is_tried_again_in_a_fresh_directory(tmp_path, ca
         proc = Managed([sys.executable, "-c", f"print({text!r}); raise SystemExit(1)"], "server",
                        tmp_path / "server.log", tmp_path)
         with pytest.raises(ToolsError, match="server exited with 1 before it was ready") as e:
-            _wait(lambda: False, proc, "server", 30.0)
+            wait_ready(lambda: False, proc, "server", 30.0)
         assert type(e.value) is kind
         proc.stop()
         (tmp_path / "server.log").unlink()
