@@ -218,6 +218,17 @@ def scripted_broker(tmp_path: Path, namesrv: str, script: str, flags: Path, **co
                          port, tmp_path, env={"HOME": str(tmp_path)}, ready_line="boot success").start()
 
 
+async def send_until_ok(client: RemotingClient, addr: str, topic: str, body: bytes, tries: int = 20) -> None:
+    """Send until the broker answers SUCCESS, at most ``tries`` times: after a disk fault clears,
+    the sends of the rounds still under way are refused first."""
+    r = None
+    for _ in range(tries):
+        r = await client.invoke(addr, send_request(topic, body), 5)
+        if r.code == ResponseCode.SUCCESS:
+            return
+    assert r is not None and r.code == ResponseCode.SUCCESS, (r.code, r.remark) if r else None
+
+
 async def _runtime_info(client: RemotingClient, addr: str) -> dict[str, str]:
     r = await client.invoke(addr, create_request(RequestCode.GET_BROKER_RUNTIME_INFO, {}), 5)
     assert r.code == ResponseCode.SUCCESS, r.remark
@@ -275,12 +286,8 @@ async def test_broker_answers_flush_disk_timeout_when_fdatasync_fails_or_hangs(t
         assert time.monotonic() - t0 < 1.0  # at syncFlushTimeout (0.3 s), before the 1 s sync returned
         (flags / "slow").unlink()
 
-        r = None
-        for _ in range(20):  # bounded: the slow sync still under way answers nothing wrongly
-            r = await client.invoke(broker.addr, send_request("DiskFault", b"ok-2"), 5)
-            if r.code == ResponseCode.SUCCESS:
-                break
-        assert r is not None and r.code == ResponseCode.SUCCESS, (r.code, r.remark) if r else None
+        # the slow sync still under way answers nothing wrongly
+        await send_until_ok(client, broker.addr, "DiskFault", b"ok-2")
         info = await _runtime_info(client, broker.addr)
         assert int(info["commitLogFlushTimesTotal"]) >= 2
     finally:

@@ -33,7 +33,7 @@ from fastmq.store.config import MessageStoreConfig
 from fastmq.store.message_store import PutStatus
 from tests.support import broker_process, namesrv_process
 from tests.test_broker_process import create_topic, send_request
-from tests.test_group_commit import _BROKER_WITH_DISK_FAULTS, _runtime_info, scripted_broker
+from tests.test_group_commit import _BROKER_WITH_DISK_FAULTS, _runtime_info, scripted_broker, send_until_ok
 from tests.test_message_store import msg, open_store
 from tests.test_store_commit_log import cfg, req
 
@@ -283,12 +283,7 @@ async def test_broker_inline_sync_failing_then_slow_disk(tmp_path: Path) -> None
         assert "Input/output error" in (r.remark or "")
         assert r.ext_fields and len(r.ext_fields["msgId"]) == 32  # stored, not known durable
         (flags / "fail").unlink()
-        r = None
-        for _ in range(20):  # bounded: the thread's next round clears the failure
-            r = await client.invoke(broker.addr, send_request("InlineFault", b"ok-after-eio"), 5)
-            if r.code == ResponseCode.SUCCESS:
-                break
-        assert r is not None and r.code == ResponseCode.SUCCESS, (r.code, r.remark) if r else None
+        await send_until_ok(client, broker.addr, "InlineFault", b"ok-after-eio")  # the thread's next round clears it
         for i in range(5):  # fast syncs again: back on the loop
             r = await client.invoke(broker.addr, send_request("InlineFault", b"ok2-%d" % i), 5)
             assert r.code == ResponseCode.SUCCESS, r.remark
@@ -306,12 +301,7 @@ async def test_broker_inline_sync_failing_then_slow_disk(tmp_path: Path) -> None
         else:  # (an idle round of the thread took the slow sync first: the thread's answer)
             assert r.code == ResponseCode.FLUSH_DISK_TIMEOUT, (r.code, r.remark)
         (flags / "slow").unlink()
-        r = None
-        for _ in range(20):
-            r = await client.invoke(broker.addr, send_request("InlineFault", b"ok-3"), 5)
-            if r.code == ResponseCode.SUCCESS:
-                break
-        assert r is not None and r.code == ResponseCode.SUCCESS, (r.code, r.remark) if r else None
+        await send_until_ok(client, broker.addr, "InlineFault", b"ok-3")
     finally:
         await client.close()
         for f in flags.iterdir():
