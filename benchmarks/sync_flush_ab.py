@@ -23,19 +23,18 @@ import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
-from fastmq.remoting.loop import run  # noqa: E402  (after the path: this checkout's helpers)
+from sync_flush_setup import flush_rig  # noqa: E402  (first: it puts this checkout on the path)
 from test_sync_flush_benchmarks import _p, _producers, fdatasync_floor, one_in_flight  # noqa: E402
 
-from tests.support import ServerProcess, broker_process, namesrv_process  # noqa: E402
+from fastmq.remoting.loop import run  # noqa: E402
+from tests.support import ServerProcess  # noqa: E402
 
 
 def _count_fdatasync(pid: int, fn: Any) -> tuple[Any, int | None]:
@@ -64,23 +63,16 @@ def main() -> None:
     ap.add_argument("--per-producer", type=int, default=100)
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
-    tmp = Path(tempfile.mkdtemp(prefix="sync-flush-ab"))
     sides = {"before": args.before.resolve(), "after": args.after.resolve()}
     procs: dict[str, ServerProcess] = {}
-    ns = namesrv_process(tmp).start()
     # per block or round (kept in the JSON); the p50s printed are over every sample
     figures: dict[str, dict[str, list[float]]] = {k: {"send_p50_us": [], "floor_p50_us": [], "msgs_per_s": [],
                                                       "fdatasync_calls": [], "msgs": []} for k in sides}
     samples: dict[str, tuple[list[float], list[float]]] = {k: ([], []) for k in sides}
-    try:
+    with flush_rig("sync-flush-ab") as rig:  # (two brokers' stores: hundreds of MB fallocated)
         for name, tree in sides.items():
-            d = tmp / name
-            d.mkdir()
-            b = broker_process(d, ns.addr, brokerName=f"ab-{name}", flushDiskType="SYNC_FLUSH",
-                               mappedFileSizeCommitLog=268435456)
-            b.env["PYTHONPATH"] = str(tree)
-            procs[name] = b.start()
-            one_in_flight(b.port, 50)  # warm-up: topic, first pages
+            b = procs[name] = rig.broker("SYNC_FLUSH", f"ab-{name}", sub=name, env={"PYTHONPATH": str(tree)},
+                                         warm_start=0)
             run(_producers(b.port, args.producers, 5))
         for r in range(args.rounds):
             order = list(sides) if r % 2 == 0 else list(reversed(sides))
@@ -103,11 +95,6 @@ def main() -> None:
                 figures[name]["msgs"].append(n)
                 if calls is not None:
                     figures[name]["fdatasync_calls"].append(calls)
-    finally:
-        for b in procs.values():
-            b.stop()
-        ns.stop()
-        shutil.rmtree(tmp, ignore_errors=True)  # (two brokers' stores: hundreds of MB fallocated)
     summary: dict[str, Any] = {}
     for name, f in figures.items():
         s50, f50 = _p(samples[name][0], 50), _p(samples[name][1], 50)

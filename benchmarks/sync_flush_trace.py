@@ -22,17 +22,14 @@ import signal
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
+from sync_flush_setup import flush_rig  # noqa: E402
 from test_sync_flush_benchmarks import _p, fdatasync_floor, one_in_flight  # noqa: E402
-
-from tests.support import broker_process, namesrv_process  # noqa: E402
 
 _TRACED = "trace=msync,fdatasync,fsync,futex,write,writev,sendto,sendmsg,recvfrom,read,epoll_wait,epoll_pwait"
 
@@ -46,27 +43,13 @@ def main() -> None:
     ap.add_argument("--variant-env", default=None,
                     help="KEY=VALUE: a second SYNC_FLUSH broker with this in its environment, in the same turns")
     args = ap.parse_args()
-    tmp = Path(tempfile.mkdtemp(prefix="sync-flush-trace"))
-    ns = namesrv_process(tmp).start()
-    brokers = {}
-    try:
-        for mode in ("SYNC_FLUSH", "ASYNC_FLUSH"):
-            d = tmp / mode
-            d.mkdir()
-            brokers[mode] = broker_process(d, ns.addr, brokerName=f"trace-{mode}", flushDiskType=mode,
-                                           mappedFileSizeCommitLog=268435456).start()
+    with flush_rig("sync-flush-trace") as rig:
+        brokers = {mode: rig.broker(mode, f"trace-{mode}") for mode in ("SYNC_FLUSH", "ASYNC_FLUSH")}
         if args.variant_env:
-            d = tmp / "variant"
-            d.mkdir()
-            v = broker_process(d, ns.addr, brokerName="trace-variant", flushDiskType="SYNC_FLUSH",
-                               mappedFileSizeCommitLog=268435456)
             key, _, value = args.variant_env.partition("=")
-            v.env[key] = value
-            brokers["variant"] = v.start()
-        store = tmp / "SYNC_FLUSH" / "store"
+            brokers["variant"] = rig.broker("SYNC_FLUSH", "trace-variant", sub="variant", env={key: value})
+        store = rig.dir / "SYNC_FLUSH" / "store"
         start = 0
-        for b in brokers.values():
-            one_in_flight(b.port, 50, start=1_000_000)  # topic creation, first pages
         blocks: dict[str, list[list[float]]] = {"sync": [], "async": [], "floor": []}
         if "variant" in brokers:
             blocks["variant"] = []
@@ -93,7 +76,7 @@ def main() -> None:
         print(json.dumps(summary), f"load {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
         trace = ""
         if args.trace_n and shutil.which("strace"):
-            out = tmp / "strace.txt"
+            out = rig.dir / "strace.txt"
             pid = brokers["SYNC_FLUSH"].proc.pid  # type: ignore[union-attr]
             st = subprocess.Popen(["strace", "-f", "-tt", "-T", "-e", _TRACED, "-o", str(out), "-p", str(pid)],
                                   stderr=subprocess.DEVNULL)
@@ -110,11 +93,6 @@ def main() -> None:
                                                            indent=1))
             if trace:
                 Path(f"{args.out}.strace.txt").write_text(trace)
-    finally:
-        for b in brokers.values():
-            b.stop()
-        ns.stop()
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":
