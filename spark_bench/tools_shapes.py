@@ -32,8 +32,9 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from .rocketmq_tools import (Managed, Peer, RunPlan, _loadavg, _machine, _now, _pull_rates, _rss_mb, _tool,
-                             next_line, proc_cpu_s, runq_wait_s)
+from .rocketmq_tools import (Peer, RunPlan, _loadavg, _machine, _now, _pull_rates, _rss_mb, _tool, next_line,
+                             proc_cpu_s, runq_wait_s)
+from .tools_process import Managed
 from .tools_result import RUN_SCHEMA, Shape, drain_figures, parse_consumer_line, spark_figures
 
 __all__ = ["DRAIN_GROUP", "DRAIN_QUEUES", "RUNS", "drain_run", "fill", "shape_line", "spark_run"]
