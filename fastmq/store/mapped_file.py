@@ -745,6 +745,8 @@ class MappedFileQueue:
     def mark_flushed(self, where: int) -> None:
         """Record that the log is on disk up to offset ``where``; never moves back (see
         :meth:`MappedFile.mark_flushed`)."""
+        if where <= self.flushed_where:  # (the usual case, an idle queue's: marks only grow, no lock needed)
+            return
         with _FLUSHED_LOCK:
             if where > self.flushed_where:
                 self.flushed_where = where
