@@ -39,8 +39,13 @@ class ConsumerOffsetManager:
         return f"{topic}{TOPIC_GROUP_SEPARATOR}{group}"
 
     def commit(self, group: str, topic: str, queue_id: int, offset: int) -> None:
+        key = f"{topic}{TOPIC_GROUP_SEPARATOR}{group}"  # (key())
         with self._lock:
-            self.table.setdefault(f"{topic}{TOPIC_GROUP_SEPARATOR}{group}", {})[queue_id] = offset  # (key())
+            q = self.table.get(key)  # (not setdefault: its default dict would be made on every pull)
+            if q is None:
+                self.table[key] = {queue_id: offset}
+            else:
+                q[queue_id] = offset
             self._dirty = True
 
     def query(self, group: str, topic: str, queue_id: int) -> int:

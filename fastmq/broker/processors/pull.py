@@ -164,17 +164,23 @@ class PullMessageProcessor(BrokerCodeDispatchProcessor):
                                     f"The broker does not support consumer to filter message by {sub.expression_type}")
         codes = None if sub.subscribes_all else set(sub.code_set)
         # (the reader's, which MessageStore.get_message passes on: one call less, twice a message)
-        res = b.store.reader.get_message(group, topic, queue_id, h.queueOffset, h.maxMsgNums, codes)
-        response = self._answer(request, h, res)
-        if response is None:
-            if allow_suspend and sys_flag & PULL_SYSFLAG_SUSPEND:
-                timeout_ms = h.suspendTimeoutMillis if cfg.longPollingEnable else cfg.shortPollingTimeMills
-                request.body = None  # a pull has no use for one: not to be held for the whole wait
-                wait = (timeout_ms if timeout_ms > 0 else 0) / 1000
-                b.hold_service.hold(HeldPull(topic, queue_id, h.queueOffset, asyncio.get_running_loop().time() + wait,
-                                             (conn, request, h), frozenset(codes) if codes else None, conn))
-            else:
+        reader = b.store.reader
+        suspend = allow_suspend and sys_flag & PULL_SYSFLAG_SUSPEND
+        if suspend and reader.caught_up(topic, queue_id, h.queueOffset):
+            # a caught-up consumer's pull (half of all pulls of a push consumer): OFFSET_OVERFLOW_ONE,
+            # which is held; the full read would build a result only to drop it
+            response = None
+        else:
+            res = reader.get_message(group, topic, queue_id, h.queueOffset, h.maxMsgNums, codes)
+            response = self._answer(request, h, res)
+            if response is None and not suspend:
                 response = self._not_found(request, res, h)
+        if response is None:
+            timeout_ms = h.suspendTimeoutMillis if cfg.longPollingEnable else cfg.shortPollingTimeMills
+            request.body = None  # a pull has no use for one: not to be held for the whole wait
+            wait = (timeout_ms if timeout_ms > 0 else 0) / 1000
+            b.hold_service.hold(HeldPull(topic, queue_id, h.queueOffset, asyncio.get_running_loop().time() + wait,
+                                         (conn, request, h), frozenset(codes) if codes else None, conn))
         if allow_suspend and sys_flag & PULL_SYSFLAG_COMMIT_OFFSET and cfg.brokerId == MASTER_ID:  # (is_master)
             b.offsets.commit(group, topic, queue_id, h.commitOffset)
         return response
@@ -202,13 +208,15 @@ class PullMessageProcessor(BrokerCodeDispatchProcessor):
         st = res.status
         if st is _OVERFLOW_ONE or st is _FOUND_NULL:  # nothing yet: the usual pull of a caught-up consumer
             return None
+        if st is _FOUND:  # (the other half of a push consumer's pulls: its fields made here, not by _fields)
+            b = self.broker
+            b.stats.group_get(h.consumerGroup, h.topic, res.msg_count)
+            fields = {_SUGGEST: str(self._suggest(h, res)) if b.config.slaveReadEnable else "0",
+                      _NEXT: str(res.next_begin_offset), _MIN: str(res.min_offset), _MAX: str(res.max_offset)}
+            buffers = res.buffers
+            return _reply(request, _SUCCESS, _FOUND_TEXT, fields,
+                          b"".join(buffers) if len(buffers) != 1 else bytes(buffers[0]))
         fields = self._fields(res)
-        if st is _FOUND:
-            self.broker.stats.group_get(h.consumerGroup, h.topic, res.msg_count)
-            if self.broker.config.slaveReadEnable:
-                fields[_SUGGEST] = str(self._suggest(h, res))
-            body = b"".join(res.buffers) if len(res.buffers) != 1 else bytes(res.buffers[0])
-            return _reply(request, _SUCCESS, _FOUND_TEXT, fields, body)
         if st in _RETRY_NOW:
             return response_for(request, ResponseCode.PULL_RETRY_IMMEDIATELY, st.value, fields)
         if st in _NO_QUEUE:
