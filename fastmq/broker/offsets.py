@@ -40,13 +40,18 @@ class ConsumerOffsetManager:
 
     def commit(self, group: str, topic: str, queue_id: int, offset: int) -> None:
         key = f"{topic}{TOPIC_GROUP_SEPARATOR}{group}"  # (key())
-        with self._lock:
+        # (acquire/release, not `with`: every pull commits, and `with` looks up two special methods)
+        lock = self._lock
+        lock.acquire()
+        try:
             q = self.table.get(key)  # (not setdefault: its default dict would be made on every pull)
             if q is None:
                 self.table[key] = {queue_id: offset}
             else:
                 q[queue_id] = offset
             self._dirty = True
+        finally:
+            lock.release()
 
     def query(self, group: str, topic: str, queue_id: int) -> int:
         """The committed offset, or -1 when the group never committed on that queue."""

@@ -172,7 +172,7 @@ class MessageReader:
         elif not tag_codes and max_msg_nums <= _FEW:
             # no filter: only the first max(1, maxMsgNums) entries can be answered (see below)
             offs, sizes, tags = cq.get_entry_lists(offset, max_msg_nums if max_msg_nums > 1 else 1, max_off)
-            max_offset_py = self.commit_log.max_offset
+            max_offset_py = self.commit_log.mfq.max_offset  # (one property frame less than commit_log's)
             if not offs:
                 self._found_null(res, offset)
             else:
