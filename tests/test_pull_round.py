@@ -127,3 +127,22 @@ async def test_a_held_pull_woken_after_its_topic_lost_read_permission_is_refused
     assert (p.code, p.remark) == (ResponseCode.NO_PERMISSION, f"the topic[{topic}] pulling message is forbidden")
     again = await client.invoke(broker.addr, send_request(topic, b"served on"), 5)
     assert again.code == ResponseCode.SUCCESS  # the broker serves on
+
+
+@pytest.mark.parametrize("part, writes, held", [("all", 3, 64), ("sends", 0, 64), ("held", 0, 64 + 48)])
+def test_the_consume_round_benchmark_runs_each_part(part: str, writes: int, held: int) -> None:
+    """``benchmarks/pull_round_instructions.py``'s in-process round (what valgrind counts), run
+    without valgrind: the whole round answers one write per read of sends and leaves one pull
+    held per queue; the sends alone answer nobody; the held pulls alone are all held."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parent.parent
+    out = subprocess.run([sys.executable, str(root / "benchmarks" / "pull_round_instructions.py"), "--run", "3",
+                          "--part", part], capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "PYTHONPATH": str(root)})
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == {"messages": 48, "consumer_writes": writes,
+                                                                "held": held}

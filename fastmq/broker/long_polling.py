@@ -257,7 +257,6 @@ class PullRequestHoldService:
         if not lst:
             return
         keep: list[HeldPull] = []
-        lines, by_owner = self._lines, self._by_owner
         for held in lst:
             if held.offset >= max_offset:
                 keep.append(held)
@@ -271,21 +270,9 @@ class PullRequestHoldService:
                 log.exception("answering a held pull failed")
                 answered = True
             if answered:
-                # (_untime and _forget_owner inline: this runs once per message a consumer gets)
-                if held.timer is not None:
-                    held.timer.cancel()
-                elif held.line is not None:
-                    line = lines.get(held.line)
-                    if line is not None:
-                        line.pop(held, None)
-                    held.line = None
-                owner = held.owner
-                if owner is not None:
-                    mine = by_owner.get(owner)
-                    if mine is not None:
-                        mine.discard(held)
-                        if not mine:
-                            del by_owner[owner]
+                self._untime(held)
+                if held.owner is not None:  # (tested here: this runs once per message a consumer gets)
+                    self._forget_owner(held)
             else:
                 keep.append(held)
         if keep:
