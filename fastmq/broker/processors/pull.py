@@ -208,15 +208,13 @@ class PullMessageProcessor(BrokerCodeDispatchProcessor):
         st = res.status
         if st is _OVERFLOW_ONE or st is _FOUND_NULL:  # nothing yet: the usual pull of a caught-up consumer
             return None
-        if st is _FOUND:  # (the other half of a push consumer's pulls: its fields made here, not by _fields)
-            b = self.broker
-            b.stats.group_get(h.consumerGroup, h.topic, res.msg_count)
-            fields = {_SUGGEST: str(self._suggest(h, res)) if b.config.slaveReadEnable else "0",
-                      _NEXT: str(res.next_begin_offset), _MIN: str(res.min_offset), _MAX: str(res.max_offset)}
-            buffers = res.buffers
-            return _reply(request, _SUCCESS, _FOUND_TEXT, fields,
-                          b"".join(buffers) if len(buffers) != 1 else bytes(buffers[0]))
         fields = self._fields(res)
+        if st is _FOUND:
+            self.broker.stats.group_get(h.consumerGroup, h.topic, res.msg_count)
+            if self.broker.config.slaveReadEnable:
+                fields[_SUGGEST] = str(self._suggest(h, res))
+            body = b"".join(res.buffers) if len(res.buffers) != 1 else bytes(res.buffers[0])
+            return _reply(request, _SUCCESS, _FOUND_TEXT, fields, body)
         if st in _RETRY_NOW:
             return response_for(request, ResponseCode.PULL_RETRY_IMMEDIATELY, st.value, fields)
         if st in _NO_QUEUE:
