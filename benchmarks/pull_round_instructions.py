@@ -1,7 +1,7 @@
 """Instructions per message of the broker's consume round, counted by valgrind (free of the VM's noise).
 
-    python -m benchmarks.pull_round_instructions TREE [TREE ...] [--rounds 60] [--out FILE]
-    python -m benchmarks.pull_round_instructions --run ROUNDS        (what runs under valgrind)
+    python -m benchmarks.pull_round_instructions TREE [TREE ...] [--rounds 60] [--parts] [--out FILE]
+    python -m benchmarks.pull_round_instructions --run ROUNDS [--part P]   (what runs under valgrind)
 
 The shape of RocketMQ's benchmark Producer and push Consumer on one broker: a read of 16 sends
 (one per queue, as 16 producer threads over one connection), the pulls held on those queues woken
@@ -12,6 +12,11 @@ only counts writes, so socket costs are not in the figure (see benchmarks/result
 for what they cost). Requests are built before the counted region; callgrind collects only inside
 one ctypes callback (as benchmarks/instructions.py does), so start-up and set-up are left out.
 Each TREE (a checkout with its extensions built) runs in its own valgrind process.
+
+``--parts`` also counts two parts of the round on their own: ``sends`` (the sends and their
+arrival notes, no pull woken or made) and ``held`` (only the consumer's new pulls, each finding
+its queue's end and held: the first of the two passes a message costs). What is left of the
+whole, the woken pulls and their answers, is the other pass.
 """
 from __future__ import annotations
 
@@ -47,7 +52,7 @@ class _CountingTransport:
         return False
 
 
-async def _rounds(rounds: int) -> None:
+async def _rounds(rounds: int, part: str = "all") -> None:
     from fastmq.broker.config import BrokerConfig
     from fastmq.broker.consumer_manager import ClientChannelInfo
     from fastmq.broker.controller import BrokerController
@@ -90,29 +95,33 @@ async def _rounds(rounds: int) -> None:
 
         nxt = [0]
 
-        def plan(n: int) -> list[tuple[list[Any], list[Any]]]:
+        def plan(n: int, part: str) -> list[tuple[list[Any], list[Any]]]:
             work = []
             for _ in range(n):
                 qs = [(nxt[0] + k) % QUEUES for k in range(PER_READ)]
                 nxt[0] = (nxt[0] + PER_READ) % QUEUES
                 sends = [send(q) for q in qs]
                 for q in qs:
-                    offs[q] += 1
+                    if part != "held":  # (held alone: no sends, so the pulls ask for the queues' ends)
+                        offs[q] += 1
                 work.append((sends, [pull(q) for q in qs]))
             return work
 
-        def run(work: list[tuple[list[Any], list[Any]]]) -> None:
+        def run(work: list[tuple[list[Any], list[Any]]], part: str) -> None:
             for sends, pulls in work:
-                disp.dispatch(producer, sends)
-                disp.run_gathered()                    # the loop's next turn: the gathered sends
-                b.hold_service._wake_arrivals()        # and the turn after: the held pulls they serve
-                disp.dispatch(consumer, pulls)         # the consumer pulls again: held
+                if part != "held":
+                    disp.dispatch(producer, sends)
+                    disp.run_gathered()                # the loop's next turn: the gathered sends
+                if part == "all":
+                    b.hold_service._wake_arrivals()    # and the turn after: the held pulls they serve
+                if part != "sends":
+                    disp.dispatch(consumer, pulls)     # the consumer pulls again: held
 
         disp.dispatch(consumer, [pull(q) for q in range(QUEUES)])
-        run(plan(20))  # warm: files made, caches filled
-        work = plan(rounds)
+        run(plan(20, "all"), "all")  # warm: files made, caches filled
+        work = plan(rounds, part)
         ct.writes = 0
-        ctypes.CFUNCTYPE(None)(lambda: run(work))()
+        ctypes.CFUNCTYPE(None)(lambda: run(work, part))()
         print(json.dumps({"messages": rounds * PER_READ, "consumer_writes": ct.writes, "held": len(b.hold_service)}))
         await asyncio.sleep(0.01)
         await b.shutdown()
@@ -120,13 +129,14 @@ async def _rounds(rounds: int) -> None:
         shutil.rmtree(d, ignore_errors=True)
 
 
-def count(tree: Path, rounds: int) -> dict[str, Any]:
-    """One valgrind process over ``tree``: instructions per message and what the run reported."""
+def count(tree: Path, rounds: int, part: str = "all") -> dict[str, Any]:
+    """One valgrind process over ``tree`` (``part`` of the round): instructions per message and
+    what the run reported."""
     env = {**os.environ, "PYTHONPATH": str(tree), "PYTHONHASHSEED": "0"}
     with tempfile.TemporaryDirectory() as d:
         proc = subprocess.run(["valgrind", "--tool=callgrind", "--collect-atstart=no", f"--toggle-collect={_REGION}",
                                f"--dump-after={_REGION}", f"--callgrind-out-file={d}/cg.out", sys.executable,
-                               str(Path(__file__).resolve()), "--run", str(rounds)],
+                               str(Path(__file__).resolve()), "--run", str(rounds), "--part", part],
                               env=env, capture_output=True, text=True, timeout=1800)
         if proc.returncode != 0:
             raise RuntimeError(f"{tree}: exited {proc.returncode}:\n{proc.stderr[-3000:]}")
@@ -137,28 +147,34 @@ def count(tree: Path, rounds: int) -> dict[str, Any]:
         if m is None:
             raise RuntimeError(f"{dumps[0]}: no totals line")
     report = json.loads(proc.stdout.strip().splitlines()[-1])
-    rev = subprocess.run(["git", "-C", str(tree), "rev-parse", "--short", "HEAD"], capture_output=True,
+    top = subprocess.run(["git", "-C", str(tree), "rev-parse", "--show-toplevel"], capture_output=True,
                          text=True).stdout.strip()
-    return {"tree": str(tree), "commit": rev, **report, "instructions_per_message": int(m[1]) / report["messages"]}
+    # (a tree that is not a checkout's top, such as an unpacked `git archive`, has no commit of its own)
+    rev = subprocess.run(["git", "-C", str(tree), "rev-parse", "--short", "HEAD"], capture_output=True,
+                         text=True).stdout.strip() if top and Path(top).resolve() == tree.resolve() else ""
+    return {"tree": str(tree), "commit": rev, "part": part, **report,
+            "instructions_per_message": int(m[1]) / report["messages"]}
 
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     p.add_argument("trees", nargs="*", type=Path)
     p.add_argument("--rounds", type=int, default=60)
+    p.add_argument("--parts", action="store_true", help="also count the sends alone and the held pulls alone")
     p.add_argument("--run", type=int, help=argparse.SUPPRESS)
+    p.add_argument("--part", choices=("all", "sends", "held"), default="all", help=argparse.SUPPRESS)
     p.add_argument("--out", type=Path, help="write the results as JSON here")
     a = p.parse_args()
     if a.run:
         try:
             import uvloop
-            uvloop.run(_rounds(a.run))
+            uvloop.run(_rounds(a.run, a.part))
         except ImportError:
-            asyncio.run(_rounds(a.run))
+            asyncio.run(_rounds(a.run, a.part))
         return 0
-    results = [count(t, a.rounds) for t in a.trees]
+    results = [count(t, a.rounds, part) for t in a.trees for part in (("all", "sends", "held") if a.parts else ("all",))]
     for r in results:
-        print(f"{r['commit'] or r['tree']}: {r['instructions_per_message']:,.0f} instructions per message "
+        print(f"{r['commit'] or r['tree']} {r['part']}: {r['instructions_per_message']:,.0f} instructions per message "
               f"({r['messages']} messages, {r['consumer_writes']} consumer writes)")
     if a.out:
         a.out.parent.mkdir(parents=True, exist_ok=True)

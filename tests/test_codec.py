@@ -51,6 +51,14 @@ def test_equality_is_by_value(codec) -> None:
         hash(a)
 
 
+def test_int_fields_at_the_int32_bounds_are_kept(codec) -> None:
+    lo, hi = -(2**31), 2**31 - 1
+    for v in (lo, -1, 0, hi):  # (-1: the compiled check's error value, which must not read as one)
+        c = codec.RemotingCommand(v, opaque=v, flag=0, version=v)
+        back = codec.FrameDecoder().feed(codec.encode_frame(c))[0]
+        assert (back.code, back.opaque, back.version) == (v, v, v)
+
+
 def test_int_enums_are_accepted_and_written_as_numbers(codec) -> None:
     class Code(IntEnum):
         SEND = 10
@@ -61,6 +69,8 @@ def test_int_enums_are_accepted_and_written_as_numbers(codec) -> None:
 
 @pytest.mark.parametrize("kw, msg", [
     ({"code": 2**31}, "code 2147483648 out of range"),
+    ({"code": 2**70}, "code 1180591620717411303424 out of range"),  # past a C long long too
+    ({"opaque": -(2**64)}, "opaque -18446744073709551616 out of range"),
     ({"opaque": -(2**31) - 1}, "opaque"),
     ({"code": True}, "code must be an int, not bool"),
     ({"flag": "1"}, "flag must be an int, not str"),

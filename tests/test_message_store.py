@@ -856,6 +856,33 @@ async def test_the_reader_needs_only_the_log_the_queues_and_the_config(tmp_path:
         s.shutdown()
 
 
+async def test_caught_up_is_get_messages_overflow_one_and_counts_its_miss(tmp_path: Path) -> None:
+    """The pull processor's short way for a caught-up long-polling pull: ``caught_up`` is True
+    exactly where the full read says OFFSET_OVERFLOW_ONE (the end of a queue with messages, not
+    an empty or unknown one), across file rolls, and counts the miss as the full read does."""
+    from fastmq.store.get_message import GetStatus
+
+    s = open_store(tmp_path, mappedFileSizeConsumeQueue=20 * 8)  # a queue file holds 8 entries
+    try:
+        for _ in range(2):
+            r = s.reader
+            for qid in (0, 1, 2):
+                top = s.queues.get("T", qid).max_offset if s.queues.get("T", qid) else 0
+                for off in (-1, 0, 1, top - 1, top, top + 1):
+                    before = dict(s.stats)
+                    full = s.get_message("g", "T", qid, off, 32).status is GetStatus.OFFSET_OVERFLOW_ONE
+                    after_full = dict(s.stats)
+                    assert r.caught_up("T", qid, off) is full, (qid, off, top)
+                    misses = s.stats["getMessageTimesTotalMiss"] - after_full["getMessageTimesTotalMiss"]
+                    assert misses == (after_full["getMessageTimesTotalMiss"] - before["getMessageTimesTotalMiss"]
+                                      if full else 0), (qid, off)
+                    assert s.stats["getMessageTimesTotalFound"] == after_full["getMessageTimesTotalFound"]
+            assert not r.caught_up("NOPE", 0, 0) and not r.caught_up("NOPE", 0, 3)
+            await s.put_messages([msg(body=b"c%d" % i, qid=i % 2) for i in range(19)])  # queue 0 rolls a file
+    finally:
+        s.shutdown()
+
+
 def test_store_stats_service_windows() -> None:
     from fastmq.store.stats_service import StoreStatsService
 

@@ -84,6 +84,9 @@ class PullRequestHoldService:
         # (armed no later than its first deadline; see the module doc)
         self._lines: dict[int, dict[HeldPull, None]] = {}
         self._line_timers: dict[int, asyncio.TimerHandle] = {}
+        # the latest deadline each line was given (none in it is later): `next(reversed(line))`
+        # costs a reversed iterator made per held pull
+        self._tails: dict[int, float] = {}
 
     def __len__(self) -> int:
         return sum(len(v) for v in self._table.values())
@@ -107,13 +110,17 @@ class PullRequestHoldService:
                 self._by_owner[owner] = {held}
             else:
                 mine.add(held)
-        wait = round((held.deadline - loop.time()) * 10)
+        deadline = held.deadline
+        # (rounded half up by hand: the round() builtin's __round__ lookup costs several times more)
+        wait = int((deadline - loop.time()) * 10 + 0.5)
         line = self._lines.get(wait)
         if line is None:
             self._lines[wait] = {held: None}
-            self._line_timers[wait] = loop.call_at(held.deadline, self._expire_line, wait)
-        elif not line or next(reversed(line)).deadline <= held.deadline:
+            self._tails[wait] = deadline
+            self._line_timers[wait] = loop.call_at(deadline, self._expire_line, wait)
+        elif not line or self._tails[wait] <= deadline:
             line[held] = None  # the line's timer fires no later than its first deadline: still true
+            self._tails[wait] = deadline
         else:
             held.timer = loop.call_at(held.deadline, self._expire, held)
             return
@@ -194,7 +201,7 @@ class PullRequestHoldService:
         if line:
             self._line_timers[key] = loop.call_at(next(iter(line)).deadline, self._expire_line, key)
         else:
-            del self._lines[key], self._line_timers[key]
+            del self._lines[key], self._line_timers[key], self._tails[key]
         for held in due:
             self._answer_expired(held)
         self._flush_answers()
@@ -282,6 +289,7 @@ class PullRequestHoldService:
             timer.cancel()
         self._lines.clear()
         self._line_timers.clear()
+        self._tails.clear()
         for lst in table.values():
             for held in lst:
                 if held.timer is not None:

@@ -39,9 +39,19 @@ class ConsumerOffsetManager:
         return f"{topic}{TOPIC_GROUP_SEPARATOR}{group}"
 
     def commit(self, group: str, topic: str, queue_id: int, offset: int) -> None:
-        with self._lock:
-            self.table.setdefault(f"{topic}{TOPIC_GROUP_SEPARATOR}{group}", {})[queue_id] = offset  # (key())
+        key = f"{topic}{TOPIC_GROUP_SEPARATOR}{group}"  # (key())
+        # (acquire/release, not `with`: every pull commits, and `with` looks up two special methods)
+        lock = self._lock
+        lock.acquire()
+        try:
+            q = self.table.get(key)  # (not setdefault: its default dict would be made on every pull)
+            if q is None:
+                self.table[key] = {queue_id: offset}
+            else:
+                q[queue_id] = offset
             self._dirty = True
+        finally:
+            lock.release()
 
     def query(self, group: str, topic: str, queue_id: int) -> int:
         """The committed offset, or -1 when the group never committed on that queue."""

@@ -120,6 +120,22 @@ class MessageReader:
         """A queue was dropped: a queue of that name made later starts afresh."""
         self._min_cache.pop(key, None)
 
+    def caught_up(self, topic: str, queue_id: int, offset: int) -> bool:
+        """True (counted as :meth:`get_message` counts its miss) when ``offset`` is the end of a
+        queue that has messages: the read would be OFFSET_OVERFLOW_ONE, and a long-polling pull
+        that only needs that verdict to be held is spared building the whole result."""
+        cq = self.queues.queues.get((topic, queue_id))
+        if cq is None or not offset:
+            return False
+        files = cq.mfq.files  # (cq.bounds()'s max, without the call)
+        if not files:
+            return False
+        last = files[-1]
+        if offset != (last.file_from_offset + last.wrote_position) // CQ_STORE_UNIT_SIZE:
+            return False
+        self.stats["getMessageTimesTotalMiss"] += 1
+        return True
+
     def get_message(self, group: str, topic: str, queue_id: int, offset: int, max_msg_nums: int,
                     tag_codes: set[int] | None = None) -> GetResult:
         """Up to ``max_msg_nums`` records of a queue from ``offset`` (DefaultMessageStore.getMessage).
@@ -156,7 +172,7 @@ class MessageReader:
         elif not tag_codes and max_msg_nums <= _FEW:
             # no filter: only the first max(1, maxMsgNums) entries can be answered (see below)
             offs, sizes, tags = cq.get_entry_lists(offset, max_msg_nums if max_msg_nums > 1 else 1, max_off)
-            max_offset_py = self.commit_log.max_offset
+            max_offset_py = self.commit_log.mfq.max_offset  # (one property frame less than commit_log's)
             if not offs:
                 self._found_null(res, offset)
             else:
@@ -231,20 +247,19 @@ class MessageReader:
         written to) go out as one buffer.
         """
         cfg = self.config
-        mem = TOTAL_PHYSICAL_MEMORY * getattr(cfg, "accessMessageInMemoryMaxRatio",
-                                              _PULL_DEFAULTS["accessMessageInMemoryMaxRatio"]) / 100
+        # (the config's own attributes: a getattr call with a default costs a few of these reads)
+        mem = TOTAL_PHYSICAL_MEMORY * cfg.accessMessageInMemoryMaxRatio / 100
         first = offs[0]
         if max_offset_py - first > mem:
             return False
         n = len(offs)
         # (conditionals, not min/max: a builtin call costs more than the comparison)
-        limit = getattr(cfg, "maxTransferCountOnMessageInMemory", _PULL_DEFAULTS["maxTransferCountOnMessageInMemory"])
+        limit = cfg.maxTransferCountOnMessageInMemory
         if max_msg_nums < limit:
             limit = max_msg_nums
         k = n if n < limit else limit if limit > 1 else 1
         total = sum(sizes[:k]) if k < n else sum(sizes)
-        if k > 1 and total > getattr(cfg, "maxTransferBytesOnMessageInMemory",
-                                     _PULL_DEFAULTS["maxTransferBytesOnMessageInMemory"]):
+        if k > 1 and total > cfg.maxTransferBytesOnMessageInMemory:
             return False
         end = offs[k - 1] + sizes[k - 1]
         mf = self.commit_log.mfq.find_mapped_file_by_offset(first)

@@ -164,17 +164,23 @@ class PullMessageProcessor(BrokerCodeDispatchProcessor):
                                     f"The broker does not support consumer to filter message by {sub.expression_type}")
         codes = None if sub.subscribes_all else set(sub.code_set)
         # (the reader's, which MessageStore.get_message passes on: one call less, twice a message)
-        res = b.store.reader.get_message(group, topic, queue_id, h.queueOffset, h.maxMsgNums, codes)
-        response = self._answer(request, h, res)
-        if response is None:
-            if allow_suspend and sys_flag & PULL_SYSFLAG_SUSPEND:
-                timeout_ms = h.suspendTimeoutMillis if cfg.longPollingEnable else cfg.shortPollingTimeMills
-                request.body = None  # a pull has no use for one: not to be held for the whole wait
-                wait = (timeout_ms if timeout_ms > 0 else 0) / 1000
-                b.hold_service.hold(HeldPull(topic, queue_id, h.queueOffset, asyncio.get_running_loop().time() + wait,
-                                             (conn, request, h), frozenset(codes) if codes else None, conn))
-            else:
+        reader = b.store.reader
+        suspend = allow_suspend and sys_flag & PULL_SYSFLAG_SUSPEND
+        if suspend and reader.caught_up(topic, queue_id, h.queueOffset):
+            # a caught-up consumer's pull (half of all pulls of a push consumer): OFFSET_OVERFLOW_ONE,
+            # which is held; the full read would build a result only to drop it
+            response = None
+        else:
+            res = reader.get_message(group, topic, queue_id, h.queueOffset, h.maxMsgNums, codes)
+            response = self._answer(request, h, res)
+            if response is None and not suspend:
                 response = self._not_found(request, res, h)
+        if response is None:
+            timeout_ms = h.suspendTimeoutMillis if cfg.longPollingEnable else cfg.shortPollingTimeMills
+            request.body = None  # a pull has no use for one: not to be held for the whole wait
+            wait = (timeout_ms if timeout_ms > 0 else 0) / 1000
+            b.hold_service.hold(HeldPull(topic, queue_id, h.queueOffset, asyncio.get_running_loop().time() + wait,
+                                         (conn, request, h), frozenset(codes) if codes else None, conn))
         if allow_suspend and sys_flag & PULL_SYSFLAG_COMMIT_OFFSET and cfg.brokerId == MASTER_ID:  # (is_master)
             b.offsets.commit(group, topic, queue_id, h.commitOffset)
         return response
