@@ -8,11 +8,11 @@ of the interpreter.
 cimport cython
 from libc.time cimport time_t
 
+from .record_writer_c cimport index_records, place_one
 from .send_batch_c cimport SendBatch
 
 import logging
 
-from .record_writer_c import index_records, place_one
 
 __all__ = ["LonePut"]
 
@@ -56,6 +56,8 @@ cdef class LonePut:
     cdef readonly object put_ok
     cdef readonly double disk_check_interval
     cdef readonly object clock
+    cdef object commit_log, mfq, queues, acquire, release
+    cdef dict cqs, stats
 
     def __init__(self, store, put_result, put_ok, double disk_check_interval, clock=None):
         self.store = store
@@ -63,6 +65,14 @@ cdef class LonePut:
         self.put_ok = put_ok
         self.disk_check_interval = disk_check_interval
         self.clock = clock
+        self.commit_log = store.commit_log
+        self.mfq = store.commit_log.mfq
+        lock = store.commit_log._lock
+        self.acquire = lock.acquire  # (bound once: a method lookup a put fewer)
+        self.release = lock.release
+        self.queues = store.queues
+        self.cqs = store.queues.queues
+        self.stats = store.stats
 
     cdef inline long long _now(self) except? -1:
         if self.clock is not None:
@@ -74,7 +84,9 @@ cdef class LonePut:
         coroutine of a wait the put owes; None when the store's general path must take it."""
         cdef object store = self.store
         cdef long long size, qoff, pos, cq_pos, phys, end, now, elapsed
-        cdef object key, cq, cq_last, idx, ifile, clog, files, mf, lock, table, cq_buf, placed, tag, cb, st, state
+        cdef object key, cq, cq_last, idx, ifile, clog, files, mf, cq_buf, placed, tag, cb
+        cdef dict table, st
+        cdef list state
         cdef list cq_files, ifiles
         cdef bint fresh
         if (batch.n != 1 or not store._running or store._shutdown or store._is_slave
@@ -82,7 +94,7 @@ cdef class LonePut:
                 or _monotonic() - <double>store._disk_checked_at >= self.disk_check_interval):
             return None
         key = batch.keys[0]
-        cq = store.queues.queues.get(key)
+        cq = self.cqs.get(key)
         if cq is None:
             return None
         cq_files = cq.mfq.files
@@ -101,13 +113,12 @@ cdef class LonePut:
             if ifile.state[INDEX_COUNT] > ifile.room_until:
                 return None
         size = batch.total_size
-        clog = store.commit_log
-        files = clog.mfq.files
+        clog = self.commit_log
+        files = self.mfq.files
         now = self._now()
         qoff = phys = 0  # (set under the lock; the compiler cannot see every early return leaves)
         cq_buf = tag = None
-        lock = clog._lock
-        lock.acquire()
+        self.acquire()
         try:
             if not files:
                 return None
@@ -136,10 +147,10 @@ cdef class LonePut:
             mf.store_timestamp = now
             clog.last_store_timestamp = now
             if mf.wrote_position >= mf.append_mark:  # (below it after_append has nothing to do)
-                clog.mfq.after_append(mf)
+                self.mfq.after_append(mf)
             phys = <long long>mf.file_from_offset + pos
         finally:
-            lock.release()
+            self.release()
         end = phys + size
         if cq_buf is not None:  # (its entry written with the record: the rest of ConsumeQueue.put)
             cq.max_physic_offset = end
@@ -152,7 +163,7 @@ cdef class LonePut:
                 cb(topic, qid, qoff + 1, tag)
             except Exception:  # a listener bug must not fail a stored send
                 log.exception("on_arrival callback failed for %s/%d", topic, qid)
-        store.queues.last_dispatched_store_timestamp = now
+        self.queues.last_dispatched_store_timestamp = now
         if ifile is not None:
             state = ifile.state
             fresh = state[INDEX_COUNT] <= 1
@@ -160,7 +171,7 @@ cdef class LonePut:
                 # its keys did not fit: they go to the next file together, as IndexService.put_batch does
                 state[INDEX_COUNT] = ifile.entries
                 idx.put_batch(batch, now)
-        st = store.stats
+        st = self.stats
         st["putMessageTimesTotal"] += 1
         st["putMessageSizeTotal"] += size
         result = self.put_result(self.put_ok, "", qoff, phys, size, 1, None, now)

@@ -6,7 +6,8 @@ consume-queue entry, the arrival callback, the index entry, the put statistics a
 It answers None, having done nothing, whenever anything is unusual (the store refusing puts, a
 file without the reserved room, a queue without a file yet, an index file near its end, a
 record that would not fit): the store then takes its general path, which does all of it with
-every check. The store owns every piece of state read here; this class only holds the store.
+every check. The store owns every piece of state read here; this class holds the store and those
+parts of it the store never replaces.
 
 The compiled twin runs the same steps without the interpreter's per-bytecode cost; it is the
 lone send's largest single share of broker work.
@@ -28,7 +29,8 @@ _INDEX_COUNT = 5  # IndexFile.state's entry count
 
 
 class LonePut:
-    """The one-record put of one :class:`MessageStore` (``store``).
+    """The one-record put of one :class:`MessageStore` (``store``), made once its commit log,
+    queue table and statistics exist (held here: the store never replaces them).
 
     ``put_result`` is the store's PutResult class and ``put_ok`` its PUT_OK status (the store's
     floor is above this one); ``disk_check_interval`` how long (s) a disk check of the store's
@@ -43,6 +45,12 @@ class LonePut:
         self.put_ok = put_ok
         self.disk_check_interval = disk_check_interval
         self.clock = clock
+        self.commit_log = store.commit_log
+        self.mfq = store.commit_log.mfq
+        self.lock = store.commit_log._lock
+        self.queues = store.queues
+        self.cqs = store.queues.queues
+        self.stats = store.stats
 
     def put(self, batch: Any) -> Any:
         """Store ``batch`` (one record) as ``put_batch_now`` would: its PutResult, or the
@@ -54,7 +62,7 @@ class LonePut:
                 or time.monotonic() - store._disk_checked_at >= self.disk_check_interval):
             return None
         key = batch.keys[0]
-        cq = store.queues.queues.get(key)
+        cq = self.cqs.get(key)
         if cq is None:
             return None
         cq_files = cq.mfq.files
@@ -73,10 +81,10 @@ class LonePut:
             if ifile.state[_INDEX_COUNT] > ifile.room_until:
                 return None
         size = batch.total_size
-        clog = store.commit_log
-        files = clog.mfq.files
+        clog = self.commit_log
+        files = self.mfq.files
         now = self.clock() if self.clock is not None else int(time.time() * 1000)
-        lock = clog._lock
+        lock = self.lock
         lock.acquire()
         try:
             if not files:
@@ -107,7 +115,7 @@ class LonePut:
             mf.store_timestamp = now
             clog.last_store_timestamp = now
             if mf.wrote_position >= mf.append_mark:  # (below it after_append has nothing to do)
-                clog.mfq.after_append(mf)
+                self.mfq.after_append(mf)
             phys = mf.file_from_offset + pos
         finally:
             lock.release()
@@ -123,7 +131,7 @@ class LonePut:
                 cb(topic, qid, qoff + 1, tag)
             except Exception:  # a listener bug must not fail a stored send
                 log.exception("on_arrival callback failed for %s/%d", topic, qid)
-        store.queues.last_dispatched_store_timestamp = now
+        self.queues.last_dispatched_store_timestamp = now
         if ifile is not None:
             state = ifile.state
             fresh = state[_INDEX_COUNT] <= 1
@@ -131,7 +139,7 @@ class LonePut:
                 # its keys did not fit: they go to the next file together, as IndexService.put_batch does
                 state[_INDEX_COUNT] = ifile.entries
                 idx.put_batch(batch, now)
-        st = store.stats
+        st = self.stats
         st["putMessageTimesTotal"] += 1
         st["putMessageSizeTotal"] += size
         result = self.put_result(self.put_ok, "", qoff, phys, size, 1, None, now)

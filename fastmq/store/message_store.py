@@ -172,7 +172,6 @@ class MessageStore(DiskSpaceGuard):
         self.msg_id_prefix = self._store_host_packed.hex().upper()
         self._born_hosts: dict[tuple[str, int], bytes] = {}  # packing parses the IP: ~2 us
         self.on_arrival = on_arrival
-        self._lone = LonePut(self, PutResult, PUT_OK, DISK_CHECK_INTERVAL)
         self.delay_level_table = parse_delay_levels(
             getattr(config, "messageDelayLevel", DEFAULT_DELAY_LEVELS) or DEFAULT_DELAY_LEVELS)
         self.max_delay_level = max(self.delay_level_table)
@@ -196,6 +195,7 @@ class MessageStore(DiskSpaceGuard):
                       "getMessageTransferedMsgCount": 0, "putMessageEntireTimeMax": 0,
                       "getMessageEntireTimeMax": 0}
         self.stats_service = StoreStatsService(self.stats)  # sampled once a second by the broker
+        self._lone = LonePut(self, PutResult, PUT_OK, DISK_CHECK_INTERVAL)  # (holds commit_log, queues, stats)
         self.reader = MessageReader(config, self.commit_log, self.queues, self.stats)
         self.recovery: RecoveryResult | None = None  # set by load()
         self.retention = RetentionService(self)
