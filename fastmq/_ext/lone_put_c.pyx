@@ -57,7 +57,7 @@ cdef class LonePut:
     cdef readonly double disk_check_interval
     cdef readonly object clock
     cdef object commit_log, mfq, queues, acquire, release
-    cdef dict cqs, stats
+    cdef dict cqs, stats, sd
 
     def __init__(self, store, put_result, put_ok, double disk_check_interval, clock=None):
         self.store = store
@@ -73,6 +73,10 @@ cdef class LonePut:
         self.queues = store.queues
         self.cqs = store.queues.queues
         self.stats = store.stats
+        # the store's flags read from its instance dict, as the interpreter would find them
+        # there (each is set in the store's __init__): a dict lookup where a generic attribute
+        # read first walks the type
+        self.sd = store.__dict__
 
     cdef inline long long _now(self) except? -1:
         if self.clock is not None:
@@ -84,14 +88,16 @@ cdef class LonePut:
         coroutine of a wait the put owes; None when the store's general path must take it."""
         cdef object store = self.store
         cdef long long size, qoff, pos, cq_pos, phys, end, now, elapsed
+        cdef object now_o
         cdef object key, cq, cq_last, idx, ifile, clog, files, mf, cq_buf, placed, tag, cb
         cdef dict table, st
         cdef list state
         cdef list cq_files, ifiles
         cdef bint fresh
-        if (batch.n != 1 or not store._running or store._shutdown or store._is_slave
-                or store._refusing is not None or store._space_failed_at is not None
-                or _monotonic() - <double>store._disk_checked_at >= self.disk_check_interval):
+        cdef dict sd = self.sd
+        if (batch.n != 1 or not sd["_running"] or sd["_shutdown"] or sd["_is_slave"]
+                or sd["_refusing"] is not None or sd["_space_failed_at"] is not None
+                or _monotonic() - <double>sd["_disk_checked_at"] >= self.disk_check_interval):
             return None
         key = batch.keys[0]
         cq = self.cqs.get(key)
@@ -103,7 +109,7 @@ cdef class LonePut:
         cq_last = cq_files[-1]
         if cq_last.reserved_to < cq_last.wrote_position + CQ_UNIT:
             return None
-        idx = store.index
+        idx = sd["index"]
         ifile = None
         if idx is not None:
             ifiles = idx.files
@@ -116,6 +122,7 @@ cdef class LonePut:
         clog = self.commit_log
         files = self.mfq.files
         now = self._now()
+        now_o = now  # (boxed once: it is stored in five places)
         qoff = phys = 0  # (set under the lock; the compiler cannot see every early return leaves)
         cq_buf = tag = None
         self.acquire()
@@ -144,8 +151,8 @@ cdef class LonePut:
             if cq_buf is not None:
                 cq_last.wrote_position = cq_pos + CQ_UNIT
             table[key] = qoff + 1
-            mf.store_timestamp = now
-            clog.last_store_timestamp = now
+            mf.store_timestamp = now_o
+            clog.last_store_timestamp = now_o
             if mf.wrote_position >= mf.append_mark:  # (below it after_append has nothing to do)
                 self.mfq.after_append(mf)
             phys = <long long>mf.file_from_offset + pos
@@ -156,27 +163,27 @@ cdef class LonePut:
             cq.max_physic_offset = end
         else:
             cq.put(qoff, phys, size, tag)
-        cb = store.on_arrival
+        cb = sd["on_arrival"]
         if cb is not None:
             topic, qid = key
             try:
                 cb(topic, qid, qoff + 1, tag)
             except Exception:  # a listener bug must not fail a stored send
                 log.exception("on_arrival callback failed for %s/%d", topic, qid)
-        self.queues.last_dispatched_store_timestamp = now
+        self.queues.last_dispatched_store_timestamp = now_o
         if ifile is not None:
             state = ifile.state
             fresh = state[INDEX_COUNT] <= 1
             if index_records(batch, 0, ifile._mm, ifile.slots, ifile.entries, state, now) < 1 and not fresh:
                 # its keys did not fit: they go to the next file together, as IndexService.put_batch does
                 state[INDEX_COUNT] = ifile.entries
-                idx.put_batch(batch, now)
+                idx.put_batch(batch, now_o)
         st = self.stats
         st["putMessageTimesTotal"] += 1
         st["putMessageSizeTotal"] += size
-        result = self.put_result(self.put_ok, "", qoff, phys, size, 1, None, now)
-        if batch.wait and (store._sync_flush or (store._sync_master and store.ha_service is not None)):
-            return store._owed(result, batch, now, end)
+        result = self.put_result(self.put_ok, "", qoff, phys, size, 1, None, now_o)
+        if batch.wait and (sd["_sync_flush"] or (sd["_sync_master"] and sd["ha_service"] is not None)):
+            return store._owed(result, batch, now_o, end)
         elapsed = self._now() - now
         if elapsed > st["putMessageEntireTimeMax"]:
             st["putMessageEntireTimeMax"] = elapsed

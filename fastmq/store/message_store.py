@@ -502,13 +502,12 @@ class MessageStore(DiskSpaceGuard):
         and dispatched before this returns either way; a caller that wants the wait
         registered at once runs the coroutine's first step right away.
         """
-        if batch.n == 1:
-            # one record (one send in flight): the whole usual put in one (compiled) call; None
-            # when anything is unusual, and the general path below does it with every check
-            result = self._lone.put(batch)
-            if result is not None:
-                return result  # type: ignore[no-any-return]
-        return self._put_batch(batch)
+        # one record (one send in flight): the whole usual put in one (compiled) call; None for
+        # several records or anything unusual, and the general path does it with every check
+        result = self._lone.put(batch)
+        if result is None:
+            return self._put_batch(batch)
+        return result  # type: ignore[no-any-return]
 
     def _append_failed(self, exc: Exception) -> PutResult:
         """The answer to a commit-log append that raised (called in its ``except``): a record
