@@ -124,3 +124,26 @@ def test_a_failing_arrival_listener_does_not_fail_the_put(tmp_path: Path, lone_p
         assert queue_bodies(s, 0) == [b"k0", b"k1"]
     finally:
         s.shutdown()
+
+
+async def test_each_twin_owes_the_sync_flush_wait(tmp_path: Path, lone_put: ModuleType) -> None:
+    """Under SYNC_FLUSH a lone put that asked to wait is answered by a coroutine that returns once
+    the flush covers the record; one that said WAIT=false is answered at once."""
+    import asyncio
+    s = open_store(tmp_path, flushDiskType="SYNC_FLUSH", mappedFileSizeCommitLog=1 << 20, syncFlushInlineMaxMicros=0)
+    try:
+        s._lone = lone_put.LonePut(s, PutResult, PUT_OK, DISK_CHECK_INTERVAL)
+        first = s.put_batch_now(_send_batch([(0, "A", "k0")]))  # (a new queue: the general path)
+        if asyncio.iscoroutine(first):
+            first = await asyncio.wait_for(first, 10)
+        assert first.status is PutStatus.PUT_OK
+        owed = s._lone.put(_send_batch([(0, "A", "k1")]))
+        assert asyncio.iscoroutine(owed)
+        r = await asyncio.wait_for(owed, 10)
+        assert r.status is PutStatus.PUT_OK and r.queue_offset == 1
+        assert s.commit_log.flushed_offset >= r.wrote_offset + r.wrote_bytes
+        nowait = s._lone.put(_send_batch([(0, "A", "k2")], wait=False))
+        assert type(nowait) is PutResult and nowait.status is PutStatus.PUT_OK and nowait.queue_offset == 2
+        assert queue_bodies(s, 0) == [b"k0", b"k1", b"k2"] and s.stats["putMessageTimesTotal"] == 3
+    finally:
+        s.shutdown()
