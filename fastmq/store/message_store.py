@@ -585,8 +585,9 @@ class MessageStore(DiskSpaceGuard):
 
     def _stored(self, batch: SendBatch, now: int, first_qoff: int, first_phys: int,
                 end: int) -> PutResult | Coroutine[Any, Any, PutResult]:
-        """The end of both put paths once the records and their queue entries are in: the index,
-        the statistics and the answer (a coroutine when a SYNC_FLUSH or slave wait is owed).
+        """The end of the general put path once the records and their queue entries are in: the
+        index, the statistics and the answer (a coroutine when a SYNC_FLUSH or slave wait is owed;
+        the lone put, :class:`LonePut`, does the same for its one record).
         ``now`` is the put's store timestamp, when it began (ms)."""
         self.queues.last_dispatched_store_timestamp = now
         if self.index is not None:
