@@ -1,8 +1,9 @@
 """Type stub of the compiled one-record put (same contract as ``lone_put_py``)."""
-from typing import Any, Callable
+from typing import Any, Callable, final
 
 __all__ = ["LonePut"]
 
+@final
 class LonePut:
     store: Any
     put_result: Callable[..., Any]
