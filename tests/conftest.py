@@ -76,6 +76,7 @@ records = _twin_fixture("records", "plain-IPv4 pull-body record decoder")
 produce = _twin_fixture("produce", "producer hot path")
 pull = _twin_fixture("pull", "broker pull-header decoder")
 sync_wait = _twin_fixture("sync_wait", "group-commit wait-then-sync")
+lone_put = _twin_fixture("lone_put", "store one-record put")
 
 
 @pytest.fixture

@@ -105,7 +105,7 @@ def test_gap_is_written_with_warning(tmp_path: Path, caplog: pytest.LogCaptureFi
 
 
 def test_next_unit_pos_names_only_the_usual_entry(tmp_path: Path) -> None:
-    """MappedFile.next_unit_pos, the usual-entry test ConsumeQueue.put and CommitLog.put_one share:
+    """MappedFile.next_unit_pos, the usual-entry test of ConsumeQueue.put (the lone put asks the same):
     the file's next entry with its room reserved, and -1 for the rest (ahead of the end, behind
     it, no room reserved yet)."""
     cq = ConsumeQueue(tmp_path, "T", 0, CQ_FILE)

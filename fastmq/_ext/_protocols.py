@@ -210,6 +210,24 @@ class RecordWriterModule(Protocol):
                       store_ts: int) -> int: ...
 
 
+# ------------------------------------------------------------------ lone_put: the store's one-record put
+
+class LonePutModule(Protocol):
+    LonePut: type
+
+
+class LonePutProto(Protocol):
+    """One MessageStore's one-record put: the whole usual put in one call, None for the rest."""
+
+    store: Any
+    put_result: Any
+    put_ok: Any
+    disk_check_interval: float
+    clock: Any
+
+    def put(self, batch: Any) -> Any: ...
+
+
 # ------------------------------------------------------------------ produce: the producer's first try
 
 class UniqIdsProto(Protocol):
@@ -328,6 +346,7 @@ TWINS: dict[str, tuple[type, dict[str, type]]] = {
     "batch": (BatchModule, {}),
     "codec": (CodecModule, {"RemotingCommand": RemotingCommandProto, "FrameDecoder": FrameDecoderProto}),
     "fault": (FaultModule, {"FaultTable": FaultTableProto}),
+    "lone_put": (LonePutModule, {"LonePut": LonePutProto}),
     "pull": (PullModule, {}),
     "produce": (ProduceModule, {"UniqIds": UniqIdsProto, "SendRequestWriter": SendRequestWriterProto,
                                 "SendResult": SendResultProto, "AsyncSend": AsyncSendProto,

@@ -72,8 +72,8 @@ def place_records(SendBatch b, object mapping, Py_ssize_t pos, Py_ssize_t file_s
 
 @cython.boundscheck(False)
 @cython.wraparound(False)
-def place_one(SendBatch b, object mapping, Py_ssize_t pos, Py_ssize_t file_size, long long file_from,
-              long long queue_offset, long long store_ts, object cq_mapping=None, Py_ssize_t cq_pos=-1):
+cpdef object place_one(SendBatch b, object mapping, Py_ssize_t pos, Py_ssize_t file_size, long long file_from,
+                       long long queue_offset, long long store_ts, object cq_mapping=None, Py_ssize_t cq_pos=-1):
     """:func:`place_records` of a batch of one record (one send in flight) with its queue offset
     given: ``(next pos, the record's tag code)``, or None when it leaves no room for the 8-byte
     end-of-file marker (nothing written). With ``cq_mapping``, the record's 20-byte consume-queue
@@ -121,8 +121,8 @@ def place_one(SendBatch b, object mapping, Py_ssize_t pos, Py_ssize_t file_size,
 # ----------------------------------------------------------------------------- index
 @cython.boundscheck(False)
 @cython.wraparound(False)
-def index_records(SendBatch b, Py_ssize_t start, object mapping, Py_ssize_t slots, Py_ssize_t entries,
-                  list state, long long store_ts):
+cpdef Py_ssize_t index_records(SendBatch b, Py_ssize_t start, object mapping, Py_ssize_t slots, Py_ssize_t entries,
+                               list state, long long store_ts) except -1:
     """Add the KEYS (space-separated) and UNIQ_KEY of records ``start..`` to one index file.
 
     ``state`` is the file's ``[begin_ts, end_ts, begin_phy, end_phy, slot_count, count]``, updated

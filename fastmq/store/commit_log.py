@@ -27,7 +27,7 @@ from typing import Callable, Iterable, NamedTuple, Sequence
 
 import numpy as np
 
-from .._ext.record_writer import place_one, place_records
+from .._ext.record_writer import place_records
 from .._ext.send_batch import SendBatch
 from ..protocol.message import (
     BLANK_MAGIC, MAGIC_V1, PHYS_OFFSET_POS, QUEUE_OFFSET_POS, MessageConst, MessageExt, MessageSysFlag,
@@ -35,7 +35,7 @@ from ..protocol.message import (
 )
 from ..protocol.record_layout import END_FILE_MIN_BLANK_LENGTH, fixed_format
 from . import FlushTimeoutError, MessageTooLargeError, StoreError
-from .config import CQ_STORE_UNIT_SIZE, MessageStoreConfig
+from .config import MessageStoreConfig
 from .group_commit import GroupCommitService, _expire
 from .mapped_file import MappedFile, MappedFileQueue
 
@@ -228,52 +228,6 @@ class CommitLog:
             mf.store_timestamp = store_timestamp
             self.last_store_timestamp = store_timestamp
             self.mfq.after_append(mf)
-
-    def put_one(self, batch: SendBatch, store_timestamp: int,
-                cq_file: MappedFile | None = None) -> tuple[int, int, int, bool]:
-        """:meth:`put_batch` of a batch of one record (one send in flight), without its per-queue
-        arrays: ``(queue offset, commit-log offset, tag code, entry written)`` of the record.
-
-        ``cq_file`` is the last file of the record's consume queue: when the record's entry is
-        that file's next one and has its reserved room, the same compiled call writes it and
-        advances the file (``entry written`` True); otherwise the caller writes the entry.
-
-        Raises:
-            MessageTooLargeError: the record does not fit in an empty file.
-        """
-        key = batch.keys[0]
-        table = self.topic_queue_table
-        with self._lock:
-            qoff = table.get(key, 0)
-            files = self.mfq.files
-            mf = files[-1] if files else None
-            if mf is None or mf.wrote_position >= mf.file_size:  # (MappedFile.is_full, without the call)
-                mf = self.mfq.get_last_mapped_file()
-            pos = mf.wrote_position
-            # (the test ConsumeQueue.put makes for its usual entry)
-            cq_pos = -1 if cq_file is None else cq_file.next_unit_pos(qoff * CQ_STORE_UNIT_SIZE, CQ_STORE_UNIT_SIZE)
-            cq_buf = None if cq_pos < 0 else cq_file.buffer  # type: ignore[union-attr]  # (cq_pos >= 0: cq_file is given)
-            placed = place_one(batch, mf.buffer, pos, mf.file_size, mf.file_from_offset, qoff, store_timestamp,
-                               cq_buf, cq_pos)
-            if placed is None:
-                if pos == 0:
-                    raise MessageTooLargeError("a record does not fit in an empty commit-log file")
-                self._seal(mf)
-                mf = self.mfq.get_last_mapped_file()
-                pos = mf.wrote_position
-                placed = place_one(batch, mf.buffer, pos, mf.file_size, mf.file_from_offset, qoff, store_timestamp,
-                                   cq_buf, cq_pos)
-                if placed is None:
-                    raise MessageTooLargeError("a record does not fit in an empty commit-log file")
-            mf.wrote_position, tag = placed
-            if cq_buf is not None:
-                cq_file.wrote_position = cq_pos + CQ_STORE_UNIT_SIZE  # type: ignore[union-attr]  # (cq_buf is cq_file's)
-            table[key] = qoff + 1
-            mf.store_timestamp = store_timestamp
-            self.last_store_timestamp = store_timestamp
-            if mf.wrote_position >= mf.append_mark:  # (below it after_append has nothing to do)
-                self.mfq.after_append(mf)
-        return qoff, mf.file_from_offset + pos, tag, cq_buf is not None
 
     def _seal(self, mf: MappedFile) -> None:
         """Fill the end of a file with the BLANK marker so readers skip to the next file."""

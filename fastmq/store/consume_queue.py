@@ -163,7 +163,7 @@ class ConsumeQueue:
         if files:
             mf = files[-1]
             pos = mf.next_unit_pos(target, _UNIT)
-            if pos >= 0:  # the usual entry (CommitLog.put_one asks the same to write it with its record)
+            if pos >= 0:  # the usual entry (the lone put, _ext.lone_put, asks the same to write it with its record)
                 _ENTRY.pack_into(mf.buffer, pos, commit_log_offset, size, tags_code)
                 mf.wrote_position = pos + _UNIT
                 self.max_physic_offset = commit_log_offset + size

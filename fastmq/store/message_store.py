@@ -29,6 +29,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Coroutine, Iterable, Sequence
 
+from .._ext.lone_put import LonePut
 from .._ext.send_batch import COLUMNS as _SEND_COLUMNS, SendBatch
 from ..protocol.message import (
     MessageConst, MessageExt, MessageFormatError, MessageSysFlag,
@@ -39,11 +40,11 @@ from .checkpoint import RecoveryResult, StoreCheckpoint, check_store, create_abo
 from .commit_log import AppendRequest, CommitLog, DispatchRequest, GroupCommitService
 from ..protocol.topic import SCHEDULE_TOPIC as _SCHEDULE_TOPIC
 from ..protocol.topic import TRANS_OP_HALF_TOPIC
-from .index import COUNT as _INDEX_COUNT, IndexService
+from .index import IndexService
 from .lock import StoreLock
 from .damaged import DAMAGED_DIR, load_damaged
 from .disk_space import DISK_CHECK_INTERVAL, DISK_SPACE_WARNING_RATIO, DiskSpaceGuard, disk_used_ratio
-from .config import CQ_STORE_UNIT_SIZE as _CQ_UNIT, SYNC_MASTER, MessageStoreConfig
+from .config import SYNC_MASTER, MessageStoreConfig
 from .consume_queue import ConsumeQueueTable, FlushConsumeQueueService
 from .get_message import GetResult, GetStatus, MessageReader
 from .retention import RetentionService
@@ -194,6 +195,7 @@ class MessageStore(DiskSpaceGuard):
                       "getMessageTransferedMsgCount": 0, "putMessageEntireTimeMax": 0,
                       "getMessageEntireTimeMax": 0}
         self.stats_service = StoreStatsService(self.stats)  # sampled once a second by the broker
+        self._lone = LonePut(self, PutResult, PUT_OK, DISK_CHECK_INTERVAL)  # (holds commit_log, queues, stats)
         self.reader = MessageReader(config, self.commit_log, self.queues, self.stats)
         self.recovery: RecoveryResult | None = None  # set by load()
         self.retention = RetentionService(self)
@@ -500,39 +502,12 @@ class MessageStore(DiskSpaceGuard):
         and dispatched before this returns either way; a caller that wants the wait
         registered at once runs the coroutine's first step right away.
         """
-        if (batch.n == 1 and self._running and not self._shutdown and not self._is_slave and self._refusing is None
-                and self._space_failed_at is None and time.monotonic() - self._disk_checked_at < DISK_CHECK_INTERVAL):
-            # One record (one send in flight): what _refuse_put and _reserve check, done here without
-            # their calls while they have nothing to do (no refusal, every file it goes to has its
-            # room); otherwise the general path below does the same work with them.
-            mfq = self.commit_log.mfq
-            last = mfq.files[-1] if mfq.files else None
-            cq = self.queues.queues.get(batch.keys[0])
-            cq_last = cq.mfq.files[-1] if cq is not None and cq.mfq.files else None
-            idx = self.index
-            ifile = idx.files[-1] if idx is not None and idx.files else None
-            if (last is not None and last.wrote_position + batch.total_size + 8 <= last.reserved_to
-                    and cq_last is not None and cq_last.reserved_to >= cq_last.wrote_position + _CQ_UNIT
-                    and (idx is None or (ifile is not None and ifile.state[_INDEX_COUNT] <= ifile.room_until))):
-                # the one-record put itself (here, not in a method of its own: one call fewer a send)
-                now = int(time.time() * 1000)
-                try:
-                    qoff, phys, tag, entered = self.commit_log.put_one(batch, now, cq_last)
-                except Exception as exc:
-                    return self._append_failed(exc)
-                if entered:  # (its entry written with the record: the rest of ConsumeQueue.put)
-                    cq.max_physic_offset = phys + batch.total_size  # type: ignore[union-attr]  # (cq_last is cq's)
-                else:
-                    cq.put(qoff, phys, batch.total_size, tag)  # type: ignore[union-attr]
-                cb = self.on_arrival
-                if cb is not None:  # (_arrived, without its call)
-                    (topic, qid), = batch.keys
-                    try:
-                        cb(topic, qid, qoff + 1, tag)
-                    except Exception:  # a listener bug must not fail a stored send
-                        log.exception("on_arrival callback failed for %s/%d", topic, qid)
-                return self._stored(batch, now, qoff, phys, phys + batch.total_size)
-        return self._put_batch(batch)
+        # one record (one send in flight): the whole usual put in one (compiled) call; None for
+        # several records or anything unusual, and the general path does it with every check
+        result = self._lone.put(batch)
+        if result is None:
+            return self._put_batch(batch)
+        return result  # type: ignore[no-any-return]
 
     def _append_failed(self, exc: Exception) -> PutResult:
         """The answer to a commit-log append that raised (called in its ``except``): a record
@@ -610,8 +585,9 @@ class MessageStore(DiskSpaceGuard):
 
     def _stored(self, batch: SendBatch, now: int, first_qoff: int, first_phys: int,
                 end: int) -> PutResult | Coroutine[Any, Any, PutResult]:
-        """The end of both put paths once the records and their queue entries are in: the index,
-        the statistics and the answer (a coroutine when a SYNC_FLUSH or slave wait is owed).
+        """The end of the general put path once the records and their queue entries are in: the
+        index, the statistics and the answer (a coroutine when a SYNC_FLUSH or slave wait is owed;
+        the lone put, :class:`LonePut`, does the same for its one record).
         ``now`` is the put's store timestamp, when it began (ms)."""
         self.queues.last_dispatched_store_timestamp = now
         if self.index is not None:
@@ -621,19 +597,26 @@ class MessageStore(DiskSpaceGuard):
         st["putMessageSizeTotal"] += batch.total_size
         result = PutResult(PUT_OK, "", first_qoff, first_phys, batch.total_size, batch.n, None, now)
         if batch.wait and (self._sync_flush or (self._sync_master and self.ha_service is not None)):
-            weight = len(batch.fast)
-            if self._sync_flush and not (self._sync_master and self.ha_service is not None):
-                svc = self.commit_log.flush_service
-                # (the send fast path calls this at the end of its loop turn: a lone request's sync
-                # may run right here, see GroupCommitService.sync_now)
-                done = svc.sync_now(end, weight) if isinstance(svc, GroupCommitService) else None
-                if done is not None:
-                    if done is not True:  # (logged by the service, once per run of failures)
-                        result.status = PutStatus.FLUSH_DISK_TIMEOUT
-                        result.remark = f"flush to offset {end} failed: {done}"
-                    return self._put_took(result, now)
-            return self._finish_put(result, end, True, now, weight)
+            return self._owed(result, batch, now, end)
         return self._put_took(result, now)
+
+    def _owed(self, result: PutResult, batch: SendBatch, now: int,
+              end: int) -> PutResult | Coroutine[Any, Any, PutResult]:
+        """The end of a put that owes its producers a wait (SYNC_FLUSH, or SYNC_MASTER with HA
+        running): ``result`` at once when a lone sync ran right here, else the coroutine that
+        waits for the flush (or the slave). ``end``: the put's last commit-log offset."""
+        weight = len(batch.fast)
+        if self._sync_flush and not (self._sync_master and self.ha_service is not None):
+            svc = self.commit_log.flush_service
+            # (the send fast path calls this at the end of its loop turn: a lone request's sync
+            # may run right here, see GroupCommitService.sync_now)
+            done = svc.sync_now(end, weight) if isinstance(svc, GroupCommitService) else None
+            if done is not None:
+                if done is not True:  # (logged by the service, once per run of failures)
+                    result.status = PutStatus.FLUSH_DISK_TIMEOUT
+                    result.remark = f"flush to offset {end} failed: {done}"
+                return self._put_took(result, now)
+        return self._finish_put(result, end, True, now, weight)
 
     def _put_took(self, result: PutResult, began: int) -> PutResult:
         """The put's latency statistic, from ``began`` (its store timestamp, ms), and ``result``.
