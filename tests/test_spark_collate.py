@@ -216,6 +216,16 @@ def test_bad_input_is_refused_with_its_reason(tmp_path, capsys, case: str) -> No
     assert not (tmp_path / "out" / "collated.md").exists()
 
 
+def test_every_kept_pytest_result_file_is_read() -> None:
+    """``scripts/bench.sh --collate-only`` reads every ``benchmarks/results/pytest-*.json``: a
+    summary of another shape kept under that name (session 16 had two) stops the whole collation,
+    so such files live in ``benchmarks/results/profiles/``."""
+    kept = sorted((ROOT / "benchmarks" / "results").glob("pytest-*.json"))
+    assert kept
+    for path in kept:
+        assert read_pytest_benchmark(path), path
+
+
 def test_the_command_exits_non_zero_on_a_corrupt_file(tmp_path) -> None:
     d = _write(tmp_path / "r" / "x" / "result.json", "not json").parent.parent
     proc = subprocess.run([sys.executable, "-m", "spark_bench.collate", str(d), "--out", str(tmp_path / "o")],
