@@ -172,7 +172,8 @@ class _ConsumerBase(Rebalance, PullService):
         """Move each held queue's counters into the instance's consumer stats (before a snapshot)."""
         stats = self.instance.consumer_stats
         for pq in list(self.process_queues.values()):
-            stats.fold(self.group, pq.mq.topic, pq.counters)
+            with pq.lock:  # (consume threads count their batches under it)
+                stats.fold(self.group, pq.mq.topic, pq.counters)
 
     def _running_properties(self) -> dict[str, str]:
         """Our settings under DefaultMQPushConsumer's field names: only those fastmq honours."""
@@ -209,10 +210,13 @@ class _ConsumerBase(Rebalance, PullService):
             await self.offset_store.persist_all(set(self.process_queues))
 
     def _commit(self, pq: ProcessQueue, msgs: Sequence[MessageExt]) -> None:
-        pq.last_consume_timestamp = _now_ms()
-        off = pq.remove(msgs)
-        if off >= 0 and not pq.dropped:
-            self.offset_store.update(pq.mq, off, increase_only=True)
+        """Forget consumed messages and move the queue's offset past them: on the loop, or on a
+        consume thread (ConsumeConcurrentlyService._consume_on_thread)."""
+        with pq.lock:
+            pq.last_consume_timestamp = _now_ms()
+            off = pq.remove(msgs)
+            if off >= 0 and not pq.dropped:
+                self.offset_store.update(pq.mq, off, increase_only=True)
 
     async def _deliver(self, pq: ProcessQueue, msgs: list[MessageExt]) -> None:
         raise NotImplementedError

@@ -188,8 +188,9 @@ class Rebalance:
         return held
 
     async def _drop(self, pq: ProcessQueue) -> None:
-        pq.dropped = True
-        self.instance.consumer_stats.fold(self.group, pq.mq.topic, pq.counters)
+        with pq.lock:  # no consume thread's commit updates its offset after this
+            pq.dropped = True
+            self.instance.consumer_stats.fold(self.group, pq.mq.topic, pq.counters)
         if pq.task is not None:
             pq.task.cancel()
             await asyncio.gather(pq.task, return_exceptions=True)
