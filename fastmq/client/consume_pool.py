@@ -1,9 +1,9 @@
 """The threads a push consumer runs plain-function listeners on (RocketMQ's consumeExecutor).
 
-Work goes to the threads through one ``queue.SimpleQueue``; an outcome the loop needs comes back
-with ``call_soon_threadsafe``, and work that finishes itself on the thread (a concurrently consumed
-batch, committed there as RocketMQ's ConsumeRequest.run does) comes back not at all: that hop
-woke the loop once more per batch. ``loop.run_in_executor`` cost a Task for the batch's coroutine, a
+Work goes to the threads through one ``queue.SimpleQueue``; an outcome the loop awaits comes back
+with ``call_soon_threadsafe``, and work that leaves its outcome where the loop looks on its own (a
+concurrently consumed batch: see ConsumeConcurrentlyService) comes back not at all, which spares
+the loop a wake-up per batch. ``loop.run_in_executor`` cost a Task for the batch's coroutine, a
 concurrent future wrapped in an asyncio one and their callbacks on top of that, and held plain
 listeners to about a sixth of what an ``async def`` listener consumed.
 

@@ -9,6 +9,7 @@ re-delivers them through ``%RETRY%group`` after the next delay level and to ``%D
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextvars
 import itertools
 import logging
@@ -34,6 +35,9 @@ log = logging.getLogger("fastmq.client")
 QUICK_HANDOFF_US = 1000
 #: How many batches of one queue an orderly consumer hands a consume thread at once.
 ORDERLY_BATCHES_PER_HANDOFF = 32
+#: How long a batch a consume thread finished may wait for the loop to settle it when no pull
+#: answer comes first (see ConsumeConcurrentlyService._deliver_concurrently).
+SETTLE_LATER_S = 0.05
 
 
 class ConsumeStatus:
@@ -157,64 +161,90 @@ class ConsumeConcurrentlyService(ConsumeService):
     """Batches of a queue consumed side by side; the committed offset is the smallest still in
     progress (ConsumeMessageConcurrentlyService)."""
 
+    #: what the consume threads finished and the loop has not settled: (queue, batches, outcomes)
+    _finished: collections.deque[tuple[ProcessQueue, list[list[MessageExt]], list[tuple[str, int]]]]
+    _handed_off = 0  # hand-offs not settled yet (the loop's count)
+    _settle_timer: asyncio.TimerHandle | None = None
+
     async def _deliver_concurrently(self, pq: ProcessQueue, msgs: list[MessageExt]) -> None:
         n = self.consume_message_batch_max_size
         if not self._listener_is_async:
+            # What the threads finished since the last pull answer is settled here, in the turn
+            # this answer woke the loop for, and by a timer when no answer comes: a thread that
+            # handed each outcome back (call_soon_threadsafe) woke the loop once more per batch,
+            # at a steady 1,000 msgs/s one more wake-up per message (benchmarks/results/e2e-tail/,
+            # ``lever-*``). The offset committed in memory may lag by SETTLE_LATER_S; it is
+            # persisted every 5 s.
+            if self._finished:
+                self._settle_finished()
             batches = [msgs[i:i + n] for i in range(0, len(msgs), n)] if n < len(msgs) else [msgs]
             # To the consume threads. A listener that answers within microseconds gets the whole
             # pull answer as one hand-off (a hand-off costs more than such a call); a slower one
             # gets a hand-off per batch, so that the threads share the answer as RocketMQ's
             # consumeExecutor would. What waits for the threads is bounded by the process queue's
             # thresholds, which pause this queue's pulls.
-            loop = asyncio.get_running_loop()
             if self._listen_us * len(batches) < QUICK_HANDOFF_US:
-                self._workers.submit(self._consume_on_thread, (pq, batches, loop), None)
+                self._handed_off += 1
+                self._workers.submit(self._listen_then_leave, (pq, batches), None)
             else:
+                self._handed_off += len(batches)
                 for b in batches:
-                    self._workers.submit(self._consume_on_thread, (pq, [b], loop), None)
+                    self._workers.submit(self._listen_then_leave, (pq, [b]), None)
+            if self._settle_timer is None:
+                self._settle_timer = asyncio.get_running_loop().call_later(SETTLE_LATER_S, self._settle_tick)
             return
         for i in range(0, len(msgs), n):
             batch = msgs[i:i + n] if i or n < len(msgs) else msgs
             await self._slots.acquire()
             self._consume_now(pq, batch)
 
-    def _consume_on_thread(self, pq: ProcessQueue, batches: list[list[MessageExt]],
-                           loop: asyncio.AbstractEventLoop) -> None:
-        """On a consume thread: the listener, then what RocketMQ 4.9's processConsumeResult does
-        on the same thread: count, forget the consumed messages and move the queue's offset, under
-        the queue's lock. Only batches to send back go to the loop (its connections send them).
-
-        Handing every outcome back to the loop instead cost the loop a wake-up per batch, at a
-        steady 1,000 msgs/s one per message on top of the pull answer's (benchmarks/results/e2e-tail/,
-        ``lever-*``)."""
+    def _listen_then_leave(self, pq: ProcessQueue, batches: list[list[MessageExt]]) -> None:
+        """On a consume thread: the listener's outcomes, left for the loop (a deque's append is
+        atomic)."""
         try:
             outcomes = self._listen(batches)
         except BaseException:  # (_listen takes a listener's Exception itself; this is the rest)
             log.exception("consumeMessage exception, group %s", self.group)
             outcomes = [(ConsumeStatus.RECONSUME_LATER, 0)] * len(batches)
+        self._finished.append((pq, batches, outcomes))
+
+    def _settle_finished(self) -> None:
+        """On the loop: settle every batch the threads finished (only the loop takes from the deque)."""
+        finished = self._finished
+        while finished:
+            pq, batches, outcomes = finished.popleft()
+            self._handed_off -= 1
+            self._listened(pq, batches, outcomes)
+
+    def _settle_tick(self) -> None:
+        self._settle_timer = None
+        self._settle_finished()
+        if self._handed_off > 0:  # still on the threads: look again later
+            self._settle_timer = asyncio.get_running_loop().call_later(SETTLE_LATER_S, self._settle_tick)
+
+    def _stop_settling(self) -> None:
+        """At shutdown: settle what was finished, then no timer (work still queued for the threads
+        is dropped with the pool)."""
+        self._settle_finished()
+        if self._settle_timer is not None:
+            self._settle_timer.cancel()
+            self._settle_timer = None
+        self._handed_off = 0
+
+    def _listened(self, pq: ProcessQueue, batches: list[list[MessageExt]], outcomes: list[tuple[str, int]]) -> None:
+        """Back on the loop from a consume thread: count, commit what was consumed, send back
+        the rest."""
         done: list[MessageExt] = []
-        later: list[list[MessageExt]] = []
-        clustering = self.message_model == "CLUSTERING"
-        with pq.lock:  # (the loop folds the counters under it)
-            for batch, (status, rt_ms) in zip(batches, outcomes):
-                self._count(pq, len(batch), status, rt_ms)
-                if status == ConsumeStatus.CONSUME_SUCCESS or not clustering:
-                    done += batch
-                else:
-                    later.append(batch)
-        if pq.dropped:
-            return
+        for batch, (status, rt_ms) in zip(batches, outcomes):
+            self._count(pq, len(batch), status, rt_ms)
+            if pq.dropped:
+                continue
+            if status == ConsumeStatus.CONSUME_SUCCESS or self.message_model != "CLUSTERING":
+                done += batch
+            else:  # sending back awaits the broker
+                asyncio.ensure_future(self._settle(pq, batch, status))
         if done:
             self._commit(pq, done)
-        if later:
-            try:
-                loop.call_soon_threadsafe(self._send_back_later, pq, later)
-            except RuntimeError:  # the loop is closed: uncommitted, the messages come again
-                pass
-
-    def _send_back_later(self, pq: ProcessQueue, batches: list[list[MessageExt]]) -> None:
-        for batch in batches:  # sending back awaits the broker
-            asyncio.ensure_future(self._settle(pq, batch, ConsumeStatus.RECONSUME_LATER))
 
     def _consume_now(self, pq: ProcessQueue, batch: list[MessageExt]) -> None:
         """An ``async def`` listener's batch, started here rather than in a task of its own.

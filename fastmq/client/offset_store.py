@@ -142,7 +142,6 @@ class LocalFileOffsetStore(OffsetStore):
 
     async def persist_all(self, mqs: set[MessageQueue] | None = None) -> None:
         self._load()
-        # (a copy first: a consume thread may add a queue's first offset meanwhile)
-        table = {json.dumps(mq.to_obj(), sort_keys=True): off for mq, off in list(self.table.items())}
+        table = {json.dumps(mq.to_obj(), sort_keys=True): off for mq, off in self.table.items()}
         async with self._writing:
             await asyncio.to_thread(write_json_atomic, self.path, {"offsetTable": table})  # fsync off the loop

@@ -4,7 +4,6 @@ from __future__ import annotations
 import asyncio
 import collections
 import operator
-import threading
 import time
 from dataclasses import dataclass, field
 from itertools import repeat
@@ -31,10 +30,6 @@ class ProcessQueue:
     offset (``min`` over up to 1,000 keys cost ~15 µs per commit); ``ordered`` turns False when
     an offset arrives below one already seen (an offset moved back), and ``min`` serves until
     the dict empties.
-
-    ``lock`` is RocketMQ's treeMapLock: a plain listener's consume thread commits its batch
-    itself (remove, then the offset update, both under the lock, as 4.9's processConsumeResult
-    does on its thread) while the loop puts the next pull answer in.
     """
 
     mq: MessageQueue
@@ -49,7 +44,6 @@ class ProcessQueue:
     pulling_from: str | None = None            # the broker address of the last pull (master or slave)
     ordered: bool = True                       # msgs' insertion order is offset order
     counters: QueueCounters = field(default_factory=QueueCounters)  # consumer stats since the last fold
-    lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
     # epoch ms, for GET_CONSUMER_RUNNING_INFO; from the queue's creation, as in RocketMQ (an admin
     # tool calls a queue with cached messages and no consumption for 60 s blocked)
     last_pull_timestamp: int = field(default_factory=_now_ms)
@@ -58,13 +52,13 @@ class ProcessQueue:
 
     def info(self, commit_offset: int) -> ProcessQueueInfo:
         """ProcessQueue.fillProcessQueueInfo: what GET_CONSUMER_RUNNING_INFO reports of this queue."""
+        d = self.msgs
         pqi = ProcessQueueInfo(commit_offset=commit_offset, locked=self.locked, dropped=self.dropped,
                                last_lock_timestamp=self.last_lock_timestamp,
                                last_pull_timestamp=self.last_pull_timestamp,
                                last_consume_timestamp=self.last_consume_timestamp)
-        with self.lock:  # (consume threads remove what they consumed)
-            offsets = list(self.msgs)
-        if offsets:
+        if d:
+            offsets = list(d)  # (a listener thread may not change it: removals run on the loop)
             pqi.cached_msg_min_offset, pqi.cached_msg_max_offset = min(offsets), max(offsets)
             pqi.cached_msg_count = len(offsets)
             pqi.cached_msg_size_in_mib = self.size_bytes // (1024 * 1024)
@@ -73,10 +67,6 @@ class ProcessQueue:
     def put(self, msgs: Sequence[MessageExt]) -> None:
         if not msgs:
             return
-        with self.lock:
-            self._put(msgs)
-
-    def _put(self, msgs: Sequence[MessageExt]) -> None:
         d = self.msgs
         if msgs[0].queue_offset > self.max_seen:
             # the usual case: a pull answer past everything seen, its offsets ascending
@@ -95,9 +85,7 @@ class ProcessQueue:
                     self.max_seen = o
 
     def remove(self, msgs: Sequence[MessageExt]) -> int:
-        """Forget consumed messages; returns the offset safe to commit (-1: nothing new). The
-        caller holds ``lock`` (from here to its offset update, so that two threads' commits
-        cannot store their offsets in the wrong order)."""
+        """Forget consumed messages; returns the offset safe to commit (-1: nothing new)."""
         d = self.msgs
         before = len(d)
         # the pops run in C (a Python loop over a batch was ~3 µs per commit)

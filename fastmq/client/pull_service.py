@@ -205,15 +205,13 @@ class PullService:
                     if next_offset is not None and next_offset > pq.next_offset:
                         # the whole batch was filtered out here: move the committed offset past it
                         self._commit(pq, [])
-                        with pq.lock:  # (a consume thread may be committing this queue)
-                            if not pq.msgs:
-                                pq.max_seen = max(pq.max_seen, next_offset - 1)
-                                self.offset_store.update(mq, next_offset, increase_only=True)
+                        if not pq.msgs:
+                            pq.max_seen = max(pq.max_seen, next_offset - 1)
+                            self.offset_store.update(mq, next_offset, increase_only=True)
                 elif resp.code == ResponseCode.PULL_OFFSET_MOVED:
                     log.warning("the pull request offset illegal, %s offset %d -> %s", mq, pq.next_offset, next_offset)
                     if next_offset is not None:
-                        with pq.lock:
-                            self.offset_store.update(mq, next_offset)
+                        self.offset_store.update(mq, next_offset)
                 elif resp.code not in (ResponseCode.PULL_NOT_FOUND, ResponseCode.PULL_RETRY_IMMEDIATELY):
                     log.warning("pull %s answered %d %s", mq, resp.code, resp.remark)
                     await asyncio.sleep(PULL_DELAY_ON_ERROR_S)

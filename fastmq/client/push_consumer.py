@@ -18,6 +18,7 @@ requests, and the lite pull consumer's poll/assign/seek.
 from __future__ import annotations
 
 import asyncio
+import collections
 import inspect
 import logging
 import time
@@ -172,8 +173,7 @@ class _ConsumerBase(Rebalance, PullService):
         """Move each held queue's counters into the instance's consumer stats (before a snapshot)."""
         stats = self.instance.consumer_stats
         for pq in list(self.process_queues.values()):
-            with pq.lock:  # (consume threads count their batches under it)
-                stats.fold(self.group, pq.mq.topic, pq.counters)
+            stats.fold(self.group, pq.mq.topic, pq.counters)
 
     def _running_properties(self) -> dict[str, str]:
         """Our settings under DefaultMQPushConsumer's field names: only those fastmq honours."""
@@ -210,13 +210,10 @@ class _ConsumerBase(Rebalance, PullService):
             await self.offset_store.persist_all(set(self.process_queues))
 
     def _commit(self, pq: ProcessQueue, msgs: Sequence[MessageExt]) -> None:
-        """Forget consumed messages and move the queue's offset past them: on the loop, or on a
-        consume thread (ConsumeConcurrentlyService._consume_on_thread)."""
-        with pq.lock:
-            pq.last_consume_timestamp = _now_ms()
-            off = pq.remove(msgs)
-            if off >= 0 and not pq.dropped:
-                self.offset_store.update(pq.mq, off, increase_only=True)
+        pq.last_consume_timestamp = _now_ms()
+        off = pq.remove(msgs)
+        if off >= 0 and not pq.dropped:
+            self.offset_store.update(pq.mq, off, increase_only=True)
 
     async def _deliver(self, pq: ProcessQueue, msgs: list[MessageExt]) -> None:
         raise NotImplementedError
@@ -252,6 +249,7 @@ class PushConsumer(ConsumeConcurrentlyService, ConsumeOrderlyService, _ConsumerB
         self._workers = ConsumePool(consume_thread_min, f"Consume_{group}")  # plain listeners run here
         self._listen_us = float(QUICK_HANDOFF_US)  # a plain listener's mean µs per call; slow until seen
         self._slots = asyncio.Semaphore(consume_thread_max)  # async listeners' batches at once
+        self._finished = collections.deque()  # plain listeners' outcomes, left by the threads
 
     async def reset_offset(self, topic: str, offsets: dict[MessageQueue, int]) -> None:
         """A broker's RESET_CONSUMER_CLIENT_OFFSET (mqadmin resetOffsetByTime): stop the named
@@ -330,7 +328,9 @@ class PushConsumer(ConsumeConcurrentlyService, ConsumeOrderlyService, _ConsumerB
             self._tasks.append(asyncio.ensure_future(self._relock_loop()))
 
     async def shutdown(self) -> None:
+        self._settle_finished()  # (their offsets go into the last persist)
         await super().shutdown()
+        self._stop_settling()
         self._workers.shutdown()
 
     async def _deliver(self, pq: ProcessQueue, msgs: list[MessageExt]) -> None:

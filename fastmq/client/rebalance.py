@@ -188,9 +188,8 @@ class Rebalance:
         return held
 
     async def _drop(self, pq: ProcessQueue) -> None:
-        with pq.lock:  # no consume thread's commit updates its offset after this
-            pq.dropped = True
-            self.instance.consumer_stats.fold(self.group, pq.mq.topic, pq.counters)
+        pq.dropped = True
+        self.instance.consumer_stats.fold(self.group, pq.mq.topic, pq.counters)
         if pq.task is not None:
             pq.task.cancel()
             await asyncio.gather(pq.task, return_exceptions=True)
