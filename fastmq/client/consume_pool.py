@@ -1,9 +1,8 @@
 """The threads a push consumer runs plain-function listeners on (RocketMQ's consumeExecutor).
 
-Work goes to the threads through one ``queue.SimpleQueue``; an outcome the loop awaits comes back
-with ``call_soon_threadsafe``, and work that leaves its outcome where the loop looks on its own (a
-concurrently consumed batch: see ConsumeConcurrentlyService) comes back not at all, which spares
-the loop a wake-up per batch. ``loop.run_in_executor`` cost a Task for the batch's coroutine, a
+Work goes to the threads through one ``queue.SimpleQueue`` and each outcome comes back to the
+event loop with ``call_soon_threadsafe``: a consumed batch costs a queue put and get and one
+callback on the loop. ``loop.run_in_executor`` cost a Task for the batch's coroutine, a
 concurrent future wrapped in an asyncio one and their callbacks on top of that, and held plain
 listeners to about a sixth of what an ``async def`` listener consumed.
 
@@ -18,14 +17,11 @@ a time on a busy machine, with threads still being added 14 s into a steady 1,00
 from __future__ import annotations
 
 import asyncio
-import logging
 import queue
 import threading
 from typing import Any, Callable
 
 __all__ = ["ConsumePool"]
-
-log = logging.getLogger("fastmq.client")
 
 Done = Callable[[Any, BaseException | None], None]
 
@@ -36,18 +32,17 @@ class ConsumePool:
             raise ValueError(f"consume threads must be at least 1, not {max_threads}")
         self.max_threads = max_threads
         self.name = name
-        self._queue: queue.SimpleQueue[tuple[Callable[..., Any], tuple[Any, ...], Done | None,
-                                             asyncio.AbstractEventLoop | None] | None] = queue.SimpleQueue()
+        self._queue: queue.SimpleQueue[tuple[Callable[..., Any], tuple[Any, ...], Done,
+                                             asyncio.AbstractEventLoop] | None] = queue.SimpleQueue()
         self._idle = threading.Semaphore(0)
         self._threads: list[threading.Thread] = []
         self._closed = False
 
-    def submit(self, fn: Callable[..., Any], args: tuple[Any, ...], done: Done | None) -> None:
-        """Run ``fn(*args)`` on a pool thread; ``done(result, error)`` then runs on this loop.
-        Without ``done``, ``fn`` finishes its work on the thread (what it raises is logged)."""
+    def submit(self, fn: Callable[..., Any], args: tuple[Any, ...], done: Done) -> None:
+        """Run ``fn(*args)`` on a pool thread; ``done(result, error)`` then runs on this loop."""
         if self._closed:
             raise RuntimeError(f"{self.name}: the consume pool is shut down")
-        self._queue.put((fn, args, done, None if done is None else asyncio.get_running_loop()))
+        self._queue.put((fn, args, done, asyncio.get_running_loop()))
         if not self._idle.acquire(blocking=False) and len(self._threads) < self.max_threads:
             self._start_thread()
 
@@ -104,12 +99,8 @@ class ConsumePool:
                 result, error = fn(*args), None
             except BaseException as exc:  # handed to ``done``, on the loop
                 result, error = None, exc
-            if done is None or loop is None:
-                if error is not None:
-                    log.error("%s: uncaught error on a consume thread", self.name, exc_info=error)
-            else:
-                try:
-                    loop.call_soon_threadsafe(done, result, error)
-                except RuntimeError:  # the loop is closed: nobody is left to tell
-                    return
+            try:
+                loop.call_soon_threadsafe(done, result, error)
+            except RuntimeError:  # the loop is closed: nobody is left to tell
+                return
             self._idle.release()

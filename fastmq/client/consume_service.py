@@ -9,8 +9,8 @@ re-delivers them through ``%RETRY%group`` after the next delay level and to ``%D
 from __future__ import annotations
 
 import asyncio
-import collections
 import contextvars
+import functools
 import itertools
 import logging
 import time
@@ -35,9 +35,6 @@ log = logging.getLogger("fastmq.client")
 QUICK_HANDOFF_US = 1000
 #: How many batches of one queue an orderly consumer hands a consume thread at once.
 ORDERLY_BATCHES_PER_HANDOFF = 32
-#: How long a batch a consume thread finished may wait for the loop to settle it when no pull
-#: answer comes first (see ConsumeConcurrentlyService._deliver_concurrently).
-SETTLE_LATER_S = 0.05
 
 
 class ConsumeStatus:
@@ -161,22 +158,9 @@ class ConsumeConcurrentlyService(ConsumeService):
     """Batches of a queue consumed side by side; the committed offset is the smallest still in
     progress (ConsumeMessageConcurrentlyService)."""
 
-    #: what the consume threads finished and the loop has not settled: (queue, batches, outcomes)
-    _finished: collections.deque[tuple[ProcessQueue, list[list[MessageExt]], list[tuple[str, int]]]]
-    _handed_off = 0  # hand-offs not settled yet (the loop's count)
-    _settle_timer: asyncio.TimerHandle | None = None
-
     async def _deliver_concurrently(self, pq: ProcessQueue, msgs: list[MessageExt]) -> None:
         n = self.consume_message_batch_max_size
         if not self._listener_is_async:
-            # What the threads finished since the last pull answer is settled here, in the turn
-            # this answer woke the loop for, and by a timer when no answer comes: a thread that
-            # handed each outcome back (call_soon_threadsafe) woke the loop once more per batch,
-            # at a steady 1,000 msgs/s one more wake-up per message (benchmarks/results/e2e-tail/,
-            # ``lever-*``). The offset committed in memory may lag by SETTLE_LATER_S; it is
-            # persisted every 5 s.
-            if self._finished:
-                self._settle_finished()
             batches = [msgs[i:i + n] for i in range(0, len(msgs), n)] if n < len(msgs) else [msgs]
             # To the consume threads. A listener that answers within microseconds gets the whole
             # pull answer as one hand-off (a hand-off costs more than such a call); a slower one
@@ -184,56 +168,22 @@ class ConsumeConcurrentlyService(ConsumeService):
             # consumeExecutor would. What waits for the threads is bounded by the process queue's
             # thresholds, which pause this queue's pulls.
             if self._listen_us * len(batches) < QUICK_HANDOFF_US:
-                self._handed_off += 1
-                self._workers.submit(self._listen_then_leave, (pq, batches), None)
+                self._workers.submit(self._listen, (batches,), functools.partial(self._listened, pq, batches))
             else:
-                self._handed_off += len(batches)
                 for b in batches:
-                    self._workers.submit(self._listen_then_leave, (pq, [b]), None)
-            if self._settle_timer is None:
-                self._settle_timer = asyncio.get_running_loop().call_later(SETTLE_LATER_S, self._settle_tick)
+                    self._workers.submit(self._listen, ([b],), functools.partial(self._listened, pq, [b]))
             return
         for i in range(0, len(msgs), n):
             batch = msgs[i:i + n] if i or n < len(msgs) else msgs
             await self._slots.acquire()
             self._consume_now(pq, batch)
 
-    def _listen_then_leave(self, pq: ProcessQueue, batches: list[list[MessageExt]]) -> None:
-        """On a consume thread: the listener's outcomes, left for the loop (a deque's append is
-        atomic)."""
-        try:
-            outcomes = self._listen(batches)
-        except BaseException:  # (_listen takes a listener's Exception itself; this is the rest)
-            log.exception("consumeMessage exception, group %s", self.group)
-            outcomes = [(ConsumeStatus.RECONSUME_LATER, 0)] * len(batches)
-        self._finished.append((pq, batches, outcomes))
-
-    def _settle_finished(self) -> None:
-        """On the loop: settle every batch the threads finished (only the loop takes from the deque)."""
-        finished = self._finished
-        while finished:
-            pq, batches, outcomes = finished.popleft()
-            self._handed_off -= 1
-            self._listened(pq, batches, outcomes)
-
-    def _settle_tick(self) -> None:
-        self._settle_timer = None
-        self._settle_finished()
-        if self._handed_off > 0:  # still on the threads: look again later
-            self._settle_timer = asyncio.get_running_loop().call_later(SETTLE_LATER_S, self._settle_tick)
-
-    def _stop_settling(self) -> None:
-        """At shutdown: settle what was finished, then no timer (work still queued for the threads
-        is dropped with the pool)."""
-        self._settle_finished()
-        if self._settle_timer is not None:
-            self._settle_timer.cancel()
-            self._settle_timer = None
-        self._handed_off = 0
-
-    def _listened(self, pq: ProcessQueue, batches: list[list[MessageExt]], outcomes: list[tuple[str, int]]) -> None:
+    def _listened(self, pq: ProcessQueue, batches: list[list[MessageExt]], outcomes: list[tuple[str, int]] | None,
+                  error: BaseException | None) -> None:
         """Back on the loop from a consume thread: count, commit what was consumed, send back
         the rest."""
+        if outcomes is None or error is not None:
+            outcomes = [(ConsumeStatus.RECONSUME_LATER, 0)] * len(batches)
         done: list[MessageExt] = []
         for batch, (status, rt_ms) in zip(batches, outcomes):
             self._count(pq, len(batch), status, rt_ms)

@@ -18,7 +18,6 @@ requests, and the lite pull consumer's poll/assign/seek.
 from __future__ import annotations
 
 import asyncio
-import collections
 import inspect
 import logging
 import time
@@ -249,7 +248,6 @@ class PushConsumer(ConsumeConcurrentlyService, ConsumeOrderlyService, _ConsumerB
         self._workers = ConsumePool(consume_thread_min, f"Consume_{group}")  # plain listeners run here
         self._listen_us = float(QUICK_HANDOFF_US)  # a plain listener's mean µs per call; slow until seen
         self._slots = asyncio.Semaphore(consume_thread_max)  # async listeners' batches at once
-        self._finished = collections.deque()  # plain listeners' outcomes, left by the threads
 
     async def reset_offset(self, topic: str, offsets: dict[MessageQueue, int]) -> None:
         """A broker's RESET_CONSUMER_CLIENT_OFFSET (mqadmin resetOffsetByTime): stop the named
@@ -328,9 +326,7 @@ class PushConsumer(ConsumeConcurrentlyService, ConsumeOrderlyService, _ConsumerB
             self._tasks.append(asyncio.ensure_future(self._relock_loop()))
 
     async def shutdown(self) -> None:
-        self._settle_finished()  # (their offsets go into the last persist)
         await super().shutdown()
-        self._stop_settling()
         self._workers.shutdown()
 
     async def _deliver(self, pq: ProcessQueue, msgs: list[MessageExt]) -> None:

@@ -1,7 +1,9 @@
-"""A plain listener's batches are committed on the consume threads (RocketMQ 4.9's
-processConsumeResult runs on the ConsumeRequest's thread): many threads finishing batches of one
-queue at once must leave its process queue and committed offset exactly right, and what a listener
-refuses must still be sent back (CONSUMER_SEND_MSG_BACK) before its offset is committed."""
+"""A plain listener's batches finished by many consume threads at once: the process queue and the
+committed offset must come out exactly right however the threads' outcomes reach the loop, and
+what a listener refuses (an exception, RECONSUME_LATER, no status) must be sent back
+(CONSUMER_SEND_MSG_BACK) before its offset is committed, as RocketMQ 4.9's processConsumeResult
+does. (Kept from the e2etail branch's A/B of moving that settling onto the threads, which was
+not landed: benchmarks/results/profiles/README.md.)"""
 from __future__ import annotations
 
 import asyncio
