@@ -6,7 +6,8 @@
 A run's variant is the letter between dashes in its file name (``lever-3-B-after-77b7c6c.json``:
 B). Per variant: the e2e and publish percentiles, the e2e p99 less the publish p99 (what the
 consumer side adds to the tail: on a shared machine the producer's and broker's stalls move both
-together), the consumer process's wake-ups, preemptions and CPU per second at 1,000 msgs/s (loop
+together), which hop was the largest for the slowest 1% of messages (summed over the runs)
+and each hop's mean over that 1% (median over the runs), the consumer process's wake-ups, preemptions and CPU per second at 1,000 msgs/s (loop
 thread and consume threads), and the hand-off hop (pull answer decoded -> listener). Also the
 correlation of e2e p99 with publish p99 over all the runs.
 """
@@ -43,6 +44,9 @@ def _row(d: dict[str, Any]) -> dict[str, float]:
     }
 
 
+_HOPS = ("timer", "to_store", "store_to_consumer_loop", "to_listener_thread")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("pattern")
@@ -50,16 +54,23 @@ def main() -> int:
     a = ap.parse_args()
     by: dict[str, list[dict[str, float]]] = {}
     files: dict[str, list[str]] = {}
+    slow: dict[str, list[dict[str, Any]]] = {}
     for f in sorted(glob.glob(a.pattern)):
         m = re.search(r"-([A-Z])-", Path(f).name)
         if m is None:
             continue
-        by.setdefault(m.group(1), []).append(_row(json.loads(Path(f).read_text())))
+        d = json.loads(Path(f).read_text())
+        by.setdefault(m.group(1), []).append(_row(d))
+        slow.setdefault(m.group(1), []).append(d["hops"]["slowest_1pct"])
         files.setdefault(m.group(1), []).append(Path(f).name)
     out: dict[str, Any] = {"pattern": a.pattern, "variants": {}}
     for v, rows in sorted(by.items()):
         out["variants"][v] = {"runs": len(rows), "files": files[v],
-                              "median": {k: round(statistics.median(r[k] for r in rows), 1) for k in rows[0]}}
+                              "median": {k: round(statistics.median(r[k] for r in rows), 1) for k in rows[0]},
+                              "slowest_1pct_largest_hop_counts": {h: sum(s["largest_hop_counts"][h] for s in slow[v])
+                                                                  for h in _HOPS},
+                              "slowest_1pct_hop_mean_us_median": {
+                                  h: round(statistics.median(s[h + "_us"]["mean"] for s in slow[v]), 1) for h in _HOPS}}
     everything = [r for rows in by.values() for r in rows]
     if len(everything) > 2:
         x = [r["publish_p99_us"] for r in everything]
