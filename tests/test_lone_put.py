@@ -3,6 +3,7 @@ the general put path does, answers the same, counts the same statistics, and han
 case to the general path."""
 from __future__ import annotations
 
+import re
 import time
 from pathlib import Path
 from types import ModuleType
@@ -27,18 +28,19 @@ def _store_bytes(root: Path) -> dict[str, bytes]:
     return out
 
 
-def _run(root: Path, lone_put: ModuleType | None, monkeypatch: pytest.MonkeyPatch, sends: list[tuple[int, str, str]],
-         **kw: Any) -> tuple[Any, ...]:
-    """Put ``sends`` one record a put: through ``lone_put``'s LonePut, or (None) only the general path."""
+def _run(root: Path, lone_put: ModuleType, monkeypatch: pytest.MonkeyPatch, sends: list[tuple[int, str, str]],
+         lone: bool, **kw: Any) -> tuple[Any, ...]:
+    """Put ``sends`` one record a put: through ``lone_put``'s LonePut (``lone``), or only the
+    general path (which ends through that LonePut's ``stored`` and ``took``)."""
     monkeypatch.setattr(time, "time", lambda: _NOW_MS / 1000)  # (the general path's and the batches' clock)
     arrivals: list = []
     s = open_store(root, arrivals, **kw)
     general = s._put_batch
     calls: list = []
-    if lone_put is None:
+    s._lone = lone_put.LonePut(s, PutResult, PUT_OK, DISK_CHECK_INTERVAL, clock=lambda: _NOW_MS)
+    if not lone:
         s.put_batch_now = general  # type: ignore[method-assign]
     else:
-        s._lone = lone_put.LonePut(s, PutResult, PUT_OK, DISK_CHECK_INTERVAL, clock=lambda: _NOW_MS)
         s._put_batch = lambda b: calls.append(b) or general(b)  # type: ignore[method-assign]
     try:
         results = []
@@ -49,7 +51,8 @@ def _run(root: Path, lone_put: ModuleType | None, monkeypatch: pytest.MonkeyPatc
                             r.store_timestamp))
         assert s.check_consistency() == []
         queues = [queue_bodies(s, q) for q in range(3)]
-        stats = {k: s.stats[k] for k in ("putMessageTimesTotal", "putMessageSizeTotal", "putMessageFailedTimes")}
+        stats = {k: s.stats[k] for k in ("putMessageTimesTotal", "putMessageSizeTotal", "putMessageFailedTimes",
+                                         "putMessageEntireTimeMax")}
         state = (results, queues, arrivals, stats, s.commit_log_max_offset, s.queues.last_dispatched_store_timestamp,
                  s.commit_log.last_store_timestamp)
     finally:
@@ -67,8 +70,8 @@ def test_each_twin_stores_the_general_paths_bytes(tmp_path: Path, lone_put: Modu
     each new queue and the rolls went the general way."""
     sends = [(i % 3, "AB"[i % 2], f"k{i}") for i in range(90)]
     kw = dict(mappedFileSizeCommitLog=8192, mappedFileSizeConsumeQueue=20 * 16, **index)
-    want, want_bytes, _ = _run(tmp_path / "general", None, monkeypatch, sends, **kw)
-    got, got_bytes, general_calls = _run(tmp_path / "lone", lone_put, monkeypatch, sends, **kw)
+    want, want_bytes, _ = _run(tmp_path / "general", lone_put, monkeypatch, sends, False, **kw)
+    got, got_bytes, general_calls = _run(tmp_path / "lone", lone_put, monkeypatch, sends, True, **kw)
     assert got == want
     assert got_bytes.keys() == want_bytes.keys() and len(want_bytes) > 6
     for name in want_bytes:
@@ -145,5 +148,51 @@ async def test_each_twin_owes_the_sync_flush_wait(tmp_path: Path, lone_put: Modu
         nowait = s._lone.put(_send_batch([(0, "A", "k2")], wait=False))
         assert type(nowait) is PutResult and nowait.status is PutStatus.PUT_OK and nowait.queue_offset == 2
         assert queue_bodies(s, 0) == [b"k0", b"k1", b"k2"] and s.stats["putMessageTimesTotal"] == 3
+    finally:
+        s.shutdown()
+
+
+def test_the_general_path_ends_through_the_lone_puts_end(tmp_path: Path, lone_put: ModuleType,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """A put of several records (the general path) is ended by the twin's ``stored`` and ``took``:
+    its statistics, its PutResult and the put-latency maximum, read from the twin's clock; the
+    maximum only ever rises."""
+    monkeypatch.setattr(time, "time", lambda: _NOW_MS / 1000)
+    s = open_store(tmp_path)
+    try:
+        clock = [_NOW_MS + 7]
+        s._lone = lone_put.LonePut(s, PutResult, PUT_OK, DISK_CHECK_INTERVAL, clock=lambda: clock[0])
+        batch = _send_batch([(0, "A", "k0"), (0, "B", "k1")])
+        r = s.put_batch_now(batch)
+        assert type(r) is PutResult
+        assert (r.status, r.remark, r.queue_offset, r.wrote_offset, r.wrote_bytes, r.msg_num, r.store_timestamp) == (
+            PutStatus.PUT_OK, None, 0, 0, batch.total_size, 2, _NOW_MS)
+        assert (s.stats["putMessageTimesTotal"], s.stats["putMessageSizeTotal"]) == (2, batch.total_size)
+        assert s.stats["putMessageEntireTimeMax"] == 7
+        assert s.queues.last_dispatched_store_timestamp == _NOW_MS
+        assert s.query_message("T", "k1", 10, 0, _NOW_MS + 1)  # (the index entries: the index service's)
+        clock[0] = _NOW_MS + 3
+        assert s._lone.took(r, _NOW_MS) is r and s.stats["putMessageEntireTimeMax"] == 7
+        clock[0] = _NOW_MS + 11
+        assert s._lone.took(r, _NOW_MS) is r and s.stats["putMessageEntireTimeMax"] == 11
+    finally:
+        s.shutdown()
+        monkeypatch.undo()
+
+
+def test_every_store_flag_the_compiled_twin_reads_is_a_plain_instance_attribute(tmp_path: Path) -> None:
+    """The compiled twin reads the store's flags from its instance dict (``sd["..."]``): each must
+    be set in the running store's ``__dict__`` and shadowed by nothing on its class (a property
+    there would be stepped around, or the key missing), else this names the key."""
+    import fastmq._ext
+    src = (Path(fastmq._ext.__file__).parent / "lone_put_c.pyx").read_text()
+    keys = sorted(set(re.findall(r'\bsd\["(\w+)"\]', src)))
+    assert len(keys) >= 10, keys  # (the pattern still finds the reads)
+    s = open_store(tmp_path)
+    try:
+        for key in keys:
+            assert key in vars(s), f"MessageStore.{key} is not in the running store's instance dict"
+            owners = [c.__name__ for c in type(s).__mro__ if key in vars(c)]
+            assert not owners, f"MessageStore.{key} is also defined on {owners}: the compiled LonePut reads around it"
     finally:
         s.shutdown()

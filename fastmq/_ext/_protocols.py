@@ -217,7 +217,8 @@ class LonePutModule(Protocol):
 
 
 class LonePutProto(Protocol):
-    """One MessageStore's one-record put: the whole usual put in one call, None for the rest."""
+    """One MessageStore's one-record put: the whole usual put in one call, None for the rest; and
+    the end of every put (index, statistics, answer, latency maximum), the general path's too."""
 
     store: Any
     put_result: Any
@@ -226,6 +227,8 @@ class LonePutProto(Protocol):
     clock: Any
 
     def put(self, batch: Any) -> Any: ...
+    def stored(self, batch: Any, now: int, first_qoff: int, first_phys: int, end: int) -> Any: ...
+    def took(self, result: Any, began: int) -> Any: ...
 
 
 # ------------------------------------------------------------------ produce: the producer's first try

@@ -87,13 +87,11 @@ cdef class LonePut:
         """Store ``batch`` (one record) as ``put_batch_now`` would: its PutResult, or the
         coroutine of a wait the put owes; None when the store's general path must take it."""
         cdef object store = self.store
-        cdef long long size, qoff, pos, cq_pos, phys, end, now, elapsed
+        cdef long long size, qoff, pos, cq_pos, phys, end, now
         cdef object now_o
         cdef object key, cq, cq_last, idx, ifile, clog, files, mf, cq_buf, placed, tag, cb
-        cdef dict table, st
-        cdef list state
+        cdef dict table
         cdef list cq_files, ifiles
-        cdef bint fresh
         cdef dict sd = self.sd
         if (batch.n != 1 or not sd["_running"] or sd["_shutdown"] or sd["_is_slave"]
                 or sd["_refusing"] is not None or sd["_space_failed_at"] is not None
@@ -170,6 +168,21 @@ cdef class LonePut:
                 cb(topic, qid, qoff + 1, tag)
             except Exception:  # a listener bug must not fail a stored send
                 log.exception("on_arrival callback failed for %s/%d", topic, qid)
+        return self._finish(batch, now, now_o, qoff, phys, end, ifile, sd)
+
+    def stored(self, SendBatch batch not None, object now, long long first_qoff, long long first_phys,
+               long long end):
+        """The end of the store's general put path, as ``put`` ends (see ``lone_put_py.LonePut.stored``)."""
+        return self._finish(batch, now, now, first_qoff, first_phys, end, None, self.sd)
+
+    cdef object _finish(self, SendBatch batch, long long now, object now_o, long long first_qoff,
+                        long long first_phys, long long end, object ifile, dict sd):
+        cdef object store = self.store
+        cdef object idx, result
+        cdef list state
+        cdef bint fresh
+        cdef dict st
+        cdef long long size
         self.queues.last_dispatched_store_timestamp = now_o
         if ifile is not None:
             state = ifile.state
@@ -177,14 +190,27 @@ cdef class LonePut:
             if index_records(batch, 0, ifile._mm, ifile.slots, ifile.entries, state, now) < 1 and not fresh:
                 # its keys did not fit: they go to the next file together, as IndexService.put_batch does
                 state[INDEX_COUNT] = ifile.entries
+                sd["index"].put_batch(batch, now_o)
+        else:
+            idx = sd["index"]
+            if idx is not None:
                 idx.put_batch(batch, now_o)
         st = self.stats
-        st["putMessageTimesTotal"] += 1
+        size = batch.total_size
+        st["putMessageTimesTotal"] += batch.n
         st["putMessageSizeTotal"] += size
-        result = self.put_result(self.put_ok, "", qoff, phys, size, 1, None, now_o)
+        result = self.put_result(self.put_ok, "", first_qoff, first_phys, size, batch.n, None, now_o)
         if batch.wait and (sd["_sync_flush"] or (sd["_sync_master"] and sd["ha_service"] is not None)):
             return store._owed(result, batch, now_o, end)
-        elapsed = self._now() - now
-        if elapsed > st["putMessageEntireTimeMax"]:
+        return self._took(result, now)
+
+    def took(self, result, long long began):
+        """The put's latency statistic and ``result`` (see ``lone_put_py.LonePut.took``)."""
+        return self._took(result, began)
+
+    cdef inline object _took(self, object result, long long began):
+        cdef dict st = self.stats
+        cdef long long elapsed = self._now() - began
+        if elapsed > <long long>st["putMessageEntireTimeMax"]:
             st["putMessageEntireTimeMax"] = elapsed
         return result

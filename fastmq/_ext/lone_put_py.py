@@ -6,8 +6,10 @@ consume-queue entry, the arrival callback, the index entry, the put statistics a
 It answers None, having done nothing, whenever anything is unusual (the store refusing puts, a
 file without the reserved room, a queue without a file yet, an index file near its end, a
 record that would not fit): the store then takes its general path, which does all of it with
-every check. The store owns every piece of state read here; this class holds the store and those
-parts of it the store never replaces.
+every check. That path ends here too (:meth:`LonePut.stored`, :meth:`LonePut.took`): the index,
+the statistics, the PutResult and the put-latency maximum are written in one place for both. The
+store owns every piece of state read here; this class holds the store and those parts of it the
+store never replaces.
 
 The compiled twin runs the same steps without the interpreter's per-bytecode cost; it is the
 lone send's largest single share of broker work.
@@ -131,6 +133,19 @@ class LonePut:
                 cb(topic, qid, qoff + 1, tag)
             except Exception:  # a listener bug must not fail a stored send
                 log.exception("on_arrival callback failed for %s/%d", topic, qid)
+        return self._finish(batch, now, qoff, phys, end, ifile)
+
+    def stored(self, batch: Any, now: int, first_qoff: int, first_phys: int, end: int) -> Any:
+        """The end of the store's general put path (any number of records, stored and in their
+        queues, from ``first_qoff`` at ``first_phys`` to commit-log offset ``end``, store
+        timestamp ``now``): the index, the statistics and the answer, as :meth:`put` ends. The
+        PutResult, or the coroutine of a wait the put owes."""
+        return self._finish(batch, now, first_qoff, first_phys, end, None)
+
+    def _finish(self, batch: Any, now: int, first_qoff: int, first_phys: int, end: int, ifile: Any) -> Any:
+        """The one end of every batch put: ``ifile`` is the index file :meth:`put` checked has room
+        for the record's keys (None: the index service places them, file rolls included)."""
+        store = self.store
         self.queues.last_dispatched_store_timestamp = now
         if ifile is not None:
             state = ifile.state
@@ -138,14 +153,24 @@ class LonePut:
             if index_records(batch, 0, ifile._mm, ifile.slots, ifile.entries, state, now) < 1 and not fresh:
                 # its keys did not fit: they go to the next file together, as IndexService.put_batch does
                 state[_INDEX_COUNT] = ifile.entries
-                idx.put_batch(batch, now)
+                store.index.put_batch(batch, now)
+        elif store.index is not None:
+            store.index.put_batch(batch, now)
         st = self.stats
-        st["putMessageTimesTotal"] += 1
+        size = batch.total_size
+        st["putMessageTimesTotal"] += batch.n
         st["putMessageSizeTotal"] += size
-        result = self.put_result(self.put_ok, "", qoff, phys, size, 1, None, now)
+        result = self.put_result(self.put_ok, "", first_qoff, first_phys, size, batch.n, None, now)
         if batch.wait and (store._sync_flush or (store._sync_master and store.ha_service is not None)):
             return store._owed(result, batch, now, end)
-        elapsed = (self.clock() if self.clock is not None else int(time.time() * 1000)) - now
+        return self.took(result, now)
+
+    def took(self, result: Any, began: int) -> Any:
+        """The put's latency statistic, from ``began`` (its store timestamp, ms), and ``result``.
+        (Wall-clock milliseconds, as 4.9 measures putMessageEntireTimeMax from the time it
+        stamps: one clock read a put fewer than a monotonic start of its own.)"""
+        elapsed = (self.clock() if self.clock is not None else int(time.time() * 1000)) - began
+        st = self.stats
         if elapsed > st["putMessageEntireTimeMax"]:
             st["putMessageEntireTimeMax"] = elapsed
         return result

@@ -195,7 +195,8 @@ class MessageStore(DiskSpaceGuard):
                       "getMessageTransferedMsgCount": 0, "putMessageEntireTimeMax": 0,
                       "getMessageEntireTimeMax": 0}
         self.stats_service = StoreStatsService(self.stats)  # sampled once a second by the broker
-        self._lone = LonePut(self, PutResult, PUT_OK, DISK_CHECK_INTERVAL)  # (holds commit_log, queues, stats)
+        # the lone put, and every put's end (stored, took); holds commit_log, queues, stats
+        self._lone = LonePut(self, PutResult, PUT_OK, DISK_CHECK_INTERVAL)
         self.reader = MessageReader(config, self.commit_log, self.queues, self.stats)
         self.recovery: RecoveryResult | None = None  # set by load()
         self.retention = RetentionService(self)
@@ -581,24 +582,8 @@ class MessageStore(DiskSpaceGuard):
                     self._arrived(cb, topic, qid, top, tag)
             last = cols[-1]
             first_qoff, first_phys, end = int(cols[0, _C_QOFF]), int(cols[0, _C_PHYS]), int(last[_C_PHYS] + last[_C_SIZE])
-        return self._stored(batch, now, first_qoff, first_phys, end)
-
-    def _stored(self, batch: SendBatch, now: int, first_qoff: int, first_phys: int,
-                end: int) -> PutResult | Coroutine[Any, Any, PutResult]:
-        """The end of the general put path once the records and their queue entries are in: the
-        index, the statistics and the answer (a coroutine when a SYNC_FLUSH or slave wait is owed;
-        the lone put, :class:`LonePut`, does the same for its one record).
-        ``now`` is the put's store timestamp, when it began (ms)."""
-        self.queues.last_dispatched_store_timestamp = now
-        if self.index is not None:
-            self.index.put_batch(batch, now)
-        st = self.stats
-        st["putMessageTimesTotal"] += batch.n
-        st["putMessageSizeTotal"] += batch.total_size
-        result = PutResult(PUT_OK, "", first_qoff, first_phys, batch.total_size, batch.n, None, now)
-        if batch.wait and (self._sync_flush or (self._sync_master and self.ha_service is not None)):
-            return self._owed(result, batch, now, end)
-        return self._put_took(result, now)
+        # the index, the statistics and the answer: the lone put's own end, so there is one copy
+        return self._lone.stored(batch, now, first_qoff, first_phys, end)  # type: ignore[no-any-return]
 
     def _owed(self, result: PutResult, batch: SendBatch, now: int,
               end: int) -> PutResult | Coroutine[Any, Any, PutResult]:
@@ -615,18 +600,8 @@ class MessageStore(DiskSpaceGuard):
                 if done is not True:  # (logged by the service, once per run of failures)
                     result.status = PutStatus.FLUSH_DISK_TIMEOUT
                     result.remark = f"flush to offset {end} failed: {done}"
-                return self._put_took(result, now)
+                return self._lone.took(result, now)  # type: ignore[no-any-return]
         return self._finish_put(result, end, True, now, weight)
-
-    def _put_took(self, result: PutResult, began: int) -> PutResult:
-        """The put's latency statistic, from ``began`` (its store timestamp, ms), and ``result``.
-        (Wall-clock milliseconds, as 4.9 measures putMessageEntireTimeMax from the time it
-        stamps: one clock read a put fewer than a monotonic start of its own.)"""
-        elapsed = int(time.time() * 1000) - began
-        st = self.stats
-        if elapsed > st["putMessageEntireTimeMax"]:
-            st["putMessageEntireTimeMax"] = elapsed
-        return result
 
     @staticmethod
     def _arrived(cb: Callable[[str, int, int, int | None], None] | None, topic: str, qid: int, max_offset: int,
@@ -656,7 +631,7 @@ class MessageStore(DiskSpaceGuard):
         if (self.ha_service is not None and wait and result.status is PutStatus.PUT_OK
                 and self._sync_master):
             await self._wait_slave(result, end_offset)
-        return self._put_took(result, began)
+        return self._lone.took(result, began)  # type: ignore[no-any-return]
 
     async def _wait_slave(self, result: PutResult, end_offset: int) -> None:
         """SYNC_MASTER: answer only once a slave has the put (RocketMQ 4.9's CommitLog.handleHA)."""

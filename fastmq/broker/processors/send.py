@@ -176,13 +176,13 @@ class SendMessageProcessor(BrokerCodeDispatchProcessor):
         # producer groups that passed the name gate: the fast path takes no other (encode_sends)
         self._good_groups: set[str] = set()
         # _fast_state's tuple, and the topic-table version and permission it was made under
+        # (_fast_dv None: never made, or dropped by config_changed). _fast None under a current
+        # version means refused (a read-only broker, an IPv6 store host): not worth asking again
+        # until one of them changes
         self._fast: _FastState | None = None
         self._fast_dv: Any = None
         self._fast_counter = -1
         self._fast_perm = -1
-        # _fast is None because the fast path was refused under that version and permission (a
-        # read-only broker, an IPv6 store host): not worth asking again until one of them changes
-        self._fast_refused = False
 
     # ------------------------------------------------------------------ the batch fast path
     def process_batch(self, conn: Connection, requests: list[RemotingCommand]) -> list[Any]:
@@ -380,7 +380,7 @@ class SendMessageProcessor(BrokerCodeDispatchProcessor):
         self._consts = None
         self._fast_version = None
         self._fast = None
-        self._fast_refused = False
+        self._fast_dv = None
 
     def _fast_state(self) -> _FastState | None:
         """What the fast path needs on every call, made once: the store host, the size limit,
@@ -390,15 +390,13 @@ class SendMessageProcessor(BrokerCodeDispatchProcessor):
         broker permission changed."""
         dv = self.broker.topic_config.data_version
         perm = self.broker.config.brokerPermission
-        if ((self._fast is None and not self._fast_refused) or dv is not self._fast_dv
-                or dv.counter != self._fast_counter or perm != self._fast_perm):
+        if dv is not self._fast_dv or dv.counter != self._fast_counter or perm != self._fast_perm:
             self._refresh_fast_topics()
             self._fast_dv, self._fast_counter, self._fast_perm = dv, dv.counter, perm
             store_host = self._fast_store_host()
             if store_host is None or not perm & tv.PERM_WRITE:
-                self._fast, self._fast_refused = None, True
+                self._fast = None
                 return None
-            self._fast_refused = False
             cfg = self.broker.store.config
             cluster_prop, prefix, template, binary = self._fast_consts()
             self._fast = (store_host, min(cfg.maxMessageSize, cfg.mappedFileSizeCommitLog - 8), cluster_prop,
