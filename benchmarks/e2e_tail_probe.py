@@ -213,6 +213,9 @@ def main() -> int:
     ap.add_argument("--no-ticks", action="store_true",
                     help="no 1 ms probe timer on the loops: wake-up counts are then the processes' own")
     ap.add_argument("--label", default="")
+    ap.add_argument("--consumer-switch-interval", type=float, metavar="S",
+                    help="sys.setswitchinterval(S) in the consumer process (the interpreter's default is 0.005): "
+                         "does a consume thread wait for the GIL held by the loop?")
     ap.add_argument("--out")
     ap.add_argument("--write-site", metavar="DIR",
                     help="only write DIR/sitecustomize.py, which probes any Python process started with DIR first "
@@ -242,6 +245,8 @@ def main() -> int:
         if a.role == "produce":
             run(_produce(a.ns, a.rate, a.seconds, a.file))
         else:
+            if a.consumer_switch_interval:
+                sys.setswitchinterval(a.consumer_switch_interval)
             run(_consume(a.ns, int(a.rate * a.seconds), a.file))
         return 0
 
@@ -274,7 +279,8 @@ def main() -> int:
             me = [sys.executable, str(Path(__file__).resolve()), "--out", "-", "--ns", ns.addr,
                   "--rate", str(a.rate), "--seconds", str(a.seconds)]
             cfile, pfile = base / "consumer.json", base / "producer.json"
-            procs.append(subprocess.Popen(me + ["--role", "consume", "--file", str(cfile)], env=env))
+            switch = ["--consumer-switch-interval", str(a.consumer_switch_interval)] if a.consumer_switch_interval else []
+            procs.append(subprocess.Popen(me + ["--role", "consume", "--file", str(cfile)] + switch, env=env))
             for _ in range(600):
                 if Path(str(cfile) + ".ready").exists():
                     break
@@ -298,7 +304,7 @@ def main() -> int:
         e2e, pub = c["lat_ns"], pr["lat_ns"]
         qs = (0.5, 0.9, 0.99, 0.999)
         result = {
-            "label": a.label, "rate": a.rate, "seconds": a.seconds, "stacks_sampled": a.stacks, "ticks": not a.no_ticks,
+            "label": a.label, "consumer_switch_interval": a.consumer_switch_interval, "rate": a.rate, "seconds": a.seconds, "stacks_sampled": a.stacks, "ticks": not a.no_ticks,
             "commit": subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
                                      text=True).stdout.strip(),
             "load_avg": os.getloadavg(),
