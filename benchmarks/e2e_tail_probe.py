@@ -279,7 +279,8 @@ def main() -> int:
             me = [sys.executable, str(Path(__file__).resolve()), "--out", "-", "--ns", ns.addr,
                   "--rate", str(a.rate), "--seconds", str(a.seconds)]
             cfile, pfile = base / "consumer.json", base / "producer.json"
-            switch = ["--consumer-switch-interval", str(a.consumer_switch_interval)] if a.consumer_switch_interval else []
+            switch = (["--consumer-switch-interval", str(a.consumer_switch_interval)]
+                      if a.consumer_switch_interval else [])
             procs.append(subprocess.Popen(me + ["--role", "consume", "--file", str(cfile)] + switch, env=env))
             for _ in range(600):
                 if Path(str(cfile) + ".ready").exists():
@@ -304,7 +305,8 @@ def main() -> int:
         e2e, pub = c["lat_ns"], pr["lat_ns"]
         qs = (0.5, 0.9, 0.99, 0.999)
         result = {
-            "label": a.label, "consumer_switch_interval": a.consumer_switch_interval, "rate": a.rate, "seconds": a.seconds, "stacks_sampled": a.stacks, "ticks": not a.no_ticks,
+            "label": a.label, "consumer_switch_interval": a.consumer_switch_interval, "rate": a.rate,
+            "seconds": a.seconds, "stacks_sampled": a.stacks, "ticks": not a.no_ticks,
             "commit": subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
                                      text=True).stdout.strip(),
             "load_avg": os.getloadavg(),

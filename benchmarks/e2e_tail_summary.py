@@ -7,8 +7,8 @@ A run's variant is the letter between dashes in its file name (``lever-3-B-after
 B). Per variant: the e2e and publish percentiles, the e2e p99 less the publish p99 (what the
 consumer side adds to the tail: on a shared machine the producer's and broker's stalls move both
 together), which hop was the largest for the slowest 1% of messages (summed over the runs)
-and each hop's mean over that 1% (median over the runs), the consumer process's wake-ups, preemptions and CPU per second at 1,000 msgs/s (loop
-thread and consume threads), and the hand-off hop (pull answer decoded -> listener). Also the
+and each hop's mean over that 1% (median over the runs), the consumer process's wake-ups,
+preemptions and CPU per second at 1,000 msgs/s (loop thread and consume threads), and the hand-off hop (pull answer decoded -> listener). Also the
 correlation of e2e p99 with publish p99 over all the runs.
 """
 from __future__ import annotations
