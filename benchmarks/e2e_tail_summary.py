@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import glob
 import json
-import math
 import re
 import statistics
 import sys
@@ -44,9 +43,6 @@ def _row(d: dict[str, Any]) -> dict[str, float]:
     }
 
 
-_HOPS = ("timer", "to_store", "store_to_consumer_loop", "to_listener_thread")
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("pattern")
@@ -65,20 +61,17 @@ def main() -> int:
         files.setdefault(m.group(1), []).append(Path(f).name)
     out: dict[str, Any] = {"pattern": a.pattern, "variants": {}}
     for v, rows in sorted(by.items()):
+        hops = list(slow[v][0]["largest_hop_counts"])  # (the probe's hop names, in its order)
         out["variants"][v] = {"runs": len(rows), "files": files[v],
                               "median": {k: round(statistics.median(r[k] for r in rows), 1) for k in rows[0]},
                               "slowest_1pct_largest_hop_counts": {h: sum(s["largest_hop_counts"][h] for s in slow[v])
-                                                                  for h in _HOPS},
+                                                                  for h in hops},
                               "slowest_1pct_hop_mean_us_median": {
-                                  h: round(statistics.median(s[h + "_us"]["mean"] for s in slow[v]), 1) for h in _HOPS}}
+                                  h: round(statistics.median(s[h + "_us"]["mean"] for s in slow[v]), 1) for h in hops}}
     everything = [r for rows in by.values() for r in rows]
     if len(everything) > 2:
-        x = [r["publish_p99_us"] for r in everything]
-        y = [r["e2e_p99_us"] for r in everything]
-        mx, my = statistics.mean(x), statistics.mean(y)
-        sxy = sum((p - mx) * (q - my) for p, q in zip(x, y))
-        out["corr_e2e_p99_publish_p99"] = round(sxy / math.sqrt(sum((p - mx) ** 2 for p in x) *
-                                                                sum((q - my) ** 2 for q in y)), 3)
+        out["corr_e2e_p99_publish_p99"] = round(statistics.correlation(
+            [r["publish_p99_us"] for r in everything], [r["e2e_p99_us"] for r in everything]), 3)
     text = json.dumps(out, indent=1) + "\n"
     if a.out:
         Path(a.out).write_text(text)

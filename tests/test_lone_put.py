@@ -196,3 +196,13 @@ def test_every_store_flag_the_compiled_twin_reads_is_a_plain_instance_attribute(
             assert not owners, f"MessageStore.{key} is also defined on {owners}: the compiled LonePut reads around it"
     finally:
         s.shutdown()
+
+
+def test_the_pure_twins_layout_constants_are_the_stores() -> None:
+    """The twins sit below the store and restate two of its layout facts (the compiled twin as a C
+    enum, whose equal behaviour the byte-for-byte test above checks): the pure twin's must be the
+    store's own."""
+    from fastmq._ext import lone_put_py
+    from fastmq.store.config import CQ_STORE_UNIT_SIZE
+    from fastmq.store.index import COUNT
+    assert (lone_put_py._CQ_UNIT, lone_put_py._INDEX_COUNT) == (CQ_STORE_UNIT_SIZE, COUNT)

@@ -98,12 +98,8 @@ class LonePut:
             table = clog.topic_queue_table
             qoff = table.get(key, 0)
             # the entry goes with the record when it is the queue file's next one, in reserved room
-            cq_pos = qoff * _CQ_UNIT - cq_last.file_from_offset
-            cq_buf = None
-            if cq_pos == cq_last.wrote_position and cq_pos + _CQ_UNIT <= cq_last.reserved_to:
-                cq_buf = cq_last.buffer
-            else:
-                cq_pos = -1
+            cq_pos = cq_last.next_unit_pos(qoff * _CQ_UNIT, _CQ_UNIT)
+            cq_buf = None if cq_pos < 0 else cq_last.buffer
             try:
                 placed = place_one(batch, mf.buffer, pos, mf.file_size, mf.file_from_offset, qoff, now, cq_buf, cq_pos)
             except Exception as exc:
