@@ -27,45 +27,88 @@ PERM_PRIORITY, PERM_READ, PERM_WRITE, PERM_INHERIT = 8, 4, 2, 1
 class BrokerConfig:
     """The broker's keys and RocketMQ 4.9's defaults."""
 
+    #: RocketMQ's install directory; accepted and reported (``-p``), not used by fastmq.
+    #: Default: the ``ROCKETMQ_HOME`` environment variable, else empty.
     rocketmqHome: str = field(default_factory=lambda: os.environ.get("ROCKETMQ_HOME", ""))
+    #: NameServers to register with, ``host:port`` separated by ``;`` (``-n`` sets it too).
+    #: Default: the ``NAMESRV_ADDR`` environment variable, else empty (the broker registers nowhere).
     namesrvAddr: str = field(default_factory=lambda: os.environ.get("NAMESRV_ADDR", ""))
+    #: The address the broker registers and clients connect to. Default: this host's first
+    #: non-loopback address.
     brokerIP1: str = field(default_factory=local_address)
+    #: The address a master gives its slaves for replication; empty means brokerIP1.
     brokerIP2: str = ""
+    #: The broker name a master and its slaves share; routes are per broker name.
+    #: Default: this host's name.
     brokerName: str = field(default_factory=lambda: socket.gethostname() or "DEFAULT_BROKER")
+    #: The cluster the broker registers under (``mqadmin clusterList``, ``updateTopic -c``).
     brokerClusterName: str = "DefaultCluster"
+    #: 0 for the master; a slave's id is above 0.
     brokerId: int = MASTER_ID
+    #: READ 4 | WRITE 2 (| INHERIT 1, PRIORITY 8), carried by every route of this broker: without
+    #: WRITE producers go elsewhere, without READ pulls are refused.
     brokerPermission: int = PERM_READ | PERM_WRITE
+    #: The port clients and the NameServer reach the broker on.
     listenPort: int = 10911
+    #: Queues of the TBW102 template topic: the most a topic created on its first send gets.
     defaultTopicQueueNums: int = 8
+    #: Create a topic on its first send (through the TBW102 template topic).
     autoCreateTopicEnable: bool = True
+    #: Register a topic named after the cluster (routes for ``-c`` admin commands).
     clusterTopicEnable: bool = True
+    #: Register a topic named after the broker.
     brokerTopicEnable: bool = True
+    #: Create a consumer group's subscription settings on its first heartbeat or pull.
     autoCreateSubscriptionGroup: bool = True
+    #: The trace topic created when traceTopicEnable is on (fastmq records no traces).
     msgTraceTopicName: str = "RMQ_SYS_TRACE_TOPIC"
+    #: Create the trace topic at start.
     traceTopicEnable: bool = False
+    #: Milliseconds between writes of ``config/consumerOffset.json``.
     flushConsumerOffsetInterval: int = 5000
+    #: Take the NameServer list from an HTTP address server instead of namesrvAddr.
     fetchNamesrvAddrByAddressServer: bool = False
+    #: The address server's host: ``http://<domain>:8080/rocketmq/<subgroup>``.
     rmqAddressServerDomain: str = "jmenv.tbsite.net"
+    #: The address server's path segment.
     rmqAddressServerSubGroup: str = "nsaddr"
+    #: Hold a pull that finds nothing until a message arrives or the consumer's suspend time ends.
     longPollingEnable: bool = True
+    #: With long polling off: milliseconds an empty pull is held before its answer.
     shortPollingTimeMills: int = 1000
+    #: Tell a group's consumers when a member joins or leaves, so they rebalance at once.
     notifyConsumerIdsChangedEnable: bool = True
+    #: The region named in every send's answer (``MSG_REGION``).
     regionId: str = "DefaultRegion"
+    #: Named in every send's answer (``TRACE_ON``): whether the client may trace its sends.
     traceOn: bool = True
+    #: Milliseconds a registration waits for all NameServers.
     registerBrokerTimeoutMills: int = 6000
+    #: Compress the topic table sent with each registration.
     compressedRegister: bool = False
+    #: Register every period even when the NameServer already holds this data version.
     forceRegister: bool = True
+    #: Milliseconds between registrations with the NameServers.
     registerNameServerPeriod: int = 30000
+    #: Let a master send a lagging consumer to its slave (whichBrokerWhenConsumeSlowly).
     slaveReadEnable: bool = False
+    #: Must stay false: fastmq's broker has no ACL and refuses to start with it on.
     aclEnable: bool = False
-    # the remoting server's bounds (NettyServerConfig's idle time; the rest are fastmq's)
+    #: Seconds a connection may be idle (nothing read, nothing taken by the peer) before it is closed.
     serverChannelMaxIdleTimeSeconds: int = 120
+    #: Largest frame accepted, in bytes; a larger length prefix closes the connection before any
+    #: of the frame is buffered (fastmq's own key).
     maxFrameSize: int = 16 * 1024 * 1024
+    #: Connections accepted at once; more are closed as they arrive (fastmq's own key).
     serverMaxConnections: int = 10_000
+    #: Bytes of unfinished frames kept over all connections; the connection whose read would pass
+    #: it is closed (fastmq's own key).
     serverMaxPartialFrameBytes: int = 256 * 1024 * 1024
+    #: Bytes of answers a peer may leave unread before it is disconnected; 0: no limit
+    #: (fastmq's own key).
     serverMaxUnsentBytes: int = 64 * 1024 * 1024
-    #: fastmq's bound on a topic's read or write queue count (UPDATE_AND_CREATE_TOPIC, auto-create):
-    #: a route with billions of queues kills every client that reads it.
+    #: Largest read or write queue count of a topic (creation, auto-creation); 1..65535
+    #: (fastmq's own key).
     maxTopicQueueNums: int = 1024
 
     @property

@@ -57,21 +57,31 @@ def _split_namesrv(addr: str | list[str] | None) -> list[str]:
 class ClientConfig:
     """ClientConfig's keys, snake_cased; times in milliseconds as in RocketMQ."""
 
+    #: NameServers, ``"ns1:9876;ns2:9876"`` or a list; the client uses the one that last
+    #: answered and fails over down the list. None: the ``NAMESRV_ADDR`` environment variable.
     namesrv_addr: str | list[str] | None = None
+    #: The instance part of the client id ``ip@instance``; "DEFAULT" becomes ``pid#nanoTime``,
+    #: new for each producer and clustering consumer.
     instance_name: str = "DEFAULT"
+    #: The address part of the client id. Default: this host's first non-loopback address.
     client_ip: str = field(default_factory=local_address)
+    #: Milliseconds between route refreshes of every topic in use.
     poll_name_server_interval: int = 30_000
+    #: Milliseconds between heartbeats to every broker (the groups registered here).
     heartbeat_broker_interval: int = 30_000
+    #: Milliseconds between commits of consumed offsets.
     persist_consumer_offset_interval: int = 5_000
+    #: Milliseconds a request waits for its answer unless it has its own timeout (a send has
+    #: the producer's send_msg_timeout).
     mq_client_api_timeout: int = 3_000
-    #: for a cluster with ACL on: every request is signed with them (AclClientRPCHook)
+    #: For a cluster with ACL on: every request is signed with them (AclClientRPCHook).
     credentials: SessionCredentials | None = None
     #: RocketMQ's RPCHooks: each sees every request the client makes and every answer (after
     #: the ACL signer, when there are credentials); read, with the timeout above, when the
-    #: ClientInstance is made
+    #: ClientInstance is made.
     rpc_hooks: list[RPCHook] = field(default_factory=list)
-    #: the largest read or write queue count a route may give one broker of a topic: a route above
-    #: it is refused (BadRouteError) instead of building that many queues
+    #: The largest read or write queue count a route may give one broker of a topic: a route above
+    #: it is refused (BadRouteError) instead of building that many queues.
     max_topic_queue_nums: int = 1024
 
     def make_client_id(self, keep_default_name: bool = False) -> str:

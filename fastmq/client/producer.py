@@ -213,6 +213,22 @@ class Producer:
                  send_latency_fault_enable: bool = False, default_topic_queue_nums: int = 4,
                  max_in_flight: int = 65535, instance: ClientInstance | None = None,
                  client_config: ClientConfig | None = None) -> None:
+        """A producer of ``group``; the blocking :class:`fastmq.Producer` takes the same arguments.
+
+        Args:
+            namesrv_addr: NameServers, ``"ns1:9876;ns2:9876"``; used when ``client_config`` is not given.
+            send_msg_timeout: milliseconds a send waits for its answer, retries included.
+            retry_times_when_send_failed: extra tries of a failed ``send``, each on another broker when there is one.
+            retry_times_when_send_async_failed: the same for ``send_async``, whose callback runs once at the end.
+            retry_another_broker_when_not_store_ok: also retry a send answered with a status other than SEND_OK.
+            compress_msg_body_over_howmuch: bodies larger than this many bytes are sent zlib-compressed.
+            max_message_size: largest body accepted, in bytes; a larger one raises MessageValidationError.
+            send_latency_fault_enable: avoid for a while a broker that answered slowly.
+            default_topic_queue_nums: queues asked for when a send creates its topic on the broker.
+            max_in_flight: sends started and not over at once; one more waits for a permit (0: no bound).
+            instance: a ClientInstance to share with other producers and consumers.
+            client_config: the connection settings (ClientConfig); wins over ``namesrv_addr``.
+        """
         if not group or len(group) > 255:
             raise MessageValidationError("the specified group is blank" if not group else
                                          "the specified group is longer than group max length 255.")

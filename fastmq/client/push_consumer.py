@@ -62,6 +62,22 @@ class _ConsumerBase(Rebalance, PullService):
                  pull_batch_size: int = 32, pull_threshold_for_queue: int = 1000,
                  pull_threshold_size_for_queue: int = 100 * 1024 * 1024, rebalance_interval_s: float = REBALANCE_INTERVAL_S,
                  instance: ClientInstance | None = None, client_config: ClientConfig | None = None) -> None:
+        """Settings both consumers take (the blocking classes of :mod:`fastmq` take them too).
+
+        Args:
+            namesrv_addr: NameServers, ``"ns1:9876;ns2:9876"``; used when ``client_config`` is not given.
+            message_model: CLUSTERING (the group shares the queues) or BROADCASTING (every member reads all).
+            consume_from_where: where a group new to a queue starts: CONSUME_FROM_LAST_OFFSET,
+                CONSUME_FROM_FIRST_OFFSET or CONSUME_FROM_TIMESTAMP.
+            consume_timestamp_ms: the epoch milliseconds CONSUME_FROM_TIMESTAMP starts at.
+            allocate: how the group's queues are shared out; default AllocateMessageQueueAveragely.
+            pull_batch_size: messages asked for by one pull, 1..1024.
+            pull_threshold_for_queue: messages held unconsumed per queue before its pulls pause, 1..65535.
+            pull_threshold_size_for_queue: bytes held unconsumed per queue before its pulls pause, 1..1024 MiB.
+            rebalance_interval_s: seconds between rebalances (one also runs when the group changes).
+            instance: a ClientInstance to share with other producers and consumers.
+            client_config: the connection settings (ClientConfig); wins over ``namesrv_addr``.
+        """
         if not group or len(group) > 255:
             raise MessageValidationError("consumerGroup is null" if not group else
                                          "consumerGroup is longer than 255")
@@ -228,6 +244,14 @@ class PushConsumer(ConsumeConcurrentlyService, ConsumeOrderlyService, _ConsumerB
         unbounded queue, so it never grows past consumeThreadMin; ``consume_thread_max`` bounds
         the batches of an ``async def`` listener in progress at once.
 
+        Args:
+            consume_thread_min: threads that run a plain listener, 1..1000.
+            consume_thread_max: batches of an ``async def`` listener in progress at once, 1..1000.
+            consume_message_batch_max_size: messages handed to one listener call, 1..1024.
+            max_reconsume_times: redeliveries of a message before it goes to the group's DLQ.
+            orderly: consume each queue in order, one batch at a time, under the broker's queue lock.
+            kwargs: the settings of both consumers (namesrv_addr, message_model, ...).
+
         Raises:
             ConfigError: a setting out of the range DefaultMQPushConsumerImpl.checkConfig allows.
         """
@@ -344,6 +368,12 @@ class PullConsumer(_ConsumerBase):
     consume_type = "CONSUME_ACTIVELY"
 
     def __init__(self, group: str, *, auto_commit: bool = True, **kwargs: Any) -> None:
+        """A lite pull consumer of ``group``.
+
+        Args:
+            auto_commit: commit what the last ``poll`` returned when the next one starts.
+            kwargs: the settings of both consumers (namesrv_addr, message_model, ...).
+        """
         super().__init__(group, **kwargs)
         self.auto_commit = auto_commit
         self._ready: asyncio.Queue[tuple[ProcessQueue, list[MessageExt]]] = asyncio.Queue()

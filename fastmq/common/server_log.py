@@ -37,9 +37,13 @@ _LEVELS = {"TRACE": logging.DEBUG, "DEBUG": logging.DEBUG, "INFO": logging.INFO,
 class LogConfig:
     """Where and how much a server logs; keys named as the other config keys are."""
 
+    #: The log file (``--log-file``). Default: ``~/logs/rocketmqlogs/broker.log`` or ``namesrv.log``.
     logPath: str = ""
+    #: TRACE/DEBUG, INFO, WARN, ERROR or OFF (``--log-level``).
     logLevel: str = "INFO"
+    #: Roll the file at this many bytes; 0 never rolls (``--log-max-bytes``).
     logMaxBytes: int = 128 * 1024 * 1024
+    #: Rolled files kept, ``<file>.1`` .. ``<file>.N``; at least 1 (``--log-backups``).
     logBackups: int = 10
 
     def validate(self) -> None:

@@ -18,24 +18,34 @@ CONFIG_BLACK_LIST = frozenset({"configBlackList", "configStorePath", "kvConfigPa
 
 @dataclass
 class NamesrvConfig:
+    #: RocketMQ's install directory; accepted and reported (``-p``), not used by fastmq.
+    #: Default: the ``ROCKETMQ_HOME`` environment variable, else empty.
     rocketmqHome: str = field(default_factory=lambda: os.environ.get("ROCKETMQ_HOME", ""))
+    #: The KV table's file (``mqadmin updateKvConfig``; order topics' ``ORDER_TOPIC_CONFIG``).
     kvConfigPath: str = os.path.join(_HOME, "namesrv", "kvConfig.json")
+    #: Where UPDATE_NAMESRV_CONFIG writes the whole configuration after a change (a record;
+    #: a start reads only ``-c``).
     configStorePath: str = os.path.join(_HOME, "namesrv", "namesrv.properties")
+    #: Accepted and reported, not used by fastmq.
     productEnvName: str = "center"
+    #: Accepted and reported, not used by fastmq.
     clusterTest: bool = False
+    #: Put a topic's ``ORDER_TOPIC_CONFIG`` KV entry into its routes (global order topics).
     orderMessageEnable: bool = False
+    #: Reported only: the keys UPDATE_NAMESRV_CONFIG refuses are always these three.
     configBlackList: str = "configBlackList;configStorePath;kvConfigPath"
-    #: How often the liveness scan runs (ms): 10 s in RocketMQ 4.9.8.
+    #: Milliseconds between scans for brokers that stopped registering.
     scanNotActiveBrokerInterval: int = 10_000
-    #: fastmq's key for RocketMQ's fixed 120 s broker expiry, so tests can shorten it.
+    #: Milliseconds without a registration after which a broker is dropped (fixed at 120 s in
+    #: RocketMQ; fastmq's own key). A broker whose connection closes is dropped at once.
     brokerChannelExpiredTime: int = 120_000
-    #: fastmq's cap on what a compressed REGISTER_BROKER body may inflate to: 8 MiB holds
-    #: ~230,000 topics in that compact form, twice what a 16 MiB frame of JSON can carry; more is
-    #: refused (SYSTEM_ERROR) rather than parsed for seconds.
+    #: Bytes a compressed REGISTER_BROKER body may inflate to (about 230,000 topics); a larger
+    #: one is refused with SYSTEM_ERROR (fastmq's own key).
     registerBodyMaxInflatedBytes: int = 8 * 1024 * 1024
-    #: Where the log file goes (RocketMQ's logback default is ~/logs/rocketmqlogs/namesrv.log).
+    #: The log file (``--log-file`` wins). Default: ``~/logs/rocketmqlogs/namesrv.log``.
     logPath: str = os.path.join(_HOME, "logs", "rocketmqlogs", "namesrv.log")
-    #: fastmq's bound on a registered topic's queue counts (see RouteInfoManager).
+    #: Largest read or write queue count a registered topic may have; a topic above it is left
+    #: out of the routes (fastmq's own key).
     maxTopicQueueNums: int = 1024
 
     def validate(self) -> None:
@@ -54,13 +64,20 @@ class NamesrvConfig:
 class NamesrvServerConfig:
     """The NettyServerConfig keys the NameServer honours."""
 
+    #: The port clients and brokers reach the NameServer on.
     listenPort: int = 9876
+    #: The address to listen on.
     bindAddress: str = "0.0.0.0"
+    #: Seconds a connection may be idle (nothing read, nothing taken by the peer) before it is closed.
     serverChannelMaxIdleTimeSeconds: int = 120
+    #: Largest frame accepted, in bytes; a larger length prefix closes the connection.
     maxFrameSize: int = 16 * 1024 * 1024
-    # fastmq's bounds (see fastmq.remoting.server)
+    #: Connections accepted at once; more are closed as they arrive (fastmq's own key).
     serverMaxConnections: int = 10_000
+    #: Bytes of unfinished frames kept over all connections (fastmq's own key).
     serverMaxPartialFrameBytes: int = 256 * 1024 * 1024
+    #: Bytes of answers a peer may leave unread before it is disconnected; 0: no limit
+    #: (fastmq's own key).
     serverMaxUnsentBytes: int = 64 * 1024 * 1024
 
     def validate(self) -> None:

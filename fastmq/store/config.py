@@ -25,51 +25,90 @@ CQ_STORE_UNIT_SIZE = 20
 class MessageStoreConfig:
     """The store's keys and RocketMQ 4.9's defaults."""
 
+    #: The store's directory: commit log, consume queues, index, checkpoint, ``config/`` metadata.
     storePathRootDir: str = field(
         default_factory=lambda: str(Path.home() / "store"))
-    storePathCommitLog: str = ""  # empty: <storePathRootDir>/commitlog
+    #: The commit log's directory; empty means ``<storePathRootDir>/commitlog``.
+    storePathCommitLog: str = ""
+    #: Bytes of each commit-log file (1 GiB); space is reserved before the file is mapped.
     mappedFileSizeCommitLog: int = 1024 * 1024 * 1024
+    #: Bytes of each consume-queue file: 300,000 entries of 20 bytes.
     mappedFileSizeConsumeQueue: int = 300_000 * CQ_STORE_UNIT_SIZE
+    #: ASYNC_FLUSH: answer a send once stored in memory, flush in the background; SYNC_FLUSH:
+    #: answer after the fdatasync that covers it (group commit).
     flushDiskType: str = ASYNC_FLUSH
+    #: ASYNC_FLUSH: milliseconds between background flushes of the commit log.
     flushIntervalCommitLog: int = 500
+    #: ASYNC_FLUSH: pages (4 KiB) that must be dirty before a periodic flush writes them.
     flushCommitLogLeastPages: int = 4
+    #: Milliseconds after which the commit log is flushed whatever the page count.
     flushCommitLogThoroughInterval: int = 10_000
+    #: Milliseconds between flushes of the consume queues.
     flushIntervalConsumeQueue: int = 1000
+    #: Pages that must be dirty before a periodic consume-queue flush writes them.
     flushConsumeQueueLeastPages: int = 2
+    #: Milliseconds after which the consume queues are flushed whatever the page count.
     flushConsumeQueueThoroughInterval: int = 60_000
-    syncFlushTimeout: int = 5000  # also how long a SYNC_MASTER send waits for the slave (4.9's handleHA)
+    #: SYNC_FLUSH: milliseconds a send waits for its flush before FLUSH_DISK_TIMEOUT; also how
+    #: long a SYNC_MASTER send waits for its slave before FLUSH_SLAVE_TIMEOUT.
+    syncFlushTimeout: int = 5000
+    #: Largest message body accepted, in bytes (4 MiB).
     maxMessageSize: int = 4 * 1024 * 1024
+    #: Check each record's body CRC when recovering after a crash.
     checkCRCOnRecover: bool = True
-    offsetCheckInSlave: bool = False  # a slave corrects a pull's offset as a master does
-    # fastmq's own key: create the next commit-log file ahead of time and pre-read its pages
-    # (a first write to a fresh page is a ~10x slower page fault; see MappedFile.warm).
+    #: Let a slave correct a pull's out-of-range offset as a master does.
+    offsetCheckInSlave: bool = False
+    #: Create the next commit-log file ahead of time and pre-read its pages (a first write to a
+    #: fresh page is a much slower page fault) (fastmq's own key).
     preloadMappedFile: bool = True
-    # fastmq's own key: under SYNC_FLUSH, a lone producer's fdatasync runs on the event loop at
-    # the end of its turn (no thread hand-offs) while the last sync took less than this many
-    # microseconds; 0 = always through the group-commit thread (see GroupCommitService).
+    #: SYNC_FLUSH: a send that arrives alone is synced on the event loop, without the group-commit
+    #: thread, while the last sync took less than this many microseconds; 0: always the thread
+    #: (fastmq's own key).
     syncFlushInlineMaxMicros: int = 1000
+    #: Hours a commit-log file is kept after its last write before retention may delete it.
     fileReservedTime: int = 72
+    #: Hours of the day retention runs, ``;``-separated (``04``: at 4 a.m.); it also runs when the
+    #: disk passes diskMaxUsedSpaceRatio.
     deleteWhen: str = "04"
+    #: Percent of the disk the store may use before expired files are deleted outside deleteWhen.
     diskMaxUsedSpaceRatio: int = 75
+    #: The delay levels 1..18 of delayed messages (``s``, ``m``, ``h``, ``d`` units).
     messageDelayLevel: str = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
+    #: Milliseconds between writes of ``config/delayOffset.json``.
     flushDelayOffsetInterval: int = 10_000
+    #: Bytes one pull returns at most when its messages are in memory.
     maxTransferBytesOnMessageInMemory: int = 256 * 1024
+    #: Messages one pull returns at most when they are in memory.
     maxTransferCountOnMessageInMemory: int = 32
+    #: Bytes one pull returns at most when its messages must come from disk.
     maxTransferBytesOnMessageInDisk: int = 64 * 1024
+    #: Messages one pull returns at most when they must come from disk.
     maxTransferCountOnMessageInDisk: int = 8
+    #: Percent of physical memory the unread tail may fill and still count as "in memory"
+    #: (pull sizes above; with slaveReadEnable, when to send a consumer to the slave).
     accessMessageInMemoryMaxRatio: int = 40
+    #: Index messages by key and unique id (``queryMsgByKey``, ``queryMsgByUniqueKey``).
     messageIndexEnable: bool = True
+    #: Most messages one QUERY_MESSAGE (``queryMsgByKey``) answers.
     maxMsgsNumBatch: int = 64
+    #: Hash slots of each index file.
     maxHashSlotNum: int = 5_000_000
+    #: Entries of each index file.
     maxIndexNum: int = 5_000_000 * 4
-    # Master-slave replication (RocketMQ's classic HA, store:ha/HAService). The role and the HA
-    # keys are store keys in RocketMQ too; haListenPort 0 means listenPort + 1, as BrokerStartup sets it.
+    #: ASYNC_MASTER (answers before the slave has the message), SYNC_MASTER (answers after the
+    #: slave acknowledged it) or SLAVE.
     brokerRole: str = ASYNC_MASTER
+    #: The master's replication port; 0 means listenPort + 1.
     haListenPort: int = 0
+    #: A slave's master, ``host:port`` of its replication port; empty: learned from the NameServer.
     haMasterAddress: str = ""
+    #: Milliseconds between a slave's offset reports (its heartbeat and acknowledgement).
     haSendHeartbeatInterval: int = 5000
+    #: Milliseconds without a word after which a replication connection is closed.
     haHousekeepingInterval: int = 20_000
+    #: Bytes of commit log a master sends a slave in one transfer.
     haTransferBatchSize: int = 32 * 1024
+    #: Bytes a slave may lag before SYNC_MASTER sends stop waiting for it (SLAVE_NOT_AVAILABLE).
     haSlaveFallbehindMax: int = 256 * 1024 * 1024
 
     @property
