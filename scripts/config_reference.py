@@ -15,6 +15,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import inspect
+import os
 import sys
 import textwrap
 from pathlib import Path
@@ -37,6 +38,10 @@ How to pass them: [servers.md](servers.md) for the servers, [client.md](client.m
 Sizes are bytes and times milliseconds unless a key says otherwise; `~` is the home directory
 of the user running the server.
 """
+
+
+#: Environment variables some defaults are read from.
+_MACHINE_ENV = ("ROCKETMQ_HOME", "NAMESRV_ADDR")
 
 
 class MissingDoc(Exception):
@@ -124,7 +129,11 @@ def _default(f: "dataclasses.Field[Any]") -> str:
     if f.default is not dataclasses.MISSING:
         return _render_value(f.default)
     if f.default_factory is not dataclasses.MISSING:
-        value = f.default_factory()
+        saved = {k: os.environ.pop(k) for k in _MACHINE_ENV if k in os.environ}
+        try:  # the default of a machine without them, so the page is the same on every machine
+            value = f.default_factory()
+        finally:
+            os.environ.update(saved)
         if isinstance(value, list) or (isinstance(value, str) and _home_to_tilde(value) != value):
             return _render_value(value)
         return "computed"  # the machine's own: an address, a host name, an environment variable

@@ -177,3 +177,30 @@ _LOCAL = all_blocks("local")
 def test_runnable_block_runs(block: Block, tmp_path: Path) -> None:
     done = run_block(block, timeout=60, env={"HOME": str(tmp_path)})
     assert done.returncode == 0, f"{block.document}:{block.line} failed:\n{done.stdout}\n{done.stderr}"
+
+
+def test_configuration_generator_refuses_an_undocumented_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    import dataclasses as dc
+    spec = importlib.util.spec_from_file_location("config_reference", ROOT / "scripts" / "config_reference.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    monkeypatch.setenv("NAMESRV_ADDR", "10.0.0.1:9876")  # a machine's own value never reaches the page
+
+    @dc.dataclass
+    class Documented:
+        #: The answer.
+        answer: int = 42
+        ratio: float = 0.5  # a trailing comment counts too
+
+    @dc.dataclass
+    class Undocumented:
+        #: Documented.
+        fine: int = 1
+        silent: str = "x"
+
+    assert module.class_table(Documented)[2:] == ["| `answer` | `42` | The answer. |",
+                                                  "| `ratio` | `0.5` | a trailing comment counts too |"]
+    with pytest.raises(module.MissingDoc, match="silent"):
+        module.class_table(Undocumented)
+    assert "10.0.0.1" not in module.render()
