@@ -204,3 +204,20 @@ def test_configuration_generator_refuses_an_undocumented_key(monkeypatch: pytest
     with pytest.raises(module.MissingDoc, match="silent"):
         module.class_table(Undocumented)
     assert "10.0.0.1" not in module.render()
+
+
+#: The archive of past measurement notes, on its way out of docs/.
+_ARCHIVES = {"docs/benchmark-history.md"}
+_DIARY = [(re.compile(r"\bsessions? \d+", re.I), "a session number"),
+          (re.compile(r"benchmarks/results/"), "a result file's path"),
+          (re.compile(r"\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*[0-9])[0-9a-f]{7,40}\b"), "a commit id")]
+
+
+@pytest.mark.parametrize("document", [d for d in _present(DOCUMENTS) if d not in _ARCHIVES])
+def test_documents_keep_no_diary(document: str) -> None:
+    """The guide says what is true now: figures live in benchmarks/RESULTS.md, generated; no
+    document names sessions, commits or kept result files."""
+    found = [f"{document}:{n}: {what}: {m.group(0)!r}"
+             for n, line in enumerate((ROOT / document).read_text(encoding="utf-8").splitlines(), 1)
+             for pattern, what in _DIARY for m in pattern.finditer(line)]
+    assert not found, "\n".join(found)
