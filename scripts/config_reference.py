@@ -219,6 +219,8 @@ def render() -> str:
             "| `FASTMQ_NO_EXTENSIONS=1` | use the pure-Python twins instead of the compiled modules "
             "(and skip compiling them at install time); `fastmq._ext.USING_EXTENSIONS` tells which run |",
             "| `FASTMQ_NO_UVLOOP=1` | use asyncio's default event loop even when uvloop is installed |",
+            "| `FASTMQ_DEBUG=1` | at install time: build the compiled modules with bounds checks, wraparound "
+            "and line tracing on, and Cython's annotated HTML beside them |",
             "| `NAMESRV_ADDR` | the NameServers when neither the code nor a `-c` file names them |",
             "| `ROCKETMQ_HOME` | reported as `rocketmqHome`; not used |", ""]
     return "\n".join(out)
