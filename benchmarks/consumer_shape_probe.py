@@ -27,7 +27,7 @@ from typing import Any
 
 
 def _stat(pid: int) -> dict[str, float]:
-    from spark_bench.rocketmq_tools import runq_wait_s
+    from spark_bench.rocketmq_tools.peer import runq_wait_s
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
     status: dict[str, str] = {}
@@ -84,8 +84,8 @@ def main() -> int:
     p.add_argument("--span", type=float, default=20.0)
     p.add_argument("--out", type=Path)
     a = p.parse_args()
-    from spark_bench import rocketmq_tools as rt
-    from spark_bench.tools_process import stop_all
+    from spark_bench.rocketmq_tools import command as rt
+    from spark_bench.rocketmq_tools.process import stop_all
     js = rt.java_setup(argparse.Namespace(rocketmq_home=os.environ.get("FASTMQ_ROCKETMQ_HOME", ""),
                                           rocketmq_classpath=os.environ.get("FASTMQ_ROCKETMQ_CLASSPATH", ""),
                                           java="", java_broker_heap="256m"))

@@ -251,7 +251,7 @@ def main() -> int:
         return 0
 
     sys.path.insert(0, str(ROOT))
-    from spark_bench.cluster import RocketAdmin, start_fastmq
+    from spark_bench.run.cluster import RocketAdmin, start_fastmq
     base = Path(tempfile.mkdtemp(prefix="e2etail-"))
     try:
         probe = base / "probe"

@@ -21,12 +21,12 @@ import pytest
 
 from spark_bench import collate
 from spark_bench.cli import main as bench_main
-from spark_bench.collate_load import CollateError, load_inputs
-from spark_bench.rocketmq_tools import _retrying
-from spark_bench.tools_process import Managed, PortTaken, ToolsError, wait_ready
-from spark_bench.tools_result import (SUMMARY_SCHEMA, ConsumerLine, Shape, drain_figures, parse_consumer_line,
-                                      parse_producer_line, parse_shape, read_summary, run_figures, spark_figures,
-                                      summarize)
+from spark_bench.collate.load import CollateError, load_inputs
+from spark_bench.rocketmq_tools.command import _retrying
+from spark_bench.rocketmq_tools.process import Managed, PortTaken, ToolsError, wait_ready
+from spark_bench.rocketmq_tools.result import (SUMMARY_SCHEMA, ConsumerLine, Shape, drain_figures,
+                                               parse_consumer_line, parse_producer_line, parse_shape, read_summary,
+                                               run_figures, spark_figures, summarize)
 
 FAKE_JAVA = Path(__file__).resolve().parent / "rocketmq_tools_fake_java.py"
 
@@ -143,7 +143,7 @@ def test_pull_rates_and_run_queue_of_a_real_broker(tmp_path) -> None:
     nothing (not an error) from an address where no broker answers."""
     import time
 
-    from spark_bench.rocketmq_tools import _pull_rates, runq_wait_s
+    from spark_bench.rocketmq_tools.peer import _pull_rates, runq_wait_s
     from tests.support import free_port, running_cluster
     with running_cluster(tmp_path) as (_, broker):
         deadline, rates = time.monotonic() + 40, {}

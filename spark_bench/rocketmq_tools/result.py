@@ -4,7 +4,7 @@
 ``org.apache.rocketmq.example.benchmark.Producer`` and ``Consumer`` against two brokers; this
 module holds the parts that need no process: reading the tools' periodic lines, the per-run
 figures, the medians over runs and the two JSON documents it writes, so that the collation
-(``collate_tools``) and the tests read the same definitions.
+(``spark_bench.collate.tools``) and the tests read the same definitions.
 
 The tools print one line every 10 s (4.9.x; ``Producer.doPrintStats`` / the Consumer's timer),
 each a rate over the last 10 one-second snapshots::

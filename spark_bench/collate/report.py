@@ -10,9 +10,9 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from .collate_compare import Comparison
-from .collate_load import PERCENTILES, Inputs
-from .collate_tools import tool_blocks
+from .compare import Comparison
+from .load import PERCENTILES, Inputs
+from .tools import tool_blocks
 
 __all__ = ["build_blocks", "fmt", "render_html", "render_markdown", "write_plots"]
 

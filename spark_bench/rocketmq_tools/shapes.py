@@ -12,12 +12,12 @@ broker's SYSTEM_BUSY, is sent again), then RocketMQ's benchmark Consumer with it
 except ``-n -t`` (20 threads, group ``benchmark_consumer``, which has no offset on the new topic
 and so starts at its first message). A warm-up drains a tenth of the count.
 Its 10 s lines are read until one consumes under 100 msgs/s after the backlog; the drain rate is
-the mean of the lines busy throughout (``tools_result.drain_figures``), the broker's CPU per
+the mean of the lines busy throughout (``result.drain_figures``), the broker's CPU per
 message is counted over the same lines, and the group's committed offsets must reach COUNT.
 
 ``spark-WORKLOAD`` (e.g. ``spark-many-producers``): ``fastmq-bench run WORKLOAD --namesrv NS
 --driver fastmq`` as a child process against the broker, the broker's CPU and put count sampled
-beside it every 0.5 s; figures from its ``result.json`` (``tools_result.spark_figures``), which is
+beside it every 0.5 s; figures from its ``result.json`` (``result.spark_figures``), which is
 kept as ``run-<shape>-<broker>-<n>-spark/``, and the broker's own pull rates over the same span.
 """
 from __future__ import annotations
@@ -32,10 +32,10 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from .rocketmq_tools import (Peer, RunPlan, _loadavg, _machine, _now, _pull_rates, _rss_mb, _tool, next_line,
-                             proc_cpu_s, runq_wait_s)
-from .tools_process import Managed
-from .tools_result import RUN_SCHEMA, Shape, drain_figures, parse_consumer_line, spark_figures
+from .peer import (Peer, RunPlan, _loadavg, _machine, _now, _pull_rates, _rss_mb, _tool, next_line,
+                   proc_cpu_s, runq_wait_s)
+from .process import Managed
+from .result import RUN_SCHEMA, Shape, drain_figures, parse_consumer_line, spark_figures
 
 __all__ = ["DRAIN_GROUP", "DRAIN_QUEUES", "RUNS", "drain_run", "fill", "shape_line", "spark_run"]
 
@@ -127,7 +127,7 @@ def _finish(plan: RunPlan, doc: dict[str, Any], reason: str, figures: dict[str, 
 def _stored(admin: Any, topic: str, count: int, wait_s: float = 60.0) -> int:
     """The topic's stored count once it reaches ``count``, or at ``wait_s`` (a Java broker answers a
     send once the commit log has it and builds the queue entries after, so the count lags)."""
-    from .cluster import BenchError
+    from ..run.cluster import BenchError
     deadline = time.monotonic() + wait_s
     while True:
         try:
@@ -143,7 +143,7 @@ def drain_run(plan: RunPlan, peer: Peer, shape: Shape, n: int, warmup: int = 0) 
     """One backlog drain against ``peer`` (see the module's text); its run document, written to
     ``plan.out`` unless it is a warm-up (whose backlog is a tenth of the count: it only has to
     warm the JVMs' and the broker's paths)."""
-    from .cluster import BenchError, RocketAdmin
+    from ..run.cluster import BenchError, RocketAdmin
     tag = f"{shape.name}-{peer.name}-{'warmup' if warmup else n}"
     log = plan.out / f"run-{tag}.log" if not warmup else plan.client_home / f"run-{tag}.log"
     doc = _doc(plan, peer, shape, n, tag, log, bool(warmup))

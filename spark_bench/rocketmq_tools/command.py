@@ -29,7 +29,7 @@ broker's utime+stime from /proc at each line: broker CPU per message = CPU over 
 (mean TPS x span). With a Consumer, the consumer is started first and the run waits (bounded)
 until it has drained any backlog. Both brokers pre-create ``BenchmarkTest`` with 1024 queues.
 The shapes ``drainCOUNT-sBYTES`` (a backlog drained by the benchmark Consumer) and
-``spark-WORKLOAD`` (``fastmq-bench run`` against each broker) run as ``spark_bench.tools_shapes``
+``spark-WORKLOAD`` (``fastmq-bench run`` against each broker) run as ``spark_bench.rocketmq_tools.shapes``
 describes, alternated the same way.
 
 Output: ``OUT/<UTC stamp>-<commit>/`` with ``run-<shape>-<broker>-<n>.json`` (+ ``.log``: the
@@ -58,15 +58,16 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from .tools_process import Managed, PortTaken, ToolsError, free_port, listening, printed, stop_all, wait_ready
-from .tools_result import (BROKERS, RUN_SCHEMA, SUMMARY_SCHEMA, ConsumerLine, Shape, parse_consumer_line,
+from .peer import (Peer, RunPlan, _ask, _loadavg, _machine, _now, _pull_rates, _rss_mb, _tool, next_line,
+                   proc_cpu_s, runq_wait_s)
+from .process import Managed, PortTaken, ToolsError, free_port, listening, printed, stop_all, wait_ready
+from .result import (BROKERS, RUN_SCHEMA, SUMMARY_SCHEMA, ConsumerLine, Shape, parse_consumer_line,
                            parse_producer_line, parse_shape, run_figures, summarize)
 
 __all__ = ["DEFAULT_SHAPES", "ToolsError", "add_arguments", "run"]
 
 DEFAULT_SHAPES = "w16-s128,w64-s128,w16-s1024,w64-s1024,w16-s128-consumer"
 TOPIC = "BenchmarkTest"   # the tools' default; both brokers make it with 1024 queues at start
-_TICK = os.sysconf("SC_CLK_TCK")
 _PROG = "fastmq-bench rocketmq-tools"
 
 # What Java 9+ must open for 4.9's MappedFile cleaner, DirectBuffer, netty's direct buffers and fastjson.
@@ -107,20 +108,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "(`record --idle`, folded stacks: run-<shape>-fastmq-<n>-pyspy.folded); default: no profile")
 
 
-def _ask(addr: str, code: int, fields: dict[str, Any], timeout: float = 5.0) -> Any:
-    from fastmq.protocol.command import create_request
-    from fastmq.remoting import RemotingClient
-    from fastmq.remoting.loop import run as run_loop
-
-    async def ask() -> Any:
-        c = RemotingClient()
-        try:
-            return await c.invoke(addr, create_request(code, fields), timeout)
-        finally:
-            await c.close()
-    return run_loop(ask())
-
-
 def _route_ready(namesrv: str) -> Callable[[], bool]:
     from fastmq.protocol.codes import RequestCode, ResponseCode
 
@@ -142,24 +129,6 @@ def _broker_version(addr: str) -> str:
     except Exception:  # the version is a label in the summary, not a reason to stop
         pass
     return ""
-
-
-def _pull_rates(addr: str, puts: bool = False) -> dict[str, float]:
-    """The broker's own pull counters over its last 10 s (GET_BROKER_RUNTIME_INFO's getFoundTps,
-    getMissTps, getTransferedTps: pulls that found messages, pulls that found none, messages
-    they carried, per second), which both brokers keep alike, and with ``puts`` its count of
-    messages put today (msgPutTotalTodayNow, as ``puts``); empty when it does not answer."""
-    from fastmq.protocol.codes import RequestCode, ResponseCode
-    keys = (("getFoundTps", "pull_found_tps"), ("getMissTps", "pull_miss_tps"), ("getTransferedTps", "pull_msgs_tps"))
-    try:
-        r = _ask(addr, RequestCode.GET_BROKER_RUNTIME_INFO, {})
-        if r.code != ResponseCode.SUCCESS or not r.body:
-            return {}
-        table = json.loads(r.body).get("table", {})
-        return {out: float(str(table.get(key, "")).split()[0])
-                for key, out in keys + ((("msgPutTotalTodayNow", "puts"),) if puts else ())}
-    except Exception:  # (a missing or empty figure included) the rates are context, not a reason to stop
-        return {}
 
 
 # ---------------------------------------------------------------- the two systems
@@ -221,21 +190,6 @@ def java_setup(a: argparse.Namespace) -> JavaSetup:
     if m is None:
         raise ToolsError(f"{java} -version: no version in {text[:200]!r}")
     return JavaSetup(java, int(m[2]), cp, home, a.java_broker_heap, text.splitlines()[0] if text else "")
-
-
-@dataclass
-class Peer:
-    """One system under test: its NameServer, its broker and what was learnt at start."""
-
-    name: str
-    namesrv: str
-    broker: Managed
-    procs: list[Managed] = field(default_factory=list)
-    info: dict[str, Any] = field(default_factory=dict)
-
-    def stop(self) -> None:
-        for p in reversed(self.procs):   # the broker unregisters from a NameServer still up
-            p.stop()
 
 
 def _young(heap: str) -> str:
@@ -304,7 +258,7 @@ def _retrying(start: Callable[[Path], Peer], base: Path, tries: int = 3) -> Peer
 
 
 def _script(name: str) -> str:
-    from .cluster import BenchError, _script as find
+    from ..run.cluster import BenchError, _script as find
     try:
         return find(name)
     except BenchError as e:
@@ -347,93 +301,6 @@ def start_fastmq(d: Path, ready_timeout: float = 120.0) -> Peer:
 
 
 # ---------------------------------------------------------------- one run
-
-
-def proc_cpu_s(pid: int) -> float:
-    """utime+stime in seconds of ``pid`` (all its threads) and its live descendants; 0 once gone."""
-    total, todo, seen = 0.0, [pid], 0
-    while todo and seen < 10_000:
-        p = todo.pop()
-        seen += 1
-        try:
-            with open(f"/proc/{p}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-            total += (int(fields[11]) + int(fields[12])) / _TICK
-            with open(f"/proc/{p}/task/{p}/children") as f:
-                todo.extend(int(c) for c in f.read().split())
-        except (FileNotFoundError, ProcessLookupError):
-            pass
-    return total
-
-
-def runq_wait_s(pid: int) -> float:
-    """Seconds ``pid``'s threads have waited runnable for a CPU (the second field of each
-    task's /proc schedstat): time the process was ready to work but the machine ran something
-    else, which utime+stime do not show; 0 once gone or without schedstats."""
-    total = 0.0
-    try:
-        tasks = os.listdir(f"/proc/{pid}/task")
-    except (FileNotFoundError, ProcessLookupError):
-        return 0.0
-    for t in tasks[:10_000]:
-        try:
-            with open(f"/proc/{pid}/task/{t}/schedstat") as f:
-                total += int(f.read().split()[1]) / 1e9
-        except (FileNotFoundError, ProcessLookupError, IndexError, ValueError):
-            pass
-    return total
-
-
-def _machine() -> tuple[int, int]:
-    with open("/proc/stat") as f:
-        v = [int(x) for x in f.readline().split()[1:]]
-    return sum(v), v[3] + v[4]
-
-
-def _rss_mb(pid: int) -> float | None:
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return None
-
-
-def _loadavg() -> str:
-    try:
-        return Path("/proc/loadavg").read_text().strip()
-    except OSError:
-        return ""
-
-
-@dataclass
-class RunPlan:
-    """What every run of this command shares."""
-
-    js: JavaSetup
-    out: Path
-    client_home: Path
-    windows: int
-    drain_timeout: float
-    tool_start_timeout: float = 90.0
-    py_spy: str = ""
-
-
-def _tool(plan: RunPlan, cls: str, args: list[str], what: str, log: Path, extra: Sequence[str] = ()) -> Managed:
-    # the distribution's benchmark/runclass.sh heap; G1 where it names CMS (gone in Java 14+)
-    argv = plan.js.jvm(["-Xms1g", "-Xmx1g", "-Xmn256m"], plan.client_home, extra) + [cls, *args]
-    return Managed(argv, what, log, plan.client_home, plan.js.env(), pipe=True)
-
-
-def next_line(tool: Managed, what: str) -> tuple[float, str] | str | None:
-    """``tool``'s next line (arrival time, text) within 0.5 s, None when none came, or why it ended
-    once it has exited and every line it wrote has been taken."""
-    try:
-        return tool.lines.get(timeout=0.5)
-    except queue.Empty:
-        return f"the {what} exited with {tool.proc.returncode}" if tool.finished() and tool.lines.empty() else None
 
 
 def _drain(cons: Managed, deadline: float, consumer_lines: list[tuple[float, ConsumerLine]]) -> bool:
@@ -550,17 +417,13 @@ def one_run(plan: RunPlan, peer: Peer, shape: Shape, n: int, warmup: int = 0) ->
     return doc
 
 
-def _now() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def _line(doc: dict[str, Any]) -> str:
     head = f"  {doc['broker']:6s} {doc['shape']:18s} {'warm-up' if doc['warmup'] else 'run ' + str(doc['round'])}"
     if doc["status"] != "ok":
         return f"{head}: FAILED: {doc['reason']}"
     f = doc["figures"]
     if doc.get("kind", "producer") != "producer":
-        from .tools_shapes import shape_line
+        from .shapes import shape_line
         return f"{head}: {shape_line(doc)}"
     cpu = f"{f['cpu_us_per_msg']:.1f}" if f["cpu_us_per_msg"] is not None else "-"
     rt = f"{f['avg_rt_ms']:.2f}" if f["avg_rt_ms"] is not None else "-"
@@ -629,7 +492,7 @@ def run(a: argparse.Namespace) -> int:
             summary["env"][name] = p.info
             print(f"  {name}: namesrv {p.namesrv}, broker {p.info.get('broker_addr')} pid {p.broker.pid} "
                   f"({p.info.get('version')})", flush=True)
-        from .tools_shapes import RUNS
+        from .shapes import RUNS
         for shape in shapes:
             one = RUNS.get(shape.kind, one_run)
             if a.warmup_windows:

@@ -1,6 +1,6 @@
 """The comparisons of ``fastmq-bench collate``, as Spark joins over one DataFrame of figures.
 
-Rows are those of ``collate_load`` (one per figure). Four comparisons come out of it:
+Rows are those of ``load`` (one per figure). Four comparisons come out of it:
 
 - drivers measured in the same run (same ``run_id`` and workload): each driver against the
   run's reference driver (``fastmq`` when it took part), as reference / other;
@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .collate_load import FIELDS, CollateError
+from .load import FIELDS, CollateError
 
 __all__ = ["Comparison", "compare", "spark_session", "to_frame"]
 
@@ -83,7 +83,7 @@ def spark_session(master: str) -> tuple[Any, bool]:
 
 
 def to_frame(spark: Any, rows: list[dict[str, Any]], scratch: Path) -> Any:
-    """One DataFrame of every figure, columns as ``collate_load.FIELDS``.
+    """One DataFrame of every figure, columns as ``load.FIELDS``.
 
     The rows go through a JSON-lines file in ``scratch`` that the JVM reads itself: a DataFrame
     made from a Python list is an RDD that needs Python worker processes every time it is read.

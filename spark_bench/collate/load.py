@@ -15,7 +15,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from .tools_result import ToolsResultError, find_summaries, read_summary
+from ..rocketmq_tools.result import ToolsResultError, find_summaries, read_summary
 
 __all__ = ["FIELDS", "CollateError", "Inputs", "load_inputs", "read_pytest_benchmark", "read_result"]
 

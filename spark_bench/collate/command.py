@@ -4,9 +4,9 @@
                          [--baseline DIR] [--fail-on-regression PCT] [--master URL]
     python -m spark_bench.collate ...     (the same program)
 
-Every figure is loaded into one Spark DataFrame (``collate_load`` reads, ``collate_compare`` joins,
-``collate_report`` renders; ``fastmq-bench rocketmq-tools`` summaries found under the directories get
-their own table, ``collate_tools``). ``DIR/collated.md`` and ``DIR/collated.html`` hold the figures side by
+Every figure is loaded into one Spark DataFrame (``load`` reads, ``compare`` joins,
+``report`` renders; ``fastmq-bench rocketmq-tools`` summaries found under the directories get
+their own table, ``tools``). ``DIR/collated.md`` and ``DIR/collated.html`` hold the figures side by
 side, the ratios between drivers of one run, between compiled and pure twins and between fastmq and
 its peers, and the changes between commits with regressions flagged; plots are PNG files beside them.
 
@@ -21,9 +21,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-from .collate_compare import Comparison, compare, spark_session, to_frame
-from .collate_load import CollateError, load_inputs
-from .collate_report import build_blocks, render_html, render_markdown, write_plots
+from .compare import Comparison, compare, spark_session, to_frame
+from .load import CollateError, load_inputs
+from .report import build_blocks, render_html, render_markdown, write_plots
 
 __all__ = ["CollateError", "add_arguments", "main", "run"]
 

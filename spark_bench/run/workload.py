@@ -151,6 +151,6 @@ def load_workload(path: str | Path) -> Workload:
 
 
 def shipped_workloads() -> dict[str, Path]:
-    """The workloads in ``spark_bench/workloads/`` by name (file name without ``.yaml``)."""
-    root = resources.files("spark_bench") / "workloads"
+    """The workloads in ``spark_bench/run/workloads/`` by name (file name without ``.yaml``)."""
+    root = resources.files("spark_bench.run") / "workloads"
     return {Path(str(f)).stem: Path(str(f)) for f in root.iterdir() if str(f).endswith(".yaml")}
