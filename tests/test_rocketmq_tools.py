@@ -614,9 +614,9 @@ def test_one_short_run_against_the_java_broker_and_tools(tmp_path, capsys) -> No
 
 
 def test_consumer_shape_report_reads_run_files_and_the_loop_threads_samples(tmp_path) -> None:
-    """benchmarks/consumer_shape_report: a row per kept run (pulls per message derived, S2C over
+    """benchmarks/probes/consumer_shape_report: a row per kept run (pulls per message derived, S2C over
     the kept span only), and py-spy's folded stacks of the loop thread alone."""
-    from benchmarks.consumer_shape_report import fold_summary, report, run_rows
+    from benchmarks.probes.consumer_shape_report import fold_summary, report, run_rows
     d = tmp_path / "20260101T000000Z-abc"
     d.mkdir()
     figures = {"tps": 5000.0, "span_s": 30.0, "pulls_per_s": 10000.0, "msgs_per_found_pull": 1.0,

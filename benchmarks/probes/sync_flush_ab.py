@@ -8,8 +8,8 @@ send in flight (msgs/s, and fdatasync calls counted by ``perf stat`` on the brok
 an older broker has no ``commitLogFlushTimesTotal``). Prints one summary line per checkout and
 writes everything as JSON::
 
-    .venv/bin/python benchmarks/sync_flush_ab.py /work/main . --rounds 10 \\
-        --out benchmarks/results/runs/sync-flush-ab-$(date -u +%Y%m%dT%H%M%SZ).json
+    .venv/bin/python benchmarks/probes/sync_flush_ab.py /work/main . --rounds 10 \\
+        --out benchmarks/results/probes/sync-flush-ab-$(date -u +%Y%m%dT%H%M%SZ).json
 
 ``perf`` needs the ``syscalls:sys_enter_fdatasync`` tracepoint (root, or perf_event_paranoid
 low enough); without it messages per fdatasync are left out.

@@ -9,11 +9,11 @@ message is stamped on its way (send call, broker store time, pull answer decoded
 hop-by-hop account of the slowest 1%, and each process records what turn_probe.py records; this
 script joins it all, for the sending window only, into one JSON file::
 
-    python benchmarks/e2e_tail_probe.py --seconds 20 --out benchmarks/results/e2e-tail/X.json
+    python benchmarks/probes/e2e_tail_probe.py --seconds 20 --out benchmarks/results/probes/X.json
 
 ``--stacks`` also samples the loop thread's stack in each stall (costs a watchdog thread);
 ``--no-ticks`` leaves the probe's 1 ms timer out (clean wake-up counts); ``--write-site`` and
-``--from-dir`` probe a ``fastmq-bench run`` instead (see benchmarks/results/profiles/README.md).
+``--from-dir`` probe a ``fastmq-bench run`` instead (see docs/performance.md).
 Timings on a shared machine are noisy: the counts are the evidence.
 """
 from __future__ import annotations
@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent
+ROOT = HERE.parents[1]
 TOPIC = "TailProbe"
 GROUP = "tail_probe_group"
 

@@ -1,6 +1,6 @@
 """What one or more ``fastmq-bench rocketmq-tools`` result directories say about the consumer shape.
 
-    python -m benchmarks.consumer_shape_report DIR [DIR ...] [--out FILE]
+    python -m benchmarks.probes.consumer_shape_report DIR [DIR ...] [--out FILE]
 
 Per run (both brokers): TPS, the broker's CPU per message and its cores on a CPU and waiting for
 one (run-queue), each tool JVM's CPU per message, the broker's pulls per second and per message,

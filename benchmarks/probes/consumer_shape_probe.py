@@ -1,7 +1,7 @@
 """The fastmq broker alone under RocketMQ's benchmark Producer + Consumer: where its thread's time goes.
 
     FASTMQ_ROCKETMQ_HOME=... FASTMQ_ROCKETMQ_CLASSPATH=... \\
-        python -m benchmarks.consumer_shape_probe [--nice 0,-5,0,-5] [--settle 40] [--span 20] [--out FILE]
+        python -m benchmarks.probes.consumer_shape_probe [--nice 0,-5,0,-5] [--settle 40] [--span 20] [--out FILE]
 
 A diagnostic beside ``fastmq-bench rocketmq-tools`` (which compares the two brokers): it starts a
 ``fastmq-namesrv`` and ``fastmq-broker`` as that command does, then once per ``--nice`` value the

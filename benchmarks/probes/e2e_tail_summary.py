@@ -1,7 +1,7 @@
 """Medians over alternated e2e_tail_probe.py runs, by variant: which one lowered what.
 
-    python benchmarks/e2e_tail_summary.py 'benchmarks/results/e2e-tail/lever-*.json' \
-        --out benchmarks/results/e2e-tail/lever-summary.json
+    python benchmarks/probes/e2e_tail_summary.py 'benchmarks/results/probes/lever-*.json' \
+        --out benchmarks/results/probes/lever-summary.json
 
 A run's variant is the letter between dashes in its file name (``lever-3-B-after-77b7c6c.json``:
 B). Per variant: the e2e and publish percentiles, the e2e p99 less the publish p99 (what the

@@ -1,6 +1,6 @@
 """Where the broker's instructions for one send in flight go: the parts of ``broker lone_send_x10``.
 
-    python -m benchmarks.lone_send_breakdown [--out FILE]
+    python -m benchmarks.probes.lone_send_breakdown [--out FILE]
 
 ``benchmarks.instructions`` counts the whole lone send (frame in, record stored, answer written).
 This splits it, each part counted by valgrind in its own process (compiled twin, the same
@@ -33,7 +33,7 @@ from typing import Any, Callable
 
 from benchmarks import instructions as ins
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SENDS = 300
 PARTS = ("whole", "floor", "no_store", "store_put", "store_put_no_index", "store_put_no_arrival", "encode")
 
@@ -123,7 +123,7 @@ def count(part: str, python: str) -> float:
     env.pop("FASTMQ_NO_EXTENSIONS", None)
     with tempfile.TemporaryDirectory() as d:
         proc = subprocess.run(["valgrind", "--tool=callgrind", "--collect-atstart=no", "--toggle-collect=_CallPythonObject",
-                               f"--callgrind-out-file={d}/cg.out", python, "-m", "benchmarks.lone_send_breakdown",
+                               f"--callgrind-out-file={d}/cg.out", python, "-m", "benchmarks.probes.lone_send_breakdown",
                                "run", part], cwd=ROOT, env=env, capture_output=True, text=True, timeout=1800)
         if proc.returncode != 0:
             raise RuntimeError(f"{part} exited {proc.returncode}:\n{proc.stderr[-3000:]}")

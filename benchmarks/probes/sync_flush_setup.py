@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Iterator
 
 HERE = Path(__file__).resolve().parent
-for _dir in (str(HERE), str(HERE.parent)):  # (run as a script, or imported by a test)
+for _dir in (str(HERE), str(HERE.parent), str(HERE.parents[1])):  # (run as a script, or imported by a test)
     if _dir not in sys.path:
         sys.path.insert(0, _dir)
 

@@ -8,8 +8,8 @@ time of the SYNC broker's commit-log syncs in that block (``commitLogFlushMicros
 ``fdatasync`` floor. A SYNC send that costs the ASYNC send plus the broker's sync has no
 hand-off left; the rest is the disk and the send itself::
 
-    .venv/bin/python benchmarks/sync_flush_split.py --rounds 6 \\
-        --out benchmarks/results/runs/sync-flush-split-$(date -u +%Y%m%dT%H%M%SZ).json
+    .venv/bin/python benchmarks/probes/sync_flush_split.py --rounds 6 \\
+        --out benchmarks/results/probes/sync-flush-split-$(date -u +%Y%m%dT%H%M%SZ).json
 """
 from __future__ import annotations
 
@@ -56,7 +56,7 @@ def main() -> None:
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps({"when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                                        "tree": str(HERE.parent), "load": os.getloadavg(),
+                                        "tree": str(HERE.parents[1]), "load": os.getloadavg(),
                                         "args": {k: str(v) for k, v in vars(args).items()}, "rounds": rows},
                                        indent=1) + "\n")
 

@@ -21,8 +21,8 @@ last one and a sync, one at a time:
 Prints p50/p99 per kind and the median of the per-block ratios to ``plain_append``; writes
 JSON with ``--out``::
 
-    .venv/bin/python benchmarks/fsync_kinds.py --dir /work/tmp --blocks 10 --n 60 \\
-        --out benchmarks/results/profiles/fsync-kinds-$(date -u +%Y%m%dT%H%M%SZ).json
+    .venv/bin/python benchmarks/probes/fsync_kinds.py --dir /work/tmp --blocks 10 --n 60 \\
+        --out benchmarks/results/probes/fsync-kinds-$(date -u +%Y%m%dT%H%M%SZ).json
 """
 from __future__ import annotations
 
