@@ -2,6 +2,7 @@
 
     fastmq-bench collate RUN_DIRS... [--pytest-benchmark FILES...] --out DIR
                          [--baseline DIR] [--fail-on-regression PCT] [--master URL]
+    fastmq-bench collate RESULTS_DIR... --history FILE [--prune] [--results-md FILE]
     python -m spark_bench.collate ...     (the same program)
 
 Every figure is loaded into one Spark DataFrame (``load`` reads, ``compare`` joins,
@@ -9,6 +10,11 @@ Every figure is loaded into one Spark DataFrame (``load`` reads, ``compare`` joi
 their own table, ``tools``). ``DIR/collated.md`` and ``DIR/collated.html`` hold the figures side by
 side, the ratios between drivers of one run, between compiled and pure twins and between fastmq and
 its peers, and the changes between commits with regressions flagged; plots are PNG files beside them.
+
+``--history`` appends every input's figures to the compact history (``history``), ``--prune``
+then keeps only the latest run of each suite, and ``--results-md`` writes the results page from
+the history without Spark (``results_page``): that is how ``scripts/bench.sh`` makes
+benchmarks/RESULTS.md.
 
 Exit status: 0 done, 1 a regression past ``--fail-on-regression``, 2 a bad input or option.
 """
@@ -23,6 +29,7 @@ from pathlib import Path
 
 from .compare import Comparison, compare, spark_session, to_frame
 from .load import CollateError, load_inputs
+from . import history, results_page
 from .report import build_blocks, render_html, render_markdown, write_plots
 
 __all__ = ["CollateError", "add_arguments", "main", "run"]
@@ -47,8 +54,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="a result directory (holding result.json) or a directory searched for them")
     parser.add_argument("--pytest-benchmark", nargs="+", default=[], metavar="FILE", dest="pytest_benchmark",
                         help="pytest-benchmark JSON files (--benchmark-json or autosave output)")
-    parser.add_argument("--out", required=True, metavar="DIR", help="where collated.md, collated.html and the "
-                        "plots go (made if missing)")
+    parser.add_argument("--out", metavar="DIR", help="where collated.md, collated.html and the plots go (made if "
+                        "missing); this part runs on Spark")
+    parser.add_argument("--history", metavar="FILE", help="append every input's figures to this history file "
+                        "(one CSV line per figure per run; benchmarks/results/history.csv)")
+    parser.add_argument("--prune", action="store_true", help="with --history: then delete the result files below "
+                        "the history's directory that are not the latest of any suite")
+    parser.add_argument("--results-md", metavar="FILE", dest="results_md", help="with --history: write the "
+                        "results page (summary beside the peers, regressions, trends) from the history to FILE; "
+                        "benchmarks/RESULTS.md is made so")
     parser.add_argument("--baseline", metavar="DIR", help="results to compare against (result directories "
                         "and/or pytest-benchmark files below DIR); without it, each figure is compared with "
                         "the newest older one of another commit")
@@ -59,7 +73,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--master", default="local[*]", help="Spark master (default local[*])")
     parser.add_argument("--write-md", metavar="FILE", dest="write_md",
                         help="also write the Markdown report to FILE (image links made relative to it), "
-                             "headed 'generated, do not edit' and the command; benchmarks/RESULTS.md is made so")
+                             "headed 'generated, do not edit' and the command (benchmarks/RESULTS.md is made by "
+                             "--results-md)")
     parser.add_argument("--note", action="append", default=[], metavar="TEXT",
                         help="a paragraph for the report's header (repeatable)")
 
@@ -81,6 +96,29 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
+    if not (args.out or args.history):
+        raise CollateError("give --out (the collation on Spark) and/or --history (and --results-md)")
+    if (args.prune or args.results_md) and not args.history:
+        raise CollateError("--prune and --results-md work on the history: give --history FILE")
+    status = _collate(args) if args.out else 0
+    if args.history:
+        hist = Path(args.history)
+        root = hist.parent
+        added = history.append(hist, history.extract(root, [Path(d) for d in args.dirs],
+                                                     [Path(f) for f in args.pytest_benchmark]))
+        print(f"{PROG}: {added} figure(s) added to {hist}")
+        if args.prune:
+            gone = history.prune(root)
+            print(f"{PROG}: {len(gone)} file(s) below {root} pruned (not the latest of any suite)")
+        if args.results_md:
+            md = Path(args.results_md)
+            md.parent.mkdir(parents=True, exist_ok=True)
+            md.write_text(results_page.render(history.read(hist), root, _command_text(args)), encoding="utf-8")
+            print(f"{PROG}: wrote {md}")
+    return status
+
+
+def _collate(args: argparse.Namespace) -> int:
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         raise CollateError(f"--out {args.out}: exists and is not a directory")
