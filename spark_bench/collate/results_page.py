@@ -31,7 +31,7 @@ Key = tuple[str, str, str]   # suite, figure, peer
 _MIN_BAND = 0.01
 _REF_RUNS = 5
 _MIN_FACTOR_FIGURES = 5   # timed figures a session needs before its machine factor is trusted
-_SUPERSEDED_CELL = "not quoted: {note}"
+_SUPERSEDED_CELL = "not quoted ({note})"
 
 
 def _f(v: float | None, unit: str = "") -> str:
@@ -253,13 +253,16 @@ _PAIRS = (
     ("test_blocking_vs_redis", "test_blocking_send_async_vs_pipelined_xadd", "fastmq send_async",
      "redis-py pipelined_XADD", "msgs/s", "redis-py pipelined XADD, AOF everysec; fastmq send_async, ASYNC_FLUSH"),
     ("test_blocking_vs_redis", "test_blocking_push_consumer_vs_xreadgroup", "fastmq plain_listener",
-     "redis-py XREADGROUP+XACK", "msgs/s", "redis-py XREADGROUP + XACK; fastmq PushConsumer"),
+     "redis-py XREADGROUP+XACK", "msgs/s",
+     "redis-py XREADGROUP + XACK, AOF everysec; fastmq PushConsumer, ASYNC_FLUSH"),
     ("test_asyncio_vs_redis", "test_asyncio_send_p50_vs_xadd", "fastmq await_send", "redis.asyncio XADD", "p50_us",
      "redis.asyncio XADD, AOF everysec; fastmq await send, ASYNC_FLUSH"),
     ("test_asyncio_vs_redis", "test_asyncio_send_async_vs_pipelined_xadd", "fastmq aio_send_async",
-     "redis.asyncio pipelined_XADD", "msgs/s", "redis.asyncio pipelined XADD; fastmq send_async"),
+     "redis.asyncio pipelined_XADD", "msgs/s", "redis.asyncio pipelined XADD, AOF everysec; fastmq send_async, "
+     "ASYNC_FLUSH"),
     ("test_asyncio_vs_redis", "test_asyncio_push_consumer_vs_xreadgroup", "fastmq aio_async_listener",
-     "redis.asyncio XREADGROUP+XACK", "msgs/s", "redis.asyncio XREADGROUP + XACK; fastmq PushConsumer"),
+     "redis.asyncio XREADGROUP+XACK", "msgs/s", "redis.asyncio XREADGROUP + XACK, AOF everysec; fastmq "
+     "PushConsumer, ASYNC_FLUSH"),
 )
 #: Spark workloads: the figure compared, fastmq's driver, the peer's driver and what it is
 _WORKLOAD_FIGURE = {"max-rate-128b": "e2e msgs/s", "max-rate-1kb": "e2e msgs/s"}
@@ -283,7 +286,7 @@ def _pair_rows(lines: list[dict[str, str]]) -> list[list[str]]:
         unit = "us" if metric.endswith("_us") else "/s"
         label = f"{test.removeprefix('test_')} ({metric.replace('_us', '')})"
         if b is not None and b["note"]:
-            rows.append([label, _f(float(a["value"]), unit), f"{what}: " + _SUPERSEDED_CELL.format(note=b["note"]),
+            rows.append([label, _f(float(a["value"]), unit), f"{what}; " + _SUPERSEDED_CELL.format(note=b["note"]),
                          "—", _measured(a["date"], a["commit"], a["load"])])
             continue
         bv = float(b["value"]) if b is not None else None
@@ -310,7 +313,7 @@ def _workload_rows(lines: list[dict[str, str]]) -> list[list[str]]:
             b = got.get(driver)
             if b is None:
                 continue
-            cell = (f"{what}: " + _SUPERSEDED_CELL.format(note=b["note"]) if b["note"]
+            cell = (f"{what}; " + _SUPERSEDED_CELL.format(note=b["note"]) if b["note"]
                     else f"{_f(float(b['value']), unit)}: {what}")
             rows.append([f"{workload} ({figure})", _f(float(a["value"]), unit), cell,
                          "—" if b["note"] else _ratio(float(a["value"]), float(b["value"])),
@@ -382,8 +385,8 @@ def render(history: list[dict[str, str]], root: Path, command: str) -> str:
                     "measured on (UTC, commit, load)"], summary), "",
            "Ratio: fastmq's figure over the peer's, from the same run (for µs lower is better, for /s higher). "
            "The machine is a shared 2-core VM; its load moves wall-clock figures between runs, so read ratios "
-           "within a run and trends over several. Peer figures marked *not quoted* were measured against a peer "
-           "set up unfairly and are kept only in the history.", "",
+           "within a run and trends over several. Peer figures marked *not quoted* were measured with a peer set-up "
+           "since fixed; they stay in the history, marked, and are not compared.", "",
            "## Regressions", ""]
     if regs:
         out += ["Worse than the median of the runs before in each of the two latest runs, beyond the figure's "
