@@ -8,7 +8,7 @@ The shape of RocketMQ's benchmark Producer and push Consumer on one broker: a re
 and answered (one per queue, the consumer's one connection), and 16 new pulls that find nothing
 and are held again. An in-process BrokerController (its store in a temporary directory, no
 NameServer) does the work; the connections are real ``Connection`` objects over a transport that
-only counts writes, so socket costs are not in the figure (see benchmarks/results/profiles/README.md
+only counts writes, so socket costs are not in the figure (see docs/performance.md, "The consume round",
 for what they cost). Requests are built before the counted region; callgrind collects only inside
 one ctypes callback (as benchmarks/instructions.py does), so start-up and set-up are left out.
 Each TREE (a checkout with its extensions built) runs in its own valgrind process.

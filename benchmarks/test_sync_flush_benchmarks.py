@@ -7,7 +7,7 @@
   test, a third shape: the broker's own file kind (a ``posix_fallocate``-d file whose pages were
   read once, written through a shared mapping, ``fdatasync``-ed). The append floor stays the
   headline: a log's writes move its end, as the broker's do. The mapped floor is beside it
-  because measured here (benchmarks/fsync_kinds.py, results in benchmarks/results/profiles/)
+  because measured here (benchmarks/probes/fsync_kinds.py; docs/performance.md)
   the broker's file kind syncs faster than a growing plain file (~0.7x: its blocks are
   reserved, so most syncs need no journal commit), so the ratio to the append floor flatters
   the broker a little; the ratio to the mapped floor does not;

@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
 # Real benchmark timings (scripts/test.sh only smoke-runs benchmarks/ with timing disabled):
-# runs pytest on benchmarks/ with timing, keeps pytest-benchmark's JSON in benchmarks/results/,
-# then regenerates benchmarks/RESULTS.md from every result file kept there.
+# runs pytest on benchmarks/ with timing and keeps pytest-benchmark's JSON in benchmarks/results/;
+# then adds every figure found below benchmarks/results/ to benchmarks/results/history.csv, keeps
+# only the latest run of each suite there, and regenerates benchmarks/RESULTS.md from the history
+# (docs/benchmarking.md).
 #
 #   scripts/bench.sh                    every benchmark
 #   scripts/bench.sh -k "codec or selector"   a subset: arguments go to pytest
 #   BENCH_TAG=busy scripts/bench.sh ... a word added to the file name (say why the run is special)
-#   scripts/bench.sh --collate-only     regenerate RESULTS.md from the kept files, run nothing
-# Besides pytest-benchmark's files, the collation reads every result directory kept below
-# benchmarks/results/ (fastmq-bench run's result.json; fastmq-bench rocketmq-tools' summary.json
-# under benchmarks/results/rocketmq-tools/).
+#   scripts/bench.sh --collate-only     the history, the pruning and RESULTS.md only, run nothing
+# Besides pytest-benchmark's files, this reads the result directories kept below
+# benchmarks/results/: fastmq-bench run's result.json under runs/, fastmq-bench rocketmq-tools'
+# summary.json under rocketmq-tools/.
 source "$(dirname "$0")/_venv.sh"
 
 RESULTS=benchmarks/results
@@ -46,12 +48,4 @@ EOF
     echo "bench.sh: kept $out" >&2
 fi
 
-shopt -s nullglob
-files=("$RESULTS"/*.json)
-if [ "${#files[@]}" -eq 0 ]; then
-    echo "bench.sh: no result file in $RESULTS to collate" >&2
-    exit 1
-fi
-fastmq-bench collate "$RESULTS" --pytest-benchmark "${files[@]}" \
-    --out "$RESULTS/collated" --write-md benchmarks/RESULTS.md \
-    --note "Run by scripts/bench.sh: each run of the benchmarks keeps its pytest-benchmark JSON in benchmarks/results/ (named by UTC time, commit and tag), and this page collates all of them, with the runs of RocketMQ's own benchmark tools kept in benchmarks/results/rocketmq-tools/ (fastmq-bench rocketmq-tools). Regenerate with scripts/bench.sh --collate-only. Notes typed by hand in past sessions: docs/benchmark-history.md (an archive)."
+fastmq-bench collate "$RESULTS" --history "$RESULTS/history.csv" --prune --results-md benchmarks/RESULTS.md

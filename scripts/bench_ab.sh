@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Before and after in one run: the benchmarks of an older commit (A) and of this checkout (B),
 # alternated A B A B ... on this machine, each commit's runs merged into their medians and kept in
-# benchmarks/results/, then RESULTS.md regenerated (its "Regressions" section compares the two).
+# benchmarks/results/, then scripts/bench.sh --collate-only: both files go into the history (a pair
+# of one stamp counts as one session there; repeated pairs of one commit set the noise band that
+# RESULTS.md's regressions must exceed) and RESULTS.md is regenerated. Compare the two files with
+# `fastmq-bench collate --pytest-benchmark A.json B.json --out DIR` (Spark) for a side-by-side table.
 #
 #   scripts/bench_ab.sh BASE_REV [ROUNDS] [pytest arguments, e.g. -k "codec or selector"]
 #

@@ -25,9 +25,9 @@ __all__ = ["main"]
 
 
 def _run_args(p: argparse.ArgumentParser) -> None:
-    from .drivers import DRIVERS
+    from .run.drivers import DRIVERS
     p.add_argument("workloads", nargs="+", metavar="WORKLOAD",
-                   help="workload YAML files, or names of the shipped ones (spark_bench/workloads/)")
+                   help="workload YAML files, or names of the shipped ones (spark_bench/run/workloads/)")
     p.add_argument("--out", required=True, help="results go to OUT/<workload>-<driver>/")
     p.add_argument("--master", default="local[*]", help="Spark master URL (default local[*])")
     p.add_argument("--namesrv", help="a RocketMQ 4.x NameServer (a;b for several); default: start a local "
@@ -82,10 +82,10 @@ def _wait_for_executors(sc: Any, timeout_s: float = 120.0) -> None:
 
 def run(a: argparse.Namespace, spark: Any = None) -> int:
     """The ``run`` subcommand; ``spark``: a session to use (and leave running) instead of a new one."""
-    from .cluster import BenchError, RedisAdmin, RocketAdmin, start_fastmq, start_redis, temp_base
-    from .report import summary_line, write_outputs
-    from .runner import RunContext, now_iso, run_one
-    from .workload import WorkloadError, load_workload
+    from .run.cluster import BenchError, RedisAdmin, RocketAdmin, start_fastmq, start_redis, temp_base
+    from .run.report import summary_line, write_outputs
+    from .run.runner import RunContext, now_iso, run_one
+    from .run.workload import WorkloadError, load_workload
 
     try:
         workloads = [load_workload(w) for w in a.workloads]
@@ -109,7 +109,7 @@ def run(a: argparse.Namespace, spark: Any = None) -> int:
     def fail_all(reason: str) -> int:
         import json
 
-        from .runner import _failed
+        from .run.runner import _failed
         for w in workloads:
             for d in drivers:
                 r = _failed({"schema": 1, "run_id": run_id, "started_at": started_at, "workload": w.to_json(),
@@ -185,7 +185,7 @@ def main(argv: list[str] | None = None, spark: Any = None) -> int:
     from . import collate as c  # its heavy imports (Spark, matplotlib) wait inside c.run
 
     c.add_arguments(sub.add_parser("collate", help="collate result directories and pytest-benchmark files"))
-    from . import median as m
+    from .run import median as m
 
     m.add_arguments(sub.add_parser("median", help="merge several pytest-benchmark runs of one commit into "
                                                   "their medians"))

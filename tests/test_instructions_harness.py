@@ -26,7 +26,7 @@ def test_each_workload_runs(name: str, kind: str) -> None:
 def test_results_are_pytest_benchmark_files_collate_reads(tmp_path) -> None:
     import json
 
-    from spark_bench.collate_load import read_pytest_benchmark
+    from spark_bench.collate.load import read_pytest_benchmark
 
     doc = instructions._pytest_format("a" * 40, "2026-11-26T11:00:00+00:00",
                                       {("codec decode_send_v2", "c"): 1234.5, ("codec decode_send_v2", "py"): 9876.0})

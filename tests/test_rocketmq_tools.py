@@ -21,12 +21,12 @@ import pytest
 
 from spark_bench import collate
 from spark_bench.cli import main as bench_main
-from spark_bench.collate_load import CollateError, load_inputs
-from spark_bench.rocketmq_tools import _retrying
-from spark_bench.tools_process import Managed, PortTaken, ToolsError, wait_ready
-from spark_bench.tools_result import (SUMMARY_SCHEMA, ConsumerLine, Shape, drain_figures, parse_consumer_line,
-                                      parse_producer_line, parse_shape, read_summary, run_figures, spark_figures,
-                                      summarize)
+from spark_bench.collate.load import CollateError, load_inputs
+from spark_bench.rocketmq_tools.command import _retrying
+from spark_bench.rocketmq_tools.process import Managed, PortTaken, ToolsError, wait_ready
+from spark_bench.rocketmq_tools.result import (SUMMARY_SCHEMA, ConsumerLine, Shape, drain_figures,
+                                               parse_consumer_line, parse_producer_line, parse_shape, read_summary,
+                                               run_figures, spark_figures, summarize)
 
 FAKE_JAVA = Path(__file__).resolve().parent / "rocketmq_tools_fake_java.py"
 
@@ -143,7 +143,7 @@ def test_pull_rates_and_run_queue_of_a_real_broker(tmp_path) -> None:
     nothing (not an error) from an address where no broker answers."""
     import time
 
-    from spark_bench.rocketmq_tools import _pull_rates, runq_wait_s
+    from spark_bench.rocketmq_tools.peer import _pull_rates, runq_wait_s
     from tests.support import free_port, running_cluster
     with running_cluster(tmp_path) as (_, broker):
         deadline, rates = time.monotonic() + 40, {}
@@ -614,9 +614,9 @@ def test_one_short_run_against_the_java_broker_and_tools(tmp_path, capsys) -> No
 
 
 def test_consumer_shape_report_reads_run_files_and_the_loop_threads_samples(tmp_path) -> None:
-    """benchmarks/consumer_shape_report: a row per kept run (pulls per message derived, S2C over
+    """benchmarks/probes/consumer_shape_report: a row per kept run (pulls per message derived, S2C over
     the kept span only), and py-spy's folded stacks of the loop thread alone."""
-    from benchmarks.consumer_shape_report import fold_summary, report, run_rows
+    from benchmarks.probes.consumer_shape_report import fold_summary, report, run_rows
     d = tmp_path / "20260101T000000Z-abc"
     d.mkdir()
     figures = {"tps": 5000.0, "span_s": 30.0, "pulls_per_s": 10000.0, "msgs_per_found_pull": 1.0,

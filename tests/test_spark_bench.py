@@ -12,10 +12,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from spark_bench import cli
-from spark_bench.histogram import LatencyHistogram
-from spark_bench.recorder import Plan, Recorder
-from spark_bench.runner import layout
-from spark_bench.workload import Workload, WorkloadError, load_workload, shipped_workloads
+from spark_bench.run.histogram import LatencyHistogram
+from spark_bench.run.recorder import Plan, Recorder
+from spark_bench.run.runner import layout
+from spark_bench.run.workload import Workload, WorkloadError, load_workload, shipped_workloads
 from tests.support import free_port
 
 

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from spark_bench import collate
-from spark_bench.collate_load import load_inputs, read_pytest_benchmark
+from spark_bench.collate.load import load_inputs, read_pytest_benchmark
 
 pytestmark = pytest.mark.spark
 
@@ -69,7 +69,7 @@ TINY_BENCH = textwrap.dedent('''
 
 @pytest.fixture(scope="module")
 def spark():
-    from spark_bench.collate_compare import spark_session
+    from spark_bench.collate.compare import spark_session
 
     session, made = spark_session("local[2]")
     try:

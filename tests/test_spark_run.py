@@ -10,7 +10,7 @@ import pytest
 
 from fastmq._ext import USING_EXTENSIONS
 from spark_bench import cli
-from spark_bench.task import KILL_HOOK
+from spark_bench.run.task import KILL_HOOK
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(600)]
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.sync_flush_setup import flush_rig
+from benchmarks.probes.sync_flush_setup import flush_rig
 from benchmarks.test_sync_flush_benchmarks import one_in_flight
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -44,7 +44,7 @@ def test_rig_cleans_up_after_a_failed_measurement() -> None:
 
 def test_split_script_command_line_and_result_file(tmp_path: Path) -> None:
     out = tmp_path / "split.json"
-    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "sync_flush_split.py"), "--rounds", "1",
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "probes" / "sync_flush_split.py"), "--rounds", "1",
                            "--block", "3", "--out", str(out)], capture_output=True, text=True, timeout=240,
                           env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert done.returncode == 0, done.stderr[-3000:]
