@@ -21,8 +21,9 @@ TOPIC = "ExampleBatch"
 RUN = uuid.uuid4().hex[:8]  # this run's bodies, told apart from earlier runs' leftovers
 
 small = [Message(TOPIC, f"{RUN} small {i}".encode(), properties={"KEYS": f"small-{i}"}) for i in range(3)]
-# 600 x 4 KiB is about 2.4 MiB; cut at 1 MiB it makes three batches. The default limit (4 MiB,
-# the broker's maxMessageSize) would make one; smaller batches hold a queue's lock less long.
+# 600 x 4 KiB is about 2.4 MiB: too much for one batch at a 1 MiB limit, so split_batch makes
+# three. The default limit is 4 MiB (max_message_size, the broker's maxMessageSize too); a lower
+# one keeps each request's latency, and the memory a request in flight holds, smaller.
 large = [Message(TOPIC, f"{RUN} large {i} ".encode().ljust(4096, b".")) for i in range(600)]
 
 with Producer("ExampleBatchProducer", namesrv_addr=NAMESRV) as producer:
@@ -47,7 +48,8 @@ def listener(msgs):
     return ConsumeStatus.CONSUME_SUCCESS
 
 
-consumer = PushConsumer("ExampleBatchConsumer", namesrv_addr=NAMESRV, consume_from_where="CONSUME_FROM_FIRST_OFFSET",
+consumer = PushConsumer("ExampleBatchConsumer", namesrv_addr=NAMESRV,
+                        consume_from_where="CONSUME_FROM_FIRST_OFFSET",
                         consume_message_batch_max_size=32)  # hand the listener up to 32 at a time
 consumer.subscribe(TOPIC)
 consumer.register_message_listener(listener)

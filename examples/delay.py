@@ -51,7 +51,8 @@ def listener(msgs):
     return ConsumeStatus.CONSUME_SUCCESS
 
 
-consumer = PushConsumer("ExampleDelayConsumer", namesrv_addr=NAMESRV, consume_from_where="CONSUME_FROM_FIRST_OFFSET")
+consumer = PushConsumer("ExampleDelayConsumer", namesrv_addr=NAMESRV,
+                        consume_from_where="CONSUME_FROM_FIRST_OFFSET")
 consumer.subscribe(TOPIC)
 consumer.register_message_listener(listener)
 consumer.start()

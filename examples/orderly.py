@@ -44,7 +44,7 @@ def listener(msgs):
             run, order_id, step = m.body.decode().split()
             if run == RUN:
                 seen.setdefault(int(order_id), []).append(step)
-                print(f"consumed order {order_id} {step} (queue {m.queue_id}, thread {threading.current_thread().name})")
+                print(f"consumed order {order_id} {step:8} (queue {m.queue_id})")
         if sum(map(len, seen.values())) >= len(ORDERS) * len(STEPS):
             done.set()
     return ConsumeStatus.CONSUME_SUCCESS
