@@ -1,25 +1,22 @@
 """The main job of ``./scripts/demo.sh``: a local cluster from the embedded defaults, then traffic.
 
-It starts a real ``fastmq-namesrv`` and a real ``fastmq-broker`` (their embedded default
-configuration; only ports and directories are chosen here, in a temporary directory), sends
-messages with the fastmq Producer, consumes them with a PushConsumer (one of them once refused,
+It starts a real ``fastmq-namesrv`` and a real ``fastmq-broker`` with
+:class:`fastmq.testing.EmbeddedCluster` (their embedded default configuration; only ports,
+directories and the commit-log file size are chosen, in a temporary directory), sends messages
+with the fastmq Producer, consumes them with a PushConsumer (one of them once refused,
 so it comes back through the retry topic).
 """
 from __future__ import annotations
 
 import asyncio
-import os
-import signal
-import socket
-import subprocess
 import sys
 import tempfile
 import time
-from pathlib import Path
 
 from .aio import Message, MessageExt, Producer
 from .client.push_consumer import ConsumeStatus, PushConsumer
 from .remoting.loop import run
+from .testing import EmbeddedCluster
 
 DEMO_TOPIC = "DemoTopic"
 DEMO_MESSAGES = 10
@@ -29,46 +26,6 @@ def _say(line: str) -> None:
     """One whole line per write: listeners run on several consumer threads at once."""
     sys.stdout.write(line + "\n")
     sys.stdout.flush()
-
-
-def _port(preferred: int) -> int:
-    with socket.socket() as s:
-        try:
-            s.bind(("127.0.0.1", preferred))
-            return preferred
-        except OSError:
-            s.bind(("127.0.0.1", 0))
-            port: int = s.getsockname()[1]
-            return port
-
-
-def _start(cmd: str, args: list[str], workdir: Path, ready: str) -> subprocess.Popen[str]:
-    """Start a fastmq command as a user would and wait (bounded) for its boot line."""
-    exe = Path(sys.executable).with_name(cmd)
-    argv = [str(exe) if exe.exists() else cmd, *args]
-    env = {**os.environ, "HOME": str(workdir)}  # logs go under $HOME/logs, as RocketMQ's do
-    proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    assert proc.stdout is not None
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        line = proc.stdout.readline()
-        if not line:
-            break
-        if ready in line:
-            print(f"  {cmd} | {line.rstrip()}")
-            return proc
-    proc.kill()
-    raise SystemExit(f"{cmd} did not start")
-
-
-def _stop(proc: subprocess.Popen[str], name: str) -> None:
-    proc.send_signal(signal.SIGTERM)
-    try:
-        rc = proc.wait(20)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        rc = proc.wait()
-    print(f"{name} stopped (exit {rc})")
 
 
 async def _traffic(namesrv: str) -> None:
@@ -116,22 +73,12 @@ def main() -> int:
 
     print(f"fastmq demo (compiled extensions: {'yes' if _ext.USING_EXTENSIONS else 'no, pure Python'})")
     with tempfile.TemporaryDirectory(prefix="fastmq-demo-") as tmp:
-        work = Path(tmp)
-        ns_port, broker_port = _port(9876), _port(10911)
-        (work / "namesrv.properties").write_text(f"listenPort={ns_port}\nkvConfigPath={work / 'kvConfig.json'}\n")
-        namesrv = _start("fastmq-namesrv", ["-c", str(work / "namesrv.properties")], work, "boot success")
-        try:
-            (work / "broker.conf").write_text(
-                f"namesrvAddr=127.0.0.1:{ns_port}\nlistenPort={broker_port}\nhaListenPort={_port(10912)}\n"
-                f"brokerIP1=127.0.0.1\n"
-                f"storePathRootDir={work / 'store'}\nmappedFileSizeCommitLog=67108864\n")
-            broker = _start("fastmq-broker", ["-c", str(work / "broker.conf")], work, "boot success")
-            try:
-                run(_traffic(f"127.0.0.1:{ns_port}"))
-            finally:
-                _stop(broker, "fastmq-broker")
-        finally:
-            _stop(namesrv, "fastmq-namesrv")
+        # the broker's own commit-log file size (1 GiB by default) would fallocate more than a demo needs
+        with EmbeddedCluster(tmp, broker_conf={"mappedFileSizeCommitLog": 64 * 1024 * 1024}) as cluster:
+            print(f"  fastmq-namesrv | listening on {cluster.namesrv_addr}")
+            print(f"  fastmq-broker  | listening on {cluster.broker_addr}, registered")
+            run(_traffic(cluster.namesrv_addr))
+        print("fastmq-broker and fastmq-namesrv stopped (exit 0)")
     return 0
 
 

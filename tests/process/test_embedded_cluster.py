@@ -1,0 +1,43 @@
+"""fastmq.testing: the embedded cluster and its pytest fixture, as a user's suite would use them."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from fastmq.aio import Message, Producer
+from fastmq.testing import EmbeddedCluster, ServerProcess, wait_port
+from tests.support import consume_positions
+
+pytestmark = [pytest.mark.slow, pytest.mark.fastmq_cluster(broker_conf={"brokerClusterName": "EmbeddedC"})]
+
+
+async def test_fixture_cluster_round_trip(fastmq_cluster: EmbeddedCluster) -> None:
+    assert len(fastmq_cluster.brokers) == 1 and fastmq_cluster.slaves == []
+    assert "brokerClusterName=EmbeddedC" in (fastmq_cluster.brokers[0].workdir / "broker.conf").read_text()
+    async with Producer("PG_EMBEDDED", namesrv_addr=fastmq_cluster.namesrv_addr) as p:
+        r = await p.send(Message("EmbeddedTopic", b"hello"))
+    assert r.status == "SEND_OK"
+    got = await consume_positions(fastmq_cluster.namesrv_addr, "CG_EMBEDDED", "EmbeddedTopic", [b"hello"], 20)
+    assert b"hello" in got
+
+
+def test_fixture_is_shared_by_the_module(fastmq_cluster: EmbeddedCluster) -> None:
+    # the previous test's messages are still there: one cluster per module
+    assert (fastmq_cluster.brokers[0].workdir / "store" / "commitlog").is_dir()
+
+
+async def test_two_masters_with_slaves_stop_cleanly(tmp_path: Path) -> None:
+    cluster = EmbeddedCluster(tmp_path, brokers=2, slave=True)
+    with cluster:
+        assert [b.workdir.name for b in cluster.brokers] == ["broker-a", "broker-b"]
+        assert [s.workdir.name for s in cluster.slaves] == ["broker-a-slave", "broker-b-slave"]
+        for server in [*cluster.brokers, *cluster.slaves]:
+            wait_port(server.port, 5)
+        async with Producer("PG_EMBEDDED2", namesrv_addr=cluster.namesrv_addr) as p:
+            r = await p.send(Message("EmbeddedTopic2", b"x"))
+        assert r.status in ("SEND_OK", "SLAVE_NOT_AVAILABLE")
+    procs: list[ServerProcess] = [*cluster.brokers, *cluster.slaves]
+    assert all(s.proc is not None and s.proc.returncode == 0 for s in procs)
+    with pytest.raises(RuntimeError):
+        EmbeddedCluster(tmp_path / "other").namesrv_addr
