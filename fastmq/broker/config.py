@@ -110,6 +110,17 @@ class BrokerConfig:
     #: Largest read or write queue count of a topic (creation, auto-creation); 1..65535
     #: (fastmq's own key).
     maxTopicQueueNums: int = 1024
+    #: Refuse every half (transactional) message with NO_PERMISSION, as before fastmq stored them.
+    rejectTransactionMessage: bool = False
+    #: Milliseconds a half message must have waited (born to now) before the broker asks its
+    #: producer group for the transaction's state; a half carrying
+    #: ``CHECK_IMMUNITY_TIME_IN_SECONDS`` waits that long instead.
+    transactionTimeOut: int = 6000
+    #: Checks of one half before it is given up and moved to ``TRANS_CHECK_MAX_TIME_TOPIC``.
+    transactionCheckMax: int = 15
+    #: Milliseconds between two rounds of the master's transaction check service; the first
+    #: round runs one interval after the start.
+    transactionCheckInterval: int = 60000
 
     @property
     def broker_addr(self) -> str:
@@ -166,6 +177,11 @@ def check_configs(cfg: BrokerConfig, store: MessageStoreConfig) -> None:
     if not 1 <= cfg.defaultTopicQueueNums <= cfg.maxTopicQueueNums:
         raise ConfigError(f"defaultTopicQueueNums={cfg.defaultTopicQueueNums}: must be within "
                           f"1..maxTopicQueueNums ({cfg.maxTopicQueueNums})")
+    for key in ("transactionTimeOut", "transactionCheckInterval"):
+        if getattr(cfg, key) <= 0:
+            raise ConfigError(f"{key}={getattr(cfg, key)}: must be above 0 (milliseconds)")
+    if cfg.transactionCheckMax < 1:
+        raise ConfigError(f"transactionCheckMax={cfg.transactionCheckMax}: must be at least 1")
     if not 0 <= cfg.brokerPermission <= 15:
         raise ConfigError(f"brokerPermission={cfg.brokerPermission}: must be within 0..15 "
                           "(PRIORITY 8, READ 4, WRITE 2, INHERIT 1)")

@@ -42,6 +42,7 @@ __all__ = [
     "GetConsumerRunningInfoRequestHeader", "ConsumeMessageDirectlyResultRequestHeader",
     "GetConsumeStatsInBrokerHeader", "QueryConsumeQueueRequestHeader",
     "GetConsumeStatsRequestHeader", "GetConsumerConnectionListRequestHeader", "GetRouteInfoRequestHeader",
+    "EndTransactionRequestHeader", "CheckTransactionStateRequestHeader",
     "Long", "java_number", "in_int_range", "in_long_range",
     "PULL_SYSFLAG_COMMIT_OFFSET", "PULL_SYSFLAG_SUSPEND", "PULL_SYSFLAG_SUBSCRIPTION", "PULL_SYSFLAG_CLASS_FILTER",
 ]
@@ -509,3 +510,42 @@ class QueryConsumeQueueRequestHeader(Header):
 @dataclass(slots=True)
 class GetRouteInfoRequestHeader(Header):
     topic: str
+
+
+# ------------------------------------------------------------------- transactions
+
+@dataclass(slots=True)
+class EndTransactionRequestHeader(Header):
+    """END_TRANSACTION (37), producer -> broker, oneway. ``commitOrRollback`` is a sysFlag
+    transaction type: 0 (unknown, a no-op), 8 (commit) or 12 (rollback); any other value is
+    refused as 4.9's ``checkFields`` does (:meth:`check_fields`)."""
+    producerGroup: str
+    tranStateTableOffset: Long
+    commitLogOffset: Long
+    commitOrRollback: int
+    msgId: str  # declared after fromTransactionCheck in Java; a dataclass puts required fields first
+    fromTransactionCheck: bool = False
+    transactionId: str | None = None
+    bname: str | None = None
+
+    def check_fields(self) -> None:
+        """4.9's EndTransactionRequestHeader.checkFields.
+
+        Raises:
+            RemotingCommandError: ``commitOrRollback`` not 0, 8 or 12.
+        """
+        if self.commitOrRollback not in (0, 0x8, 0xC):
+            raise RemotingCommandError("commitOrRollback field wrong")
+
+
+@dataclass(slots=True)
+class CheckTransactionStateRequestHeader(Header):
+    """CHECK_TRANSACTION_STATE (39), broker -> producer, oneway; the body is the half message
+    encoded as a stored record with its real topic and queue. ``msgId`` and ``transactionId`` are
+    the half's UNIQ_KEY, ``offsetMsgId`` the id of the stored half (the copy being checked)."""
+    tranStateTableOffset: Long
+    commitLogOffset: Long
+    msgId: str | None = None
+    transactionId: str | None = None
+    offsetMsgId: str | None = None
+    bname: str | None = None

@@ -8,7 +8,7 @@ from __future__ import annotations
 __all__ = [
     "AUTO_CREATE_TOPIC_KEY_TOPIC", "SCHEDULE_TOPIC", "BENCHMARK_TOPIC", "TRANS_HALF_TOPIC", "TRACE_TOPIC",
     "TRANS_OP_HALF_TOPIC", "TRANS_CHECK_MAX_TIME_TOPIC", "SELF_TEST_TOPIC", "OFFSET_MOVED_EVENT",
-    "SYSTEM_TOPIC_PREFIX", "RETRY_GROUP_TOPIC_PREFIX", "DLQ_GROUP_TOPIC_PREFIX", "TOPIC_MAX_LENGTH",
+    "TRANS_SYS_GROUP", "TRANS_OP_REMOVE_TAG", "SYSTEM_TOPIC_PREFIX", "RETRY_GROUP_TOPIC_PREFIX", "DLQ_GROUP_TOPIC_PREFIX", "TOPIC_MAX_LENGTH",
     "GROUP_MAX_LENGTH", "PERM_PRIORITY", "PERM_READ", "PERM_WRITE", "PERM_INHERIT", "is_topic_or_group_illegal",
     "validate_topic", "validate_group", "validate_topic_ref", "is_system_topic", "is_not_allowed_send_topic", "retry_topic", "dlq_topic",
     "is_retry_topic", "is_dlq_topic", "is_readable", "is_writeable", "is_inherited", "perm_to_string", "SYSTEM_TOPICS",
@@ -22,6 +22,11 @@ TRACE_TOPIC = "RMQ_SYS_TRACE_TOPIC"
 TRANS_OP_HALF_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
 TRANS_CHECK_MAX_TIME_TOPIC = "TRANS_CHECK_MAX_TIME_TOPIC"
 SELF_TEST_TOPIC = "SELF_TEST_TOPIC"
+#: The broker's internal group whose consumer offsets on the half and op queues are the check
+#: service's progress (MixAll.CID_RMQ_SYS_PREFIX + "TRANS").
+TRANS_SYS_GROUP = "CID_RMQ_SYS_TRANS"
+#: The tag of an op message: "this half is resolved" (TransactionalMessageUtil.REMOVETAG).
+TRANS_OP_REMOVE_TAG = "d"
 OFFSET_MOVED_EVENT = "OFFSET_MOVED_EVENT"
 SYSTEM_TOPIC_PREFIX = "rmq_sys_"
 RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
