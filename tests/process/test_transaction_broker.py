@@ -290,3 +290,48 @@ async def test_kill9_between_commit_and_op_message_commits_once(tmp_path: Path) 
     finally:
         await q.close()
         c.stop()
+
+
+async def test_slave_holds_the_topics_refuses_end_and_never_checks(tmp_path: Path) -> None:
+    from fastmq.testing import EmbeddedCluster
+
+    ec = EmbeddedCluster(tmp_path, slave=True, broker_conf=FAST).start()
+    master_probe = TxProbe(ec.broker_addr, GROUP)
+    slave_probe = TxProbe(ec.slaves[0].addr, GROUP)
+    try:
+        await master_probe.heartbeat()
+        await slave_probe.heartbeat()  # a channel of the group on the slave: a check would reach it
+        h_open = await master_probe.send_half(TOPIC, b"open")
+        h_done = await master_probe.send_half(TOPIC, b"done")
+        r = await master_probe.end(h_done, COMMIT)
+        assert r is not None and r.code == ResponseCode.SUCCESS, r.remark
+        # replicated: the slave holds the half and op records at the master's offsets
+        deadline = time.monotonic() + 20
+        halves: list[Any] = []
+        ops: list[Any] = []
+        while time.monotonic() < deadline:
+            halves = await slave_probe.pull_all(tv.TRANS_HALF_TOPIC, "CG_SLAVE", range(1))
+            ops = await slave_probe.pull_all(tv.TRANS_OP_HALF_TOPIC, "CG_SLAVE", range(1))
+            if len(halves) >= 2 and ops:
+                break
+            await asyncio.sleep(0.3)
+        assert [m.body for m in halves[:2]] == [b"open", b"done"]
+        assert [m.body for m in ops] == [str(h_done.queue_offset).encode()]
+        # END_TRANSACTION on the slave is refused as 4.9 does
+        slave_end = TxProbe(ec.slaves[0].addr, GROUP)
+        try:
+            r = await slave_end.end(h_open, COMMIT)
+            assert r is not None and r.code == ResponseCode.SLAVE_NOT_AVAILABLE
+        finally:
+            await slave_end.close()
+        # the master is killed: its slave must not start checking the open half
+        await master_probe.close()
+        ec.brokers[0].kill()
+        await asyncio.sleep(4)  # four check intervals
+        assert slave_probe.checks == []
+    finally:
+        await slave_probe.close()
+        await master_probe.close()
+        ec.slaves[0].stop()
+        assert ec.namesrv is not None
+        ec.namesrv.stop()
