@@ -335,3 +335,72 @@ async def test_slave_holds_the_topics_refuses_end_and_never_checks(tmp_path: Pat
         ec.slaves[0].stop()
         assert ec.namesrv is not None
         ec.namesrv.stop()
+
+
+async def test_a_consumer_group_gets_exactly_the_committed_once(tmp_path: Path) -> None:
+    from fastmq.aio import PushConsumer
+    from fastmq.client.push_consumer import ConsumeStatus
+
+    c = Cluster(tmp_path, transactionCheckMax=2)
+    c.start()
+    assert c.ns is not None
+    got: list[bytes] = []
+
+    def listener(msgs: list[Any]) -> Any:
+        got.extend(m.body for m in msgs)
+        return ConsumeStatus.CONSUME_SUCCESS
+
+    # i % 5: 0 committed at once, 1 rolled back at once, 2 committed on check, 3 rolled back on
+    # check, 4 never answered (moved after the last check)
+    def on_check(m: Any) -> int | None:
+        kind = int(m.body.split(b"-")[1]) % 5
+        return {2: COMMIT, 3: ROLLBACK}.get(kind)
+
+    p = await _probe(c, on_check=on_check)
+    consumer = PushConsumer("CG_ONCE_ALL", namesrv_addr=c.ns.addr, consume_from_where="CONSUME_FROM_FIRST_OFFSET")
+    try:
+        await p.send(TOPIC, b"plain-0", half=False)
+        consumer.subscribe(TOPIC, "*")
+        consumer.register_message_listener(listener)
+        await consumer.start()
+        for i in range(20):
+            h = await p.send_half(TOPIC, f"tx-{i}".encode(), queue_id=i % 4)
+            state = {0: COMMIT, 1: ROLLBACK}.get(i % 5, UNKNOW)
+            await p.end(h, state, oneway=True)
+        want = sorted([b"plain-0"] + [f"tx-{i}".encode() for i in range(20) if i % 5 in (0, 2)])
+        await _eventually(lambda: p.pull_all(tv.TRANS_CHECK_MAX_TIME_TOPIC, "CG_MAXALL", range(1)),
+                          sorted(f"tx-{i}".encode() for i in range(20) if i % 5 == 4), 30)
+        deadline = time.monotonic() + 20
+        while sorted(got) != want and time.monotonic() < deadline:
+            await asyncio.sleep(0.2)
+        await asyncio.sleep(2)  # more rounds: nothing new, nothing twice
+        assert sorted(got) == want
+    finally:
+        await consumer.shutdown()
+        await p.close()
+        c.stop()
+
+
+async def test_keys_from_update_broker_config(cluster: Cluster) -> None:
+    from fastmq.protocol.codes import RequestCode
+    from fastmq.protocol.command import create_request
+
+    p = await _probe(cluster)
+    try:
+        async def update(body: bytes) -> Any:
+            return await p.remoting.invoke(cluster.addr, create_request(RequestCode.UPDATE_BROKER_CONFIG, {}, body), 5)
+
+        r = await update(b"transactionCheckMax=2\ntransactionTimeOut=1500\n")
+        assert r.code == ResponseCode.SUCCESS, r.remark
+        r = await p.remoting.invoke(cluster.addr, create_request(RequestCode.GET_BROKER_CONFIG, {}), 5)
+        text = (r.body or b"").decode()
+        assert "transactionCheckMax=2\n" in text and "transactionTimeOut=1500\n" in text
+        for bad in (b"transactionCheckInterval=0\n", b"transactionCheckMax=0\n", b"transactionTimeOut=x\n"):
+            r = await update(bad)
+            assert r.code == ResponseCode.SYSTEM_ERROR, bad
+        # the new maximum applies from the next round: two checks, then moved
+        await p.send_half(TOPIC, b"two-checks")
+        await _eventually(lambda: p.pull_all(tv.TRANS_CHECK_MAX_TIME_TOPIC, "CG_UPD", range(1)), [b"two-checks"], 20)
+        assert [ck.msg.properties[MessageConst.TRANSACTION_CHECK_TIMES] for ck in p.checks] == ["1", "2"]
+    finally:
+        await p.close()
