@@ -404,3 +404,41 @@ async def test_keys_from_update_broker_config(cluster: Cluster) -> None:
         assert [ck.msg.properties[MessageConst.TRANSACTION_CHECK_TIMES] for ck in p.checks] == ["1", "2"]
     finally:
         await p.close()
+
+
+async def test_kill9_in_a_stream_of_commits_loses_and_doubles_nothing(tmp_path: Path) -> None:
+    """A natural crash point: the broker is killed while a stream of oneway commits arrives, so
+    some are done, some not, and maybe one is cut between its real message and its op message.
+    After the restart the checks (answered commit) finish the rest: every message once."""
+    c = Cluster(tmp_path)
+    broker = c.start()
+    port = broker.port
+    p = await _probe(c)
+    n = 120
+    halves = [await p.send_half(TOPIC, f"s{i:03d}".encode(), queue_id=i % 4) for i in range(n)]
+    await asyncio.sleep(0.5)  # the topic table's write is not the crash under test
+    for k, h in enumerate(halves):
+        await p.end(h, COMMIT, oneway=True)
+        if k == n // 2:
+            broker.proc.kill()  # SIGKILL at once, with commits still arriving
+        if k % 8 == 0:
+            await asyncio.sleep(0)
+    broker.stop()
+    await p.close()
+    c.start(port=port)
+    q = await _probe(c, on_check=lambda m: COMMIT)
+    try:
+        want = sorted(f"s{i:03d}".encode() for i in range(n))
+        deadline = time.monotonic() + 30
+        got: list[bytes] = []
+        while time.monotonic() < deadline:
+            got = _bodies(await q.pull_all(TOPIC, "CG_STREAM"))
+            if len(got) >= n:
+                break
+            await asyncio.sleep(0.3)
+        await asyncio.sleep(3)  # more rounds
+        got = _bodies(await q.pull_all(TOPIC, "CG_STREAM"))
+        assert got == want, (len(got), len(set(got)))
+    finally:
+        await q.close()
+        c.stop()

@@ -79,7 +79,6 @@ class EndTransactionProcessor(BrokerCodeDispatchProcessor):
                 if not res.ok:
                     code, remark = self._final_refusal(res)
                     return response_for(request, code, remark)
-                b.stats.topic_put(real.topic, 1)
             else:
                 log.warning("END_TRANSACTION: %s was already committed at %d; writing its op message only",
                             h.msgId, done.commit_log_offset)
