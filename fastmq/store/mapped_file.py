@@ -139,6 +139,17 @@ class _FdlessMapping:
             pass
 
 
+def _all_zero(fd: int, size: int) -> bool:
+    """True when the first ``size`` bytes of ``fd`` are all zero (read in 1 MiB steps)."""
+    pos = 0
+    while pos < size:
+        chunk = os.pread(fd, min(1 << 20, size - pos), pos)
+        if not chunk or chunk.count(0) != len(chunk):
+            return not chunk
+        pos += len(chunk)
+    return True
+
+
 class MappedFile:
     """One fixed-size file mapped read/write.
 
@@ -172,6 +183,10 @@ class MappedFile:
         self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             size = os.fstat(self._fd).st_size
+            if existed and size < file_size and _all_zero(self._fd, size):
+                # a kill -9 between creating the file and sizing it: nothing was ever written
+                # into it (writes start once it is sized), so it is finished as a new one
+                existed = False
             if existed and size != file_size:
                 raise StoreCorruptError(
                     f"{self.path}: size {size} differs from the configured mapped file size {file_size}")

@@ -3,14 +3,15 @@
 RocketMQ 4.9.8's EndTransactionProcessor: a slave answers SLAVE_NOT_AVAILABLE; state 0 (unknown)
 leaves the half to the check service; commit and rollback find the half by its commit-log offset
 and check that the request names it (producer group, half queue offset, commit-log offset, each
-refusal with 4.9's remark); a commit stores the real message and only once that is stored writes
-the op message, a rollback writes only the op message. Java clients send it oneway, so answers
-are read only by clients that ask for one (and by tests); they are built all the same.
+refusal with 4.9's remark); a commit stores the real message and then the op message (in one
+append, see ``TransactionalMessageBridge.put_commit``), a rollback writes only the op message.
+Java clients send it oneway, so answers are read only by clients that ask for one (and by
+tests); they are built all the same.
 
 One addition to 4.9: a commit that comes from a check (``fromTransactionCheck``) first looks for
 a real message this transaction already committed, and if there is one writes only the missing
-op message. That is the state a kill -9 between the two puts leaves, and 4.9 would store the
-real message a second time.
+op message. That is the state a torn append of the two records leaves (or a check progress
+rewound by a kill -9, which checks a half again), and 4.9 would store the real message twice.
 """
 from __future__ import annotations
 
@@ -75,10 +76,11 @@ class EndTransactionProcessor(BrokerCodeDispatchProcessor):
                     return response_for(request, ResponseCode.SYSTEM_ERROR,
                                         f"the prepared message has no usable {MessageConst.REAL_TOPIC}/"
                                         f"{MessageConst.REAL_QUEUE_ID}")
-                res = await b.store.put_messages([real])
-                if not res.ok:
+                res = await tx.put_commit(real, half)
+                if not res.ok:  # neither record stored: the half stays and is checked again
                     code, remark = self._final_refusal(res)
                     return response_for(request, code, remark)
+                return response_for(request, ResponseCode.SUCCESS)
             else:
                 log.warning("END_TRANSACTION: %s was already committed at %d; writing its op message only",
                             h.msgId, done.commit_log_offset)

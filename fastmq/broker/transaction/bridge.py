@@ -163,16 +163,28 @@ class TransactionalMessageBridge:
                 return m
         return None
 
-    async def put_op(self, half_queue_id: int, half_queue_offsets: list[int]) -> PutResult:
-        """addRemoveTagInTransactionOp: the op message resolving the half(s) at those offsets.
-
-        4.9.8 writes one offset per op message; callers pass one."""
+    def op_message(self, half_queue_id: int, half_queue_offsets: list[int]) -> MessageExt:
+        """addRemoveTagInTransactionOp's record: the op message resolving the half(s) at those
+        offsets (4.9.8 writes one offset per op message; callers pass one)."""
         self.ensure_topic(tv.TRANS_OP_HALF_TOPIC)
         body = ",".join(str(o) for o in half_queue_offsets).encode("utf-8")
-        op = MessageExt(topic=tv.TRANS_OP_HALF_TOPIC, body=body, queue_id=half_queue_id,
-                        properties={MessageConst.TAGS: tv.TRANS_OP_REMOVE_TAG},
-                        born_timestamp=int(time.time() * 1000), born_host=self.broker.store.store_host)
-        return await self.broker.store.put_messages([op])
+        return MessageExt(topic=tv.TRANS_OP_HALF_TOPIC, body=body, queue_id=half_queue_id,
+                          properties={MessageConst.TAGS: tv.TRANS_OP_REMOVE_TAG},
+                          born_timestamp=int(time.time() * 1000), born_host=self.broker.store.store_host)
+
+    async def put_op(self, half_queue_id: int, half_queue_offsets: list[int]) -> PutResult:
+        """Store the op message alone (a rollback, or a commit whose real message is stored)."""
+        return await self.broker.store.put_messages([self.op_message(half_queue_id, half_queue_offsets)])
+
+    async def put_commit(self, real: MessageExt, half: MessageExt) -> PutResult:
+        """A commit's two records, the real message then its op message, in one append.
+
+        4.9.8 puts them one after the other and writes the op only when the real one is stored;
+        one append keeps that order and that condition (the store takes all of a batch or none
+        of it), costs one put instead of two, and leaves a crash no window between them short
+        of a torn write, which recovery cuts back to the real message alone (then the check
+        finds it committed, see :meth:`find_committed`)."""
+        return await self.broker.store.put_messages([real, self.op_message(half.queue_id, [half.queue_offset])])
 
     # ------------------------------------------------------------------ check service puts
     async def renew_half(self, half: MessageExt, extra: dict[str, str]) -> PutResult:
