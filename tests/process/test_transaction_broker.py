@@ -446,3 +446,30 @@ async def test_kill9_in_a_stream_of_commits_loses_and_doubles_nothing(tmp_path: 
     finally:
         await q.close()
         c.stop()
+
+
+async def test_check_immunity_time_delays_the_check(cluster: Cluster) -> None:
+    """CHECK_IMMUNITY_TIME_IN_SECONDS: the half is not checked before that many seconds; meanwhile
+    it is re-appended marked with its first queue offset, so a commit of the first half still
+    resolves the copies (here: nothing stored twice, the check finds it committed)."""
+    p = await _probe(cluster, on_check=lambda m: COMMIT)
+    try:
+        imm = {MessageConst.CHECK_IMMUNITY_TIME_IN_SECONDS: "4"}
+        t0 = time.monotonic()
+        waiting = await p.send_half(TOPIC, b"imm-wait", extra=imm)
+        ended = await p.send_half(TOPIC, b"imm-ended", extra=imm)
+        await asyncio.sleep(1.6)  # a round has re-appended both, marked
+        r = await p.end(ended, COMMIT)
+        assert r is not None and r.code == ResponseCode.SUCCESS, r.remark
+        await p.wait_checks(1, 15)
+        assert p.checks, "never checked"
+        first = p.checks[0]
+        assert first.at - t0 >= 3.5  # not before the immunity time (4 s, born before t0 + 0.1)
+        assert first.msg.body == b"imm-wait"
+        assert first.msg.properties[MessageConst.TRANSACTION_PREPARED_QUEUE_OFFSET] == str(waiting.queue_offset)
+        await _eventually(lambda: p.pull_all(TOPIC, "CG_IMM"), [b"imm-ended", b"imm-wait"], 10)
+        await asyncio.sleep(3)
+        assert _bodies(await p.pull_all(TOPIC, "CG_IMM")) == [b"imm-ended", b"imm-wait"]
+        assert all(ck.msg.body == b"imm-wait" for ck in p.checks)
+    finally:
+        await p.close()
