@@ -473,3 +473,37 @@ async def test_check_immunity_time_delays_the_check(cluster: Cluster) -> None:
         assert all(ck.msg.body == b"imm-wait" for ck in p.checks)
     finally:
         await p.close()
+
+
+async def test_check_progress_survives_a_restart(tmp_path: Path) -> None:
+    """The check service's progress is CID_RMQ_SYS_TRANS's offsets in consumerOffset.json: after a
+    restart, resolved halves (and the copies checks made) are not checked again."""
+    import json
+
+    c = Cluster(tmp_path)
+    broker = c.start()
+    port = broker.port
+    p = await _probe(c, on_check=lambda m: COMMIT if m.body == b"via-check" else None)
+    try:
+        await p.send_half(TOPIC, b"via-check")
+        h = await p.send_half(TOPIC, b"direct")
+        await p.end(h, ROLLBACK)
+        await _eventually(lambda: p.pull_all(TOPIC, "CG_P"), [b"via-check"], 15)
+        await asyncio.sleep(2.5)  # rounds pass the check's copy and both op messages
+    finally:
+        await p.close()
+    broker.stop()
+    table = json.loads((tmp_path / "store" / "config" / "consumerOffset.json").read_text())["offsetTable"]
+    half_key = f"{tv.TRANS_HALF_TOPIC}@{tv.TRANS_SYS_GROUP}"
+    op_key = f"{tv.TRANS_OP_HALF_TOPIC}@{tv.TRANS_SYS_GROUP}"
+    assert int(table[half_key]["0"]) == 3  # two halves and the one copy a check made
+    assert int(table[op_key]["0"]) == 2  # both op messages accounted for
+    c.start(port=port)
+    q = await _probe(c, on_check=lambda m: COMMIT)
+    try:
+        await asyncio.sleep(3.5)
+        assert q.checks == []
+        assert _bodies(await q.pull_all(TOPIC, "CG_P")) == [b"via-check"]
+    finally:
+        await q.close()
+        c.stop()
