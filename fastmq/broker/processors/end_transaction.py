@@ -24,6 +24,7 @@ from ...protocol.command import RemotingCommand, response_for
 from ...protocol.headers import EndTransactionRequestHeader
 from ...protocol.message import MessageConst, MessageExt, MessageSysFlag
 from ...remoting import Connection
+from ...remoting.loop import run_eagerly
 from ...store.message_store import PutResult, PutStatus
 from .base import BrokerCodeDispatchProcessor
 
@@ -41,7 +42,9 @@ _ROLLBACK = MessageSysFlag.TRANSACTION_ROLLBACK_TYPE
 class EndTransactionProcessor(BrokerCodeDispatchProcessor):
     def __init__(self, broker: "BrokerContext") -> None:
         super().__init__(broker)
-        self.handlers = {RequestCode.END_TRANSACTION: self.end_transaction}
+        # run at once, without a task, when the store answers without waiting (ASYNC_FLUSH): a
+        # task per request would cost the commit about as much again as its lookup
+        self.handlers = {RequestCode.END_TRANSACTION: lambda conn, req: run_eagerly(self.end_transaction(conn, req))}
 
     async def end_transaction(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         try:
