@@ -42,7 +42,7 @@ __all__ = [
     "GetConsumerRunningInfoRequestHeader", "ConsumeMessageDirectlyResultRequestHeader",
     "GetConsumeStatsInBrokerHeader", "QueryConsumeQueueRequestHeader",
     "GetConsumeStatsRequestHeader", "GetConsumerConnectionListRequestHeader", "GetRouteInfoRequestHeader",
-    "EndTransactionRequestHeader", "CheckTransactionStateRequestHeader",
+    "EndTransactionRequestHeader", "CheckTransactionStateRequestHeader", "ResumeCheckHalfMessageRequestHeader",
     "Long", "java_number", "in_int_range", "in_long_range",
     "PULL_SYSFLAG_COMMIT_OFFSET", "PULL_SYSFLAG_SUSPEND", "PULL_SYSFLAG_SUBSCRIPTION", "PULL_SYSFLAG_CLASS_FILTER",
 ]
@@ -549,3 +549,10 @@ class CheckTransactionStateRequestHeader(Header):
     transactionId: str | None = None
     offsetMsgId: str | None = None
     bname: str | None = None
+
+
+@dataclass(slots=True)
+class ResumeCheckHalfMessageRequestHeader(Header):
+    """RESUME_CHECK_HALF_MESSAGE (323), admin: put a given-up half (its offset message id in
+    TRANS_CHECK_MAX_TIME_TOPIC) back in the half topic with its check count at 0."""
+    msgId: str | None = None

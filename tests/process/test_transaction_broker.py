@@ -205,6 +205,21 @@ async def test_max_checks_move_the_half_to_check_max_topic(tmp_path: Path) -> No
         await asyncio.sleep(2.5)
         assert len(p.checks) == 3  # given up: never checked again
         assert await p.pull_all(TOPIC, "CG_MAX") == []
+        # RESUME_CHECK_HALF_MESSAGE (323) gives it another round of checks, answered this time
+        from fastmq.protocol.codes import RequestCode
+        from fastmq.protocol.command import create_request
+        p.on_check = lambda m: COMMIT
+        plain = await p.send(TOPIC, b"not-a-half", half=False)
+        for msg_id in ("00" * 8 + "0000010000000000", plain.ext_fields["msgId"], "zz", None):
+            bad = await p.remoting.invoke(c.addr, create_request(RequestCode.RESUME_CHECK_HALF_MESSAGE,
+                                                                 {} if msg_id is None else {"msgId": msg_id}), 5)
+            assert (bad.code, bad.remark) == (
+                ResponseCode.SYSTEM_ERROR, "Exception was thrown when putting message back to RMQ_SYS_TRANS_HALF_TOPIC.")
+        r = await p.remoting.invoke(c.addr, create_request(RequestCode.RESUME_CHECK_HALF_MESSAGE,
+                                                           {"msgId": moved.msg_id}), 5)
+        assert r.code == ResponseCode.SUCCESS, r.remark
+        await _eventually(lambda: p.pull_all(TOPIC, "CG_MAX"), [b"not-a-half", b"stuck"], 15)
+        assert p.checks[3].msg.properties[MessageConst.TRANSACTION_CHECK_TIMES] == "1"
     finally:
         await p.close()
         c.stop()

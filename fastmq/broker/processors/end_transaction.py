@@ -1,4 +1,5 @@
-"""END_TRANSACTION (37): a producer commits or rolls back a half message.
+"""END_TRANSACTION (37): a producer commits or rolls back a half message; and the admin's
+RESUME_CHECK_HALF_MESSAGE (323), which gives a half given up after its last check another round.
 
 RocketMQ 4.9.8's EndTransactionProcessor: a slave answers SLAVE_NOT_AVAILABLE; state 0 (unknown)
 leaves the half to the check service; commit and rollback find the half by its commit-log offset
@@ -21,8 +22,9 @@ from typing import TYPE_CHECKING
 from ...errors import RemotingCommandError
 from ...protocol.codes import RequestCode, ResponseCode
 from ...protocol.command import RemotingCommand, response_for
-from ...protocol.headers import EndTransactionRequestHeader
-from ...protocol.message import MessageConst, MessageExt, MessageSysFlag
+from ...protocol import topic as tv
+from ...protocol.headers import EndTransactionRequestHeader, ResumeCheckHalfMessageRequestHeader
+from ...protocol.message import MessageConst, MessageExt, MessageSysFlag, decode_offset_msg_id
 from ...remoting import Connection
 from ...remoting.loop import run_eagerly
 from ...store.message_store import PutResult, PutStatus
@@ -44,7 +46,8 @@ class EndTransactionProcessor(BrokerCodeDispatchProcessor):
         super().__init__(broker)
         # run at once, without a task, when the store answers without waiting (ASYNC_FLUSH): a
         # task per request would cost the commit about as much again as its lookup
-        self.handlers = {RequestCode.END_TRANSACTION: lambda conn, req: run_eagerly(self.end_transaction(conn, req))}
+        self.handlers = {RequestCode.END_TRANSACTION: lambda conn, req: run_eagerly(self.end_transaction(conn, req)),
+                         RequestCode.RESUME_CHECK_HALF_MESSAGE: self.resume_check_half_message}
 
     async def end_transaction(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         try:
@@ -100,6 +103,32 @@ class EndTransactionProcessor(BrokerCodeDispatchProcessor):
             return response_for(request, ResponseCode.SYSTEM_ERROR,
                                 f"the transaction op message was not stored ({res.status.value}); "
                                 "the half message will be checked again")
+        return response_for(request, ResponseCode.SUCCESS)
+
+    async def resume_check_half_message(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        """RESUME_CHECK_HALF_MESSAGE (323): the message at ``msgId`` (a half given up after its last
+        check, kept in TRANS_CHECK_MAX_TIME_TOPIC) appended to the half queue again with
+        TRANSACTION_CHECK_TIMES=0, so the check service asks its producer group again."""
+        failed = "Exception was thrown when putting message back to RMQ_SYS_TRANS_HALF_TOPIC."
+        try:
+            h = ResumeCheckHalfMessageRequestHeader.decode(request)
+            m = None if h.msgId is None else self.broker.store.look_message_by_offset(decode_offset_msg_id(h.msgId)[2])
+        except (RemotingCommandError, ValueError) as exc:
+            log.warning("RESUME_CHECK_HALF_MESSAGE from %s: %s", conn.remote_addr, exc)
+            return response_for(request, ResponseCode.SYSTEM_ERROR, failed)
+        if m is None or m.topic != tv.TRANS_CHECK_MAX_TIME_TOPIC:
+            # (4.9 throws on a message it cannot read, and would turn any other message into a
+            # half, to be committed, i.e. delivered, a second time: refused alike)
+            return response_for(request, ResponseCode.SYSTEM_ERROR, failed)
+        props = dict(m.properties)
+        props[MessageConst.TRANSACTION_CHECK_TIMES] = "0"
+        half = MessageExt(topic=tv.TRANS_HALF_TOPIC, body=m.body, flag=m.flag, properties=props, queue_id=0,
+                          sys_flag=m.sys_flag, born_timestamp=m.born_timestamp, born_host=m.born_host,
+                          reconsume_times=m.reconsume_times)
+        res = await self.broker.transactions.bridge.put_half(half)
+        if res.status is not PutStatus.PUT_OK:  # 4.9 takes PUT_OK only here
+            return response_for(request, ResponseCode.SYSTEM_ERROR, "Put message back to RMQ_SYS_TRANS_HALF_TOPIC failed.")
+        log.info("Put message back to RMQ_SYS_TRANS_HALF_TOPIC. real topic=%s", props.get(MessageConst.REAL_TOPIC))
         return response_for(request, ResponseCode.SUCCESS)
 
     def _final_refusal(self, res: PutResult) -> tuple[int, str]:
