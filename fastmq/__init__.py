@@ -36,8 +36,8 @@ if TYPE_CHECKING:
     from .protocol.heartbeat import ConsumeFromWhere, MessageModel
     from .protocol.message import Message, MessageExt
     from .protocol.message_queue import MessageQueue
+    from .version import __version__
 
-__version__ = "0.1.0"
 
 __all__ = ["Producer", "PushConsumer", "PullConsumer", "Message", "MessageExt", "MessageQueue", "SendResult",
            "SendStatus", "hash_selector", "split_batch", "MessageQueueSelector",
@@ -51,6 +51,7 @@ __all__ = ["Producer", "PushConsumer", "PullConsumer", "Message", "MessageExt", 
 
 # public name -> the module that defines it
 _SOURCES = {
+    "__version__": ".version",
     "Producer": ".blocking", "PushConsumer": ".blocking", "PullConsumer": ".blocking",
     "SendResult": ".client.producer", "SendStatus": ".client.producer", "split_batch": ".client.producer",
     "hash_selector": ".client.queue_selector", "MessageQueueSelector": ".client.queue_selector",
