@@ -19,7 +19,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import fastmq  # noqa: E402  (after the path: this checkout's fastmq and tests.support)
-from tests.support import broker_process, namesrv_process  # noqa: E402
+from fastmq.testing import broker_process, namesrv_process  # noqa: E402
 
 BODY = b"x" * 128
 N_ASYNC, N_CONSUME = 20_000, 100_000

@@ -199,7 +199,7 @@ def _broker_sends(kind: str, conns: int, turns: int) -> Callable[[], Any]:
     from fastmq.remoting.connection import Connection
     from fastmq.remoting.loop import new_event_loop
     from fastmq.store.config import ASYNC_FLUSH, MessageStoreConfig
-    from tests.support import free_port
+    from fastmq.testing import free_port
     root = tempfile.mkdtemp(prefix="fastmq-instr-")
     loop = new_event_loop()
     broker = BrokerController(BrokerConfig(brokerName="bench", listenPort=0, namesrvAddr="", brokerIP1="127.0.0.1"),

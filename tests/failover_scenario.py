@@ -32,7 +32,7 @@ from fastmq.client.instance import ClientConfig
 from fastmq.protocol.codes import RequestCode
 from fastmq.protocol.command import create_request
 from fastmq.remoting import RemotingClient
-from tests.support import ServerProcess, broker_process, namesrv_process
+from fastmq.testing import ServerProcess, broker_process, namesrv_process
 
 TOPIC = "FailoverTopic"
 GROUP = "GID_FAILOVER"

@@ -1,13 +1,9 @@
-"""Helpers the tests share beyond the embedded cluster (which is :mod:`fastmq.testing`, re-exported
-here for the tests that import it from this module)."""
+"""Helpers the tests share beyond the embedded cluster (that one is :mod:`fastmq.testing`)."""
 from __future__ import annotations
 
 import asyncio
 import time
 from typing import TYPE_CHECKING, Callable, Iterable
-
-from fastmq.testing import (  # noqa: F401  (re-exported)
-    EmbeddedCluster, ServerProcess, broker_process, free_port, namesrv_process, running_cluster, wait_port)
 
 if TYPE_CHECKING:
     from fastmq.remoting import RemotingServer

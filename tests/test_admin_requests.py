@@ -18,17 +18,14 @@ from fastmq.protocol.command import create_request
 from fastmq.protocol.message import decode_offset_msg_id
 from fastmq.protocol.message_queue import MessageQueue
 from fastmq.remoting import RemotingClient
-from tests.support import broker_process, namesrv_process, running_cluster, wait_until
+from fastmq.testing import EmbeddedCluster, broker_process, namesrv_process
+from tests.support import wait_until
+
+pytestmark = pytest.mark.fastmq_cluster(broker_conf={"brokerName": "stats-b", "mappedFileSizeCommitLog": 16777216})
 
 
-@pytest.fixture
-def cluster(tmp_path: Path):
-    with running_cluster(tmp_path, brokerName="stats-b", mappedFileSizeCommitLog=16777216) as (ns, broker):
-        yield ns.addr, broker.addr
-
-
-async def test_consume_stats_views(cluster) -> None:
-    ns, broker = cluster
+async def test_consume_stats_views(fastmq_cluster: EmbeddedCluster) -> None:
+    ns, broker = fastmq_cluster.namesrv_addr, fastmq_cluster.broker_addr
     got: list[bytes] = []
     c = PushConsumer("GID_STATS", namesrv_addr=ns, consume_from_where="CONSUME_FROM_FIRST_OFFSET")
     c.subscribe("StatsTopic")

@@ -13,7 +13,7 @@ from fastmq.protocol.codes import RequestCode, ResponseCode
 from fastmq.protocol.command import create_request
 from fastmq.protocol.headers import SEND_V2_NAMES
 from fastmq.remoting import RemotingClient
-from tests.support import running_cluster
+from fastmq.testing import running_cluster
 
 pytestmark = pytest.mark.slow
 

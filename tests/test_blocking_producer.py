@@ -7,7 +7,6 @@ import asyncio
 import sys
 import threading
 import time
-from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
@@ -15,7 +14,7 @@ import pytest
 import fastmq
 from fastmq import _driven
 from fastmq.errors import ClientStateError
-from tests.support import running_cluster
+from fastmq.testing import EmbeddedCluster
 
 # ------------------------------------------------------------------ the loop alone
 
@@ -357,12 +356,6 @@ def test_a_callback_raising_system_exit_does_not_end_the_callback_thread(driven:
 # ------------------------------------------------------------------ the Producer, real processes
 
 
-@pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[str]:
-    with running_cluster(tmp_path) as (ns, _broker):
-        yield ns.addr
-
-
 def _counting(want: int) -> tuple[list[Any], threading.Event, Any]:
     """(outcomes, set once ``want`` are in, a send callback appending each result or error)."""
     outcomes: list[Any] = []
@@ -387,10 +380,10 @@ def _run_threads(targets: list[Any], timeout: float) -> list[threading.Thread]:
     return threads
 
 
-def test_many_threads_send_at_once(cluster: str) -> None:
+def test_many_threads_send_at_once(fastmq_cluster: EmbeddedCluster) -> None:
     """Eight threads each sending one at a time (one of them drives the loop, the others hand
     over to it) and two more with send_async: every send answered once, nothing lost."""
-    with fastmq.Producer("PG_DRIVEN_THREADS", namesrv_addr=cluster) as p:
+    with fastmq.Producer("PG_DRIVEN_THREADS", namesrv_addr=fastmq_cluster.namesrv_addr) as p:
         p.send(fastmq.Message("DrivenThreads", b"warm"))
         results: list[fastmq.SendResult] = []
         errors: list[BaseException] = []
@@ -416,10 +409,10 @@ def test_many_threads_send_at_once(cluster: str) -> None:
         assert len(offsets) == 400  # 400 distinct places in the queues: none stored twice
 
 
-def test_send_async_through_a_small_window_loses_nothing_and_gives_every_place_back(cluster: str) -> None:
+def test_send_async_through_a_small_window_loses_nothing_and_gives_every_place_back(fastmq_cluster) -> None:
     """max_in_flight=3: 300 send_async wait for places the callbacks' hand-overs give back in
     batches; each is told once, and once the last callback ran the window is whole again."""
-    with fastmq.Producer("PG_DRIVEN_WINDOW", namesrv_addr=cluster, max_in_flight=3) as p:
+    with fastmq.Producer("PG_DRIVEN_WINDOW", namesrv_addr=fastmq_cluster.namesrv_addr, max_in_flight=3) as p:
         p.send(fastmq.Message("DrivenWindow", b"warm"))
         outcomes, all_done, on_sent = _counting(300)
         for i in range(300):
@@ -430,11 +423,11 @@ def test_send_async_through_a_small_window_loses_nothing_and_gives_every_place_b
         assert p._window._free == 3
 
 
-def test_send_async_refuses_a_bad_body_on_a_topic_already_sent_to(cluster: str) -> None:
+def test_send_async_refuses_a_bad_body_on_a_topic_already_sent_to(fastmq_cluster: EmbeddedCluster) -> None:
     """The facade's check before handing a send over takes a short cut for a topic it has sent to;
     a bad body there is still refused at the call, with 4.9's text, and takes no window place."""
     from fastmq.errors import MessageValidationError
-    with fastmq.Producer("PG_DRIVEN_CHECK", namesrv_addr=cluster, max_in_flight=2) as p:
+    with fastmq.Producer("PG_DRIVEN_CHECK", namesrv_addr=fastmq_cluster.namesrv_addr, max_in_flight=2) as p:
         p.send(fastmq.Message("DrivenCheck", b"warm"))
         for body, text in [(b"", "length is zero"), (b"x" * (4 * 1024 * 1024 + 1), "over max value"),
                            ("text", "must be bytes")]:
@@ -449,9 +442,9 @@ def test_send_async_refuses_a_bad_body_on_a_topic_already_sent_to(cluster: str) 
         assert p._window._free == 2
 
 
-def test_callbacks_raising_and_a_blocking_call_from_a_callback(cluster: str,
+def test_callbacks_raising_and_a_blocking_call_from_a_callback(fastmq_cluster: EmbeddedCluster,
                                                                caplog: pytest.LogCaptureFixture) -> None:
-    with fastmq.Producer("PG_DRIVEN_CALLBACKS", namesrv_addr=cluster) as p:
+    with fastmq.Producer("PG_DRIVEN_CALLBACKS", namesrv_addr=fastmq_cluster.namesrv_addr) as p:
         p.send(fastmq.Message("DrivenCallbacks", b"warm"))
         seen: list[tuple[Any, str]] = []
         done = threading.Event()
@@ -482,10 +475,10 @@ def test_callbacks_raising_and_a_blocking_call_from_a_callback(cluster: str,
         assert p.send(fastmq.Message("DrivenCallbacks", b"after")).status == fastmq.SendStatus.SEND_OK
 
 
-def test_a_selector_making_a_blocking_call_is_refused(cluster: str) -> None:
+def test_a_selector_making_a_blocking_call_is_refused(fastmq_cluster: EmbeddedCluster) -> None:
     """send_orderly's selector runs inside the call, on the thread driving the loop: a blocking
     call from there could only wait for itself, so it raises at once."""
-    with fastmq.Producer("PG_DRIVEN_SELECTOR", namesrv_addr=cluster) as p:
+    with fastmq.Producer("PG_DRIVEN_SELECTOR", namesrv_addr=fastmq_cluster.namesrv_addr) as p:
         p.send(fastmq.Message("DrivenSelector", b"warm"))
 
         def selector(mqs: list[Any], msg: Any, arg: object) -> Any:
@@ -496,8 +489,8 @@ def test_a_selector_making_a_blocking_call_is_refused(cluster: str) -> None:
         assert p.send(fastmq.Message("DrivenSelector", b"after")).status == fastmq.SendStatus.SEND_OK
 
 
-def test_shutdown_with_sends_in_flight_tells_every_callback(cluster: str) -> None:
-    p = fastmq.Producer("PG_DRIVEN_SHUTDOWN", namesrv_addr=cluster)
+def test_shutdown_with_sends_in_flight_tells_every_callback(fastmq_cluster: EmbeddedCluster) -> None:
+    p = fastmq.Producer("PG_DRIVEN_SHUTDOWN", namesrv_addr=fastmq_cluster.namesrv_addr)
     p.start()
     p.send(fastmq.Message("DrivenShutdown", b"warm"))
     n = 3000
@@ -513,8 +506,8 @@ def test_shutdown_with_sends_in_flight_tells_every_callback(cluster: str) -> Non
     assert not any(t.name.startswith("fastmq-producer-PG_DRIVEN_SHUTDOWN") for t in threading.enumerate())
 
 
-def test_a_producer_shut_down_refuses_with_a_typed_error(cluster: str) -> None:
-    p = fastmq.Producer("PG_DRIVEN_CLOSED", namesrv_addr=cluster)
+def test_a_producer_shut_down_refuses_with_a_typed_error(fastmq_cluster: EmbeddedCluster) -> None:
+    p = fastmq.Producer("PG_DRIVEN_CLOSED", namesrv_addr=fastmq_cluster.namesrv_addr)
     p.start()
     p.send(fastmq.Message("DrivenClosed", b"warm"))
     p.shutdown()
@@ -529,11 +522,11 @@ def test_a_producer_shut_down_refuses_with_a_typed_error(cluster: str) -> None:
         p.start()
 
 
-def test_sends_after_an_idle_pause_and_from_async_code(cluster: str) -> None:
+def test_sends_after_an_idle_pause_and_from_async_code(fastmq_cluster: EmbeddedCluster) -> None:
     """The background thread has the loop after a pause (a heartbeat's timer may be due); the
     next send takes it back. A caller inside its own asyncio loop is served by the background
     thread."""
-    with fastmq.Producer("PG_DRIVEN_IDLE", namesrv_addr=cluster) as p:
+    with fastmq.Producer("PG_DRIVEN_IDLE", namesrv_addr=fastmq_cluster.namesrv_addr) as p:
         assert p.send(fastmq.Message("DrivenIdle", b"1")).status == fastmq.SendStatus.SEND_OK
         time.sleep(0.2)
         assert p.send(fastmq.Message("DrivenIdle", b"2")).status == fastmq.SendStatus.SEND_OK
@@ -543,13 +536,13 @@ def test_sends_after_an_idle_pause_and_from_async_code(cluster: str) -> None:
         assert asyncio.run(from_async()) == fastmq.SendStatus.SEND_OK
 
 
-def test_threads_sending_at_once_with_a_thread_switch_at_every_chance_lose_nothing(cluster: str) -> None:
+def test_threads_sending_at_once_with_a_thread_switch_at_every_chance_lose_nothing(fastmq_cluster) -> None:
     """The hand-over of the loop between callers, the background thread and the callback thread,
     stressed: threads calling send_async and send at once while the interpreter switches threads
     as often as it can (sys.setswitchinterval(1e-6)). Every send is answered once, within a bounded
     wait; a failure says how many callbacks are missing and who held the loop."""
     n_async, n_sync, rounds = 300, 30, 2
-    with fastmq.Producer("PG_DRIVEN_STRESS", namesrv_addr=cluster) as p:
+    with fastmq.Producer("PG_DRIVEN_STRESS", namesrv_addr=fastmq_cluster.namesrv_addr) as p:
         p.send(fastmq.Message("DrivenStress", b"warm"))
         previous = sys.getswitchinterval()
         sys.setswitchinterval(1e-6)

@@ -11,7 +11,8 @@ import pytest
 
 from fastmq.aio import Message, Producer
 from fastmq.errors import FastMQError
-from tests.support import ServerProcess, broker_process, consume_positions, namesrv_process
+from fastmq.testing import ServerProcess, broker_process, namesrv_process
+from tests.support import consume_positions
 
 pytestmark = pytest.mark.slow
 

@@ -22,10 +22,15 @@ from fastmq.protocol.command import create_request
 from fastmq.protocol.headers import SendMessageRequestHeader
 from fastmq.protocol.message import Message, decode_records, encode_batch_body, encode_properties
 from fastmq.remoting import RemotingClient
-from tests.support import ServerProcess, free_port
+from fastmq.testing import EmbeddedCluster, ServerProcess, free_port
 
 MAX_MESSAGE_SIZE = 64 * 1024
 FAST_LEVELS = " ".join(["1s"] * 18)
+
+pytestmark = pytest.mark.fastmq_cluster(broker_conf={
+    "brokerClusterName": "FastCluster", "brokerName": "fast-broker-a", "mappedFileSizeCommitLog": 256 * 1024,
+    "mappedFileSizeConsumeQueue": 6000, "autoCreateTopicEnable": "false", "maxMessageSize": MAX_MESSAGE_SIZE,
+    "messageDelayLevel": FAST_LEVELS})
 
 
 def write_broker_conf(path: Path, *, port: int, namesrv: str, store: Path, **extra: object) -> Path:
@@ -35,28 +40,6 @@ def write_broker_conf(path: Path, *, port: int, namesrv: str, store: Path, **ext
              "mappedFileSizeConsumeQueue": 6000, "logPath": store.parent / f"broker-{port}.log", **extra}
     path.write_text("".join(f"{k}={v}\n" for k, v in lines.items()))
     return path
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory):
-    root = tmp_path_factory.mktemp("broker-proc")
-    ns_port, br_port = free_port(), free_port()
-    (root / "ns.conf").write_text(f"listenPort={ns_port}\nkvConfigPath={root / 'kv.json'}\nlogPath={root / 'ns.log'}\n")
-    namesrv = ServerProcess(["fastmq-namesrv", "-c", str(root / "ns.conf")], ns_port, root, env={"HOME": str(root)})
-    conf = write_broker_conf(root / "broker.conf", port=br_port, namesrv=namesrv.addr, store=root / "store",
-                             autoCreateTopicEnable="false", maxMessageSize=MAX_MESSAGE_SIZE,
-                             messageDelayLevel=FAST_LEVELS)
-    broker = ServerProcess(["fastmq-broker", "-c", str(conf)], br_port, root, env={"HOME": str(root)})
-    namesrv.start()
-    try:
-        broker.start()
-        try:
-            yield namesrv, broker
-        finally:
-            rc = broker.stop()
-            assert rc == 0, broker.output()[-3000:]
-    finally:
-        namesrv.stop()
 
 
 def send_request(topic: str, body: bytes, props: dict[str, str] | None = None, *, queue_id: int = 0,
@@ -96,8 +79,8 @@ async def write_while_stopped(broker: ServerProcess, conns: list, reqs: list) ->
         broker.proc.send_signal(signal.SIGCONT)
 
 
-async def test_send_v2_then_pull_back(cluster, client):
-    _, broker = cluster
+async def test_send_v2_then_pull_back(fastmq_cluster: EmbeddedCluster, client):
+    broker = fastmq_cluster.brokers[0]
     await create_topic(client, broker.addr, "ProcTopicA")
     props = {"TAGS": "tagA", "KEYS": "k1 k2", "WAIT": "true", "userProp": "v1"}
     r = await client.invoke(broker.addr, send_request("ProcTopicA", b"hello fastmq", props, queue_id=1), 5)
@@ -132,7 +115,7 @@ async def test_send_v2_then_pull_back(cluster, client):
     assert p.code == ResponseCode.PULL_OFFSET_MOVED and p.ext_fields["nextBeginOffset"] == "0"
 
 
-async def test_many_producers_each_one_send_in_flight(cluster, client):
+async def test_many_producers_each_one_send_in_flight(fastmq_cluster: EmbeddedCluster, client):
     """Guards the gathered send path (RocketMQ's benchmark Producer: many connections, each one
     sync send in flight). The broker is stopped while 12 connections each write a send, so its
     next loop turn reads them all at once; one of them goes to a topic that does not exist. Each
@@ -140,7 +123,7 @@ async def test_many_producers_each_one_send_in_flight(cluster, client):
     order, and found by its key; the bad one gets its own error and the broker goes on."""
     from fastmq._ext.codec import FrameDecoder
 
-    _, broker = cluster
+    broker = fastmq_cluster.brokers[0]
     topic = "ProcGathered"
     await create_topic(client, broker.addr, topic, queues=8)
     r = await client.invoke(broker.addr, send_request(topic, b"first"), 5)  # the fast path learns the topic
@@ -195,7 +178,7 @@ async def test_many_producers_each_one_send_in_flight(cluster, client):
 
 
 @pytest.mark.parametrize("serialize_type", [0, 1], ids=["json", "binary"])
-async def test_a_lone_send_and_gathered_sends_are_stored_and_answered_alike(cluster, client, serialize_type):
+async def test_a_lone_send_and_gathered_sends_are_stored_and_answered_alike(fastmq_cluster, client, serialize_type):
     """Guards the two ways a send takes on the fast path: a read alone in its loop turn (one send
     in flight on a quiet broker) and reads gathered from several connections in one turn. Both
     must leave the same record (but for where it went and who sent it) and the same answer:
@@ -204,7 +187,7 @@ async def test_a_lone_send_and_gathered_sends_are_stored_and_answered_alike(clus
     from fastmq._ext.codec import FrameDecoder
     from fastmq.protocol.message import decode_offset_msg_id
 
-    _, broker = cluster
+    broker = fastmq_cluster.brokers[0]
     topic = f"ProcLoneVsGathered{serialize_type}"
     await create_topic(client, broker.addr, topic, queues=4)
     assert (await client.invoke(broker.addr, send_request(topic, b"learn"), 5)).code == ResponseCode.SUCCESS
@@ -267,14 +250,14 @@ async def test_a_lone_send_and_gathered_sends_are_stored_and_answered_alike(clus
     assert sorted(m.body for m in decode_records(q.body)) == sorted(answers)  # both ways indexed the keys
 
 
-async def test_lone_sends_over_file_rolls_are_stored_and_answered_in_order(cluster, client):
+async def test_lone_sends_over_file_rolls_are_stored_and_answered_in_order(fastmq_cluster: EmbeddedCluster, client):
     """One send in flight at a time, 360 of them (2 KiB each) to one queue: the commit log's
     256 KiB files and the queue's 300-entry files roll over under them (the one-record path gives
     way to the general one there). Every answer is SUCCESS with the next queue offset and the
     msgId of its record; every message comes back, in order, with its key indexed."""
     from fastmq.protocol.message import decode_offset_msg_id
 
-    _, broker = cluster
+    broker = fastmq_cluster.brokers[0]
     topic = "ProcLoneRolls"
     await create_topic(client, broker.addr, topic, queues=2)
     offsets = {}
@@ -303,7 +286,7 @@ async def test_many_producers_each_one_send_in_flight_under_sync_flush(tmp_path,
     """The gathered sends of a SYNC_FLUSH broker wait for one group commit together and each
     connection is answered once the flush covers its message (the dispatcher's one task for all)."""
     from fastmq._ext.codec import FrameDecoder
-    from tests.support import running_cluster
+    from fastmq.testing import running_cluster
 
     with running_cluster(tmp_path, flushDiskType="SYNC_FLUSH") as (_, broker):
         topic = "SyncGathered"
@@ -333,8 +316,8 @@ async def test_many_producers_each_one_send_in_flight_under_sync_flush(tmp_path,
         assert sorted(bodies) == sorted([b"first"] + [f"s{i}-{r}".encode() for i in range(8) for r in range(3)])
 
 
-async def test_view_message_by_id(cluster, client):
-    _, broker = cluster
+async def test_view_message_by_id(fastmq_cluster: EmbeddedCluster, client):
+    broker = fastmq_cluster.brokers[0]
     await create_topic(client, broker.addr, "ProcTopicView")
     r = await client.invoke(broker.addr, send_request("ProcTopicView", b"look at me", {"TAGS": "v"}), 5)
     offset = int(r.ext_fields["msgId"][-16:], 16)                  # the offset id ends with the commit-log offset
@@ -346,8 +329,8 @@ async def test_view_message_by_id(cluster, client):
     assert (bad.code, bad.remark) == (ResponseCode.SYSTEM_ERROR, f"can not find message by the offset, {offset + 3}")
 
 
-async def test_query_message_by_key(cluster, client):
-    _, broker = cluster
+async def test_query_message_by_key(fastmq_cluster: EmbeddedCluster, client):
+    broker = fastmq_cluster.brokers[0]
     await create_topic(client, broker.addr, "ProcTopicQuery")
     for i in range(3):
         r = await client.invoke(broker.addr, send_request("ProcTopicQuery", f"order {i}".encode(),
@@ -368,8 +351,8 @@ async def test_query_message_by_key(cluster, client):
     assert (q.code, q.remark) == (ResponseCode.QUERY_NOT_FOUND, "can not find message, maybe time range not correct")
 
 
-async def test_send_message_v1_and_batch(cluster, client):
-    _, broker = cluster
+async def test_send_message_v1_and_batch(fastmq_cluster: EmbeddedCluster, client):
+    broker = fastmq_cluster.brokers[0]
     await create_topic(client, broker.addr, "ProcTopicBatch", queues=2)
     r = await client.invoke(broker.addr, send_request("ProcTopicBatch", b"v1", {"TAGS": "t"},
                                                       code=RequestCode.SEND_MESSAGE), 5)
@@ -392,8 +375,8 @@ async def test_send_message_v1_and_batch(cluster, client):
     ("ProcTopicA", b"x" * (MAX_MESSAGE_SIZE + 10), {}, ResponseCode.MESSAGE_ILLEGAL, "maxMessageSize"),
     ("ProcTopicA", b"x", {"queue_id": 99}, ResponseCode.SYSTEM_ERROR, "request queueId[99] is illegal"),
 ])
-async def test_send_bad_input(cluster, client, topic, body, extra, code, remark):
-    _, broker = cluster
+async def test_send_bad_input(fastmq_cluster: EmbeddedCluster, client, topic, body, extra, code, remark):
+    broker = fastmq_cluster.brokers[0]
     await create_topic(client, broker.addr, "ProcTopicA")
     r = await client.invoke(broker.addr, send_request(topic, body, {"TAGS": "t"}, **extra), 5)
     assert r.code == code, r.remark
@@ -403,8 +386,8 @@ async def test_send_bad_input(cluster, client, topic, body, extra, code, remark)
     assert ok.code == ResponseCode.SUCCESS
 
 
-async def test_read_only_topic_and_malformed_header(cluster, client):
-    _, broker = cluster
+async def test_read_only_topic_and_malformed_header(fastmq_cluster: EmbeddedCluster, client):
+    broker = fastmq_cluster.brokers[0]
     await create_topic(client, broker.addr, "ProcReadOnly", perm=4)
     r = await client.invoke(broker.addr, send_request("ProcReadOnly", b"x"), 5)
     # stored: a 4.9.8 broker does not check a topic's own permission on a send (routes keep
@@ -424,8 +407,8 @@ async def test_read_only_topic_and_malformed_header(cluster, client):
     assert p.code == ResponseCode.TOPIC_NOT_EXIST
 
 
-async def test_long_polling_answers_when_a_message_arrives(cluster, client):
-    _, broker = cluster
+async def test_long_polling_answers_when_a_message_arrives(fastmq_cluster: EmbeddedCluster, client):
+    broker = fastmq_cluster.brokers[0]
     await create_topic(client, broker.addr, "ProcLongPoll", queues=1)
     held = asyncio.ensure_future(client.invoke(broker.addr, pull_request("ProcLongPoll", 0, 0, suspend_ms=15000), 20))
     await asyncio.sleep(0.3)
@@ -442,8 +425,8 @@ async def test_long_polling_answers_when_a_message_arrives(cluster, client):
     assert p.code == ResponseCode.PULL_NOT_FOUND
 
 
-async def test_send_back_goes_to_retry_then_dlq(cluster, client):
-    _, broker = cluster
+async def test_send_back_goes_to_retry_then_dlq(fastmq_cluster: EmbeddedCluster, client):
+    broker = fastmq_cluster.brokers[0]
     await create_topic(client, broker.addr, "ProcRetry", queues=1)
     r = await client.invoke(broker.addr, send_request("ProcRetry", b"retry me", {"TAGS": "t", "KEYS": "rk"}), 5)
     assert r.code == ResponseCode.SUCCESS
@@ -484,8 +467,8 @@ async def test_send_back_goes_to_retry_then_dlq(cluster, client):
     assert r.code == ResponseCode.SYSTEM_ERROR and "look message by offset failed" in r.remark
 
 
-async def test_pull_commits_offset(cluster, client):
-    _, broker = cluster
+async def test_pull_commits_offset(fastmq_cluster: EmbeddedCluster, client):
+    broker = fastmq_cluster.brokers[0]
     await create_topic(client, broker.addr, "ProcCommit", queues=1)
     req = pull_request("ProcCommit", 0, 0, group="CG_COMMIT")
     req.ext_fields["sysFlag"] = str(0x4 | 0x1)
@@ -589,13 +572,13 @@ async def test_run_eagerly_finishes_now_or_in_the_task():
         await run_eagerly(failing())
 
 
-async def test_one_socket_write_of_good_and_bad_sends(cluster):
+async def test_one_socket_write_of_good_and_bad_sends(fastmq_cluster: EmbeddedCluster):
     """Everything a read delivers goes through the batch path at once: the good sends are stored
     and acknowledged in order, each bad one gets its own error, a oneway gets nothing, and the
     broker keeps serving the connection."""
     from fastmq._ext.codec import FrameDecoder, encode_frames
 
-    _, broker = cluster
+    broker = fastmq_cluster.brokers[0]
     c = RemotingClient()
     try:
         await create_topic(c, broker.addr, "ProcMixed", queues=2)
@@ -664,8 +647,8 @@ async def test_one_socket_write_of_good_and_bad_sends(cluster):
         await c.close()
 
 
-async def test_delete_subscription_group_with_and_without_its_offsets(cluster, client):
-    _, broker = cluster
+async def test_delete_subscription_group_with_and_without_its_offsets(fastmq_cluster: EmbeddedCluster, client):
+    broker = fastmq_cluster.brokers[0]
     await create_topic(client, broker.addr, "ProcDeleteGroup")
 
     async def committed(group: str) -> int:
@@ -689,12 +672,12 @@ async def test_delete_subscription_group_with_and_without_its_offsets(cluster, c
     assert r.code == ResponseCode.SYSTEM_ERROR  # no groupName: a header error, the broker stays up
 
 
-async def test_runtime_info_and_connection_lists_as_mqadmin_reads_them(cluster, client):
+async def test_runtime_info_and_connection_lists_as_mqadmin_reads_them(fastmq_cluster: EmbeddedCluster, client):
     """clusterList and brokerStatus read these keys (a missing one was a NullPointerException in
     mqadmin); producerConnection and consumerConnection these bodies."""
     from fastmq.protocol.heartbeat import ConsumerData, HeartbeatData, ProducerData, build_subscription
 
-    _, broker = cluster
+    broker = fastmq_cluster.brokers[0]
     await create_topic(client, broker.addr, "ProcAdmin")
     for i in range(3):
         assert (await client.invoke(broker.addr, send_request("ProcAdmin", b"%d" % i), 5)).code == ResponseCode.SUCCESS
@@ -724,8 +707,8 @@ async def test_runtime_info_and_connection_lists_as_mqadmin_reads_them(cluster, 
     assert (r.code, r.remark) == (ResponseCode.SYSTEM_ERROR, "the producer group[PG_NONE] not exist")
 
 
-async def test_get_broker_config(cluster, client):
-    _, broker = cluster
+async def test_get_broker_config(fastmq_cluster: EmbeddedCluster, client):
+    broker = fastmq_cluster.brokers[0]
     r = await client.invoke(broker.addr, create_request(RequestCode.GET_BROKER_CONFIG, {}), 5)
     assert r.code == ResponseCode.SUCCESS
     conf = dict(line.split("=", 1) for line in r.body.decode().splitlines())
@@ -734,12 +717,12 @@ async def test_get_broker_config(cluster, client):
     assert set(json.loads(r.ext_fields["version"])) == {"counter", "timestamp"}
 
 
-async def test_unknown_groups_without_auto_creation(cluster, client, tmp_path):
+async def test_unknown_groups_without_auto_creation(fastmq_cluster: EmbeddedCluster, client, tmp_path):
     """autoCreateSubscriptionGroup=false: a pull and a send-back for a group nobody made are
     refused with 4.9.8's code and remark, and the broker keeps serving."""
-    from tests.support import broker_process
+    from fastmq.testing import broker_process
 
-    namesrv, _ = cluster
+    namesrv = fastmq_cluster.namesrv
     strict = broker_process(tmp_path, namesrv.addr, brokerName="broker-strict",
                             autoCreateSubscriptionGroup="false").start()
     try:
@@ -758,12 +741,12 @@ async def test_unknown_groups_without_auto_creation(cluster, client, tmp_path):
         assert strict.stop() == 0, strict.output()[-3000:]
 
 
-async def test_update_broker_config(cluster, client, tmp_path):
+async def test_update_broker_config(fastmq_cluster: EmbeddedCluster, client, tmp_path):
     """UPDATE_BROKER_CONFIG: a live key applies at once, a start-only one waits for the next
     start, both land in the -c file (as 4.9's BrokerStartup has it); a bad value changes nothing."""
-    from tests.support import broker_process
+    from fastmq.testing import broker_process
 
-    namesrv, _ = cluster
+    namesrv = fastmq_cluster.namesrv
     b = broker_process(tmp_path, namesrv.addr, brokerName="broker-conf", maxMessageSize=65536).start()
     try:
         await create_topic(client, b.addr, "ProcConf")
@@ -791,7 +774,7 @@ async def test_update_broker_config(cluster, client, tmp_path):
         assert b.stop() == 0, b.output()[-3000:]
 
 
-async def test_reset_offset_pushes_the_offsets_to_online_members(cluster, client):
+async def test_reset_offset_pushes_the_offsets_to_online_members(fastmq_cluster: EmbeddedCluster, client):
     """INVOKE_BROKER_TO_RESET_OFFSET (mqadmin resetOffsetByTime) as 4.9.8's Broker2Client does it:
     each queue's offset at the time, pushed oneway to the group's members, and answered; and
     its refusals (no topic, no offsets, nobody online)."""
@@ -799,7 +782,7 @@ async def test_reset_offset_pushes_the_offsets_to_online_members(cluster, client
     from fastmq.remoting import RemotingClient
     from fastmq.remoting.processor import RequestProcessor
 
-    _, broker = cluster
+    broker = fastmq_cluster.brokers[0]
     await create_topic(client, broker.addr, "ProcReset", queues=2)
     for i in range(4):
         assert (await client.invoke(broker.addr, send_request("ProcReset", b"%d" % i, queue_id=i % 2), 5)).code == 0
@@ -849,8 +832,8 @@ async def test_reset_offset_pushes_the_offsets_to_online_members(cluster, client
         await member.close()
 
 
-async def test_stats_data_and_consumers_of_a_topic_for_stats_all(cluster, client):
-    _, broker = cluster
+async def test_stats_data_and_consumers_of_a_topic_for_stats_all(fastmq_cluster: EmbeddedCluster, client):
+    broker = fastmq_cluster.brokers[0]
     await create_topic(client, broker.addr, "ProcStats", queues=1)
     for i in range(3):
         assert (await client.invoke(broker.addr, send_request("ProcStats", b"%d" % i), 5)).code == 0

@@ -28,7 +28,8 @@ from fastmq.protocol.headers import PullMessageRequestHeader
 from fastmq.protocol.heartbeat import ConsumerData, HeartbeatData, ProducerData, SubscriptionData
 from fastmq.protocol.message_queue import MessageQueue
 from fastmq.remoting import RemotingClient
-from tests.support import running_cluster, wait_until
+from fastmq.testing import EmbeddedCluster
+from tests.support import wait_until
 from tests.test_broker_process import create_topic
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -54,12 +55,6 @@ class Recorder:
 
     def after_response(self, addr: str | None, request: RemotingCommand, response: RemotingCommand) -> None:
         self.after.append((addr, request.code, response.code))
-
-
-@pytest.fixture
-def cluster(tmp_path: Path):
-    with running_cluster(tmp_path) as (ns, broker):
-        yield ns, broker
 
 
 # ----------------------------------------------------------------------------- where requests are made
@@ -213,11 +208,11 @@ async def _route(api: Any, topic: str, seconds: float = 20) -> Any:
     return None
 
 
-async def test_every_request_kind_against_a_real_broker(cluster) -> None:
+async def test_every_request_kind_against_a_real_broker(fastmq_cluster: EmbeddedCluster) -> None:
     """Each method of the client API against fastmq-namesrv and fastmq-broker: its answer
     decoded, a refusal raised as the typed error of its code (the broker staying up), and every
     request signed by the ACL hook and seen by the RPC hooks, every answer too."""
-    ns, broker = cluster
+    ns, broker = fastmq_cluster.namesrv, fastmq_cluster.brokers[0]
     rec = Recorder(secret=CREDS.secret_key)
     inst = ClientInstance(ClientConfig(namesrv_addr=ns.addr, credentials=CREDS, rpc_hooks=[rec]))
     api, addr, group = inst.api, broker.addr, "GID_API"
@@ -314,12 +309,12 @@ async def test_every_request_kind_against_a_real_broker(cluster) -> None:
     unanswered = Counter({RequestCode.SEND_MESSAGE_V2: 1, RequestCode.UPDATE_CONSUMER_OFFSET: 1})
     assert Counter(c for _, c, _ in rec.after) == Counter(c for _, c in rec.before) - unanswered
 
-async def test_a_hooked_client_sends_every_style_through_the_api(cluster) -> None:
+async def test_a_hooked_client_sends_every_style_through_the_api(fastmq_cluster: EmbeddedCluster) -> None:
     """With credentials and a hook, the producer's first try writes no frame of its own: every
     send, of every style, reaches the broker signed and seen by the hook, and so does every
     request of a push consumer (routes, heartbeats, pulls, offsets); without them the compiled
     first try takes the sends."""
-    ns, broker = cluster
+    ns, broker = fastmq_cluster.namesrv, fastmq_cluster.brokers[0]
     rec = Recorder(secret=CREDS.secret_key)
     config = ClientConfig(namesrv_addr=ns.addr, credentials=CREDS, rpc_hooks=[rec], instance_name="hooked")
     got: list[bytes] = []

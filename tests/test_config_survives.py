@@ -18,7 +18,7 @@ from fastmq.common.properties import load_properties
 from fastmq.protocol.codes import RequestCode, ResponseCode
 from fastmq.protocol.command import create_request
 from fastmq.remoting import RemotingClient
-from tests.support import ServerProcess, broker_process, free_port, namesrv_process
+from fastmq.testing import ServerProcess, broker_process, free_port, namesrv_process
 
 pytestmark = pytest.mark.slow
 

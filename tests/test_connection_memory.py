@@ -16,7 +16,7 @@ from fastmq._ext.codec import FrameDecoder, encode_frames
 from fastmq.protocol.codes import RequestCode, ResponseCode
 from fastmq.protocol.command import create_request
 from fastmq.protocol.headers import SendMessageRequestHeader
-from tests.support import broker_process, namesrv_process
+from fastmq.testing import broker_process, namesrv_process
 
 CONNECTIONS = 48
 BODY = b"m" * (768 * 1024)  # more than one read of the broker's event loop (at most 256 KiB)

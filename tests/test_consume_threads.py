@@ -10,7 +10,6 @@ import asyncio
 import random
 import threading
 import time
-from pathlib import Path
 
 import pytest
 
@@ -19,7 +18,10 @@ from fastmq.client.process_queue import ProcessQueue
 from fastmq.client.push_consumer import ConsumeStatus, PushConsumer
 from fastmq.protocol.message import MessageExt
 from fastmq.protocol.message_queue import MessageQueue
-from tests.support import running_cluster, wait_until
+from tests.support import wait_until
+
+pytestmark = pytest.mark.fastmq_cluster(  # a refused message comes back through the delay levels: keep them short
+    broker_conf={"mappedFileSizeCommitLog": 16777216, "messageDelayLevel": " ".join(["200ms"] * 18)})
 
 MQ = MessageQueue("T", "b", 0)
 N = 2048
@@ -110,15 +112,7 @@ async def test_a_dropped_queue_is_not_committed_by_a_late_thread(consumer) -> No
     assert MQ not in c.offset_store.table and len(pq.msgs) == 4
 
 
-@pytest.fixture
-def cluster(tmp_path: Path):
-    # a refused message comes back through the delay levels: keep them short here
-    with running_cluster(tmp_path, mappedFileSizeCommitLog=16777216,
-                         messageDelayLevel=" ".join(["200ms"] * 18)) as (ns, _):
-        yield ns.addr
-
-
-async def test_threads_commit_every_queue_and_refusals_come_back_through_the_broker(cluster) -> None:
+async def test_threads_commit_every_queue_and_refusals_come_back_through_the_broker(fastmq_cluster) -> None:
     """A real broker, 4 queues, 16 consume threads: a listener that raises for some messages and
     answers RECONSUME_LATER for others the first time they come. Each refused message is sent back
     and comes again from %RETRY% (its reconsume count 1, its own topic restored); each is consumed
@@ -146,14 +140,15 @@ async def test_threads_commit_every_queue_and_refusals_come_back_through_the_bro
             ok[m.body] = m.reconsume_times
         return ConsumeStatus.CONSUME_SUCCESS
 
-    async with Producer("PG_ON_THREAD", namesrv_addr=cluster) as p:
+    async with Producer("PG_ON_THREAD", namesrv_addr=fastmq_cluster.namesrv_addr) as p:
         queues: dict[int, int] = {}
         for i in range(n):
             r = await p.send(Message("OnThreadTopic", f"m{i}".encode()))
             assert r.status == "SEND_OK"
             q = r.message_queue.queue_id
             queues[q] = max(queues.get(q, 0), r.queue_offset + 1)
-        consumer = PushConsumer(group, namesrv_addr=cluster, consume_from_where="CONSUME_FROM_FIRST_OFFSET",
+        consumer = PushConsumer(group, namesrv_addr=fastmq_cluster.namesrv_addr,
+                                consume_from_where="CONSUME_FROM_FIRST_OFFSET",
                                 consume_thread_min=16, consume_thread_max=16)
         consumer.subscribe("OnThreadTopic")
         consumer.register_message_listener(listener)

@@ -13,7 +13,8 @@ from fastmq.client.push_consumer import ConsumeStatus, PushConsumer
 from fastmq.protocol.codes import RequestCode
 from fastmq.protocol.command import create_request
 from fastmq.remoting import RemotingClient
-from tests.support import broker_process, namesrv_process, wait_until
+from fastmq.testing import broker_process, namesrv_process
+from tests.support import wait_until
 
 pytestmark = pytest.mark.slow
 

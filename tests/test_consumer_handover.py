@@ -25,7 +25,8 @@ from fastmq.errors import ClientStateError
 from fastmq.protocol.codes import RequestCode, ResponseCode
 from fastmq.protocol.command import create_request, ext_int
 from fastmq.remoting import RemotingClient
-from tests.support import running_cluster, wait_until
+from fastmq.testing import running_cluster
+from tests.support import wait_until
 
 pytestmark = pytest.mark.slow
 

@@ -25,7 +25,10 @@ from fastmq.protocol.heartbeat import build_subscription
 from fastmq.protocol.message_queue import MessageQueue
 from fastmq.remoting import RemotingClient
 from fastmq.common.stats_item import StatsItemSet
-from tests.support import running_cluster, wait_until
+from fastmq.testing import EmbeddedCluster
+from tests.support import wait_until
+
+pytestmark = pytest.mark.fastmq_cluster(broker_conf={"mappedFileSizeCommitLog": 16777216})
 
 HERE = Path(__file__).parent
 MQ0, MQ1 = MessageQueue("T", "b", 0), MessageQueue("T", "b", 1)
@@ -148,12 +151,6 @@ def test_consumer_stats_fold_queue_counters() -> None:
 
 # ---------------------------------------------------------------- through a real broker
 
-@pytest.fixture
-def cluster(tmp_path: Path):
-    with running_cluster(tmp_path, mappedFileSizeCommitLog=16777216) as (ns, broker):
-        yield ns.addr, broker.addr, tmp_path
-
-
 _until = wait_until
 
 
@@ -189,8 +186,8 @@ async def ask_consumer(broker: str, group: str, topic: str, msg_id: str,
         await admin.close()
 
 
-async def test_admin_requests_reach_a_fastmq_push_consumer(cluster) -> None:
-    ns, broker, _ = cluster
+async def test_admin_requests_reach_a_fastmq_push_consumer(fastmq_cluster: EmbeddedCluster) -> None:
+    ns, broker = fastmq_cluster.namesrv_addr, fastmq_cluster.broker_addr
     got: list[bytes] = []
 
     async def listener(msgs):
@@ -264,8 +261,8 @@ async def test_admin_requests_reach_a_fastmq_push_consumer(cluster) -> None:
             await c.shutdown()
 
 
-async def test_a_pull_consumer_reports_itself_but_consumes_nothing_directly(cluster) -> None:
-    ns, broker, _ = cluster
+async def test_a_pull_consumer_reports_itself_but_consumes_nothing_directly(fastmq_cluster: EmbeddedCluster) -> None:
+    ns, broker = fastmq_cluster.namesrv_addr, fastmq_cluster.broker_addr
     c = PullConsumer("GID_RUNINFO_PULL", namesrv_addr=ns, consume_from_where="CONSUME_FROM_FIRST_OFFSET")
     c.subscribe("RunInfoPull")
     admin = RemotingClient()
@@ -290,12 +287,12 @@ async def test_a_pull_consumer_reports_itself_but_consumes_nothing_directly(clus
 
 @pytest.mark.cpp_client
 @pytest.mark.slow
-async def test_the_broker_asks_the_cpp_consumer(cluster) -> None:
+async def test_the_broker_asks_the_cpp_consumer(fastmq_cluster: EmbeddedCluster, tmp_path: Path) -> None:
     """The official C++ consumer answers GET_CONSUMER_RUNNING_INFO through fastmq-broker, and its
     body reads; it never answers CONSUME_MESSAGE_DIRECTLY, which the broker turns into
     CONSUME_MSG_TIMEOUT after Broker2Client's 10 s, as 4.9 does."""
     pytest.importorskip("rocketmq.client")
-    ns, broker, home = cluster
+    ns, broker, home = fastmq_cluster.namesrv_addr, fastmq_cluster.broker_addr, tmp_path
     # the topic first: a C++ client that finds no route waits 30 s before it asks again
     async with Producer("PG_RUNINFO_CPP", namesrv_addr=ns) as p:
         sent = await p.send(Message("RunInfoCpp", b"hello"))

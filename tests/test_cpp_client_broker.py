@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import ServerProcess, free_port
+from fastmq.testing import ServerProcess, free_port
 from tests.test_broker_process import write_broker_conf
 
 pytestmark = [pytest.mark.cpp_client, pytest.mark.slow]

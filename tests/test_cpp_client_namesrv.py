@@ -22,7 +22,7 @@ from fastmq.protocol.codes import LanguageCode, RequestCode, ResponseCode
 from fastmq.protocol.command import create_request
 from fastmq.remoting import RemotingClient
 from tests.stub_broker import RecordingBroker, RecordingProxy, start_stub_broker
-from tests.support import ServerProcess, free_port
+from fastmq.testing import ServerProcess, free_port
 
 pytestmark = pytest.mark.cpp_client
 

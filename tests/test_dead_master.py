@@ -24,7 +24,7 @@ from fastmq.protocol.bodies import TopicRouteData
 from fastmq.protocol.codes import RequestCode
 from fastmq.protocol.command import create_request
 from fastmq.remoting import RemotingClient
-from tests.support import namesrv_process
+from fastmq.testing import namesrv_process
 from tests.test_broker_process import create_topic
 from tests.test_cpp_client_broker import run_peer
 from tests.test_replication import _ha_port, _master, _slave

@@ -21,7 +21,7 @@ from benchmarks.instructions import _routed_producer
 from fastmq import _driven
 from fastmq._ext import codec
 from fastmq.errors import FastMQError, SendFailedError, SendTimeoutError
-from tests.support import free_port, running_cluster
+from fastmq.testing import free_port, running_cluster
 
 TOPIC = "LoneTopic"
 

@@ -9,7 +9,6 @@ import asyncio
 import logging
 import threading
 import time
-from pathlib import Path
 
 import pytest
 
@@ -17,16 +16,13 @@ import fastmq
 from fastmq.aio import Message, Producer
 from fastmq.client.push_consumer import ConsumeStatus, PushConsumer
 from fastmq.errors import RemotingTooMuchRequestError
-from tests.support import running_cluster, wait_until
+from fastmq.testing import EmbeddedCluster
+from tests.support import wait_until
+
+pytestmark = pytest.mark.fastmq_cluster(broker_conf={"mappedFileSizeCommitLog": 64 * 1024 * 1024})
 
 N = 200_000
 SLOW_EVERY = 100  # every 100th message of the burst goes to the slow consumer's topic
-
-
-@pytest.fixture
-def cluster(tmp_path: Path):
-    with running_cluster(tmp_path, mappedFileSizeCommitLog=64 * 1024 * 1024) as (ns, broker):
-        yield ns.addr
 
 
 def _topic_of(i: int) -> str:
@@ -70,16 +66,17 @@ def _unregister_failures(caplog: pytest.LogCaptureFixture) -> list[str]:
     return [r.getMessage() for r in caplog.records if "unregister client" in r.getMessage()]
 
 
-async def test_burst_of_200k_send_async_at_default_settings(cluster: str, caplog: pytest.LogCaptureFixture) -> None:
+async def test_burst_of_200k_send_async_at_default_settings(fastmq_fresh_cluster,
+                                                            caplog: pytest.LogCaptureFixture) -> None:
     """Guards against the wedged connection of issue 17: 100,000 ``send_async`` started at once
     with the default ``max_in_flight`` made client and broker both stop reading while their own
     write buffers were full, so every send timed out, the next consumer crawled and unregister
     timed out at shutdown."""
     caplog.set_level(logging.WARNING, logger="fastmq")
     slow_got: set[bytes] = set()
-    slow = await _start_slow_consumer(cluster, slow_got)
+    slow = await _start_slow_consumer(fastmq_fresh_cluster.namesrv_addr, slow_got)
     try:
-        p = Producer("PG_FLOW_AIO", namesrv_addr=cluster)
+        p = Producer("PG_FLOW_AIO", namesrv_addr=fastmq_fresh_cluster.namesrv_addr)
         await p.start()
         try:
             await p.send(Message("FlowBurst", b"warm"))
@@ -107,7 +104,7 @@ async def test_burst_of_200k_send_async_at_default_settings(cluster: str, caplog
         assert _unregister_failures(caplog) == []
         assert shutdown_s < 10, shutdown_s
         burst = {b"%d" % i for i in range(N) if i % SLOW_EVERY}
-        got = await _consume_all(cluster, "GID_FLOW_AIO", len(burst) + 1, 90)
+        got = await _consume_all(fastmq_fresh_cluster.namesrv_addr, "GID_FLOW_AIO", len(burst) + 1, 90)
         assert burst <= got, f"{len(burst - got)} of {len(burst)} not consumed"
         slow_want = {b"%d" % i for i in range(0, N, SLOW_EVERY)}
         assert await wait_until(lambda: slow_want <= slow_got, 60, every=0.2), len(slow_want - slow_got)
@@ -116,7 +113,7 @@ async def test_burst_of_200k_send_async_at_default_settings(cluster: str, caplog
     assert _unregister_failures(caplog) == []
 
 
-def test_burst_of_200k_send_async_blocking_api(cluster: str, caplog: pytest.LogCaptureFixture) -> None:
+def test_burst_of_200k_send_async_blocking_api(fastmq_fresh_cluster, caplog: pytest.LogCaptureFixture) -> None:
     """Guards against the same wedge through the blocking facade (``fastmq.Producer``), whose
     ``send_async`` hands each send to the background loop from the caller's thread."""
     caplog.set_level(logging.WARNING, logger="fastmq")
@@ -132,7 +129,7 @@ def test_burst_of_200k_send_async_blocking_api(cluster: str, caplog: pytest.LogC
                 failed.append(error)
             if counts[0] == N:
                 all_done.set()
-    p = fastmq.Producer("PG_FLOW_BLOCKING", namesrv_addr=cluster)
+    p = fastmq.Producer("PG_FLOW_BLOCKING", namesrv_addr=fastmq_fresh_cluster.namesrv_addr)
     p.start()
     try:
         p.send(fastmq.Message("FlowBurst", b"warm"))
@@ -152,7 +149,8 @@ def test_burst_of_200k_send_async_blocking_api(cluster: str, caplog: pytest.LogC
         with lock:
             got.update(m.body for m in msgs)
         return ConsumeStatus.CONSUME_SUCCESS
-    c = fastmq.PushConsumer("GID_FLOW_BLOCKING", namesrv_addr=cluster, consume_from_where="CONSUME_FROM_FIRST_OFFSET",
+    c = fastmq.PushConsumer("GID_FLOW_BLOCKING", namesrv_addr=fastmq_fresh_cluster.namesrv_addr,
+                            consume_from_where="CONSUME_FROM_FIRST_OFFSET",
                             consume_message_batch_max_size=32)
     c.subscribe("FlowBurst")
     c.register_message_listener(listener)
@@ -168,11 +166,11 @@ def test_burst_of_200k_send_async_blocking_api(cluster: str, caplog: pytest.LogC
     assert _unregister_failures(caplog) == []
 
 
-async def test_send_async_without_waiting_fails_fast_when_the_window_is_full(cluster: str) -> None:
+async def test_send_async_without_waiting_fails_fast_when_the_window_is_full(fastmq_fresh_cluster) -> None:
     """Guards against a caller who asked not to wait being blocked anyway: with every in-flight
     permit out, ``send_async(wait=False)`` raises RemotingTooMuchRequestError at once, and the
     sends already started all complete."""
-    async with Producer("PG_FLOW_NOWAIT", namesrv_addr=cluster, max_in_flight=64) as p:
+    async with Producer("PG_FLOW_NOWAIT", namesrv_addr=fastmq_fresh_cluster.namesrv_addr, max_in_flight=64) as p:
         await p.send(Message("FlowBurst", b"warm"))
         futs = [await p.send_async(Message("FlowBurst", b"w%d" % i)) for i in range(64)]
         t0 = time.monotonic()
@@ -183,7 +181,7 @@ async def test_send_async_without_waiting_fails_fast_when_the_window_is_full(clu
         assert all(r.status == "SEND_OK" for r in results)
 
 
-def test_blocking_send_async_without_waiting_fails_fast(cluster: str) -> None:
+def test_blocking_send_async_without_waiting_fails_fast(fastmq_fresh_cluster: EmbeddedCluster) -> None:
     """The blocking facade's ``wait=False``: refused at once with a typed error when its window is
     full, nothing lost of what was started."""
     done = threading.Semaphore(0)
@@ -192,7 +190,7 @@ def test_blocking_send_async_without_waiting_fails_fast(cluster: str) -> None:
     def on_sent(result, error) -> None:
         results.append(error or result)
         done.release()
-    with fastmq.Producer("PG_FLOW_NOWAIT_B", namesrv_addr=cluster, max_in_flight=1) as p:
+    with fastmq.Producer("PG_FLOW_NOWAIT_B", namesrv_addr=fastmq_fresh_cluster.namesrv_addr, max_in_flight=1) as p:
         p.send(fastmq.Message("FlowBurst", b"warm"))
         refused = 0
         for i in range(200):

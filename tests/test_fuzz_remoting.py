@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from fastmq._ext.codec import FrameDecoder, RemotingCommand, encode_frame
 from fastmq.protocol.codes import RequestCode as R
 from fastmq.protocol.command import create_request
-from tests.support import broker_process, namesrv_process
+from fastmq.testing import broker_process, namesrv_process
 
 BUDGET_S = 25.0          # sending time per server
 CHECK_EVERY = 200        # frames between liveness checks

@@ -28,7 +28,7 @@ from fastmq.store import group_commit as group_commit_module
 from fastmq.store.commit_log import CommitLog, GroupCommitService
 from fastmq.store.mapped_file import MappedFile, MappedFileQueue
 from fastmq.store.message_store import PutStatus
-from tests.support import ServerProcess, broker_process, namesrv_process
+from fastmq.testing import ServerProcess, broker_process, namesrv_process
 from tests.test_broker_process import create_topic, send_request
 from tests.test_message_store import msg, open_store
 from tests.test_store_commit_log import cfg, req

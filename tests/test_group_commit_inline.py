@@ -31,7 +31,7 @@ from fastmq.store import group_commit as group_commit_module
 from fastmq.store.commit_log import CommitLog, GroupCommitService
 from fastmq.store.config import MessageStoreConfig
 from fastmq.store.message_store import PutStatus
-from tests.support import broker_process, namesrv_process
+from fastmq.testing import broker_process, namesrv_process
 from tests.test_broker_process import create_topic, send_request
 from tests.test_group_commit import _BROKER_WITH_DISK_FAULTS, _runtime_info, scripted_broker, send_until_ok
 from tests.test_message_store import msg, open_store

@@ -20,7 +20,7 @@ from fastmq.protocol.codes import ResponseCode
 from fastmq.protocol.command import RemotingCommand
 from fastmq.protocol.message import decode_records
 from fastmq.remoting import RemotingClient
-from tests.support import ServerProcess, running_cluster
+from fastmq.testing import ServerProcess, running_cluster
 from tests.test_broker_process import create_topic, pull_request, send_request
 
 SUSPEND_MS = 15_000

@@ -18,7 +18,7 @@ from fastmq.protocol.bodies import loads_lenient
 from fastmq.protocol.codes import RequestCode, ResponseCode
 from fastmq.protocol.command import create_request
 from fastmq.remoting import RemotingClient
-from tests.support import broker_process, namesrv_process
+from fastmq.testing import broker_process, namesrv_process
 
 pytestmark = pytest.mark.slow
 

@@ -11,7 +11,7 @@ import pytest
 
 from fastmq.aio import ConsumeStatus, Message, Producer, PushConsumer
 from fastmq.client.instance import ClientConfig
-from tests.support import broker_process, free_port, namesrv_process
+from fastmq.testing import broker_process, free_port, namesrv_process
 
 pytestmark = pytest.mark.slow
 

@@ -22,7 +22,7 @@ from fastmq.protocol.bodies import (ClusterInfo, DataVersion, KVTable, RegisterB
 from fastmq.protocol.codes import RequestCode, ResponseCode
 from fastmq.protocol.command import create_request
 from fastmq.remoting import RemotingClient
-from tests.support import ServerProcess, free_port
+from fastmq.testing import ServerProcess, free_port
 
 BROKER = "127.0.0.1:10911"
 

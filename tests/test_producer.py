@@ -228,7 +228,7 @@ def test_blocking_facade(tmp_path) -> None:
 
     import fastmq
     from fastmq import _blocking
-    from tests.support import ServerProcess, free_port
+    from fastmq.testing import ServerProcess, free_port
 
     port = free_port()
     props = tmp_path / "ns.properties"

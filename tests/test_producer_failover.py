@@ -14,7 +14,7 @@ from fastmq.client.push_consumer import PullConsumer
 from fastmq.protocol.codes import RequestCode
 from fastmq.protocol.command import create_request
 from fastmq.remoting import RemotingClient
-from tests.support import ServerProcess, broker_process, namesrv_process
+from fastmq.testing import ServerProcess, broker_process, namesrv_process
 
 pytestmark = pytest.mark.slow
 

@@ -354,7 +354,7 @@ def test_a_producer_abandoned_with_sends_in_flight_is_collected(tmp_path) -> Non
     import weakref
 
     from fastmq.remoting.loop import new_event_loop
-    from tests.support import broker_process, namesrv_process
+    from fastmq.testing import broker_process, namesrv_process
 
     ns = namesrv_process(tmp_path).start()
     b = broker_process(tmp_path, ns.addr, brokerName="abandon").start()

@@ -18,7 +18,7 @@ from fastmq.protocol.codes import RequestCode, ResponseCode
 from fastmq.protocol.command import RemotingCommand, create_request
 from fastmq.protocol.message import decode_records
 from fastmq.remoting import RemotingClient
-from tests.support import ServerProcess, running_cluster
+from fastmq.testing import ServerProcess, running_cluster
 from tests.test_broker_process import create_topic, pull_request, send_request
 
 SOON_S = 5.0  # "without waiting for the suspend timeout", on a busy machine

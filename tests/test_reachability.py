@@ -13,7 +13,8 @@ from fastmq.protocol.bodies import BrokerData, QueueData, TopicRouteData
 from fastmq.protocol.codes import RequestCode
 from fastmq.remoting import RemotingServer
 from tests.stub_broker import RecordingBroker
-from tests.support import free_port, wait_until
+from fastmq.testing import free_port
+from tests.support import wait_until
 
 
 def _route(addrs: dict[str, str]) -> TopicRouteData:

@@ -20,7 +20,8 @@ from fastmq.errors import (RemotingConnectError, RemotingSendRequestError, Remot
 from fastmq.protocol.command import create_request, create_response, response_for
 from fastmq.remoting import Connection, ConnectionListener, RemotingClient, RemotingServer, RequestProcessor
 from fastmq.remoting.loop import new_event_loop, run
-from tests.support import addr_of, free_port
+from fastmq.testing import free_port
+from tests.support import addr_of
 
 ECHO, BOOM, BUSY, SLOW, POOLED, BARE, SILENT = 101, 102, 103, 104, 105, 106, 107
 

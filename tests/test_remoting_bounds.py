@@ -24,7 +24,7 @@ from fastmq.errors import NoRouteError
 from fastmq.protocol.codes import RequestCode, ResponseCode
 from fastmq.protocol.command import create_request
 from fastmq.protocol.message import MessageExt
-from tests.support import broker_process, namesrv_process
+from fastmq.testing import broker_process, namesrv_process
 
 MiB = 1024 * 1024
 

@@ -17,7 +17,7 @@ from fastmq.protocol.codes import RequestCode, ResponseCode
 from fastmq.protocol.command import create_request
 from fastmq.protocol.message import decode_records
 from fastmq.remoting import RemotingClient
-from tests.support import ServerProcess, broker_process, free_port, namesrv_process
+from fastmq.testing import ServerProcess, broker_process, free_port, namesrv_process
 from tests.test_broker_process import create_topic, pull_request, send_request
 
 pytestmark = pytest.mark.slow

@@ -144,7 +144,7 @@ def test_pull_rates_and_run_queue_of_a_real_broker(tmp_path) -> None:
     import time
 
     from spark_bench.rocketmq_tools import _pull_rates, runq_wait_s
-    from tests.support import free_port, running_cluster
+    from fastmq.testing import free_port, running_cluster
     with running_cluster(tmp_path) as (_, broker):
         deadline, rates = time.monotonic() + 40, {}
         while not rates and time.monotonic() < deadline:   # the 10 s figure needs 10 s of samples

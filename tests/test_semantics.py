@@ -28,9 +28,10 @@ from fastmq.protocol.headers import SendMessageRequestHeader
 from fastmq.protocol.heartbeat import ConsumerData, HeartbeatData, ProducerData, SubscriptionData
 from fastmq.protocol.message import Message, decode_records, encode_properties
 from fastmq.remoting import RemotingClient
-from tests.support import ServerProcess, broker_process, namesrv_process
+from fastmq.testing import EmbeddedCluster, ServerProcess, broker_process, namesrv_process
 
 FAST_LEVELS = " ".join(["1s"] * 18)
+pytestmark = pytest.mark.fastmq_cluster(broker_conf={"messageDelayLevel": FAST_LEVELS})
 MARK = "zz9semantics"
 TOPIC_CHARS = "The specified topic contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$"
 TOPIC_LONG = "The specified topic is longer than topic max length."
@@ -39,20 +40,6 @@ GROUP_LONG = "the specified group is longer than group max length 255."
 
 def group_chars(g: str) -> str:
     return f"the specified group[{g}] contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$"
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory):
-    root = tmp_path_factory.mktemp("semantics")
-    ns = namesrv_process(root).start()
-    try:
-        broker = broker_process(root, ns.addr, messageDelayLevel=FAST_LEVELS).start()
-        try:
-            yield root, ns, broker
-        finally:
-            assert broker.stop() == 0, broker.output()[-3000:]
-    finally:
-        ns.stop()
 
 
 def send_request(topic: str, body: bytes = b"x", props: dict[str, str] | None = None, *, queue_id: int = 0,
@@ -122,9 +109,10 @@ def group_remark(g: str) -> str:
     return GROUP_LONG if len(g) > 255 else group_chars(g)
 
 
-async def test_hostile_names_refused_on_every_request_and_nothing_leaves_the_store(cluster, client) -> None:
+async def test_hostile_names_refused_on_every_request_and_nothing_leaves_the_store(fastmq_cluster, client) -> None:
     """Guards: a group name with ``../`` wrote consume-queue files outside the store."""
-    root, ns, broker = cluster
+    ns, broker = fastmq_cluster.namesrv, fastmq_cluster.brokers[0]
+    root = broker.workdir  # the directory holding its store
     a = broker.addr
     for topic, remark in HOSTILE_TOPICS:
         for req in (send_request(topic), pull_request(topic),
@@ -187,9 +175,9 @@ async def test_hostile_names_refused_on_every_request_and_nothing_leaves_the_sto
     assert not any(MARK in t or len(t) > 127 for t in topics)
 
 
-async def test_reserved_topics_are_refused(cluster, client) -> None:
+async def test_reserved_topics_are_refused(fastmq_cluster: EmbeddedCluster, client) -> None:
     """4.9's refusals for topics the broker writes itself, and for system topics by admin."""
-    _, _, broker = cluster
+    broker = fastmq_cluster.brokers[0]
     for topic in ("SCHEDULE_TOPIC_XXXX", "RMQ_SYS_TRANS_HALF_TOPIC", "OFFSET_MOVED_EVENT", "SELF_TEST_TOPIC"):
         r = await client.invoke(broker.addr, send_request(topic), 5)
         assert (r.code, r.remark) == (ResponseCode.NO_PERMISSION, f"Sending message to topic[{topic}] is forbidden.")
@@ -210,10 +198,10 @@ def test_clients_refuse_illegal_group_names() -> None:
             make("../x", namesrv_addr="127.0.0.1:1")
 
 
-async def test_long_legal_group_never_blocks_a_delay_level(cluster, client) -> None:
+async def test_long_legal_group_never_blocks_a_delay_level(fastmq_cluster: EmbeddedCluster, client) -> None:
     """Guards: a send-back for a group of 121+ characters parked a message whose %RETRY% topic
     the store could not take, and the delay level retried it for ever, holding everyone's."""
-    _, ns, broker = cluster
+    ns, broker = fastmq_cluster.namesrv, fastmq_cluster.brokers[0]
     a = broker.addr
     long_group = "L" * 200  # legal (<= 255) but %RETRY%+group is 207 > 127 characters
     await create_topic(client, a, "SemDelay")
@@ -249,9 +237,9 @@ async def test_long_legal_group_never_blocks_a_delay_level(cluster, client) -> N
 
 # ------------------------------------------------------------------ refusals
 
-async def test_transactional_half_message_is_refused(cluster, client) -> None:
+async def test_transactional_half_message_is_refused(fastmq_cluster: EmbeddedCluster, client) -> None:
     """Guards: a half message got SEND_OK and was delivered at once, never committed nor rolled back."""
-    _, _, broker = cluster
+    broker = fastmq_cluster.brokers[0]
     a = broker.addr
     await create_topic(client, a, "SemTx")
     forbidden = "the broker[127.0.0.1] sending transaction message is forbidden"
@@ -272,9 +260,9 @@ async def test_transactional_half_message_is_refused(cluster, client) -> None:
     assert (await client.invoke(a, send_request("SemTx"), 5)).code == ResponseCode.SUCCESS
 
 
-async def test_sql92_subscription_is_refused(cluster, client) -> None:
+async def test_sql92_subscription_is_refused(fastmq_cluster: EmbeddedCluster, client) -> None:
     """Guards: a SQL92 subscription was answered by delivering every message unfiltered."""
-    _, _, broker = cluster
+    broker = fastmq_cluster.brokers[0]
     a = broker.addr
     await create_topic(client, a, "SemSql")
     assert (await client.invoke(a, send_request("SemSql", b"s"), 5)).code == ResponseCode.SUCCESS
@@ -303,11 +291,11 @@ async def update_broker_config(client: RemotingClient, addr: str, **props: objec
     assert r.code == ResponseCode.SUCCESS, r.remark
 
 
-async def test_broker_permission_is_honoured(cluster, client) -> None:
+async def test_broker_permission_is_honoured(fastmq_cluster: EmbeddedCluster, client) -> None:
     """Guards: brokerPermission 4 or 0 neither stopped sends nor reached the routes."""
     from fastmq.aio import Producer
 
-    _, ns, broker = cluster
+    ns, broker = fastmq_cluster.namesrv, fastmq_cluster.brokers[0]
     a = broker.addr
     await create_topic(client, a, "SemPerm")
     await create_topic(client, a, "SemPermOrder", order=True)
@@ -359,8 +347,8 @@ def test_acl_enable_refuses_to_start(tmp_path: Path) -> None:
     assert not (tmp_path / "store" / "commitlog").exists()  # it stopped before touching the store
 
 
-async def test_acl_enable_refused_by_update_broker_config(cluster, client) -> None:
-    _, _, broker = cluster
+async def test_acl_enable_refused_by_update_broker_config(fastmq_cluster: EmbeddedCluster, client) -> None:
+    broker = fastmq_cluster.brokers[0]
     body = b"aclEnable=true\n"
     r = await client.invoke(broker.addr, create_request(RequestCode.UPDATE_BROKER_CONFIG, {}, body), 5)
     assert r.code != ResponseCode.SUCCESS and "aclEnable=true" in r.remark
@@ -368,9 +356,9 @@ async def test_acl_enable_refused_by_update_broker_config(cluster, client) -> No
 
 # ------------------------------------------------------------------ queue counts
 
-async def test_broker_refuses_topic_queue_counts_out_of_range(cluster, client) -> None:
+async def test_broker_refuses_topic_queue_counts_out_of_range(fastmq_cluster: EmbeddedCluster, client) -> None:
     """Guards: a topic with 2^31-1 queues was created and registered."""
-    _, ns, broker = cluster
+    ns, broker = fastmq_cluster.namesrv, fastmq_cluster.brokers[0]
     for n in (2 ** 31 - 1, 1025, 0, -1):
         r = await create_topic(client, broker.addr, "SemQueues", queues=n)
         assert r.code == ResponseCode.SYSTEM_ERROR
@@ -499,12 +487,12 @@ def test_hash_selector_same_in_every_process() -> None:
     assert len(outs) == 1
 
 
-async def test_listener_returning_none_is_an_error_with_the_fix(cluster, caplog) -> None:
+async def test_listener_returning_none_is_an_error_with_the_fix(fastmq_cluster: EmbeddedCluster, caplog) -> None:
     """Guards: a listener that forgot its return had every message retried with no warning."""
     from fastmq.aio import ConsumeStatus, Producer, PushConsumer
     from fastmq.client import consume_service as pc
 
-    _, ns, broker = cluster
+    ns, broker = fastmq_cluster.namesrv, fastmq_cluster.brokers[0]
     calls: list[int] = []
 
     def listener(msgs):

@@ -18,7 +18,7 @@ from fastmq.aio import Message, Producer, PullConsumer
 from fastmq.errors import SendFailedError
 from fastmq.remoting import RemotingClient
 from tests.failover_scenario import _broker, _prepare
-from tests.support import namesrv_process
+from fastmq.testing import namesrv_process
 
 pytestmark = pytest.mark.slow
 

@@ -15,7 +15,7 @@ from fastmq.broker.config import BrokerConfig
 from fastmq.broker.controller import BrokerController
 from fastmq.protocol.codes import ResponseCode
 from fastmq.store.config import MessageStoreConfig
-from tests.support import free_port, namesrv_process
+from fastmq.testing import free_port, namesrv_process
 from tests.test_semantics import create_topic, send_request, update_broker_config
 
 SENDS = 20

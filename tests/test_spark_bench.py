@@ -16,7 +16,7 @@ from spark_bench.histogram import LatencyHistogram
 from spark_bench.recorder import Plan, Recorder
 from spark_bench.runner import layout
 from spark_bench.workload import Workload, WorkloadError, load_workload, shipped_workloads
-from tests.support import free_port
+from fastmq.testing import free_port
 
 
 @settings(max_examples=50, deadline=None)

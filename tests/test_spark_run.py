@@ -147,7 +147,7 @@ def test_broker_gone_mid_run_is_not_ok(spark, tmp_path: Path, capsys) -> None:
     import threading
     import time
 
-    from tests.support import broker_process, namesrv_process
+    from fastmq.testing import broker_process, namesrv_process
     ns = namesrv_process(tmp_path).start()
     broker = broker_process(tmp_path, ns.addr, brokerName="gone").start()
     try:

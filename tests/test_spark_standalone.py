@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import free_port, wait_port
+from fastmq.testing import free_port, wait_port
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.timeout(900)]
 

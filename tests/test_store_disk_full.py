@@ -18,7 +18,7 @@ import pytest
 from fastmq.aio import Message, Producer
 from fastmq.client.push_consumer import PullConsumer
 from fastmq.errors import FastMQError
-from tests.support import broker_process, namesrv_process
+from fastmq.testing import broker_process, namesrv_process
 
 pytestmark = pytest.mark.slow
 

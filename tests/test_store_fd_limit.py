@@ -20,7 +20,7 @@ from fastmq.errors import FastMQError
 from fastmq.protocol.message import MessageExt
 from fastmq.store.config import MessageStoreConfig
 from fastmq.store.message_store import MessageStore
-from tests.support import ServerProcess, broker_process, namesrv_process
+from fastmq.testing import ServerProcess, broker_process, namesrv_process
 
 pytestmark = pytest.mark.slow
 

@@ -11,7 +11,7 @@ import pytest
 from fastmq.aio import Message, Producer
 from fastmq.store.lock import StoreLock, is_locked
 from fastmq.store import StoreLockedError
-from tests.support import ServerProcess, broker_process, namesrv_process
+from fastmq.testing import ServerProcess, broker_process, namesrv_process
 
 pytestmark = pytest.mark.slow
 

@@ -13,7 +13,7 @@ import pytest
 from fastmq.protocol.message import MessageExt
 from fastmq.store.config import MessageStoreConfig
 from fastmq.store.message_store import MessageStore
-from tests.support import broker_process, namesrv_process
+from fastmq.testing import broker_process, namesrv_process
 
 pytestmark = pytest.mark.slow
 

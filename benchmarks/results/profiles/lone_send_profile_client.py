@@ -6,7 +6,7 @@ import asyncio, sys, tempfile, time, os, subprocess
 from pathlib import Path
 sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parents[3]))
 import fastmq, fastmq.aio
-from tests.support import broker_process, namesrv_process
+from fastmq.testing import broker_process, namesrv_process
 tmp = Path(tempfile.mkdtemp())
 ns = namesrv_process(tmp).start()
 b = broker_process(tmp, ns.addr, brokerName="bench", flushDiskType="ASYNC_FLUSH", mappedFileSizeCommitLog=268435456).start()
