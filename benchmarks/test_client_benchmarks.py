@@ -324,7 +324,7 @@ def test_push_consumption(benchmark, cluster, listener: str) -> None:
 def test_cpp_client_sync_sends_for_comparison(benchmark, cluster) -> None:
     pytest.importorskip("rocketmq.client")
     ns, tmp = cluster.ns, cluster.tmp
-    peer = Path(__file__).resolve().parent.parent / "tests" / "cpp_peer.py"
+    peer = Path(__file__).resolve().parent.parent / "tests" / "interop" / "cpp_peer.py"
     out: list[dict] = []
 
     def go() -> None:
@@ -381,7 +381,7 @@ def test_fastmq_client_against_fastmq_and_java_brokers(benchmark, cluster) -> No
 @pytest.mark.skipif(not JAVA_CLASSPATH or shutil.which("javac") is None,
                     reason="FASTMQ_JAVA_CLASSPATH (RocketMQ's Java client) and javac not both set")
 def test_java_client_sync_sends_for_comparison(benchmark, cluster, tmp_path) -> None:
-    from tests.test_java_rocketmq import compile_java_peer, run_peer
+    from tests.interop.test_java_rocketmq import compile_java_peer, run_peer
 
     cp = compile_java_peer(tmp_path)
     targets = {"fastmq broker": cluster.ns, **({"java broker": JAVA_NAMESRV} if JAVA_NAMESRV else {})}

@@ -2,11 +2,43 @@
 from __future__ import annotations
 
 import asyncio
+import json
+import os
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable
 
 if TYPE_CHECKING:
     from fastmq.remoting import RemotingServer
+
+
+#: Frames the official C++ client sent or accepted, recorded (tests/interop/wire_vectors/cpp-client/
+#: README.md says how); FASTMQ_WIRE_VECTORS points at another recording.
+WIRE_VECTORS = Path(os.environ.get("FASTMQ_WIRE_VECTORS",
+                                   Path(__file__).resolve().parent / "interop" / "wire_vectors" / "cpp-client"))
+WIRE_VECTOR_FILES = ("producer", "push-consumer", "pull-consumer")
+
+
+def wire_vector_records(direction: str | None = None) -> list[dict]:
+    """The recorded frames (not the notes), each with ``_id`` = ``<file>#<seq>``; ``direction``
+    keeps one way only."""
+    out = []
+    for name in WIRE_VECTOR_FILES:
+        for line in (WIRE_VECTORS / f"{name}.jsonl").read_text(encoding="utf-8").splitlines():
+            r = json.loads(line)
+            if r["kind"] != "note" and (direction is None or r["direction"] == direction):
+                r["_id"] = f"{name}#{r['seq']}"
+                out.append(r)
+    return out
+
+
+def ext_text(v: object) -> str:
+    """An ext value as the codec hands it over: a str whatever JSON type it arrived as."""
+    if isinstance(v, str):
+        return v
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    return str(v)
 
 
 def addr_of(srv: "RemotingServer") -> str:
