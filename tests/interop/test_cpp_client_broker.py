@@ -14,8 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from fastmq.testing import ServerProcess, free_port
-from tests.process.test_broker_process import write_broker_conf
+from fastmq.testing import EmbeddedCluster
 
 pytestmark = [pytest.mark.cpp_client, pytest.mark.slow]
 
@@ -25,24 +24,12 @@ FAST_LEVELS = " ".join(["1s"] * 18)
 
 @pytest.fixture
 def cpp_cluster(tmp_path: Path):
+    """A fastmq cluster for the C++ client's peers: (namesrv, broker, the peers' HOME)."""
     pytest.importorskip("rocketmq.client")
-    ns_port, br_port = free_port(), free_port()
-    (tmp_path / "ns.conf").write_text(f"listenPort={ns_port}\nkvConfigPath={tmp_path / 'kv.json'}\n"
-                                      f"logPath={tmp_path / 'ns.log'}\n")
-    namesrv = ServerProcess(["fastmq-namesrv", "-c", str(tmp_path / "ns.conf")], ns_port, tmp_path,
-                            env={"HOME": str(tmp_path)})
-    conf = write_broker_conf(tmp_path / "broker.conf", port=br_port, namesrv=namesrv.addr, store=tmp_path / "store",
-                             messageDelayLevel=FAST_LEVELS, defaultTopicQueueNums=4)
-    broker = ServerProcess(["fastmq-broker", "-c", str(conf)], br_port, tmp_path, env={"HOME": str(tmp_path)})
-    namesrv.start()
-    try:
-        broker.start()
-        try:
-            yield namesrv, broker, tmp_path
-        finally:
-            assert broker.stop() == 0, broker.output()[-3000:]
-    finally:
-        namesrv.stop()
+    conf = {"brokerClusterName": "FastCluster", "brokerName": "fast-broker-a", "mappedFileSizeCommitLog": 256 * 1024,
+            "mappedFileSizeConsumeQueue": 6000, "messageDelayLevel": FAST_LEVELS, "defaultTopicQueueNums": 4}
+    with EmbeddedCluster(tmp_path / "cluster", broker_conf=conf) as cluster:
+        yield cluster.namesrv, cluster.brokers[0], tmp_path
 
 
 def run_peer(script: str, args: list[str], home: Path, timeout: float) -> tuple[str, subprocess.CompletedProcess]:

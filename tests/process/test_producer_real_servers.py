@@ -7,7 +7,7 @@ import asyncio
 import pytest
 
 from fastmq.client.producer import Producer
-from fastmq.errors import BrokerError, ClientStateError
+from fastmq.errors import BrokerError, ClientStateError, RemotingTooMuchRequestError
 from fastmq.protocol.bodies import DataVersion, RegisterBrokerBody, TopicConfig
 from fastmq.protocol.codes import RequestCode, ResponseCode
 from fastmq.protocol.command import create_request
