@@ -8,8 +8,13 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable
 
+from fastmq.protocol.codes import RequestCode, ResponseCode
+from fastmq.protocol.command import create_request
+from fastmq.protocol.headers import SendMessageRequestHeader
+from fastmq.protocol.message import encode_properties
+
 if TYPE_CHECKING:
-    from fastmq.remoting import RemotingServer
+    from fastmq.remoting import RemotingClient, RemotingServer
 
 
 #: Frames the official C++ client sent or accepted, recorded (tests/interop/wire_vectors/cpp-client/
@@ -75,3 +80,33 @@ async def consume_positions(namesrv: str, group: str, topic: str, wanted: Iterab
     finally:
         await consumer.shutdown()
     return got
+
+
+# ------------------------------------------------ raw requests, for tests that talk to a broker directly
+
+def send_request(topic: str, body: bytes, props: dict[str, str] | None = None, *, queue_id: int = 0,
+                 code: int = RequestCode.SEND_MESSAGE_V2, batch: bool = False):
+    """A producer's send request (SEND_MESSAGE_V2 unless ``code`` says otherwise), group PG_TEST."""
+    h = SendMessageRequestHeader(producerGroup="PG_TEST", topic=topic, defaultTopic="TBW102", defaultTopicQueueNums=4,
+                                 queueId=queue_id, sysFlag=0, bornTimestamp=int(time.time() * 1000), flag=0,
+                                 properties=encode_properties(props or {}).decode(), batch=batch)
+    fields = h.to_v2_fields() if code != RequestCode.SEND_MESSAGE else h.to_fields()
+    return create_request(code, fields, body)
+
+
+def pull_request(topic: str, queue_id: int, offset: int, *, group: str = "CG_TEST", expr: str = "*",
+                 suspend_ms: int = 0, max_nums: int = 32):
+    """A PULL_MESSAGE request; ``suspend_ms`` makes it a long poll."""
+    sys_flag = 0x4 | (0x2 if suspend_ms else 0)
+    return create_request(RequestCode.PULL_MESSAGE, {
+        "consumerGroup": group, "topic": topic, "queueId": queue_id, "queueOffset": offset, "maxMsgNums": max_nums,
+        "sysFlag": sys_flag, "commitOffset": 0, "suspendTimeoutMillis": suspend_ms, "subVersion": 0,
+        "subscription": expr})
+
+
+async def create_topic(client: "RemotingClient", addr: str, topic: str, *, queues: int = 4, perm: int = 6) -> None:
+    """UPDATE_AND_CREATE_TOPIC on the broker at ``addr``; asserts it succeeded."""
+    r = await client.invoke(addr, create_request(RequestCode.UPDATE_AND_CREATE_TOPIC, {
+        "topic": topic, "defaultTopic": "TBW102", "readQueueNums": queues, "writeQueueNums": queues,
+        "perm": perm, "topicFilterType": "SINGLE_TAG"}), 5)
+    assert r.code == ResponseCode.SUCCESS, r.remark

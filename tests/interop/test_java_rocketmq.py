@@ -520,7 +520,7 @@ async def _raw_answers(namesrv: str, suffix: str) -> dict[str, tuple]:
     from fastmq.protocol.codes import RequestCode as RC
     from fastmq.protocol.command import create_request
     from fastmq.remoting.client import RemotingClient
-    from tests.process.test_broker_process import pull_request, send_request
+    from tests.support import pull_request, send_request
 
     c = RemotingClient()
     out: dict[str, tuple] = {}

@@ -20,9 +20,10 @@ from fastmq._ext.codec import encode_frame
 from fastmq.protocol.codes import RequestCode, ResponseCode
 from fastmq.protocol.command import create_request
 from fastmq.protocol.headers import SendMessageRequestHeader
-from fastmq.protocol.message import Message, decode_records, encode_batch_body, encode_properties
+from fastmq.protocol.message import Message, decode_records, encode_batch_body
 from fastmq.remoting import RemotingClient
 from fastmq.testing import EmbeddedCluster, ServerProcess, free_port
+from tests.support import create_topic, pull_request, send_request
 
 MAX_MESSAGE_SIZE = 64 * 1024
 FAST_LEVELS = " ".join(["1s"] * 18)
@@ -40,31 +41,6 @@ def write_broker_conf(path: Path, *, port: int, namesrv: str, store: Path, **ext
              "mappedFileSizeConsumeQueue": 6000, "logPath": store.parent / f"broker-{port}.log", **extra}
     path.write_text("".join(f"{k}={v}\n" for k, v in lines.items()))
     return path
-
-
-def send_request(topic: str, body: bytes, props: dict[str, str] | None = None, *, queue_id: int = 0,
-                 code: int = RequestCode.SEND_MESSAGE_V2, batch: bool = False):
-    h = SendMessageRequestHeader(producerGroup="PG_TEST", topic=topic, defaultTopic="TBW102", defaultTopicQueueNums=4,
-                                 queueId=queue_id, sysFlag=0, bornTimestamp=int(time.time() * 1000), flag=0,
-                                 properties=encode_properties(props or {}).decode(), batch=batch)
-    fields = h.to_v2_fields() if code != RequestCode.SEND_MESSAGE else h.to_fields()
-    return create_request(code, fields, body)
-
-
-def pull_request(topic: str, queue_id: int, offset: int, *, group: str = "CG_TEST", expr: str = "*",
-                 suspend_ms: int = 0, max_nums: int = 32):
-    sys_flag = 0x4 | (0x2 if suspend_ms else 0)
-    return create_request(RequestCode.PULL_MESSAGE, {
-        "consumerGroup": group, "topic": topic, "queueId": queue_id, "queueOffset": offset, "maxMsgNums": max_nums,
-        "sysFlag": sys_flag, "commitOffset": 0, "suspendTimeoutMillis": suspend_ms, "subVersion": 0,
-        "subscription": expr})
-
-
-async def create_topic(client: RemotingClient, addr: str, topic: str, *, queues: int = 4, perm: int = 6) -> None:
-    r = await client.invoke(addr, create_request(RequestCode.UPDATE_AND_CREATE_TOPIC, {
-        "topic": topic, "defaultTopic": "TBW102", "readQueueNums": queues, "writeQueueNums": queues,
-        "perm": perm, "topicFilterType": "SINGLE_TAG"}), 5)
-    assert r.code == ResponseCode.SUCCESS, r.remark
 
 
 async def write_while_stopped(broker: ServerProcess, conns: list, reqs: list) -> None:

@@ -30,7 +30,7 @@ from fastmq.protocol.message_queue import MessageQueue
 from fastmq.remoting import RemotingClient
 from fastmq.testing import EmbeddedCluster
 from tests.support import wait_until
-from tests.process.test_broker_process import create_topic
+from tests.support import create_topic
 
 ROOT = Path(__file__).resolve().parents[2]
 CREDS = SessionCredentials("ak-api", "sk-api")

@@ -25,7 +25,7 @@ from fastmq.protocol.codes import RequestCode
 from fastmq.protocol.command import create_request
 from fastmq.remoting import RemotingClient
 from fastmq.testing import namesrv_process
-from tests.process.test_broker_process import create_topic
+from tests.support import create_topic
 from tests.interop.test_cpp_client_broker import run_peer
 from tests.process.test_replication import _ha_port, _master, _slave
 

@@ -29,7 +29,7 @@ from fastmq.store.commit_log import CommitLog, GroupCommitService
 from fastmq.store.mapped_file import MappedFile, MappedFileQueue
 from fastmq.store.message_store import PutStatus
 from fastmq.testing import ServerProcess, broker_process, namesrv_process
-from tests.process.test_broker_process import create_topic, send_request
+from tests.support import create_topic, send_request
 from tests.unit.test_message_store import msg, open_store
 from tests.unit.test_store_commit_log import cfg, req
 

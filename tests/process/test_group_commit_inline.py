@@ -32,7 +32,7 @@ from fastmq.store.commit_log import CommitLog, GroupCommitService
 from fastmq.store.config import MessageStoreConfig
 from fastmq.store.message_store import PutStatus
 from fastmq.testing import broker_process, namesrv_process
-from tests.process.test_broker_process import create_topic, send_request
+from tests.support import create_topic, send_request
 from tests.process.test_group_commit import _BROKER_WITH_DISK_FAULTS, _runtime_info, scripted_broker, send_until_ok
 from tests.unit.test_message_store import msg, open_store
 from tests.unit.test_store_commit_log import cfg, req

@@ -21,7 +21,7 @@ from fastmq.protocol.command import RemotingCommand
 from fastmq.protocol.message import decode_records
 from fastmq.remoting import RemotingClient
 from fastmq.testing import ServerProcess, running_cluster
-from tests.process.test_broker_process import create_topic, pull_request, send_request
+from tests.support import create_topic, pull_request, send_request
 
 SUSPEND_MS = 15_000
 SOON_S = 5.0  # an answer "without waiting for the suspend timeout": a third of it, on a busy machine

@@ -19,7 +19,7 @@ from fastmq.protocol.command import RemotingCommand, create_request
 from fastmq.protocol.message import decode_records
 from fastmq.remoting import RemotingClient
 from fastmq.testing import ServerProcess, running_cluster
-from tests.process.test_broker_process import create_topic, pull_request, send_request
+from tests.support import create_topic, pull_request, send_request
 
 SOON_S = 5.0  # "without waiting for the suspend timeout", on a busy machine
 

@@ -18,7 +18,7 @@ from fastmq.protocol.command import create_request
 from fastmq.protocol.message import decode_records
 from fastmq.remoting import RemotingClient
 from fastmq.testing import ServerProcess, broker_process, free_port, namesrv_process
-from tests.process.test_broker_process import create_topic, pull_request, send_request
+from tests.support import create_topic, pull_request, send_request
 
 pytestmark = pytest.mark.slow
 

@@ -16,7 +16,7 @@ import pytest
 from fastmq.protocol.codes import ResponseCode
 from fastmq.remoting import RemotingClient
 from fastmq.testing import free_port, namesrv_process
-from tests.process.test_broker_process import create_topic, pull_request, send_request
+from tests.support import create_topic, pull_request, send_request
 from tests.process.test_replication import _ha_port, _master, _pull_all, _slave, _until
 from tests.process.test_store_disk_full import MiB, fill_to, small_disk  # noqa: F401 - small_disk is a fixture
 
