@@ -17,6 +17,16 @@ if TYPE_CHECKING:
     from fastmq.remoting import RemotingClient, RemotingServer
 
 
+#: ``scripts/test.sh --quick`` sets FASTMQ_TEST_QUICK=1: a quick run of the unit layer.
+QUICK = os.environ.get("FASTMQ_TEST_QUICK") == "1"
+
+
+def examples(n: int) -> int:
+    """A property test's hypothesis ``max_examples``: ``n``, or a fifth of it (at least 10) in a
+    quick run, which is there to answer in under a minute; the full run tries all ``n``."""
+    return max(10, n // 5) if QUICK else n
+
+
 #: Frames the official C++ client sent or accepted, recorded (tests/interop/wire_vectors/cpp-client/
 #: README.md says how); FASTMQ_WIRE_VECTORS points at another recording.
 WIRE_VECTORS = Path(os.environ.get("FASTMQ_WIRE_VECTORS",

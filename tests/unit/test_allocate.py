@@ -9,6 +9,7 @@ from fastmq.client.allocate import (AllocateMachineRoomNearby, AllocateMessageQu
                                     AllocateMessageQueueAveragelyByCircle, AllocateMessageQueueByConfig,
                                     AllocateMessageQueueByMachineRoom, AllocateMessageQueueConsistentHash)
 from fastmq.protocol.message_queue import MessageQueue
+from tests.support import examples
 
 
 def _mqs(n: int, broker: str = "b") -> list[MessageQueue]:
@@ -32,7 +33,7 @@ def test_by_circle() -> None:
 
 @pytest.mark.parametrize("strategy", [AllocateMessageQueueAveragely(), AllocateMessageQueueAveragelyByCircle(),
                                       AllocateMessageQueueConsistentHash()])
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(nq=st.integers(1, 40), nc=st.integers(1, 12))
 def test_every_queue_exactly_once(strategy, nq: int, nc: int) -> None:
     mqs, cids = _mqs(nq), [f"10.0.0.{i}@{i}" for i in range(nc)]

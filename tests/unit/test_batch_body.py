@@ -8,6 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fastmq.protocol.message import Message, MessageFormatError, decode_batch_body, encode_batch_body
+from tests.support import examples
 
 _text = st.text(st.characters(blacklist_characters="\x01\x02", blacklist_categories=("Cs",)), max_size=12)
 _messages = st.lists(st.builds(
@@ -16,7 +17,7 @@ _messages = st.lists(st.builds(
     st.dictionaries(_text.filter(bool), st.one_of(_text, st.integers()), max_size=5)), max_size=8)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(_messages)
 def test_round_trip(msgs) -> None:
     body = encode_batch_body(msgs)
@@ -26,7 +27,7 @@ def test_round_trip(msgs) -> None:
 
 
 @pytest.mark.c_ext
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(_messages)
 def test_twins_agree(msgs) -> None:
     py, c = importlib.import_module("fastmq._ext.batch_py"), importlib.import_module("fastmq._ext.batch_c")
@@ -52,7 +53,7 @@ def test_what_cannot_be_encoded(batch, msg, text: str) -> None:
         encode_batch_body([msg])
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(st.lists(st.tuples(st.integers(0, 3000), st.booleans()), max_size=40), st.integers(200, 20_000))
 def test_split_batch_keeps_each_body_within_the_limit(sizes, limit: int) -> None:
     """split_batch counts a message's exact encoded size (a UNIQ_KEY included, added or not), so

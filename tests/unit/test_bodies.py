@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from fastmq.errors import RemotingCommandError
 from fastmq.protocol.bodies import (BrokerData, ClusterInfo, DataVersion, KVTable, QueueData, RegisterBrokerBody,
                                     TopicConfig, TopicList, TopicRouteData, loads_lenient)
+from tests.support import examples
 
 names = st.text(st.sampled_from("abcXYZ019_-%|"), min_size=1, max_size=20)
 # Free text for values that are only ever JSON strings: the lenient reader must not touch them.
@@ -50,7 +51,7 @@ def fastjson_form(obj: Any) -> str:
     (broker_datas, BrokerData), (route_datas, TopicRouteData), (cluster_infos, ClusterInfo),
     (kv_tables, KVTable), (topic_lists, TopicList)], ids=lambda x: getattr(x, "__name__", ""))
 def test_every_body_round_trips(strategy, cls) -> None:
-    @settings(max_examples=60, deadline=None)
+    @settings(max_examples=examples(60), deadline=None)
     @given(strategy)
     def check(value) -> None:
         data = value.to_json()
@@ -88,7 +89,7 @@ def test_lenient_reader_leaves_strings_alone() -> None:
     assert route.broker_datas[0] == BrokerData(",2:", '{0:"b",1:', {0: "h:1"})
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.recursive(st.none() | st.booleans() | st.integers() | texts,
                     lambda kids: st.lists(kids, max_size=3)
                     | st.dictionaries(texts | st.integers(-99, 10**12).map(str), kids, max_size=3), max_leaves=15))
@@ -169,7 +170,7 @@ def test_lenient_number_forms() -> None:
         loads_lenient(5)  # type: ignore[arg-type]
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(st.dictionaries(names, topic_configs, max_size=5), data_versions, st.lists(addrs, max_size=2))
 def test_register_body_round_trips(table, dv, fsl) -> None:
     table = {k: TopicConfig(k, v.read_queue_nums, v.write_queue_nums, v.perm, v.topic_filter_type,

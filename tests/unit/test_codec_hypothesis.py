@@ -15,8 +15,9 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from fastmq.errors import FrameError
+from tests.support import examples
 
-SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=examples(200), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 i32 = st.integers(-(2**31), 2**31 - 1)
 i16 = st.integers(-32768, 32767)
@@ -80,7 +81,7 @@ def test_decoder_under_any_chunking(codec, data, cuts) -> None:
     assert dec.buffered() == 0
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(st.binary(max_size=300), st.integers(1, 64))
 @example(b"\x00\x00\x00\x05\x00\x00\x00\x01{", 1)
 @example(b"\x00\x00\x00\x0c\x00\x00\x00\x08" + b'{"code":' + b"\x00\x00", 3)
@@ -94,7 +95,7 @@ def test_garbage_streams_raise_frame_error_only(codec, data: bytes, chunk: int) 
             dec.feed(b"")
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(st.binary(max_size=200), st.sampled_from([0, 1, 2, 0x80]), st.binary(max_size=8))
 def test_garbage_headers_raise_frame_error_only(codec, header: bytes, st_: int, b: bytes) -> None:
     try:
@@ -121,7 +122,7 @@ def mutated_frames(draw, mod):
     return bytes(f)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(data=st.data())
 def test_mutated_frames_raise_frame_error_only(codec, data) -> None:
     f = data.draw(mutated_frames(codec))
@@ -197,7 +198,7 @@ def json_headers(draw) -> bytes:
 
 
 @pytest.mark.c_ext
-@settings(max_examples=600, deadline=None)
+@settings(max_examples=examples(600), deadline=None)
 @given(json_headers(), body)
 @example(b'{"code":true,"code":1}', None)
 @example(b'{"extFields":{"a":[]},"extFields":{}}', None)
@@ -216,7 +217,7 @@ def test_twins_decode_json_headers_alike(header: bytes, b) -> None:
 
 
 @pytest.mark.c_ext
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(code=st.integers(-(2**32), 2**32), ext_=st.one_of(st.none(), st.lists(st.tuples(nasty_text, json_scalar),
                                                                               max_size=8)),
        lang=st.sampled_from(["JAVA", "CPP", "PYTHON", "NODE_JS", "COBOL", ""]), remark=st.one_of(st.none(), nasty_text),
@@ -243,7 +244,7 @@ def test_twins_agree_on_the_java_layout(code, ext_, lang, remark, ser, tail, asc
 
 
 @pytest.mark.c_ext
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(data=st.data())
 def test_twins_agree_on_mutated_frames(data) -> None:
     py, c = _twins()
@@ -252,7 +253,7 @@ def test_twins_agree_on_mutated_frames(data) -> None:
 
 
 @pytest.mark.c_ext
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(st.binary(max_size=120), st.sampled_from([0, 1]))
 def test_twins_agree_on_garbage_headers(header: bytes, st_: int) -> None:
     py, c = _twins()
@@ -261,7 +262,7 @@ def test_twins_agree_on_garbage_headers(header: bytes, st_: int) -> None:
 
 
 @pytest.mark.c_ext
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.lists(st.binary(max_size=40), max_size=12), st.integers(1, 1 << 12))
 def test_twins_agree_on_garbage_streams(chunks, max_frame) -> None:
     py, c = _twins()

@@ -20,6 +20,7 @@ from fastmq.client.push_consumer import ConsumeStatus, PushConsumer
 from fastmq.remoting.loop import Resume
 from fastmq.protocol.message import MessageExt, MessageSysFlag
 from fastmq.protocol.message_queue import MessageQueue
+from tests.support import examples
 
 MQ = MessageQueue("T", "b", 0)
 
@@ -65,7 +66,7 @@ _OPS = st.lists(st.one_of(st.tuples(st.just("put"), st.integers(0, 60), st.integ
                           st.tuples(st.just("remove"), st.lists(st.integers(0, 70), max_size=8))), max_size=40)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(_OPS)
 def test_process_queue_matches_a_sorted_model(ops) -> None:
     """What RocketMQ's TreeMap answers: the smallest offset held, else one past the largest seen."""

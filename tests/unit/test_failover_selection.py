@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from fastmq.aio import Producer
 from fastmq.client.publish_info import TopicPublishInfo
 from fastmq.protocol.bodies import BrokerData, QueueData, TopicRouteData
+from tests.support import examples
 
 NOW = 1_000_000
 
@@ -87,7 +88,7 @@ _tables = st.lists(st.tuples(st.integers(0, 5), st.integers(0, 20000), st.boolea
 
 
 @pytest.mark.c_ext
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(brokers=st.lists(st.integers(0, 5), max_size=12), counter=st.integers(-2**40, 2**40),
        last=st.integers(-1, 6), updates=_tables, dead=st.sets(st.integers(0, 7)), now=st.integers(0, 700_000))
 def test_twins_agree_with_unreachable(brokers, counter, last, updates, dead, now) -> None:
@@ -119,7 +120,7 @@ def _producer_and_info(brokers: list[int], fault_enable: bool) -> tuple[Producer
     return p, TopicPublishInfo.from_route("T", route, p._numbers)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(brokers=st.lists(st.integers(0, 5), min_size=1, max_size=12), last=st.integers(-1, 6), updates=_tables,
        dead=st.sets(st.integers(0, 6)), fault_enable=st.booleans(), rounds=st.integers(1, 6))
 def test_producer_select_never_last_failed_nor_unreachable(brokers, last, updates, dead, fault_enable,

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tests.support import examples
 
 NOW = 1_000_000
 
@@ -70,7 +71,7 @@ def _load(stem: str, kind: str):
 
 
 @pytest.mark.c_ext
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(brokers=st.lists(st.integers(0, 7), max_size=12), counter=st.integers(-2**40, 2**40),
        last=st.integers(-1, 8), updates=st.lists(st.tuples(st.integers(0, 7), st.integers(0, 20000), st.booleans(),
                                                            st.integers(-700_000, 700_000)), max_size=10),
@@ -107,7 +108,7 @@ def test_queue_table(selector) -> None:
 
 
 @pytest.mark.c_ext
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(brokers=st.lists(st.integers(0, 5), max_size=12), counter=st.integers(-2**40, 2**40), last=st.integers(-1, 6),
        updates=st.lists(st.tuples(st.integers(0, 5), st.integers(0, 20000), st.booleans()), max_size=8),
        now=st.integers(-700_000, 700_000))

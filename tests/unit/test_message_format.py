@@ -178,11 +178,12 @@ def test_encode_errors() -> None:
 # --------------------------------------------------------------------------- property-based
 
 from hypothesis import given, settings, strategies as st  # noqa: E402
+from tests.support import examples
 
 _prop_text = st.text(st.characters(blacklist_characters="\x01\x02", blacklist_categories=("Cs",)), max_size=20)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(
     topic=st.text(st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=30),
     body=st.binary(max_size=300),
@@ -206,7 +207,7 @@ def test_record_round_trip_property(topic: str, body: bytes, props: dict[str, st
     assert decode_offset_msg_id(m.msg_id)[2] == offsets[1]
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.text(max_size=40))
 def test_java_hash_matches_formula_on_utf16_units(s: str) -> None:
     raw = s.encode("utf-16-be", "surrogatepass")

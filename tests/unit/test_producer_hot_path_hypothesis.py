@@ -12,9 +12,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fastmq.protocol.message import Message
+from tests.support import examples
 
 pytestmark = pytest.mark.c_ext
-_SETTINGS = settings(max_examples=150, deadline=None)
+_SETTINGS = settings(max_examples=examples(150), deadline=None)
 
 _PREFIX = st.text("0123456789ABCDEF", min_size=20, max_size=20)
 _NOW = st.integers(0, 1 << 42)

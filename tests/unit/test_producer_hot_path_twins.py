@@ -18,6 +18,7 @@ from fastmq._ext.codec import encode_frame
 from fastmq.client.producer import Producer
 from fastmq.protocol.message import Message
 from fastmq.protocol.message_queue import MessageQueue
+from tests.support import examples
 
 PREFIX = "7F00000104D2CAFEBABE"
 MONTH_MS = 1763900000000  # 2025-11-23, UTC
@@ -28,7 +29,7 @@ props = st.dictionaries(texts.filter(bool), texts, max_size=6)
 int32 = st.integers(-(2 ** 31), 2 ** 31 - 1)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(group=texts.filter(bool), topic=topics, qid=st.integers(0, 1000), flag=int32, properties=props,
        body=st.binary(min_size=1, max_size=300), batch=st.booleans(), sys_flag=st.sampled_from([0, 1]),
        queue_nums=st.integers(1, 64))

@@ -56,6 +56,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from fastmq.common.properties import check_storable, dump_properties, write_properties
+from tests.support import examples
 
 #: Pieces that exercise every rule of Properties.load: separators, escapes, continuations, comments,
 #: the line ends Java knows (CR, LF) and characters Python would treat as line breaks or blanks.
@@ -69,7 +70,7 @@ def _java_edge(text: str, got: dict, want: dict) -> bool:
     return got.get("") == "" and {k: v for k, v in got.items() if k} == {k: v for k, v in want.items() if k}
 
 
-@settings(max_examples=800, deadline=None)
+@settings(max_examples=examples(800), deadline=None)
 @given(st.lists(_PIECES, max_size=30).map("".join))
 @example("a=b\u2028c\nd=e\x85f\n")
 @example("# comment \\\nkey=value")          # a comment never continues
@@ -105,7 +106,7 @@ def test_files_are_iso_8859_1_as_java_reads_them(tmp_path) -> None:
     assert load_properties(p) == {"latin": "caf\xe9", "escaped": "caf\xe9", "utf8": "caf\xc3\xa9"}
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=examples(500), deadline=None)
 @given(st.dictionaries(st.text(), st.text(), max_size=6))
 @example({" lead": " v=:#!\\ \u2028\U0001F600", "k\n": "\r\n\t\f"})
 def test_dump_is_what_java_stores_and_reads_back(items: dict[str, str]) -> None:

@@ -10,8 +10,9 @@ from hypothesis import strategies as st
 
 from fastmq._ext import records_py
 from fastmq.protocol.message import MessageExt, decode_records, encode_record
+from tests.support import examples
 
-_SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+_SETTINGS = settings(max_examples=examples(200), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 _I32 = st.integers(-(1 << 31), (1 << 31) - 1)
 _I64 = st.integers(-(1 << 63), (1 << 63) - 1)

@@ -20,6 +20,7 @@ from fastmq.protocol.command import create_request, response_for
 from fastmq.protocol.headers import SendMessageRequestHeader
 from fastmq.protocol.message import Message, decode_record, encode_batch_body, java_string_hash, pack_host
 from fastmq.store.index import IndexService
+from tests.support import examples
 
 BORN = pack_host("10.1.2.3", 5555)
 STORE = pack_host("127.0.0.1", 10911)
@@ -202,7 +203,7 @@ def _random_requests(draw) -> list:
 
 
 @pytest.mark.c_ext
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data())
 def test_twins_agree_end_to_end(data) -> None:
     """encode, place (over a file boundary), index and answer: same bytes and rows from both."""

@@ -17,9 +17,10 @@ from spark_bench.recorder import Plan, Recorder
 from spark_bench.runner import layout
 from spark_bench.workload import Workload, WorkloadError, load_workload, shipped_workloads
 from fastmq.testing import free_port
+from tests.support import examples
 
 
-@settings(max_examples=50, deadline=None)
+@settings(max_examples=examples(50), deadline=None)
 @given(st.lists(st.integers(0, 10**10), min_size=1, max_size=300), st.lists(st.integers(0, 10**10), max_size=300))
 def test_histogram_merge_and_percentiles(a, b) -> None:
     ha, hb, hall = LatencyHistogram(), LatencyHistogram(), LatencyHistogram()
