@@ -254,7 +254,9 @@ class EmbeddedCluster:
         return self.brokers[0].addr
 
     def start(self, timeout: float = 30.0) -> EmbeddedCluster:
-        """Start every server and wait (bounded) until each broker has registered."""
+        """Start every server and wait (bounded) until each broker has registered. A stopped
+        cluster starts again on new ports over the same stores."""
+        self.brokers, self.slaves = [], []
         try:
             ns_dir = self._dir("namesrv")
             self.namesrv = namesrv_process(ns_dir, **self.namesrv_conf).start(timeout)
