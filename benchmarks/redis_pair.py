@@ -7,7 +7,7 @@ import contextlib
 from pathlib import Path
 from typing import Iterator, NamedTuple
 
-from tests.support import ServerProcess, broker_process, free_port, namesrv_process
+from fastmq.testing import ServerProcess, broker_process, free_port, namesrv_process
 
 
 class RedisPair(NamedTuple):
