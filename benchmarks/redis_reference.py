@@ -99,6 +99,7 @@ def run(addr: str, rate: float = 1000.0, duration_s: float = 10.0, warmup_s: flo
     sent = [0]
     producer_done = threading.Event()
     lat: list[int] = []
+    late: list[int] = []   # how late the producer's thread woke for each send (its sleep's overshoot)
     received = [0]
     errors: list[str] = []
 
@@ -113,6 +114,8 @@ def run(addr: str, rate: float = 1000.0, duration_s: float = 10.0, warmup_s: flo
                 wait = (intended - time.time_ns()) / 1e9
                 if wait > 0:
                     time.sleep(wait)
+                if window0 <= intended:
+                    late.append(time.time_ns() - intended)
                 r.xadd(stream, {"b": payload, "t": intended})
                 sent[0] += 1
                 i += 1
@@ -161,6 +164,7 @@ def run(addr: str, rate: float = 1000.0, duration_s: float = 10.0, warmup_s: flo
             "message_size": size, "xreadgroup_count": count, "sent": sent[0], "received": received[0],
             "measured": len(lat), "received_msgs_per_s": round(len(lat) / duration_s, 1),
             "e2e_us": {"p50": pct(50), "p99": pct(99), "p99.9": pct(99.9), "max": pct(100)},
+            "send_late_us_p50": round(float(np.percentile(np.array(late) / 1e3, 50)), 1) if late else None,
             "errors": errors, "peer": peer, "load_avg_start": [round(x, 2) for x in load0],
             "load_avg_end": [round(x, 2) for x in os.getloadavg()]}
 
