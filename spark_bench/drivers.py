@@ -339,10 +339,11 @@ class RawSender(Sender):
 
 
 def redis_peer(r: Any) -> dict[str, str]:
-    """Who the Redis peer is, for a result's metadata: redis-py's version and reply parser (of
-    the connection class ``r`` uses, sync or asyncio alike), the server's version and its
-    durability (AOF and its fsync policy). ``r`` is a sync ``redis.Redis`` (it is asked INFO and
-    CONFIG GET)."""
+    """Who the Redis peer is, for a result's metadata: redis-py's version and the reply parser
+    ``r``'s connections use (hiredis whenever it is installed, unless a parser was forced), the
+    server's version and its durability (AOF and its fsync policy). ``r`` is a sync
+    ``redis.Redis`` (it is asked INFO and CONFIG GET); redis.asyncio picks its parser by the same
+    rule."""
     import redis
     parser = r.connection_pool.connection_kwargs.get("parser_class")
     if parser is None:
@@ -391,8 +392,10 @@ def peer_info(driver: str, admin: Any) -> dict[str, Any]:
 # UTC, 2 Dec 2026, load 2-3, alternated): redis.asyncio's XADD round trip p50 154-166 µs against the
 # blocking client's 122-138; at 1,000 msgs/s the driver's e2e p50 was 2.1x the script's with
 # redis.asyncio, and still 2.1x with each lone XADD handed from the loop to a sender thread (the
-# thread's wake-up cost ~250 µs), but level with it (270-295 µs against 266-287) with the lone
-# XADD made on the loop's own thread. So: a task's only producer (the loop is then its producer
+# thread's wake-up cost ~250 µs); with the lone XADD made on the loop's own thread it was 1.28x
+# and then 1.15x (tests/spark/test_redis_reference.py: the rest is the lateness of the schedule
+# both drivers share, see there), and a one-process harness doing that measured 269-295 µs
+# against the script's 266-287. So: a task's only producer (the loop is then its producer
 # thread) makes a lone send that is on schedule there, blocking for its round trip as the script's
 # thread does; sends that queue up (a window of several in flight, a schedule faster than one
 # round trip at a time, or several producers sharing the loop) go to the sender's own thread,
