@@ -199,7 +199,7 @@ def _broker_sends(kind: str, conns: int, turns: int) -> Callable[[], Any]:
     from fastmq.remoting.connection import Connection
     from fastmq.remoting.loop import new_event_loop
     from fastmq.store.config import ASYNC_FLUSH, MessageStoreConfig
-    from tests.support import free_port
+    from fastmq.testing import free_port
     root = tempfile.mkdtemp(prefix="fastmq-instr-")
     loop = new_event_loop()
     broker = BrokerController(BrokerConfig(brokerName="bench", listenPort=0, namesrvAddr="", brokerIP1="127.0.0.1"),
@@ -317,7 +317,7 @@ async def _routed_producer(core: Any, addr: str = _CLIENT_BROKER, topic: str = _
     """Give a started core Producer (on the running loop) a route of 4 queues of ``topic`` on one
     broker at ``addr`` and an open connection to it that is a socket pair's near end; stop its
     instance's timers (a round of them would land in the counts as the machine's load decides).
-    Returns the connection and the pair's far end (the broker's side). tests/test_driven_lone.py
+    Returns the connection and the pair's far end (the broker's side). tests/process/test_driven_lone.py
     uses it too."""
     import socket
     from fastmq.client.publish_info import TopicPublishInfo

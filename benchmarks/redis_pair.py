@@ -5,14 +5,43 @@ from __future__ import annotations
 
 import contextlib
 from pathlib import Path
-from typing import Iterator, NamedTuple
+from typing import Any, Iterator, NamedTuple
 
-from tests.support import ServerProcess, broker_process, free_port, namesrv_process
+from fastmq.testing import ServerProcess, broker_process, free_port, namesrv_process
+
+
+#: the broker's flushDiskType below, said beside the Redis peer's durability in every result
+FASTMQ_DURABILITY = "ASYNC_FLUSH"
 
 
 class RedisPair(NamedTuple):
     ns: str  # the fastmq-namesrv, its one broker registered
     redis_port: int
+
+
+def peers_info(redis_port: int, client: str) -> dict[str, str]:
+    """What a comparison's ``extra_info`` says of its two peers (issue 33): the Redis client (its
+    API ``client``, e.g. "redis-py" or "redis.asyncio"), redis-py's version and reply parser, the
+    server's version and durability, and fastmq's. Strings: ``fastmq-bench collate`` reads only
+    numbers as figures."""
+    import redis
+
+    from spark_bench.drivers import redis_peer
+    r = redis.Redis(host="127.0.0.1", port=redis_port)
+    try:
+        peer = redis_peer(r)
+    finally:
+        r.close()
+    return {"redis client": f"{client} ({peer['client']})", "redis parser": peer["parser"],
+            "redis server": peer["server"], "redis durability": peer["durability"],
+            "fastmq durability": f"broker {FASTMQ_DURABILITY}"}
+
+
+def check_hiredis(info: dict[str, Any]) -> None:
+    """A real run (timed) refuses to measure the Redis peer without hiredis: that is not the peer a
+    user picking Redis for speed runs (the ``spark`` extra installs it)."""
+    if info["redis parser"] != "hiredis":
+        raise RuntimeError("hiredis is not installed: pip install 'redis[hiredis]' (the spark extra)")
 
 
 @contextlib.contextmanager
@@ -21,7 +50,7 @@ def running(tmp: Path) -> Iterator[RedisPair]:
     with contextlib.ExitStack() as stack:
         ns = namesrv_process(tmp).start()
         stack.callback(ns.stop)
-        b = broker_process(tmp, ns.addr, brokerName="bench", flushDiskType="ASYNC_FLUSH",
+        b = broker_process(tmp, ns.addr, brokerName="bench", flushDiskType=FASTMQ_DURABILITY,
                            mappedFileSizeCommitLog=268435456).start()
         stack.callback(b.stop)
         port = free_port()

@@ -18,7 +18,7 @@ from typing import Any, Awaitable, Callable, Iterator
 
 import numpy as np
 
-from tests.support import ServerProcess, free_port
+from fastmq.testing import ServerProcess, free_port
 
 # Written with the loop the broker runs on (uvloop when installed); answers each frame after
 # ``argv[2]`` µs of busy work, 0 for the floor.

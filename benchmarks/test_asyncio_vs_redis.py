@@ -5,8 +5,11 @@ ahead), each pair in one run, alternating A B A B on one event loop:
 - ``await send``: one in flight, p50 latency, beside ``await xadd`` (Redis AOF everysec, the
   broker ASYNC_FLUSH);
 - ``send_async`` with a callback, every send awaited, msgs/s, beside pipelines of ``XADD``;
-- a ``PushConsumer`` with an ``async def`` listener, msgs/s, beside ``XREADGROUP COUNT 1000`` +
-  ``XACK``.
+- a ``PushConsumer`` with an ``async def`` listener, msgs/s, beside ``XREADGROUP BLOCK`` (COUNT:
+  fastmq's pull batch) + ``XACK``.
+
+The Redis peer is ``redis.asyncio`` with hiredis parsing (a timed run refuses the pure-Python
+parser); each result's ``extra_info`` says the client, its version and parser, and both durabilities.
 
 Figures go to ``extra_info`` as ``"<peer> <metric>"`` (what ``fastmq-bench collate`` reads as a
 peer pair). Skipped when redis-server or redis-py is missing.
@@ -24,15 +27,17 @@ import numpy as np
 import pytest
 
 import fastmq.aio as aio
-from benchmarks.redis_pair import RedisPair
+from benchmarks.redis_pair import RedisPair, check_hiredis, peers_info
+from spark_bench.drivers import xreadgroup_count
 
 BODY = b"x" * 128
 BLOCKS = 6  # per peer, alternating
 N_SYNC_BLOCK = 500  # sends per latency block
 N_ASYNC = 20_000  # sends per throughput round
-PIPELINE = 1_000  # XADDs per pipeline
+PIPELINE = 1_000  # XADDs per pipeline (the send_async shape has thousands in flight: it pipelines)
 N_CONSUME = 100_000  # messages each consumer round reads
-READ_COUNT = 1_000  # XREADGROUP COUNT
+# XREADGROUP COUNT: the batch fastmq's PushConsumer pulls per request (its default pull_batch_size)
+READ_COUNT = xreadgroup_count({"consumer_kind": "push"})
 
 
 @pytest.fixture(scope="module")
@@ -55,6 +60,15 @@ async def _alternate(blocks: int, a: Round, b: Round) -> tuple[list[float], list
     return ra, rb
 
 
+def _say_peers(benchmark: Any, peers: RedisPair) -> None:
+    """The peers' client, version, parser and durability into ``extra_info`` (hiredis required
+    for a timed run)."""
+    info = peers_info(peers.redis_port, "redis.asyncio")
+    if not benchmark.disabled:
+        check_hiredis(info)
+    benchmark.extra_info.update(info)
+
+
 def _p(values: list[float], q: float) -> float:
     return float(np.percentile(np.array(values), q))
 
@@ -68,6 +82,7 @@ def _run_pair(benchmark: Any, make: Callable[[RedisPair], Coroutine[Any, Any, tu
 
 def test_asyncio_send_p50_vs_xadd(benchmark: Any, peers: RedisPair) -> None:
     """(a) ``await Producer.send``, one in flight, against ``await xadd``; latencies in µs."""
+    _say_peers(benchmark, peers)
     import redis.asyncio as aredis
     blocks, n = (1, 50) if benchmark.disabled else (BLOCKS, N_SYNC_BLOCK)
 
@@ -116,6 +131,7 @@ def _rates(benchmark: Any, fm: list[float], rd: list[float], names: tuple[str, s
 def test_asyncio_send_async_vs_pipelined_xadd(benchmark: Any, peers: RedisPair) -> None:
     """(b) ``send_async`` with a callback, every send awaited, against ``redis.asyncio`` pipelines
     of PIPELINE XADDs (no MULTI); msgs/s of each round."""
+    _say_peers(benchmark, peers)
     import redis.asyncio as aredis
     blocks, n = (1, 2_000) if benchmark.disabled else (BLOCKS, N_ASYNC)
 
@@ -163,6 +179,7 @@ def test_asyncio_push_consumer_vs_xreadgroup(benchmark: Any, peers: RedisPair) -
     new group each round over the same N_CONSUME messages, against a new Redis consumer group
     reading them with XREADGROUP COUNT READ_COUNT and one XACK per read; msgs/s from the first
     message received to the last, both."""
+    _say_peers(benchmark, peers)
     import redis.asyncio as aredis
     blocks, n = (2, 10_000) if benchmark.disabled else (BLOCKS, N_CONSUME)
     topic = stream = "AsyncioConsume"

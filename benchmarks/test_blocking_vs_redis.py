@@ -3,7 +3,11 @@ client on Redis streams, 128 B messages, in the three shapes of issue 18, each p
 
 - ``send``: one in flight, p50 latency, beside ``XADD`` (Redis AOF everysec, the broker ASYNC_FLUSH);
 - ``send_async`` with a callback, every send awaited, msgs/s, beside pipelined ``XADD``;
-- a ``PushConsumer`` with a plain function listener, msgs/s, beside ``XREADGROUP COUNT 1000`` + ``XACK``.
+- a ``PushConsumer`` with a plain function listener, msgs/s, beside ``XREADGROUP BLOCK`` (COUNT:
+  fastmq's pull batch) + ``XACK``.
+
+The Redis peer is redis-py's blocking client with hiredis parsing (a timed run refuses the pure-Python
+parser); each result's ``extra_info`` says the client, its version and parser, and both durabilities.
 
 Each test alternates fastmq and Redis blocks (A B A B ...) so both see the same stretches of a
 shared machine's quiet and busy phases; the figures are medians over the blocks, kept in
@@ -23,20 +27,23 @@ import numpy as np
 import pytest
 
 import fastmq
-from benchmarks.redis_pair import RedisPair
+from benchmarks.redis_pair import RedisPair, check_hiredis, peers_info
+from spark_bench.drivers import xreadgroup_count
 
 BODY = b"x" * 128
 BLOCKS = 6  # per peer, alternating
 N_SYNC_BLOCK = 500  # sends per latency block
 N_ASYNC = 20_000  # sends per throughput round
-PIPELINE = 1_000  # XADDs per redis-py pipeline
+PIPELINE = 1_000  # XADDs per redis-py pipeline (the send_async shape has thousands in flight: it pipelines)
 N_CONSUME = 100_000  # messages each consumer round reads
-READ_COUNT = 1_000  # XREADGROUP COUNT
+# XREADGROUP COUNT: the batch fastmq's PushConsumer pulls per request (its default pull_batch_size)
+READ_COUNT = xreadgroup_count({"consumer_kind": "push"})
 
 
 class Peers(NamedTuple):
     ns: str
     redis: Any  # redis.Redis
+    redis_port: int
 
 
 @pytest.fixture(scope="module")
@@ -44,7 +51,7 @@ def peers(fastmq_and_redis: RedisPair) -> Iterator[Peers]:
     import redis
     client = redis.Redis(host="127.0.0.1", port=fastmq_and_redis.redis_port)
     try:
-        yield Peers(fastmq_and_redis.ns, client)
+        yield Peers(fastmq_and_redis.ns, client, fastmq_and_redis.redis_port)
     finally:
         client.close()
 
@@ -83,12 +90,22 @@ def _rate_pair(benchmark: Any, blocks: int, fastmq_round: Callable[[], list[floa
           f"msgs/s (rounds {min(rd):,.0f}-{max(rd):,.0f}); fastmq / redis {f / r:.2f}x")
 
 
+def _say_peers(benchmark: Any, peers: Peers) -> None:
+    """The peers' client, version, parser and durability into ``extra_info`` (hiredis required
+    for a timed run)."""
+    info = peers_info(peers.redis_port, "redis-py")
+    if not benchmark.disabled:
+        check_hiredis(info)
+    benchmark.extra_info.update(info)
+
+
 def _p(values: list[float], q: float) -> float:
     return float(np.percentile(np.array(values), q))
 
 
 def test_blocking_send_p50_vs_xadd(benchmark: Any, peers: Peers) -> None:
     """(a) ``Producer.send``, one in flight, against ``XADD``; latencies in µs."""
+    _say_peers(benchmark, peers)
     rds = peers.redis
     blocks, n = (1, 50) if benchmark.disabled else (BLOCKS, N_SYNC_BLOCK)  # (a smoke run: scripts/test.sh)
     with fastmq.Producer("PG_BLOCKING_VS_REDIS_SYNC", namesrv_addr=peers.ns) as p:
@@ -123,6 +140,7 @@ def test_blocking_send_p50_vs_xadd(benchmark: Any, peers: Peers) -> None:
 def test_blocking_send_async_vs_pipelined_xadd(benchmark: Any, peers: Peers) -> None:
     """(b) ``send_async`` with a callback from one thread, every send awaited, against redis-py
     pipelines of PIPELINE XADDs (no MULTI); msgs/s of each round."""
+    _say_peers(benchmark, peers)
     rds = peers.redis
     blocks, n = (1, 2_000) if benchmark.disabled else (BLOCKS, N_ASYNC)
     with fastmq.Producer("PG_BLOCKING_VS_REDIS_ASYNC", namesrv_addr=peers.ns) as p:
@@ -157,6 +175,7 @@ def test_blocking_push_consumer_vs_xreadgroup(benchmark: Any, peers: Peers) -> N
     a new group each round over the same N_CONSUME messages, against a new Redis consumer group
     reading them with XREADGROUP COUNT READ_COUNT and acknowledging each read with one XACK;
     msgs/s from the first message received to the last, both."""
+    _say_peers(benchmark, peers)
     rds = peers.redis
     blocks, n = (2, 10_000) if benchmark.disabled else (BLOCKS, N_CONSUME)
     topic, stream = "BlockingConsume", "BlockingConsume"

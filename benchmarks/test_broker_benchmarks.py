@@ -19,7 +19,7 @@ from fastmq.protocol.headers import SendMessageRequestHeader
 from fastmq.protocol.message import Message, encode_batch_body
 from fastmq.remoting import RemotingClient
 from fastmq.remoting.loop import run
-from tests.support import broker_process, namesrv_process
+from fastmq.testing import broker_process, namesrv_process
 
 PIPELINE = 2000
 

@@ -27,7 +27,7 @@ import pytest
 
 from fastmq._ext.codec import RemotingCommand, encode_frame
 from benchmarks.test_broker_benchmarks import _one_in_flight  # (answers read one by one, codes checked)
-from tests.support import broker_process, namesrv_process
+from fastmq.testing import broker_process, namesrv_process
 
 SENDS = 3000           # round trips a round, one connection
 ROUNDS = 5

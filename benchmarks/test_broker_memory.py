@@ -31,7 +31,7 @@ from fastmq.protocol.codes import RequestCode, ResponseCode
 from fastmq.protocol.command import create_request
 from fastmq.protocol.headers import SendMessageRequestHeader
 from fastmq.remoting.loop import run
-from tests.support import broker_process, namesrv_process
+from fastmq.testing import broker_process, namesrv_process
 
 TOPIC = "MemTopic"
 QUEUES = 4

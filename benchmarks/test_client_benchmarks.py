@@ -25,7 +25,7 @@ from round_trips import RoundTrip, echo_round_trip, pinned, redis_client, time_r
 from fastmq.aio import Message, Producer
 from fastmq.client.push_consumer import ConsumeStatus, PushConsumer
 from fastmq.remoting.loop import run
-from tests.support import broker_process, namesrv_process
+from fastmq.testing import EmbeddedCluster
 
 N_SYNC, N_ASYNC, N_BATCH = 2000, 20000, 100
 
@@ -39,14 +39,9 @@ class Cluster(NamedTuple):
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("client-bench")
-    ns = namesrv_process(tmp).start()
-    b = broker_process(tmp, ns.addr, brokerName="bench", mappedFileSizeCommitLog=268435456).start()
-    assert b.proc is not None
-    try:
-        yield Cluster(ns.addr, tmp, b.proc.pid)
-    finally:
-        b.stop()
-        ns.stop()
+    with EmbeddedCluster(tmp, broker_conf={"brokerName": "bench", "mappedFileSizeCommitLog": 268435456}) as c:
+        assert c.brokers[0].proc is not None
+        yield Cluster(c.namesrv_addr, tmp, c.brokers[0].proc.pid)
 
 
 async def _sync_sends(ns: str, n: int) -> np.ndarray:
@@ -329,7 +324,7 @@ def test_push_consumption(benchmark, cluster, listener: str) -> None:
 def test_cpp_client_sync_sends_for_comparison(benchmark, cluster) -> None:
     pytest.importorskip("rocketmq.client")
     ns, tmp = cluster.ns, cluster.tmp
-    peer = Path(__file__).resolve().parent.parent / "tests" / "cpp_peer.py"
+    peer = Path(__file__).resolve().parent.parent / "tests" / "interop" / "cpp_peer.py"
     out: list[dict] = []
 
     def go() -> None:
@@ -386,7 +381,7 @@ def test_fastmq_client_against_fastmq_and_java_brokers(benchmark, cluster) -> No
 @pytest.mark.skipif(not JAVA_CLASSPATH or shutil.which("javac") is None,
                     reason="FASTMQ_JAVA_CLASSPATH (RocketMQ's Java client) and javac not both set")
 def test_java_client_sync_sends_for_comparison(benchmark, cluster, tmp_path) -> None:
-    from tests.test_java_rocketmq import compile_java_peer, run_peer
+    from tests.interop.test_java_rocketmq import compile_java_peer, run_peer
 
     cp = compile_java_peer(tmp_path)
     targets = {"fastmq broker": cluster.ns, **({"java broker": JAVA_NAMESRV} if JAVA_NAMESRV else {})}

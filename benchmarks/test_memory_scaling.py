@@ -49,7 +49,7 @@ from fastmq.protocol.codes import RequestCode, ResponseCode
 from fastmq.protocol.command import create_request
 from fastmq.protocol.headers import SendMessageRequestHeader
 from fastmq.remoting.loop import run
-from tests.support import broker_process, namesrv_process
+from fastmq.testing import EmbeddedCluster
 
 BODY = b"x" * 128
 QUEUES_PER_TOPIC = 8
@@ -170,17 +170,16 @@ def cluster(tmp_path: Path):
     started: list[Any] = []
 
     def start(**conf: object) -> tuple[Any, Any]:
-        ns = namesrv_process(tmp_path).start()
-        started.append(ns)
-        b = broker_process(tmp_path, ns.addr, brokerName="mem", **conf).start()
-        started.append(b)
-        return ns, b
+        c = EmbeddedCluster(tmp_path, broker_conf={"brokerName": "mem", **conf})
+        started.append(c)
+        c.start()
+        return c.namesrv, c.brokers[0]
     try:
         yield start
     finally:
-        for p in reversed(started):
-            p.stop()
-        shutil.rmtree(tmp_path / "store", ignore_errors=True)  # up to gigabytes of commit log
+        for c in reversed(started):
+            c.stop()
+        shutil.rmtree(tmp_path / "mem", ignore_errors=True)  # up to gigabytes of commit log
 
 
 class _Clients:

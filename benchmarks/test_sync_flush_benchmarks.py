@@ -51,7 +51,7 @@ from fastmq.remoting import RemotingClient
 from fastmq.remoting.loop import run
 from fastmq.store.commit_log import AppendRequest, CommitLog
 from fastmq.store.config import MessageStoreConfig
-from tests.support import broker_process, namesrv_process
+from fastmq.testing import broker_process, namesrv_process
 
 BODY = b"x" * 128
 BLOCKS = 5  # per side, alternating

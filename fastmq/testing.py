@@ -84,6 +84,15 @@ class ServerProcess:
         """``127.0.0.1:<port>``, the address clients dial."""
         return f"127.0.0.1:{self.port}"
 
+    @property
+    def what(self) -> str:
+        """The command's name (``fastmq-broker``), for messages about this process."""
+        return Path(self.argv[0]).name
+
+    def alive(self) -> bool:
+        """Started and not exited."""
+        return self.proc is not None and self.proc.poll() is None
+
     def start(self, timeout: float = 20.0) -> ServerProcess:
         """Start the command and wait (bounded) until it listens and, if asked, is ready."""
         self._log = open(self.log_path, "ab")
@@ -245,7 +254,9 @@ class EmbeddedCluster:
         return self.brokers[0].addr
 
     def start(self, timeout: float = 30.0) -> EmbeddedCluster:
-        """Start every server and wait (bounded) until each broker has registered."""
+        """Start every server and wait (bounded) until each broker has registered. A stopped
+        cluster starts again on new ports over the same stores."""
+        self.brokers, self.slaves = [], []
         try:
             ns_dir = self._dir("namesrv")
             self.namesrv = namesrv_process(ns_dir, **self.namesrv_conf).start(timeout)
@@ -275,7 +286,7 @@ class EmbeddedCluster:
     def _stop_all(self) -> list[str]:
         bad = []
         for b in [*self.slaves, *self.brokers]:
-            running = b.proc is not None and b.proc.poll() is None
+            running = b.alive()
             code = b.stop()
             if running and code != 0:
                 bad.append(f"{b.addr} exit {code}: {b.output()[-2000:]}")

@@ -8,7 +8,8 @@ cluster, as Kafka users ask for an embedded Kafka::
             ...
 
 One cluster serves a whole test module (servers take seconds to start; the tests of a module
-share it, so give each test its own topic or group). A module chooses its cluster's shape with
+share it, so give each test its own topic or group); ``fastmq_fresh_cluster`` is the same
+cluster started for one test, for a test that needs an empty broker. A module chooses its cluster's shape with
 the ``fastmq_cluster`` marker, whose keywords are :class:`~fastmq.testing.EmbeddedCluster`'s::
 
     pytestmark = pytest.mark.fastmq_cluster(brokers=2, slave=True,
@@ -24,7 +25,7 @@ import pytest
 
 from .testing import EmbeddedCluster
 
-__all__ = ["fastmq_cluster"]
+__all__ = ["fastmq_cluster", "fastmq_fresh_cluster"]
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -39,7 +40,19 @@ def fastmq_cluster(request: pytest.FixtureRequest,
                    tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedCluster]:
     """A started :class:`~fastmq.testing.EmbeddedCluster` shared by the tests of one module,
     under a fresh temp dir; stopped (and checked to stop cleanly) after the module's last test."""
-    marker = request.node.get_closest_marker("fastmq_cluster")
-    kwargs: dict[str, Any] = dict(marker.kwargs) if marker is not None else {}
-    with EmbeddedCluster(tmp_path_factory.mktemp("fastmq-cluster"), **kwargs) as cluster:
+    with EmbeddedCluster(tmp_path_factory.mktemp("fastmq-cluster"), **_shape(request)) as cluster:
         yield cluster
+
+
+@pytest.fixture
+def fastmq_fresh_cluster(request: pytest.FixtureRequest,
+                         tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedCluster]:
+    """Like ``fastmq_cluster`` (same marker), but started for this test alone: for a test that
+    counts what a topic holds from its first offset, or reuses another test's names."""
+    with EmbeddedCluster(tmp_path_factory.mktemp("fastmq-cluster"), **_shape(request)) as cluster:
+        yield cluster
+
+
+def _shape(request: pytest.FixtureRequest) -> dict[str, Any]:
+    marker = request.node.get_closest_marker("fastmq_cluster")
+    return dict(marker.kwargs) if marker is not None else {}

@@ -7,5 +7,5 @@ set -eu
 cd "$(dirname "$0")/.."
 PY="${PYTHON:-.venv/bin/python}"
 FASTMQ_ADVERSITY_LONG=1 PYTHONPATH="$PWD" exec "$PY" -m pytest -q -s -p no:cacheprovider \
-    tests/test_store_adversity.py tests/test_store_damage.py tests/test_store_disk_full.py \
-    tests/test_store_fd_limit.py tests/test_store_restart_memory.py "$@"
+    tests/process/test_store_adversity.py tests/process/test_store_damage.py tests/process/test_store_disk_full.py \
+    tests/process/test_store_fd_limit.py tests/process/test_store_restart_memory.py "$@"

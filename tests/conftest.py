@@ -1,4 +1,8 @@
-"""Shared fixtures: the twin selector, a guard against silent pure fallback, a remoting client."""
+"""Shared fixtures: the twin selector, a guard against silent pure fallback, a remoting client;
+and the layers: each test is marked with its folder's name (unit, process, interop, spark).
+
+The embedded cluster (``fastmq_cluster``) is fastmq.testing's pytest plugin, loaded by the
+``-p fastmq.testing_plugin`` of pyproject's addopts."""
 from __future__ import annotations
 
 import importlib
@@ -9,6 +13,9 @@ from pathlib import Path
 import pytest
 
 NO_EXT = bool(os.environ.get("FASTMQ_NO_EXTENSIONS"))
+TESTS = Path(__file__).resolve().parent
+#: The folders under tests/, each a marker of the same name (registered in pyproject.toml).
+LAYERS = ("unit", "process", "interop", "spark")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -16,6 +23,21 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # `-m unit` selects what `tests/unit` does; a test outside the layer folders would be in none,
+    # so it is refused rather than left out of every layer's run
+    stray = set()
+    for item in items:
+        try:
+            parts = item.path.relative_to(TESTS).parts
+        except ValueError:  # benchmarks/
+            continue
+        if len(parts) > 1 and parts[0] in LAYERS:
+            item.add_marker(getattr(pytest.mark, parts[0]))
+        else:
+            stray.add(str(item.path))
+    if stray:
+        raise pytest.UsageError(f"tests outside the layer folders {', '.join(LAYERS)} of tests/: "
+                                + ", ".join(sorted(stray)))
     if config.getoption("--no-extensions") or NO_EXT:
         skip = pytest.mark.skip(reason="compiled twins deselected")
         for item in items:

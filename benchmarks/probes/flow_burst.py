@@ -20,7 +20,7 @@ from pathlib import Path
 sys.path.insert(0, os.environ.get("PYTHONPATH", "").split(os.pathsep)[0] or str(Path(__file__).resolve().parents[2]))
 
 from fastmq.aio import Message, Producer  # noqa: E402
-from tests.support import running_cluster  # noqa: E402
+from fastmq.testing import running_cluster  # noqa: E402
 
 
 async def burst(ns: str, n: int) -> None:

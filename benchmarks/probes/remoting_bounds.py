@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from fastmq._ext.codec import encode_frame  # noqa: E402
 from fastmq.protocol.codes import RequestCode  # noqa: E402
 from fastmq.protocol.command import create_request  # noqa: E402
-from tests.support import broker_process, namesrv_process  # noqa: E402
+from fastmq.testing import broker_process, namesrv_process  # noqa: E402
 
 MiB = 1024 * 1024
 TOPICS = 1_000_000  # ~2.5 MiB compressed, ~32 MiB inflated

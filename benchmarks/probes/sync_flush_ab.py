@@ -34,7 +34,7 @@ from sync_flush_setup import flush_rig  # noqa: E402  (first: it puts this check
 from test_sync_flush_benchmarks import _p, _producers, fdatasync_floor, one_in_flight  # noqa: E402
 
 from fastmq.remoting.loop import run  # noqa: E402
-from tests.support import ServerProcess  # noqa: E402
+from fastmq.testing import ServerProcess  # noqa: E402
 
 
 def _count_fdatasync(pid: int, fn: Any) -> tuple[Any, int | None]:

@@ -22,7 +22,7 @@ for _dir in (str(HERE), str(HERE.parent), str(HERE.parents[1])):  # (run as a sc
 
 from test_sync_flush_benchmarks import one_in_flight  # noqa: E402
 
-from tests.support import ServerProcess, broker_process, namesrv_process  # noqa: E402
+from fastmq.testing import ServerProcess, broker_process, namesrv_process  # noqa: E402
 
 __all__ = ["FlushRig", "flush_rig"]
 

@@ -18,7 +18,7 @@ processes are managed like ``run``'s embedded servers; it does not use Spark (th
 own load generators).
 
 What it does: starts a Java NameServer and broker (ASYNC_FLUSH, the heap of the distribution's
-benchmark setting, ``--java-broker-heap``) and a ``fastmq-namesrv`` and ``fastmq-broker`` as a
+bin/runbroker.sh, ``--java-broker-heap``) and a ``fastmq-namesrv`` and ``fastmq-broker`` as a
 user runs them (console scripts next to this Python, a properties file, a temporary store), each
 on loopback ports chosen at run time. Then, per shape (``-w`` threads x ``-s`` bytes, optionally
 with the benchmark Consumer beside; default: 16 and 64 threads x 128 B and 1 KiB producer alone,
@@ -79,6 +79,18 @@ _BROKER_GC = ["-XX:+UseG1GC", "-XX:G1ReservePercent=25", "-XX:InitiatingHeapOccu
 _COMMON = ["-server", "-XX:-OmitStackTraceInFastThrow", "-XX:-UseLargePages", "-XX:+PerfDisableSharedMem"]
 
 
+def _runbroker_heap() -> str:
+    """The broker heap of RocketMQ 4.9.8's ``distribution/bin/runbroker.sh``: a fixed ``-Xms8g
+    -Xmx8g`` whatever the machine (it computes nothing from the machine's size; 5.3.3's is the
+    same). A machine with less than 16 GB gets half its memory instead (whole GB, at least 1g),
+    so the broker starts beside the load generators."""
+    try:
+        mem_gb = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    except (ValueError, OSError, AttributeError):
+        return "8g"
+    return "8g" if mem_gb >= 16 else f"{max(1, int(mem_gb // 2))}g"
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The options of ``rocketmq-tools``."""
     p.add_argument("--out", required=True, help="results go to OUT/<UTC stamp>-<commit>/")
@@ -98,7 +110,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--warmup-windows", type=int, default=1,
                    help="lines kept by the warm-up run of each broker before each shape (0: no warm-up; default 1)")
     p.add_argument("--first", choices=BROKERS, default="java", help="which broker runs first in each round")
-    p.add_argument("--java-broker-heap", default="256m", help="the Java broker's -Xms/-Xmx (young: half; default 256m)")
+    p.add_argument("--java-broker-heap", default=_runbroker_heap(),
+                   help="the Java broker's -Xms/-Xmx (default: 4.9.8's bin/runbroker.sh's 8g, or half the "
+                        f"machine's memory when it has less than 16 GB, at least 1g: {_runbroker_heap()} here)")
     p.add_argument("--drain-timeout", type=float, default=240.0,
                    help="seconds a Consumer may take to drain a backlog before the Producer starts, and a "
                         "drain shape's fill and drain each (default 240)")
@@ -222,8 +236,10 @@ def start_java(d: Path, js: JavaSetup, ready_timeout: float = 120.0) -> Peer:
         b_conf = d / "broker" / "broker.conf"
         b_conf.write_text("".join(f"{k}={v}\n" for k, v in conf.items()))
         heap = js.broker_heap
-        broker = Managed(js.jvm([f"-Xms{heap}", f"-Xmx{heap}", f"-Xmn{_young(heap)}", f"-XX:MaxDirectMemorySize={heap}"],
-                                d / "broker", _BROKER_GC)
+        # runbroker.sh (4.9.8) on Java 9+: -Xms = -Xmx, G1 sizing its young generation (no -Xmn),
+        # 16m regions, MaxDirectMemorySize=15g (a limit, not an allocation)
+        broker = Managed(js.jvm([f"-Xms{heap}", f"-Xmx{heap}", "-XX:G1HeapRegionSize=16m",
+                                 "-XX:MaxDirectMemorySize=15g"], d / "broker", _BROKER_GC)
                          + ["org.apache.rocketmq.broker.BrokerStartup", "-c", str(b_conf), "-n", peer.namesrv],
                          "java-broker", d / "broker" / "console.log", d / "broker", js.env())
         _await_broker(peer, broker, "the Java broker", ready_timeout)

@@ -16,7 +16,10 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from fastmq.testing import ServerProcess
 
 __all__ = ["BenchError", "EmbeddedProcess", "start_fastmq", "start_redis", "RocketAdmin", "RedisAdmin"]
 
@@ -85,26 +88,19 @@ def _script(name: str) -> str:
     return found
 
 
-def start_fastmq(base: Path, flush: str = "ASYNC_FLUSH") -> tuple[EmbeddedProcess, EmbeddedProcess]:
-    """A local NameServer and broker (store under ``base``), started and listening."""
-    ns_port, b_port = _free_port(), _free_port()
-    (base / "ns").mkdir(parents=True, exist_ok=True)
-    (base / "broker").mkdir(parents=True, exist_ok=True)
-    ns_conf = base / "ns" / "ns.properties"
-    ns_conf.write_text(f"listenPort={ns_port}\nkvConfigPath={base / 'ns' / 'kv.json'}\n")
-    ns = EmbeddedProcess([_script("fastmq-namesrv"), "-c", str(ns_conf)], ns_port, base / "ns", "namesrv")
+def start_fastmq(base: Path, flush: str = "ASYNC_FLUSH") -> tuple[ServerProcess, ServerProcess]:
+    """A local NameServer and broker (store under ``base``), started and registered."""
+    from fastmq.testing import EmbeddedCluster
+
+    # the broker's own commit-log file size (1 GiB): fastmq.testing's default is sized for tests
+    conf = {"brokerName": "bench-broker", "brokerClusterName": "BenchCluster", "flushDiskType": flush,
+            "autoCreateTopicEnable": "false", "mappedFileSizeCommitLog": 1 << 30}
     try:
-        conf = {"brokerName": "bench-broker", "brokerClusterName": "BenchCluster", "namesrvAddr": ns.addr,
-                "listenPort": b_port, "haListenPort": _free_port(), "brokerIP1": "127.0.0.1",
-                "storePathRootDir": base / "broker" / "store", "flushDiskType": flush,
-                "autoCreateTopicEnable": "false"}
-        b_conf = base / "broker" / "broker.conf"
-        b_conf.write_text("".join(f"{k}={v}\n" for k, v in conf.items()))
-        broker = EmbeddedProcess([_script("fastmq-broker"), "-c", str(b_conf)], b_port, base / "broker", "broker")
-    except BaseException:
-        ns.stop()
-        raise
-    return ns, broker
+        cluster = EmbeddedCluster(base, broker_conf=conf).start()
+    except (OSError, RuntimeError, TimeoutError) as exc:
+        raise BenchError(f"the embedded fastmq cluster did not start: {exc}") from exc
+    assert cluster.namesrv is not None
+    return cluster.namesrv, cluster.brokers[0]
 
 
 def start_redis(base: Path, flush: str = "ASYNC_FLUSH") -> EmbeddedProcess:

@@ -20,6 +20,7 @@ import numpy as np
 
 from .cluster import BenchError
 from .control import ControlServer
+from .drivers import peer_info
 from .histogram import LatencyHistogram
 from .task import DRAIN_MAX_S
 from .workload import Workload
@@ -194,7 +195,9 @@ def _skeleton(ctx: RunContext, w: Workload, driver: str, slots: int) -> dict[str
                     "spark_version": sc.version, "master": ctx.master, "executors": executors, "cores": slots},
             "window_s": w.duration_s, "target_rate": w.producer_rate or None, "sent_ok": None, "errors": {},
             "received": None, "duplicates": None, "lost": None, "broker": None, "publish": None, "e2e": None,
-            "intervals": []}
+            "intervals": [],
+            # the peer's client, version, parser and durability (issue 33): a comparison states them
+            "peer": peer_info(driver, ctx.admin.get(driver))}
 
 
 def _failed(result: dict[str, Any], reason: str, status: str = "failed") -> dict[str, Any]:

@@ -7,7 +7,7 @@ from typing import Iterator
 
 import pytest
 
-from tests.support import running_cluster
+from fastmq.testing import running_cluster
 from tests.unit.test_docs import Block, all_blocks, run_block
 
 _BLOCKS = all_blocks("cluster")

@@ -1,0 +1,342 @@
+"""The producer's hot path twins (fastmq/_ext/produce): the request frame each writes must be
+byte for byte what the codec encodes for the producer's RemotingCommand, UNIQ_KEYs must come out
+the same from both, and a batch must be checked, numbered and encoded identically."""
+from __future__ import annotations
+
+import asyncio
+import gc
+import importlib
+import os
+import pickle
+
+import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
+from fastmq._ext import batch_py
+from fastmq._ext.codec import encode_frame
+from fastmq.client.producer import Producer
+from fastmq.protocol.message import Message
+from fastmq.protocol.message_queue import MessageQueue
+from tests.support import examples
+
+PREFIX = "7F00000104D2CAFEBABE"
+MONTH_MS = 1763900000000  # 2025-11-23, UTC
+
+topics = st.from_regex(r"\A(%RETRY%)?[%|a-zA-Z0-9_-]{1,40}\Z")
+texts = st.text(st.characters(blacklist_characters="\x01\x02", blacklist_categories=("Cs",)), max_size=30)
+props = st.dictionaries(texts.filter(bool), texts, max_size=6)
+int32 = st.integers(-(2 ** 31), 2 ** 31 - 1)
+
+
+@settings(max_examples=examples(300), deadline=None)
+@given(group=texts.filter(bool), topic=topics, qid=st.integers(0, 1000), flag=int32, properties=props,
+       body=st.binary(min_size=1, max_size=300), batch=st.booleans(), sys_flag=st.sampled_from([0, 1]),
+       queue_nums=st.integers(1, 64))
+@example(group='P"G\\', topic="%RETRY%G", qid=3, flag=-7, properties={"TAGS": "a\nb\t\"", "é": "ü\x03\x7f"},
+         body=b"\x00", batch=False, sys_flag=1, queue_nums=4)
+def test_frame_is_what_the_codec_encodes(produce, group: str, topic: str, qid: int, flag: int,
+                                         properties: dict[str, str], body: bytes, batch: bool, sys_flag: int,
+                                         queue_nums: int) -> None:
+    p = Producer("PG", namesrv_addr="127.0.0.1:1", default_topic_queue_nums=queue_nums)
+    p.group = group[:255]  # the Producer refuses such a name; the writer must still escape any
+    msg = Message(topic, body, flag, dict(properties))
+    req = p._request(msg, MessageQueue(topic, "b", qid), batch)
+    req.ext_fields["f"] = str(sys_flag)  # _request only sets the compressed flag for big bodies
+    w = produce.SendRequestWriter(p.group, "TBW102", queue_nums, req.language, req.version)
+    got = w.frame(req.opaque, topic, qid, sys_flag, int(req.ext_fields["g"]), flag, msg.properties, req.body, batch)
+    assert got == encode_frame(req)
+
+
+def test_frame_refuses_what_cannot_be_encoded(produce) -> None:
+    w = produce.SendRequestWriter("PG", "TBW102", 4, 3, 409)
+    with pytest.raises(ValueError, match="reserved separator"):
+        w.frame(1, "T", 0, 0, 0, 0, {"K": "a\x01b"}, b"x", False)
+    with pytest.raises(ValueError, match="outside int32"):
+        w.frame(2 ** 31, "T", 0, 0, 0, 0, {}, b"x", False)
+    with pytest.raises(ValueError, match="outside int32"):
+        w.frame(1, "T", 0, 0, 0, -(2 ** 31) - 1, {}, b"x", False)
+    with pytest.raises(TypeError):
+        w.frame(1, "T", 0, 0, 0, 0, {}, "not bytes", False)
+    with pytest.raises(UnicodeEncodeError):
+        w.frame(1, "T", 0, 0, 0, 0, {"K": "\ud800"}, b"x", False)
+    with pytest.raises(ValueError, match="header is"):  # its length shares a word with the serialize type
+        w.frame(1, "T", 0, 0, 0, 0, {"K": "v" * (1 << 24)}, b"x", False)
+
+
+def test_uniq_ids_agree_and_count_on(produce) -> None:
+    ref = importlib.import_module("fastmq._ext.produce_py").UniqIds(PREFIX)
+    ids = produce.UniqIds(PREFIX)
+    for now in (MONTH_MS, MONTH_MS + 1, MONTH_MS + 40 * 24 * 3600 * 1000):
+        assert ids.next(now) == ref.next(now)
+        assert ids.take(3, now) == ref.take(3, now)
+    first = ids.next(MONTH_MS)
+    assert len(first) == 32 and first.startswith(PREFIX) and first == first.upper()
+    assert ids.take(0) == []
+    # the 16-bit counter wraps; the milliseconds are those since the month began (UTC)
+    many = ids.take(70000, MONTH_MS)
+    assert many[0][-4:] != "0000" and len(set(many)) == 65536
+    start, nxt = produce.month_bounds(MONTH_MS)
+    assert (start, nxt) == (1761955200000, 1764547200000)
+    assert int(ids.next(MONTH_MS)[20:28], 16) == MONTH_MS - start
+    with pytest.raises(ValueError):
+        produce.UniqIds("short")
+    ids.reseed("0" * 20)
+    assert ids.next(MONTH_MS) == "0" * 20 + f"{MONTH_MS - start:08X}0000"
+
+
+def test_forked_child_makes_keys_of_its_own() -> None:
+    """A pre-forking server's workers must not repeat the parent's UNIQ_KEYs."""
+    from fastmq.client.message_id import create_uniq_id
+    mine = create_uniq_id()
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        try:
+            os.write(w, create_uniq_id().encode())
+        finally:
+            os._exit(0)
+    os.close(w)
+    try:
+        child = os.read(r, 64).decode()
+    finally:
+        os.close(r)
+        os.waitpid(pid, 0)
+    assert len(child) == 32 and child[:20] != mine[:20]
+
+
+def _batch(n: int, **extra: object) -> list[Message]:
+    return [Message("T", f"b{i}".encode(), i, {"KEYS": f"k{i}", **extra}) for i in range(n)]
+
+
+def test_encode_batch_agrees_with_the_body_encoder(produce) -> None:
+    ids = produce.UniqIds(PREFIX)
+    msgs = _batch(5)
+    msgs[2].properties["UNIQ_KEY"] = "GIVEN"
+    body, joined = produce.encode_batch(msgs, "T", 1024, ids)
+    assert body == batch_py.encode_batch_body(msgs)
+    assert joined.split(",") == [m.properties["UNIQ_KEY"] for m in msgs]
+    assert joined.split(",")[2] == "GIVEN" and len(set(joined.split(","))) == 5
+
+
+@pytest.mark.parametrize("spoil", [
+    lambda ms: setattr(ms[1], "topic", "Other"),
+    lambda ms: setattr(ms[1], "body", b""),
+    lambda ms: setattr(ms[1], "body", bytearray(b"x")),
+    lambda ms: setattr(ms[1], "body", b"x" * 2000),
+    lambda ms: ms[1].properties.__setitem__("DELAY", "3"),
+])
+def test_encode_batch_leaves_the_exact_checks_to_the_caller(produce, spoil) -> None:
+    msgs = _batch(3)
+    spoil(msgs)
+    assert produce.encode_batch(msgs, "T", 1024, produce.UniqIds(PREFIX)) is None
+    assert all("UNIQ_KEY" not in m.properties for m in msgs)  # nothing changed
+    ok = _batch(2, DELAY="0")
+    assert produce.encode_batch(ok, "T", 1024, produce.UniqIds(PREFIX)) is not None
+    with pytest.raises(ValueError, match="reserved separator"):
+        produce.encode_batch(_batch(2, BAD="\x02"), "T", 1024, produce.UniqIds(PREFIX))
+
+
+def test_send_result_is_an_immutable_value(produce) -> None:
+    mq = MessageQueue("T", "b", 1)
+    r = produce.SendResult("SEND_OK", "U", "O", mq, 7)
+    assert r == produce.SendResult("SEND_OK", "U", "O", MessageQueue("T", "b", 1), 7, None)
+    assert r != produce.SendResult("SEND_OK", "U", "O", mq, 8)
+    assert hash(r) == hash(produce.SendResult("SEND_OK", "U", "O", mq, 7))
+    assert (r.status, r.msg_id, r.offset_msg_id, r.message_queue, r.queue_offset, r.region_id) == \
+           ("SEND_OK", "U", "O", mq, 7, None)
+    assert repr(r).startswith("SendResult(status='SEND_OK', msg_id='U', offset_msg_id='O', message_queue=")
+    with pytest.raises(AttributeError):
+        r.status = "X"  # type: ignore[misc]
+    assert pickle.loads(pickle.dumps(r)) == r
+
+
+class _Resp:
+    def __init__(self, code: int, ext: dict[str, str] | None) -> None:
+        self.code, self.ext_fields, self.remark = code, ext, None
+
+
+class _Owner:
+    """The part of a ProduceContext an AsyncSend calls back."""
+
+    def __init__(self) -> None:
+        self.answers: list[object] = []
+        self.failures: list[BaseException] = []
+
+    def send_answered(self, entry, resp) -> None:
+        self.answers.append(resp)
+
+    def send_failed(self, entry, exc) -> None:
+        self.failures.append(exc)
+
+
+class _Permits:
+    def __init__(self) -> None:
+        self.released = 0
+
+    def release(self) -> None:
+        self.released += 1
+
+
+async def test_async_send_completes_a_plain_success_itself(produce, codec) -> None:
+    loop = asyncio.get_running_loop()
+    mq = MessageQueue("T", "b", 2)
+    got: list[tuple[object, object]] = []
+    for resp, taken in [
+        (codec.RemotingCommand(0, flag=1, ext_fields={"msgId": "OFF", "queueId": "2", "queueOffset": "41",
+                                                      "MSG_REGION": "R"}), True),
+        (codec.RemotingCommand(0, flag=1, ext_fields={"msgId": "OFF", "queueId": "3", "queueOffset": "41"}), False),
+        (codec.RemotingCommand(0, flag=1, ext_fields={"msgId": "OFF", "queueId": "2", "queueOffset": " 41"}), False),
+        (codec.RemotingCommand(0, flag=1, ext_fields={"queueId": "2", "queueOffset": "41"}), False),
+        (codec.RemotingCommand(0, flag=1), False),
+        (codec.RemotingCommand(14, flag=1, ext_fields={"msgId": "OFF", "queueId": "2", "queueOffset": "41"}), False),
+    ]:
+        owner, permits = _Owner(), _Permits()
+        entry = produce.AsyncSend(owner, Message("T", b"x"), mq, "UNIQ", loop, lambda r, e: got.append((r, e)),
+                                  permits, 3000, loop.time(), loop.time() + 3)
+        assert not entry.answered() and not entry.done()
+        entry.on_response(resp)
+        assert entry.answered()
+        if taken:
+            r = entry.result()
+            assert (r.status, r.msg_id, r.offset_msg_id, r.message_queue, r.queue_offset, r.region_id) == \
+                   ("SEND_OK", "UNIQ", "OFF", mq, 41, "R")
+            assert permits.released == 1 and got[-1] == (r, None) and owner.answers == []
+        else:  # everything else is the producer's to judge, the permit still held
+            assert not entry.done() and owner.answers == [resp] and permits.released == 0
+        entry.finish(None, None) if not taken else None
+        entry.release()
+        assert permits.released == 1  # released once, however often asked
+
+
+def _send_future(produce, loop, permits=None, callback=None, owner=None):
+    return produce.AsyncSend(owner or _Owner(), None, MessageQueue("T", "b", 0), "U", loop, callback, permits, 3000,
+                             0.0, 3.0)
+
+
+async def test_async_send_failure_and_callback_errors(produce) -> None:
+    loop = asyncio.get_running_loop()
+    owner, permits = _Owner(), _Permits()
+    entry = _send_future(produce, loop, permits, owner=owner)
+    err = RuntimeError("gone")
+    entry.on_failure(err)
+    assert entry.answered() and not entry.done() and owner.failures == [err]
+
+    def bad(r: object, e: object) -> None:
+        raise KeyError("callback")
+    entry = _send_future(produce, loop, callback=bad)
+    entry.finish("result", None)
+    with pytest.raises(KeyError):
+        entry.result()
+    entry = _send_future(produce, loop, permits, bad)
+    assert entry.cancel()
+    entry.finish("result", None)  # a cancelled caller: nothing to complete, the permit still comes back
+    assert permits.released == 1 and entry.cancelled()
+
+
+async def test_async_send_is_the_callers_future(produce) -> None:
+    """The entry is the future send_async returns: asyncio takes it as one (tasks await it,
+    gather, wait, wait_for, shield), and only the send completes it."""
+    loop = asyncio.get_running_loop()
+    f = _send_future(produce, loop)
+    assert asyncio.isfuture(f) and f.get_loop() is loop and not f.done() and not f.cancelled()
+    with pytest.raises(asyncio.InvalidStateError):
+        f.result()
+    with pytest.raises(asyncio.InvalidStateError):
+        f.exception()
+    with pytest.raises(RuntimeError):
+        f.set_result("x")
+    with pytest.raises(RuntimeError):
+        f.set_exception(ValueError())
+
+    task = asyncio.ensure_future(_await(f))
+    await asyncio.sleep(0)
+    seen: list[str] = []
+    f.add_done_callback(lambda g: seen.append("first"))
+    f.add_done_callback(lambda g: seen.append("second"))
+    gone = seen.append
+    f.add_done_callback(gone)
+    assert f.remove_done_callback(gone) == 1 and f.remove_done_callback(gone) == 0
+    f.finish("R", None)
+    assert f.done() and f.result() == "R" and f.exception() is None
+    assert await task == "R" and seen == ["first", "second"] and await f == "R"
+    late: list[object] = []
+    f.add_done_callback(late.append)  # after the end: still called, on the loop
+    await asyncio.sleep(0)
+    assert late == [f]
+
+    ok, bad = _send_future(produce, loop), _send_future(produce, loop)
+    gathered = asyncio.gather(ok, bad, return_exceptions=True)
+    err = KeyError("k")
+    bad.finish(None, err)
+    ok.finish("fine", None)
+    assert await gathered == ["fine", err]
+    with pytest.raises(KeyError):
+        bad.result()
+
+    f = _send_future(produce, loop)
+    assert await asyncio.shield(_later(f, "S")) == "S"
+    f = _send_future(produce, loop)
+    done, pending = await asyncio.wait([f], timeout=0.01)
+    assert not done and pending == {f}
+
+
+async def _later(f, result):
+    asyncio.get_running_loop().call_soon(f.finish, result, None)
+    return await f
+
+
+async def test_async_send_future_cancelled_by_its_caller(produce) -> None:
+    """A caller that stops waiting cancels the future; the send still ends once (its permit back)."""
+    loop = asyncio.get_running_loop()
+    permits = _Permits()
+    f = _send_future(produce, loop, permits)
+    with pytest.raises(TimeoutError):
+        await asyncio.wait_for(f, 0.01)
+    assert f.cancelled() and not f.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        f.result()
+    with pytest.raises(asyncio.CancelledError):
+        f.exception()
+    f.finish("late", None)
+    assert f.cancelled() and permits.released == 1
+
+    f = _send_future(produce, loop)
+    task = asyncio.ensure_future(_await(f))
+    await asyncio.sleep(0)
+    task.cancel("stop")
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert f.cancelled()
+    with pytest.raises(asyncio.CancelledError, match="stop"):
+        f.result()
+
+
+async def _await(f):
+    return await f
+
+
+async def test_async_send_failure_nobody_retrieved_is_logged(produce) -> None:
+    """As asyncio does for a future: a send that failed, dropped with its error never looked at,
+    is reported to the loop's exception handler; not when a callback had the error."""
+    loop = asyncio.get_running_loop()
+    reported: list[dict] = []
+    loop.set_exception_handler(lambda _loop, ctx: reported.append(ctx))
+    try:
+        f = _send_future(produce, loop)
+        f.finish(None, KeyError("lost"))
+        del f
+        gc.collect()
+        assert [c["message"] for c in reported] == ["AsyncSend exception was never retrieved"]
+        assert isinstance(reported[0]["exception"], KeyError)
+        reported.clear()
+        f = _send_future(produce, loop, callback=lambda r, e: None)
+        f.finish(None, KeyError("seen"))
+        f = _send_future(produce, loop)
+        f.finish(None, KeyError("looked at"))
+        assert isinstance(f.exception(), KeyError)
+        del f
+        gc.collect()
+        assert reported == []
+    finally:
+        loop.set_exception_handler(None)
