@@ -21,7 +21,8 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .blocking import Producer, PullConsumer, PushConsumer
+    from .blocking import Producer, PullConsumer, PushConsumer, TransactionProducer
+    from .client.transaction_producer import LocalTransactionState, TransactionListener, TransactionSendResult
     from .client.producer import SendResult, SendStatus, hash_selector, split_batch
     from .client.push_consumer import ConsumeStatus
     from .errors import (BrokerError, ClientError, FastMQError, MessageValidationError, NoNameServerError,
@@ -33,11 +34,14 @@ __version__ = "0.1.0"
 
 __all__ = ["Producer", "PushConsumer", "PullConsumer", "ConsumeStatus", "Message", "MessageExt", "MessageQueue", "SendResult", "SendStatus", "hash_selector", "split_batch",
            "FastMQError", "ClientError", "BrokerError", "NoRouteError", "NoNameServerError", "SendFailedError",
-           "MessageValidationError"]
+           "MessageValidationError", "TransactionProducer", "LocalTransactionState", "TransactionListener",
+           "TransactionSendResult"]
 
 # public name -> the module that defines it
 _SOURCES = {
     "Producer": ".blocking", "PushConsumer": ".blocking", "PullConsumer": ".blocking",
+    "TransactionProducer": ".blocking", "LocalTransactionState": ".client.transaction_producer",
+    "TransactionListener": ".client.transaction_producer", "TransactionSendResult": ".client.transaction_producer",
     "SendResult": ".client.producer", "SendStatus": ".client.producer",
     "hash_selector": ".client.producer", "split_batch": ".client.producer",
     "ConsumeStatus": ".client.push_consumer",

@@ -34,11 +34,14 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from .client.producer import MessageQueueSelector, Producer, SendResult, SendStatus, hash_selector, split_batch
     from .client.push_consumer import ConsumeStatus, PullConsumer, PushConsumer
+    from .client.transaction_producer import (LocalTransactionState, TransactionListener, TransactionProducer,
+                                              TransactionSendResult)
     from .protocol.message import Message, MessageExt
     from .protocol.message_queue import MessageQueue
 
 __all__ = ["Producer", "PushConsumer", "PullConsumer", "ConsumeStatus", "SendResult", "SendStatus", "Message", "MessageExt", "MessageQueue", "MessageQueueSelector",
-           "hash_selector", "split_batch"]
+           "hash_selector", "split_batch", "TransactionProducer", "LocalTransactionState", "TransactionListener",
+           "TransactionSendResult"]
 
 # loaded on first use, as in :mod:`fastmq`: ``from fastmq.aio import Message`` needs no client
 _SOURCES = {
@@ -49,6 +52,8 @@ _SOURCES = {
     "PushConsumer": ".client.push_consumer",
     "Message": ".protocol.message", "MessageExt": ".protocol.message",
     "MessageQueue": ".protocol.message_queue",
+    "TransactionProducer": ".client.transaction_producer", "LocalTransactionState": ".client.transaction_producer",
+    "TransactionListener": ".client.transaction_producer", "TransactionSendResult": ".client.transaction_producer",
 }
 
 
