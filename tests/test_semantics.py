@@ -249,25 +249,28 @@ async def test_long_legal_group_never_blocks_a_delay_level(cluster, client) -> N
 
 # ------------------------------------------------------------------ refusals
 
-async def test_transactional_half_message_is_refused(cluster, client) -> None:
-    """Guards: a half message got SEND_OK and was delivered at once, never committed nor rolled back."""
+async def test_transactional_half_message_is_held_not_delivered(cluster, client) -> None:
+    """Guards: a half message got SEND_OK and was delivered at once, never committed nor rolled back.
+    Now a half (TRAN_MSG=true, as 4.9 reads it) goes to the half topic and the real topic stays
+    empty until END_TRANSACTION commits it; a prepared sysFlag without the property is refused."""
     _, _, broker = cluster
     a = broker.addr
     await create_topic(client, a, "SemTx")
     forbidden = "the broker[127.0.0.1] sending transaction message is forbidden"
     for req in (send_request("SemTx", props={"TRAN_MSG": "true", "PGROUP": "PG_SEM"}, sys_flag=0x4),
-                send_request("SemTx", props={"TRAN_MSG": "TRUE"}),   # the property alone, as 4.9 reads it
-                send_request("SemTx", sys_flag=0x4)):                # the flag alone
+                send_request("SemTx", props={"TRAN_MSG": "TRUE", "PGROUP": "PG_SEM"})):  # the property alone
         r = await client.invoke(a, req, 5)
-        assert (r.code, r.remark) == (ResponseCode.NO_PERMISSION, forbidden)
+        assert r.code == ResponseCode.SUCCESS, r.remark
+    r = await client.invoke(a, send_request("SemTx", sys_flag=0x4), 5)  # the flag alone
+    assert (r.code, r.remark) == (ResponseCode.NO_PERMISSION, forbidden)
     for q in range(4):
         r = await client.invoke(a, create_request(RequestCode.GET_MAX_OFFSET, {"topic": "SemTx", "queueId": q}), 5)
-        assert r.ext_fields["offset"] == "0"  # nothing was stored
+        assert r.ext_fields["offset"] == "0"  # nothing visible in the real topic
     end = create_request(RequestCode.END_TRANSACTION, {
-        "producerGroup": "PG_SEM", "tranStateTableOffset": 0, "commitLogOffset": 0, "commitOrRollback": 8,
+        "producerGroup": "PG_SEM", "tranStateTableOffset": 0, "commitLogOffset": 1 << 40, "commitOrRollback": 8,
         "fromTransactionCheck": "false", "msgId": "X", "transactionId": "X"})
-    r = await client.invoke(a, end, 5)
-    assert r.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED
+    r = await client.invoke(a, end, 5)  # no record there
+    assert (r.code, r.remark) == (ResponseCode.SYSTEM_ERROR, "Find prepared transaction message failed")
     # an ordinary message still goes through
     assert (await client.invoke(a, send_request("SemTx"), 5)).code == ResponseCode.SUCCESS
 

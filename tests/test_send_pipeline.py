@@ -130,7 +130,7 @@ def test_batch_request_becomes_one_record_per_entry(send) -> None:
     (_send(props="\x01a\x02"), "empty property name"),
     (_send(props="TAGS\x02"), "name without value separator"),
     (_send(sys_flag=0x4), "prepared transaction"),
-    (_send(props="TRAN_MSG\x01true\x02"), "transaction property (the broker refuses half messages)"),
+    (_send(props="TRAN_MSG\x01true\x02"), "transaction property (a half: stored by the general path)"),
     (_send(body=b"x" * 5000), "over max_size"),
     (_send(body=b"\x00" * 30, code=RequestCode.SEND_BATCH_MESSAGE), "malformed batch body"),
     (_send(body=b"", code=RequestCode.SEND_BATCH_MESSAGE), "empty batch"),

@@ -7,7 +7,8 @@
 - timers: NameServer registration every ``registerNameServerPeriod`` (forced at start and
   soon after a topic is created), consumer offsets every ``flushConsumerOffsetInterval``,
   the expiry scan of silent client channels every 10 s;
-- the delay-level service (:mod:`fastmq.broker.schedule`), on a master only;
+- the delay-level service (:mod:`fastmq.broker.schedule`) and the transaction check service
+  (:mod:`fastmq.broker.transaction`), on a master only;
 - replication (RocketMQ's classic HA): a master listens on ``haListenPort`` for slaves
   (:class:`~fastmq.store.ha.HAService`; SYNC_MASTER sends wait for a slave's ack); a slave
   (``brokerRole=SLAVE``, ``brokerId`` > 0) follows the master's commit log
@@ -43,6 +44,7 @@ from .offsets import ConsumerOffsetManager
 from .processors.admin import AdminBrokerProcessor
 from .processors.client_manage import ClientManageProcessor
 from .processors.consumer_manage import ConsumerManageProcessor
+from .processors.end_transaction import EndTransactionProcessor
 from .processors.pull import PullMessageProcessor
 from .processors.send import SendMessageProcessor
 from .rebalance_lock import RebalanceLockManager
@@ -50,6 +52,7 @@ from .processors.master_sync import MasterSyncProcessor
 from .slave_sync import SYNC_INTERVAL, SlaveSynchronize
 from .subscription_group import SubscriptionGroupManager
 from .topic_config import TopicConfigManager
+from .transaction import TransactionService
 
 try:  # written by another part of the project; the broker runs without delay levels if absent
     from .schedule import ScheduleMessageService
@@ -93,6 +96,7 @@ class BrokerController:
         self.consumer_manager = ConsumerManager(notify=self._notify_consumer_ids_changed)
         self.producer_manager = ProducerManager()
         self.rebalance_locks = RebalanceLockManager()
+        self.transactions = TransactionService(self)
         self.send_processor = SendMessageProcessor(self)
         self.pull_processor = PullMessageProcessor(self)
         self.hold_service = PullRequestHoldService(self.pull_processor.wake, self.pull_processor.flush_answers)
@@ -103,7 +107,8 @@ class BrokerController:
                                      max_partial_frame_bytes=c.serverMaxPartialFrameBytes,
                                      max_unsent_bytes=c.serverMaxUnsentBytes)
         for proc in (self.send_processor, self.pull_processor, ClientManageProcessor(self),
-                     ConsumerManageProcessor(self), AdminBrokerProcessor(self), MasterSyncProcessor(self)):
+                     ConsumerManageProcessor(self), AdminBrokerProcessor(self), MasterSyncProcessor(self),
+                     EndTransactionProcessor(self)):
             for code in proc.codes:
                 self.server.register_processor(code, proc)
         self.client = RemotingClient()
@@ -231,6 +236,8 @@ class BrokerController:
             await self.schedule.start()
         await self.server.start_serving()
         self._started = True
+        if not self.is_slave:  # 4.9 starts the check service on a master only (startProcessorByHa)
+            self.transactions.start_checks()
         self._registered = True  # from here on a shutdown owes the NameServers an unregister
         self.client.set_namesrv_addrs(self.namesrv.namesrv_addrs)
         await self.register_all(True)
@@ -343,6 +350,7 @@ class BrokerController:
                 await self.namesrv.unregister_all()
             except Exception:
                 log.exception("unregister from name servers failed")
+        await self.transactions.stop()
         self.hold_service.close()
         await self.server.close()
         for ha in (self.ha_client, self.ha_service):

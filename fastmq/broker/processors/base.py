@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from ..stats import BrokerStatsManager
     from ..subscription_group import SubscriptionGroupManager
     from ..topic_config import TopicConfigManager
+    from ..transaction import TransactionService
 
 __all__ = ["BrokerCodeDispatchProcessor", "BrokerContext", "Handler", "check_names", "log_refusal", "refuse_bad_names"]
 
@@ -113,6 +114,7 @@ class BrokerContext(Protocol):
     stats: BrokerStatsManager
     config_version: DataVersion
     schedule: ScheduleMessageService | None
+    transactions: TransactionService
     client: RemotingClient
 
     def schedule_register(self, force: bool = False) -> None: ...

@@ -449,10 +449,17 @@ class SendMessageProcessor(BrokerCodeDispatchProcessor):
         return f"the broker[{self.broker.config.brokerIP1}] sending message is forbidden"
 
     def _transaction_forbidden(self) -> str:
-        # Half messages, their check-backs and END_TRANSACTION are not implemented: refuse as a
-        # 4.9 broker with rejectTransactionMessage=true does, instead of storing a half message
-        # as a normal one (delivered at once, never committed nor rolled back).
+        # 4.9's refusal of a half when rejectTransactionMessage=true
         return f"the broker[{self.broker.config.brokerIP1}] sending transaction message is forbidden"
+
+    async def _send_half(self, request: RemotingCommand, msg: MessageExt, qid: int) -> RemotingCommand:
+        """A half message (TRAN_MSG=true): stored in RMQ_SYS_TRANS_HALF_TOPIC queue 0 through the
+        transaction bridge (prepareMessage); the plain send path never sees it."""
+        tx = self.broker.transactions.bridge
+        res = await tx.put_half(tx.to_half(msg))
+        if res.ok:
+            self.broker.stats.topic_put(msg.topic, 1)
+        return self._respond(request, res, qid)
 
     def _msg_check(self, conn: Connection, h: SendMessageRequestHeader) -> TopicConfig:
         b = self.broker
@@ -566,8 +573,13 @@ class SendMessageProcessor(BrokerCodeDispatchProcessor):
                 except MessageFormatError as exc:
                     raise _Reject(ResponseCode.MESSAGE_ILLEGAL, f"the message properties are malformed: {exc}") \
                         from None
-                if (h.sysFlag & _TX_MASK) == MessageSysFlag.TRANSACTION_PREPARED_TYPE or \
-                        props.get(MessageConst.TRANSACTION_PREPARED, "").strip().lower() == "true":
+                tran = props.get(MessageConst.TRANSACTION_PREPARED, "")
+                half = tran.lower() == "true"  # Boolean.parseBoolean, as 4.9 reads it
+                if half and self.broker.config.rejectTransactionMessage or not half and (
+                        (h.sysFlag & _TX_MASK) == MessageSysFlag.TRANSACTION_PREPARED_TYPE
+                        or tran.strip().lower() == "true"):
+                    # (a prepared sysFlag without TRAN_MSG would be stored but never indexed nor
+                    # checked: refused rather than answered with a success that delivers nothing)
                     raise _Reject(ResponseCode.NO_PERMISSION, self._transaction_forbidden())
                 props[MessageConst.CLUSTER] = cluster
                 msg = MessageExt(topic=h.topic, body=request.body or b"", flag=h.flag, properties=props,
@@ -575,6 +587,8 @@ class SendMessageProcessor(BrokerCodeDispatchProcessor):
                                  reconsume_times=h.reconsumeTimes or 0)
                 self._retry_or_dlq(h, msg, request)
                 qid = msg.queue_id
+                if half:  # stored in the half topic; the answer names the requested queue (4.9)
+                    return await self._send_half(request, msg, qid)
                 msgs = [msg]
         except _Reject as rej:  # 4.9 puts the region and trace switch on every send answer, refusals too
             return response_for(request, rej.code, rej.remark, self._region_fields())

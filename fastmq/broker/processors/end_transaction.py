@@ -1,0 +1,125 @@
+"""END_TRANSACTION (37): a producer commits or rolls back a half message.
+
+RocketMQ 4.9.8's EndTransactionProcessor: a slave answers SLAVE_NOT_AVAILABLE; state 0 (unknown)
+leaves the half to the check service; commit and rollback find the half by its commit-log offset
+and check that the request names it (producer group, half queue offset, commit-log offset, each
+refusal with 4.9's remark); a commit stores the real message and only once that is stored writes
+the op message, a rollback writes only the op message. Java clients send it oneway, so answers
+are read only by clients that ask for one (and by tests); they are built all the same.
+
+One addition to 4.9: a commit that comes from a check (``fromTransactionCheck``) first looks for
+a real message this transaction already committed, and if there is one writes only the missing
+op message. That is the state a kill -9 between the two puts leaves, and 4.9 would store the
+real message a second time.
+"""
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from ...errors import RemotingCommandError
+from ...protocol.codes import RequestCode, ResponseCode
+from ...protocol.command import RemotingCommand, response_for
+from ...protocol.headers import EndTransactionRequestHeader
+from ...protocol.message import MessageConst, MessageExt, MessageSysFlag
+from ...remoting import Connection
+from ...store.message_store import PutResult, PutStatus
+from .base import BrokerCodeDispatchProcessor
+
+if TYPE_CHECKING:
+    from .base import BrokerContext
+
+__all__ = ["EndTransactionProcessor"]
+
+log = logging.getLogger("fastmq.broker.transaction")
+
+_COMMIT = MessageSysFlag.TRANSACTION_COMMIT_TYPE
+_ROLLBACK = MessageSysFlag.TRANSACTION_ROLLBACK_TYPE
+
+
+class EndTransactionProcessor(BrokerCodeDispatchProcessor):
+    def __init__(self, broker: "BrokerContext") -> None:
+        super().__init__(broker)
+        self.handlers = {RequestCode.END_TRANSACTION: self.end_transaction}
+
+    async def end_transaction(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        try:
+            h = EndTransactionRequestHeader.decode(request)
+            h.check_fields()
+        except RemotingCommandError as exc:
+            return response_for(request, ResponseCode.SYSTEM_ERROR, str(exc))
+        b = self.broker
+        if b.store_config.is_slave:
+            return response_for(request, ResponseCode.SLAVE_NOT_AVAILABLE)
+        if h.commitOrRollback not in (_COMMIT, _ROLLBACK):
+            # UNKNOW: nothing to do now; the half stays and the check service asks again. (4.9
+            # returns no answer at all; a client that asked for one gets this instead of a timeout.)
+            log.info("END_TRANSACTION from %s: state unknown for %s, left to the check (remark %s)",
+                     conn.remote_addr, h.msgId, request.remark)
+            return response_for(request, ResponseCode.SUCCESS,
+                                "the transaction state is unknown: the half message stays and will be checked")
+        if h.fromTransactionCheck:
+            log.info("END_TRANSACTION from %s after a check: %s %s", conn.remote_addr,
+                     "commit" if h.commitOrRollback == _COMMIT else "rollback", h.msgId)
+        tx = b.transactions.bridge
+        half = tx.look_half(h.commitLogOffset)
+        refusal = _check_prepare_message(half, h)
+        if refusal is not None:
+            return response_for(request, ResponseCode.SYSTEM_ERROR, refusal)
+        assert half is not None
+        if h.commitOrRollback == _COMMIT:
+            done = tx.find_committed(half) if h.fromTransactionCheck else None
+            if done is None:
+                real = tx.to_committed(half, h.commitLogOffset)
+                if real is None:
+                    return response_for(request, ResponseCode.SYSTEM_ERROR,
+                                        f"the prepared message has no usable {MessageConst.REAL_TOPIC}/"
+                                        f"{MessageConst.REAL_QUEUE_ID}")
+                res = await b.store.put_messages([real])
+                if not res.ok:
+                    code, remark = self._final_refusal(res)
+                    return response_for(request, code, remark)
+                b.stats.topic_put(real.topic, 1)
+            else:
+                log.warning("END_TRANSACTION: %s was already committed at %d; writing its op message only",
+                            h.msgId, done.commit_log_offset)
+        return await self._delete_prepare(request, half)
+
+    async def _delete_prepare(self, request: RemotingCommand, half: MessageExt) -> RemotingCommand:
+        """deletePrepareMessage: the op message; its failure is a failure of the request (4.9 logs
+        it and answers success; the half would then be checked again, which the client cannot
+        know from a success)."""
+        res = await self.broker.transactions.bridge.put_op(half.queue_id, [half.queue_offset])
+        if not res.ok:
+            log.error("op message for half %d of queue %d not stored: %s", half.queue_offset, half.queue_id,
+                      res.status.value)
+            return response_for(request, ResponseCode.SYSTEM_ERROR,
+                                f"the transaction op message was not stored ({res.status.value}); "
+                                "the half message will be checked again")
+        return response_for(request, ResponseCode.SUCCESS)
+
+    def _final_refusal(self, res: PutResult) -> tuple[int, str]:
+        """sendFinalMessage's codes and remarks for a put that did not store."""
+        s = res.status
+        if s in (PutStatus.MESSAGE_ILLEGAL, PutStatus.PROPERTIES_SIZE_EXCEEDED):
+            return ResponseCode.MESSAGE_ILLEGAL, (
+                "The message is illegal, maybe msg body or properties length not matched. msg body length limit "
+                f"{self.broker.store_config.maxMessageSize}B, msg properties length limit 32KB.")
+        if s is PutStatus.SERVICE_NOT_AVAILABLE:
+            return ResponseCode.SERVICE_NOT_AVAILABLE, "Service not available now."
+        if s is PutStatus.UNKNOWN_ERROR:
+            return ResponseCode.SYSTEM_ERROR, "UNKNOWN_ERROR"
+        return ResponseCode.SYSTEM_ERROR, "UNKNOWN_ERROR DEFAULT"
+
+
+def _check_prepare_message(half: MessageExt | None, h: EndTransactionRequestHeader) -> str | None:
+    """checkPrepareMessage: 4.9.8's remark when the request does not name this half, else None."""
+    if half is None:
+        return "Find prepared transaction message failed"
+    if half.properties.get(MessageConst.PRODUCER_GROUP) != h.producerGroup:
+        return "The producer group wrong"
+    if half.queue_offset != h.tranStateTableOffset:
+        return "The transaction state table offset wrong"
+    if half.commit_log_offset != h.commitLogOffset:
+        return "The commit log offset wrong"
+    return None
