@@ -430,6 +430,9 @@ class TransactionProducer(Producer):
             self._track(self._check_coroutine(result, functools.partial(self._checked, conn, header, msg)))
             return
         self._checks -= 1
+        if self._state != "RUNNING":  # shut down while the listener ran: the broker asks again
+            log.info("check of transaction %s answered after shutdown: not sent", header.transactionId)
+            return
         if error is not None:
             log.error("Broker call checkTransactionState, but checkLocalTransactionState exception, "
                       "transaction %s counted as UNKNOW: %s", header.transactionId, error, exc_info=error)
