@@ -4,6 +4,7 @@ connection they came on, coroutine listeners, and the blocking facade."""
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import threading
 from typing import Any
@@ -134,8 +135,11 @@ async def test_half_send_and_commit(cluster) -> None:
     addr, stub, server = cluster
     listener = Listener()
     async with TransactionProducer(GROUP, namesrv_addr=addr, listener=listener) as p:
-        # registered with the broker at start: a check can find this producer before any send
+        # registered with the broker at start as a producer of its group (the broker finds the
+        # channel to check by it): a check can reach this producer before any send
         assert await wait_until(lambda: bool(stub.heartbeats), 5)
+        beats = [json.loads(r.body) for r in stub.requests if r.code == RequestCode.HEART_BEAT]
+        assert {"groupName": GROUP} in beats[0]["producerDataSet"]
         msg = Message(TOPIC, b"tx-body", properties={MessageConst.DELAY_TIME_LEVEL: "3", "KEYS": "k1"})
         r = await p.send_message_in_transaction(msg, arg={"order": 42})
         assert isinstance(r, TransactionSendResult)
