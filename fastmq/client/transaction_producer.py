@@ -224,8 +224,8 @@ class TransactionProducer(Producer):
 
         Args:
             group: the producer group; the broker's checks find this producer by it.
-            listener: runs and checks the local transactions (:class:`TransactionListener`);
-                may also be set later as :attr:`listener`, before the first transactional send.
+            listener: runs and checks the local transactions (a ``TransactionListener``); may
+                also be set later, as the ``listener`` attribute, before the first transactional send.
             check_thread_pool_max_size: threads running plain-function checks (4.9: 1).
             check_request_hold_max: checks waiting or running at once; more are dropped (4.9: 2000).
             kwargs: what :class:`Producer` takes (``namesrv_addr``, ``send_msg_timeout``, ...).
