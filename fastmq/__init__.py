@@ -22,29 +22,49 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .blocking import Producer, PullConsumer, PushConsumer, TransactionProducer
+    from .client.acl import SessionCredentials
+    from .client.allocate import (AllocateMachineRoomNearby, AllocateMessageQueueAveragely,
+                                  AllocateMessageQueueAveragelyByCircle, AllocateMessageQueueByConfig,
+                                  AllocateMessageQueueByMachineRoom, AllocateMessageQueueConsistentHash,
+                                  AllocateStrategy)
+    from .client.instance import ClientConfig
+    from .client.producer import SendResult, SendStatus, split_batch
+    from .client.push_consumer import ConsumeStatus, MessageListener
+    from .client.queue_selector import MessageQueueSelector, hash_selector
     from .client.transaction_producer import LocalTransactionState, TransactionListener, TransactionSendResult
-    from .client.producer import SendResult, SendStatus, hash_selector, split_batch
-    from .client.push_consumer import ConsumeStatus
     from .errors import (BrokerError, ClientError, FastMQError, MessageValidationError, NoNameServerError,
                          NoRouteError, SendFailedError)
+    from .protocol.heartbeat import ConsumeFromWhere, MessageModel
     from .protocol.message import Message, MessageExt
     from .protocol.message_queue import MessageQueue
+    from .version import __version__
 
-__version__ = "0.1.0"
 
-__all__ = ["Producer", "PushConsumer", "PullConsumer", "ConsumeStatus", "Message", "MessageExt", "MessageQueue", "SendResult", "SendStatus", "hash_selector", "split_batch",
+__all__ = ["Producer", "PushConsumer", "PullConsumer", "Message", "MessageExt", "MessageQueue", "SendResult",
+           "SendStatus", "hash_selector", "split_batch", "MessageQueueSelector",
+           # what producers and consumers are configured with
+           "ClientConfig", "SessionCredentials", "MessageModel", "ConsumeFromWhere", "ConsumeStatus",
+           "MessageListener", "AllocateStrategy", "AllocateMessageQueueAveragely",
+           "AllocateMessageQueueAveragelyByCircle", "AllocateMessageQueueConsistentHash",
+           "AllocateMessageQueueByConfig", "AllocateMessageQueueByMachineRoom", "AllocateMachineRoomNearby",
            "FastMQError", "ClientError", "BrokerError", "NoRouteError", "NoNameServerError", "SendFailedError",
            "MessageValidationError", "TransactionProducer", "LocalTransactionState", "TransactionListener",
            "TransactionSendResult"]
 
 # public name -> the module that defines it
 _SOURCES = {
+    "__version__": ".version",
     "Producer": ".blocking", "PushConsumer": ".blocking", "PullConsumer": ".blocking",
     "TransactionProducer": ".blocking", "LocalTransactionState": ".client.transaction_producer",
     "TransactionListener": ".client.transaction_producer", "TransactionSendResult": ".client.transaction_producer",
-    "SendResult": ".client.producer", "SendStatus": ".client.producer",
-    "hash_selector": ".client.producer", "split_batch": ".client.producer",
-    "ConsumeStatus": ".client.push_consumer",
+    "SendResult": ".client.producer", "SendStatus": ".client.producer", "split_batch": ".client.producer",
+    "hash_selector": ".client.queue_selector", "MessageQueueSelector": ".client.queue_selector",
+    "ClientConfig": ".client.instance", "SessionCredentials": ".client.acl",
+    "MessageModel": ".protocol.heartbeat", "ConsumeFromWhere": ".protocol.heartbeat",
+    "ConsumeStatus": ".client.push_consumer", "MessageListener": ".client.push_consumer",
+    **dict.fromkeys(("AllocateStrategy", "AllocateMessageQueueAveragely", "AllocateMessageQueueAveragelyByCircle",
+                     "AllocateMessageQueueConsistentHash", "AllocateMessageQueueByConfig",
+                     "AllocateMessageQueueByMachineRoom", "AllocateMachineRoomNearby"), ".client.allocate"),
     "Message": ".protocol.message", "MessageExt": ".protocol.message",
     "MessageQueue": ".protocol.message_queue",
     "FastMQError": ".errors", "ClientError": ".errors", "BrokerError": ".errors", "NoRouteError": ".errors",

@@ -32,24 +32,42 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .client.producer import MessageQueueSelector, Producer, SendResult, SendStatus, hash_selector, split_batch
-    from .client.push_consumer import ConsumeStatus, PullConsumer, PushConsumer
+    from .client.acl import SessionCredentials
+    from .client.allocate import (AllocateMachineRoomNearby, AllocateMessageQueueAveragely,
+                                  AllocateMessageQueueAveragelyByCircle, AllocateMessageQueueByConfig,
+                                  AllocateMessageQueueByMachineRoom, AllocateMessageQueueConsistentHash,
+                                  AllocateStrategy)
+    from .client.instance import ClientConfig
+    from .client.producer import Producer, SendResult, SendStatus, split_batch
+    from .client.push_consumer import ConsumeStatus, MessageListener, PullConsumer, PushConsumer
+    from .client.queue_selector import MessageQueueSelector, hash_selector
     from .client.transaction_producer import (LocalTransactionState, TransactionListener, TransactionProducer,
                                               TransactionSendResult)
+    from .protocol.heartbeat import ConsumeFromWhere, MessageModel
     from .protocol.message import Message, MessageExt
     from .protocol.message_queue import MessageQueue
 
-__all__ = ["Producer", "PushConsumer", "PullConsumer", "ConsumeStatus", "SendResult", "SendStatus", "Message", "MessageExt", "MessageQueue", "MessageQueueSelector",
-           "hash_selector", "split_batch", "TransactionProducer", "LocalTransactionState", "TransactionListener",
-           "TransactionSendResult"]
+__all__ = ["Producer", "PushConsumer", "PullConsumer", "SendResult", "SendStatus", "Message", "MessageExt",
+           "MessageQueue", "MessageQueueSelector", "hash_selector", "split_batch",
+           # what producers and consumers are configured with, as in :mod:`fastmq`
+           "ClientConfig", "SessionCredentials", "MessageModel", "ConsumeFromWhere", "ConsumeStatus",
+           "MessageListener", "AllocateStrategy", "AllocateMessageQueueAveragely",
+           "AllocateMessageQueueAveragelyByCircle", "AllocateMessageQueueConsistentHash",
+           "AllocateMessageQueueByConfig", "AllocateMessageQueueByMachineRoom", "AllocateMachineRoomNearby",
+           "TransactionProducer", "LocalTransactionState", "TransactionListener", "TransactionSendResult"]
 
 # loaded on first use, as in :mod:`fastmq`: ``from fastmq.aio import Message`` needs no client
 _SOURCES = {
     "Producer": ".client.producer", "SendResult": ".client.producer", "SendStatus": ".client.producer",
-    "MessageQueueSelector": ".client.producer", "hash_selector": ".client.producer",
     "split_batch": ".client.producer",
-    "ConsumeStatus": ".client.push_consumer", "PullConsumer": ".client.push_consumer",
-    "PushConsumer": ".client.push_consumer",
+    "MessageQueueSelector": ".client.queue_selector", "hash_selector": ".client.queue_selector",
+    "ClientConfig": ".client.instance", "SessionCredentials": ".client.acl",
+    "MessageModel": ".protocol.heartbeat", "ConsumeFromWhere": ".protocol.heartbeat",
+    "ConsumeStatus": ".client.push_consumer", "MessageListener": ".client.push_consumer",
+    "PullConsumer": ".client.push_consumer", "PushConsumer": ".client.push_consumer",
+    **dict.fromkeys(("AllocateStrategy", "AllocateMessageQueueAveragely", "AllocateMessageQueueAveragelyByCircle",
+                     "AllocateMessageQueueConsistentHash", "AllocateMessageQueueByConfig",
+                     "AllocateMessageQueueByMachineRoom", "AllocateMachineRoomNearby"), ".client.allocate"),
     "Message": ".protocol.message", "MessageExt": ".protocol.message",
     "MessageQueue": ".protocol.message_queue",
     "TransactionProducer": ".client.transaction_producer", "LocalTransactionState": ".client.transaction_producer",

@@ -23,6 +23,9 @@ from . import _blocking, _driven
 from .client import producer as _producer
 from .client import push_consumer as _consumer
 from .client import transaction_producer as _tx
+from .client.allocate import AllocateStrategy
+from .client.instance import ClientConfig, ClientInstance
+from .client.rebalance import REBALANCE_INTERVAL_S
 from .errors import ClientStateError, RemotingTooMuchRequestError
 from .protocol.message import Message, MessageExt
 from .protocol.message_queue import MessageQueue
@@ -81,24 +84,61 @@ class _Window:
 
 
 class Producer:
-    """Blocking producer over the asyncio :class:`fastmq.aio.Producer`.
+    """Blocking producer (RocketMQ's DefaultMQProducer) over the asyncio :class:`fastmq.aio.Producer`.
 
-    Takes the same keyword arguments as :class:`fastmq.aio.Producer`. Each producer has its own
-    event loop, run by the thread waiting in a call (so a ``send`` is written, answered and
-    returned without crossing to another thread) and by a background thread while no call is
-    (see :mod:`fastmq._driven`). Callbacks of ``send_async`` / ``send_batch_async`` run in order
-    on the producer's callback thread, never inside a caller's own call.
+    Each producer has its own event loop, run by the thread waiting in a call (so a ``send`` is
+    written, answered and returned without crossing to another thread) and by a background thread
+    while no call is (see :mod:`fastmq._driven`). Callbacks of ``send_async`` / ``send_batch_async``
+    run in order on the producer's callback thread, never inside a caller's own call. The keyword
+    arguments are :class:`fastmq.aio.Producer`'s, with its defaults.
+
+    Args:
+        group: the producer group (RocketMQ's producerGroup).
+        namesrv_addr: NameServer address(es), ``"host:port"``, ``"a:9876;b:9876"`` or a list;
+            ignored when ``client_config`` is given (set it there).
+        send_msg_timeout: ms a ``send`` may take, its retries included, unless the call says.
+        retry_times_when_send_failed: retries of a ``send`` (and a batch) after its first try.
+        retry_times_when_send_async_failed: the same for ``send_async`` / ``send_batch_async``.
+        retry_another_broker_when_not_store_ok: retry an answer other than SEND_OK (a flush or
+            slave timeout) on another broker.
+        compress_msg_body_over_howmuch: bodies longer than this many bytes are zlib-compressed.
+        max_message_size: the largest body (or encoded batch) a send takes, in bytes.
+        send_latency_fault_enable: keep away from brokers in their latency penalty.
+        default_topic_queue_nums: queues of a topic the broker creates on its first send.
+        max_in_flight: sends started and not yet over, at most (0: no bound in the core; this
+            producer's window still holds 65535).
+        instance: a client instance to share with other producers and consumers.
+        client_config: the ClientConfig (NameServer, instance name, credentials, RPC hooks...).
+
+    Raises:
+        MessageValidationError: a blank or invalid group name.
+        ConfigError: a setting that does not convert (a number out of its range).
     """
 
-    def __init__(self, group: str = "DEFAULT_PRODUCER", **kwargs: Any) -> None:
-        self._timeout = kwargs.get("send_msg_timeout", 3000) / 1000
+    def __init__(self, group: str = "DEFAULT_PRODUCER", *, namesrv_addr: str | list[str] | None = None,
+                 send_msg_timeout: int = 3000, retry_times_when_send_failed: int = 2,
+                 retry_times_when_send_async_failed: int = 2, retry_another_broker_when_not_store_ok: bool = False,
+                 compress_msg_body_over_howmuch: int = 4096, max_message_size: int = 4 * 1024 * 1024,
+                 send_latency_fault_enable: bool = False, default_topic_queue_nums: int = 4,
+                 max_in_flight: int = 65535, instance: ClientInstance | None = None,
+                 client_config: ClientConfig | None = None) -> None:
+        # every option passed on by name: the core holds the rules (and raises for a bad value)
+        options: dict[str, Any] = dict(
+            namesrv_addr=namesrv_addr, send_msg_timeout=send_msg_timeout,
+            retry_times_when_send_failed=retry_times_when_send_failed,
+            retry_times_when_send_async_failed=retry_times_when_send_async_failed,
+            retry_another_broker_when_not_store_ok=retry_another_broker_when_not_store_ok,
+            compress_msg_body_over_howmuch=compress_msg_body_over_howmuch, max_message_size=max_message_size,
+            send_latency_fault_enable=send_latency_fault_enable, default_topic_queue_nums=default_topic_queue_nums,
+            max_in_flight=max_in_flight, instance=instance, client_config=client_config)
+        self._timeout = send_msg_timeout / 1000
         self._driven = _driven.DrivenLoop(f"fastmq-producer-{group}")
         try:
-            self._core = self._driven.run(self._make(group, kwargs), 10)
+            self._core = self._driven.run(self._make(group, options), 10)
         except BaseException:
             self._driven.close()
             raise
-        self._window = _Window(kwargs.get("max_in_flight", 65535) or 65535)
+        self._window = _Window(max_in_flight or 65535)
         self._driven.callbacks.release = self._window.release
 
     @staticmethod
@@ -112,6 +152,11 @@ class Producer:
             raise ClientStateError("The producer service state not OK, SHUTDOWN_ALREADY") from None
 
     def start(self) -> None:
+        """Connect to the NameServer and start the producer's timers (routes, heartbeats).
+
+        Raises:
+            ClientStateError: the producer was shut down (a producer starts once).
+        """
         if self._driven.closed:
             raise ClientStateError("The producer service state not OK, maybe started once, SHUTDOWN_ALREADY")
         self._run(self._core.start(), 30)
@@ -137,7 +182,19 @@ class Producer:
         return (timeout_ms / 1000 if timeout_ms is not None else self._timeout) + _GRACE
 
     def send(self, msg: Message, timeout_ms: int | None = None) -> SendResult:
-        """Send and wait for the broker; see :meth:`fastmq.aio.Producer.send` for what it raises."""
+        """Send and wait for the broker's answer, retried per ``retry_times_when_send_failed``.
+
+        Args:
+            msg: the message; it gets a UNIQ_KEY (its ``msg_id``) if it has none.
+            timeout_ms: for this call instead of ``send_msg_timeout``, retries included.
+
+        Raises:
+            ClientStateError: the producer is not started, or shut down.
+            MessageValidationError: a bad topic or body.
+            NoRouteError: no NameServer knows the topic (and the broker would not create it).
+            BrokerError: a response code that is not retried.
+            SendFailedError: every try failed ("Send [N] times, still failed ...").
+        """
         core = self._core
         timeout = (self._timeout if timeout_ms is None else timeout_ms / 1000) + _GRACE  # (self._t, inline)
         try:
@@ -151,10 +208,20 @@ class Producer:
         """Start a send; ``callback(result, error)`` runs on the producer's callback thread when
         it completes (callbacks run one at a time, in the order the sends ended).
 
-        Returns once the send is handed to the loop. A stopped producer or a bad message raises
-        here (ClientStateError, MessageValidationError); with ``max_in_flight`` sends not yet
-        over, the call waits for one to end, and raises RemotingTooMuchRequestError if none
-        does within the send's timeout (at once with ``wait=False``).
+        Returns once the send is handed to the loop, retried per
+        ``retry_times_when_send_async_failed``; what fails later is the callback's ``error``.
+
+        Args:
+            msg: the message.
+            callback: ``callback(result, error)``: a SendResult and None, or None and the error.
+            timeout_ms: for this send instead of ``send_msg_timeout``.
+            wait: with ``max_in_flight`` sends not yet over, wait for one to end (False: raise at once).
+
+        Raises:
+            ClientStateError: the producer is not started, or shut down.
+            MessageValidationError: a bad topic or body.
+            RemotingTooMuchRequestError: ``max_in_flight`` sends stayed in flight for the send's
+                timeout (at once with ``wait=False``).
         """
         self._core.check_message(msg)
         window = self._window
@@ -176,25 +243,60 @@ class Producer:
             raise
 
     def send_oneway(self, msg: Message) -> None:
+        """Send without waiting for any answer (one try, no result).
+
+        Raises:
+            ClientStateError: the producer is not started, or shut down.
+            MessageValidationError: a bad topic or body.
+            NoRouteError: no NameServer knows the topic.
+        """
         self._run(self._core.send_oneway(msg), self._t(None))
 
     def send_orderly(self, msg: Message, selector: _producer.MessageQueueSelector, arg: object,
                      timeout_ms: int | None = None) -> SendResult:
-        """Send to the queue ``selector(queues, msg, arg)`` picks, and wait; the selector runs in
-        the calling thread, inside this call."""
+        """Send to the queue ``selector(queues, msg, arg)`` picks, and wait (same ``arg``, same
+        queue: RocketMQ's ordered messages). The selector runs inside this call.
+
+        Args:
+            msg: the message.
+            selector: a :data:`fastmq.MessageQueueSelector`, e.g. :func:`fastmq.hash_selector`.
+            arg: handed to the selector (an order id, say).
+            timeout_ms: for this call instead of ``send_msg_timeout``.
+
+        Raises:
+            MessageValidationError: a bad message, or the selector returned no queue of the topic;
+                and what :meth:`send` raises (the send is not retried on another queue).
+        """
         return self._run(self._core.send_orderly(msg, selector, arg, timeout_ms), self._t(timeout_ms))
 
     def send_to_queue(self, msg: Message, mq: MessageQueue, timeout_ms: int | None = None) -> SendResult:
+        """Send to ``mq`` exactly, and wait (no retry on another queue).
+
+        Raises:
+            What :meth:`send` raises.
+        """
         return self._run(self._core.send_to_queue(msg, mq, timeout_ms), self._t(timeout_ms))
 
     def send_batch(self, msgs: Sequence[Message], timeout_ms: int | None = None) -> SendResult:
+        """Send messages of one topic as one SEND_BATCH_MESSAGE, and wait; the result's ``msg_id``
+        lists their UNIQ_KEYs. :func:`fastmq.split_batch` cuts a long list to size.
+
+        Raises:
+            MessageValidationError: an empty batch, mixed topics, a delay level, a bad message,
+                or an encoded batch over ``max_message_size``; and what :meth:`send` raises.
+        """
         return self._run(self._core.send_batch(msgs, timeout_ms), self._t(timeout_ms))
 
     def send_batch_async(self, msgs: Sequence[Message],
                          callback: Callable[[SendResult | None, BaseException | None], None],
                          timeout_ms: int | None = None) -> None:
         """Start a batch send; ``callback(result, error)`` runs on the producer's callback thread
-        when it completes. A bad batch raises here (see :meth:`fastmq.aio.Producer.send_batch_async`)."""
+        when it completes.
+
+        Raises:
+            ClientStateError: the producer is not started, or shut down.
+            MessageValidationError: a bad batch, as :meth:`send_batch` says.
+        """
         put = self._driven.callbacks.put
         self._run(self._core.send_batch_async(msgs, lambda r, e: put(callback, r, e), timeout_ms),
                   self._t(timeout_ms))
@@ -210,12 +312,29 @@ class TransactionProducer(Producer):
     producer's check thread, coroutine ones (either method may be ``async def``) on its loop.
     """
 
-    def __init__(self, group: str, **kwargs: Any) -> None:
+    def __init__(self, group: str, *, listener: _tx.TransactionListener | None = None,
+                 check_thread_pool_max_size: int = 1, check_request_hold_max: int = 2000, **kwargs: Any) -> None:
+        """A transactional producer of ``group``.
+
+        Args:
+            group: the producer group; the broker's checks find this producer by it.
+            listener: runs and checks the local transactions (may be set later as ``listener``).
+            check_thread_pool_max_size: threads running plain-function checks (4.9: 1).
+            check_request_hold_max: checks waiting or running at once; more are dropped (4.9: 2000).
+            kwargs: :class:`Producer`'s keyword arguments.
+
+        Raises:
+            MessageValidationError: a blank or invalid group name.
+            ConfigError: a setting that does not convert, or a pool size or hold limit below 1.
+        """
+        self._tx_options: dict[str, Any] = dict(
+            listener=listener, check_thread_pool_max_size=check_thread_pool_max_size,
+            check_request_hold_max=check_request_hold_max)
         super().__init__(group, **kwargs)
 
-    @staticmethod
-    async def _make(group: str, kwargs: dict[str, Any]) -> _tx.TransactionProducer:
-        return _tx.TransactionProducer(group, **kwargs)
+    async def _make(self, group: str, kwargs: dict[str, Any]) -> _tx.TransactionProducer:  # type: ignore[override]
+        # (an instance method, unlike Producer's: the core also takes the options kept above)
+        return _tx.TransactionProducer(group, **self._tx_options, **kwargs)
 
     @property
     def _tx_core(self) -> _tx.TransactionProducer:
@@ -260,23 +379,73 @@ class TransactionProducer(Producer):
 
 
 class PushConsumer:
-    """Blocking-API push consumer: ``subscribe``, ``register_message_listener``, ``start``.
+    """Blocking push consumer (RocketMQ's DefaultMQPushConsumer): ``subscribe``,
+    ``register_message_listener``, ``start``.
 
     The listener is a plain function ``listener(msgs) -> ConsumeStatus``; it runs on the consumer's
-    thread pool. Takes the keyword arguments of :class:`fastmq.client.push_consumer.PushConsumer`.
+    thread pool. The consumer's own work runs on the process's background event loop. The keyword
+    arguments are :class:`fastmq.aio.PushConsumer`'s, with its defaults.
+
+    Args:
+        group: the consumer group.
+        namesrv_addr: NameServer address(es); ignored when ``client_config`` is given.
+        message_model: :class:`fastmq.MessageModel` (or its name): CLUSTERING shares the queues
+            among the group, BROADCASTING gives every member every message.
+        consume_from_where: :class:`fastmq.ConsumeFromWhere` (or its name): where a group new to
+            a queue starts.
+        consume_timestamp_ms: the start for CONSUME_FROM_TIMESTAMP (epoch ms; None: the queue's end).
+        allocate: the rebalance strategy (default :class:`fastmq.AllocateMessageQueueAveragely`).
+        pull_batch_size: messages a pull asks for (1..1024).
+        pull_threshold_for_queue: unconsumed messages a queue may hold before its pulls pause.
+        pull_threshold_size_for_queue: the same in bytes.
+        rebalance_interval_s: seconds between two rebalances (and at once on a group change).
+        instance: a client instance to share.
+        client_config: the ClientConfig (NameServer, instance name, credentials, RPC hooks...).
+        consume_thread_min: threads plain listeners run on.
+        consume_thread_max: batches of an ``async def`` listener in progress at once.
+        consume_message_batch_max_size: messages per listener call, at most.
+        max_reconsume_times: RECONSUME_LATER deliveries before a message goes to the DLQ.
+        orderly: one queue's messages in order, one batch at a time (MessageListenerOrderly).
+
+    Raises:
+        MessageValidationError: a blank or invalid group, or an unknown message model.
+        ConfigError: a setting out of the range RocketMQ allows.
     """
 
-    def __init__(self, group: str, **kwargs: Any) -> None:
-        self._core = _blocking.call(self._make(group, kwargs), 10)
+    def __init__(self, group: str, *, namesrv_addr: str | list[str] | None = None,
+                 message_model: str = "CLUSTERING", consume_from_where: str = "CONSUME_FROM_LAST_OFFSET",
+                 consume_timestamp_ms: int | None = None, allocate: AllocateStrategy | None = None,
+                 pull_batch_size: int = 32, pull_threshold_for_queue: int = 1000,
+                 pull_threshold_size_for_queue: int = 100 * 1024 * 1024,
+                 rebalance_interval_s: float = REBALANCE_INTERVAL_S, instance: ClientInstance | None = None,
+                 client_config: ClientConfig | None = None, consume_thread_min: int = 20,
+                 consume_thread_max: int = 20, consume_message_batch_max_size: int = 1,
+                 max_reconsume_times: int = 16, orderly: bool = False) -> None:
+        options: dict[str, Any] = dict(
+            namesrv_addr=namesrv_addr, message_model=message_model, consume_from_where=consume_from_where,
+            consume_timestamp_ms=consume_timestamp_ms, allocate=allocate, pull_batch_size=pull_batch_size,
+            pull_threshold_for_queue=pull_threshold_for_queue,
+            pull_threshold_size_for_queue=pull_threshold_size_for_queue, rebalance_interval_s=rebalance_interval_s,
+            instance=instance, client_config=client_config, consume_thread_min=consume_thread_min,
+            consume_thread_max=consume_thread_max, consume_message_batch_max_size=consume_message_batch_max_size,
+            max_reconsume_times=max_reconsume_times, orderly=orderly)
+        self._core = _blocking.call(self._make(group, options), 10)
 
     @staticmethod
     async def _make(group: str, kwargs: dict[str, Any]) -> _consumer.PushConsumer:
         return _consumer.PushConsumer(group, **kwargs)
 
     def subscribe(self, topic: str, expression: str = "*") -> None:
+        """Consume ``topic``'s messages whose tag the expression takes ("*", or "tagA || tagB").
+
+        Raises:
+            MessageValidationError: an invalid topic name.
+        """
         _blocking.call(self._sync(self._core.subscribe, topic, expression), 10)
 
     def register_message_listener(self, listener: Callable[[list[MessageExt]], str]) -> None:
+        """Set the listener: ``listener(msgs)`` returns ``ConsumeStatus.CONSUME_SUCCESS`` or
+        ``RECONSUME_LATER`` (anything else counts as the latter, and is logged)."""
         self._core.register_message_listener(listener)
 
     @staticmethod
@@ -284,9 +453,16 @@ class PushConsumer:
         return fn(*args)
 
     def start(self) -> None:
+        """Join the group, take a share of the queues and start pulling.
+
+        Raises:
+            ClientStateError: no subscription, or another consumer of the group is registered
+                under this client id.
+        """
         _blocking.call(self._core.start(), 60)
 
     def shutdown(self) -> None:
+        """Stop pulling, persist the offsets and leave the group."""
         _blocking.call(self._core.shutdown(), 60)
 
     def __enter__(self) -> "PushConsumer":
@@ -298,39 +474,99 @@ class PushConsumer:
 
 
 class PullConsumer:
-    """Blocking-API lite pull consumer: ``subscribe`` (or ``assign``), ``start``, then ``poll(timeout_s)``."""
+    """Blocking lite pull consumer (RocketMQ's DefaultLitePullConsumer): ``subscribe`` (or
+    ``assign``), ``start``, then ``poll(timeout_s)``.
 
-    def __init__(self, group: str, **kwargs: Any) -> None:
-        self._core = _blocking.call(self._make(group, kwargs), 10)
+    Offsets commit when the next ``poll`` starts (``auto_commit``) or on ``commit()``. The keyword
+    arguments are :class:`fastmq.aio.PullConsumer`'s, with its defaults.
+
+    Args:
+        group: the consumer group.
+        auto_commit: commit what was polled when the next poll starts.
+        namesrv_addr, message_model, consume_from_where, consume_timestamp_ms, allocate,
+        pull_batch_size, pull_threshold_for_queue, pull_threshold_size_for_queue,
+        rebalance_interval_s, instance, client_config: as :class:`PushConsumer` says.
+
+    Raises:
+        MessageValidationError: a blank or invalid group, or an unknown message model.
+        ConfigError: a setting out of the range RocketMQ allows.
+    """
+
+    def __init__(self, group: str, *, auto_commit: bool = True, namesrv_addr: str | list[str] | None = None,
+                 message_model: str = "CLUSTERING", consume_from_where: str = "CONSUME_FROM_LAST_OFFSET",
+                 consume_timestamp_ms: int | None = None, allocate: AllocateStrategy | None = None,
+                 pull_batch_size: int = 32, pull_threshold_for_queue: int = 1000,
+                 pull_threshold_size_for_queue: int = 100 * 1024 * 1024,
+                 rebalance_interval_s: float = REBALANCE_INTERVAL_S, instance: ClientInstance | None = None,
+                 client_config: ClientConfig | None = None) -> None:
+        options: dict[str, Any] = dict(
+            auto_commit=auto_commit, namesrv_addr=namesrv_addr, message_model=message_model,
+            consume_from_where=consume_from_where, consume_timestamp_ms=consume_timestamp_ms, allocate=allocate,
+            pull_batch_size=pull_batch_size, pull_threshold_for_queue=pull_threshold_for_queue,
+            pull_threshold_size_for_queue=pull_threshold_size_for_queue, rebalance_interval_s=rebalance_interval_s,
+            instance=instance, client_config=client_config)
+        self._core = _blocking.call(self._make(group, options), 10)
 
     @staticmethod
     async def _make(group: str, kwargs: dict[str, Any]) -> _consumer.PullConsumer:
         return _consumer.PullConsumer(group, **kwargs)
 
     def subscribe(self, topic: str, expression: str = "*") -> None:
+        """Consume ``topic``'s messages whose tag the expression takes ("*", or "tagA || tagB").
+
+        Raises:
+            ClientStateError: the consumer was given queues with :meth:`assign`.
+            MessageValidationError: an invalid topic name.
+        """
         _blocking.call(PushConsumer._sync(self._core.subscribe, topic, expression), 10)
 
     def start(self) -> None:
+        """Join the group (or take the assigned queues) and start pulling.
+
+        Raises:
+            ClientStateError: neither a subscription nor assigned queues.
+        """
         _blocking.call(self._core.start(), 60)
 
     def poll(self, timeout_s: float = 5.0) -> list[MessageExt]:
+        """The next batch of messages; empty when none came within ``timeout_s`` seconds.
+
+        Raises:
+            ClientStateError: the consumer is not started.
+        """
         return _blocking.call(self._core.poll(timeout_s), timeout_s + _GRACE)
 
     def commit(self) -> None:
+        """Mark everything polled so far as consumed (persisted with the next offset flush)."""
         _blocking.call(PushConsumer._sync(self._core.commit), 10)
 
     def seek(self, mq: MessageQueue, offset: int) -> None:
+        """Continue ``mq`` from ``offset``.
+
+        Raises:
+            MessageValidationError: ``mq`` is not one of this consumer's queues.
+        """
         _blocking.call(self._core.seek(mq, offset), 10)
 
     def fetch_message_queues(self, topic: str) -> list[MessageQueue]:
-        """The topic's readable queues, for :meth:`assign`."""
+        """The topic's readable queues, for :meth:`assign`.
+
+        Raises:
+            NoRouteError: no NameServer knows the topic.
+        """
         return _blocking.call(self._core.fetch_message_queues(topic), 10)
 
     def assign(self, mqs: Sequence[MessageQueue]) -> None:
-        """Consume exactly these queues, with no rebalance (instead of :meth:`subscribe`)."""
+        """Consume exactly these queues, with no rebalance (instead of :meth:`subscribe`).
+
+        Raises:
+            ClientStateError: the consumer subscribed (the two are mutually exclusive).
+            MessageValidationError: a queue's topic name is not valid.
+        """
         _blocking.call(self._core.assign(mqs), 30)
 
     def shutdown(self) -> None:
+        """Stop pulling, persist the offsets and leave the group."""
         _blocking.call(self._core.shutdown(), 60)
 
     def __enter__(self) -> "PullConsumer":

@@ -21,6 +21,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from fastmq.version import add_version_option
+
 __all__ = ["main"]
 
 
@@ -180,6 +182,7 @@ def run(a: argparse.Namespace, spark: Any = None) -> int:
 def main(argv: list[str] | None = None, spark: Any = None) -> int:
     """The ``fastmq-bench`` command (``spark``: an existing session for ``run``, kept running)."""
     p = argparse.ArgumentParser(prog="fastmq-bench", description=__doc__.split("\n")[0])
+    add_version_option(p)
     sub = p.add_subparsers(dest="command", required=True)
     _run_args(sub.add_parser("run", help="run workloads on Spark against fastmq, RocketMQ or Redis"))
     from . import collate as c  # its heavy imports (Spark, matplotlib) wait inside c.run

@@ -1,4 +1,4 @@
-from typing import final
+from typing import Any, final
 
 import numpy as np
 import numpy.typing as npt
@@ -13,6 +13,10 @@ def not_available_duration(latency_ms: int) -> int: ...
 
 @final
 class FaultTable:
+    # Cython generates these for its automatic pickling (pickle and copy reach them through __reduce__):
+    # real methods of the compiled class, so the stub names them rather than an allowlist hiding them.
+    def __reduce_cython__(self) -> tuple[Any, ...]: ...
+    def __setstate_cython__(self, __pyx_state: Any, /) -> None: ...
     latency: npt.NDArray[np.int64]
     available_from: npt.NDArray[np.int64]
     present: npt.NDArray[np.uint8]

@@ -5,6 +5,10 @@ __all__ = ["LonePut"]
 
 @final
 class LonePut:
+    # Cython generates these for its automatic pickling (pickle and copy reach them through __reduce__):
+    # real methods of the compiled class, so the stub names them rather than an allowlist hiding them.
+    def __reduce_cython__(self) -> tuple[Any, ...]: ...
+    def __setstate_cython__(self, __pyx_state: Any, /) -> None: ...
     store: Any
     put_result: Callable[..., Any]
     put_ok: Any

@@ -10,6 +10,10 @@ def month_bounds(ms: int) -> tuple[int, int]: ...
 
 @final
 class UniqIds:
+    # Cython generates these for its automatic pickling (pickle and copy reach them through __reduce__):
+    # real methods of the compiled class, so the stub names them rather than an allowlist hiding them.
+    def __reduce_cython__(self) -> tuple[Any, ...]: ...
+    def __setstate_cython__(self, __pyx_state: Any, /) -> None: ...
     prefix: str
     def __init__(self, prefix: str) -> None: ...
     def reseed(self, prefix: str) -> None: ...
@@ -43,6 +47,10 @@ class SendResult:
 
 @final
 class AsyncSend:
+    # Cython generates these for its automatic pickling (pickle and copy reach them through __reduce__):
+    # real methods of the compiled class, so the stub names them rather than an allowlist hiding them.
+    def __reduce_cython__(self) -> tuple[Any, ...]: ...
+    def __setstate_cython__(self, __pyx_state: Any, /) -> None: ...
     """A send's future (asyncio's Future protocol) and its first try's pending entry."""
     context: ProduceContextProto
     topic: str | None
@@ -88,6 +96,10 @@ class AsyncSend:
 
 @final
 class SendFastPath:
+    # Cython generates these for its automatic pickling (pickle and copy reach them through __reduce__):
+    # real methods of the compiled class, so the stub names them rather than an allowlist hiding them.
+    def __reduce_cython__(self) -> tuple[Any, ...]: ...
+    def __setstate_cython__(self, __pyx_state: Any, /) -> None: ...
     context: ProduceContextProto
     writer: SendRequestWriter
     ids: UniqIds

@@ -1,4 +1,4 @@
-from typing import final
+from typing import Any, final
 
 import numpy as np
 import numpy.typing as npt
@@ -16,6 +16,10 @@ from .fault_c import FaultTable
 
 @final
 class QueueTable:
+    # Cython generates these for its automatic pickling (pickle and copy reach them through __reduce__):
+    # real methods of the compiled class, so the stub names them rather than an allowlist hiding them.
+    def __reduce_cython__(self) -> tuple[Any, ...]: ...
+    def __setstate_cython__(self, __pyx_state: Any, /) -> None: ...
     queue_broker: npt.NDArray[np.int32]
     def __init__(self, queue_broker: npt.ArrayLike) -> None: ...
     def __len__(self) -> int: ...

@@ -19,31 +19,31 @@ import asyncio
 import functools
 import logging
 import time
-from typing import Any, Callable, Iterable, Iterator, Sequence
+from typing import Callable, Iterable, Iterator, Sequence
 
 from .._ext._protocols import ProduceContextProto
 from .._ext.fault import FaultTable
 from .._ext.produce import AsyncSend, SendFastPath, SendRequestWriter, SendResult, encode_batch
-from ..errors import (FAQ_SUFFIX, BrokerError, ClientError, ClientStateError, ConfigError, MessageValidationError,
+from ..errors import (FAQ_SUFFIX, BrokerError, ClientError, ClientStateError, MessageValidationError,
                       NoRouteError, RemotingConnectError, RemotingError, RemotingTimeoutError,
                       RemotingTooMuchRequestError, SendFailedError, SendTimeoutError)
 from .._ext.codec import RemotingCommand
 from ..protocol.codes import ClientErrorCode, LanguageCode, ResponseCode
 from ..protocol.bodies import TopicRouteData
 from ..protocol.command import VERSION, next_opaque
-from ..protocol.message import (Message, MessageConst, MessageFormatError, encode_batch_body, encode_properties,
-                                java_string_hash)
+from ..protocol.message import Message, MessageConst, MessageFormatError, encode_batch_body, encode_properties
 from ..protocol.message_const import NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR
 from ..protocol.message_queue import MessageQueue
 from ..protocol.record_layout import BATCH_MIN_LEN
 from ..protocol.topic import (AUTO_CREATE_TOPIC_KEY_TOPIC, is_not_allowed_send_topic, is_topic_or_group_illegal,
                               validate_group, validate_topic)
-from ..remoting import Connection
 from ..remoting.loop import relay_outcome
 from .api import SendStatus, send_request, send_result
 from .instance import ClientConfig, ClientInstance
 from .message_id import UNIQ_IDS, create_uniq_id, create_uniq_ids
+from .produce_context import FastPathSetting, Permits, ProduceContext, int_of
 from .publish_info import BrokerNumbers, TopicPublishInfo
+from .queue_selector import MessageQueueSelector, hash_selector, java_hash_code
 from .reachability import Reachability
 
 __all__ = ["Producer", "ProduceContext", "SendResult", "SendStatus", "MessageQueueSelector", "hash_selector",
@@ -53,7 +53,7 @@ log = logging.getLogger("fastmq.client")
 
 _LANG = int(LanguageCode.PYTHON)
 _UNIQ_KEY = MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX
-
+_Permits = Permits  # its name before produce_context held it (tests/test_producer_fast.py imports it)
 
 
 def _failure_code(exc: BaseException | None) -> int | None:
@@ -68,35 +68,6 @@ def _failure_code(exc: BaseException | None) -> int | None:
     if isinstance(exc, ClientError):
         return ClientErrorCode.BROKER_NOT_EXIST_EXCEPTION
     return None
-
-
-MessageQueueSelector = Callable[[Sequence[MessageQueue], Message, object], MessageQueue]
-
-
-def java_hash_code(arg: object) -> int:
-    """``arg.hashCode()`` as the Java client computes it for the same value, a signed int32.
-
-    A str is Java's String.hashCode; a bool Boolean's (1231/1237); an int Integer's (itself) when
-    it fits 32 bits, else Long's (``(int)(v ^ (v >>> 32))`` of its 64-bit two's complement). Any
-    other value is hashed as ``str(arg)``: never Python's ``hash()``, which differs per process
-    for strings, so two producers would send one key to different queues.
-    """
-    if isinstance(arg, bool):
-        return 1231 if arg else 1237
-    if isinstance(arg, int):
-        if -0x80000000 <= arg <= 0x7FFFFFFF:
-            return arg
-        v = arg & 0xFFFFFFFFFFFFFFFF
-        h = (v ^ (v >> 32)) & 0xFFFFFFFF
-        return h - 0x100000000 if h & 0x80000000 else h
-    return java_string_hash(arg if isinstance(arg, str) else str(arg))
-
-
-def hash_selector(mqs: Sequence[MessageQueue], msg: Message, arg: object) -> MessageQueue:
-    """SelectMessageQueueByHash: ``abs(arg.hashCode() % size)`` with Java's hashCode
-    (:func:`java_hash_code`), so every process and a Java producer pick the same queue."""
-    # Java's % truncates toward zero, then the sign is dropped: abs(h) % n is the same number
-    return mqs[abs(java_hash_code(arg)) % len(mqs)]
 
 
 # what the batch encoder adds to a message without a UNIQ_KEY
@@ -129,82 +100,18 @@ def split_batch(msgs: Iterable[Message], limit: int = 4 * 1024 * 1024) -> Iterat
         yield chunk
 
 
-class _FastPathSetting:
-    """A producer setting that its compiled first try reads on every send. Each assignment
-    converts the value once and stores it on the fast path too (a C field there, rather than a
-    lookup in the producer's ``__dict__`` per send; or what ``apply(producer, value)`` makes of
-    it), so a change reaches the next send, both paths read the same value, and a value that
-    does not convert fails at the assignment, with ConfigError."""
-
-    def __init__(self, convert: Callable[[Any], Any], apply: Callable[[Any, Any], None] | None = None) -> None:
-        self.convert = convert
-        self.apply = apply
-
-    def __set_name__(self, owner: type, name: str) -> None:
-        self.name = name
-
-    def __get__(self, obj: Any, objtype: type | None = None) -> Any:
-        return self if obj is None else obj.__dict__[self.name]
-
-    def __set__(self, obj: Any, value: Any) -> None:
-        try:
-            converted = self.convert(value)
-        except (TypeError, ValueError, OverflowError) as exc:
-            raise ConfigError(f"{self.name} cannot be {value!r}: {exc}") from None
-        if self.apply is None:
-            setattr(obj._fast, self.name, converted)
-        else:
-            self.apply(obj, converted)
-        obj.__dict__[self.name] = converted  # what the general path reads too: both take the same value
-
-
-def _int_of(bits: int) -> Callable[[Any], int]:
-    """int(value), refused past a signed ``bits``-bit integer (the width of the fast path's field)."""
-    def convert(value: Any) -> int:
-        v = int(value)
-        if not -(1 << (bits - 1)) <= v < (1 << (bits - 1)):
-            raise OverflowError(f"out of the {bits}-bit range")
-        return v
-    return convert
-
-
-class ProduceContext:
-    """What a producer hands its compiled first try (SendFastPath and the AsyncSend entries it
-    makes): the only state of the producer the fast path reads and the only calls it makes back
-    (``fastmq._ext._protocols.ProduceContextProto`` says what each is for). The containers are
-    the producer's own, shared, never rebound."""
-
-    __slots__ = ("good_topics", "publish", "permits", "open_connection", "select", "update_fault", "send_answered",
-                 "send_failed")
-
-    def __init__(self, good_topics: set[str], publish: dict[str, TopicPublishInfo], permits: _Permits | None,
-                 open_connection: Callable[[str], Connection | None],
-                 select: Callable[[TopicPublishInfo], MessageQueue],
-                 update_fault: Callable[[str, int, bool], None],
-                 send_answered: Callable[[AsyncSend, RemotingCommand], None],
-                 send_failed: Callable[[AsyncSend, BaseException], None]) -> None:
-        self.good_topics = good_topics
-        self.publish = publish
-        self.permits = permits
-        self.open_connection = open_connection
-        self.select = select
-        self.update_fault = update_fault
-        self.send_answered = send_answered
-        self.send_failed = send_failed
-
-
 class Producer:
     """An asyncio producer. ``await start()``, then ``await send(...)``; ``await shutdown()`` at the end."""
 
-    send_msg_timeout = _FastPathSetting(_int_of(64))
-    retry_times_when_send_failed = _FastPathSetting(_int_of(32))
-    retry_times_when_send_async_failed = _FastPathSetting(_int_of(32))
-    compress_over = _FastPathSetting(_int_of(64))
-    max_message_size = _FastPathSetting(_int_of(64))
-    send_latency_fault_enable = _FastPathSetting(bool)
+    send_msg_timeout = FastPathSetting(int_of(64))
+    retry_times_when_send_failed = FastPathSetting(int_of(32))
+    retry_times_when_send_async_failed = FastPathSetting(int_of(32))
+    compress_over = FastPathSetting(int_of(64))
+    max_message_size = FastPathSetting(int_of(64))
+    send_latency_fault_enable = FastPathSetting(bool)
     # header field ``d`` (queues of a topic the broker creates on a first send): the compiled
     # writer holds the header's fixed pieces ready, so a new value gets a new writer
-    default_topic_queue_nums = _FastPathSetting(_int_of(32), lambda p, n: p._new_writer(n))
+    default_topic_queue_nums = FastPathSetting(int_of(32), lambda p, n: p._new_writer(n))
 
     def __init__(self, group: str = "DEFAULT_PRODUCER", *, namesrv_addr: str | list[str] | None = None,
                  send_msg_timeout: int = 3000, retry_times_when_send_failed: int = 2,
@@ -240,7 +147,7 @@ class Producer:
         self._publish: dict[str, TopicPublishInfo] = {}
         self._numbers = BrokerNumbers()
         self._faults = FaultTable(8)
-        self._in_flight = _Permits(max_in_flight) if max_in_flight else None
+        self._in_flight = Permits(max_in_flight) if max_in_flight else None
         self._started = 0  # send_async calls, to yield to the loop every 256
         self._state = "CREATE_JUST"
         self._good_topics: set[str] = set()  # topic names that passed validate_topic
@@ -547,7 +454,7 @@ class Producer:
         return self._start_async(msg, callback, timeout_ms, permits)
 
     def _start_async(self, msg: Message, callback: Callable[[SendResult | None, BaseException | None], None] | None,
-                     timeout_ms: int | None, permits: _Permits | None, batch_ids: str | None = None
+                     timeout_ms: int | None, permits: Permits | None, batch_ids: str | None = None
                      ) -> "asyncio.Future[SendResult]":
         """The first try of an asynchronous send that holds its in-flight permit: the fast path,
         else a task on the general one; the permit goes back when the send is over."""
@@ -563,7 +470,7 @@ class Producer:
 
     def _start_general(self, msg: Message,
                        callback: Callable[[SendResult | None, BaseException | None], None] | None,
-                       timeout_ms: int | None, permits: _Permits | None, batch_ids: str | None = None
+                       timeout_ms: int | None, permits: Permits | None, batch_ids: str | None = None
                        ) -> "asyncio.Future[SendResult]":
         """An asynchronous send the fast path did not take: a task on the general path, which
         gives the permit back when it is over."""
@@ -801,7 +708,7 @@ def _retrieved(fut: "asyncio.Future[SendResult]") -> None:
         fut.exception()
 
 
-def _release_then(permits: "_Permits", callback: Callable[[SendResult | None, BaseException | None], None],
+def _release_then(permits: "Permits", callback: Callable[[SendResult | None, BaseException | None], None],
                   result: SendResult | None, error: BaseException | None) -> None:
     permits.release()
     callback(result, error)
@@ -810,22 +717,3 @@ def _release_then(permits: "_Permits", callback: Callable[[SendResult | None, Ba
 def _with_ids(r: SendResult, msg_ids: str) -> SendResult:
     """A batch's result from the general path, its msg_id the messages' UNIQ_KEYs (as the Java client reports)."""
     return SendResult(r.status, msg_ids, r.offset_msg_id, r.message_queue, r.queue_offset, r.region_id)
-
-
-class _Permits(asyncio.Semaphore):
-    """asyncio.Semaphore with a synchronous first try: a send that finds a permit free takes it
-    without a coroutine call (asyncio's acquire costs a few microseconds even then)."""
-
-    def try_acquire(self) -> bool:
-        """Take a permit now if one is free and nobody is queued for one."""
-        if self._value > 0 and not self._waiters:
-            self._value -= 1
-            return True
-        return False
-
-    def release(self) -> None:
-        """asyncio's release, without its wake-up call when nobody waits (once per send)."""
-        if self._waiters:
-            super().release()
-        else:
-            self._value += 1

@@ -41,9 +41,15 @@ from .process_queue import ProcessQueue, _now_ms
 from .pull_service import MAX_INFLATED_BODY, PullService, _unwrap, inflate_body
 from .rebalance import MISSING_ROUTE_FIRST_RETRY_S, REBALANCE_INTERVAL_S, Rebalance
 
-__all__ = ["ConsumeStatus", "PushConsumer", "PullConsumer", "ProcessQueue", "MAX_INFLATED_BODY", "inflate_body"]
+__all__ = ["ConsumeStatus", "MessageListener", "PushConsumer", "PullConsumer", "ProcessQueue", "MAX_INFLATED_BODY",
+           "inflate_body"]
 
 log = logging.getLogger("fastmq.client")
+
+#: A push consumer's listener: ``listener(msgs)`` returns a :class:`ConsumeStatus` value; an ``async
+#: def`` one runs on the event loop, a plain function on the consume threads (RocketMQ's
+#: MessageListenerConcurrently, or MessageListenerOrderly with ``orderly=True``)
+MessageListener = Callable[[list[MessageExt]], str | Awaitable[str]]
 
 
 def _check_range(name: str, value: int, low: int, high: int) -> None:
@@ -87,8 +93,10 @@ class _ConsumerBase(Rebalance, PullService):
             raise MessageValidationError(f"messageModel must be CLUSTERING or BROADCASTING, not {message_model}")
         self.group = group
         self._delivers_inline = False  # _deliver hands the messages on (see PullService._pull_loop)
-        self.message_model = message_model
-        self.consume_from_where = consume_from_where
+        # plain strings, a MessageModel or ConsumeFromWhere passed or not: the pull and consume
+        # paths compare them with str literals, fastest on an exact str
+        self.message_model = str(message_model)
+        self.consume_from_where = str(consume_from_where)
         self.consume_timestamp_ms = consume_timestamp_ms
         self.allocate = allocate or AllocateMessageQueueAveragely()
         _check_range("pullBatchSize", pull_batch_size, 1, 1024)
@@ -331,7 +339,7 @@ class PushConsumer(ConsumeConcurrentlyService, ConsumeOrderlyService, _ConsumerB
         result.spent_time_mills = int((time.monotonic() - t0) * 1000)
         return result
 
-    def register_message_listener(self, listener: Callable[[list[MessageExt]], str | Awaitable[str]]) -> None:
+    def register_message_listener(self, listener: MessageListener) -> None:
         """Set the listener: ``listener(msgs)`` returns a ConsumeStatus; an ``async def`` runs on
         the loop, a plain function on the consume thread pool."""
         self._listener = listener

@@ -8,6 +8,7 @@ empty) subscribes everything, otherwise tags separated by ``||``, each reduced t
 """
 from __future__ import annotations
 
+import enum
 import json
 from dataclasses import dataclass, field
 from typing import Any
@@ -16,14 +17,37 @@ from ..errors import RemotingCommandError
 from .message import java_string_hash
 
 __all__ = ["SubscriptionData", "ConsumerData", "ProducerData", "HeartbeatData", "build_subscription",
-           "java_string_hash", "SUB_ALL", "CONSUME_TYPES", "MESSAGE_MODELS", "CONSUME_FROM_WHERE"]
+           "java_string_hash", "SUB_ALL", "CONSUME_TYPES", "MESSAGE_MODELS", "CONSUME_FROM_WHERE",
+           "MessageModel", "ConsumeFromWhere"]
 
 SUB_ALL = "*"
 CONSUME_TYPES = ("CONSUME_ACTIVELY", "CONSUME_PASSIVELY")
-MESSAGE_MODELS = ("BROADCASTING", "CLUSTERING")
-CONSUME_FROM_WHERE = ("CONSUME_FROM_LAST_OFFSET", "CONSUME_FROM_LAST_OFFSET_AND_FROM_MIN_WHEN_BOOT_FIRST",
-                      "CONSUME_FROM_MIN_OFFSET", "CONSUME_FROM_MAX_OFFSET", "CONSUME_FROM_FIRST_OFFSET",
-                      "CONSUME_FROM_TIMESTAMP")
+
+
+class MessageModel(enum.StrEnum):
+    """RocketMQ's MessageModel, a consumer's ``message_model``. Members are in Java's order (the C++
+    client writes the ordinal) and are the strings they name, so either may be passed."""
+
+    BROADCASTING = "BROADCASTING"
+    CLUSTERING = "CLUSTERING"
+
+
+class ConsumeFromWhere(enum.StrEnum):
+    """RocketMQ's ConsumeFromWhere, where a consumer group new to a queue starts
+    (``consume_from_where``; TIMESTAMP reads ``consume_timestamp_ms``). In Java's order, and the
+    strings they name, as :class:`MessageModel`."""
+
+    CONSUME_FROM_LAST_OFFSET = "CONSUME_FROM_LAST_OFFSET"
+    CONSUME_FROM_LAST_OFFSET_AND_FROM_MIN_WHEN_BOOT_FIRST = "CONSUME_FROM_LAST_OFFSET_AND_FROM_MIN_WHEN_BOOT_FIRST"
+    CONSUME_FROM_MIN_OFFSET = "CONSUME_FROM_MIN_OFFSET"
+    CONSUME_FROM_MAX_OFFSET = "CONSUME_FROM_MAX_OFFSET"
+    CONSUME_FROM_FIRST_OFFSET = "CONSUME_FROM_FIRST_OFFSET"
+    CONSUME_FROM_TIMESTAMP = "CONSUME_FROM_TIMESTAMP"
+
+
+# the names by ordinal, as plain strings (what a heartbeat body is read into)
+MESSAGE_MODELS = tuple(m.value for m in MessageModel)
+CONSUME_FROM_WHERE = tuple(c.value for c in ConsumeFromWhere)
 
 
 def _enum(value: Any, names: tuple[str, ...], what: str) -> str:

@@ -30,9 +30,9 @@ __all__ = ["GroupCommitService"]
 log = logging.getLogger("fastmq.store")
 
 
-class CommitLog(Protocol):
-    """What the service uses of :class:`fastmq.store.commit_log.CommitLog` (which imports this
-    module, so it is described here rather than imported)."""
+class FlushedLog(Protocol):
+    """The log the service flushes: what it uses of :class:`fastmq.store.commit_log.CommitLog`
+    (which imports this module, so it is described here rather than imported)."""
 
     config: MessageStoreConfig
     mfq: MappedFileQueue
@@ -124,7 +124,7 @@ class GroupCommitService(threading.Thread):
     _switch_users = 0  # services started and not yet stopped
     _switch_was: float | None = None  # the interval before the first of them lowered it
 
-    def __init__(self, commit_log: CommitLog) -> None:
+    def __init__(self, commit_log: FlushedLog) -> None:
         super().__init__(name="fastmq-group-commit", daemon=True)
         self.commit_log = commit_log
         # every request writes it (a lost wake-up is worse than a syscall); the thread's read

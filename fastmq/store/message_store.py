@@ -10,34 +10,27 @@ before anything is awaited: the append and the queue entries of one batch are th
 interleaved with another batch, and a PULL sees a message as soon as its send returns (the
 job RocketMQ's ReputMessageService does ~1 ms later, on another thread).
 
-Delay levels: a message whose DELAY property is > 0 (and that is not a prepared or rolled-back
-transactional message) is stored in ``SCHEDULE_TOPIC_XXXX`` queue ``level - 1`` with its real
-topic and queue in REAL_TOPIC / REAL_QID, and its consume-queue tag code is the time it is due;
-:mod:`fastmq.broker.schedule` moves it back when due.
+Puts of message objects are checked and encoded by :mod:`fastmq.store.put_message` (delay levels
+included: a delayed message goes to ``SCHEDULE_TOPIC_XXXX``, and :mod:`fastmq.broker.schedule`
+moves it back when due); a put's outcome is a :mod:`fastmq.store.put_result`.
 """
 from __future__ import annotations
 
 import asyncio
-import enum
 import logging
 import math
 import os
-import re
 import shutil
 import threading
 import time
-from dataclasses import dataclass
 from typing import Any, Callable, Coroutine, Iterable, Sequence
 
 from .._ext.lone_put import LonePut
 from .._ext.send_batch import COLUMNS as _SEND_COLUMNS, SendBatch
-from ..protocol.message import (
-    MessageConst, MessageExt, MessageFormatError, MessageSysFlag,
-    encode_properties, encode_record, pack_host, record_length, tags_code,
-)
+from ..protocol.message import MessageConst, MessageExt, MessageSysFlag, pack_host
 from . import FlushTimeoutError, MessageTooLargeError
 from .checkpoint import RecoveryResult, StoreCheckpoint, check_store, create_abort_file, recover_store, remove_abort_file
-from .commit_log import AppendRequest, CommitLog, DispatchRequest, GroupCommitService
+from .commit_log import CommitLog, DispatchRequest, GroupCommitService
 from ..protocol.topic import SCHEDULE_TOPIC as _SCHEDULE_TOPIC
 from ..protocol.topic import TRANS_OP_HALF_TOPIC
 from .index import IndexService
@@ -47,6 +40,8 @@ from .disk_space import DISK_CHECK_INTERVAL, DISK_SPACE_WARNING_RATIO, DiskSpace
 from .config import SYNC_MASTER, MessageStoreConfig
 from .consume_queue import ConsumeQueueTable, FlushConsumeQueueService
 from .get_message import GetResult, GetStatus, MessageReader
+from .put_message import DEFAULT_DELAY_LEVELS, MessageEncoder, Refused, parse_delay_levels
+from .put_result import PUT_OK, PutResult, PutStatus
 from .retention import RetentionService
 from .stats_service import StoreStatsService
 
@@ -59,83 +54,16 @@ __all__ = [
 log = logging.getLogger("fastmq.store")
 
 SCHEDULE_TOPIC = _SCHEDULE_TOPIC  # re-exported: the schedule service and its tests read it from here
-DEFAULT_DELAY_LEVELS = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
 _RELEASE_INTERVAL = 1.0          # seconds between releases of cold mapped pages (release_cold_pages)
 # The commit log's pages this close behind its write position stay mapped: consumers that keep up
 # read there, and faulting them back in would cost more than they weigh.
 _RESIDENT_BEHIND_WRITER = 16 << 20
 _SWEEP_EVERY = 30                # releases between two that visit idle queues too (pages read back in)
 _TX_MASK = 0xC
-_MAX_PROPERTIES = 0x7FFF
-_MAX_TOPIC = 127
-# Topic names become directories under consumequeue/: nothing else may reach the disk.
-_TOPIC_CHARS = frozenset("%|_-0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")
-_RECORD_FIXED = record_length(0, 0, 0, 0)  # a record's size without body, topic, properties
 _C_KEY, _C_TAGS, _C_QOFF, _C_PHYS, _C_SIZE = (_SEND_COLUMNS.index(c) for c in
                                               ("key", "tags", "queue_offset", "commit_log_offset", "size"))
 #: put_batch writes a queue's entries with numpy from this many records a queue on average
 _ROWS_PER_KEY_FOR_NUMPY = 4
-
-class PutStatus(enum.Enum):
-    PUT_OK = "PUT_OK"
-    FLUSH_DISK_TIMEOUT = "FLUSH_DISK_TIMEOUT"
-    SERVICE_NOT_AVAILABLE = "SERVICE_NOT_AVAILABLE"
-    MESSAGE_ILLEGAL = "MESSAGE_ILLEGAL"
-    PROPERTIES_SIZE_EXCEEDED = "PROPERTIES_SIZE_EXCEEDED"
-    UNKNOWN_ERROR = "UNKNOWN_ERROR"
-    # SYNC_MASTER: stored on the master, but no slave has it (yet)
-    FLUSH_SLAVE_TIMEOUT = "FLUSH_SLAVE_TIMEOUT"
-    SLAVE_NOT_AVAILABLE = "SLAVE_NOT_AVAILABLE"
-
-
-@dataclass
-class PutResult:
-    """One batch's outcome. Offsets describe the first message; ``msg_id`` holds all ids."""
-
-    status: PutStatus
-    msg_id: str = ""
-    queue_offset: int = 0
-    wrote_offset: int = 0
-    wrote_bytes: int = 0
-    msg_num: int = 0
-    remark: str | None = None
-    store_timestamp: int = 0
-
-    @property
-    def ok(self) -> bool:
-        """Stored (FLUSH_DISK_TIMEOUT and the SYNC_MASTER statuses are stored too, just not
-        known durable or replicated)."""
-        return self.status in _STORED
-
-
-#: PutStatus.PUT_OK, read once: read off the Enum class, a member takes the metaclass's attribute
-#: hook (~400 instructions); the send path's store and processor read this name instead
-PUT_OK = PutStatus.PUT_OK
-_STORED = frozenset((PutStatus.PUT_OK, PutStatus.FLUSH_DISK_TIMEOUT, PutStatus.FLUSH_SLAVE_TIMEOUT,
-                     PutStatus.SLAVE_NOT_AVAILABLE))
-
-
-_UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
-_LEVEL_RE = re.compile(r"^(\d+)(ms|s|m|h|d)$")
-
-
-def parse_delay_levels(spec: str) -> dict[int, int]:
-    """``messageDelayLevel`` -> {level (1-based): delay in ms}.
-
-    RocketMQ's units s/m/h/d, plus ``ms`` (fastmq's, so tests can run levels in milliseconds).
-
-    Raises:
-        ValueError: an item that is not ``<digits><unit>``.
-    """
-    table: dict[int, int] = {}
-    for i, item in enumerate(spec.split(), start=1):
-        m = _LEVEL_RE.match(item.strip().lower())
-        if m is None:
-            raise ValueError(f"bad messageDelayLevel item {item!r} (want e.g. 10s, 1m, 2h, 1d)")
-        table[i] = int(m.group(1)) * _UNIT_MS[m.group(2)]
-    if not table:
-        raise ValueError("messageDelayLevel is empty")
-    return table
 
 
 def human_readable_bytes(n: int) -> str:
@@ -170,11 +98,10 @@ class MessageStore(DiskSpaceGuard):
         self._store_host_packed = pack_host(*self.store_host)
         # offset msg id = hex(store ip + port) + hex(int64 offset): the prefix never changes
         self.msg_id_prefix = self._store_host_packed.hex().upper()
-        self._born_hosts: dict[tuple[str, int], bytes] = {}  # packing parses the IP: ~2 us
         self.on_arrival = on_arrival
-        self.delay_level_table = parse_delay_levels(
-            getattr(config, "messageDelayLevel", DEFAULT_DELAY_LEVELS) or DEFAULT_DELAY_LEVELS)
-        self.max_delay_level = max(self.delay_level_table)
+        self.encoder = MessageEncoder(config, self._store_host_packed)  # put_messages' records
+        self.delay_level_table = self.encoder.delay_level_table
+        self.max_delay_level = self.encoder.max_delay_level
         self.commit_log = CommitLog(config)
         self.index = (IndexService(os.path.join(config.storePathRootDir, "index"), config.maxHashSlotNum,
                                    config.maxIndexNum) if config.messageIndexEnable else None)
@@ -349,7 +276,7 @@ class MessageStore(DiskSpaceGuard):
     # ------------------------------------------------------------------ put
     def compute_deliver_timestamp(self, level: int, store_timestamp: int) -> int:
         """When a message stored at ``store_timestamp`` with delay ``level`` is due."""
-        return store_timestamp + self.delay_level_table.get(level, 1000)
+        return self.encoder.deliver_timestamp(level, store_timestamp)
 
     def _fail(self, status: PutStatus, remark: str) -> PutResult:
         self.stats["putMessageFailedTimes"] += 1
@@ -391,72 +318,10 @@ class MessageStore(DiskSpaceGuard):
         if refused is not None:
             return refused
         now = int(time.time() * 1000)
-        max_size = self.config.maxMessageSize
-        requests: list[AppendRequest] = []
-        wait = False
-        sh = self._store_host_packed
-        born_hosts = self._born_hosts
-        for m in msgs:
-            topic, queue_id, props = m.topic, m.queue_id, m.properties
-            # Checked before a delay moves the message to the schedule topic, as 4.9's
-            # checkMessage does: a real topic that cannot be stored would otherwise be found
-            # only when its delay level comes due, and block that level.
-            if len(topic) > _MAX_TOPIC or not _TOPIC_CHARS.issuperset(topic):
-                return self._fail(PutStatus.MESSAGE_ILLEGAL, f"the topic {topic[:200]!r} cannot be stored: "
-                                  f"at most {_MAX_TOPIC} characters of ^[%|a-zA-Z0-9_-]+$")
-            tran = m.sys_flag & _TX_MASK
-            tag_code = 0
-            delayed = False
-            level_s = props.get(MessageConst.DELAY_TIME_LEVEL)
-            if level_s and tran in (MessageSysFlag.TRANSACTION_NOT_TYPE, MessageSysFlag.TRANSACTION_COMMIT_TYPE):
-                try:
-                    level = int(level_s)
-                except ValueError:
-                    return self._fail(PutStatus.MESSAGE_ILLEGAL, f"bad delay level {level_s!r}")
-                if level > 0:
-                    level = min(level, self.max_delay_level)
-                    props = dict(props)
-                    props[MessageConst.DELAY_TIME_LEVEL] = str(level)
-                    props[MessageConst.REAL_TOPIC] = topic
-                    props[MessageConst.REAL_QUEUE_ID] = str(queue_id)
-                    topic, queue_id = SCHEDULE_TOPIC, level - 1
-                    tag_code = self.compute_deliver_timestamp(level, now)
-                    delayed = True
-            if not delayed:
-                tags = props.get(MessageConst.TAGS)
-                tag_code = tags_code(tags) if tags else 0
-            if props.get(MessageConst.WAIT_STORE_MSG_OK, "true") != "false":
-                wait = True
-            tb = topic.encode("utf-8")
-            if len(tb) > _MAX_TOPIC:
-                return self._fail(PutStatus.MESSAGE_ILLEGAL,
-                                  f"topic is {len(tb)} bytes, the limit is {_MAX_TOPIC}")
-            try:
-                pb = encode_properties(props)
-            except MessageFormatError as exc:
-                return self._fail(PutStatus.MESSAGE_ILLEGAL, str(exc))
-            if len(pb) > _MAX_PROPERTIES:
-                return self._fail(PutStatus.PROPERTIES_SIZE_EXCEEDED,
-                                  f"message properties are {len(pb)} bytes, the limit is {_MAX_PROPERTIES}")
-            size = _RECORD_FIXED + len(m.body) + len(tb) + len(pb)  # IPv4 hosts; before any copy
-            if size > max_size:
-                return self._fail(PutStatus.MESSAGE_ILLEGAL,
-                                  f"message of {size} bytes is over maxMessageSize {max_size}")
-            try:
-                bh = born_hosts.get(m.born_host)
-                if bh is None:
-                    bh = pack_host(*m.born_host)
-                    if len(born_hosts) > 4096:
-                        born_hosts.clear()
-                    born_hosts[m.born_host] = bh
-                rec = encode_record(topic=tb, body=m.body, properties=pb, queue_id=queue_id,
-                                    flag=m.flag, sys_flag=m.sys_flag, born_timestamp=m.born_timestamp,
-                                    born_host=bh, store_host=sh,
-                                    reconsume_times=m.reconsume_times,
-                                    prepared_transaction_offset=m.prepared_transaction_offset)
-            except (MessageFormatError, ValueError, TypeError, OverflowError) as exc:
-                return self._fail(PutStatus.MESSAGE_ILLEGAL, f"cannot encode the message: {exc}")
-            requests.append(AppendRequest(rec, topic, queue_id, tag_code))
+        encoded = self.encoder.encode(msgs, now)
+        if isinstance(encoded, Refused):
+            return self._fail(encoded.status, encoded.remark)
+        requests, wait = encoded
         ratio = self._reserve({(r.topic, r.queue_id) for r in requests}, len(requests),
                               sum(len(r.record) for r in requests))
         if ratio is not None:

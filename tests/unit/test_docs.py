@@ -209,7 +209,8 @@ def test_configuration_generator_refuses_an_undocumented_key(monkeypatch: pytest
 #: The archive of past measurement notes, on its way out of docs/.
 _ARCHIVES = {"docs/benchmark-history.md"}
 _DIARY = [(re.compile(r"\bsessions? \d+", re.I), "a session number"),
-          (re.compile(r"benchmarks/results/"), "a result file's path"),
+          # A kept run's file (its name carries the UTC stamp); the folder itself may be named.
+          (re.compile(r"benchmarks/results/\S*\d{8}T\d{4,6}Z"), "a result file's path"),
           (re.compile(r"\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*[0-9])[0-9a-f]{7,40}\b"), "a commit id")]
 
 
