@@ -187,3 +187,106 @@ async def _eventually(pull: Any, want: list[bytes], timeout: float) -> None:
             return
         await asyncio.sleep(0.2)
     raise AssertionError(f"after {timeout} s: {got!r}, not {want!r}")
+
+
+async def test_max_checks_move_the_half_to_check_max_topic(tmp_path: Path) -> None:
+    c = Cluster(tmp_path, transactionCheckMax=3)
+    c.start()
+    p = await _probe(c, on_check=lambda m: None)  # never answers, like a producer stuck in UNKNOW
+    try:
+        h = await p.send_half(TOPIC, b"stuck")
+        await _eventually(lambda: p.pull_all(tv.TRANS_CHECK_MAX_TIME_TOPIC, "CG_MAX", range(1)), [b"stuck"], 20)
+        counts = [ck.msg.properties[MessageConst.TRANSACTION_CHECK_TIMES] for ck in p.checks]
+        assert counts == ["1", "2", "3"]
+        moved = (await p.pull_all(tv.TRANS_CHECK_MAX_TIME_TOPIC, "CG_MAX", range(1)))[0]
+        assert moved.properties[MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX] == h.uniq
+        assert moved.properties[MessageConst.REAL_TOPIC] == TOPIC
+        await asyncio.sleep(2.5)
+        assert len(p.checks) == 3  # given up: never checked again
+        assert await p.pull_all(TOPIC, "CG_MAX") == []
+    finally:
+        await p.close()
+        c.stop()
+
+
+async def test_check_back_reaches_a_producer_restarted_in_the_group(cluster: Cluster) -> None:
+    first = await _probe(cluster)
+    h = await first.send_half(TOPIC, b"survivor")
+    await first.close()  # the producer dies before ending its transaction
+    await asyncio.sleep(2.5)  # rounds with no channel for the group: the check is dropped, not lost
+    second = await _probe(cluster, on_check=lambda m: COMMIT)
+    try:
+        await _eventually(lambda: second.pull_all(TOPIC, "CG_RS"), [b"survivor"], 15)
+        assert second.checks and second.checks[0].header.msgId == h.uniq
+        await asyncio.sleep(2.5)
+        assert _bodies(await second.pull_all(TOPIC, "CG_RS")) == [b"survivor"]
+    finally:
+        await second.close()
+
+
+async def test_kill9_between_half_and_end_then_checked_again(tmp_path: Path) -> None:
+    c = Cluster(tmp_path)
+    broker = c.start()
+    port = broker.port
+    p = await _probe(c)
+    halves = [await p.send_half(TOPIC, f"k{i}".encode(), queue_id=i % 4) for i in range(6)]
+    await p.end(halves[0], COMMIT)  # one ended before the crash
+    await p.close()
+    await asyncio.sleep(0.5)  # the topic table's write (0.1 s behind) is not the crash under test
+    broker.kill()  # SIGKILL: the other halves were never ended
+    c.start(port=port)
+    want = {b"k0", b"k2", b"k4"}
+    q = await _probe(c, on_check=lambda m: COMMIT if m.body in want else ROLLBACK)
+    try:
+        await _eventually(lambda: q.pull_all(TOPIC, "CG_K"), [b"k0", b"k2", b"k4"], 20)
+        checked = {ck.msg.body for ck in q.checks}
+        assert checked == {b"k1", b"k2", b"k3", b"k4", b"k5"}  # k0 was resolved before the kill
+        await asyncio.sleep(2.5)
+        assert _bodies(await q.pull_all(TOPIC, "CG_K")) == [b"k0", b"k2", b"k4"]
+    finally:
+        await q.close()
+        c.stop()
+
+
+async def test_kill9_between_commit_and_op_message_commits_once(tmp_path: Path) -> None:
+    """The state a kill -9 leaves between the commit's two puts: the real message stored, its op
+    message not. It is made exactly (the broker killed after the half, then the commit's first put
+    done by the broker's own code on its store); after the restart nothing is stored twice, the
+    consumer that had the message does not get it again, and the half counts as resolved."""
+    from fastmq.broker.transaction.bridge import TransactionalMessageBridge
+    from fastmq.store.config import MessageStoreConfig
+    from fastmq.store.message_store import MessageStore
+
+    c = Cluster(tmp_path)
+    broker = c.start()
+    port = broker.port
+    p = await _probe(c)
+    await p.send(TOPIC, b"before", half=False)
+    h = await p.send_half(TOPIC, b"once")
+    await p.close()
+    await asyncio.sleep(0.5)  # (as above: the topic table's write is not the crash under test)
+    broker.kill()
+    store = MessageStore(MessageStoreConfig(storePathRootDir=str(tmp_path / "store"),
+                                            mappedFileSizeCommitLog=4 * 1024 * 1024), store_host=f"127.0.0.1:{port}")
+    store.load()
+    store.start()
+    try:
+        half = store.look_message_by_offset(h.commit_log_offset)
+        assert half is not None and half.topic == tv.TRANS_HALF_TOPIC
+        real = TransactionalMessageBridge.to_committed(half, h.commit_log_offset)
+        assert real is not None
+        assert (await store.put_messages([real])).ok
+    finally:
+        store.shutdown()
+    c.start(port=port)
+    q = await _probe(c, on_check=lambda m: COMMIT)  # a producer that would commit it again
+    try:
+        seen = await q.pull_all(TOPIC, "CG_ONCE")  # the group consumes it (and everything else)
+        assert _bodies(seen) == [b"before", b"once"]
+        await asyncio.sleep(4)  # several check rounds
+        assert _bodies(await q.pull_all(TOPIC, "CG_ONCE")) == [b"before", b"once"]  # stored once
+        ops = await q.pull_all(tv.TRANS_OP_HALF_TOPIC, "CG_SYS", range(1))
+        assert [m.body for m in ops] == [str(h.queue_offset).encode()]  # resolved
+    finally:
+        await q.close()
+        c.stop()

@@ -115,7 +115,14 @@ class TransactionalMessageCheckService:
         self.stats.rounds += 1
         tc = b.topic_config.select(tv.TRANS_HALF_TOPIC)
         if tc is None:
-            return
+            # halves stored but the topic table lost its entry (a kill -9 before the table's
+            # write): 4.9 creates the topic when the check asks for it, and so do we
+            if b.store.max_offset_in_queue(tv.TRANS_HALF_TOPIC, 0) <= 0:
+                return
+            self.bridge.ensure_topic(tv.TRANS_HALF_TOPIC)
+            tc = b.topic_config.select(tv.TRANS_HALF_TOPIC)
+            if tc is None:
+                return
         for qid in range(tc.read_queue_nums):
             await self._check_queue(qid)
 
