@@ -4,6 +4,8 @@ tests are): set ``FASTMQ_JAVA_CLASSPATH`` to a classpath holding the RocketMQ 4.
 ``tests/java_peer/TxPeer.java`` runs RocketMQ's transaction example shape (ten messages, the
 listener deciding by index % 3) against a ``fastmq-broker`` whose check runs every second; the
 committed ones and the UNKNOW ones its check commits are consumed, the rolled-back ones never.
+Beside test_java_transactions.py (every local transaction UNKNOW, settled by checks up to the
+discard), this one has the Java client end transactions from ``executeLocalTransaction`` too.
 """
 from __future__ import annotations
 
@@ -25,7 +27,7 @@ from fastmq.protocol.message import MessageSysFlag
 from fastmq.testing import EmbeddedCluster
 
 CLASSPATH = os.environ.get("FASTMQ_JAVA_CLASSPATH", "")
-PEER_SOURCE = Path(__file__).resolve().parents[1] / "java_peer" / "TxPeer.java"
+PEER_SOURCE = Path(__file__).resolve().parent / "java" / "TxPeer.java"
 
 pytestmark = [pytest.mark.java_rocketmq, pytest.mark.slow,
               pytest.mark.skipif(not CLASSPATH or shutil.which("javac") is None,
