@@ -372,3 +372,52 @@ def test_public_names() -> None:
     assert LocalTransactionState.UNKNOWN is LocalTransactionState.UNKNOW
     assert fastmq.TransactionListener is fastmq.aio.TransactionListener
     assert isinstance(Listener(), fastmq.TransactionListener)
+
+
+def test_blocking_facade_coroutine_listener(tmp_path) -> None:
+    """A coroutine execute_local_transaction from the blocking API is awaited on the producer's loop."""
+    holder: dict[str, Any] = {}
+
+    async def setup() -> None:
+        holder["addr"], holder["stub"], holder["stop"] = await start_cluster(tmp_path)
+
+    _blocking.call(setup(), 20)
+    try:
+        stub: TxStub = holder["stub"]
+        listener = AsyncListener(LocalTransactionState.ROLLBACK_MESSAGE)
+        with fastmq.TransactionProducer(GROUP, namesrv_addr=holder["addr"], listener=listener) as p:
+            r = p.send_message_in_transaction(fastmq.Message(TOPIC, b"async"), 7)
+            assert r.local_transaction_state is LocalTransactionState.ROLLBACK_MESSAGE
+            assert listener.executed[0][1] == 7
+            assert _blocking.call(wait_until(lambda: bool(stub.ends), 5), 10)
+        assert EndTransactionRequestHeader.decode(stub.ends[0][1]).commitOrRollback == 0xC
+    finally:
+        _blocking.call(holder["stop"](), 20)
+
+
+class _Hook:
+    def __init__(self) -> None:
+        self.seen: list[tuple[str | None, int]] = []
+
+    def before_request(self, addr: str | None, request: RemotingCommand) -> None:
+        self.seen.append((addr, request.code))
+
+    def after_response(self, addr: str | None, request: RemotingCommand, response: RemotingCommand) -> None:
+        pass
+
+
+async def test_rpc_hooks_see_end_transaction(cluster) -> None:
+    """END_TRANSACTION goes through the client API's hooks (the ACL signer among them), both from
+    a send and from a check answered on the check's connection."""
+    from fastmq.client.instance import ClientConfig
+    addr, stub, _ = cluster
+    hook = _Hook()
+    listener = Listener(LocalTransactionState.COMMIT_MESSAGE)
+    async with TransactionProducer(GROUP, listener=listener,
+                                   client_config=ClientConfig(namesrv_addr=addr, rpc_hooks=[hook])) as p:
+        r = await p.send_message_in_transaction(Message(TOPIC, b"x"))
+        assert await wait_until(lambda: bool(stub.ends) and bool(stub.heartbeats), 5)
+        stub.heartbeats[0].send_oneway(_check_request(GROUP, r.transaction_id))
+        assert await wait_until(lambda: len(stub.ends) == 2, 5)
+    ends = [a for a, code in hook.seen if code == RequestCode.END_TRANSACTION]
+    assert len(ends) == 2 and all(a and a.startswith("127.0.0.1:") for a in ends)
