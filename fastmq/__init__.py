@@ -21,7 +21,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .blocking import Producer, PullConsumer, PushConsumer
+    from .blocking import Producer, PullConsumer, PushConsumer, TransactionProducer
     from .client.acl import SessionCredentials
     from .client.allocate import (AllocateMachineRoomNearby, AllocateMessageQueueAveragely,
                                   AllocateMessageQueueAveragelyByCircle, AllocateMessageQueueByConfig,
@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from .client.producer import SendResult, SendStatus, split_batch
     from .client.push_consumer import ConsumeStatus, MessageListener
     from .client.queue_selector import MessageQueueSelector, hash_selector
+    from .client.transaction_producer import LocalTransactionState, TransactionListener, TransactionSendResult
     from .errors import (BrokerError, ClientError, FastMQError, MessageValidationError, NoNameServerError,
                          NoRouteError, SendFailedError)
     from .protocol.heartbeat import ConsumeFromWhere, MessageModel
@@ -47,12 +48,15 @@ __all__ = ["Producer", "PushConsumer", "PullConsumer", "Message", "MessageExt", 
            "AllocateMessageQueueAveragelyByCircle", "AllocateMessageQueueConsistentHash",
            "AllocateMessageQueueByConfig", "AllocateMessageQueueByMachineRoom", "AllocateMachineRoomNearby",
            "FastMQError", "ClientError", "BrokerError", "NoRouteError", "NoNameServerError", "SendFailedError",
-           "MessageValidationError"]
+           "MessageValidationError", "TransactionProducer", "LocalTransactionState", "TransactionListener",
+           "TransactionSendResult"]
 
 # public name -> the module that defines it
 _SOURCES = {
     "__version__": ".version",
     "Producer": ".blocking", "PushConsumer": ".blocking", "PullConsumer": ".blocking",
+    "TransactionProducer": ".blocking", "LocalTransactionState": ".client.transaction_producer",
+    "TransactionListener": ".client.transaction_producer", "TransactionSendResult": ".client.transaction_producer",
     "SendResult": ".client.producer", "SendStatus": ".client.producer", "split_batch": ".client.producer",
     "hash_selector": ".client.queue_selector", "MessageQueueSelector": ".client.queue_selector",
     "ClientConfig": ".client.instance", "SessionCredentials": ".client.acl",

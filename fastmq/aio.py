@@ -41,6 +41,8 @@ if TYPE_CHECKING:
     from .client.producer import Producer, SendResult, SendStatus, split_batch
     from .client.push_consumer import ConsumeStatus, MessageListener, PullConsumer, PushConsumer
     from .client.queue_selector import MessageQueueSelector, hash_selector
+    from .client.transaction_producer import (LocalTransactionState, TransactionListener, TransactionProducer,
+                                              TransactionSendResult)
     from .protocol.heartbeat import ConsumeFromWhere, MessageModel
     from .protocol.message import Message, MessageExt
     from .protocol.message_queue import MessageQueue
@@ -51,7 +53,8 @@ __all__ = ["Producer", "PushConsumer", "PullConsumer", "SendResult", "SendStatus
            "ClientConfig", "SessionCredentials", "MessageModel", "ConsumeFromWhere", "ConsumeStatus",
            "MessageListener", "AllocateStrategy", "AllocateMessageQueueAveragely",
            "AllocateMessageQueueAveragelyByCircle", "AllocateMessageQueueConsistentHash",
-           "AllocateMessageQueueByConfig", "AllocateMessageQueueByMachineRoom", "AllocateMachineRoomNearby"]
+           "AllocateMessageQueueByConfig", "AllocateMessageQueueByMachineRoom", "AllocateMachineRoomNearby",
+           "TransactionProducer", "LocalTransactionState", "TransactionListener", "TransactionSendResult"]
 
 # loaded on first use, as in :mod:`fastmq`: ``from fastmq.aio import Message`` needs no client
 _SOURCES = {
@@ -67,6 +70,8 @@ _SOURCES = {
                      "AllocateMessageQueueByMachineRoom", "AllocateMachineRoomNearby"), ".client.allocate"),
     "Message": ".protocol.message", "MessageExt": ".protocol.message",
     "MessageQueue": ".protocol.message_queue",
+    "TransactionProducer": ".client.transaction_producer", "LocalTransactionState": ".client.transaction_producer",
+    "TransactionListener": ".client.transaction_producer", "TransactionSendResult": ".client.transaction_producer",
 }
 
 

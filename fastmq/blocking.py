@@ -22,6 +22,7 @@ from typing import Any, Callable, Coroutine, Sequence, TypeVar
 from . import _blocking, _driven
 from .client import producer as _producer
 from .client import push_consumer as _consumer
+from .client import transaction_producer as _tx
 from .client.allocate import AllocateStrategy
 from .client.instance import ClientConfig, ClientInstance
 from .client.rebalance import REBALANCE_INTERVAL_S
@@ -29,7 +30,7 @@ from .errors import ClientStateError, RemotingTooMuchRequestError
 from .protocol.message import Message, MessageExt
 from .protocol.message_queue import MessageQueue
 
-__all__ = ["Producer", "PushConsumer", "PullConsumer"]
+__all__ = ["Producer", "PushConsumer", "PullConsumer", "TransactionProducer"]
 
 T = TypeVar("T")
 
@@ -39,6 +40,8 @@ SendStatus = _producer.SendStatus
 hash_selector = _producer.hash_selector
 split_batch = _producer.split_batch
 _GRACE = 5.0  # on top of a call's own timeout: the core enforces the timeout, this only bounds a hang
+# a coroutine execute_local_transaction has no timeout in RocketMQ; the loop's call needs a bound
+_LOCAL_TRANSACTION_BOUND = 86400.0
 
 
 class _Window:
@@ -297,6 +300,82 @@ class Producer:
         put = self._driven.callbacks.put
         self._run(self._core.send_batch_async(msgs, lambda r, e: put(callback, r, e), timeout_ms),
                   self._t(timeout_ms))
+
+
+class TransactionProducer(Producer):
+    """Blocking transactional producer over the asyncio :class:`fastmq.aio.TransactionProducer`
+    (RocketMQ's TransactionMQProducer), with its arguments: ``listener=`` and those of
+    :class:`Producer`. Sends ordinary messages too, as :class:`Producer` does.
+
+    ``execute_local_transaction`` runs in the thread that called
+    :meth:`send_message_in_transaction`, as in the Java client; plain-function checks run on the
+    producer's check thread, coroutine ones (either method may be ``async def``) on its loop.
+    """
+
+    def __init__(self, group: str, *, listener: _tx.TransactionListener | None = None,
+                 check_thread_pool_max_size: int = 1, check_request_hold_max: int = 2000, **kwargs: Any) -> None:
+        """A transactional producer of ``group``.
+
+        Args:
+            group: the producer group; the broker's checks find this producer by it.
+            listener: runs and checks the local transactions (may be set later as ``listener``).
+            check_thread_pool_max_size: threads running plain-function checks (4.9: 1).
+            check_request_hold_max: checks waiting or running at once; more are dropped (4.9: 2000).
+            kwargs: :class:`Producer`'s keyword arguments.
+
+        Raises:
+            MessageValidationError: a blank or invalid group name.
+            ConfigError: a setting that does not convert, or a pool size or hold limit below 1.
+        """
+        self._tx_options: dict[str, Any] = dict(
+            listener=listener, check_thread_pool_max_size=check_thread_pool_max_size,
+            check_request_hold_max=check_request_hold_max)
+        super().__init__(group, **kwargs)
+
+    async def _make(self, group: str, kwargs: dict[str, Any]) -> _tx.TransactionProducer:  # type: ignore[override]
+        # (an instance method, unlike Producer's: the core also takes the options kept above)
+        return _tx.TransactionProducer(group, **self._tx_options, **kwargs)
+
+    @property
+    def _tx_core(self) -> _tx.TransactionProducer:
+        core = self._core
+        assert isinstance(core, _tx.TransactionProducer)
+        return core
+
+    @property
+    def listener(self) -> _tx.TransactionListener | None:
+        """The TransactionListener; may be set before the first transactional send."""
+        return self._tx_core.listener
+
+    @listener.setter
+    def listener(self, value: _tx.TransactionListener | None) -> None:
+        self._tx_core.listener = value
+
+    def send_message_in_transaction(self, msg: Message, arg: Any = None,
+                                    timeout_ms: int | None = None) -> _tx.TransactionSendResult:
+        """Send ``msg``'s half, run the listener's ``execute_local_transaction(msg, arg)`` in
+        this thread, then end the transaction with the state it returned.
+
+        Args:
+            msg: the message (it gets ``TRAN_MSG``, ``PGROUP`` and ``UNIQ_KEY``; loses a delay level).
+            arg: passed to the listener.
+            timeout_ms: for the half's send (default ``send_msg_timeout``).
+
+        Returns:
+            TransactionSendResult (see :meth:`fastmq.aio.TransactionProducer.send_message_in_transaction`).
+
+        Raises:
+            ClientError: no listener. MessageValidationError, NoRouteError, BrokerError,
+                SendFailedError: the half was not sent; nothing was executed.
+        """
+        core = self._tx_core
+        listener, sent = self._run(core.send_half(msg, timeout_ms), self._t(timeout_ms))
+        outcome, error = _tx.decide_local(sent, listener, msg, arg)
+        if isinstance(outcome, _tx.LocalTransactionState):
+            state = outcome
+        else:  # a coroutine listener: awaited on the producer's loop (a local transaction has no timeout)
+            state, error = self._run(_tx.settle_local(outcome, msg), _LOCAL_TRANSACTION_BOUND)
+        return self._run(core.finish_transaction(msg, sent, state, error), self._t(None))
 
 
 class PushConsumer:

@@ -176,6 +176,7 @@ def render() -> str:
     from fastmq.client.instance import ClientConfig
     from fastmq.client.producer import Producer
     from fastmq.client.push_consumer import PullConsumer, PushConsumer, _ConsumerBase
+    from fastmq.client.transaction_producer import TransactionProducer
     from fastmq.common.server_log import LogConfig
     from fastmq.namesrv.config import NamesrvConfig, NamesrvServerConfig
     from fastmq.store.config import MessageStoreConfig
@@ -207,6 +208,9 @@ def render() -> str:
             "Keyword arguments of `Producer(group, ...)`, blocking (`fastmq.Producer`) and asyncio "
             "(`fastmq.aio.Producer`) alike.", ""]
     out += args_table(Producer.__init__)
+    out += ["", "`TransactionProducer(group, ...)` (`fastmq.TransactionProducer`, `fastmq.aio.TransactionProducer`) "
+            "takes those and:", ""]
+    out += args_table(TransactionProducer.__init__)
     out += ["", "## Consumers", "",
             "Keyword arguments of `PushConsumer(group, ...)` and `PullConsumer(group, ...)`, blocking and asyncio:", ""]
     out += args_table(_ConsumerBase.__init__)

@@ -19,9 +19,9 @@ Requests the client makes: GET_ROUTEINFO_BY_TOPIC, SEND_MESSAGE_V2 and SEND_BATC
 (sync, oneway; the asynchronous sends are the same request under the producer's permits),
 PULL_MESSAGE, QUERY_CONSUMER_OFFSET, UPDATE_CONSUMER_OFFSET (oneway), HEART_BEAT,
 UNREGISTER_CLIENT, GET_CONSUMER_LIST_BY_GROUP, CONSUMER_SEND_MSG_BACK, LOCK_BATCH_MQ,
-UNLOCK_BATCH_MQ, GET_MAX_OFFSET, GET_MIN_OFFSET and SEARCH_OFFSET_BY_TIMESTAMP. fastmq's client
-has no transactional producer and reads no KV config, so END_TRANSACTION and the KV requests are
-not made.
+UNLOCK_BATCH_MQ, GET_MAX_OFFSET, GET_MIN_OFFSET, SEARCH_OFFSET_BY_TIMESTAMP and END_TRANSACTION
+(oneway, the transactional producer's). fastmq's client reads no KV config, so the KV requests
+are not made.
 """
 from __future__ import annotations
 
@@ -36,7 +36,8 @@ from ..errors import BrokerError
 from ..protocol.bodies import TopicRouteData
 from ..protocol.codes import LanguageCode, RequestCode, ResponseCode
 from ..protocol.command import VERSION, RemotingCommand, create_request, ext_int, ext_str, next_opaque
-from ..protocol.headers import (ConsumerSendMsgBackRequestHeader, GetConsumerListByGroupRequestHeader,
+from ..protocol.headers import (ConsumerSendMsgBackRequestHeader, EndTransactionRequestHeader,
+                                GetConsumerListByGroupRequestHeader,
                                 GetMaxOffsetRequestHeader, GetMinOffsetRequestHeader, GetRouteInfoRequestHeader,
                                 QueryConsumerOffsetRequestHeader, SearchOffsetRequestHeader,
                                 SendMessageResponseHeader, UnregisterClientRequestHeader,
@@ -98,6 +99,10 @@ def send_request(msg: Message, mq: MessageQueue, group: str, default_topic_queue
     if not batch and len(body) > compress_over:
         body = zlib.compress(body, 5)
         sys_flag |= MessageSysFlag.COMPRESSED
+    # a transaction's half (sendKernelImpl: TRAN_MSG parsed as Java's Boolean.parseBoolean)
+    tran = msg.properties.get(MessageConst.TRANSACTION_PREPARED)
+    if tran is not None and tran.lower() == "true":
+        sys_flag |= MessageSysFlag.TRANSACTION_PREPARED_TYPE
     # SendMessageRequestHeader(...).to_v2_fields() written out: the same letters, order and
     # strings (tests/test_producer_fast.py holds them equal), without a dataclass and a
     # field-spec walk per message.
@@ -217,6 +222,29 @@ class ClientAPI:
 
     async def send_message_oneway(self, addr: str, request: RemotingCommand, timeout: float | None = None) -> None:
         """A send with no answer asked for (the oneway flag)."""
+        await self._invoke_oneway(addr, request, timeout)
+
+    async def end_transaction_oneway(self, addr: str, header: EndTransactionRequestHeader, remark: str | None = None,
+                                     timeout: float | None = None, *, conn: Connection | None = None) -> None:
+        """END_TRANSACTION, oneway (endTransactionOneway): the state of a transaction's half.
+
+        Args:
+            addr: the broker that stored the half (the hooks see it).
+            header: the half's offsets, group and ``commitOrRollback``.
+            remark: why the state is UNKNOW, when the listener raised.
+            timeout: seconds to wait for a connection or a oneway permit.
+            conn: answer on this connection (the one a check came on) while it is open,
+                rather than on the client's connection to ``addr``.
+
+        Raises:
+            RemotingError: not written (no connection, no permit in time).
+        """
+        request = create_request(RequestCode.END_TRANSACTION, header.to_fields())
+        request.remark = remark
+        if conn is not None and not conn.closed:
+            self._before(addr, request)
+            conn.send_oneway(request)
+            return
         await self._invoke_oneway(addr, request, timeout)
 
     # ------------------------------------------------------------ consumer

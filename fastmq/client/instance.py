@@ -28,7 +28,7 @@ from ..protocol.command import VERSION_NAME, RemotingCommand, response_for
 from ..protocol.consumer_running_info import PROP_CLIENT_VERSION, PROP_CONSUME_TYPE, PROP_NAMESERVER_ADDR
 from ..protocol.headers import ConsumeMessageDirectlyResultRequestHeader, GetConsumerRunningInfoRequestHeader
 from ..protocol.heartbeat import ConsumerData, HeartbeatData, ProducerData
-from ..protocol.message import MessageFormatError, decode_record
+from ..protocol.message import MessageConst, MessageFormatError, decode_record
 from ..protocol.message_queue import MessageQueue
 from ..remoting import Connection, RemotingClient, RequestProcessor
 from ..remoting.address import local_address
@@ -200,7 +200,26 @@ class _ServerRequests(RequestProcessor):
         result = await consumer.consume_message_directly(msg, h.brokerName)
         return response_for(request, ResponseCode.SUCCESS, body=result.to_json())
 
+    def check_transaction_state(self, conn: Connection, request: RemotingCommand) -> None:
+        """CHECK_TRANSACTION_STATE (oneway): the body is the half as a stored record; the producer
+        of its PGROUP property checks it (ClientRemotingProcessor.checkTransactionState). A body
+        without the group, or a group with no transactional producer here, is logged and dropped."""
+        try:
+            msg = decode_record(request.body or b"", verify_crc=False)
+        except MessageFormatError as exc:
+            log.warning("check transaction state from %s: the message cannot be read: %s", conn.remote_addr, exc)
+            return
+        group = msg.properties.get(MessageConst.PRODUCER_GROUP)
+        check = getattr(self.instance.producers.get(group or ""), "check_transaction_state", None)
+        if check is None:
+            log.warning("checkTransactionState, pick producer by group[%s] failed", group)
+            return
+        check(conn, request, msg)
+
     def process_request(self, conn: Connection, request: RemotingCommand) -> Any:
+        if request.code == RequestCode.CHECK_TRANSACTION_STATE:
+            self.check_transaction_state(conn, request)
+            return None
         if request.code == RequestCode.GET_CONSUMER_RUNNING_INFO:
             return self.running_info(request)
         if request.code == RequestCode.CONSUME_MESSAGE_DIRECTLY:
