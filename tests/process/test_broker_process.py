@@ -357,6 +357,9 @@ async def test_send_bad_input(fastmq_cluster: EmbeddedCluster, client, topic, bo
     r = await client.invoke(broker.addr, send_request(topic, body, {"TAGS": "t"}, **extra), 5)
     assert r.code == code, r.remark
     assert remark in (r.remark or "")
+    # 4.9.8's send processor puts its region and trace switch on every answer, refusals too
+    assert {k: (r.ext_fields or {}).get(k) for k in ("MSG_REGION", "TRACE_ON")} == {
+        "MSG_REGION": "DefaultRegion", "TRACE_ON": "true"}
     # the broker keeps serving on the same connection
     ok = await client.invoke(broker.addr, send_request("ProcTopicA", b"after", {}), 5)
     assert ok.code == ResponseCode.SUCCESS

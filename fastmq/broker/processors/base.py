@@ -163,5 +163,13 @@ class BrokerCodeDispatchProcessor(_CodeDispatch):
     def process_request(self, conn: Connection, request: RemotingCommand) -> Any:
         refused = refuse_bad_names(conn, request)
         if refused is not None:
+            extra = self.answer_fields(request)
+            if extra:
+                refused.ext_fields = {**(refused.ext_fields or {}), **extra}
             return refused
         return super().process_request(conn, request)
+
+    def answer_fields(self, request: RemotingCommand) -> dict[str, str] | None:
+        """Header fields every answer of this processor to ``request`` carries, refusals of a
+        bad name included (4.9's send processor adds its region before it checks anything)."""
+        return None

@@ -518,6 +518,9 @@ class SendMessageProcessor(BrokerCodeDispatchProcessor):
             msg.queue_id = random.randrange(_DLQ_NUMS_PER_GROUP)
             msg.properties.pop(MessageConst.DELAY_TIME_LEVEL, None)
 
+    def answer_fields(self, request: RemotingCommand) -> dict[str, str] | None:
+        return self._region_fields() if request.code in _FAST_CODES else None
+
     def _region_fields(self) -> dict[str, str]:
         cfg = self.broker.config
         return {MessageConst.MSG_REGION: cfg.regionId, MessageConst.TRACE_SWITCH: "true" if cfg.traceOn else "false"}
