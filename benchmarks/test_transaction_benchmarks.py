@@ -32,7 +32,7 @@ from fastmq.protocol.codes import RequestCode, ResponseCode
 from fastmq.protocol.command import create_request
 from fastmq.protocol.headers import GetMaxOffsetRequestHeader
 from tests.process.txprobe import COMMIT, TxProbe
-from tests.support import broker_process, namesrv_process
+from fastmq.testing import broker_process, namesrv_process
 
 N = 2000
 ROUNDS = 3
