@@ -25,6 +25,7 @@ from .process_queue import ProcessQueue, _now_ms
 if TYPE_CHECKING:
     from .consume_pool import ConsumePool
     from .instance import ClientInstance
+    from .offset_store import OffsetStore
 
 __all__ = ["ConsumeStatus", "ConsumeService", "ConsumeConcurrentlyService", "ConsumeOrderlyService"]
 
@@ -259,6 +260,7 @@ class ConsumeOrderlyService(ConsumeService):
     """One queue, one batch at a time, under the broker's lock on it (ConsumeMessageOrderlyService)."""
 
     process_queues: dict[MessageQueue, ProcessQueue]
+    offset_store: OffsetStore
     _lock: Callable[..., Coroutine[Any, Any, set[MessageQueue]]]
 
     async def _consume_orderly(self, pq: ProcessQueue) -> None:
@@ -287,6 +289,7 @@ class ConsumeOrderlyService(ConsumeService):
                     for batch, (status, rt_ms) in zip(batches, outcomes):
                         self._count(pq, len(batch), status, rt_ms)
             if pq.dropped:
+                self._commit_handed_over(pq, batches, outcomes)
                 return
             consumed: list[MessageExt] = []
             for batch, (status, _) in zip(batches, outcomes):
@@ -309,6 +312,23 @@ class ConsumeOrderlyService(ConsumeService):
                 break
             if consumed:
                 self._commit(pq, consumed)
+
+    def _commit_handed_over(self, pq: ProcessQueue, batches: list[list[MessageExt]],
+                            outcomes: list[tuple[str, int]]) -> None:
+        """The queue was dropped (a rebalance is handing it to another member) while its batches
+        ran: commit those that succeeded, up to the first failure. The dropping rebalance waits
+        for this task, then persists the offset and unlocks the queue, so the next owner starts
+        after them and re-delivers at most the batch in flight, not the whole hand-off."""
+        done: list[MessageExt] = []
+        for batch, (status, _) in zip(batches, outcomes):
+            if status != ConsumeStatus.CONSUME_SUCCESS:
+                break
+            done += batch
+        if done:
+            pq.last_consume_timestamp = _now_ms()
+            off = pq.remove(done)
+            if off >= 0:  # (_commit leaves a dropped queue's offset alone)
+                self.offset_store.update(pq.mq, off, increase_only=True)
 
     async def _relock_loop(self) -> None:
         """Orderly: renew our queue locks every 20 s (the broker lets an unrenewed lock lapse at 60 s)."""
