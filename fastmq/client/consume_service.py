@@ -21,10 +21,12 @@ from ..protocol.message import MessageConst, MessageExt
 from ..protocol.message_queue import MessageQueue
 from ..remoting.loop import Resume
 from .process_queue import ProcessQueue, _now_ms
+from .pull_service import inflated
 
 if TYPE_CHECKING:
     from .consume_pool import ConsumePool
     from .instance import ClientInstance
+    from .offset_store import OffsetStore
 
 __all__ = ["ConsumeStatus", "ConsumeService", "ConsumeConcurrentlyService", "ConsumeOrderlyService"]
 
@@ -84,19 +86,23 @@ class ConsumeService:
     _slots: asyncio.Semaphore
     _commit: Callable[[ProcessQueue, Sequence[MessageExt]], None]
 
-    def _listen(self, batches: list[list[MessageExt]], orderly: ProcessQueue | None = None) -> list[tuple[str, int]]:
+    def _listen(self, batches: list[list[MessageExt]], orderly: ProcessQueue | None = None,
+                inflate: bool = False) -> list[tuple[str, int]]:
         """On a consume thread: a plain listener's status and milliseconds for each batch. For
         an ``orderly`` queue, only up to the first failure, and not once the queue is dropped or
-        its lock lost (read across threads: at worst one batch more)."""
+        its lock lost (read across threads: at worst one batch more). ``inflate``: the batches
+        may hold compressed bodies, inflated here one batch at a time (``inflated``), so that
+        what is inflated at once is bounded by the threads and the batch size."""
         out: list[tuple[str, int]] = []
         listener = self._listener
+        inflate = inflate or (orderly is not None and orderly.has_compressed)
         for batch in batches:
             if orderly is not None and (orderly.dropped or not orderly.locked or
                                         (out and out[-1][0] != ConsumeStatus.CONSUME_SUCCESS)):
                 break
             t0 = time.monotonic()
             try:
-                status = _status(listener(batch))  # type: ignore[misc]
+                status = _status(listener(inflated(batch) if inflate else batch))  # type: ignore[misc]
             except Exception:
                 log.exception("consumeMessage exception, group %s", self.group)
                 status = ConsumeStatus.RECONSUME_LATER
@@ -112,7 +118,8 @@ class ConsumeService:
         ``started``), counted in the queue's consumer stats."""
         assert self._listener is not None
         if not self._listener_is_async and running is None:
-            outcomes: list[tuple[str, int]] = await self._workers.run(self._listen, [batch])
+            outcomes: list[tuple[str, int]] = await self._workers.run(self._listen, [batch], None,
+                                                                      pq.has_compressed)
             (status, rt_ms), = outcomes
             self._count(pq, len(batch), status, rt_ms)
             return status
@@ -121,7 +128,7 @@ class ConsumeService:
             if running is not None:
                 status = _status(await running)
             else:
-                status = _status(await self._listener(batch))
+                status = _status(await self._listener(inflated(batch) if pq.has_compressed else batch))
         except Exception:
             log.exception("consumeMessage exception, group %s", self.group)
             status = ConsumeStatus.RECONSUME_LATER
@@ -167,11 +174,12 @@ class ConsumeConcurrentlyService(ConsumeService):
             # gets a hand-off per batch, so that the threads share the answer as RocketMQ's
             # consumeExecutor would. What waits for the threads is bounded by the process queue's
             # thresholds, which pause this queue's pulls.
+            z = pq.has_compressed
             if self._listen_us * len(batches) < QUICK_HANDOFF_US:
-                self._workers.submit(self._listen, (batches,), functools.partial(self._listened, pq, batches))
+                self._workers.submit(self._listen, (batches, None, z), functools.partial(self._listened, pq, batches))
             else:
                 for b in batches:
-                    self._workers.submit(self._listen, ([b],), functools.partial(self._listened, pq, [b]))
+                    self._workers.submit(self._listen, ([b], None, z), functools.partial(self._listened, pq, [b]))
             return
         for i in range(0, len(msgs), n):
             batch = msgs[i:i + n] if i or n < len(msgs) else msgs
@@ -209,7 +217,7 @@ class ConsumeConcurrentlyService(ConsumeService):
         ctx = contextvars.copy_context()
         t0 = time.monotonic()
         try:
-            coro = self._listener(batch)  # type: ignore[misc]
+            coro = self._listener(inflated(batch) if pq.has_compressed else batch)  # type: ignore[misc]
             waiting = ctx.run(coro.send, None)
         except StopIteration as stop:
             status = _status(stop.value)
@@ -259,6 +267,7 @@ class ConsumeOrderlyService(ConsumeService):
     """One queue, one batch at a time, under the broker's lock on it (ConsumeMessageOrderlyService)."""
 
     process_queues: dict[MessageQueue, ProcessQueue]
+    offset_store: OffsetStore
     _lock: Callable[..., Coroutine[Any, Any, set[MessageQueue]]]
 
     async def _consume_orderly(self, pq: ProcessQueue) -> None:
@@ -287,6 +296,7 @@ class ConsumeOrderlyService(ConsumeService):
                     for batch, (status, rt_ms) in zip(batches, outcomes):
                         self._count(pq, len(batch), status, rt_ms)
             if pq.dropped:
+                self._commit_handed_over(pq, batches, outcomes)
                 return
             consumed: list[MessageExt] = []
             for batch, (status, _) in zip(batches, outcomes):
@@ -309,6 +319,23 @@ class ConsumeOrderlyService(ConsumeService):
                 break
             if consumed:
                 self._commit(pq, consumed)
+
+    def _commit_handed_over(self, pq: ProcessQueue, batches: list[list[MessageExt]],
+                            outcomes: list[tuple[str, int]]) -> None:
+        """The queue was dropped (a rebalance is handing it to another member) while its batches
+        ran: commit those that succeeded, up to the first failure. The dropping rebalance waits
+        for this task, then persists the offset and unlocks the queue, so the next owner starts
+        after them and re-delivers at most the batch in flight, not the whole hand-off."""
+        done: list[MessageExt] = []
+        for batch, (status, _) in zip(batches, outcomes):
+            if status != ConsumeStatus.CONSUME_SUCCESS:
+                break
+            done += batch
+        if done:
+            pq.last_consume_timestamp = _now_ms()
+            off = pq.remove(done)
+            if off >= 0:  # (_commit leaves a dropped queue's offset alone)
+                self.offset_store.update(pq.mq, off, increase_only=True)
 
     async def _relock_loop(self) -> None:
         """Orderly: renew our queue locks every 20 s (the broker lets an unrenewed lock lapse at 60 s)."""

@@ -43,6 +43,7 @@ class ProcessQueue:
     consuming: asyncio.Task[None] | None = None  # orderly: the one task consuming this queue
     pulling_from: str | None = None            # the broker address of the last pull (master or slave)
     ordered: bool = True                       # msgs' insertion order is offset order
+    has_compressed: bool = False               # a pull answer held a compressed body (see pull_service.inflated)
     counters: QueueCounters = field(default_factory=QueueCounters)  # consumer stats since the last fold
     # epoch ms, for GET_CONSUMER_RUNNING_INFO; from the queue's creation, as in RocketMQ (an admin
     # tool calls a queue with cached messages and no consumption for 60 s blocked)

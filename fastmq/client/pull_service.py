@@ -3,12 +3,13 @@ of DefaultMQPushConsumerImpl and PullAPIWrapper).
 
 One loop per process queue: 32 messages a pull, held by the broker up to 15 s; paused while the
 queue holds more than ``pull_threshold_for_queue`` unconsumed messages; tags filtered again here
-(the broker filters by hash code only); a retried message's topic restored and a compressed body
-inflated before the listener sees it.
+(the broker filters by hash code only); a retried message's topic restored. A compressed body is
+inflated on its way to the listener (``inflated``), not here.
 """
 from __future__ import annotations
 
 import asyncio
+import copy
 import logging
 import time
 import zlib
@@ -30,7 +31,7 @@ if TYPE_CHECKING:
     from .instance import ClientInstance
     from .offset_store import OffsetStore
 
-__all__ = ["PullService", "MAX_INFLATED_BODY", "inflate_body"]
+__all__ = ["PullService", "MAX_INFLATED_BODY", "inflate_body", "inflated"]
 
 log = logging.getLogger("fastmq.client")
 
@@ -101,17 +102,46 @@ def _unwrap(m: MessageExt, group: str) -> MessageExt:
     return m
 
 
-def _unwrap_all(msgs: list[MessageExt], group: str, retry: bool) -> None:
-    """``_unwrap`` of a pull answer's messages, in place; ``retry``: they come from the group's
-    retry topic. Only a retry topic's messages carry RETRY_TOPIC to restore, and compressed ones
-    are rare, so a plain answer costs one flag test per message."""
+def _unwrap_all(msgs: list[MessageExt], group: str, retry: bool) -> bool:
+    """A pull answer's messages as the process queue keeps them: a retried message's topic
+    restored, in place (``retry``: they come from the group's retry topic, the only ones that
+    carry RETRY_TOPIC to restore); True when one is compressed.
+
+    Bodies stay compressed here: the queue's budget (``pull_threshold_size_for_queue``) counts
+    the bytes it holds, and a compressed body is inflated only when it is handed to a listener or
+    returned by ``poll`` (:func:`inflated`). Inflating a whole answer here took a consumer to
+    gigabytes: the broker caps an answer by its wire bytes, and 32 bodies of a few KiB can
+    inflate to 16 MiB each. A plain answer costs one flag test per message, as before."""
     if retry:
         for m in msgs:
-            _unwrap(m, group)
-        return
+            real = m.properties.get(MessageConst.RETRY_TOPIC)
+            if real and m.topic == retry_topic(group):
+                m.topic = real
     for m in msgs:
         if m.sys_flag & _COMPRESSED:
-            _unwrap(m, group)
+            return True
+    return False
+
+
+def inflated(batch: list[MessageExt]) -> list[MessageExt]:
+    """``batch`` as a listener sees it: each compressed message replaced by a copy with its body
+    inflated (``_unwrap``), the others as they are. The process queue keeps the messages as they
+    came, so what it counts against its budget, and takes off at commit, does not change."""
+    if not any(m.sys_flag & _COMPRESSED for m in batch):
+        return batch
+    return [_inflate_copy(m) if m.sys_flag & _COMPRESSED else m for m in batch]
+
+
+def _inflate_copy(m: MessageExt) -> MessageExt:
+    c = copy.copy(m)
+    if c.sys_flag & MessageSysFlag.COMPRESSED:
+        try:
+            c.body = inflate_body(c.body)
+        except zlib.error:
+            log.warning("message %s says compressed but does not inflate; delivered as is", m.msg_id)
+        except ValueError as exc:
+            log.warning("message %s %s; delivered as is (compressed)", m.msg_id, exc)
+    return c
 
 
 _COMPRESSED = int(MessageSysFlag.COMPRESSED)
@@ -177,7 +207,8 @@ class PullService:
                 next_offset = ext_int(resp, _R_NEXT_BEGIN, pq.next_offset)
                 if resp.code == ResponseCode.SUCCESS:
                     msgs = decode_pull_body(resp.body or b"")
-                    _unwrap_all(msgs, self.group, from_retry)
+                    if _unwrap_all(msgs, self.group, from_retry):
+                        pq.has_compressed = True  # its batches are inflated on their way to the listener
                     if wanted is not None:
                         msgs = [m for m in msgs if m.tags in wanted]
                     c = pq.counters

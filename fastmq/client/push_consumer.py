@@ -38,7 +38,7 @@ from .consume_service import QUICK_HANDOFF_US, ConsumeConcurrentlyService, Consu
 from .instance import ClientConfig, ClientInstance
 from .offset_store import LocalFileOffsetStore, OffsetStore, RemoteBrokerOffsetStore
 from .process_queue import ProcessQueue, _now_ms
-from .pull_service import MAX_INFLATED_BODY, PullService, _unwrap, inflate_body
+from .pull_service import MAX_INFLATED_BODY, PullService, _unwrap, inflate_body, inflated
 from .rebalance import MISSING_ROUTE_FIRST_RETRY_S, REBALANCE_INTERVAL_S, Rebalance
 
 __all__ = ["ConsumeStatus", "MessageListener", "PushConsumer", "PullConsumer", "ProcessQueue", "MAX_INFLATED_BODY",
@@ -386,25 +386,48 @@ class PullConsumer(_ConsumerBase):
         self.auto_commit = auto_commit
         self._ready: asyncio.Queue[tuple[ProcessQueue, list[MessageExt]]] = asyncio.Queue()
         self._polled: list[tuple[ProcessQueue, list[MessageExt]]] = []
+        #: the rest of a pull answer a poll left for the next one (see poll: inflated bytes)
+        self._carry: tuple[ProcessQueue, list[MessageExt]] | None = None
 
     async def _deliver(self, pq: ProcessQueue, msgs: list[MessageExt]) -> None:
         await self._ready.put((pq, msgs))
 
     async def poll(self, timeout_s: float = 5.0) -> list[MessageExt]:
-        """The next batch of messages (empty after ``timeout_s`` with nothing new)."""
+        """The next batch of messages (empty after ``timeout_s`` with nothing new).
+
+        A batch is what one pull brought, up to ``pull_batch_size`` messages; compressed bodies
+        are inflated here, and a batch stops once its inflated bodies pass
+        ``pull_threshold_size_for_queue`` bytes (the rest comes with the next poll), so one poll
+        never holds more than that plus one body (16 MiB at most)."""
         if not self._running:
             raise ClientStateError("The consumer service state not OK: call start() first")
         if self.auto_commit:
             self.commit()
-        try:
-            async with asyncio.timeout(timeout_s):
-                pq, msgs = await self._ready.get()
-        except TimeoutError:
-            return []
+        if self._carry is not None:
+            (pq, msgs), self._carry = self._carry, None
+        else:
+            try:
+                async with asyncio.timeout(timeout_s):
+                    pq, msgs = await self._ready.get()
+            except TimeoutError:
+                return []
         if pq.dropped:
             return []
-        self._polled.append((pq, msgs))
-        return msgs
+        if not pq.has_compressed:
+            self._polled.append((pq, msgs))
+            return msgs
+        out: list[MessageExt] = []
+        size = 0
+        for i, m in enumerate(msgs):
+            if size >= self.pull_threshold_size_for_queue:
+                self._carry = (pq, msgs[i:])
+                msgs = msgs[:i]
+                break
+            (m,) = inflated([m])
+            out.append(m)
+            size += len(m.body)
+        self._polled.append((pq, msgs))  # (the messages as the queue holds them: commit takes those off)
+        return out
 
     def commit(self) -> None:
         """Mark everything polled so far as consumed (persisted with the next offset flush)."""
@@ -457,6 +480,8 @@ class PullConsumer(_ConsumerBase):
         pq = self.process_queues.get(mq)
         if pq is None:
             raise MessageValidationError(f"{mq} is not assigned to this consumer")
+        if self._carry is not None and self._carry[0] is pq:
+            self._carry = None  # (messages from before the seek)
         pq.msgs.clear()
         pq.ordered = True
         pq.size_bytes = 0

@@ -194,15 +194,18 @@ class Rebalance:
             pq.task.cancel()
             await asyncio.gather(pq.task, return_exceptions=True)
         if pq.consuming is not None:
-            await asyncio.gather(pq.consuming, return_exceptions=True)  # an orderly batch runs to its end
-        if pq.locked and self.message_model == "CLUSTERING":
-            await self._lock([pq.mq], unlock=True)
+            # an orderly hand-off runs to the end of its batch in flight and commits what succeeded
+            await asyncio.gather(pq.consuming, return_exceptions=True)
+        # persisted before the unlock, as RebalancePushImpl.removeUnnecessaryMessageQueue: the
+        # next owner can lock the queue at once and must find the offset we reached
         if isinstance(self.offset_store, RemoteBrokerOffsetStore):
             try:
                 await self.offset_store.persist(pq.mq)
             except FastMQError as exc:
                 log.warning("persist offset of %s failed: %s", pq.mq, exc)
         self.offset_store.remove(pq.mq)
+        if pq.locked and self.message_model == "CLUSTERING":
+            await self._lock([pq.mq], unlock=True)
 
     def _offset_addr(self, mq: MessageQueue) -> str:
         addr = self.instance.any_broker_addr(mq.broker_name)

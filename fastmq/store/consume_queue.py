@@ -93,26 +93,33 @@ class ConsumeQueue:
         """How many entries at the start of ``mf`` are valid, read a chunk at a time so a file
         whose data ends early is not read (and made resident) to its end.
 
+        Only the file's data extents are read (SEEK_DATA/SEEK_HOLE): a hole holds no entry, and
+        reading one through the mapping allocates it on tmpfs (a full tmpfs: SIGBUS). Entries
+        are written whole and in order, so the valid ones end at the latest where the data
+        extent they are in ends.
+
         ``leading_gap``: ``mf`` is the queue's first file, which may start with zero entries
         below the queue's first offset (a slave that began at the master's last commit-log
         file, a queue whose first file was created for an offset past its start): they are
         passed over, not taken for the queue's end."""
-        total = mf.file_size // _UNIT
-        done = 0
+        # the entries lying wholly inside each extent (an extent is block-aligned, an entry not)
+        spans = [(a, b) for a, b in ((-(-lo // _UNIT), hi // _UNIT) for lo, hi in mf.data_extents()) if a < b]
+        if not spans:
+            return 0
         if leading_gap:
-            while done < total:
-                count = min(_RECOVER_CHUNK, total - done)
-                arr = np.frombuffer(mf.buffer, dtype=CQ_DTYPE, count=count, offset=done * _UNIT)
-                used = (arr["offset"] != 0) | (arr["size"] != 0)
-                first = int(np.argmax(used)) if used.any() else count
-                del arr, used
-                done += first
-                if first < count:
+            for a, b in spans:
+                done = self._first_used(mf, a, b)
+                if done < b:
+                    limit = b
                     break
-            if done == total:  # nothing but zeros: an empty queue
+            else:  # nothing but zeros: an empty queue
                 return 0
-        while done < total:
-            count = min(_RECOVER_CHUNK, total - done)
+        elif spans[0][0] == 0:
+            done, limit = 0, spans[0][1]
+        else:  # its first entry lies in a hole: never written
+            return 0
+        while done < limit:
+            count = min(_RECOVER_CHUNK, limit - done)
             arr = np.frombuffer(mf.buffer, dtype=CQ_DTYPE, count=count, offset=done * _UNIT)
             valid = (arr["offset"] >= 0) & (arr["size"] > 0)
             n = count if valid.all() else int(np.argmin(valid))
@@ -122,6 +129,21 @@ class ConsumeQueue:
             del arr, valid
             done += n
             if n < count:
+                break
+        return done
+
+    @staticmethod
+    def _first_used(mf: MappedFile, start: int, limit: int) -> int:
+        """The first entry in ``[start, limit)`` of ``mf`` that is not all zeros; ``limit`` when none is."""
+        done = start
+        while done < limit:
+            count = min(_RECOVER_CHUNK, limit - done)
+            arr = np.frombuffer(mf.buffer, dtype=CQ_DTYPE, count=count, offset=done * _UNIT)
+            used = (arr["offset"] != 0) | (arr["size"] != 0)
+            first = int(np.argmax(used)) if used.any() else count
+            del arr, used
+            done += first
+            if first < count:
                 break
         return done
 

@@ -30,8 +30,8 @@ from typing import Iterator
 
 from . import DiskFullError, StoreCorruptError, StoreError
 
-__all__ = ["MappedFile", "MappedFileQueue", "OS_PAGE_SIZE", "offset_to_file_name", "reserve_range",
-           "reserve_space"]
+__all__ = ["MappedFile", "MappedFileQueue", "OS_PAGE_SIZE", "data_extents", "offset_to_file_name", "punch_hole",
+           "reserve_range", "reserve_space"]
 
 log = logging.getLogger("fastmq.store")
 
@@ -84,7 +84,42 @@ _libc.mmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_
 _libc.munmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t)
 _libc.madvise.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
 _libc.msync.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
+_libc.fallocate.argtypes = (ctypes.c_int, ctypes.c_int, ctypes.c_long, ctypes.c_long)
 _MAP_FAILED = ctypes.c_void_p(-1).value
+_FALLOC_PUNCH_HOLE = 0x01 | 0x02  # FALLOC_FL_KEEP_SIZE | FALLOC_FL_PUNCH_HOLE (Linux)
+
+
+def data_extents(fd: int, start: int, end: int) -> list[tuple[int, int]]:
+    """The ranges of ``[start, end)`` of a file that hold data, by ``SEEK_DATA``/``SEEK_HOLE``;
+    the whole range where the file system cannot tell.
+
+    Recovery reads only these: on tmpfs, reading a hole through a mapping allocates a page (a
+    sparse consume-queue file read to its end became whole, and on a full tmpfs the read faulted
+    with SIGBUS). Extents are block-aligned, so they may start or end mid-entry.
+    """
+    out: list[tuple[int, int]] = []
+    pos = start
+    while pos < end:  # each round moves past one extent: bounded by the file's blocks
+        try:
+            lo = os.lseek(fd, pos, os.SEEK_DATA)
+        except OSError as exc:
+            if exc.errno == errno.ENXIO:  # no data at or after pos
+                break
+            return [(start, end)]  # not supported here: everything may be data
+        if lo >= end:
+            break
+        hi = min(end, os.lseek(fd, lo, os.SEEK_HOLE))
+        out.append((lo, hi))
+        pos = hi
+    return out
+
+
+def punch_hole(fd: int, offset: int, length: int) -> bool:
+    """Give the blocks of ``[offset, offset + length)`` back to the file system (they read as
+    zeros after); False where the file system cannot (the caller zeroes instead)."""
+    if length <= 0:
+        return True
+    return bool(_libc.fallocate(fd, _FALLOC_PUNCH_HOLE, offset, length) == 0)
 _MS_SYNC = 4  # Linux
 
 
@@ -474,24 +509,48 @@ class MappedFile:
         self.append_mark = min(self._warm_mark, self._half_mark)
 
     # -- recovery ------------------------------------------------------------------------
+    def data_extents(self, start: int = 0, end: int | None = None) -> list[tuple[int, int]]:
+        """:func:`data_extents` of this file (``end``: the file's size)."""
+        end = self.file_size if end is None else end
+        if self._fd >= 0:
+            return data_extents(self._fd, start, end)
+        fd = os.open(self.path, os.O_RDONLY)  # an fd-less mapping: its descriptor, for a moment
+        try:
+            return data_extents(fd, start, end)
+        finally:
+            os.close(fd)
+
     def truncate_to(self, pos: int) -> None:
         """Make ``pos`` the end of the file's content and zero whatever was written after it.
 
         Zeroing matters: a torn tail may hold complete older records right after the cut; a
         later append of exactly the cut length would otherwise make them look valid again to
-        the next recovery. Only non-zero chunks are written, so the sparse unwritten part of a
-        big file is read but not dirtied.
+        the next recovery. Only the extents that hold data are read (holes read as zeros, and
+        reading one through the mapping would allocate it on tmpfs), and only non-zero chunks
+        written. A sparse file (``reserve_step``) gives the whole pages after ``pos`` back to
+        the file system instead: a tail an older version made whole on tmpfs is freed.
         """
         pos = max(0, min(pos, self.file_size))
-        i = pos
         zeroed = False
-        while i < self.file_size:
-            end = min(self.file_size, (i // _ZERO_CHUNK + 1) * _ZERO_CHUNK)
-            chunk = self._mv[i:end].tobytes()
-            if chunk.count(0) != len(chunk):
-                self._mv[i:end] = bytes(end - i)
-                zeroed = True
-            i = end
+        if self.reserve_step > 0:
+            page = -(-pos // OS_PAGE_SIZE) * OS_PAGE_SIZE
+            if page < self.file_size and self.data_extents(page):
+                fd = self._fd if self._fd >= 0 else os.open(self.path, os.O_RDWR)
+                try:
+                    if punch_hole(fd, page, self.file_size - page):
+                        self.reserved_to = min(self.reserved_to, page)
+                finally:
+                    if fd != self._fd:
+                        os.close(fd)
+        for lo, hi in self.data_extents(pos):
+            i = max(lo, pos)
+            while i < hi:
+                end = min(hi, (i // _ZERO_CHUNK + 1) * _ZERO_CHUNK)
+                chunk = self._mv[i:end].tobytes()
+                if chunk.count(0) != len(chunk):
+                    self._mv[i:end] = bytes(end - i)
+                    zeroed = True
+                i = end
         self.wrote_position = pos
         self.flushed_position = pos
         if zeroed:  # (a sync per file would cost a restart on thousands of queues many seconds)

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from fastmq.client.instance import ClientConfig, ClientInstance
 from fastmq.client.offset_store import LocalFileOffsetStore
 from fastmq.client.process_queue import ProcessQueue
-from fastmq.client.pull_service import _unwrap, _unwrap_all
+from fastmq.client.pull_service import _unwrap, _unwrap_all, inflated
 from fastmq.client.push_consumer import ConsumeStatus, PushConsumer
 from fastmq.remoting.loop import Resume
 from fastmq.protocol.message import MessageExt, MessageSysFlag
@@ -93,11 +93,25 @@ def test_process_queue_matches_a_sorted_model(ops) -> None:
 def test_unwrap_all_touches_only_what_needs_it() -> None:
     plain = MessageExt("T", b"x", properties={"RETRY_TOPIC": "Other"})
     packed = MessageExt("T", zlib.compress(b"hi"), sys_flag=MessageSysFlag.COMPRESSED)
-    _unwrap_all([plain, packed], "G", retry=False)
-    assert (plain.topic, packed.body) == ("T", b"hi")
+    assert _unwrap_all([plain], "G", retry=False) is False
+    # a compressed body stays as it came (the queue's budget counts it so); it is only reported
+    assert _unwrap_all([plain, packed], "G", retry=False) is True
+    assert (plain.topic, packed.body) == ("T", zlib.compress(b"hi"))
     retried = MessageExt("%RETRY%G", b"x", properties={"RETRY_TOPIC": "T"})
-    _unwrap_all([retried], "G", retry=True)
+    assert _unwrap_all([retried], "G", retry=True) is False
     assert retried.topic == "T"
+
+
+def test_inflated_copies_only_the_compressed() -> None:
+    plain = MessageExt("T", b"x")
+    packed = MessageExt("T", zlib.compress(b"hi" * 100), sys_flag=MessageSysFlag.COMPRESSED)
+    batch = [plain]
+    assert inflated(batch) is batch  # nothing to inflate: the same list
+    out = inflated([plain, packed])
+    assert out[0] is plain and out[1] is not packed and out[1].body == b"hi" * 100
+    assert packed.body == zlib.compress(b"hi" * 100)  # the queue's message keeps what it counted
+    bad = MessageExt("T", b"not zlib", sys_flag=MessageSysFlag.COMPRESSED)
+    assert inflated([bad])[0].body == b"not zlib"  # delivered as it came, with a warning
 
 
 def test_unwrap_restores_retry_topic_and_inflates() -> None:

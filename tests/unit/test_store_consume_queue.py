@@ -291,3 +291,75 @@ def test_fdless_sync_rounds_its_range_out_to_pages(tmp_path: Path) -> None:
     mf._sync()                     # the whole file
     mf.close()
     assert (tmp_path / f"{0:020d}").read_bytes()[5000:5004] == b"abcd"
+
+
+def _sparse_supported(path: Path) -> bool:
+    """Whether the file system under ``path`` reports holes (SEEK_HOLE short of a sparse file's end)."""
+    import os
+    p = path / "probe"
+    with open(p, "wb") as f:
+        f.truncate(1 << 20)
+        f.write(b"x")
+    fd = os.open(p, os.O_RDONLY)
+    try:
+        return os.lseek(fd, 0, os.SEEK_HOLE) < (1 << 20)
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+        p.unlink()
+
+
+def test_recovery_reads_only_data_and_gives_back_a_filled_tail(tmp_path: Path) -> None:
+    """Recovery reads a sparse queue file's data extents only (on tmpfs a read of a hole
+    allocates it), finds the same end, and punches out a tail an older restart filled with zeros."""
+    import os
+    if not _sparse_supported(tmp_path):
+        pytest.skip("this file system does not report holes")
+    size = 20 * 300_000  # RocketMQ's 6 MB queue file
+    cq = ConsumeQueue(tmp_path, "T", 0, size)
+    for i in range(500):
+        cq.put(i, 1000 + 10 * i, 10, 7)
+    cq.flush()
+    cq.close()
+    path = tmp_path / "T" / "0" / f"{0:020d}"
+    blocks = os.stat(path).st_blocks
+    assert blocks * 512 < 1 << 20  # sparse: a step reserved, not 6 MB
+
+    again = ConsumeQueue(tmp_path, "T", 0, size)
+    again.load()
+    again.recover()
+    assert again.max_offset == 500 and again.max_physic_offset == 1000 + 10 * 499 + 10
+    assert os.stat(path).st_blocks <= blocks  # nothing past the data was read into being
+    again.close()
+
+    with open(path, "r+b") as f:  # what an older restart left on tmpfs: the whole file allocated
+        os.posix_fallocate(f.fileno(), 0, size)
+        f.seek(500 * 20)
+        f.write(bytes(size - 500 * 20))
+    assert os.stat(path).st_blocks * 512 >= size
+    third = ConsumeQueue(tmp_path, "T", 0, size)
+    third.load()
+    third.recover()
+    assert third.max_offset == 500
+    assert os.stat(path).st_blocks * 512 < 1 << 20  # the zero tail given back
+    third.put(500, 6000, 10, 7)  # and written again: room reserved anew
+    assert third.get_entry(500) == (6000, 10, 7)
+    third.close()
+
+
+def test_recovery_finds_a_first_file_that_starts_past_a_hole(tmp_path: Path) -> None:
+    """The queue's first file may start with zero entries below its first offset (a slave that
+    began mid-queue): with those a hole, recovery still finds the entries after it."""
+    size = 20 * 300_000
+    cq = ConsumeQueue(tmp_path, "T", 1, size)
+    for i in range(100_000, 100_010):
+        cq.put(i, 50 * i, 10, 7)
+    cq.flush()
+    cq.close()
+    again = ConsumeQueue(tmp_path, "T", 1, size)
+    again.load()
+    again.recover()
+    assert again.max_offset == 100_010
+    assert again.get_entry(100_009) == (50 * 100_009, 10, 7)
+    again.close()
