@@ -22,7 +22,8 @@ import numpy as np
 
 from . import StoreCorruptError, StoreError
 from .config import CQ_STORE_UNIT_SIZE
-from .mapped_file import MappedFile, MappedFileQueue
+from .mapped_file import MappedFile
+from .mapped_file_queue import MappedFileQueue
 
 if TYPE_CHECKING:
     from .commit_log import DispatchRequest

@@ -23,7 +23,7 @@ import numpy as np
 from .._ext.sync_wait import PAST_LIMIT, TIMED_OUT, wait_and_sync
 from . import FlushTimeoutError
 from .config import MessageStoreConfig
-from .mapped_file import MappedFileQueue
+from .mapped_file_queue import MappedFileQueue
 
 __all__ = ["GroupCommitService"]
 

@@ -26,7 +26,8 @@ from fastmq.store import FlushTimeoutError
 from fastmq._ext import sync_wait_py
 from fastmq.store import group_commit as group_commit_module
 from fastmq.store.commit_log import CommitLog, GroupCommitService
-from fastmq.store.mapped_file import MappedFile, MappedFileQueue
+from fastmq.store.mapped_file import MappedFile
+from fastmq.store.mapped_file_queue import MappedFileQueue
 from fastmq.store.message_store import PutStatus
 from fastmq.testing import ServerProcess, broker_process, namesrv_process
 from tests.support import create_topic, send_request

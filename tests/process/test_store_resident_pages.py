@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from fastmq.store.mapped_file import MappedFileQueue
+from fastmq.store.mapped_file_queue import MappedFileQueue
 from tests.unit.test_message_store import _rss_kib_by_file, msg, open_store, queue_bodies
 
 MiB = 1 << 20

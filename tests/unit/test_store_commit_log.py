@@ -13,7 +13,8 @@ from fastmq.protocol.message import BLANK_MAGIC, decode_records, encode_record, 
 from fastmq.store import FlushTimeoutError, MessageTooLargeError, StoreCorruptError, StoreError
 from fastmq.store.commit_log import AppendRequest, CommitLog, GroupCommitService
 from fastmq.store.config import MessageStoreConfig
-from fastmq.store.mapped_file import MappedFile, MappedFileQueue, offset_to_file_name
+from fastmq.store.mapped_file import MappedFile, offset_to_file_name
+from fastmq.store.mapped_file_queue import MappedFileQueue
 
 FILE = 4096
 
