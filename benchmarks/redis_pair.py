@@ -26,7 +26,7 @@ def peers_info(redis_port: int, client: str) -> dict[str, str]:
     numbers as figures."""
     import redis
 
-    from spark_bench.drivers import redis_peer
+    from spark_bench.run.drivers import redis_peer
     r = redis.Redis(host="127.0.0.1", port=redis_port)
     try:
         peer = redis_peer(r)

@@ -34,7 +34,7 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from spark_bench.drivers import redis_peer, xreadgroup_count
+from spark_bench.run.drivers import redis_peer, xreadgroup_count
 
 #: XREADGROUP COUNT: what fastmq's PushConsumer pulls per request by default (``pull_batch_size``),
 #: the batch the same-shape fastmq consumer reads

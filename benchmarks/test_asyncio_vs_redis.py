@@ -28,7 +28,7 @@ import pytest
 
 import fastmq.aio as aio
 from benchmarks.redis_pair import RedisPair, check_hiredis, peers_info
-from spark_bench.drivers import xreadgroup_count
+from spark_bench.run.drivers import xreadgroup_count
 
 BODY = b"x" * 128
 BLOCKS = 6  # per peer, alternating

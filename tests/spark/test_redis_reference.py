@@ -48,7 +48,7 @@ def test_driver_e2e_p50_within_15_percent_of_plain_redis_py(tmp_path: Path) -> N
     from benchmarks.redis_reference import local_redis, run
     from fastmq._ext import USING_EXTENSIONS
     from spark_bench import cli
-    from spark_bench.workload import shipped_workloads
+    from spark_bench.run.workload import shipped_workloads
 
     text = shipped_workloads()[SHAPE].read_text()
     lines = [f"duration_s: {DURATION_S}" if ln.startswith("duration_s:") else ln for ln in text.splitlines()]
