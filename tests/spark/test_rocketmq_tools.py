@@ -381,6 +381,17 @@ def test_alternating_runs_give_kept_files_and_a_collated_table(tmp_path, capsys,
     assert "1 rocketmq-tools run(s) (summary.json)" in md
 
 
+def test_a_shapes_load_is_the_median_of_its_runs_else_the_start(tmp_path) -> None:
+    from spark_bench.rocketmq_tools.result import shape_load
+    for name, load in (("a.json", "9.50 2.0 1.0 1/2 3"), ("b.json", "3.25 1 1 1/2 3"), ("c.json", "4.00 1 1 1/2 3")):
+        (tmp_path / name).write_text(json.dumps({"loadavg_before": load}))
+    doc = {"env": {"loadavg_start": "1.87 2.04 2.77 6/184 24947"}}
+    shape = {"fastmq": {"runs": ["a.json", "b.json"]}, "java": {"runs": ["c.json", "gone.json"]}}
+    assert shape_load(tmp_path / "summary.json", doc, shape) == "4.00"
+    assert shape_load(tmp_path / "summary.json", doc, {"fastmq": {"runs": ["gone.json"]}}) == "1.87"
+    assert shape_load(tmp_path / "summary.json", {}, {}) == ""
+
+
 def test_the_broker_version_falls_back_to_the_broker_jar_on_the_classpath(tmp_path) -> None:
     (tmp_path / "lib").mkdir()
     for name in ("rocketmq-common-4.9.8.jar", "rocketmq-broker-4.9.8.jar"):
