@@ -13,7 +13,7 @@ workload, ``rocketmq-tools``), the figure, its value and unit, whose figure it i
 ``fastmq`` or the peer's name, as the benchmark names it), which way is better for the figures
 that count for regressions (throughput, p99 latency, instruction counts, the median time of a
 many-round benchmark; empty otherwise), the machine's 1-minute load average when the run
-recorded it, and a note (``superseded: ...`` for figures no longer to be quoted).
+recorded it (for a ``rocketmq-tools`` shape, the median over its runs as each started), and a note (``superseded: ...`` for figures no longer to be quoted).
 
 Which figures: of a pytest-benchmark file, each benchmark's median time (when timed over enough
 rounds to mean something) and every number of its ``extra_info``; of a ``fastmq-bench run``
@@ -28,9 +28,9 @@ import json
 import re
 from decimal import Decimal
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Iterable
 
-from ..rocketmq_tools.result import ToolsResultError, find_summaries, read_summary
+from ..rocketmq_tools.result import ToolsResultError, find_summaries, read_summary, shape_load
 from .load import CollateError, _gate, read_pytest_benchmark, read_result
 
 __all__ = ["FIELDS", "SUPERSEDED", "append", "extract", "prune", "read", "write"]
@@ -166,10 +166,9 @@ def summary_lines(path: Path, root: Path) -> list[dict[str, str]]:
     run = _rel(path.parent, root)
     commit = str(doc.get("commit") or "")[:10] + ("+dirty" if doc.get("dirty") else "")
     when = str(doc.get("started_at") or "")
-    env: dict[str, Any] = doc["env"] if isinstance(doc.get("env"), dict) else {}
-    load = str(env.get("loadavg_start") or "").split(" ")[0]
     out = []
     for shape in doc.get("shapes", []):
+        load = shape_load(path, doc, shape)
         for broker, peer in _TOOLS_PEER.items():
             med = (shape.get(broker) or {}).get("median") or {}
             for metric, v in med.items():

@@ -23,7 +23,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from ..rocketmq_tools.result import find_summaries, read_summary
+from ..rocketmq_tools.result import find_summaries, read_summary, shape_load
 
 __all__ = ["render", "noise_bands", "regressions"]
 
@@ -223,8 +223,8 @@ def _tools_rows(root: Path) -> list[list[str]]:
         heap = java.get("heap") or settings.get("java_broker_heap") or "?"
         flush = settings.get("flush", "?")
         commit = str(doc.get("commit") or "") + ("+dirty" if doc.get("dirty") else "")
-        load = str(env.get("loadavg_start") or "").split(" ")[0]
         for shape in doc.get("shapes", []):
+            load = shape_load(s, doc, shape)
             f = ((shape.get("fastmq") or {}).get("median")) or {}
             j = ((shape.get("java") or {}).get("median")) or {}
             metric, unit = ("tps", "/s") if f.get("tps") is not None else ("send_p50_us", "us")

@@ -59,7 +59,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from .peer import (Peer, RunPlan, _ask, _loadavg, _machine, _now, _pull_rates, _rss_mb, _tool, next_line,
-                   proc_cpu_s, runq_wait_s)
+                   peer_label, proc_cpu_s, runq_wait_s)
 from .process import Managed, PortTaken, ToolsError, free_port, listening, printed, stop_all, wait_ready
 from .result import (BROKERS, RUN_SCHEMA, SUMMARY_SCHEMA, ConsumerLine, Shape, parse_consumer_line,
                            parse_producer_line, parse_shape, run_figures, summarize)
@@ -134,14 +134,34 @@ def _route_ready(namesrv: str) -> Callable[[], bool]:
     return check
 
 
-def _broker_version(addr: str) -> str:
+def _broker_version(addr: str, classpath: str = "", tries: int = 5) -> str:
+    """The broker's brokerVersionDesc (``V4_9_8``), asked up to ``tries`` times (a broker just booted
+    on a loaded machine may not answer the first ask in time); else the version of the
+    ``rocketmq-broker-X.jar`` on ``classpath`` (``4.9.8``); else ''."""
     from fastmq.protocol.codes import RequestCode, ResponseCode
-    try:
-        r = _ask(addr, RequestCode.GET_BROKER_RUNTIME_INFO, {})
-        if r.code == ResponseCode.SUCCESS and r.body:
-            return str(json.loads(r.body).get("table", {}).get("brokerVersionDesc", ""))
-    except Exception:  # the version is a label in the summary, not a reason to stop
-        pass
+    for i in range(tries):
+        try:
+            r = _ask(addr, RequestCode.GET_BROKER_RUNTIME_INFO, {}, timeout=10.0)
+            if r.code == ResponseCode.SUCCESS and r.body:
+                v = str(json.loads(r.body).get("table", {}).get("brokerVersionDesc", ""))
+                if v:
+                    return v
+        except Exception:  # the version is a label in the summary, not a reason to stop
+            pass
+        if i + 1 < tries:
+            time.sleep(2.0)
+    return _jar_version(classpath)
+
+
+def _jar_version(classpath: str) -> str:
+    """The X of the first ``rocketmq-broker-X.jar`` on ``classpath`` (entries ending ``/*`` listed)."""
+    for entry in classpath.split(os.pathsep):
+        p = Path(entry)
+        names = [c.name for c in sorted(p.parent.glob("rocketmq-broker-*.jar"))] if p.name == "*" else [p.name]
+        for name in names:
+            m = re.fullmatch(r"rocketmq-broker-(\d[\w.-]*)\.jar", name)
+            if m:
+                return m[1]
     return ""
 
 
@@ -243,8 +263,8 @@ def start_java(d: Path, js: JavaSetup, ready_timeout: float = 120.0) -> Peer:
                          + ["org.apache.rocketmq.broker.BrokerStartup", "-c", str(b_conf), "-n", peer.namesrv],
                          "java-broker", d / "broker" / "console.log", d / "broker", js.env())
         _await_broker(peer, broker, "the Java broker", ready_timeout)
-        peer.info = {"broker_addr": f"127.0.0.1:{port}", "version": _broker_version(f"127.0.0.1:{port}"),
-                     "java": js.version_text, "heap": heap}
+        peer.info = {"broker_addr": f"127.0.0.1:{port}", "version": _broker_version(f"127.0.0.1:{port}", js.classpath),
+                     "java": js.version_text, "heap": heap, "flush": "ASYNC_FLUSH"}
     except BaseException:
         peer.stop()
         raise
@@ -308,7 +328,7 @@ def start_fastmq(d: Path, ready_timeout: float = 120.0) -> Peer:
         m = re.search(r"extensions=(\w+), uvloop=(\w+)", broker.output(1 << 20))
         import fastmq
         peer.info = {"broker_addr": f"127.0.0.1:{port}", "version": f"fastmq {fastmq.__version__}",
-                     "extensions": m[1] if m else "", "uvloop": m[2] if m else "",
+                     "extensions": m[1] if m else "", "uvloop": m[2] if m else "", "flush": "ASYNC_FLUSH",
                      "source": str(Path(fastmq.__file__).resolve().parent.parent)}
     except BaseException:
         peer.stop()
@@ -346,7 +366,8 @@ def one_run(plan: RunPlan, peer: Peer, shape: Shape, n: int, warmup: int = 0) ->
     doc: dict[str, Any] = {"schema": RUN_SCHEMA, "broker": peer.name, "shape": shape.name, "threads": shape.threads,
                            "size": shape.size, "consumer": shape.consumer, "round": n, "warmup": bool(warmup),
                            "started_at": _now(), "namesrv": peer.namesrv, "windows_kept": windows,
-                           "loadavg_before": _loadavg(), "file": f"run-{tag}.json", "log": log.name}
+                           "loadavg_before": _loadavg(), "file": f"run-{tag}.json", "log": log.name,
+                           "peer": peer_label(peer)}
     tools: list[Managed] = []
     spy: Managed | None = None
     samples: list[dict[str, Any]] = []

@@ -18,7 +18,7 @@ from typing import Any, Protocol, Sequence
 
 from .process import Managed
 
-__all__ = ["Jvm", "Peer", "RunPlan", "next_line", "proc_cpu_s", "runq_wait_s"]
+__all__ = ["Jvm", "Peer", "RunPlan", "next_line", "peer_label", "proc_cpu_s", "runq_wait_s"]
 
 _TICK = os.sysconf("SC_CLK_TCK")
 
@@ -76,6 +76,11 @@ class Peer:
     def stop(self) -> None:
         for p in reversed(self.procs):   # the broker unregisters from a NameServer still up
             p.stop()
+
+
+def peer_label(peer: Peer) -> dict[str, Any]:
+    """What a run document records of the broker it ran against: its version, flush and (Java) heap."""
+    return {k: peer.info[k] for k in ("version", "flush", "heap", "java") if peer.info.get(k)}
 
 
 def proc_cpu_s(pid: int) -> float:

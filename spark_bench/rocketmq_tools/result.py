@@ -28,7 +28,8 @@ from typing import Any, Iterable
 
 __all__ = ["BROKERS", "RUN_SCHEMA", "SPARK_ALIASES", "SUMMARY_SCHEMA", "ConsumerLine", "ProducerLine", "Shape",
            "ToolsResultError", "WINDOW_S", "drain_figures", "find_summaries", "parse_consumer_line",
-           "parse_producer_line", "parse_shape", "read_summary", "run_figures", "spark_figures", "summarize"]
+           "parse_producer_line", "parse_shape", "read_summary", "run_figures", "shape_load", "spark_figures",
+           "summarize"]
 
 RUN_SCHEMA = "fastmq-rocketmq-tools-run/1"
 SUMMARY_SCHEMA = "fastmq-rocketmq-tools/1"
@@ -398,3 +399,21 @@ def read_summary(path: Path) -> dict[str, Any]:
                                               for b in BROKERS):
             raise ToolsResultError(f"{path}: shape #{i} lacks the medians of {' and '.join(BROKERS)}")
     return doc
+
+
+def shape_load(summary: Path, doc: dict[str, Any], shape: dict[str, Any]) -> str:
+    """The machine's 1-minute load while ``shape`` of the summary ``doc`` (read from ``summary``) ran:
+    the median of its run files' ``loadavg_before`` (both brokers), which is what its figures saw; else
+    the load when the command started (``env.loadavg_start``, what older summaries name only)."""
+    loads = []
+    for broker in BROKERS:
+        for name in (shape.get(broker) or {}).get("runs") or []:
+            try:
+                run = json.loads((summary.parent / str(name)).read_text(encoding="utf-8"))
+                loads.append(float(str(run.get("loadavg_before") or "").split()[0]))
+            except (OSError, ValueError, IndexError, AttributeError):
+                continue
+    if loads:
+        return f"{statistics.median(loads):.2f}"
+    env = doc.get("env")
+    return str(env.get("loadavg_start") or "").split(" ")[0] if isinstance(env, dict) else ""

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from .peer import (Peer, RunPlan, _loadavg, _machine, _now, _pull_rates, _rss_mb, _tool, next_line,
-                   proc_cpu_s, runq_wait_s)
+                   peer_label, proc_cpu_s, runq_wait_s)
 from .process import Managed
 from .result import RUN_SCHEMA, Shape, drain_figures, parse_consumer_line, spark_figures
 
@@ -104,7 +104,7 @@ def _doc(plan: RunPlan, peer: Peer, shape: Shape, n: int, tag: str, log: Path, w
     return {"schema": RUN_SCHEMA, "broker": peer.name, "shape": shape.name, "kind": shape.kind,
             "threads": shape.threads, "size": shape.size, "consumer": shape.consumer, "round": n, "warmup": warmup,
             "started_at": _now(), "namesrv": peer.namesrv, "loadavg_before": _loadavg(), "file": f"run-{tag}.json",
-            "log": log.name}
+            "log": log.name, "peer": peer_label(peer)}
 
 
 def _sample(peer: Peer, tool: Managed | None) -> dict[str, Any]:

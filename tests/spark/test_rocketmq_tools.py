@@ -22,7 +22,7 @@ import pytest
 from spark_bench import collate
 from spark_bench.cli import main as bench_main
 from spark_bench.collate.load import CollateError, load_inputs
-from spark_bench.rocketmq_tools.command import _retrying
+from spark_bench.rocketmq_tools.command import _jar_version, _retrying
 from spark_bench.rocketmq_tools.process import Managed, PortTaken, ToolsError, wait_ready
 from spark_bench.rocketmq_tools.result import (SUMMARY_SCHEMA, ConsumerLine, Shape, drain_figures,
                                                parse_consumer_line, parse_producer_line, parse_shape, read_summary,
@@ -353,6 +353,7 @@ def test_alternating_runs_give_kept_files_and_a_collated_table(tmp_path, capsys,
     assert not any("warmup" in f for f in files)
     doc = json.loads((run_dir / "run-w16-s128-java-1.json").read_text())
     assert doc["status"] == "ok" and doc["figures"]["windows"] == [1000, 3000]
+    assert doc["peer"]["version"] == "V4_9_8" and doc["peer"]["flush"] == "ASYNC_FLUSH" and doc["peer"]["heap"]
     assert doc["figures"]["dropped_tps"] == 50 and doc["figures"]["tps"] == 2000
     assert doc["figures"]["cpu_us_per_msg"] >= 0 and doc["figures"]["broker_rss_mb"] > 10
     assert "Send TPS: 3000" in (run_dir / doc["log"]).read_text()
@@ -378,6 +379,26 @@ def test_alternating_runs_give_kept_files_and_a_collated_table(tmp_path, capsys,
     row = next(ln for ln in md.splitlines() if ln.startswith(f"| {summary['stamp']} |") and "| w16-s128 |" in ln)
     assert "| 2 / 2 | 2,000 | 2,000 | 1.00x |" in row
     assert "1 rocketmq-tools run(s) (summary.json)" in md
+
+
+def test_a_shapes_load_is_the_median_of_its_runs_else_the_start(tmp_path) -> None:
+    from spark_bench.rocketmq_tools.result import shape_load
+    for name, load in (("a.json", "9.50 2.0 1.0 1/2 3"), ("b.json", "3.25 1 1 1/2 3"), ("c.json", "4.00 1 1 1/2 3")):
+        (tmp_path / name).write_text(json.dumps({"loadavg_before": load}))
+    doc = {"env": {"loadavg_start": "1.87 2.04 2.77 6/184 24947"}}
+    shape = {"fastmq": {"runs": ["a.json", "b.json"]}, "java": {"runs": ["c.json", "gone.json"]}}
+    assert shape_load(tmp_path / "summary.json", doc, shape) == "4.00"
+    assert shape_load(tmp_path / "summary.json", doc, {"fastmq": {"runs": ["gone.json"]}}) == "1.87"
+    assert shape_load(tmp_path / "summary.json", {}, {}) == ""
+
+
+def test_the_broker_version_falls_back_to_the_broker_jar_on_the_classpath(tmp_path) -> None:
+    (tmp_path / "lib").mkdir()
+    for name in ("rocketmq-common-4.9.8.jar", "rocketmq-broker-4.9.8.jar"):
+        (tmp_path / "lib" / name).write_text("")
+    assert _jar_version(os.pathsep.join([str(tmp_path / "conf"), str(tmp_path / "lib" / "*")])) == "4.9.8"
+    assert _jar_version(str(tmp_path / "x" / "rocketmq-broker-5.3.3.jar")) == "5.3.3"
+    assert _jar_version(str(tmp_path / "conf")) == ""
 
 
 @pytest.mark.slow
