@@ -33,15 +33,19 @@ from typing import Iterable
 from ..rocketmq_tools.result import ToolsResultError, find_summaries, read_summary, shape_load
 from .load import CollateError, _gate, read_pytest_benchmark, read_result
 
-__all__ = ["FIELDS", "SUPERSEDED", "append", "extract", "prune", "read", "write"]
+__all__ = ["FIELDS", "SUPERSEDED", "append", "extract", "prune", "read", "superseded", "write"]
 
 FIELDS = ("date", "commit", "run", "suite", "figure", "value", "unit", "peer", "better", "load", "note")
 
 #: (peer pattern, measured before, note): figures whose measurement no longer stands. The Redis
 #: peer was driven through redis-py without hiredis, a lone XADD going through a pipeline, until
 #: the fixed reference driver; every Redis figure measured before then is kept, marked, not quoted.
+#: The Java broker ran with a 256 MB heap until rocketmq-tools gave it runbroker.sh's heap.
+#: Read again with every history, so an entry added here marks lines written before it too.
 SUPERSEDED: tuple[tuple[str, str, str], ...] = (
     (r"redis", "2026-12-02T00:00:00Z", "superseded: peer without hiredis, lone XADD through a pipeline"),
+    (r"^Apache RocketMQ broker$", "2026-12-02T00:00:00Z",
+     "superseded: Java broker at a 256m heap, not its runbroker.sh heap"),
 )
 
 # a benchmark's extra_info key names whose figure it is when it names a system or a floor
@@ -69,6 +73,12 @@ def _unit(metric: str) -> str:
     if "ratio" in m:
         return "x"
     return ""
+
+
+def superseded(peer: str, date: str) -> str:
+    """The note of a figure of ``peer`` measured at ``date`` (ISO, UTC) that is no longer quoted,
+    else ``""``."""
+    return _note(peer, date)
 
 
 def _note(peer: str, date: str) -> str:
@@ -231,7 +241,7 @@ def read(path: Path) -> list[dict[str, str]]:
         reader = csv.DictReader(f)
         if tuple(reader.fieldnames or ()) != FIELDS:
             raise CollateError(f"{path}: not a history file (header {reader.fieldnames}, expected {FIELDS})")
-        return [dict(r) for r in reader]
+        return [{**r, "note": r["note"] or _note(r["peer"], r["date"])} for r in reader]
 
 
 def _key(line: dict[str, str]) -> tuple[str, str, str, str]:

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from ..rocketmq_tools.result import find_summaries, read_summary, shape_load
+from .history import superseded
 
 __all__ = ["render", "noise_bands", "regressions"]
 
@@ -233,9 +234,12 @@ def _tools_rows(root: Path) -> list[list[str]]:
             if shape.get("consumer") and shape.get("kind") == "producer":
                 client += " + Consumer"
             peer = f"Apache RocketMQ {rmq} broker, Java {jv[0] if jv else '?'}, heap {heap}; {client}; both {flush}"
-            rows.append([f"rocketmq-tools {shape['shape']} ({metric})", _f(f.get(metric), unit),
-                         f"{_f(j.get(metric), unit)}: {peer}", _ratio(f.get(metric), j.get(metric)),
-                         _measured(str(doc.get("started_at") or ""), commit, load), str(shape["shape"])])
+            started = str(doc.get("started_at") or "")
+            note = superseded("Apache RocketMQ broker", started)
+            peer_cell, ratio = ((f"{peer}; " + _SUPERSEDED_CELL.format(note=note), "—") if note
+                                else (f"{_f(j.get(metric), unit)}: {peer}", _ratio(f.get(metric), j.get(metric))))
+            rows.append([f"rocketmq-tools {shape['shape']} ({metric})", _f(f.get(metric), unit), peer_cell, ratio,
+                         _measured(started, commit, load), str(shape["shape"])])
     # one row per shape: the newest summary that measured it
     newest: dict[str, list[str]] = {}
     for r in rows:
