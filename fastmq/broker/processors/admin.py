@@ -120,7 +120,7 @@ class AdminBrokerProcessor(BrokerCodeDispatchProcessor):
                          topic_filter_type=h.topicFilterType, topic_sys_flag=h.topicSysFlag or 0, order=h.order)
         self.broker.topic_config.update(tc)
         await self._on_disk(self.broker.topic_config.file)
-        self.broker.schedule_register(force=False)
+        self.broker.schedule_register(topic=tc)  # that topic alone, as 4.9.8's registerIncrementBrokerData
         return response_for(request, ResponseCode.SUCCESS)
 
     def _system_topic(self, topic: str) -> str | None:
