@@ -19,12 +19,15 @@ import dataclasses
 import logging
 import logging.handlers
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Callable, Hashable
 
 from ..errors import ConfigError
 
-__all__ = ["setup_logging", "LOG_FORMAT", "LogConfig", "LOG_KEYS", "add_log_options", "apply_log_options"]
+__all__ = ["setup_logging", "LOG_FORMAT", "LogConfig", "LOG_KEYS", "add_log_options", "apply_log_options",
+           "RepeatedLog"]
 
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s - %(message)s"
 
@@ -104,3 +107,47 @@ def setup_logging(log: LogConfig | str, prog: str) -> None:
     except OSError as exc:
         print(f"{prog}: cannot open log file {cfg.logPath}: {exc}; logging to stderr only", file=sys.stderr)
     logging.basicConfig(level=cfg.level, format=LOG_FORMAT, handlers=handlers, force=True)
+
+
+class RepeatedLog:
+    """One kind of log line that a client can repeat at will, rate-limited per key: the first
+    occurrence is logged as it is; later ones within ``interval`` seconds are only counted, and
+    the first one after it is logged with "(repeated N times in the last T s)". RocketMQ 4.9.8
+    logs every occurrence, which lets one misbehaving client fill the disk.
+
+    Keys are bounded (``max_keys``): past that, new keys share one bucket, so a client varying
+    what it sends cannot grow the table or the log without bound either.
+    """
+
+    _OTHER = ("(other keys)",)
+
+    def __init__(self, logger: logging.Logger, interval: float = 60.0, *, max_keys: int = 1024,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.logger = logger
+        self.interval = interval
+        self.max_keys = max_keys
+        self.clock = clock
+        # key -> [start of its window, occurrences counted but not logged since]
+        self._state: dict[Hashable, list[float]] = {}
+
+    def log(self, level: int, key: Hashable, msg: str, *args: Any) -> bool:
+        """Log ``msg % args`` at ``level`` unless ``key`` was logged within the interval; True if logged."""
+        now = self.clock()
+        st = self._state.get(key)
+        if st is None and len(self._state) >= self.max_keys:
+            key = self._OTHER
+            st = self._state.get(key)
+        if st is not None and now - st[0] < self.interval:
+            st[1] += 1
+            return False
+        if st is not None and st[1]:
+            msg = f"{msg} (repeated {int(st[1])} times in the last {now - st[0]:.0f} s)"
+        self._state[key] = [now, 0]
+        self.logger.log(level, msg, *args)
+        return True
+
+    def error(self, key: Hashable, msg: str, *args: Any) -> bool:
+        return self.log(logging.ERROR, key, msg, *args)
+
+    def warning(self, key: Hashable, msg: str, *args: Any) -> bool:
+        return self.log(logging.WARNING, key, msg, *args)
