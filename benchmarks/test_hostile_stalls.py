@@ -160,3 +160,90 @@ def test_heartbeat_of_a_new_group(benchmark: Any, cluster: Any) -> None:
     benchmark.pedantic(lambda: out.update(run(_heartbeats(b.addr, GROUPS))), rounds=1, iterations=1)
     benchmark.extra_info.update(groups=GROUPS, **out)
     print(f"\nheartbeat naming a new group, {GROUPS} groups: {out}")
+
+
+KEYS = int(os.environ.get("FASTMQ_STALL_KEYS", 100_000))
+HEAVY_QUERIES = 20
+QUERY_SECONDS = 5.0
+
+
+@pytest.fixture(scope="module")
+def indexed(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """A broker whose topic holds KEYS messages under the one key "hot"; (broker, begin, end) of a
+    window holding only the oldest of them, so each query walks the whole chain."""
+    from fastmq.aio import Message, Producer
+    tmp = tmp_path_factory.mktemp("query")
+    ns = namesrv_process(tmp).start()
+    b = broker_process(tmp, ns.addr, brokerName="query", mappedFileSizeCommitLog=64 * 1024 * 1024).start()
+
+    async def fill() -> tuple[int, int]:
+        client = RemotingClient()
+        p = Producer("PG_STALL_Q", namesrv_addr=ns.addr)
+        try:
+            r = await client.invoke(b.addr, create_request(RequestCode.UPDATE_AND_CREATE_TOPIC, {
+                "topic": "QTopic", "defaultTopic": "TBW102", "readQueueNums": 1, "writeQueueNums": 1, "perm": 6,
+                "topicFilterType": "SINGLE_TAG"}), 10)
+            assert r.code == 0, r.remark
+            await p.start()
+            begin = int(time.time() * 1000) - 1000
+            sent = 0
+            while sent < KEYS:
+                n = min(256, KEYS - sent)
+                await p.send_batch([Message("QTopic", b"q", properties={"KEYS": "hot"}) for _ in range(n)])
+                sent += n
+                if sent == 256:
+                    end = int(time.time() * 1000)
+                    await asyncio.sleep(2.0)  # the rest stored in later seconds, outside the window
+            return begin, end
+        finally:
+            await p.shutdown()
+            await client.close()
+    try:
+        begin, end = run(fill())
+        yield b, begin, end
+    finally:
+        b.stop()
+        ns.stop()
+
+
+async def _others_while_queries(addr: str, begin: int, end: int, heavy: int) -> dict[str, float]:
+    """``heavy`` clients repeating the long query; one other client's send and pull round trips."""
+    lat: list[float] = []
+    query_lat: list[float] = []
+    stop = asyncio.Event()
+    heavy_clients = [RemotingClient() for _ in range(heavy)]
+    other = RemotingClient()
+
+    async def query(c: RemotingClient) -> None:
+        while not stop.is_set():
+            query_lat.append(await _timed(c.invoke(addr, create_request(RequestCode.QUERY_MESSAGE, {
+                "topic": "QTopic", "key": "hot", "maxNum": 32, "beginTimestamp": begin, "endTimestamp": end}), 60)))
+
+    fields = {"producerGroup": "PG_STALL_O", "topic": "QTopic", "defaultTopic": "TBW102",
+              "defaultTopicQueueNums": "1", "queueId": "0", "sysFlag": "0", "bornTimestamp": "0", "flag": "0",
+              "properties": ""}
+    pull = {"consumerGroup": "CG_STALL_O", "topic": "QTopic", "queueId": "0", "queueOffset": "0", "maxMsgNums": "1",
+            "sysFlag": "0", "commitOffset": "0", "suspendTimeoutMillis": "0", "subVersion": "0"}
+    try:
+        tasks = [asyncio.ensure_future(query(c)) for c in heavy_clients]
+        await asyncio.sleep(0.5)
+        t_end = time.monotonic() + QUERY_SECONDS
+        while time.monotonic() < t_end:
+            lat.append(await _timed(other.invoke(addr, create_request(RequestCode.SEND_MESSAGE, fields, b"o"), 10)))
+            lat.append(await _timed(other.invoke(addr, create_request(RequestCode.PULL_MESSAGE, pull), 10)))
+        stop.set()
+        await asyncio.gather(*tasks)
+    finally:
+        for c in heavy_clients + [other]:
+            await c.close()
+    return {"others_p50_ms": _ms(_pct(lat, 0.5)), "others_p99_ms": _ms(_pct(lat, 0.99)),
+            "others_max_ms": _ms(max(lat)), "query_p50_ms": _ms(_pct(query_lat, 0.5)), "queries": len(query_lat)}
+
+
+def test_sends_and_pulls_while_heavy_queries_run(benchmark: Any, indexed: Any) -> None:
+    b, begin, end = indexed
+    out: dict[str, float] = {}
+    benchmark.pedantic(lambda: out.update(run(_others_while_queries(b.addr, begin, end, HEAVY_QUERIES))),
+                       rounds=1, iterations=1)
+    benchmark.extra_info.update(keys=KEYS, heavy_queries=HEAVY_QUERIES, **out)
+    print(f"\n{HEAVY_QUERIES} queries walking {KEYS} entries of one key: {out}")
