@@ -45,7 +45,7 @@ _V3_0_7_SNAPSHOT = 28  # MQVersion's ordinal: older clients cannot take an offse
 _V3_1_8_SNAPSHOT = 62  # ... nor answer GET_CONSUMER_RUNNING_INFO or CONSUME_MESSAGE_DIRECTLY
 _CALL_CLIENT_TIMEOUT_S = 10.0  # Broker2Client.callClient
 #: Index entries a QUERY_MESSAGE walks per turn of the event loop (well under a millisecond).
-INDEX_SLICE = 1024
+INDEX_SLICE = 256
 
 
 def mq_keyed_json(entries: Sequence[tuple[tuple[str, str, int], Any]], **top: Any) -> bytes:
