@@ -41,7 +41,7 @@ def _parse(text: str | None, lo: int, hi: int) -> int:
     if not digits.isdecimal():
         raise JavaNumberFormatError(text)
     # int() of thousands of digits raises; past 40 significant ones the value is out of range anyway.
-    value = int(text) if len(digits.lstrip("0")) <= 40 else hi + 1
+    value = int(text) if len(digits) <= 40 or len(digits.lstrip("0")) <= 40 else hi + 1
     if not lo <= value <= hi:
         raise JavaNumberFormatError(text)
     return value
