@@ -25,6 +25,21 @@ def test_first_then_a_count_per_interval(caplog: pytest.LogCaptureFixture) -> No
     assert lines == ["boom 1", "bang", "boom late (repeated 999 times in the last 61 s)"]
 
 
+def test_a_count_left_when_the_flood_stops_is_logged_by_the_next_sweep(caplog: pytest.LogCaptureFixture) -> None:
+    now = [0.0]
+    rl = RepeatedLog(logging.getLogger("t.rl3"), 60.0, clock=lambda: now[0])
+    with caplog.at_level(logging.WARNING, logger="t.rl3"):
+        for i in range(5):
+            rl.error("flood", "flood %d", i)
+        now[0] = 70.0
+        rl.warning("else", "something else")  # any line sweeps the counts whose interval is over
+        now[0] = 75.0
+        rl.error("flood", "flood %d", 99)  # quiet since the sweep: logged as a first occurrence
+    assert [r.getMessage() for r in caplog.records] == [
+        "flood 0", "flood 4 (repeated 4 times in the last 70 s)", "something else", "flood 99"]
+    assert [r.levelname for r in caplog.records] == ["ERROR", "ERROR", "WARNING", "ERROR"]
+
+
 def test_keys_are_bounded(caplog: pytest.LogCaptureFixture) -> None:
     rl = RepeatedLog(logging.getLogger("t.rl2"), 60.0, max_keys=3, clock=lambda: 0.0)
     with caplog.at_level(logging.WARNING, logger="t.rl2"):
