@@ -12,11 +12,13 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
+from ..common.server_log import RepeatedLog
 from ..protocol.heartbeat import ConsumerData, SubscriptionData
 
 __all__ = ["ClientChannelInfo", "ConsumerGroupInfo", "ConsumerManager", "ProducerManager", "CHANNEL_EXPIRED_MS"]
 
 log = logging.getLogger("fastmq.broker")
+_client_id_changes = RepeatedLog(log)
 
 #: A client that has not sent a heartbeat for this long is considered gone (ConsumerManager).
 CHANNEL_EXPIRED_MS = 120_000
@@ -61,8 +63,10 @@ class ConsumerGroupInfo:
                      data.message_model, info.client_id)
             return True
         if old.client_id != info.client_id:
-            log.error("[BUG] consumer channel exist in broker, but clientId not equal. GROUP: %s OLD: %s NEW: %s",
-                      self.group, old.client_id, info.client_id)
+            # 4.9.8's line, once a minute per group: a client that changes its id at every
+            # heartbeat would otherwise write one ERROR line per heartbeat.
+            _client_id_changes.error(self.group, "[BUG] consumer channel exist in broker, but clientId not equal. "
+                                     "GROUP: %s OLD: %s NEW: %s", self.group, old.client_id, info.client_id)
             self.channels[info.conn] = info
         old.last_update_ms = info.last_update_ms
         return False

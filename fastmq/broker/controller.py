@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from ..common.properties import bind, check_storable, config_items, write_properties
-from ..protocol.bodies import DataVersion
+from ..protocol.bodies import DataVersion, TopicConfig
 from ..protocol.codes import RequestCode
 from ..protocol.command import create_request
 from ..remoting import Connection, ConnectionGoneListener, RemotingClient, RemotingServer
@@ -89,7 +89,7 @@ class BrokerController:
         self.hold_service: PullRequestHoldService  # set below, after the pull processor exists
         self.store = MessageStore(self.store_config, store_host=self.config.broker_addr, on_arrival=self._on_arrival)
         self.topic_config = TopicConfigManager(self.config, os.path.join(cfg_dir, "topics.json"),
-                                               on_new_topic=lambda tc: self.schedule_register(True))
+                                               on_new_topic=lambda tc: self.schedule_register(topic=tc))
         self.subscription_groups = SubscriptionGroupManager(os.path.join(cfg_dir, "subscriptionGroup.json"),
                                                             auto_create=self.config.autoCreateSubscriptionGroup)
         self.offsets = ConsumerOffsetManager(os.path.join(cfg_dir, "consumerOffset.json"))
@@ -129,7 +129,9 @@ class BrokerController:
             self.store.ha_service = self.ha_service
         self._tasks: list[asyncio.Task[Any]] = []
         self._register_task: asyncio.Task[Any] | None = None
-        self._register_again = False
+        self._register_full = False  # a whole-table registration is owed
+        self._register_force = False
+        self._register_topics: dict[str, TopicConfig] = {}  # only these are owed
         self._sync_task: asyncio.Task[Any] | None = None
         self._started = False
         # how far start() got: a failed start undoes only what it did (a broker refused for a
@@ -172,26 +174,42 @@ class BrokerController:
             except Exception:  # one bad channel must not keep the rest from rebalancing
                 log.exception("notify consumer %s of group %s failed", getattr(conn, "remote_addr", conn), group)
 
-    def schedule_register(self, force: bool = False) -> None:
-        """Register with the NameServers now; what changes meanwhile (a burst of auto-created
-        topics) goes in one more registration after it.
+    def schedule_register(self, force: bool = False, topic: TopicConfig | None = None) -> None:
+        """Register with the NameServers now: the whole table, or with ``topic`` only that topic
+        (4.9.8's registerIncrementBrokerData), so a new topic costs the same on a broker with 20
+        or 20,000; what is asked meanwhile (a burst of auto-created topics) goes in one more
+        registration after it.
 
         4.9 registers inside the request that created a topic, so a consumer that looks up the
         route right after the first send finds it; a Java consumer that does not waits for its
         30 s route poll."""
         if not self._started:
             return
-        if self._register_task is not None and not self._register_task.done():
-            self._register_again = True
-            return
+        if topic is None:
+            self._register_full = True
+            self._register_force = self._register_force or force
+        else:
+            self._register_topics[topic.topic_name] = topic
+        if self._register_task is None or self._register_task.done():
+            self._register_task = asyncio.ensure_future(self._run_registrations())
 
-        async def run() -> None:
-            while True:
-                self._register_again = False
+    async def _run_registrations(self) -> None:
+        while self._register_full or self._register_topics:
+            full, force, topics = self._register_full, self._register_force, self._register_topics
+            self._register_full, self._register_force, self._register_topics = False, False, {}
+            if full:  # the whole table holds the topics too
                 await self.register_all(force)
-                if not self._register_again:
-                    return
-        self._register_task = asyncio.ensure_future(run())
+                continue
+            try:
+                await self.namesrv.register_all(True, topics=topics)
+            except Exception:
+                log.exception("register topics %s to name servers failed", ", ".join(list(topics)[:10]))
+
+    async def registered(self) -> None:
+        """Wait for the registrations asked for so far (bounded by the register timeout)."""
+        task = self._register_task
+        if task is not None and not task.done():
+            await asyncio.shield(task)
 
     async def register_all(self, force: bool) -> None:
         try:

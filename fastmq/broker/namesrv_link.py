@@ -107,6 +107,14 @@ class NamesrvLink:
         except FastMQError as exc:
             log.warning("registerBroker Exception, %s: %s", addr, exc)
             return None
+        if resp.code == ResponseCode.NO_PERMISSION:
+            # Another live broker holds our brokerName and brokerId (the remark names both
+            # addresses). Exiting would keep a replacement down while the NameServer has not yet
+            # seen a dead holder go, so this broker stays up, unrouted by that NameServer, and
+            # tries again every registerNameServerPeriod.
+            log.error("registerBroker to name server %s refused, this broker is not routed there; retrying every "
+                      "%d ms: %s", addr, self.cfg.registerNameServerPeriod, resp.remark)
+            return None
         if resp.code != ResponseCode.SUCCESS:
             log.warning("registerBroker to %s refused: %s %s", addr, resp.code, resp.remark)
             return None

@@ -24,6 +24,7 @@ from typing import Any
 
 from ..common.json_file import load_json, write_json_atomic
 from ..protocol.bodies import loads_lenient
+from ..protocol.java_number import parse_int
 from ..protocol.message import MessageConst, MessageExt
 from ..store.message_store import SCHEDULE_TOPIC, MessageStore, PutStatus
 
@@ -243,7 +244,7 @@ def message_timeup(m: MessageExt) -> MessageExt | None:
     props = dict(m.properties)
     topic = props.get(MessageConst.REAL_TOPIC)
     try:
-        qid = int(props.get(MessageConst.REAL_QUEUE_ID, ""))
+        qid = parse_int(props.get(MessageConst.REAL_QUEUE_ID, ""))
     except ValueError:
         return None
     if not topic:

@@ -19,12 +19,15 @@ import dataclasses
 import logging
 import logging.handlers
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Callable, Hashable
 
 from ..errors import ConfigError
 
-__all__ = ["setup_logging", "LOG_FORMAT", "LogConfig", "LOG_KEYS", "add_log_options", "apply_log_options"]
+__all__ = ["setup_logging", "LOG_FORMAT", "LogConfig", "LOG_KEYS", "add_log_options", "apply_log_options",
+           "RepeatedLog"]
 
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s - %(message)s"
 
@@ -104,3 +107,63 @@ def setup_logging(log: LogConfig | str, prog: str) -> None:
     except OSError as exc:
         print(f"{prog}: cannot open log file {cfg.logPath}: {exc}; logging to stderr only", file=sys.stderr)
     logging.basicConfig(level=cfg.level, format=LOG_FORMAT, handlers=handlers, force=True)
+
+
+class RepeatedLog:
+    """One kind of log line that a client can repeat at will, rate-limited per key: the first
+    occurrence is logged as it is; later ones within ``interval`` seconds are only counted, and
+    the count is logged once the interval is over, "(repeated N times in the last T s)", with the
+    latest occurrence's text: by the next occurrence of the key, or by the next line of any key
+    (the counts of every key are swept once an interval). RocketMQ 4.9.8 logs every occurrence,
+    which lets one misbehaving client fill the disk.
+
+    Keys are bounded (``max_keys``): past that, new keys share one bucket, so a client varying
+    what it sends cannot grow the table or the log without bound either.
+    """
+
+    _OTHER = ("(other keys)",)
+
+    def __init__(self, logger: logging.Logger, interval: float = 60.0, *, max_keys: int = 1024,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.logger = logger
+        self.interval = interval
+        self.max_keys = max_keys
+        self.clock = clock
+        # key -> [start of its window, occurrences counted but not logged, level, msg, args] (latest)
+        self._state: dict[Hashable, list[Any]] = {}
+        self._swept_at = clock()
+
+    def log(self, level: int, key: Hashable, msg: str, *args: Any) -> bool:
+        """Log ``msg % args`` at ``level`` unless ``key`` was logged within the interval; True if logged."""
+        now = self.clock()
+        if now - self._swept_at >= self.interval:
+            self._sweep(now, key)
+        st = self._state.get(key)
+        if st is None and len(self._state) >= self.max_keys:
+            key = self._OTHER
+            st = self._state.get(key)
+        if st is not None and now - st[0] < self.interval:
+            st[1] += 1
+            st[2:] = level, msg, args
+            return False
+        if st is not None and st[1]:
+            msg = f"{msg} (repeated {st[1]} times in the last {now - st[0]:.0f} s)"
+        self._state[key] = [now, 0, level, msg, args]
+        self.logger.log(level, msg, *args)
+        return True
+
+    def _sweep(self, now: float, skip: Hashable) -> None:
+        """Log the counts of keys whose interval is over (the key being logged reports its own)."""
+        self._swept_at = now
+        for key, st in list(self._state.items()):
+            if key == skip or now - st[0] < self.interval:
+                continue
+            if st[1]:
+                self.logger.log(st[2], f"{st[3]} (repeated {st[1]} times in the last {now - st[0]:.0f} s)", *st[4])
+            del self._state[key]  # quiet for a whole interval: its next occurrence is a first one
+
+    def error(self, key: Hashable, msg: str, *args: Any) -> bool:
+        return self.log(logging.ERROR, key, msg, *args)
+
+    def warning(self, key: Hashable, msg: str, *args: Any) -> bool:
+        return self.log(logging.WARNING, key, msg, *args)

@@ -185,6 +185,10 @@ class DefaultRequestProcessor(CodeDispatchProcessor):
                     body: RegisterBrokerBody, filter_servers: Any) -> RemotingCommand:
         result = self.c.route_info.register_broker(cluster, addr, name, bid, ext_str(request, "haServerAddr"),
                                                    body, filter_servers, conn)
+        if result.refused is not None:
+            # NO_PERMISSION: 4.9's code for a request this requester may not make; the broker
+            # retries at its next registration, and is taken once the holder is gone.
+            return response_for(request, ResponseCode.NO_PERMISSION, result.refused)
         # As RocketMQ: the ORDER_TOPIC_CONFIG namespace as a KVTable, no body when there is none.
         kv = self.c.kv_config.get_namespace(ORDER_TOPIC_CONFIG)
         return response_for(request, ResponseCode.SUCCESS,

@@ -57,6 +57,8 @@ class BrokerLiveInfo:
 class RegisterBrokerResult:
     ha_server_addr: str | None = None
     master_addr: str | None = None
+    #: Set when the registration was refused (and nothing changed): the text to answer with.
+    refused: str | None = None
 
 
 class _RWLock:
@@ -133,8 +135,17 @@ class RouteInfoManager:
         now = _now_ms() if now_ms is None else now_ms
         result = RegisterBrokerResult()
         with self._lock.write():
-            self.cluster_addr_table.setdefault(cluster, set()).add(broker_name)
             bd = self.broker_addr_table.get(broker_name)
+            holder = self._live_other_master_locked(bd, broker_addr, broker_id, now)
+            if holder is not None:
+                result.refused = (
+                    f"brokerName [{broker_name}] brokerId 0 of cluster [{cluster}] is held by the live master "
+                    f"{holder}, so the master {broker_addr} claiming it too is refused: two brokers must not "
+                    f"share a brokerName and brokerId=0 (a copied config file?). Give {broker_addr} its own "
+                    f"brokerName, or a brokerId > 0 to make it a slave, or stop {holder} first")
+                log.error("registerBroker refused: %s", result.refused)
+                return result
+            self.cluster_addr_table.setdefault(cluster, set()).add(broker_name)
             register_first = bd is None
             if bd is None:
                 bd = self.broker_addr_table[broker_name] = BrokerData(cluster, broker_name, {})
@@ -185,6 +196,26 @@ class RouteInfoManager:
                         result.ha_server_addr = live.ha_server_addr
                         result.master_addr = master
         return result
+
+    def _live_other_master_locked(self, bd: BrokerData | None, broker_addr: str, broker_id: int,
+                                  now: int) -> str | None:
+        """The address of another live master of ``bd``'s name, when ``broker_addr`` claims id 0.
+
+        4.9.8 lets the newcomer overwrite the master address, and two live masters of one name
+        then take turns at every registration: producers split sends across both and a consumer
+        group's offsets, kept per broker name, skip what the other one stored. The holder counts
+        as live until its connection closes, it unregisters or it expires, so a broker restarted
+        on another address and a replacement after a clean stop are taken at once.
+        """
+        if broker_id != MASTER_ID or bd is None:
+            return None
+        held = bd.broker_addrs.get(MASTER_ID)
+        if held is None or held == broker_addr:
+            return None
+        live = self.broker_live_table.get(held)
+        if live is None or live.last_update_ms + BROKER_CHANNEL_EXPIRED_MS < now:
+            return None
+        return held
 
     def is_broker_topic_config_changed(self, broker_addr: str, version: DataVersion) -> bool:
         with self._lock.read():
@@ -249,6 +280,15 @@ class RouteInfoManager:
         with self._lock.write():
             if self.broker_live_table.pop(broker_addr, None) is not None:
                 log.info("unregisterBroker, remove from brokerLiveTable OK, %s", broker_addr)
+            bd = self.broker_addr_table.get(broker_name)
+            held = bd.broker_addrs.get(broker_id) if bd is not None else None
+            if held is not None and held != broker_addr and held in self.broker_live_table:
+                # A broker whose registration was refused (its name and id held by another live
+                # broker) stopping: removing the id, as 4.9.8 does whatever address holds it,
+                # would unroute the live holder.
+                log.warning("unregisterBroker from %s ignored: brokerName [%s] brokerId %d is held by the live "
+                            "broker %s", broker_addr, broker_name, broker_id, held)
+                return
             self._remove_addr_locked(broker_addr, broker_name, broker_id)
 
     def on_channel_destroy(self, remote_addr: str | None, conn: Any = None) -> str | None:

@@ -19,6 +19,7 @@ from typing import Iterable, Iterator, Mapping
 
 from .._ext.batch import encode_batch_body as _encode_batch_body
 from ..errors import FastMQError
+from .java_number import parse_int
 from .message_const import NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR, MessageConst, MessageSysFlag
 from .record_layout import (BATCH_HEAD_FORMAT, BLANK_MAGIC_CODE, BORN_HOST_POS, HEAD_FORMAT, IPV4_HOST_LEN, IPV6_HOST_LEN,
                             MAX_PROPERTIES_LEN, MAX_TOPIC_LEN, MESSAGE_MAGIC_CODE, PHYS_OFFSET_POS, QUEUE_OFFSET_POS,
@@ -204,7 +205,13 @@ class Message:
 
     @property
     def delay_time_level(self) -> int:
-        return int(self.properties.get(MessageConst.DELAY_TIME_LEVEL, "0") or 0)
+        """Message.getDelayTimeLevel(): 0 when unset, else ``Integer.parseInt`` of the property.
+
+        Raises:
+            JavaNumberFormatError: the property is not a Java int (as Java throws).
+        """
+        t = self.properties.get(MessageConst.DELAY_TIME_LEVEL)
+        return 0 if not t else parse_int(t)
 
 
 @dataclass

@@ -36,10 +36,13 @@ from ..errors import RemotingCommandError
 from ..protocol.codes import ResponseCode
 from ..protocol.command import response_for
 from .connection import Connection
+from ..common.server_log import RepeatedLog
 
 __all__ = ["RequestProcessor", "CodeDispatchProcessor", "Dispatcher", "Gathered", "failure_response"]
 
 log = logging.getLogger("fastmq.remoting")
+#: A client repeating one malformed request gets one line a minute for it, with a count.
+_bad_requests = RepeatedLog(log)
 
 _BUSY_REMARK = "[REJECTREQUEST]system busy, start flow control for a while"
 
@@ -106,7 +109,8 @@ class CodeDispatchProcessor(RequestProcessor):
         try:
             return handler(conn, request)
         except RemotingCommandError as exc:
-            log.warning("bad request %d from %s: %s", request.code, conn.remote_addr, exc)
+            _bad_requests.warning((request.code, str(exc)), "bad request %d from %s: %s", request.code,
+                                  conn.remote_addr, exc)
             return response_for(request, ResponseCode.SYSTEM_ERROR, str(exc))
 
 
@@ -122,7 +126,7 @@ def failure_response(conn: Connection, req: RemotingCommand, exc: Exception) -> 
     A malformed request (:class:`RemotingCommandError`: a missing field, a bad number) is the
     client's fault, not a bug: one warning line, no traceback, whichever path raised it."""
     if isinstance(exc, RemotingCommandError):
-        log.warning("bad request %d from %s: %s", req.code, conn.remote_addr, exc)
+        _bad_requests.warning((req.code, str(exc)), "bad request %d from %s: %s", req.code, conn.remote_addr, exc)
         return response_for(req, ResponseCode.SYSTEM_ERROR, str(exc))
     log.exception("processing request %d from %s failed", req.code, conn.remote_addr)
     return response_for(req, ResponseCode.SYSTEM_ERROR, _error_text(exc))

@@ -26,7 +26,7 @@ from .._ext.send_batch import SendBatch
 from .mapped_file import reserve_range
 from ..protocol.message import java_string_hash
 
-__all__ = ["IndexFile", "IndexService"]
+__all__ = ["IndexFile", "IndexService", "IndexWalk"]
 
 log = logging.getLogger("fastmq.store")
 
@@ -137,21 +137,35 @@ class IndexFile:
 
     def query(self, key_hash: int, max_num: int, begin: int, end: int) -> list[int]:
         out: list[int] = []
+        self.walk(key_hash, max_num, begin, end, -1, out, 1 << 62)
+        return out
+
+    def walk(self, key_hash: int, max_num: int, begin: int, end: int, idx: int, out: list[int],
+             budget: int) -> int:
+        """Follow ``key_hash``'s chain for at most ``budget`` entries from ``idx`` (-1: its slot),
+        appending the matches' commit-log offsets to ``out`` until it holds ``max_num``.
+
+        Returns where to go on from, or 0 when the walk is over: a key's chain can be as long as
+        the file (every message under one key), so a caller on an event loop walks it in slices.
+        """
         st = self.state
-        if st[BEGIN_TS] == 0 or end < st[BEGIN_TS] or begin > st[END_TS]:
-            return out
-        idx = _SLOT.unpack_from(self._mm, HEADER_SIZE + (key_hash % self.slots) * 4)[0]
+        if idx < 0:
+            if st[BEGIN_TS] == 0 or end < st[BEGIN_TS] or begin > st[END_TS]:
+                return 0
+            idx = _SLOT.unpack_from(self._mm, HEADER_SIZE + (key_hash % self.slots) * 4)[0]
         base = HEADER_SIZE + self.slots * 4
-        seen = 0
-        while 0 < idx < self.count and len(out) < max_num and seen < self.count:
-            h, phy, diff, prev = _ENTRY.unpack_from(self._mm, base + idx * 20)
-            ts = st[BEGIN_TS] + diff * 1000
+        count, begin_ts, unpack, mm = self.count, st[BEGIN_TS], _ENTRY.unpack_from, self._mm
+        while 0 < idx < count and len(out) < max_num and budget > 0:
+            h, phy, diff, prev = unpack(mm, base + idx * 20)
+            ts = begin_ts + diff * 1000
             if h == key_hash and begin <= ts <= end + 999:
                 out.append(phy)
-            if prev <= 0 or prev >= idx:
-                break
-            idx, seen = prev, seen + 1
-        return out
+            # Newest first: past ``begin`` nothing older can match (4.9.8 stops there too);
+            # a link that does not go back is damage, and would loop.
+            if prev <= 0 or prev >= idx or ts + 999 < begin:
+                return 0
+            idx, budget = prev, budget - 1
+        return idx if 0 < idx < count and len(out) < max_num else 0
 
     def release_written(self) -> None:
         """Drop the resident entry pages already filled (queries fault them back in).
@@ -248,13 +262,15 @@ class IndexService:
 
     def query(self, topic: str, key: str, max_num: int, begin: int, end: int) -> list[int]:
         """Commit-log offsets of messages of ``topic`` with ``key`` stored in [begin, end], newest first."""
-        h = _key_hash(topic, key)
-        out: list[int] = []
-        for f in reversed(self.files):
-            if len(out) >= max_num:
+        w = self.walk(topic, key, max_num, begin, end)
+        for _ in range(len(self.files) + 1):  # one step per file with an unbounded budget
+            if w.step(1 << 62):
                 break
-            out += f.query(h, max_num - len(out), begin, end)
-        return out
+        return w.found
+
+    def walk(self, topic: str, key: str, max_num: int, begin: int, end: int) -> "IndexWalk":
+        """:meth:`query` as a walk taken a slice at a time (:meth:`IndexWalk.step`)."""
+        return IndexWalk(list(reversed(self.files)), _key_hash(topic, key), max_num, begin, end)
 
     @property
     def last_update(self) -> tuple[int, int]:
@@ -272,3 +288,31 @@ class IndexService:
         for f in self.files:
             f.close()
         self.files = []
+
+
+class IndexWalk:
+    """One key's walk through the index files, newest first, resumable: QUERY_MESSAGE's broker
+    side runs it a slice at a time so that a key with 100,000 entries (a client may put every
+    message under one key) never holds the event loop for the whole walk."""
+
+    def __init__(self, files: list[IndexFile], key_hash: int, max_num: int, begin: int, end: int) -> None:
+        self.files, self.key_hash, self.max_num, self.begin, self.end = files, key_hash, max_num, begin, end
+        self.found: list[int] = []
+        self._file = 0
+        self._idx = -1
+
+    def step(self, budget: int) -> bool:
+        """Walk at most ``budget`` entries more; True when the walk is over (``found`` is final)."""
+        while self._file < len(self.files) and len(self.found) < self.max_num:
+            f = self.files[self._file]
+            try:
+                nxt = f.walk(self.key_hash, self.max_num, self.begin, self.end, self._idx, self.found, budget)
+            except ValueError:  # the file was closed between slices (deleted by retention)
+                nxt = 0
+            if nxt:
+                self._idx = nxt
+                return False
+            self._file, self._idx = self._file + 1, -1
+            if self._file < len(self.files) and len(self.found) < self.max_num:
+                return False  # the next file in the next slice: this one may have used the budget
+        return True

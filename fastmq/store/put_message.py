@@ -19,6 +19,7 @@ from ..protocol.message import (
     MessageConst, MessageExt, MessageFormatError, MessageSysFlag,
     encode_properties, encode_record, pack_host, record_length, tags_code,
 )
+from ..protocol.java_number import JavaNumberFormatError, parse_int
 from ..protocol.topic import SCHEDULE_TOPIC
 from .commit_log import AppendRequest
 from .config import MessageStoreConfig
@@ -106,9 +107,10 @@ class MessageEncoder:
             level_s = props.get(MessageConst.DELAY_TIME_LEVEL)
             if level_s and tran in (MessageSysFlag.TRANSACTION_NOT_TYPE, MessageSysFlag.TRANSACTION_COMMIT_TYPE):
                 try:
-                    level = int(level_s)
-                except ValueError:
-                    return Refused(PutStatus.MESSAGE_ILLEGAL, f"bad delay level {level_s!r}")
+                    level = parse_int(level_s)
+                except JavaNumberFormatError as exc:
+                    # 4.9's getDelayTimeLevel() throws here, answered SYSTEM_ERROR with its text.
+                    return Refused(PutStatus.UNKNOWN_ERROR, exc.java_text)
                 if level > 0:
                     level = min(level, self.max_delay_level)
                     props = dict(props)

@@ -20,7 +20,7 @@ pytestmark = pytest.mark.slow
 TOPIC = "NumTopic"
 
 #: Values Integer.parseInt and Long.parseLong refuse (or Python's int() would wrongly take).
-NOT_NUMBERS = ["abc", "", " ", "1_0", "1e3", "0x10", "12abc"]
+NOT_NUMBERS = ["abc", "", " ", "1_0", "1e3", "0x10", "12abc", " 1", "1 ", "+", "-"]
 BEYOND_INT = ["2147483648", "-2147483649", "99999999999"]
 BEYOND_LONG = ["9223372036854775808", "-9223372036854775809", "1" + "0" * 40]
 #: Inside the range: answered (success or a typed refusal), never a crash.
@@ -128,3 +128,29 @@ async def test_bad_numbers_in_namesrv_headers(tmp_path: Path) -> None:
         finally:
             await client.close()
         _no_traceback(ns.output())
+
+
+async def test_bad_numbers_in_properties(tmp_path: Path) -> None:
+    """DELAY is read with Integer.parseInt, as 4.9.8's Message.getDelayTimeLevel(): what it
+    refuses is answered SYSTEM_ERROR with the NumberFormatException's text and is not stored."""
+    with running_cluster(tmp_path) as (_ns, broker):
+        client = RemotingClient()
+        try:
+            r = await client.invoke(broker.addr, create_request(RequestCode.UPDATE_AND_CREATE_TOPIC, {
+                "topic": TOPIC, "defaultTopic": "TBW102", "readQueueNums": 2, "writeQueueNums": 2, "perm": 6,
+                "topicFilterType": "SINGLE_TAG"}), 10)
+            assert r.code == ResponseCode.SUCCESS, r.remark
+            for v2 in (False, True):
+                for value in (" 1", "1_0", "2147483648", "1 "):
+                    fields = {**_send_fields(v2), SEND_V2_NAMES["properties"] if v2 else "properties":
+                              f"DELAY\x01{value}\x02"}
+                    code = RequestCode.SEND_MESSAGE_V2 if v2 else RequestCode.SEND_MESSAGE
+                    r = await client.invoke(broker.addr, create_request(code, fields, b"x"), 10)
+                    assert r.code == ResponseCode.SYSTEM_ERROR, (value, r.code, r.remark)
+                    assert r.remark == f'java.lang.NumberFormatException: For input string: "{value}"'
+            r = await client.invoke(broker.addr, create_request(RequestCode.GET_MAX_OFFSET,
+                                                                {"topic": TOPIC, "queueId": "0"}), 10)
+            assert r.code == ResponseCode.SUCCESS and r.ext_fields["offset"] == "0"
+        finally:
+            await client.close()
+        _no_traceback(broker.output())

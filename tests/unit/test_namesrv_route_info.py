@@ -182,3 +182,46 @@ def test_unit_sub_ununit_excludes_unit_topics() -> None:
     assert ri.get_unit_topics().topic_list == {"BOTH"}
     assert ri.get_has_unit_sub_topic_list().topic_list == {"BOTH"}
     assert ri.get_has_unit_sub_ununit_topic_list().topic_list == set()
+
+
+def test_a_second_live_master_of_a_name_is_refused(caplog) -> None:
+    """Issue 32, item 1: a copied config file (same brokerName, brokerId=0) must not flip the
+    master address; the newcomer is refused, with an ERROR naming both, and nothing changes."""
+    other = "10.0.0.3:10911"
+    ri = RouteInfoManager()
+    ri.register_broker("c", M, "b", 0, "10.0.0.1:10912", _body("T"), None, conn="mc", now_ms=1000)
+    ri.register_broker("c", S, "b", 1, None, _body("T"), None, conn="sc", now_ms=1000)
+    with caplog.at_level("ERROR", logger="fastmq.namesrv"):
+        r = ri.register_broker("c", other, "b", 0, None, _body("T", "Only"), None, conn="oc", now_ms=2000)
+    assert r.refused is not None and M in r.refused and other in r.refused
+    assert [rec for rec in caplog.records if rec.levelname == "ERROR" and M in rec.getMessage()
+            and other in rec.getMessage()]
+    assert ri.pickup_topic_route_data("T").broker_datas[0].broker_addrs == {0: M, 1: S}
+    assert ri.pickup_topic_route_data("Only") is None and other not in ri.broker_live_table
+    # Its stop (UNREGISTER_BROKER names the id) leaves the live holder routed.
+    ri.unregister_broker("c", other, "b", 0)
+    assert ri.pickup_topic_route_data("T").broker_datas[0].broker_addrs == {0: M, 1: S}
+    # The holder re-registering, and the slave, are unaffected.
+    assert ri.register_broker("c", M, "b", 0, None, _body("T"), None, conn="mc", now_ms=3000).refused is None
+    r = ri.register_broker("c", S, "b", 1, None, _body("T"), None, conn="sc", now_ms=3000)
+    assert r.refused is None and r.master_addr == M
+
+
+def test_the_name_is_free_once_its_master_is_gone() -> None:
+    """A restart on another address after the first's connection closed, a replacement after a
+    clean stop, and one after the holder expired are all taken at once."""
+    a, b, c = "10.0.0.3:1", "10.0.0.4:1", "10.0.0.5:1"
+    ri = RouteInfoManager()
+    ri.register_broker("c", M, "b", 0, None, _body("T"), None, conn="mc", now_ms=1000)
+    assert ri.on_channel_destroy("x", "mc") == M
+    assert ri.register_broker("c", a, "b", 0, None, _body("T"), None, conn="ac", now_ms=1000).refused is None
+    ri.unregister_broker("c", a, "b", 0)
+    assert ri.register_broker("c", b, "b", 0, None, _body("T"), None, conn="bc", now_ms=1000).refused is None
+    assert ri.register_broker("c", c, "b", 0, None, _body("T"), None, conn="cc", now_ms=100_000).refused is not None
+    assert ri.register_broker("c", c, "b", 0, None, _body("T"), None, conn="cc", now_ms=121_001).refused is None
+    assert ri.pickup_topic_route_data("T").broker_datas[0].broker_addrs == {0: c}
+    # A slave promoted in place (the master gone) takes id 0 and leaves its slave id.
+    ri.register_broker("c", S, "b", 1, None, _body("T"), None, conn="sc", now_ms=121_001)
+    ri.on_channel_destroy("x", "cc")
+    assert ri.register_broker("c", S, "b", 0, None, _body("T"), None, conn="sc", now_ms=121_002).refused is None
+    assert ri.pickup_topic_route_data("T").broker_datas[0].broker_addrs == {0: S}

@@ -108,3 +108,24 @@ async def test_replicated_records_are_indexed_only_into_reserved_space(tmp_path,
     finally:
         slave.shutdown()
         master.shutdown()
+
+
+def test_a_long_chain_is_walked_in_slices(tmp_path) -> None:
+    """Issue 32, item 2: one key with 20,000 entries and a window that skips the newest is walked
+    a bounded slice at a time, with the same answer as the whole walk."""
+    svc = IndexService(tmp_path / "index", slots=16, entries=30_001)
+    t0 = 1_700_000_000_000
+    for i in range(20_000):
+        svc.put("T", ["hot"], 10_000 + i, t0 + i * 1000)
+    assert len(svc.files) == 1
+    begin, end = t0 + 100 * 1000, t0 + 200 * 1000   # only old entries match: the walk passes 19,800 first
+    whole = svc.query("T", "hot", 64, begin, end)
+    assert whole == [10_000 + i for i in range(200, 136, -1)]
+    w = svc.walk("T", "hot", 64, begin, end)
+    steps = 0
+    while not w.step(1024):
+        steps += 1
+        assert steps < 100
+    assert w.found == whole and steps >= 19
+    # the walk stops at the window's start, as 4.9.8's does: a wide max_num finds all 101 and no more
+    assert len(svc.query("T", "hot", 1000, begin, end)) == 101

@@ -44,6 +44,8 @@ __all__ = ["AdminBrokerProcessor", "mq_keyed_json"]
 _V3_0_7_SNAPSHOT = 28  # MQVersion's ordinal: older clients cannot take an offset reset
 _V3_1_8_SNAPSHOT = 62  # ... nor answer GET_CONSUMER_RUNNING_INFO or CONSUME_MESSAGE_DIRECTLY
 _CALL_CLIENT_TIMEOUT_S = 10.0  # Broker2Client.callClient
+#: Index entries a QUERY_MESSAGE walks per turn of the event loop (well under a millisecond).
+INDEX_SLICE = 256
 
 
 def mq_keyed_json(entries: Sequence[tuple[tuple[str, str, int], Any]], **top: Any) -> bytes:
@@ -61,6 +63,7 @@ def _lang_name(code: int) -> str:
 class AdminBrokerProcessor(BrokerCodeDispatchProcessor):
     def __init__(self, broker: "BrokerContext") -> None:
         super().__init__(broker)
+        self._index_turn = asyncio.Lock()  # one QUERY_MESSAGE slice at a time, in arrival order
         self.handlers = {
             RequestCode.UPDATE_AND_CREATE_TOPIC: self.update_and_create_topic,
             RequestCode.DELETE_TOPIC_IN_BROKER: self.delete_topic,
@@ -120,7 +123,7 @@ class AdminBrokerProcessor(BrokerCodeDispatchProcessor):
                          topic_filter_type=h.topicFilterType, topic_sys_flag=h.topicSysFlag or 0, order=h.order)
         self.broker.topic_config.update(tc)
         await self._on_disk(self.broker.topic_config.file)
-        self.broker.schedule_register(force=False)
+        self.broker.schedule_register(topic=tc)  # that topic alone, as 4.9.8's registerIncrementBrokerData
         return response_for(request, ResponseCode.SUCCESS)
 
     def _system_topic(self, topic: str) -> str | None:
@@ -516,12 +519,26 @@ class AdminBrokerProcessor(BrokerCodeDispatchProcessor):
             return response_for(request, ResponseCode.SYSTEM_ERROR,
                                 f"invoke consumer <{group}> <{client_id}> Exception: {type(exc).__name__}: {exc}")
 
-    def query_message(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
-        """QUERY_MESSAGE: messages of a topic by key (KEYS or UNIQ_KEY), through the index file."""
+    async def query_message(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        """QUERY_MESSAGE: messages of a topic by key (KEYS or UNIQ_KEY), through the index file.
+
+        A key's chain in the index can be as long as the file, and the client picks the key and
+        the time window, so the walk runs in slices of INDEX_SLICE entries, one slice of one query
+        per turn of the event loop (``_index_turn`` is FIFO): every other request waits at most
+        about one slice, however many such queries run.
+        """
         h = QueryMessageRequestHeader.decode(request)
         store = self.broker.store
         max_num = min(h.maxNum, self.broker.store_config.maxMsgsNumBatch) if h.maxNum > 0 else 64
-        records = store.query_message(h.topic, h.key, max_num, h.beginTimestamp, h.endTimestamp)
+        records: list[bytes] = []
+        if store.index is not None:
+            walk = store.index.walk(h.topic, h.key, max_num, h.beginTimestamp, h.endTimestamp)
+            done = walk.step(INDEX_SLICE)  # most keys are short: answered in this first slice
+            while not done:
+                async with self._index_turn:
+                    done = walk.step(INDEX_SLICE)
+                    await asyncio.sleep(0)  # the turn is held over one loop turn: I/O runs, not another slice
+            records = [rec for phy in walk.found if (rec := store.select_one_message_by_offset(phy)) is not None]
         if not records:  # 4.9 fills the index fields in only when something was found
             return response_for(request, ResponseCode.QUERY_NOT_FOUND,
                                 "can not find message, maybe time range not correct",

@@ -19,7 +19,7 @@ from ...remoting import CodeDispatchProcessor as _CodeDispatch
 from ...remoting import Connection
 
 if TYPE_CHECKING:
-    from ...protocol.bodies import DataVersion
+    from ...protocol.bodies import DataVersion, TopicConfig
     from ...remoting import RemotingClient
     from ...store.config import MessageStoreConfig
     from ...store.message_store import MessageStore
@@ -117,7 +117,9 @@ class BrokerContext(Protocol):
     transactions: TransactionService
     client: RemotingClient
 
-    def schedule_register(self, force: bool = False) -> None: ...
+    def schedule_register(self, force: bool = False, topic: TopicConfig | None = None) -> None: ...
+
+    async def registered(self) -> None: ...
 
     async def register_all(self, force: bool) -> None: ...
 

@@ -97,7 +97,7 @@ class ClientManageProcessor(BrokerCodeDispatchProcessor):
         # A group's retry topic made by its first heartbeat reaches the NameServers before the
         # answer, as 4.9 registers it inside the heartbeat: the Java consumer looks its route up
         # right after, and would otherwise wait for its 30 s route poll to find it.
-        await self.broker.register_all(True)
+        await self.broker.registered()  # only the new topics: the whole table grows with the groups
         return response
 
     def unregister_client(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
