@@ -523,7 +523,7 @@ class Connection(asyncio.BufferedProtocol):
             except TimeoutError:
                 raise RemotingTimeoutError(self.remote_addr, report_ms) from None
         except asyncio.CancelledError:
-            self._abandon(opaque)
+            self._remember_abandoned(opaque)
             raise
         finally:
             if self.pending.get(opaque) is waiter:
@@ -646,7 +646,14 @@ class Connection(asyncio.BufferedProtocol):
             self.rpc_hook(request)
         self.send(request)
 
-    def _abandon(self, opaque: int) -> None:
+    def abandon(self, opaque: int) -> None:
+        """Forget our request ``opaque`` on purpose (its caller no longer wants the answer: a
+        suspended pull of a queue a rebalance dropped, a shutdown): its answer, when it comes,
+        is dropped without the "unknown opaque" warning kept for late answers to timeouts."""
+        self._remember_abandoned(opaque)
+        self.pending.pop(opaque, None)
+
+    def _remember_abandoned(self, opaque: int) -> None:
         if opaque in self.pending and not self.closed:
             self._abandoned[opaque] = None
             if len(self._abandoned) > _MAX_ABANDONED:

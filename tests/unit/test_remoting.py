@@ -405,6 +405,15 @@ async def test_late_answer_to_a_cancelled_request_is_quiet_a_timed_out_one_warns
     assert (await client.invoke(a, create_request(ECHO, {"v": "x"}), 5)).ext_fields["v"] == "x"
     assert not [r for r in caplog.records if "unknown opaque" in r.getMessage()]
     assert client._conns[a]._abandoned == {}                     # forgotten once answered
+    # a request started without waiting and given up on purpose (a suspended pull of a dropped queue)
+    conn = client._conns[a]
+    loop = asyncio.get_running_loop()
+    pull = create_request(SLOW, {"sleep": "0.2"})
+    conn.start_request(pull, loop.create_future(), loop.time() + 5, 5000)
+    await asyncio.sleep(0.05)
+    conn.abandon(pull.opaque)
+    await asyncio.sleep(0.4)
+    assert not [r for r in caplog.records if "unknown opaque" in r.getMessage()]
     with pytest.raises(RemotingTimeoutError):
         await client.invoke(a, create_request(SLOW, {"sleep": "0.3"}), 0.05)
     await asyncio.sleep(0.5)
