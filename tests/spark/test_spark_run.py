@@ -179,18 +179,23 @@ def test_broker_gone_mid_run_is_not_ok(spark, tmp_path: Path, capsys) -> None:
 def test_a_broker_killed_mid_run_is_named_not_reported_as_loss(spark, tmp_path: Path, capsys, monkeypatch) -> None:
     """Issue 31 (3): the broker gone during the window is the reason, with when; not 'lost' messages."""
     import signal
-    import threading
 
-    from spark_bench.run import cluster
+    from spark_bench.run import cluster, control
 
-    started = cluster.start_fastmq
+    started, progress = cluster.start_fastmq, control.ControlServer._print
+    brokers = []
 
-    def start_and_kill_later(base: Path, flush: str = "ASYNC_FLUSH"):  # type: ignore[no-untyped-def]
+    def start_and_keep(base: Path, flush: str = "ASYNC_FLUSH"):  # type: ignore[no-untyped-def]
         ns, broker = started(base, flush)
-        # warm-up 1 s, window 4 s: killed about 2 s into the window
-        threading.Timer(12.0, broker.stop, kwargs={"sig": signal.SIGKILL}).start()
+        brokers.append(broker)
         return ns, broker
-    monkeypatch.setattr(cluster, "start_fastmq", start_and_kill_later)
+
+    def kill_at_first_interval(self, i: int) -> None:  # type: ignore[no-untyped-def]
+        progress(self, i)
+        if i == 0:   # 1 s into the window
+            brokers[0].stop(sig=signal.SIGKILL)
+    monkeypatch.setattr(cluster, "start_fastmq", start_and_keep)
+    monkeypatch.setattr(control.ControlServer, "_print", kill_at_first_interval)
     out = tmp_path / "out"
     rc = cli.main(["run", str(workload(tmp_path, duration=4)), "--out", str(out), *PURE], spark=spark)
     assert rc == 1
