@@ -43,10 +43,12 @@ def _run_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--keep-topics", action="store_true", help="leave the run's topics on the cluster")
     p.add_argument("--flush", choices=("ASYNC_FLUSH", "SYNC_FLUSH"), default="ASYNC_FLUSH",
                    help="the embedded broker's flushDiskType (Redis's AOF fsync is matched to it)")
+    p.add_argument("--executor-wait", type=float, default=120.0, metavar="SECONDS",
+                   help="on a cluster, fail the run when no executor registered within this long (default 120)")
     p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="extra Spark configuration")
 
 
-def _spark(master: str, confs: list[str]) -> Any:
+def _spark(master: str, confs: list[str], executor_wait_s: float = 120.0) -> Any:
     # executors use this interpreter (and so the fastmq and spark_bench installed in it)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
@@ -65,21 +67,50 @@ def _spark(master: str, confs: list[str]) -> Any:
     spark = b.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     if not master.startswith("local"):
-        _wait_for_executors(spark.sparkContext)
+        try:
+            _wait_for_executors(spark.sparkContext, executor_wait_s)
+        except BaseException:
+            spark.stop()
+            raise
     return spark
+
+
+def _check_master(master: str, timeout_s: float = 5.0) -> None:
+    """A spark:// master that does not accept connections fails the run at once: Spark itself
+    retries for a minute and then stops the context under the caller (a traceback)."""
+    import socket
+
+    from .run.cluster import BenchError
+    if not master.startswith("spark://"):
+        return
+    for hostport in master[len("spark://"):].split(","):
+        host, _, port = hostport.strip().rpartition(":")
+        try:
+            with socket.create_connection((host, int(port or 7077)), timeout=timeout_s):
+                return
+        except (OSError, ValueError) as exc:
+            problem = f"{hostport}: {exc}"
+    raise BenchError(f"Spark master {master} unreachable ({problem}): check --master")
 
 
 def _wait_for_executors(sc: Any, timeout_s: float = 120.0) -> None:
     """A cluster's executors register a while after the session starts: the slot count (and the
-    barrier stage's own check) must not be taken before they have."""
+    barrier stage's own check) must not be taken before they have. None within ``timeout_s``
+    (a master without workers, or one that refused the application) fails the run."""
     import time
+
+    from .run.cluster import BenchError
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
+        if sc._jsc.sc().isStopped():
+            raise BenchError(f"Spark stopped the application: the master {sc.master} refused it or stopped "
+                             "answering (see the Spark log above)")
         if sc._jsc.sc().getExecutorMemoryStatus().size() > 1:   # the driver is one entry
             time.sleep(2)   # the others of a multi-worker cluster come within moments
             return
         time.sleep(0.5)
-    print(f"fastmq-bench: no executor registered with {sc.master} within {timeout_s:.0f}s", file=sys.stderr)
+    raise BenchError(f"no executor registered with {sc.master} within {timeout_s:.0f}s: the master has no "
+                     "worker with enough free cores and memory (--executor-wait to wait longer)")
 
 
 def run(a: argparse.Namespace, spark: Any = None) -> int:
@@ -108,17 +139,19 @@ def run(a: argparse.Namespace, spark: Any = None) -> int:
     failures = 0
     own_spark = spark is None
 
+    def failed_record(w: Any, d: str, reason: str) -> dict[str, Any]:
+        from .run.runner import _failed
+        return _failed({"schema": 1, "run_id": run_id, "started_at": started_at, "workload": w.to_json(),
+                        "driver": d, "env": {"master": a.master}, "window_s": w.duration_s,
+                        "target_rate": w.producer_rate or None, "sent_ok": None, "errors": {},
+                        "received": None, "duplicates": None, "lost": None, "broker": None,
+                        "publish": None, "e2e": None, "intervals": []}, reason)
+
     def fail_all(reason: str) -> int:
         import json
-
-        from .run.runner import _failed
         for w in workloads:
             for d in drivers:
-                r = _failed({"schema": 1, "run_id": run_id, "started_at": started_at, "workload": w.to_json(),
-                             "driver": d, "env": {"master": a.master}, "window_s": w.duration_s,
-                             "target_rate": w.producer_rate or None, "sent_ok": None, "errors": {},
-                             "received": None, "duplicates": None, "lost": None, "broker": None,
-                             "publish": None, "e2e": None, "intervals": []}, reason)
+                r = failed_record(w, d, reason)
                 d_out = out / f"{w.name}-{d}"
                 d_out.mkdir(parents=True, exist_ok=True)
                 (d_out / "result.json").write_text(json.dumps(r, indent=2) + "\n")
@@ -126,6 +159,8 @@ def run(a: argparse.Namespace, spark: Any = None) -> int:
         return 1
     try:
         try:
+            if spark is None:
+                _check_master(a.master)   # before any server starts: a typo costs seconds, not minutes
             if any(d != "redis-streams" for d in drivers):
                 if a.namesrv:
                     target["namesrv"] = a.namesrv
@@ -151,13 +186,23 @@ def run(a: argparse.Namespace, spark: Any = None) -> int:
         except BenchError as exc:
             return fail_all(str(exc))
         if spark is None:
-            spark = _spark(a.master, a.conf)
+            try:
+                spark = _spark(a.master, a.conf, a.executor_wait)
+            except BenchError as exc:
+                return fail_all(str(exc))
+            except Exception as exc:  # Spark refused the session (a bad URL, a bad --conf): one line
+                return fail_all(f"Spark did not start on {a.master}: {type(exc).__name__}: "
+                                f"{(str(exc).strip().splitlines() or [''])[0][:300]}")
         ctx = RunContext(spark=spark, run_id=run_id, started_at=started_at, master=a.master, target=target,
                          admin=admin, tasks=a.tasks, interval_s=a.interval, allow_pure=a.allow_pure,
                          keep_topics=a.keep_topics)
         for w in workloads:
             for d in drivers:
-                result, rows = run_one(ctx, w, d)
+                try:
+                    result, rows = run_one(ctx, w, d)
+                except Exception as exc:  # e.g. Spark stopped under the run: one line, not a traceback
+                    result, rows = failed_record(w, d, f"the run stopped: {type(exc).__name__}: "
+                                                       f"{(str(exc).strip().splitlines() or [''])[0][:300]}"), []
                 gone = [p.what for p in embedded if not p.alive()]
                 if gone and result["status"] == "ok":
                     result["status"], result["reason"] = "failed", f"{', '.join(gone)} exited during the run"

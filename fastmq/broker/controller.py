@@ -31,6 +31,7 @@ from ..protocol.bodies import DataVersion, TopicConfig
 from ..protocol.codes import RequestCode
 from ..protocol.command import create_request
 from ..remoting import Connection, ConnectionGoneListener, RemotingClient, RemotingServer
+from ..remoting.address import is_loopback
 from ..remoting.loop import every
 from ..store.config import MessageStoreConfig
 from ..store.ha import HAClient, HAService
@@ -59,13 +60,29 @@ try:  # written by another part of the project; the broker runs without delay le
 except ImportError:  # pragma: no cover
     ScheduleMessageService = None  # type: ignore[assignment,misc]
 
-__all__ = ["BrokerController"]
+__all__ = ["BrokerController", "loopback_warning"]
 
 log = logging.getLogger("fastmq.broker")
 
 CHANNEL_SCAN_INTERVAL = 10.0
 STATS_SAMPLE_INTERVAL = 1.0  # StoreStatsService's sampling period
 ADDRESS_SERVER_POLL_INTERVAL = 120.0
+
+
+def loopback_warning(broker_ip: str, namesrv_addrs: list[str]) -> str | None:
+    """One line when the broker advertises loopback to a NameServer other hosts may ask.
+
+    Clients on other hosts get the route from that NameServer and would dial 127.0.0.1: their
+    own host. Nothing fails at start, so without this line the mistake shows up as timeouts.
+    """
+    if not is_loopback(broker_ip):
+        return None
+    remote = [a for a in namesrv_addrs
+              if not (is_loopback(a.rsplit(":", 1)[0]) or a.rsplit(":", 1)[0] == "localhost")]
+    if not remote:
+        return None
+    return (f"advertising {broker_ip} to NameServer {', '.join(remote)}: clients on other hosts "
+            f"cannot reach this broker; set brokerIP1 to an address they can reach")
 
 
 class _ClientHousekeeping(ConnectionGoneListener):
@@ -258,6 +275,9 @@ class BrokerController:
             self.transactions.start_checks()
         self._registered = True  # from here on a shutdown owes the NameServers an unregister
         self.client.set_namesrv_addrs(self.namesrv.namesrv_addrs)
+        warning = loopback_warning(self.config.brokerIP1, self.namesrv.namesrv_addrs)
+        if warning:
+            log.warning("%s", warning)
         await self.register_all(True)
         self._tasks = [
             asyncio.ensure_future(every(self.config.registerNameServerPeriod / 1000,

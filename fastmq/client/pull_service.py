@@ -65,7 +65,8 @@ class _Pull:
     def cancel(self) -> None:
         """Forget the answer (opaques are unique: the pending entry is ours)."""
         if self.conn is not None:
-            self.conn.pending.pop(self.opaque, None)
+            # a suspended pull is answered later anyway (a message, or the suspend timeout)
+            self.conn.abandon(self.opaque)
         self.answer.cancel()
 
 

@@ -55,6 +55,8 @@ WRITE_HIGH_WATER = 4 * 1024 * 1024
 WRITE_LOW_WATER = 1024 * 1024
 #: Requests of one connection being processed at once before we stop reading it.
 MAX_INFLIGHT = 65536
+# late answers to cancelled requests remembered per connection (see Connection._abandoned)
+_MAX_ABANDONED = 1024
 #: Bytes of requests queued by start_request/start_frame that are written at once rather than
 #: at the loop's next turn: a producer issuing thousands of sends in one turn keeps the broker
 #: busy with the first ones while it encodes the rest, instead of handing it everything at the end.
@@ -265,6 +267,10 @@ class Connection(asyncio.BufferedProtocol):
         self._deadlines: list[tuple[float, int]] = []
         self._deadline_timer: asyncio.TimerHandle | None = None
         self._deadline_at = 0.0
+        # opaques of requests their caller gave up on (cancelled, e.g. a rebalance stopped at a
+        # shutdown): their late answers are expected, unlike a timed-out request's, so they are
+        # dropped without the "unknown opaque" warning. Bounded: oldest forgotten first.
+        self._abandoned: dict[int, None] = {}
         # Set once connection_lost has run; close()/owners wait on it so no transport outlives its loop.
         self._lost = asyncio.Event()
 
@@ -329,6 +335,8 @@ class Connection(asyncio.BufferedProtocol):
             self._answers += len(cmds) - (len(requests) if requests else 0)
             self._adapt_window()
             self._release_held()
+        if unmatched and self._abandoned:
+            unmatched = [op for op in unmatched if self._abandoned.pop(op, 0) is not None]
         if unmatched:  # one line per read, however many: a burst of late answers must not flood the log
             log.warning("%d response(s) with unknown opaque from %s (timed out?), first %s", len(unmatched),
                         self.remote_addr, unmatched[:5])
@@ -514,6 +522,9 @@ class Connection(asyncio.BufferedProtocol):
                     return await fut
             except TimeoutError:
                 raise RemotingTimeoutError(self.remote_addr, report_ms) from None
+        except asyncio.CancelledError:
+            self._remember_abandoned(opaque)
+            raise
         finally:
             if self.pending.get(opaque) is waiter:
                 del self.pending[opaque]
@@ -634,6 +645,19 @@ class Connection(asyncio.BufferedProtocol):
         if self.rpc_hook is not None:
             self.rpc_hook(request)
         self.send(request)
+
+    def abandon(self, opaque: int) -> None:
+        """Forget our request ``opaque`` on purpose (its caller no longer wants the answer: a
+        suspended pull of a queue a rebalance dropped, a shutdown): its answer, when it comes,
+        is dropped without the "unknown opaque" warning kept for late answers to timeouts."""
+        self._remember_abandoned(opaque)
+        self.pending.pop(opaque, None)
+
+    def _remember_abandoned(self, opaque: int) -> None:
+        if opaque in self.pending and not self.closed:
+            self._abandoned[opaque] = None
+            if len(self._abandoned) > _MAX_ABANDONED:
+                del self._abandoned[next(iter(self._abandoned))]
 
     def expire(self, opaque: int) -> None:
         """Fail our request ``opaque`` with RemotingTimeoutError now, if it still awaits its answer

@@ -156,7 +156,8 @@ def _collate(args: argparse.Namespace) -> int:
         failing = [c for c in cmp.changes if c["gate"] and c["worse_pct"] > args.fail_on_regression]
         for c in failing:
             who = " / ".join(x for x in (c["variant"], c["peer"]) if x)
-            print(f"{PROG}: regression: {c['case']}{f' [{who}]' if who else ''} {c['metric']}: "
+            name = c["suite"] if c["source"] == "run" else c["case"]   # a run's case also carries its shape
+            print(f"{PROG}: regression: {name}{f' [{who}]' if who else ''} {c['metric']}: "
                   f"{c['prev_value']:g} -> {c['value']:g} ({c['change_pct']:+.1f}%, against "
                   f"{'baseline ' if c['vs_baseline'] else ''}{c['prev_commit'] or c['prev_origin']}), "
                   f"more than {args.fail_on_regression:g}%", file=sys.stderr)

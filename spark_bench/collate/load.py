@@ -31,7 +31,7 @@ FIELDS: list[tuple[str, type]] = [
     ("reason", str),
     ("baseline", bool),  # came from --baseline
     ("suite", str),     # run: workload name; pytest: benchmark group or module
-    ("case", str),      # what is compared across commits (workload; benchmark without its twin id)
+    ("case", str),      # what is compared across commits (workload and shape; benchmark without its twin id)
     ("variant", str),   # run: driver; pytest: "c" / "py" twin or ""
     ("peer", str),      # pytest extra_info: whose figure ("fastmq send", "redis-py XADD"), or ""
     ("metric", str),
@@ -116,8 +116,12 @@ def _env_text(env: dict[str, Any]) -> str:
     parts = []
     if env.get("fastmq_version"):
         parts.append(f"fastmq {env['fastmq_version']}")
-    if "compiled" in env:
-        parts.append("compiled" if env.get("compiled") else "PURE PYTHON")
+    if env.get("compiled") is True:
+        parts.append("compiled")
+    elif env.get("compiled") is False:
+        parts.append("PURE PYTHON")
+    else:   # null or missing: the tasks never said (a run that failed first); not a pure run
+        parts.append("compiled: unknown")
     if env.get("python"):
         parts.append(f"Python {env['python']}")
     if env.get("spark_version"):
@@ -127,6 +131,30 @@ def _env_text(env: dict[str, Any]) -> str:
     if env.get("executors") is not None and env.get("cores") is not None:
         parts.append(f"{env['executors']} executors, {env['cores']} cores")
     return ", ".join(parts)
+
+
+def shape_text(doc: dict[str, Any]) -> str:
+    """The run's shape as compared: the workload's content and how the cluster ran it.
+
+    Two runs of one workload name are compared only when this text is equal: a 4-slot run is
+    not a slower 16-slot run, nor one whose workload file changed. Older result.json files have
+    no ``shape``: their slots and executors (env) are what is known; tasks unknown."""
+    import hashlib
+    raw = doc.get("workload")
+    wl: dict[str, Any] = raw if isinstance(raw, dict) else {}
+    body = {k: v for k, v in wl.items() if k not in ("file", "name", "tasks")}
+    digest = hashlib.sha1(json.dumps(body, sort_keys=True).encode()).hexdigest()[:6] if body else "?"
+    raw_env, raw_shape = doc.get("env"), doc.get("shape")
+    env: dict[str, Any] = raw_env if isinstance(raw_env, dict) else {}
+    sh: dict[str, Any] = raw_shape if isinstance(raw_shape, dict) else {}
+    master = str(sh.get("master") or env.get("master") or "?")
+    kind = master if master.startswith("local") else master.split("://")[0] + " cluster"
+
+    def n(v: Any) -> str:
+        return "?" if v is None else str(v)
+    return (f"workload {digest}, {n(sh.get('tasks'))} tasks x {n(sh.get('clients_per_task'))} clients, "
+            f"{n(sh.get('slots', env.get('cores')))} slots, {n(sh.get('executors', env.get('executors')))} "
+            f"executors, {kind}")
 
 
 def read_result(path: Path, baseline: bool = False) -> list[dict[str, Any]]:
@@ -157,7 +185,8 @@ def read_result(path: Path, baseline: bool = False) -> list[dict[str, Any]]:
         # a pure-Python measurement is another thing measured, not a slower commit of the same one
         driver += " (pure Python)"
     base = _base("run", path, str(doc["run_id"]), _when(doc.get("started_at")), _short(env.get("commit")),
-                 _env_text(env), status, str(doc.get("reason") or ""), baseline, name, name, driver)
+                 _env_text(env), status, str(doc.get("reason") or ""), baseline, name,
+                 f"{name} [{shape_text(doc)}]", driver)
     if status == "ok":
         for part in ("publish", "e2e"):
             if not isinstance(doc.get(part), dict):

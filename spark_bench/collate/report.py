@@ -65,16 +65,22 @@ def _run_table(rows: list[dict[str, Any]]) -> tuple[list[str], list[list[str]]]:
         run = by_run.setdefault((r["run_key"], r["variant"]), {"_": r})
         run[r["metric"]] = r["value"]
     head = ["run", "started (UTC)", "commit", "driver", "status"] + [c.replace(" p", " p") for c in _RUN_COLS] + [
-        "measured on"]
+        "shape", "measured on"]
     out = []
     for (run_key, driver), f in sorted(by_run.items(), key=lambda kv: (kv[1]["_"]["when"], kv[0])):
         r = f["_"]
         ok = r["status"] == "ok"
         status = "ok" if ok else f"**{r['status'].upper()}**: {r['reason'] or 'no reason given'}"
-        cells = [fmt(f.get(c), "us" if c.split(" ")[-1] in PERCENTILES else "") if ok else DASH for c in _RUN_COLS]
+        # a failed run's figures are not the run's, but its counts say what happened before the failure
+        cells = [fmt(f.get(c), "us" if c.split(" ")[-1] in PERCENTILES else "") if ok or c in _COUNTS else DASH
+                 for c in _RUN_COLS]
+        shape = r["case"][len(r["suite"]):].strip(" []") or DASH
         out.append([run_key, r["when"][:19].replace("T", " "), r["commit"] or DASH, driver, status] + cells
-                   + [r["env"] or DASH])
+                   + [shape, r["env"] or DASH])
     return head, out
+
+
+_COUNTS = {"sent_ok", "received", "errors", "lost", "duplicates"}
 
 
 def _newest(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -158,6 +164,11 @@ def build_blocks(inputs: Inputs, cmp: Comparison, flag_pct: float, fail_pct: flo
             b.append(("h3", f"Workload {wl}"))
             head, body = _run_table([r for r in runs if r["suite"] == wl])
             b.append(("table", head, body))
+            shapes = sorted({r["case"] for r in runs if r["suite"] == wl})
+            if len(shapes) > 1:
+                b.append(("p", f"Not compared with each other: these runs of {wl} differ in shape (the workload's "
+                               "content, or tasks, clients per task, slots, executors): "
+                               + "; ".join(c[len(wl):].strip(" []") for c in shapes) + "."))
         b.append(("img", "runs_throughput.png", "throughput per workload and driver"))
         b.append(("img", "runs_latency.png", "latency percentiles per workload and driver"))
         incomplete = [r for r in runs if r["status"] != "ok" and r["metric"] == "publish msgs/s"
@@ -230,7 +241,7 @@ def _lat(metric: str) -> str:
 
 
 def _figure_name(c: dict[str, Any]) -> str:
-    case = c["case"].split("::")[-1]
+    case = c["suite"] if c.get("source") == "run" else c["case"].split("::")[-1]
     who = " / ".join(x for x in (c["variant"], c["peer"]) if x)
     return f"{case}{f' [{who}]' if who else ''} {c['metric']}"
 
@@ -271,11 +282,20 @@ def _inline(s: str) -> str:
     return "".join(f"<code>{p}</code>" if i % 2 else p for i, p in enumerate(parts))
 
 
+def _text_class(cell: str) -> str:
+    # prose (more than a few words) wraps and reads left-aligned; figures stay right-aligned
+    return " class='t'" if len(cell) > 24 and " " in cell else ""
+
+
 def render_html(blocks: list[Block], title: str = "fastmq benchmark results") -> str:
     """One self-contained page (images beside it)."""
     out = ["<!DOCTYPE html>", "<html><head><meta charset='utf-8'>", f"<title>{html.escape(title)}</title>",
-           "<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse;margin:1em 0}"
+           # a wide table scrolls inside its own box instead of running off a 1280 px page, and long
+           # text cells (a reason, what a run was measured on) wrap
+           "<style>body{font-family:sans-serif;margin:2em}.tw{overflow-x:auto;max-width:100%}"
+           "table{border-collapse:collapse;margin:1em 0}"
            "td,th{border:1px solid #bbb;padding:2px 6px;font-size:13px}td{text-align:right}"
+           "td.t{text-align:left;min-width:12em;max-width:32em;white-space:normal}"
            "td:first-child{text-align:left}img{max-width:100%}</style></head><body>"]
     for blk in blocks:
         kind = blk[0]
@@ -286,9 +306,10 @@ def render_html(blocks: list[Block], title: str = "fastmq benchmark results") ->
         elif kind == "img":
             out.append(f"<p><img src='{html.escape(blk[1])}' alt='{html.escape(blk[2])}'></p>")
         elif kind == "table":
-            out.append("<table><tr>" + "".join(f"<th>{_inline(h)}</th>" for h in blk[1]) + "</tr>")
-            out += ["<tr>" + "".join(f"<td>{_inline(str(c))}</td>" for c in row) + "</tr>" for row in blk[2]]
-            out.append("</table>")
+            out.append("<div class='tw'><table><tr>" + "".join(f"<th>{_inline(h)}</th>" for h in blk[1]) + "</tr>")
+            out += ["<tr>" + "".join(f"<td{_text_class(str(c))}>{_inline(str(c))}</td>" for c in row) + "</tr>"
+                    for row in blk[2]]
+            out.append("</table></div>")
     out.append("</body></html>")
     return "\n".join(out)
 

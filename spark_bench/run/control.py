@@ -67,12 +67,19 @@ class ControlServer:
     def _accept(self) -> None:
         while not self._closed:
             try:
-                conn, _ = self.sock.accept()
+                conn, peer = self.sock.accept()
             except OSError:
                 return
-            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+            threading.Thread(target=self._serve, args=(conn, str(peer[0])), daemon=True).start()
 
-    def _serve(self, conn: socket.socket) -> None:
+    def where(self, task: int, ip: str = "") -> str:
+        """Where a task ran, for a reason: its host, address and process as it said hello."""
+        env = (self.ready.get(task) or {}).get("env") or {}
+        parts = [p for p in (env.get("executor") and f"executor {env['executor']}", env.get("host"),
+                             ip, env.get("pid") and f"pid {env['pid']}") if p]
+        return f" ({', '.join(map(str, parts))})" if parts else ""
+
+    def _serve(self, conn: socket.socket, ip: str = "") -> None:
         task = -1
         try:
             for line in conn.makefile("rb"):
@@ -94,7 +101,8 @@ class ControlServer:
         except (OSError, ValueError, KeyError):
             pass
         if not self._closed and task not in self.done and not (self.plan is None and self.failure):
-            self.fail(f"task {task} ended before finishing its load (its process or executor died)"
+            self.fail(f"task {task}{self.where(task, ip)} ended before finishing its load "
+                      "(its process or executor died)"
                       if task >= 0 else "a task closed its control connection before saying hello")
 
     def _decide(self) -> None:

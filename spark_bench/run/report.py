@@ -13,13 +13,32 @@ _SCHEMA = ("run_id string, workload string, driver string, task int, host string
 
 
 def write_outputs(spark: Any, out: Path, result: dict[str, Any], rows: list[dict[str, Any]]) -> None:
-    """Everything for one (workload, driver) into ``out`` (created)."""
+    """Everything for one (workload, driver) into ``out`` (created).
+
+    The rows came back to the driver through Spark, but Spark's parquet writer runs on an
+    executor: on a cluster whose executors do not share the driver's ``out`` directory the file
+    lands on their disks and the driver's copy is empty. The driver checks what arrived and
+    fails the run, naming the reason, rather than report OK with data missing."""
     out.mkdir(parents=True, exist_ok=True)
     hists = result.pop("_hists", None)
-    (out / "result.json").write_text(json.dumps(result, indent=2) + "\n")
     if rows:
-        spark.createDataFrame(rows, _SCHEMA).coalesce(1).write.mode("overwrite").parquet(str(out / "intervals.parquet"))
-    pngs = _plots(out, result, hists) if result["intervals"] or hists else []
+        target = out / "intervals.parquet"
+        problem = None
+        try:
+            spark.createDataFrame(rows, _SCHEMA).coalesce(1).write.mode("overwrite").parquet(str(target))
+            if not any(f.stat().st_size for f in target.glob("part-*")):
+                problem = (f"intervals.parquet: the executors wrote {len(rows)} interval rows where the driver "
+                           f"cannot see them ({target} has no data file): give --out a directory the driver and "
+                           "every executor share")
+        except Exception as exc:  # a write refused on the executors' side
+            problem = f"intervals.parquet could not be written: {type(exc).__name__}: {str(exc).splitlines()[0][:300]}"
+        if problem:
+            result["status"] = "failed"
+            result["reason"] = f"{result['reason']}; {problem}" if result.get("reason") else problem
+    (out / "result.json").write_text(json.dumps(result, indent=2) + "\n")
+    measured = any(h.total for h in (hists or {}).values()) or any(
+        x["publish_msgs_per_s"] or x["e2e_msgs_per_s"] for x in result["intervals"])
+    pngs = _plots(out, result, hists) if measured else []
     _html(out, result, pngs)
 
 
@@ -100,8 +119,9 @@ def summary_line(r: dict[str, Any]) -> str:
 
 
 def _html(out: Path, r: dict[str, Any], pngs: list[str]) -> None:
-    def cell(v: Any) -> str:
-        return html.escape("" if v is None else (f"{v:,.1f}" if isinstance(v, float) else str(v)))
+    def cell(v: Any, none: str = "unknown") -> str:
+        # never a blank: a missing value says why it is missing
+        return html.escape(none if v is None else (f"{v:,.1f}" if isinstance(v, float) else str(v)))
     rows = []
     for k in ("publish", "e2e"):
         f = r.get(k)
@@ -110,15 +130,22 @@ def _html(out: Path, r: dict[str, Any], pngs: list[str]) -> None:
                         + "".join(f"<td>{cell(v)}</td>" for v in f["latency_us"].values()) + "</tr>")
     names = "".join(f"<th>{n} µs</th>" for n in ("p50", "p75", "p90", "p95", "p99", "p99.9", "max"))
     env = r["env"]
+    sh = r.get("shape") or {}
+    shape = (f"{sh['tasks']} tasks ({sh.get('tasks_from')}), at most {sh.get('clients_per_task')} clients per task"
+             if sh.get("tasks") else "tasks not laid out")
+    table = (f'<div style="overflow-x:auto"><table border="1" cellpadding="4"><tr><th></th><th>msgs/s</th>'
+             f'<th>MB/s</th>{names}</tr>{"".join(rows)}</table></div>' if rows else "<p>No latency measured.</p>")
     page = f"""<!doctype html><meta charset="utf-8"><title>{html.escape(r['workload']['name'])} / {html.escape(r['driver'])}</title>
 <h1>{html.escape(r['workload']['name'])} / {html.escape(r['driver'])}: {html.escape(r['status'])}</h1>
-<p>{html.escape(r['reason'] or '')}</p>
-<p>run {html.escape(r['run_id'])}, started {html.escape(r['started_at'])}; fastmq {cell(env['fastmq_version'])}
-({cell(env['commit'])}), compiled extensions: {cell(env['compiled'])}; Spark {cell(env['spark_version'])} on
-{cell(env['master'])}, {cell(env['cores'])} slots; window {cell(r['window_s'])} s, target rate {cell(r['target_rate'])}</p>
-<table border="1" cellpadding="4"><tr><th></th><th>msgs/s</th><th>MB/s</th>{names}</tr>{''.join(rows)}</table>
-<p>sent_ok {cell(r['sent_ok'])}, received {cell(r['received'])}, lost {cell(r['lost'])}, duplicates
-{cell(r['duplicates'])}, errors {html.escape(json.dumps(r['errors']))}, broker {html.escape(json.dumps(r['broker']))}</p>
-{''.join(f'<p><img src="{p}" alt="{p}"></p>' for p in pngs)}
+{f"<p>{html.escape(r['reason'])}</p>" if r['reason'] else ''}
+<p>run {html.escape(r['run_id'])}, started {html.escape(r['started_at'])}; fastmq {cell(env.get('fastmq_version'))}
+(commit {cell(env.get('commit'))}), compiled extensions: {cell(env.get('compiled'))}; Spark
+{cell(env.get('spark_version'))} on {cell(env.get('master'))}, {cell(env.get('cores'))} slots, {shape}; window
+{cell(r['window_s'])} s, target rate {cell(r['target_rate'], 'none (as fast as the producers go)')}</p>
+{table}
+<p>sent_ok {cell(r['sent_ok'], 'not counted')}, received {cell(r['received'], 'not counted')}, lost
+{cell(r['lost'], 'not counted')}, duplicates {cell(r['duplicates'], 'not counted')}, errors
+{html.escape(json.dumps(r['errors']))}, broker {cell(r['broker'] and json.dumps(r['broker']), 'not read')}</p>
+{''.join(f'<p><img src="{p}" alt="{p}"></p>' for p in pngs) or '<p>No message was measured in this run: nothing to plot.</p>'}
 """
     (out / "report.html").write_text(page)

@@ -144,13 +144,19 @@ def run_one(ctx: RunContext, w: Workload, driver: str) -> tuple[dict[str, Any], 
     that failed: the result says ``failed`` and why."""
     sc = ctx.spark.sparkContext
     slots = slots_of(sc)
-    want = ctx.tasks or slots
+    want = ctx.tasks or w.tasks or slots
     result: dict[str, Any] = _skeleton(ctx, w, driver, slots)
     rows: list[dict[str, Any]] = []
     if want > slots:
+        pinned = "" if ctx.tasks or not w.tasks else f" (the workload pins tasks: {w.tasks})"
         return _failed(result, f"the run needs {want} tasks at once but the cluster has {slots} task slots "
-                               f"(executor cores / spark.task.cpus): use --tasks {slots} or a bigger cluster"), rows
+                               f"(executor cores / spark.task.cpus){pinned}: use --tasks {slots} or a bigger "
+                               "cluster"), rows
     plan_tasks = layout(w, want)
+    # what makes two runs comparable besides the workload: how its clients were spread
+    result["shape"].update(tasks=len(plan_tasks), tasks_from="--tasks" if ctx.tasks else (
+        "workload" if w.tasks else "slots"), clients_per_task=max(len(t["producers"]) + len(t["consumers"])
+                                                                   for t in plan_tasks))
     run = ctx.target["run"]
     topic_names = {f"T{i}": f"bench-{w.name}-{run}-{i}" for i in range(w.topics)}
     group_names = {c["group"]: f"bench_{w.name}_{run}_{c['group']}" for t in plan_tasks for c in t["consumers"]}
@@ -173,14 +179,32 @@ def run_one(ctx: RunContext, w: Workload, driver: str) -> tuple[dict[str, Any], 
         return _failed(result, str(exc)), rows
     except Exception as exc:
         return _failed(result, f"cannot create the workload's topics: {type(exc).__name__}: {exc}"), rows
+    out = (result, rows)
     try:
-        return _run_stage(ctx, w, driver, plan_tasks, topics, pairs, result, admin)
+        out = _run_stage(ctx, w, driver, plan_tasks, topics, pairs, result, admin)
     finally:
         if not ctx.keep_topics:
-            try:
-                admin.delete(topics, [g for g, _ in pairs])
-            except Exception as exc:  # cleanup trouble is noted, not fatal
-                ctx.print(f"note: removing the run's topics failed: {exc}")
+            left = _remove(ctx, admin, topics, [g for g, _ in pairs], bool(result.get("unreachable")))
+            if left:
+                out[0]["left_behind"] = left
+    return out
+
+
+def _remove(ctx: RunContext, admin: Any, topics: list[str], groups: list[str], server_lost: bool) -> dict[str, Any]:
+    """Delete the run's topics and groups; what is left behind and why ({} when all went).
+
+    After a server was lost during the run, wait a little (bounded) for it to come back first."""
+    tries = 10 if server_lost else 1
+    for i in range(tries):
+        try:
+            admin.delete(topics, groups)
+            return {}
+        except Exception as exc:  # cleanup trouble is noted in the result, not fatal
+            problem = f"{type(exc).__name__}: {exc}"
+            if i + 1 < tries:
+                time.sleep(3)
+    ctx.print(f"note: the run's topics were left behind ({', '.join(topics)}): {problem}")
+    return {"topics": topics, "groups": groups, "reason": problem}
 
 
 def _skeleton(ctx: RunContext, w: Workload, driver: str, slots: int) -> dict[str, Any]:
@@ -189,10 +213,15 @@ def _skeleton(ctx: RunContext, w: Workload, driver: str, slots: int) -> dict[str
         executors = max(1, sc._jsc.sc().getExecutorMemoryStatus().size() - (0 if ctx.master.startswith("local") else 1))
     except Exception:
         executors = None
+    from .task import task_env
+    mine = task_env()   # the driver's: the tasks' replace it when they report (compiled stays unknown till then)
     return {"schema": 1, "run_id": ctx.run_id, "started_at": ctx.started_at, "status": "failed", "reason": None,
             "workload": w.to_json(), "driver": driver,
-            "env": {"fastmq_version": None, "commit": None, "compiled": None, "python": platform.python_version(),
+            "env": {"fastmq_version": mine["fastmq_version"], "commit": mine["commit"], "compiled": None,
+                    "python": platform.python_version(),
                     "spark_version": sc.version, "master": ctx.master, "executors": executors, "cores": slots},
+            "shape": {"master": ctx.master, "executors": executors, "slots": slots, "tasks": None,
+                      "tasks_from": None, "clients_per_task": None},
             "window_s": w.duration_s, "target_rate": w.producer_rate or None, "sent_ok": None, "errors": {},
             "received": None, "duplicates": None, "lost": None, "broker": None, "publish": None, "e2e": None,
             "intervals": [],
@@ -227,6 +256,11 @@ def _run_stage(ctx: RunContext, w: Workload, driver: str, plan_tasks: list[dict[
     counters: dict[str, Any] = {}
     watcher = threading.Thread(target=_watch_broker, args=(server, admin, topics, counters), daemon=True)
     watcher.start()
+    probe_stop = threading.Event()
+    unreachable: dict[str, float] = {}
+    prober = threading.Thread(target=_probe_servers, args=(server, _server_addrs(ctx, driver, admin), unreachable,
+                                                           probe_stop), daemon=True)
+    prober.start()
     ctx.print(f"== {w.name} / {driver}: {len(specs)} tasks ({w.producers} producers, {w.consumers} consumers), "
               f"warm-up {w.warmup_s:g}s, window {w.duration_s:g}s")
     try:
@@ -244,19 +278,68 @@ def _run_stage(ctx: RunContext, w: Workload, driver: str, plan_tasks: list[dict[
         error = server.failure or _spark_error(exc)
     finally:
         server.close()
+        probe_stop.set()
         watcher.join(5)
+        prober.join(5)
     if error is None and server.failure:
         error = server.failure
+    if unreachable:
+        # a server gone during the run explains lost messages and dead tasks: say that, not them
+        gone = "; ".join(f"{addr} unreachable since t={t:.1f}s" for addr, t in sorted(unreachable.items(),
+                                                                                       key=lambda kv: kv[1]))
+        result["unreachable"] = {addr: round(t, 1) for addr, t in unreachable.items()}
+        error = gone + (f" (then: {error})" if error else "")
     if results:
         envs = [r["env"] for r in results]
-        result["env"].update(fastmq_version=envs[0]["fastmq_version"], commit=envs[0]["commit"],
+        result["env"].update(fastmq_version=envs[0]["fastmq_version"], commit=envs[0]["commit"] or result["env"]["commit"],
                              compiled=all(e["compiled"] for e in envs))
         refused = [r["refused"] for r in results if "refused" in r]
         if refused:
             return _failed(result, refused[0]), []
     if error is not None:
+        if len(results) == len(specs):
+            # every task came back (a server was lost, not a task): the counts say what happened
+            # before the failure; the figures are not the run's and stay out
+            _collate(ctx, w, driver, results, result, admin, topics, pairs, stored0, counters)
+            result.update(publish=None, e2e=None, intervals=[])
+            result.pop("_hists", None)
         return _failed(result, error), []
     return _collate(ctx, w, driver, results, result, admin, topics, pairs, stored0, counters)
+
+
+def _server_addrs(ctx: RunContext, driver: str, admin: Any) -> dict[str, str]:
+    """address -> what it is ("broker", "NameServer", "redis"), for the reachability probe."""
+    if driver == "redis-streams":
+        return {ctx.target["redis"]: "redis"} if ctx.target.get("redis") else {}
+    out = {a.strip(): "NameServer" for a in str(ctx.target.get("namesrv") or "").split(";") if a.strip()}
+    out.update({a: "broker" for a in getattr(admin, "masters", {}).values()})
+    return out
+
+
+#: seconds between two probes of the servers, and a probe's connect timeout
+PROBE_EVERY_S = 1.0
+PROBE_TIMEOUT_S = 2.0
+
+
+def _probe_servers(server: ControlServer, addrs: dict[str, str], unreachable: dict[str, float],
+                   stop: threading.Event) -> None:
+    """Connect to every server once a second from the plan's start until the run ends; the first
+    failure of each is recorded as seconds into the window (negative: during the warm-up)."""
+    import socket
+    if not server.plan_set.wait(600) or server.plan is None:
+        return
+    start_ns = server.plan.window_start_ns
+    while not stop.wait(PROBE_EVERY_S):
+        for addr, what in addrs.items():
+            key = f"{what} {addr}"
+            if key in unreachable:
+                continue
+            host, _, port = addr.rpartition(":")
+            try:
+                with socket.create_connection((host, int(port)), timeout=PROBE_TIMEOUT_S):
+                    pass
+            except (OSError, ValueError):
+                unreachable[key] = (time.time_ns() - start_ns) / 1e9
 
 
 def _partition(it: Any) -> Any:

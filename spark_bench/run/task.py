@@ -44,8 +44,22 @@ def task_env() -> dict[str, Any]:
                                     capture_output=True, text=True, timeout=5).stdout.strip() or None
         except (OSError, subprocess.SubprocessError):
             commit = None
+    if not commit:
+        commit = _installed_commit()
     return {"host": socket.gethostname(), "pid": os.getpid(), "fastmq_version": fastmq.__version__,
             "commit": commit, "compiled": bool(USING_EXTENSIONS), "python": platform.python_version()}
+
+
+def _installed_commit() -> str | None:
+    """The commit an installed (not checked-out) fastmq was built from, where pip recorded it:
+    ``direct_url.json``'s vcs_info of a ``pip install git+...``; None otherwise."""
+    from importlib import metadata
+    try:
+        text = metadata.distribution("fastmq").read_text("direct_url.json")
+        info = json.loads(text or "{}").get("vcs_info") or {}
+    except (metadata.PackageNotFoundError, ValueError, OSError):
+        return None
+    return info.get("commit_id") or None
 
 
 class _Control:

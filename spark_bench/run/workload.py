@@ -49,6 +49,9 @@ class Workload:
     backlog: int = 0
     consumer_kind: str = "push"
     listener: str = "async"   # a push consumer's listener: an ``async def``, or a plain function (on its threads)
+    # Spark tasks the clients are dealt over; None: every slot of the cluster. Pinned where the
+    # figures depend on it, so that a bigger cluster does not silently run another shape.
+    tasks: int | None = None
     payload: bytes = field(default=b"", repr=False, compare=False)
 
     @property
@@ -66,7 +69,7 @@ class Workload:
 
 _INT_KEYS = {"topics": 1, "queues_per_topic": 1, "message_size": 1, "producers_per_topic": 1,
              "consumer_groups_per_topic": 0, "consumers_per_group": 1, "batch_size": 1, "in_flight": 1,
-             "backlog": 0}
+             "backlog": 0, "tasks": 1}
 _FLOAT_KEYS = {"producer_rate": 0.0, "warmup_s": 0.0, "duration_s": 0.1}
 _CHOICES = {"send_mode": SEND_MODES, "consumer_kind": CONSUMER_KINDS, "listener": LISTENERS}
 _MAX_MESSAGE = 4 * 1024 * 1024

@@ -322,3 +322,28 @@ def test_median_refuses_mixed_commits_and_bad_files(tmp_path, pytest_json, capsy
     assert cli.main(["median", str(a), str(bad), "--out", str(out)]) == 2
     assert "bad.json: not a pytest-benchmark file" in capsys.readouterr().err
     assert not out.exists()
+
+
+def _reshape(d: Path, **env: Any) -> Path:
+    doc = json.loads((d / "result.json").read_text())
+    doc["env"].update(env)
+    (d / "result.json").write_text(json.dumps(doc))
+    return d
+
+
+def test_runs_of_other_shapes_are_shown_not_compared(spark, tmp_path, capsys) -> None:
+    """Issue 31 (6): a 4-slot run against a 16-slot run of unknown commits is no regression;
+    both are listed, with the reason they are not compared; compiled null reads as unknown."""
+    small = _reshape(write_result(tmp_path / "runs" / "a", "run-a", "fastmq", "", 100_000, 1000), cores=4)
+    big = _reshape(write_result(tmp_path / "runs" / "b", "run-b", "fastmq", "", 40_000, 9000,
+                                started="2026-11-26T05:00:00Z"), cores=16, compiled=None)
+    out = tmp_path / "out"
+    rc, err = _collate([str(small), str(big), "--out", str(out), "--fail-on-regression", "10"], capsys)
+    assert rc == 0, err
+    md = (out / "collated.md").read_text()
+    assert "None flagged." in md or "Nothing to compare" in md
+    assert "Not compared with each other: these runs of max-rate-128 differ in shape" in md
+    assert "4 slots" in md and "16 slots" in md
+    assert "compiled: unknown" in md and "PURE PYTHON" not in md
+    page = (out / "collated.html").read_text()
+    assert "class='tw'" in page      # tables scroll within themselves

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import socket
 from pathlib import Path
 
 import pytest
@@ -124,9 +125,13 @@ def test_a_task_killed_mid_run_fails_the_run(spark, tmp_path: Path, capsys, monk
     rc = cli.main(["run", str(workload(tmp_path, duration=4)), "--out", str(out), *PURE], spark=spark)
     assert rc == 1
     r = _result(out, "small", "fastmq")
-    assert r["status"] == "failed" and "task 0 ended before finishing its load" in r["reason"], r["reason"]
+    assert r["status"] == "failed" and "ended before finishing its load" in r["reason"], r["reason"]
+    # the dead task is named with where it ran (issue 31): its host, address and process
+    assert r["reason"].startswith(f"task 0 ({socket.gethostname()}, ") and ", pid " in r["reason"], r["reason"]
     assert r["publish"] is None          # partial figures are not reported as the run's
-    assert "task 0 ended before finishing" in capsys.readouterr().out
+    assert r["env"]["compiled"] is None and r["env"]["commit"]   # unknown, not pure; the driver's commit
+    assert r["shape"]["tasks"] == 2 and r["shape"]["slots"] == 2 and r["shape"]["tasks_from"] == "slots"
+    assert "ended before finishing" in capsys.readouterr().out
 
 
 @pytest.mark.skipif(shutil.which("redis-server") is None, reason="redis-server is not installed "
@@ -169,3 +174,33 @@ def test_broker_gone_mid_run_is_not_ok(spark, tmp_path: Path, capsys) -> None:
     finally:
         broker.stop()
         ns.stop()
+
+
+def test_a_broker_killed_mid_run_is_named_not_reported_as_loss(spark, tmp_path: Path, capsys, monkeypatch) -> None:
+    """Issue 31 (3): the broker gone during the window is the reason, with when; not 'lost' messages."""
+    import signal
+
+    from spark_bench.run import cluster, control
+
+    started, progress = cluster.start_fastmq, control.ControlServer._print
+    brokers = []
+
+    def start_and_keep(base: Path, flush: str = "ASYNC_FLUSH"):  # type: ignore[no-untyped-def]
+        ns, broker = started(base, flush)
+        brokers.append(broker)
+        return ns, broker
+
+    def kill_at_first_interval(self, i: int) -> None:  # type: ignore[no-untyped-def]
+        progress(self, i)
+        if i == 0:   # 1 s into the window
+            brokers[0].stop(sig=signal.SIGKILL)
+    monkeypatch.setattr(cluster, "start_fastmq", start_and_keep)
+    monkeypatch.setattr(control.ControlServer, "_print", kill_at_first_interval)
+    out = tmp_path / "out"
+    rc = cli.main(["run", str(workload(tmp_path, duration=4)), "--out", str(out), *PURE], spark=spark)
+    assert rc == 1
+    r = _result(out, "small", "fastmq")
+    assert r["status"] == "failed" and "broker 127.0.0.1:" in r["reason"] and "unreachable since t=" in r["reason"], \
+        r["reason"]
+    assert "never reached their consumer group" not in r["reason"]
+    assert r["left_behind"]["topics"] and "unreachable" in capsys.readouterr().out

@@ -390,6 +390,37 @@ async def test_timeout_raises_and_leaves_nothing_pending(server: RemotingServer,
     assert resp.ext_fields["v"] == "next"
 
 
+async def test_late_answer_to_a_cancelled_request_is_quiet_a_timed_out_one_warns(
+        server: RemotingServer, client: RemotingClient, caplog: pytest.LogCaptureFixture) -> None:
+    """Issue 31 (7): a request its caller cancelled (a rebalance stopped at shutdown) is expected
+    to be answered late; only a timed-out request's late answer is worth a warning."""
+    a = addr_of(server)
+    caplog.set_level("WARNING", logger="fastmq")
+    task = asyncio.ensure_future(client.invoke(a, create_request(SLOW, {"sleep": "0.2"}), 5))
+    await asyncio.sleep(0.05)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    await asyncio.sleep(0.4)
+    assert (await client.invoke(a, create_request(ECHO, {"v": "x"}), 5)).ext_fields["v"] == "x"
+    assert not [r for r in caplog.records if "unknown opaque" in r.getMessage()]
+    assert client._conns[a]._abandoned == {}                     # forgotten once answered
+    # a request started without waiting and given up on purpose (a suspended pull of a dropped queue)
+    conn = client._conns[a]
+    loop = asyncio.get_running_loop()
+    pull = create_request(SLOW, {"sleep": "0.2"})
+    conn.start_request(pull, loop.create_future(), loop.time() + 5, 5000)
+    await asyncio.sleep(0.05)
+    conn.abandon(pull.opaque)
+    await asyncio.sleep(0.4)
+    assert not [r for r in caplog.records if "unknown opaque" in r.getMessage()]
+    with pytest.raises(RemotingTimeoutError):
+        await client.invoke(a, create_request(SLOW, {"sleep": "0.3"}), 0.05)
+    await asyncio.sleep(0.5)
+    await client.invoke(a, create_request(ECHO), 5)
+    assert [r for r in caplog.records if "unknown opaque" in r.getMessage()]
+
+
 async def test_scan_expires_requests_past_deadline(server: RemotingServer, client: RemotingClient) -> None:
     """A request whose waiter never times out by itself is still failed by the once-a-second scan."""
     a = addr_of(server)

@@ -145,3 +145,76 @@ def test_recorder_counts_only_the_window() -> None:
     assert LatencyHistogram.from_bytes(r["publish_hist"]).max_ns == 9000
     acked = np.unpackbits(np.frombuffer(r["acked"][0], dtype=np.uint8))
     assert list(acked[:5]) == [1, 1, 1, 1, 0]
+
+
+def test_unreachable_spark_master_fails_at_once_with_one_line(tmp_path: Path, capsys) -> None:
+    """Issue 31 (5): a wrong master URL is one line and a failed result.json, before any server starts."""
+    port = free_port()
+    assert cli.main(["run", "rate-limited-latency", "--out", str(tmp_path), "--master",
+                     f"spark://127.0.0.1:{port}"]) == 1
+    r = json.loads((tmp_path / "rate-limited-latency-fastmq" / "result.json").read_text())
+    assert r["status"] == "failed" and f"Spark master spark://127.0.0.1:{port} unreachable" in r["reason"]
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and err.count("\n") == 1
+
+
+class _FakeJsc:
+    def __init__(self, stopped: bool, executors: int) -> None:
+        self.stopped, self.executors = stopped, executors
+
+    def sc(self) -> "_FakeJsc":
+        return self
+
+    def isStopped(self) -> bool:
+        return self.stopped
+
+    def getExecutorMemoryStatus(self) -> "_FakeJsc":
+        return self
+
+    def size(self) -> int:
+        return self.executors
+
+
+class _FakeSc:
+    master = "spark://10.200.0.1:7077"
+
+    def __init__(self, stopped: bool = False, executors: int = 1) -> None:
+        self._jsc = _FakeJsc(stopped, executors)
+
+
+def test_a_master_without_workers_or_a_stopped_context_fails_within_the_wait() -> None:
+    from spark_bench.run.cluster import BenchError
+    with pytest.raises(BenchError, match=r"no executor registered with spark://10.200.0.1:7077 within 1s"):
+        cli._wait_for_executors(_FakeSc(), 1.0)
+    with pytest.raises(BenchError, match="Spark stopped the application"):
+        cli._wait_for_executors(_FakeSc(stopped=True), 5.0)
+
+
+def test_intervals_the_driver_cannot_see_fail_the_run(tmp_path: Path) -> None:
+    """Issue 31 (2): executors that write intervals.parquet to their own disks must not leave an
+    OK run with an empty file on the driver's side."""
+    from spark_bench.run.report import write_outputs
+
+    class _Writer:   # what a remote executor's write looks like from the driver: only the directory
+
+        def __getattr__(self, name: str) -> object:
+            return self
+
+        def __call__(self, *args: object) -> "_Writer":
+            if args and isinstance(args[0], str) and args[0].endswith("intervals.parquet"):
+                Path(args[0]).mkdir(parents=True)
+                (Path(args[0]) / "_SUCCESS").write_bytes(b"")
+            return self
+
+    class _Spark:
+        def createDataFrame(self, rows: object, schema: str) -> _Writer:
+            return _Writer()
+
+    result = {"status": "ok", "reason": None, "intervals": [], "workload": {"name": "w"}, "driver": "fastmq",
+              "run_id": "r", "started_at": "t", "env": {"fastmq_version": "0.1.0", "commit": "abc", "compiled": True,
+                                                        "spark_version": "4", "master": "spark://x", "cores": 2},
+              "window_s": 1, "target_rate": None, "sent_ok": 5, "received": 5, "lost": 0, "duplicates": 0,
+              "errors": {}, "broker": None, "publish": None, "e2e": None}
+    write_outputs(_Spark(), tmp_path / "o", result, [{"task": 0}])
+    r = json.loads((tmp_path / "o" / "result.json").read_text())
+    assert r["status"] == "failed" and "intervals.parquet" in r["reason"] and "share" in r["reason"]
