@@ -29,7 +29,8 @@ import pytest
 from fastmq.aio import Message, Producer
 from fastmq.client.push_consumer import ConsumeStatus, PullConsumer, PushConsumer
 from fastmq.testing import EmbeddedCluster
-from tests.process.test_client_e2e import _until, orderly_listener
+from tests.process.helpers import orderly_listener
+from tests.support import wait_until as _until
 
 pytestmark = [pytest.mark.java_rocketmq, pytest.mark.slow, pytest.mark.fastmq_cluster(
     # retries come back through the delay levels: keep them short here
@@ -206,7 +207,7 @@ async def test_java_orderly_consumer_on_a_fastmq_broker(java_peer, cluster) -> N
 async def test_fastmq_broker_asks_a_java_consumer_for_its_running_info(java_peer, cluster) -> None:
     """mqadmin consumerStatus and queryMsgById -g -d through a fastmq broker to the Java consumer:
     its fastjson body (queue objects as map keys) reads, and it consumes the message on request."""
-    from tests.process.test_consumer_running_info import ask_consumer
+    from tests.process.helpers import ask_consumer
 
     topic, group = _unique("JavaRunInfo"), _unique("GID_JAVA_RUNINFO")
     async with Producer("PG_JAVA_RUNINFO", namesrv_addr=cluster) as p:
@@ -228,7 +229,7 @@ async def test_fastmq_broker_asks_a_java_consumer_for_its_running_info(java_peer
 @needs_java_cluster
 async def test_a_java_broker_asks_a_fastmq_consumer_for_its_running_info() -> None:
     """The same two requests through the Java broker to a fastmq consumer."""
-    from tests.process.test_consumer_running_info import ask_consumer
+    from tests.process.helpers import ask_consumer
 
     topic, group = _unique("RunInfoOnJava"), _unique("GID_RUNINFO_ON_JAVA")
     c = PushConsumer(group, namesrv_addr=JAVA_NAMESRV, consume_from_where="CONSUME_FROM_FIRST_OFFSET")

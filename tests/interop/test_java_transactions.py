@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from fastmq.protocol import topic as tv
-from tests.process.test_transaction_broker import Cluster
+from tests.process.helpers import Cluster
 from tests.process.txprobe import TxProbe
 
 CLASSPATH = os.environ.get("FASTMQ_JAVA_CLASSPATH", "")
