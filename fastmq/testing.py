@@ -85,6 +85,11 @@ class ServerProcess:
         return f"127.0.0.1:{self.port}"
 
     @property
+    def pid(self) -> int | None:
+        """The process id of the last start (for sampling its CPU from /proc), or None before one."""
+        return self.proc.pid if self.proc is not None else None
+
+    @property
     def what(self) -> str:
         """The command's name (``fastmq-broker``), for messages about this process."""
         return Path(self.argv[0]).name
