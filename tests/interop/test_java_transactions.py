@@ -21,7 +21,7 @@ import pytest
 
 from fastmq.protocol import topic as tv
 from tests.process.helpers import Cluster
-from tests.process.txprobe import TxProbe
+from fastmq.testing.txprobe import TxProbe
 
 CLASSPATH = os.environ.get("FASTMQ_JAVA_CLASSPATH", "")
 #: the whole 4.9.8 install's classpath when the build provides one (the client needs

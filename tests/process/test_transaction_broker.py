@@ -17,7 +17,7 @@ from fastmq.errors import FastMQError
 from fastmq.protocol import topic as tv
 from fastmq.protocol.codes import ResponseCode
 from fastmq.protocol.message import MessageConst, MessageSysFlag
-from tests.process.txprobe import COMMIT, ROLLBACK, UNKNOW, TxProbe
+from fastmq.testing.txprobe import COMMIT, ROLLBACK, UNKNOW, TxProbe
 from tests.process.helpers import FAST, Cluster
 
 pytestmark = pytest.mark.slow

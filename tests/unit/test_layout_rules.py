@@ -18,9 +18,7 @@ ROOT = Path(__file__).resolve().parents[2]
 #: Benchmark modules that still import a helper from tests/ (issue 25's leftovers: their helpers
 #: are to move to fastmq.testing). Only ever shrinks: a file fixed is taken off the list.
 BENCHMARKS_STILL_IMPORTING_TESTS = {
-    "benchmarks/test_client_benchmarks.py",       # tests.interop.test_java_rocketmq: the Java peer
-    "benchmarks/test_transaction_benchmarks.py",  # tests.process.txprobe
-    "benchmarks/probes/failover.py",              # tests.process.failover_scenario
+    "benchmarks/test_client_benchmarks.py",   # tests.interop.test_java_rocketmq: the Java peer
 }
 
 

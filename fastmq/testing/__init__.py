@@ -13,7 +13,10 @@ every ``pip install fastmq`` through the ``pytest11`` entry point)::
         ...
 
 The lower-level pieces (:func:`namesrv_process`, :func:`broker_process`, :class:`ServerProcess`)
-are for tests that restart, kill or misconfigure one server on purpose.
+are for tests that restart, kill or misconfigure one server on purpose. Two drills built on them
+are submodules, imported on their own: :mod:`fastmq.testing.txprobe` (a raw-wire transactional
+producer, to test a broker's transaction checks) and :mod:`fastmq.testing.failover` (a NameServer
+and a broker killed under a steady producer, and what it saw).
 """
 from __future__ import annotations
 
