@@ -16,7 +16,8 @@ The lower-level pieces (:func:`namesrv_process`, :func:`broker_process`, :class:
 are for tests that restart, kill or misconfigure one server on purpose. Two drills built on them
 are submodules, imported on their own: :mod:`fastmq.testing.txprobe` (a raw-wire transactional
 producer, to test a broker's transaction checks) and :mod:`fastmq.testing.failover` (a NameServer
-and a broker killed under a steady producer, and what it saw).
+and a broker killed under a steady producer, and what it saw); :mod:`fastmq.testing.java_peer` runs
+Apache RocketMQ's Java client against a cluster.
 """
 from __future__ import annotations
 
