@@ -9,6 +9,7 @@ and helper modules, not each other's modules.
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -33,6 +34,10 @@ def _imported_modules(path: Path) -> list[tuple[int, str]]:
     return out
 
 
+#: An import of a test module in any text, the scripts a test hands to a child interpreter too.
+_TEST_MODULE_IMPORT = re.compile(r"^\s*(?:from|import)\s+tests\.(?:\w+\.)*test_\w+", re.M)
+
+
 def _py_files(folder: str) -> list[Path]:
     return sorted(p for p in (ROOT / folder).rglob("*.py") if "__pycache__" not in p.parts)
 
@@ -41,6 +46,9 @@ def test_no_test_module_imports_another() -> None:
     bad = [f"{p.relative_to(ROOT)}:{line}: imports {name}"
            for p in _py_files("tests") for line, name in _imported_modules(p)
            if name.startswith("tests.") and name.rsplit(".", 1)[-1].startswith("test_")]
+    bad += [f"{p.relative_to(ROOT)}: a script in it imports {m.group(0).strip()}"
+            for p in _py_files("tests") if p.name != Path(__file__).name
+            for m in _TEST_MODULE_IMPORT.finditer(p.read_text(encoding="utf-8"))]
     assert not bad, ("a test module imports another; move what they share to tests/support.py, a helper "
                      "module or a conftest.py:\n" + "\n".join(bad))
 
