@@ -381,9 +381,9 @@ def test_fastmq_client_against_fastmq_and_java_brokers(benchmark, cluster) -> No
 @pytest.mark.skipif(not JAVA_CLASSPATH or shutil.which("javac") is None,
                     reason="FASTMQ_JAVA_CLASSPATH (RocketMQ's Java client) and javac not both set")
 def test_java_client_sync_sends_for_comparison(benchmark, cluster, tmp_path) -> None:
-    from tests.interop.test_java_rocketmq import compile_java_peer, run_peer
+    from fastmq.testing.java_peer import compile_java_peer, run_peer
 
-    cp = compile_java_peer(tmp_path)
+    cp = compile_java_peer(tmp_path, JAVA_CLASSPATH)
     targets = {"fastmq broker": cluster.ns, **({"java broker": JAVA_NAMESRV} if JAVA_NAMESRV else {})}
     out: dict[str, float] = {}
 

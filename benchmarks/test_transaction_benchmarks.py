@@ -31,7 +31,7 @@ import pytest
 from fastmq.protocol.codes import RequestCode, ResponseCode
 from fastmq.protocol.command import create_request
 from fastmq.protocol.headers import GetMaxOffsetRequestHeader
-from tests.process.txprobe import COMMIT, TxProbe
+from fastmq.testing.txprobe import COMMIT, TxProbe
 from fastmq.testing import broker_process, namesrv_process
 
 N = 2000

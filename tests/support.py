@@ -11,7 +11,10 @@ from typing import TYPE_CHECKING, Callable, Iterable
 from fastmq.protocol.codes import RequestCode, ResponseCode
 from fastmq.protocol.command import create_request
 from fastmq.protocol.headers import SendMessageRequestHeader
-from fastmq.protocol.message import encode_properties
+from fastmq.protocol.message import MessageExt, decode_records, encode_properties, encode_record, tags_code
+from fastmq.store.commit_log import AppendRequest
+from fastmq.store.config import MessageStoreConfig
+from fastmq.store.message_store import GetStatus, MessageStore
 
 if TYPE_CHECKING:
     from fastmq.remoting import RemotingClient, RemotingServer
@@ -120,3 +123,112 @@ async def create_topic(client: "RemotingClient", addr: str, topic: str, *, queue
         "topic": topic, "defaultTopic": "TBW102", "readQueueNums": queues, "writeQueueNums": queues,
         "perm": perm, "topicFilterType": "SINGLE_TAG"}), 5)
     assert r.code == ResponseCode.SUCCESS, r.remark
+
+
+# ------------------------------------------------ a message store in the test's own process (unit and process tests)
+
+CL_FILE = 8192
+CQ_FILE = 20 * 8
+HOST = "127.0.0.1:10911"
+
+
+def store_config(root: Path, **kw: object) -> MessageStoreConfig:
+    """A small store's config under ``root`` (8 KiB commit-log files); ``kw`` overrides fields."""
+    c = MessageStoreConfig(storePathRootDir=str(root), mappedFileSizeCommitLog=CL_FILE,
+                           mappedFileSizeConsumeQueue=CQ_FILE, preloadMappedFile=False,
+                           flushIntervalConsumeQueue=50, flushIntervalCommitLog=50)
+    for k, v in kw.items():
+        setattr(c, k, v)
+    return c
+
+
+def msg(topic: str = "T", body: bytes = b"hello", qid: int = 0, tags: str | None = "A",
+        **props: str) -> MessageExt:
+    p = dict(props)
+    if tags is not None:
+        p["TAGS"] = tags
+    return MessageExt(topic=topic, body=body, queue_id=qid, properties=p,
+                      born_timestamp=int(time.time() * 1000), born_host=("10.0.0.7", 5555))
+
+
+def open_store(root: Path, arrivals: list | None = None, **kw: object) -> MessageStore:
+    """A started store under ``root`` (:func:`store_config` with ``kw``); each arrival appended to ``arrivals``."""
+    cb = (lambda *a: arrivals.append(a)) if arrivals is not None else None
+    s = MessageStore(store_config(root, **kw), HOST, on_arrival=cb)
+    s.load()
+    s.start()
+    return s
+
+
+def bodies(res) -> list[bytes]:
+    return [m.body for m in decode_records(b"".join(res.buffers))]
+
+
+def send_batch(sends: list[tuple[int, str, str]], wait: bool = True):
+    """A compiled-path SendBatch (the selected twin) of SEND_MESSAGE_V2 requests to topic T:
+    ``(queue id, TAGS, KEYS)`` each."""
+    from fastmq._ext.send import encode_sends
+    from fastmq.protocol.codes import RequestCode
+    from fastmq.protocol.command import create_request
+    from fastmq.protocol.headers import SendMessageRequestHeader
+    from fastmq.protocol.message import pack_host
+
+    reqs = [create_request(RequestCode.SEND_MESSAGE_V2, SendMessageRequestHeader(
+        "PG", "T", "TBW102", 4, qid, 0, int(time.time() * 1000), 0,
+        f"TAGS\x01{tag}\x02KEYS\x01{key}\x02WAIT\x01{str(wait).lower()}").to_v2_fields(), f"{key}".encode())
+        for qid, tag, key in sends]
+    return encode_sends(reqs, {"T": (64, 64, 0)}, pack_host("10.0.0.7", 5555), pack_host("127.0.0.1", 10911),
+                        b"CLUSTER\x01C\x02", 1 << 20)
+
+
+def queue_bodies(s: MessageStore, qid: int, most_pulls: int = 100, topic: str = "T") -> list[bytes]:
+    """Every body of queue ``qid``, in queue order: pulls of 32 from offset 0 until one finds
+    nothing (at most ``most_pulls``)."""
+    got: list[bytes] = []
+    off = 0
+    for _ in range(most_pulls):
+        g = s.get_message("g", topic, qid, off, 32)
+        if g.status is not GetStatus.FOUND:
+            break
+        got += bodies(g)
+        off = g.next_begin_offset
+    return got
+
+
+def rss_kib_by_file(directory: Path) -> dict[str, int]:
+    """Resident KiB of each mapping of a file under ``directory``, from /proc/self/smaps.
+
+    Per mapping, not the process's RssFile: that total also moves with the interpreter's own
+    mapped files and the VM's page reclaim, which made a process-wide figure flaky here."""
+    out: dict[str, int] = {}
+    current = None
+    prefix = str(directory)
+    for line in Path("/proc/self/smaps").read_text().splitlines():
+        head = line.split()
+        if head and "-" in head[0] and len(head) >= 5 and ":" in head[3]:  # a mapping's first line
+            current = head[5] if len(head) >= 6 and head[5].startswith(prefix) else None
+        elif current is not None and line.startswith("Rss:"):
+            out[current] = out.get(current, 0) + int(head[1])
+    return out
+
+
+# ------------------------------------------------ a commit log alone (unit and process tests)
+
+COMMIT_LOG_FILE = 4096
+
+
+def commit_log_config(tmp_path: Path, **kw: object) -> MessageStoreConfig:
+    """A commit log's config under ``tmp_path/store`` (4 KiB files); ``kw`` overrides fields."""
+    c = MessageStoreConfig(storePathRootDir=str(tmp_path / "store"), mappedFileSizeCommitLog=COMMIT_LOG_FILE,
+                           mappedFileSizeConsumeQueue=20 * 16)
+    for k, v in kw.items():
+        setattr(c, k, v)
+    return c
+
+
+def req(topic: str = "T", qid: int = 0, body: bytes = b"x" * 100, tags: str | None = "TagA") -> AppendRequest:
+    """An append of one encoded record to the commit log."""
+    props = {"TAGS": tags} if tags else {}
+    rec = encode_record(topic=topic, body=body, properties=props, queue_id=qid,
+                        born_host=("127.0.0.1", 5000), store_host=("127.0.0.1", 10911))
+    return AppendRequest(rec, topic, qid, tags_code(tags))

@@ -5,10 +5,10 @@
 Each run starts two NameServers and two brokers on loopback, sends a message every few ms,
 kills NameServer 1 and then broker a with SIGKILL (``busy``: pauses broker b for 700 ms right
 after), restarts a and waits until a consumer group of two has consumed every acknowledged
-message (tests/process/failover_scenario.py). Writes ``DIR/failover.json``: per run, the longest stall
+message (fastmq.testing.failover). Writes ``DIR/failover.json``: per run, the longest stall
 (the longest gap between two acknowledgements), the p99 and max send latency from a's death on,
-the tries spent on the dead broker, sends ok and failed, and what was not consumed. Run it from
-the repository's root (it imports ``tests.process.failover_scenario``). The clients' warnings go to
+the tries spent on the dead broker, sends ok and failed, and what was not consumed. It runs the
+checkout it lives in (its root goes first on ``sys.path``). The clients' warnings go to
 ``DIR/failover.log``.
 """
 from __future__ import annotations
@@ -26,7 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from tests.process.failover_scenario import run_failover  # noqa: E402
+from fastmq.testing.failover import run_failover  # noqa: E402
 
 
 def _commit() -> str:

@@ -58,9 +58,12 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from fastmq.testing import broker_process, namesrv_process
+
 from .peer import (Peer, RunPlan, _ask, _loadavg, _machine, _now, _pull_rates, _rss_mb, _tool, next_line,
                    peer_label, proc_cpu_s, runq_wait_s)
-from .process import Managed, PortTaken, ToolsError, free_port, listening, printed, stop_all, wait_ready
+from .process import (Managed, ManagedServer, PortTaken, ToolsError, free_port, listening, printed, stop_all,
+                      wait_ready)
 from .result import (BROKERS, RUN_SCHEMA, SUMMARY_SCHEMA, ConsumerLine, Shape, parse_consumer_line,
                            parse_producer_line, parse_shape, run_figures, summarize)
 
@@ -293,37 +296,22 @@ def _retrying(start: Callable[[Path], Peer], base: Path, tries: int = 3) -> Peer
     raise AssertionError("unreachable")
 
 
-def _script(name: str) -> str:
-    from ..run.cluster import BenchError, _script as find
-    try:
-        return find(name)
-    except BenchError as e:
-        raise ToolsError(str(e)) from None
-
-
 def start_fastmq(d: Path, ready_timeout: float = 120.0) -> Peer:
-    """``fastmq-namesrv`` and ``fastmq-broker`` as a user runs them (properties files, a store in the new
-    directory ``d``)."""
+    """``fastmq-namesrv`` and ``fastmq-broker`` as a user runs them, started through fastmq.testing
+    (a properties file each, the broker's store with 1 GiB commit-log files, as its default, and the
+    logs under the new directory ``d``)."""
     (d / "namesrv").mkdir(parents=True)
     (d / "broker").mkdir(parents=True)
-    ns_port = free_port()
-    ns_conf = d / "namesrv" / "namesrv.properties"
-    ns_conf.write_text(f"listenPort={ns_port}\nbindAddress=127.0.0.1\nkvConfigPath={d / 'namesrv' / 'kv.json'}\n"
-                       f"logPath={d / 'namesrv' / 'namesrv.log'}\n")
-    ns = Managed([_script("fastmq-namesrv"), "-c", str(ns_conf)], "fastmq-namesrv", d / "namesrv" / "console.log",
-                 d / "namesrv")
-    peer = Peer("fastmq", f"127.0.0.1:{ns_port}", ns, [ns])
+    ns = ManagedServer(namesrv_process(d / "namesrv", bindAddress="127.0.0.1", logPath=d / "namesrv" / "namesrv.log"),
+                       "fastmq-namesrv", ready_timeout)
+    peer = Peer("fastmq", ns.server.addr, ns, [ns])
     try:
-        wait_ready(listening(ns_port), ns, "fastmq-namesrv", ready_timeout)
         port = free_port()
-        conf = {"brokerClusterName": "DefaultCluster", "brokerName": f"fastmq-{port}", "brokerId": 0,
-                "brokerIP1": "127.0.0.1", "listenPort": port, "haListenPort": free_port(),
-                "namesrvAddr": peer.namesrv, "flushDiskType": "ASYNC_FLUSH", "autoCreateTopicEnable": "true",
-                "storePathRootDir": d / "broker" / "store", "logPath": d / "broker" / "broker.log"}
-        b_conf = d / "broker" / "broker.properties"
-        b_conf.write_text("".join(f"{k}={v}\n" for k, v in conf.items()))
-        broker = Managed([_script("fastmq-broker"), "-c", str(b_conf)], "fastmq-broker", d / "broker" / "console.log",
-                         d / "broker")
+        server = broker_process(d / "broker", peer.namesrv, port=port, brokerClusterName="DefaultCluster",
+                                brokerName=f"fastmq-{port}", brokerId=0, flushDiskType="ASYNC_FLUSH",
+                                autoCreateTopicEnable="true", mappedFileSizeCommitLog=1 << 30,
+                                logPath=d / "broker" / "broker.log")
+        broker = ManagedServer(server, "fastmq-broker", ready_timeout)
         _await_broker(peer, broker, "fastmq-broker", ready_timeout)
         m = re.search(r"extensions=(\w+), uvloop=(\w+)", broker.output(1 << 20))
         import fastmq

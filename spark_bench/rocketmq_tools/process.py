@@ -1,6 +1,7 @@
 """The processes ``fastmq-bench rocketmq-tools`` starts (servers, the Java tools, py-spy): each
 in its own session, stopped by its process group, also at exit; ports free for them, and the
-bounded wait until one is ready, with the typed errors of a start that failed."""
+bounded wait until one is ready, with the typed errors of a start that failed. fastmq's own servers
+start through :mod:`fastmq.testing` (:class:`ManagedServer`), as every test and benchmark starts them."""
 from __future__ import annotations
 
 import atexit
@@ -14,8 +15,10 @@ import time
 from pathlib import Path
 from typing import IO, Callable
 
-__all__ = ["Managed", "PortTaken", "ToolsError", "free_port", "listening", "port_free", "printed", "stop_all",
-           "wait_ready"]
+from fastmq.testing import ServerProcess
+
+__all__ = ["Managed", "ManagedServer", "PortTaken", "ToolsError", "free_port", "listening", "port_free", "printed",
+           "stop_all", "wait_ready"]
 
 
 class ToolsError(RuntimeError):
@@ -90,6 +93,38 @@ class Managed:
             if self.proc.stdout is not None:
                 self.proc.stdout.close()
             self._log.close()
+
+
+class ManagedServer(Managed):
+    """A fastmq server (:func:`fastmq.testing.namesrv_process` / :func:`~fastmq.testing.broker_process`),
+    started and waited for (bounded by ``timeout``: listening, and a broker's first registration) by
+    fastmq.testing, then managed as the other processes: its pid for /proc, stopped at exit too."""
+
+    def __init__(self, server: ServerProcess, what: str, timeout: float) -> None:
+        # no Managed.__init__: fastmq.testing starts the process
+        self.server, self.what, self.log_path = server, what, server.log_path
+        self.lines: queue.Queue[tuple[float, str]] = queue.Queue()   # nothing is piped
+        self._reader: threading.Thread | None = None
+        try:
+            server.start(timeout)
+        except (RuntimeError, TimeoutError) as e:   # server.start stopped it
+            text = f"{what} exited or was not ready ({e}): {self.output(1500)}"
+            raise (PortTaken if "address already in use" in self.output(1 << 16).lower() else ToolsError)(text) from None
+        assert server.proc is not None
+        self.proc = server.proc
+        Managed.live.append(self)
+
+    def output(self, last: int = 2000) -> str:
+        try:
+            return self.server.output()[-last:]
+        except OSError:
+            return ""
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """SIGTERM (the broker flushes and unregisters), SIGKILL after ``timeout``."""
+        self.server.stop(timeout=timeout)
+        if self in Managed.live:
+            Managed.live.remove(self)
 
 
 def stop_all() -> None:

@@ -8,42 +8,12 @@ subprocesses (tests/interop/cpp_peer.py, tests/interop/cpp_consumer_peer.py) wit
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
-from fastmq.testing import EmbeddedCluster
+from tests.interop.cpp_runner import produce, run_peer
 
 pytestmark = [pytest.mark.cpp_client, pytest.mark.slow]
-
-HERE = Path(__file__).parent
-FAST_LEVELS = " ".join(["1s"] * 18)
-
-
-@pytest.fixture
-def cpp_cluster(tmp_path: Path):
-    """A fastmq cluster for the C++ client's peers: (namesrv, broker, the peers' HOME)."""
-    pytest.importorskip("rocketmq.client")
-    conf = {"brokerClusterName": "FastCluster", "brokerName": "fast-broker-a", "mappedFileSizeCommitLog": 256 * 1024,
-            "mappedFileSizeConsumeQueue": 6000, "messageDelayLevel": FAST_LEVELS, "defaultTopicQueueNums": 4}
-    with EmbeddedCluster(tmp_path / "cluster", broker_conf=conf) as cluster:
-        yield cluster.namesrv, cluster.brokers[0], tmp_path
-
-
-def run_peer(script: str, args: list[str], home: Path, timeout: float) -> tuple[str, subprocess.CompletedProcess]:
-    proc = subprocess.run([sys.executable, str(HERE / script), *args], capture_output=True, text=True,
-                          timeout=timeout, env={"HOME": str(home), "PATH": "/usr/bin:/bin"}, cwd=home)
-    return proc.stdout, proc
-
-
-def produce(ns: str, topic: str, home: Path, *, body: str, tags: str, count: int, oneway: bool) -> list[dict]:
-    args = ["produce", "--namesrv", ns, "--topic", topic, "--tags", tags, "--body", body, "--count", str(count)]
-    out, proc = run_peer("cpp_peer.py", args + (["--oneway"] if oneway else []), home, 90)
-    lines = [ln for ln in out.splitlines() if ln.startswith("RESULT ")]
-    assert lines, f"producer printed no result (rc={proc.returncode}): {proc.stdout[-2000:]} {proc.stderr[-2000:]}"
-    return json.loads(lines[-1][len("RESULT "):])["results"]
 
 
 def test_cpp_producer_and_push_consumer_with_retry(cpp_cluster):

@@ -10,12 +10,12 @@ import pytest
 
 from fastmq.aio import Message, Producer
 from fastmq.client.push_consumer import ConsumeStatus, PushConsumer
-from tests.interop.test_cpp_client_broker import cpp_cluster, produce, run_peer  # noqa: F401  (fixture)
+from tests.interop.cpp_runner import produce, run_peer
 
 pytestmark = [pytest.mark.cpp_client, pytest.mark.slow]
 
 
-async def test_fastmq_producer_to_cpp_push_consumer(cpp_cluster) -> None:  # noqa: F811
+async def test_fastmq_producer_to_cpp_push_consumer(cpp_cluster) -> None:
     namesrv, _, home = cpp_cluster
     topic = "FastmqToCpp"
     async with Producer("PG_FASTMQ_TO_CPP", namesrv_addr=namesrv.addr) as p:
@@ -36,7 +36,7 @@ async def test_fastmq_producer_to_cpp_push_consumer(cpp_cluster) -> None:  # noq
         assert (d["topic"], d["tags"], d["keys"], d["user_prop"]) == (topic, "TagX", f"key-{i}", f"value-{i}")
 
 
-async def test_cpp_producer_to_fastmq_push_consumer(cpp_cluster) -> None:  # noqa: F811
+async def test_cpp_producer_to_fastmq_push_consumer(cpp_cluster) -> None:
     namesrv, _, home = cpp_cluster
     topic = "CppToFastmq"
     sent = await asyncio.to_thread(produce, namesrv.addr, topic, home, body="cpp", tags="TagY", count=5,

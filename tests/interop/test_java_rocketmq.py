@@ -1,7 +1,7 @@
 """fastmq against Apache RocketMQ's own Java parts, when the environment provides them.
 
 - ``FASTMQ_JAVA_CLASSPATH``: a classpath holding the RocketMQ 4.x Java client (and what it needs).
-  Our peer ``tests/interop/java_peer/JavaPeer.java`` is compiled against it, and the Java client then
+  Our peer ``JavaPeer.java`` (:mod:`fastmq.testing.java_peer`) is compiled against it, and the Java client then
   produces to and consumes from real ``fastmq-namesrv`` / ``fastmq-broker`` processes.
 - ``FASTMQ_JAVA_ACL_NAMESRV`` and ``FASTMQ_JAVA_ACL_CREDENTIALS`` (``accessKey:secretKey`` of an
   admin account): a cluster whose broker has ``aclEnable=true``; the fastmq client signs its
@@ -22,14 +22,15 @@ import os
 import shutil
 import subprocess
 import time
-from pathlib import Path
 
 import pytest
 
 from fastmq.aio import Message, Producer
 from fastmq.client.push_consumer import ConsumeStatus, PullConsumer, PushConsumer
 from fastmq.testing import EmbeddedCluster
-from tests.process.test_client_e2e import _until, orderly_listener
+from fastmq.testing.java_peer import compile_java_peer, run_peer
+from tests.process.helpers import orderly_listener
+from tests.support import wait_until as _until
 
 pytestmark = [pytest.mark.java_rocketmq, pytest.mark.slow, pytest.mark.fastmq_cluster(
     # retries come back through the delay levels: keep them short here
@@ -46,7 +47,6 @@ CLASSPATH = os.environ.get("FASTMQ_JAVA_CLASSPATH", "")
 JAVA_NAMESRV = os.environ.get("FASTMQ_JAVA_NAMESRV", "")
 JAVA_ACL_NAMESRV = os.environ.get("FASTMQ_JAVA_ACL_NAMESRV", "")
 JAVA_ACL_CREDENTIALS = os.environ.get("FASTMQ_JAVA_ACL_CREDENTIALS", "")
-PEER_SOURCE = Path(__file__).resolve().parent / "java_peer" / "JavaPeer.java"
 
 needs_java_client = pytest.mark.skipif(not CLASSPATH or shutil.which("javac") is None,
                                        reason="FASTMQ_JAVA_CLASSPATH (RocketMQ's Java client) and javac not both set")
@@ -57,29 +57,9 @@ needs_java_acl_cluster = pytest.mark.skipif(
     reason="FASTMQ_JAVA_ACL_NAMESRV and FASTMQ_JAVA_ACL_CREDENTIALS (a cluster with ACL on) not both set")
 
 
-def compile_java_peer(out: Path) -> str:
-    """Compile ``JavaPeer`` into ``out`` against the environment's client; the classpath that runs it."""
-    proc = subprocess.run(["javac", "-cp", CLASSPATH, "-d", str(out), str(PEER_SOURCE)], capture_output=True,
-                          text=True, timeout=180)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return f"{CLASSPATH}{os.pathsep}{out}"
-
-
 @pytest.fixture(scope="module")
 def java_peer(tmp_path_factory) -> str:
-    return compile_java_peer(tmp_path_factory.mktemp("java-peer"))
-
-
-def run_peer(cp: str, args: list[str], timeout: float) -> tuple[list[dict], list[dict], str]:
-    """Run JavaPeer; its SENT/MSG records, its RESULT/DONE record(s), and its whole output for messages."""
-    proc = subprocess.run(["java", "-Xmx256m", "-cp", cp, "JavaPeer", *args], capture_output=True, text=True,
-                          timeout=timeout)
-    out = proc.stdout
-    records = [json.loads(ln.split(" ", 1)[1]) for ln in out.splitlines() if ln.startswith(("SENT ", "MSG "))]
-    ends = [json.loads(ln.split(" ", 1)[1]) for ln in out.splitlines() if ln.startswith(("RESULT ", "DONE "))]
-    assert ends, (f"JavaPeer {args[0]} ended without a result (rc={proc.returncode}): "
-                  f"{out[-2000:]} {proc.stderr[-3000:]}")
-    return records, ends, out[-2000:] + proc.stderr[-2000:]
+    return compile_java_peer(tmp_path_factory.mktemp("java-peer"), CLASSPATH)
 
 
 def _unique(prefix: str) -> str:
@@ -206,7 +186,7 @@ async def test_java_orderly_consumer_on_a_fastmq_broker(java_peer, cluster) -> N
 async def test_fastmq_broker_asks_a_java_consumer_for_its_running_info(java_peer, cluster) -> None:
     """mqadmin consumerStatus and queryMsgById -g -d through a fastmq broker to the Java consumer:
     its fastjson body (queue objects as map keys) reads, and it consumes the message on request."""
-    from tests.process.test_consumer_running_info import ask_consumer
+    from tests.process.helpers import ask_consumer
 
     topic, group = _unique("JavaRunInfo"), _unique("GID_JAVA_RUNINFO")
     async with Producer("PG_JAVA_RUNINFO", namesrv_addr=cluster) as p:
@@ -228,7 +208,7 @@ async def test_fastmq_broker_asks_a_java_consumer_for_its_running_info(java_peer
 @needs_java_cluster
 async def test_a_java_broker_asks_a_fastmq_consumer_for_its_running_info() -> None:
     """The same two requests through the Java broker to a fastmq consumer."""
-    from tests.process.test_consumer_running_info import ask_consumer
+    from tests.process.helpers import ask_consumer
 
     topic, group = _unique("RunInfoOnJava"), _unique("GID_RUNINFO_ON_JAVA")
     c = PushConsumer(group, namesrv_addr=JAVA_NAMESRV, consume_from_where="CONSUME_FROM_FIRST_OFFSET")

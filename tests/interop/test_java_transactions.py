@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 
 from fastmq.protocol import topic as tv
-from tests.process.test_transaction_broker import Cluster
-from tests.process.txprobe import TxProbe
+from tests.process.helpers import Cluster
+from fastmq.testing.txprobe import TxProbe
 
 CLASSPATH = os.environ.get("FASTMQ_JAVA_CLASSPATH", "")
 #: the whole 4.9.8 install's classpath when the build provides one (the client needs

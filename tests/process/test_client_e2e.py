@@ -11,6 +11,7 @@ from fastmq.aio import Message, Producer
 from fastmq.client.push_consumer import ConsumeStatus, PullConsumer, PushConsumer
 from fastmq.testing import EmbeddedCluster
 from tests.support import wait_until
+from tests.process.helpers import orderly_listener
 
 pytestmark = pytest.mark.fastmq_cluster(  # retries come back through the delay levels: keep them short here
     broker_conf={"mappedFileSizeCommitLog": 16777216, "messageDelayLevel": " ".join(["200ms"] * 18)})
@@ -198,19 +199,6 @@ def test_blocking_facade_end_to_end(fastmq_cluster: EmbeddedCluster) -> None:
         while len(set(polled)) < 6 and time.monotonic() < deadline:
             polled += [m.body for m in pc.poll(1.0)]
     assert set(polled) == set(got)
-
-
-def orderly_listener(log: dict[int, list[int]], refused: set[tuple[int, int]], refuse: tuple[int, int] = (2, 3)):
-    """A listener of "order:step" bodies that logs each order's steps and refuses ``refuse`` once."""
-    def listener(msgs):
-        for m in msgs:
-            order, step = (int(x) for x in m.body.decode().split(":"))
-            if (order, step) == refuse and (order, step) not in refused:
-                refused.add((order, step))
-                return ConsumeStatus.RECONSUME_LATER       # suspends the queue; the same message comes next
-            log.setdefault(order, []).append(step)
-        return ConsumeStatus.CONSUME_SUCCESS
-    return listener
 
 
 async def test_orderly_send_and_orderly_consume(fastmq_cluster: EmbeddedCluster) -> None:

@@ -18,7 +18,6 @@ from fastmq.client.push_consumer import ConsumeStatus, PullConsumer, PushConsume
 from fastmq.errors import RemotingCommandError
 from fastmq.protocol.bodies import loads_mq_keyed, mq_map_json
 from fastmq.protocol.codes import RequestCode, ResponseCode
-from fastmq.protocol.command import create_request
 from fastmq.protocol.consumer_running_info import (CMResult, ConsumeMessageDirectlyResult, ConsumerRunningInfo, ProcessQueueInfo,
                                                    TopicConsumeStatus as TopicStatus)
 from fastmq.protocol.heartbeat import build_subscription
@@ -27,6 +26,7 @@ from fastmq.remoting import RemotingClient
 from fastmq.common.stats_item import StatsItemSet
 from fastmq.testing import EmbeddedCluster
 from tests.support import wait_until
+from tests.process.helpers import admin_request as _ask
 
 pytestmark = pytest.mark.fastmq_cluster(broker_conf={"mappedFileSizeCommitLog": 16777216})
 
@@ -152,38 +152,6 @@ def test_consumer_stats_fold_queue_counters() -> None:
 # ---------------------------------------------------------------- through a real broker
 
 _until = wait_until
-
-
-def _ask(code: int, **fields: object):
-    return create_request(code, {k: v for k, v in fields.items() if v is not None})
-
-
-async def ask_consumer(broker: str, group: str, topic: str, msg_id: str,
-                       seconds: float = 30) -> tuple[ConsumerRunningInfo, ConsumeMessageDirectlyResult]:
-    """What ``mqadmin consumerStatus`` and ``queryMsgById -g -d`` ask a broker of a group's one
-    member, once it holds every queue of ``topic`` (bounded by ``seconds``)."""
-    admin = RemotingClient()
-    try:
-        deadline = time.monotonic() + seconds
-        while True:
-            r = await admin.invoke(broker, _ask(RequestCode.GET_CONSUMER_LIST_BY_GROUP, consumerGroup=group), 5)
-            ids = json.loads(r.body).get("consumerIdList", []) if r.code == 0 and r.body else []
-            info = None
-            if ids:
-                r = await admin.invoke(broker, _ask(RequestCode.GET_CONSUMER_RUNNING_INFO, consumerGroup=group,
-                                                    clientId=ids[0]), 15)
-                assert r.code == ResponseCode.SUCCESS, r.remark
-                info = ConsumerRunningInfo.from_json(r.body)
-                if len([mq for mq in info.mq_table if mq.topic == topic]) == 4:
-                    break
-            assert time.monotonic() < deadline, f"no member of {group} holds {topic}'s queues: {info}"
-            await asyncio.sleep(0.2)
-        r = await admin.invoke(broker, _ask(RequestCode.CONSUME_MESSAGE_DIRECTLY, consumerGroup=group,
-                                            clientId=ids[0], msgId=msg_id), 20)
-        assert r.code == ResponseCode.SUCCESS, r.remark
-        return info, ConsumeMessageDirectlyResult.from_json(r.body)
-    finally:
-        await admin.close()
 
 
 async def test_admin_requests_reach_a_fastmq_push_consumer(fastmq_cluster: EmbeddedCluster) -> None:

@@ -26,8 +26,10 @@ from fastmq.protocol.command import create_request
 from fastmq.remoting import RemotingClient
 from fastmq.testing import namesrv_process
 from tests.support import create_topic
-from tests.interop.test_cpp_client_broker import run_peer
-from tests.process.test_replication import _ha_port, _master, _slave
+from tests.interop.cpp_runner import run_peer
+from tests.process.helpers import ha_port_of as _ha_port
+from tests.process.helpers import master_broker as _master
+from tests.process.helpers import slave_broker as _slave
 
 pytestmark = pytest.mark.slow
 

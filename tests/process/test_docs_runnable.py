@@ -8,7 +8,7 @@ from typing import Iterator
 import pytest
 
 from fastmq.testing import running_cluster
-from tests.unit.test_docs import Block, all_blocks, run_block
+from tests.docs_blocks import Block, all_blocks, run_block
 
 _BLOCKS = all_blocks("cluster")
 

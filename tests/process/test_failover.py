@@ -2,14 +2,14 @@
 consumer group of two; NameServer 1 and then broker a killed -9 (and, busy, broker b paused for
 ~700 ms right after). No send fails after the client's own retries, no try goes to a once it is
 marked unreachable and at most one per send before, and every acknowledged message is consumed
-once a is back (tests/process/failover_scenario.py runs it)."""
+once a is back (fastmq.testing.failover runs it)."""
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
 
-from tests.process.failover_scenario import run_failover
+from fastmq.testing.failover import run_failover
 
 pytestmark = pytest.mark.slow
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import errno
-import json
 import os
 import sys
 import textwrap
@@ -19,8 +18,7 @@ from typing import Any, Iterator
 
 import pytest
 
-from fastmq.protocol.codes import RequestCode, ResponseCode
-from fastmq.protocol.command import create_request
+from fastmq.protocol.codes import ResponseCode
 from fastmq.remoting import RemotingClient
 from fastmq.store import FlushTimeoutError
 from fastmq._ext import sync_wait_py
@@ -29,10 +27,13 @@ from fastmq.store.commit_log import CommitLog, GroupCommitService
 from fastmq.store.mapped_file import MappedFile
 from fastmq.store.mapped_file_queue import MappedFileQueue
 from fastmq.store.message_store import PutStatus
-from fastmq.testing import ServerProcess, broker_process, namesrv_process
+from fastmq.testing import broker_process, namesrv_process
 from tests.support import create_topic, send_request
-from tests.unit.test_message_store import msg, open_store
-from tests.unit.test_store_commit_log import cfg, req
+from tests.support import commit_log_config as cfg
+from tests.support import msg, open_store, req
+from tests.process.helpers import BROKER_WITH_DISK_FAULTS as _BROKER_WITH_DISK_FAULTS
+from tests.process.helpers import runtime_info as _runtime_info
+from tests.process.helpers import scripted_broker, send_until_ok
 
 
 class Disk:
@@ -190,51 +191,6 @@ async def test_waiter_past_the_end_and_after_stop(tmp_path: Path) -> None:
 
 
 # ------------------------------------------------------------------------- a real broker process
-
-_BROKER_WITH_DISK_FAULTS = textwrap.dedent("""
-    import os, sys, time
-    flags = sys.argv.pop(1)
-    real = os.fdatasync
-    def fdatasync(fd):
-        if "commitlog" in os.readlink(f"/proc/self/fd/{fd}"):
-            if os.path.exists(os.path.join(flags, "fail")):
-                raise OSError(5, "Input/output error (injected)")
-            if os.path.exists(os.path.join(flags, "slow")):
-                time.sleep(1.0)
-        real(fd)
-    os.fdatasync = fdatasync
-    from fastmq._ext import sync_wait_py  # (the compiled wait-then-sync calls libc's fdatasync)
-    from fastmq.store import group_commit
-    group_commit.wait_and_sync = sync_wait_py.wait_and_sync
-    from fastmq.broker.cli import main
-    sys.exit(main(sys.argv[1:]))
-""")
-
-
-def scripted_broker(tmp_path: Path, namesrv: str, script: str, flags: Path, **conf: object) -> ServerProcess:
-    """A started ``fastmq-broker`` run through ``script`` (which patches it before its main), with
-    the ``flags`` directory as the script's first argument."""
-    port = broker_process(tmp_path, namesrv, **conf).port  # (writes broker.conf)
-    return ServerProcess(["python", "-c", script, str(flags), "-c", str(tmp_path / "broker.conf")],
-                         port, tmp_path, env={"HOME": str(tmp_path)}, ready_line="boot success").start()
-
-
-async def send_until_ok(client: RemotingClient, addr: str, topic: str, body: bytes, tries: int = 20) -> None:
-    """Send until the broker answers SUCCESS, at most ``tries`` times: after a disk fault clears,
-    the sends of the rounds still under way are refused first."""
-    r = None
-    for _ in range(tries):
-        r = await client.invoke(addr, send_request(topic, body), 5)
-        if r.code == ResponseCode.SUCCESS:
-            return
-    assert r is not None and r.code == ResponseCode.SUCCESS, (r.code, r.remark) if r else None
-
-
-async def _runtime_info(client: RemotingClient, addr: str) -> dict[str, str]:
-    r = await client.invoke(addr, create_request(RequestCode.GET_BROKER_RUNTIME_INFO, {}), 5)
-    assert r.code == ResponseCode.SUCCESS, r.remark
-    table: dict[str, str] = json.loads(r.body)["table"]
-    return table
 
 
 async def test_flush_counter_through_a_real_request(tmp_path: Path) -> None:

@@ -33,9 +33,11 @@ from fastmq.store.config import MessageStoreConfig
 from fastmq.store.message_store import PutStatus
 from fastmq.testing import broker_process, namesrv_process
 from tests.support import create_topic, send_request
-from tests.process.test_group_commit import _BROKER_WITH_DISK_FAULTS, _runtime_info, scripted_broker, send_until_ok
-from tests.unit.test_message_store import msg, open_store
-from tests.unit.test_store_commit_log import cfg, req
+from tests.process.helpers import BROKER_WITH_DISK_FAULTS as _BROKER_WITH_DISK_FAULTS
+from tests.process.helpers import runtime_info as _runtime_info
+from tests.process.helpers import scripted_broker, send_until_ok
+from tests.support import commit_log_config as cfg
+from tests.support import msg, open_store, req
 
 
 class RecordingDisk:

@@ -9,7 +9,6 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any, Awaitable, Callable
 
 import pytest
 
@@ -19,52 +18,13 @@ from fastmq.protocol.message import decode_records
 from fastmq.remoting import RemotingClient
 from fastmq.testing import ServerProcess, broker_process, free_port, namesrv_process
 from tests.support import create_topic, pull_request, send_request
+from tests.process.helpers import ha_port_of as _ha_port
+from tests.process.helpers import master_broker as _master
+from tests.process.helpers import pull_all as _pull_all
+from tests.process.helpers import slave_broker as _slave
+from tests.process.helpers import until as _until
 
 pytestmark = pytest.mark.slow
-
-
-def _master(tmp: Path, ns: str, *, port: int | None = None, ha_port: int | None = None,
-            role: str = "ASYNC_MASTER", **conf: Any) -> ServerProcess:
-    d = tmp / "master"
-    d.mkdir(exist_ok=True)
-    return broker_process(d, ns, port=port, brokerRole=role, haListenPort=ha_port or free_port(),
-                          registerNameServerPeriod=1000, **conf)
-
-
-def _slave(tmp: Path, ns: str, master_ha: int | None, **conf: Any) -> ServerProcess:
-    d = tmp / "slave"
-    d.mkdir(exist_ok=True)
-    extra = {"haMasterAddress": f"127.0.0.1:{master_ha}"} if master_ha else {}
-    return broker_process(d, ns, brokerId=1, brokerRole="SLAVE", haListenPort=free_port(),
-                          registerNameServerPeriod=1000, **extra, **conf)
-
-
-def _ha_port(b: ServerProcess) -> int:
-    conf = (b.workdir / "broker.conf").read_text()
-    return int(next(line.split("=", 1)[1] for line in conf.splitlines() if line.startswith("haListenPort=")))
-
-
-async def _until(fn: Callable[[], Awaitable[bool]], seconds: float) -> bool:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if await fn():
-            return True
-        await asyncio.sleep(0.1)
-    return await fn()
-
-
-async def _pull_all(client: RemotingClient, addr: str, topic: str, queues: int) -> list[bytes]:
-    bodies: list[bytes] = []
-    for q in range(queues):
-        off = 0
-        for _ in range(100):
-            p = await client.invoke(addr, pull_request(topic, q, off), 5)
-            if p.code != ResponseCode.SUCCESS:
-                break
-            msgs = decode_records(p.body)
-            bodies += [m.body for m in msgs]
-            off = int(p.ext_fields["nextBeginOffset"])
-    return bodies
 
 
 def _check_store(b: ServerProcess) -> subprocess.CompletedProcess[str]:

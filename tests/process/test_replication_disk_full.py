@@ -17,8 +17,12 @@ from fastmq.protocol.codes import ResponseCode
 from fastmq.remoting import RemotingClient
 from fastmq.testing import free_port, namesrv_process
 from tests.support import create_topic, pull_request, send_request
-from tests.process.test_replication import _ha_port, _master, _pull_all, _slave, _until
-from tests.process.test_store_disk_full import MiB, fill_to, small_disk  # noqa: F401 - small_disk is a fixture
+from tests.process.helpers import ha_port_of as _ha_port
+from tests.process.helpers import master_broker as _master
+from tests.process.helpers import pull_all as _pull_all
+from tests.process.helpers import slave_broker as _slave
+from tests.process.helpers import until as _until
+from tests.process.helpers import MiB, fill_to
 
 pytestmark = pytest.mark.slow
 

@@ -24,11 +24,11 @@ from fastmq.errors import BadRouteError, NoRouteError
 from fastmq.protocol.bodies import DataVersion, RegisterBrokerBody, TopicConfig
 from fastmq.protocol.codes import RequestCode, ResponseCode
 from fastmq.protocol.command import create_request
-from fastmq.protocol.headers import SendMessageRequestHeader
 from fastmq.protocol.heartbeat import ConsumerData, HeartbeatData, ProducerData, SubscriptionData
-from fastmq.protocol.message import Message, decode_records, encode_properties
+from fastmq.protocol.message import Message, decode_records
 from fastmq.remoting import RemotingClient
 from fastmq.testing import EmbeddedCluster, ServerProcess, broker_process, namesrv_process
+from tests.process.helpers import create_topic, send_request, update_broker_config
 
 FAST_LEVELS = " ".join(["1s"] * 18)
 pytestmark = pytest.mark.fastmq_cluster(broker_conf={"messageDelayLevel": FAST_LEVELS})
@@ -40,14 +40,6 @@ GROUP_LONG = "the specified group is longer than group max length 255."
 
 def group_chars(g: str) -> str:
     return f"the specified group[{g}] contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$"
-
-
-def send_request(topic: str, body: bytes = b"x", props: dict[str, str] | None = None, *, queue_id: int = 0,
-                 sys_flag: int = 0, group: str = "PG_SEM"):
-    h = SendMessageRequestHeader(producerGroup=group, topic=topic, defaultTopic="TBW102", defaultTopicQueueNums=4,
-                                 queueId=queue_id, sysFlag=sys_flag, bornTimestamp=int(time.time() * 1000), flag=0,
-                                 properties=encode_properties(props or {}).decode())
-    return create_request(RequestCode.SEND_MESSAGE_V2, h.to_v2_fields(), body)
 
 
 def pull_request(topic: str, queue_id: int = 0, offset: int = 0, *, group: str = "CG_SEM",
@@ -66,13 +58,6 @@ def heartbeat(group: str, topic: str, *, etype: str = "TAG", producer: str | Non
     hb = HeartbeatData("127.0.0.1@sem", [ProducerData(producer)] if producer else [],
                        [ConsumerData(group, subscriptions=[sub])])
     return hb.to_json()
-
-
-async def create_topic(client: RemotingClient, addr: str, topic: str, queues: int = 4, perm: int = 6,
-                       order: bool = False):
-    return await client.invoke(addr, create_request(RequestCode.UPDATE_AND_CREATE_TOPIC, {
-        "topic": topic, "defaultTopic": "TBW102", "readQueueNums": queues, "writeQueueNums": queues,
-        "perm": perm, "topicFilterType": "SINGLE_TAG", "order": order}), 5)
 
 
 async def route(client: RemotingClient, ns_addr: str, topic: str):
@@ -286,12 +271,6 @@ async def test_sql92_subscription_is_refused(fastmq_cluster: EmbeddedCluster, cl
     # TAG subscriptions are unaffected
     r = await client.invoke(a, pull_request("SemSql", group="CG_SQL", etype="TAG"), 5)
     assert r.code == ResponseCode.SUCCESS
-
-
-async def update_broker_config(client: RemotingClient, addr: str, **props: object) -> None:
-    body = "".join(f"{k}={v}\n" for k, v in props.items()).encode()
-    r = await client.invoke(addr, create_request(RequestCode.UPDATE_BROKER_CONFIG, {}, body), 5)
-    assert r.code == ResponseCode.SUCCESS, r.remark
 
 
 async def test_broker_permission_is_honoured(fastmq_cluster: EmbeddedCluster, client) -> None:

@@ -17,7 +17,8 @@ import pytest
 from fastmq.aio import Message, Producer, PullConsumer
 from fastmq.errors import SendFailedError
 from fastmq.remoting import RemotingClient
-from tests.process.failover_scenario import _broker, _prepare
+from fastmq.testing.failover import failover_broker as _broker
+from fastmq.testing.failover import prepare_topic as _prepare
 from fastmq.testing import namesrv_process
 
 pytestmark = pytest.mark.slow

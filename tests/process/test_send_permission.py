@@ -16,7 +16,7 @@ from fastmq.broker.controller import BrokerController
 from fastmq.protocol.codes import ResponseCode
 from fastmq.store.config import MessageStoreConfig
 from fastmq.testing import free_port, namesrv_process
-from tests.process.test_semantics import create_topic, send_request, update_broker_config
+from tests.process.helpers import create_topic, send_request, update_broker_config
 
 SENDS = 20
 FORBIDDEN = "the broker[127.0.0.1] sending message is forbidden"

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import subprocess
 import time
 from pathlib import Path
 
@@ -19,40 +18,13 @@ from fastmq.aio import Message, Producer
 from fastmq.client.push_consumer import PullConsumer
 from fastmq.errors import FastMQError
 from fastmq.testing import broker_process, namesrv_process
+from tests.process.helpers import MiB, fill_to
 
 pytestmark = pytest.mark.slow
 
-MiB = 1 << 20
-FS_SIZE = 100 * MiB
 CL_FILE = 32 * MiB  # bigger than 10 % of the disk: a file can fail while the ratio is below 90 %
 REMARK = ("service not available now. It may be caused by one of the following reasons: "
           "the broker's disk is full [CL:")
-
-
-@pytest.fixture
-def small_disk(tmp_path: Path):
-    mnt = tmp_path / "mnt"
-    mnt.mkdir()
-    r = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={FS_SIZE}", "tmpfs", str(mnt)],
-                       capture_output=True, text=True)
-    if r.returncode != 0:
-        pytest.skip(f"cannot mount a {FS_SIZE // MiB} MiB tmpfs (needs root / CAP_SYS_ADMIN): "
-                    f"{(r.stderr or r.stdout).strip()}")
-    try:
-        yield mnt
-    finally:
-        subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
-
-
-def fill_to(mnt: Path, free_bytes: int) -> Path:
-    """A ballast file that leaves about ``free_bytes`` free on the file system."""
-    st = os.statvfs(mnt)
-    ballast = mnt / "ballast"
-    grow = st.f_bavail * st.f_frsize - free_bytes
-    assert grow > 0
-    with open(ballast, "ab") as f:
-        os.posix_fallocate(f.fileno(), os.fstat(f.fileno()).st_size, grow)
-    return ballast
 
 
 def broker_answer(err: BaseException) -> tuple[int | None, str]:

@@ -8,7 +8,8 @@ import os
 from pathlib import Path
 
 from fastmq.store.mapped_file_queue import MappedFileQueue
-from tests.unit.test_message_store import _rss_kib_by_file, msg, open_store, queue_bodies
+from tests.support import msg, open_store, queue_bodies
+from tests.support import rss_kib_by_file as _rss_kib_by_file
 
 MiB = 1 << 20
 

@@ -17,39 +17,13 @@ from fastmq.errors import FastMQError
 from fastmq.protocol import topic as tv
 from fastmq.protocol.codes import ResponseCode
 from fastmq.protocol.message import MessageConst, MessageSysFlag
-from fastmq.testing import ServerProcess, broker_process, namesrv_process
-from tests.process.txprobe import COMMIT, ROLLBACK, UNKNOW, TxProbe
+from fastmq.testing.txprobe import COMMIT, ROLLBACK, UNKNOW, TxProbe
+from tests.process.helpers import FAST, Cluster
 
 pytestmark = pytest.mark.slow
 
 TOPIC = "TxTopic"
 GROUP = "PG_TX"
-FAST = {"transactionCheckInterval": 1000, "transactionTimeOut": 1000, "flushConsumerOffsetInterval": 500}
-
-
-class Cluster:
-    def __init__(self, tmp: Path, **conf: Any) -> None:
-        self.tmp = tmp
-        self.conf = {**FAST, **conf}
-        self.ns: ServerProcess | None = None
-        self.broker: ServerProcess | None = None
-
-    def start(self, port: int | None = None) -> ServerProcess:
-        if self.ns is None:
-            self.ns = namesrv_process(self.tmp).start()
-        self.broker = broker_process(self.tmp, self.ns.addr, port=port, **self.conf).start()
-        return self.broker
-
-    @property
-    def addr(self) -> str:
-        assert self.broker is not None
-        return f"127.0.0.1:{self.broker.port}"
-
-    def stop(self) -> None:
-        if self.broker is not None:
-            self.broker.stop()
-        if self.ns is not None:
-            self.ns.stop()
 
 
 @pytest.fixture

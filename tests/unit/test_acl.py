@@ -12,7 +12,6 @@ from fastmq.client.acl import AclClientRPCHook, SessionCredentials, signature
 from fastmq.client.instance import ClientConfig
 from fastmq.protocol.codes import RequestCode
 from fastmq.protocol.command import create_request
-from tests.unit.test_producer_stub_brokers import cluster  # noqa: F401  (fixture: a NameServer and two stub brokers)
 from tests.support import ext_text as _ext_text, wire_vector_records as _records
 
 CREDS = SessionCredentials("ak-fastmq", "sk-secret")

@@ -13,7 +13,9 @@ import pytest
 
 from fastmq.store.disk_space import DISK_CHECK_INTERVAL
 from fastmq.store.message_store import PUT_OK, MessageStore, PutResult, PutStatus
-from tests.unit.test_message_store import HOST, _send_batch, cfg, open_store, queue_bodies
+from tests.support import HOST, open_store, queue_bodies
+from tests.support import send_batch as _send_batch
+from tests.support import store_config as cfg
 
 _NOW_MS = 1_700_000_000_500  # one store timestamp for every put of both stores: their bytes compare
 

@@ -9,48 +9,17 @@ from pathlib import Path
 import pytest
 
 from fastmq.protocol.message import (
-    MessageExt, decode_offset_msg_id, decode_records, java_string_hash, tags_code,
+    decode_offset_msg_id, decode_records, java_string_hash, tags_code,
 )
-from fastmq.store.config import MessageStoreConfig
 from fastmq.store.consume_queue import ConsumeQueue
 from fastmq.store.index import COUNT, SLOT_COUNT
 from fastmq.store.message_store import (
     SCHEDULE_TOPIC, GetStatus, MessageStore, PutResult, PutStatus, parse_delay_levels,
 )
-
-CL_FILE = 8192
-CQ_FILE = 20 * 8
-HOST = "127.0.0.1:10911"
-
-
-def cfg(root: Path, **kw: object) -> MessageStoreConfig:
-    c = MessageStoreConfig(storePathRootDir=str(root), mappedFileSizeCommitLog=CL_FILE,
-                           mappedFileSizeConsumeQueue=CQ_FILE, preloadMappedFile=False,
-                           flushIntervalConsumeQueue=50, flushIntervalCommitLog=50)
-    for k, v in kw.items():
-        setattr(c, k, v)
-    return c
-
-
-def msg(topic: str = "T", body: bytes = b"hello", qid: int = 0, tags: str | None = "A",
-        **props: str) -> MessageExt:
-    p = dict(props)
-    if tags is not None:
-        p["TAGS"] = tags
-    return MessageExt(topic=topic, body=body, queue_id=qid, properties=p,
-                      born_timestamp=int(time.time() * 1000), born_host=("10.0.0.7", 5555))
-
-
-def open_store(root: Path, arrivals: list | None = None, **kw: object) -> MessageStore:
-    cb = (lambda *a: arrivals.append(a)) if arrivals is not None else None
-    s = MessageStore(cfg(root, **kw), HOST, on_arrival=cb)
-    s.load()
-    s.start()
-    return s
-
-
-def bodies(res) -> list[bytes]:
-    return [m.body for m in decode_records(b"".join(res.buffers))]
+from tests.support import HOST, bodies, msg, open_store, queue_bodies
+from tests.support import rss_kib_by_file as _rss_kib_by_file
+from tests.support import send_batch as _send_batch
+from tests.support import store_config as cfg
 
 
 @pytest.fixture
@@ -97,23 +66,6 @@ async def test_put_get_single_and_batch(tmp_path: Path) -> None:
         assert s.check_consistency() == []
     finally:
         s.shutdown()
-
-
-def _send_batch(sends: list[tuple[int, str, str]], wait: bool = True):
-    """A compiled-path SendBatch (the selected twin) of SEND_MESSAGE_V2 requests to topic T:
-    ``(queue id, TAGS, KEYS)`` each."""
-    from fastmq._ext.send import encode_sends
-    from fastmq.protocol.codes import RequestCode
-    from fastmq.protocol.command import create_request
-    from fastmq.protocol.headers import SendMessageRequestHeader
-    from fastmq.protocol.message import pack_host
-
-    reqs = [create_request(RequestCode.SEND_MESSAGE_V2, SendMessageRequestHeader(
-        "PG", "T", "TBW102", 4, qid, 0, int(time.time() * 1000), 0,
-        f"TAGS\x01{tag}\x02KEYS\x01{key}\x02WAIT\x01{str(wait).lower()}").to_v2_fields(), f"{key}".encode())
-        for qid, tag, key in sends]
-    return encode_sends(reqs, {"T": (64, 64, 0)}, pack_host("10.0.0.7", 5555), pack_host("127.0.0.1", 10911),
-                        b"CLUSTER\x01C\x02", 1 << 20)
 
 
 @pytest.mark.parametrize("spread", [True, False], ids=["a-few-per-queue", "many-per-queue"])
@@ -410,20 +362,6 @@ async def _fill(s: MessageStore, n: int) -> list[bytes]:
     return out
 
 
-def queue_bodies(s: MessageStore, qid: int, most_pulls: int = 100, topic: str = "T") -> list[bytes]:
-    """Every body of queue ``qid``, in queue order: pulls of 32 from offset 0 until one finds
-    nothing (at most ``most_pulls``)."""
-    got: list[bytes] = []
-    off = 0
-    for _ in range(most_pulls):
-        g = s.get_message("g", topic, qid, off, 32)
-        if g.status is not GetStatus.FOUND:
-            break
-        got += bodies(g)
-        off = g.next_begin_offset
-    return got
-
-
 def _all_bodies(s: MessageStore) -> list[bytes]:
     return sorted(b for q in range(3) for b in queue_bodies(s, q))
 
@@ -714,23 +652,6 @@ def test_kill_9_keeps_every_acknowledged_message(tmp_path: Path) -> None:
             assert got == sorted(got)
     finally:
         s.shutdown()
-
-
-def _rss_kib_by_file(directory: Path) -> dict[str, int]:
-    """Resident KiB of each mapping of a file under ``directory``, from /proc/self/smaps.
-
-    Per mapping, not the process's RssFile: that total also moves with the interpreter's own
-    mapped files and the VM's page reclaim, which made a process-wide figure flaky here."""
-    out: dict[str, int] = {}
-    current = None
-    prefix = str(directory)
-    for line in Path("/proc/self/smaps").read_text().splitlines():
-        head = line.split()
-        if head and "-" in head[0] and len(head) >= 5 and ":" in head[3]:  # a mapping's first line
-            current = head[5] if len(head) >= 6 and head[5].startswith(prefix) else None
-        elif current is not None and line.startswith("Rss:"):
-            out[current] = out.get(current, 0) + int(head[1])
-    return out
 
 
 async def test_cold_pages_are_released_and_still_readable(tmp_path: Path, monkeypatch) -> None:

@@ -16,7 +16,6 @@ from fastmq.protocol.headers import SendMessageRequestHeader
 from fastmq.protocol.message import Message, encode_properties
 from fastmq.protocol.message_queue import MessageQueue
 from fastmq.protocol.topic import AUTO_CREATE_TOPIC_KEY_TOPIC
-from tests.unit.test_producer_stub_brokers import cluster  # noqa: F401  (the fixture: NameServer and two stub brokers)
 
 
 @pytest.mark.parametrize("topic,batch,props", [("T", False, {"TAGS": "a", "KEYS": "k1 k2"}),

@@ -12,26 +12,11 @@ from fastmq.errors import FastMQError
 from fastmq.protocol.message import BLANK_MAGIC, decode_records, encode_record, tags_code
 from fastmq.store import FlushTimeoutError, MessageTooLargeError, StoreCorruptError, StoreError
 from fastmq.store.commit_log import AppendRequest, CommitLog, GroupCommitService
-from fastmq.store.config import MessageStoreConfig
 from fastmq.store.mapped_file import MappedFile, offset_to_file_name
 from fastmq.store.mapped_file_queue import MappedFileQueue
-
-FILE = 4096
-
-
-def cfg(tmp_path: Path, **kw: object) -> MessageStoreConfig:
-    c = MessageStoreConfig(storePathRootDir=str(tmp_path / "store"), mappedFileSizeCommitLog=FILE,
-                           mappedFileSizeConsumeQueue=20 * 16)
-    for k, v in kw.items():
-        setattr(c, k, v)
-    return c
-
-
-def req(topic: str = "T", qid: int = 0, body: bytes = b"x" * 100, tags: str | None = "TagA") -> AppendRequest:
-    props = {"TAGS": tags} if tags else {}
-    rec = encode_record(topic=topic, body=body, properties=props, queue_id=qid,
-                        born_host=("127.0.0.1", 5000), store_host=("127.0.0.1", 10911))
-    return AppendRequest(rec, topic, qid, tags_code(tags))
+from tests.support import COMMIT_LOG_FILE as FILE
+from tests.support import commit_log_config as cfg
+from tests.support import req
 
 
 # --------------------------------------------------------------------------- mapped files

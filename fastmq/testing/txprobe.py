@@ -1,8 +1,10 @@
-"""A test-side transactional producer built from fastmq.protocol: sends halves, ends them, answers
-the broker's CHECK_TRANSACTION_STATE pushes, and pulls what a consumer group would see.
+"""A raw-wire transactional producer for testing a broker's transactions: it sends halves, ends
+them (COMMIT, ROLLBACK, UNKNOW; oneway or not; as the answer of a check), answers the broker's
+CHECK_TRANSACTION_STATE pushes with a function of yours, and pulls what a consumer group would see.
 
-It speaks the wire directly (the client library's transaction API lives on another branch), so
-the broker is tested against requests exactly as a 4.9.8 Java client builds them.
+Built from fastmq.protocol rather than the client's TransactionProducer, so a broker is tested
+against requests exactly as a 4.9.8 Java client builds them, odd ones included. fastmq's tests and
+its transaction benchmark use it.
 """
 from __future__ import annotations
 
@@ -28,9 +30,13 @@ ROLLBACK = MessageSysFlag.TRANSACTION_ROLLBACK_TYPE
 UNKNOW = MessageSysFlag.TRANSACTION_NOT_TYPE
 _seq = itertools.count()
 
+__all__ = ["COMMIT", "ROLLBACK", "UNKNOW", "Check", "Half", "TxProbe"]
+
 
 @dataclass
 class Half:
+    """A half (prepared) message the broker stored."""
+
     uniq: str
     msg_id: str            # offsetMsgId of the stored half
     queue_offset: int      # in the half queue
@@ -39,11 +45,14 @@ class Half:
 
     @property
     def commit_log_offset(self) -> int:
+        """Where the half is in the commit log (from its offset message id)."""
         return decode_offset_msg_id(self.msg_id)[2]
 
 
 @dataclass
 class Check:
+    """A CHECK_TRANSACTION_STATE the broker pushed: its header, the half, when it came."""
+
     header: CheckTransactionStateRequestHeader
     msg: MessageExt
     at: float = field(default_factory=time.monotonic)
@@ -72,7 +81,8 @@ class _CheckHandler(RequestProcessor):
 
 
 class TxProbe:
-    """One producer client of group ``group`` talking to broker ``addr``."""
+    """One producer client of group ``group`` talking to broker ``addr``; ``on_check`` answers the
+    broker's checks (COMMIT, ROLLBACK, UNKNOW, or None for no answer), each kept in ``checks``."""
 
     def __init__(self, addr: str, group: str, on_check: Callable[[MessageExt], int | None] | None = None) -> None:
         self.addr = addr
@@ -83,15 +93,19 @@ class TxProbe:
         self.remoting = RemotingClient(processor=_CheckHandler(self))
 
     async def close(self) -> None:
+        """Close the connection."""
         await self.remoting.close()
 
     async def heartbeat(self) -> None:
+        """Register as a producer of the group (the broker checks through this connection)."""
         body = HeartbeatData(self.client_id, producers=[ProducerData(self.group)]).to_json()
         r = await self.remoting.invoke(self.addr, create_request(RequestCode.HEART_BEAT, {}, body), 5)
         assert r.code == ResponseCode.SUCCESS, r.remark
 
     async def send(self, topic: str, body: bytes, *, half: bool = True, queue_id: int = 0,
                    extra: dict[str, str] | None = None, sys_flag: int | None = None) -> RemotingCommand:
+        """SEND_MESSAGE of ``body`` (a half unless ``half`` is False); the answer, its ext fields
+        with ``_uniq``, the message's unique id."""
         uniq = f"{uuid.uuid4().hex.upper()}{next(_seq):08d}"
         props = {MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX: uniq, MessageConst.WAIT_STORE_MSG_OK: "true"}
         if half:
@@ -108,14 +122,17 @@ class TxProbe:
         return r
 
     async def send_half(self, topic: str, body: bytes, **kw: Any) -> Half:
+        """Send a half (asserting the broker stored it)."""
         r = await self.send(topic, body, **kw)
         assert r.code == ResponseCode.SUCCESS, (r.code, r.remark)
-        f = r.ext_fields
+        f = r.ext_fields or {}
         return Half(f["_uniq"], f["msgId"], int(f["queueOffset"]), int(f["queueId"]), body)
 
     async def end(self, half: Half, state: int, *, oneway: bool = False, group: str | None = None,
                   tran_state_table_offset: int | None = None, commit_log_offset: int | None = None,
                   from_check: bool = False) -> RemotingCommand | None:
+        """END_TRANSACTION of ``half`` with ``state``; the answer (None when ``oneway``). The other
+        keywords override the header's fields, to send what a broken client would."""
         h = EndTransactionRequestHeader(
             producerGroup=self.group if group is None else group,
             tranStateTableOffset=half.queue_offset if tran_state_table_offset is None else tran_state_table_offset,
@@ -145,6 +162,7 @@ class TxProbe:
         return out
 
     async def wait_checks(self, n: int, timeout: float) -> None:
+        """Wait (bounded by ``timeout``) until ``n`` checks came."""
         deadline = time.monotonic() + timeout
         while len(self.checks) < n and time.monotonic() < deadline:
             await asyncio.sleep(0.1)

@@ -1,5 +1,7 @@
-"""Issue 17's failover scenario, on real processes on loopback; shared by
-tests/process/test_failover.py and benchmarks/failover.py.
+"""A failover drill (issue 17's scenario) on real processes on loopback: what a producer and a
+consumer group see when a NameServer and a broker die. Run it against your own client settings
+with :func:`run_failover`; fastmq's tests (tests/process/test_failover.py) and its benchmark probe
+(benchmarks/probes/failover.py) both do.
 
 Two NameServers, two brokers (a, b) registered with both, a topic with 4 queues on each, a
 producer sending steadily (one message every few ms, a bounded count) and a consumer group of two
@@ -34,12 +36,16 @@ from fastmq.protocol.command import create_request
 from fastmq.remoting import RemotingClient
 from fastmq.testing import ServerProcess, broker_process, namesrv_process
 
+__all__ = ["GROUP", "TOPIC", "Outcome", "failover_broker", "prepare_topic", "run_failover"]
+
 TOPIC = "FailoverTopic"
 GROUP = "GID_FAILOVER"
 
 
 @dataclass
 class Outcome:
+    """What one run of :func:`run_failover` measured (the module's docstring says what each is)."""
+
     api: str
     busy: bool
     sends_ok: int = 0
@@ -63,6 +69,7 @@ class Outcome:
     a_left_route_ms: float = -1.0
 
     def as_dict(self) -> dict[str, Any]:
+        """The figures as JSON-ready data (the first five failures only)."""
         d = asdict(self)
         d["failures"] = d["failures"][:5]
         return d
@@ -85,13 +92,16 @@ class _TryLog(logging.Handler):
                     self.records.append((time.monotonic(), str(uniq)))
 
 
-def _broker(tmp: Path, name: str, ns: str, port: int | None = None) -> ServerProcess:
+def failover_broker(tmp: Path, name: str, ns: str, port: int | None = None) -> ServerProcess:
+    """A broker ``name`` under ``tmp/name`` registering with ``ns`` (not started); ``port`` to restart it there."""
     d = tmp / name
     d.mkdir(exist_ok=True)
     return broker_process(d, ns, port=port, brokerName=name)
 
 
-async def _prepare(admin: RemotingClient, brokers: list[ServerProcess], namesrvs: list[ServerProcess]) -> None:
+async def prepare_topic(admin: RemotingClient, brokers: list[ServerProcess], namesrvs: list[ServerProcess]) -> None:
+    """Create TOPIC (4 queues) on each broker and wait (bounded, 40 s) until every NameServer
+    routes it to broker-a and broker-b."""
     for br in brokers:
         resp = await admin.invoke(br.addr, create_request(RequestCode.UPDATE_AND_CREATE_TOPIC, {
             "topic": TOPIC, "defaultTopic": "TBW102", "readQueueNums": 4, "writeQueueNums": 4,
@@ -101,7 +111,7 @@ async def _prepare(admin: RemotingClient, brokers: list[ServerProcess], namesrvs
         deadline = time.monotonic() + 40
         while True:
             r = await admin.invoke(ns.addr, create_request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": TOPIC}), 5)
-            if r.code == 0 and b"broker-a" in r.body and b"broker-b" in r.body:
+            if r.code == 0 and r.body and b"broker-a" in r.body and b"broker-b" in r.body:
                 break
             assert time.monotonic() < deadline, f"{ns.addr} never routed {TOPIC} to both brokers"
             await asyncio.sleep(0.2)
@@ -126,8 +136,8 @@ async def run_failover(tmp: Path, *, api: str = "blocking", busy: bool = False, 
     ns1, ns2 = namesrv_process(_dir(tmp, "ns1")), namesrv_process(_dir(tmp, "ns2"))
     procs: list[ServerProcess] = [ns1.start(), ns2.start()]
     ns_list = f"{ns1.addr};{ns2.addr}"
-    a = _broker(tmp, "broker-a", ns_list)
-    b = _broker(tmp, "broker-b", ns_list)
+    a = failover_broker(tmp, "broker-a", ns_list)
+    b = failover_broker(tmp, "broker-b", ns_list)
     procs += [a.start(), b.start()]
     tries = _TryLog("broker-a")
     client_log = logging.getLogger("fastmq.client")
@@ -143,7 +153,7 @@ async def run_failover(tmp: Path, *, api: str = "blocking", busy: bool = False, 
     try:
         admin = RemotingClient()
         try:
-            await _prepare(admin, [a, b], [ns1, ns2])
+            await prepare_topic(admin, [a, b], [ns1, ns2])
         finally:
             await admin.close()
 
@@ -291,7 +301,7 @@ async def run_failover(tmp: Path, *, api: str = "blocking", busy: bool = False, 
         out.acked = len(acked)
 
         # broker a back where it was: what it acknowledged before dying must be consumed too
-        a = _broker(tmp, "broker-a", ns_list, a.port)
+        a = failover_broker(tmp, "broker-a", ns_list, a.port)
         procs.append(a.start())
         deadline = time.monotonic() + 45
         while time.monotonic() < deadline:

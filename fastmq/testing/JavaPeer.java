@@ -1,4 +1,5 @@
-// Drives the Apache RocketMQ Java client (4.x) in its own JVM, for tests/interop/test_java_rocketmq.py.
+// Drives the Apache RocketMQ Java client (4.x) in its own JVM, for fastmq.testing.java_peer
+// (tests/interop/test_java_rocketmq.py, benchmarks/test_client_benchmarks.py).
 //
 //   java -cp <rocketmq client classpath>:<dir of this class> JavaPeer produce NAMESRV TOPIC COUNT [batch] [size=N] [warm=N]
 //   java -cp ... JavaPeer consume NAMESRV TOPIC GROUP EXPECT SECONDS [orderly] [fail=BODY]

@@ -13,7 +13,11 @@ every ``pip install fastmq`` through the ``pytest11`` entry point)::
         ...
 
 The lower-level pieces (:func:`namesrv_process`, :func:`broker_process`, :class:`ServerProcess`)
-are for tests that restart, kill or misconfigure one server on purpose.
+are for tests that restart, kill or misconfigure one server on purpose. Two drills built on them
+are submodules, imported on their own: :mod:`fastmq.testing.txprobe` (a raw-wire transactional
+producer, to test a broker's transaction checks) and :mod:`fastmq.testing.failover` (a NameServer
+and a broker killed under a steady producer, and what it saw); :mod:`fastmq.testing.java_peer` runs
+Apache RocketMQ's Java client against a cluster.
 """
 from __future__ import annotations
 
@@ -83,6 +87,11 @@ class ServerProcess:
     def addr(self) -> str:
         """``127.0.0.1:<port>``, the address clients dial."""
         return f"127.0.0.1:{self.port}"
+
+    @property
+    def pid(self) -> int | None:
+        """The process id of the last start (for sampling its CPU from /proc), or None before one."""
+        return self.proc.pid if self.proc is not None else None
 
     @property
     def what(self) -> str:
