@@ -74,6 +74,18 @@ def pytest_configure(config: pytest.Config) -> None:
                 ) from exc
 
 
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item: pytest.Item):
+    """Servers a test's own body started and left running (it failed before its clean-up) are
+    killed when the body ends, so no run leaves processes behind. Fixtures' servers are not
+    touched: they start before the body and their teardown stops them."""
+    from fastmq.testing import live_processes
+    before = set(live_processes())
+    yield
+    for proc in set(live_processes()) - before:
+        proc.kill()
+
+
 def _twin_params(stem: str) -> list:
     return [
         pytest.param(f"fastmq._ext.{stem}_py", id="py"),

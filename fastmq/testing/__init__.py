@@ -32,8 +32,17 @@ import time
 from pathlib import Path
 from typing import IO, Iterator, Mapping, Sequence
 
-__all__ = ["EmbeddedCluster", "ServerProcess", "broker_process", "free_port", "namesrv_process",
+__all__ = ["EmbeddedCluster", "ServerProcess", "broker_process", "free_port", "live_processes", "namesrv_process",
            "running_cluster", "wait_port"]
+
+#: Every ServerProcess started and not yet stopped: a suite can find the ones a failed test left
+#: behind (``live_processes``) and stop them, instead of leaving servers running after the run.
+_LIVE: set[ServerProcess] = set()
+
+
+def live_processes() -> list[ServerProcess]:
+    """The servers started through this module and not stopped since (a snapshot)."""
+    return [p for p in _LIVE if p.alive()]
 
 
 def free_port() -> int:
@@ -108,6 +117,7 @@ class ServerProcess:
         since = self._log.tell()  # a restart appends: only this run's lines count
         self.proc = subprocess.Popen(self.argv, cwd=self.workdir, env=self.env, stdout=self._log,
                                      stderr=subprocess.STDOUT, start_new_session=True)
+        _LIVE.add(self)
         try:
             deadline = time.monotonic() + timeout
             wait_port(self.port, timeout, self.proc)
@@ -140,6 +150,7 @@ class ServerProcess:
         if it never started."""
         if self.proc is None:
             return None
+        _LIVE.discard(self)
         if self.proc.poll() is None:
             self.proc.send_signal(sig)
             try:
