@@ -232,3 +232,28 @@ def req(topic: str = "T", qid: int = 0, body: bytes = b"x" * 100, tags: str | No
     rec = encode_record(topic=topic, body=body, properties=props, queue_id=qid,
                         born_host=("127.0.0.1", 5000), store_host=("127.0.0.1", 10911))
     return AppendRequest(rec, topic, qid, tags_code(tags))
+
+
+async def read_topic(namesrv: str, topic: str, wanted: set[bytes], seconds: float,
+                     linger: float) -> list:
+    """Every message of ``topic`` from its first offset, read by a lite PullConsumer of a new group
+    until each body of ``wanted`` came (bounded by ``seconds``), then ``linger`` s more for what
+    must not come."""
+    import uuid
+
+    from fastmq.aio import PullConsumer
+    consumer = PullConsumer(f"CG_{uuid.uuid4().hex[:8]}", namesrv_addr=namesrv,
+                            consume_from_where="CONSUME_FROM_FIRST_OFFSET")
+    consumer.subscribe(topic)
+    await consumer.start()
+    got: list = []
+    try:
+        deadline = time.monotonic() + seconds
+        while not wanted <= {m.body for m in got} and time.monotonic() < deadline:
+            got.extend(await consumer.poll(0.5))
+        end = time.monotonic() + linger
+        while time.monotonic() < end:
+            got.extend(await consumer.poll(0.5))
+    finally:
+        await consumer.shutdown()
+    return got

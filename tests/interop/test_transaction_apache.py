@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 
 from fastmq.aio import LocalTransactionState, Message, MessageExt, Producer, TransactionProducer
-from fastmq.client.push_consumer import PullConsumer
 from fastmq.protocol.message import MessageConst, MessageSysFlag
+from tests.support import read_topic
 
 JAVA_NAMESRV = os.environ.get("FASTMQ_JAVA_NAMESRV", "")
 CHECK_WAIT_S = float(os.environ.get("FASTMQ_JAVA_TX_CHECK_WAIT_S", "100"))
@@ -51,21 +51,6 @@ class ByBody:
         return {b"unknow-commit": COMMIT, b"unknow-rollback": ROLLBACK}.get(msg.body.split()[0], UNKNOW)
 
 
-async def _read(topic: str, wanted: set[bytes], seconds: float, linger: float) -> list[MessageExt]:
-    consumer = PullConsumer(_unique("CG_TX"), namesrv_addr=JAVA_NAMESRV, consume_from_where="CONSUME_FROM_FIRST_OFFSET")
-    consumer.subscribe(topic)
-    await consumer.start()
-    got: list[MessageExt] = []
-    try:
-        deadline = time.monotonic() + seconds
-        while not wanted <= {m.body for m in got} and time.monotonic() < deadline:
-            got.extend(await consumer.poll(1.0))
-        end = time.monotonic() + linger
-        while time.monotonic() < end:
-            got.extend(await consumer.poll(0.5))
-    finally:
-        await consumer.shutdown()
-    return got
 
 
 def _committed_once(got: list[MessageExt], body: bytes, transaction_id: str) -> None:
@@ -86,7 +71,7 @@ async def test_commit_and_rollback_on_apache_broker() -> None:
         rolled = await p.send_message_in_transaction(Message(topic, b"rollback 1"))
         assert (committed.status, committed.local_transaction_state) == ("SEND_OK", COMMIT)
         assert rolled.local_transaction_state is ROLLBACK
-        got = await _read(topic, {b"commit 1"}, 30, 3)
+        got = await read_topic(JAVA_NAMESRV, topic, {b"commit 1"}, 30, 3)
     assert sorted(m.body for m in got) == [b"commit 1", b"start"]
     _committed_once(got, b"commit 1", committed.transaction_id)
 
@@ -104,7 +89,7 @@ async def test_check_back_from_apache_broker() -> None:
         while len({m.body for m in listener.checked}) < 2:
             assert time.monotonic() < deadline, "the Apache broker did not check both halves in time"
             await asyncio.sleep(0.5)
-        got = await _read(topic, {b"unknow-commit 1"}, 30, 3)
+        got = await read_topic(JAVA_NAMESRV, topic, {b"unknow-commit 1"}, 30, 3)
     checked = {m.body: m for m in listener.checked}
     assert checked[b"unknow-commit 1"].topic == topic  # the real topic, not the half topic
     assert checked[b"unknow-commit 1"].properties[MessageConst.PRODUCER_GROUP] == p.group

@@ -14,17 +14,16 @@ import json
 import os
 import shutil
 import subprocess
-import time
 import uuid
 from pathlib import Path
 from typing import Iterator
 
 import pytest
 
-from fastmq.aio import Message, MessageExt, Producer
-from fastmq.client.push_consumer import PullConsumer
+from fastmq.aio import Message, Producer
 from fastmq.protocol.message import MessageSysFlag
 from fastmq.testing import EmbeddedCluster
+from tests.support import read_topic
 
 CLASSPATH = os.environ.get("FASTMQ_JAVA_CLASSPATH", "")
 PEER_SOURCE = Path(__file__).resolve().parent / "java" / "TxPeer.java"
@@ -61,22 +60,6 @@ def _run_peer(cp: str, args: list[str], timeout: float) -> tuple[dict[str, list[
     return lines, proc.stdout[-2000:] + proc.stderr[-2000:]
 
 
-async def _read(namesrv: str, topic: str, wanted: set[bytes], seconds: float, linger: float) -> list[MessageExt]:
-    consumer = PullConsumer(f"CG_{uuid.uuid4().hex[:8]}", namesrv_addr=namesrv,
-                            consume_from_where="CONSUME_FROM_FIRST_OFFSET")
-    consumer.subscribe(topic)
-    await consumer.start()
-    got: list[MessageExt] = []
-    try:
-        deadline = time.monotonic() + seconds
-        while not wanted <= {m.body for m in got} and time.monotonic() < deadline:
-            got.extend(await consumer.poll(0.5))
-        end = time.monotonic() + linger
-        while time.monotonic() < end:
-            got.extend(await consumer.poll(0.5))
-    finally:
-        await consumer.shutdown()
-    return got
 
 
 async def test_java_transaction_producer_on_fastmq_broker(tx_peer: str, namesrv: str) -> None:
@@ -89,6 +72,6 @@ async def test_java_transaction_producer_on_fastmq_broker(tx_peer: str, namesrv:
     assert {c["index"] for c in lines["CHECK"]} == {0, 3, 6, 9}
     assert all(c["topic"] == topic for c in lines["CHECK"])  # the real topic, not the half topic
     expected = {f"tx-{i}".encode() for i in range(10) if i % 3 != 2} | {b"start"}
-    got = await _read(namesrv, topic, expected, 30, 2)
+    got = await read_topic(namesrv, topic, expected, 30, 2)
     assert sorted(m.body for m in got) == sorted(expected), log
     assert all(m.sys_flag & 0xC == MessageSysFlag.TRANSACTION_COMMIT_TYPE for m in got if m.body != b"start")

@@ -12,7 +12,6 @@ import asyncio
 import threading
 import time
 import uuid
-from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
@@ -20,9 +19,9 @@ import pytest
 import fastmq
 from fastmq import _blocking
 from fastmq.aio import LocalTransactionState, Message, MessageExt, Producer, TransactionProducer
-from fastmq.client.push_consumer import PullConsumer
 from fastmq.protocol.message import MessageConst, MessageSysFlag
 from fastmq.testing import EmbeddedCluster
+from tests.support import read_topic
 
 pytestmark = pytest.mark.slow
 
@@ -62,24 +61,6 @@ async def _plain(namesrv: str, topic: str, body: bytes) -> None:
         await p.send(Message(topic, body))
 
 
-async def _read(namesrv: str, topic: str, wanted: set[bytes], seconds: float, linger: float) -> list[MessageExt]:
-    """Every message of ``topic`` from its first offset, read until each body of ``wanted`` came
-    (bounded by ``seconds``) and then ``linger`` s more, for what must not come."""
-    consumer = PullConsumer(f"CG_{uuid.uuid4().hex[:8]}", namesrv_addr=namesrv,
-                            consume_from_where="CONSUME_FROM_FIRST_OFFSET")
-    consumer.subscribe(topic)
-    await consumer.start()
-    got: list[MessageExt] = []
-    try:
-        deadline = time.monotonic() + seconds
-        while not wanted <= {m.body for m in got} and time.monotonic() < deadline:
-            got.extend(await consumer.poll(0.5))
-        end = time.monotonic() + linger
-        while time.monotonic() < end:
-            got.extend(await consumer.poll(0.5))
-    finally:
-        await consumer.shutdown()
-    return got
 
 
 def _check_committed(got: list[MessageExt], body: bytes, transaction_id: str) -> None:
@@ -104,7 +85,7 @@ async def test_commit_rollback_and_check_back(namesrv: str) -> None:
         assert results[b"rollback"].local_transaction_state is ROLLBACK
         assert results[b"unknow-commit"].local_transaction_state is UNKNOW
         # the producer stays up while the broker checks the two UNKNOW ones (every second)
-        got = await _read(namesrv, topic, {bodies[b"commit"], bodies[b"unknow-commit"]}, 30, 3)
+        got = await read_topic(namesrv, topic, {bodies[b"commit"], bodies[b"unknow-commit"]}, 30, 3)
         deadline = time.monotonic() + 15
         while not {bodies[b"unknow-commit"], bodies[b"unknow-rollback"]} <= set(listener.checked):
             assert time.monotonic() < deadline, f"checked only {listener.checked}"
@@ -135,7 +116,7 @@ async def test_check_back_reaches_a_restarted_producer(namesrv: str) -> None:
         return COMMIT
     second.check_local_transaction = check  # type: ignore[method-assign]
     async with TransactionProducer(group, namesrv_addr=namesrv, listener=second):
-        got = await _read(namesrv, topic, {b"unknow-commit " + run}, 30, 1)
+        got = await read_topic(namesrv, topic, {b"unknow-commit " + run}, 30, 1)
     assert second.checked[:1] == [b"unknow-commit " + run]
     _check_committed(got, b"unknow-commit " + run, r.transaction_id)
 
@@ -149,7 +130,7 @@ def test_blocking_facade(namesrv: str) -> None:
         p.send_message_in_transaction(fastmq.Message(topic, b"rollback " + run))
         checked = p.send_message_in_transaction(fastmq.Message(topic, b"unknow-commit " + run))
         assert checked.local_transaction_state is fastmq.LocalTransactionState.UNKNOW
-        got = _blocking.call(_read(namesrv, topic, {b"commit " + run, b"unknow-commit " + run}, 30, 2), 60)
+        got = _blocking.call(read_topic(namesrv, topic, {b"commit " + run, b"unknow-commit " + run}, 30, 2), 60)
     assert sorted(m.body for m in got if m.body.endswith(run)) == [b"commit " + run, b"start " + run,
                                                                     b"unknow-commit " + run]
     _check_committed(got, b"commit " + run, committed.transaction_id)

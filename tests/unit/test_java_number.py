@@ -106,7 +106,7 @@ def test_message_delay_level_is_integer_parse_int() -> None:
 
 
 def test_store_refuses_a_delay_java_refuses_with_java_s_error(tmp_path: Path) -> None:
-    from tests.unit.test_message_store import msg, open_store
+    from tests.support import msg, open_store
     s = open_store(tmp_path)
     try:
         for bad in (" 1", "1_0", "2147483648"):
