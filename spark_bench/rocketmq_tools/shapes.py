@@ -239,12 +239,22 @@ def spark_run(plan: RunPlan, peer: Peer, shape: Shape, n: int, warmup: int = 0) 
     samples: list[dict[str, Any]] = []
     stop = threading.Event()
 
+    def sample_once() -> bool:
+        counters = _pull_rates(addr, puts=True)
+        if counters:   # a lost sample narrows the span, it does not stop the run
+            samples.append({"t": time.monotonic(), **counters, **_sample(peer, None)})
+        return bool(counters)
+
     def sample() -> None:
         while not stop.is_set():
-            counters = _pull_rates(addr, puts=True)
-            if counters:   # a lost sample narrows the span, it does not stop the run
-                samples.append({"t": time.monotonic(), **counters, **_sample(peer, None)})
+            sample_once()
             stop.wait(0.5)
+    # The span the broker's puts are counted over must start before the run's first send: a
+    # sampler whose first answers came late once began its span thousands of messages in.
+    for _ in range(20):
+        if sample_once():
+            break
+        time.sleep(0.25)
     argv = [sys.executable, "-m", "spark_bench", "run", shape.workload, "--namesrv", peer.namesrv,
             "--driver", "fastmq", "--out", str(out)]
     doc["argv"] = argv[1:]
