@@ -30,7 +30,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = [pytest.mark.spark, pytest.mark.timeout(600),
+pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.timeout(600),
               pytest.mark.skipif(shutil.which("redis-server") is None,
                                  reason="redis-server is not installed (apt-get install redis-server)")]
 
