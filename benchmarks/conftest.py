@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, Iterator
 
 import pytest
 
+from fastmq.testing import EmbeddedCluster, ServerProcess
+
 if TYPE_CHECKING:
     from benchmarks.redis_pair import RedisPair
 
@@ -52,3 +54,13 @@ def fastmq_and_redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Redis
     from benchmarks.redis_pair import running  # (the repository's root is on sys.path only for the tests)
     with running(tmp_path_factory.mktemp("fastmq-and-redis")) as pair:
         yield pair
+
+
+@pytest.fixture(scope="module")
+def async_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    """A NameServer and one ASYNC_FLUSH ``fastmq-broker`` (256 MiB commit-log files) for one
+    module; the broker's process, for its port and its CPU."""
+    tmp = tmp_path_factory.mktemp("async-broker")
+    with EmbeddedCluster(tmp, broker_conf={"brokerName": "bench", "flushDiskType": "ASYNC_FLUSH",
+                                           "mappedFileSizeCommitLog": 268435456}) as cluster:
+        yield cluster.brokers[0]

@@ -18,7 +18,6 @@ Run: ``PYTHONPATH=$PWD python -m pytest benchmarks/test_broker_lone_send.py --be
 """
 from __future__ import annotations
 
-import os
 import statistics
 import threading
 import time
@@ -27,35 +26,16 @@ import pytest
 
 from fastmq._ext.codec import RemotingCommand, encode_frame
 from benchmarks.test_broker_benchmarks import _one_in_flight  # (answers read one by one, codes checked)
-from fastmq.testing import broker_process, namesrv_process
 
 SENDS = 3000           # round trips a round, one connection
 ROUNDS = 5
 THREADS = 16
 SENDS_PER_THREAD = 600
-_TICK = os.sysconf("SC_CLK_TCK")
 _EXT = {"a": "PG_LONE", "b": "LoneTopic", "c": "TBW102", "d": "4", "e": "0", "f": "0", "g": "1700000000000",
         "h": "0", "i": "KEYS\x01OrderID188\x02UNIQ_KEY\x017F0000010B5C18B4AAC2512F4B6F0000\x02WAIT\x01true\x02"
         "TAGS\x01TagA\x02", "j": "0", "k": "false", "m": "false", "n": "bench"}
 
 
-@pytest.fixture(scope="module")
-def broker(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("lone")
-    ns = namesrv_process(tmp).start()
-    b = broker_process(tmp, ns.addr, brokerName="bench", flushDiskType="ASYNC_FLUSH",
-                       mappedFileSizeCommitLog=268435456).start()
-    try:
-        yield b
-    finally:
-        b.stop()
-        ns.stop()
-
-
-def _cpu_seconds(pid: int) -> float:
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / _TICK  # utime, stime (fields 14 and 15)
 
 
 def _frames(n: int, serialize_type: int, queue: int = 0) -> list[bytes]:
@@ -65,19 +45,18 @@ def _frames(n: int, serialize_type: int, queue: int = 0) -> list[bytes]:
 
 
 @pytest.mark.parametrize("header", ["json", "binary"])
-def test_lone_send(benchmark, broker, header: str) -> None:
+def test_lone_send(benchmark, async_broker, header: str) -> None:
     """One connection, one SEND_MESSAGE_V2 in flight: p50 round trip and broker CPU per send."""
     st = 1 if header == "binary" else 0
     frames = _frames(SENDS, st)
-    _one_in_flight(broker.port, frames[:300])  # topic creation, the fast path's caches
-    pid = broker.proc.pid
+    _one_in_flight(async_broker.port, frames[:300])  # topic creation, the fast path's caches
     p50s: list[float] = []
     cpus: list[float] = []
 
     def one_round() -> None:
-        c0 = _cpu_seconds(pid)
-        lat = _one_in_flight(broker.port, frames)
-        cpus.append((_cpu_seconds(pid) - c0) / len(frames) * 1e6)
+        c0 = async_broker.cpu_seconds()
+        lat = _one_in_flight(async_broker.port, frames)
+        cpus.append((async_broker.cpu_seconds() - c0) / len(frames) * 1e6)
         p50s.append(statistics.median(lat))
 
     benchmark.pedantic(one_round, rounds=ROUNDS, iterations=1)
@@ -88,11 +67,10 @@ def test_lone_send(benchmark, broker, header: str) -> None:
     print(f"\nlone SEND_MESSAGE_V2 ({header} header): p50 {p50:.0f} us, broker CPU {cpu:.0f} us/send")
 
 
-def test_many_senders(benchmark, broker) -> None:
+def test_many_senders(benchmark, async_broker) -> None:
     """16 connections, one send in flight each (binary header, RocketMQ's benchmark Producer's shape)."""
     per_thread = [_frames(SENDS_PER_THREAD, 1, queue=k % 4) for k in range(THREADS)]
-    _one_in_flight(broker.port, per_thread[0][:100])
-    pid = broker.proc.pid
+    _one_in_flight(async_broker.port, per_thread[0][:100])
     cpus: list[float] = []
     rates: list[float] = []
 
@@ -101,12 +79,12 @@ def test_many_senders(benchmark, broker) -> None:
 
         def worker(frames: list[bytes]) -> None:
             try:
-                _one_in_flight(broker.port, frames)
+                _one_in_flight(async_broker.port, frames)
             except BaseException as exc:  # reported below, not lost in the thread
                 errors.append(exc)
 
         threads = [threading.Thread(target=worker, args=(f,)) for f in per_thread]
-        c0, t0 = _cpu_seconds(pid), time.perf_counter()
+        c0, t0 = async_broker.cpu_seconds(), time.perf_counter()
         for t in threads:
             t.start()
         for t in threads:
@@ -114,7 +92,7 @@ def test_many_senders(benchmark, broker) -> None:
         elapsed = time.perf_counter() - t0
         assert not errors, errors[0]
         n = THREADS * SENDS_PER_THREAD
-        cpus.append((_cpu_seconds(pid) - c0) / n * 1e6)
+        cpus.append((async_broker.cpu_seconds() - c0) / n * 1e6)
         rates.append(n / elapsed)
 
     benchmark.pedantic(one_round, rounds=ROUNDS, iterations=1)

@@ -22,40 +22,20 @@ Run: ``PYTHONPATH=$PWD python -m pytest benchmarks/test_transaction_benchmarks.p
 from __future__ import annotations
 
 import asyncio
-import os
 import statistics
 import time
 
-import pytest
 
 from fastmq.protocol.codes import RequestCode, ResponseCode
 from fastmq.protocol.command import create_request
 from fastmq.protocol.headers import GetMaxOffsetRequestHeader
+from fastmq.testing import ServerProcess
 from fastmq.testing.txprobe import COMMIT, TxProbe
-from fastmq.testing import broker_process, namesrv_process
 
 N = 2000
 ROUNDS = 3
-_TICK = os.sysconf("SC_CLK_TCK")
 
 
-@pytest.fixture(scope="module")
-def broker(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("txbench")
-    ns = namesrv_process(tmp).start()
-    b = broker_process(tmp, ns.addr, brokerName="bench", flushDiskType="ASYNC_FLUSH",
-                       mappedFileSizeCommitLog=268435456).start()
-    try:
-        yield b
-    finally:
-        b.stop()
-        ns.stop()
-
-
-def _cpu_seconds(pid: int) -> float:
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / _TICK
 
 
 async def _max_offset(p: TxProbe, topic: str) -> int:
@@ -64,8 +44,8 @@ async def _max_offset(p: TxProbe, topic: str) -> int:
     return int((r.ext_fields or {}).get("offset", "0"))
 
 
-async def _round(addr: str, pid: int, tag: int) -> tuple[float, float, float, float, float]:
-    p = TxProbe(addr, "PG_TXBENCH")
+async def _round(broker: ServerProcess, tag: int) -> tuple[float, float, float, float, float]:
+    p = TxProbe(f"127.0.0.1:{broker.port}", "PG_TXBENCH")
     try:
         await p.heartbeat()
         plain_topic, tx_topic = f"BenchPlain{tag}", f"BenchTx{tag}"
@@ -73,24 +53,24 @@ async def _round(addr: str, pid: int, tag: int) -> tuple[float, float, float, fl
         for topic in (plain_topic, tx_topic):  # topic creation and caches out of the timing
             r = await p.send(topic, body, half=False)
             assert r.code == ResponseCode.SUCCESS
-        c0, t0 = _cpu_seconds(pid), time.perf_counter()
+        c0, t0 = broker.cpu_seconds(), time.perf_counter()
         for _ in range(N):
             r = await p.send(plain_topic, body, half=False)
             assert r.code == ResponseCode.SUCCESS
-        plain_wall, plain_cpu = time.perf_counter() - t0, _cpu_seconds(pid) - c0
-        c0 = _cpu_seconds(pid)
+        plain_wall, plain_cpu = time.perf_counter() - t0, broker.cpu_seconds() - c0
+        c0 = broker.cpu_seconds()
         for _ in range(N):
             r = await p.send(plain_topic, body, half=False, extra={"DELAY": "0"})
             assert r.code == ResponseCode.SUCCESS
-        general_cpu = _cpu_seconds(pid) - c0
-        c0, t0 = _cpu_seconds(pid), time.perf_counter()
+        general_cpu = broker.cpu_seconds() - c0
+        c0, t0 = broker.cpu_seconds(), time.perf_counter()
         for _ in range(N):
             h = await p.send_half(tx_topic, body)
             await p.end(h, COMMIT, oneway=True)
         deadline = time.monotonic() + 60
         while await _max_offset(p, tx_topic) < N + 1 and time.monotonic() < deadline:
             await asyncio.sleep(0.001)
-        tx_wall, tx_cpu = time.perf_counter() - t0, _cpu_seconds(pid) - c0
+        tx_wall, tx_cpu = time.perf_counter() - t0, broker.cpu_seconds() - c0
         assert await _max_offset(p, tx_topic) == N + 1
         return (plain_wall / N * 1e6, plain_cpu / N * 1e6, tx_wall / N * 1e6, tx_cpu / N * 1e6,
                 general_cpu / N * 1e6)
@@ -98,11 +78,11 @@ async def _round(addr: str, pid: int, tag: int) -> tuple[float, float, float, fl
         await p.close()
 
 
-def test_half_and_commit_beside_plain_send(benchmark, broker) -> None:
+def test_half_and_commit_beside_plain_send(benchmark, async_broker) -> None:
     rows: list[tuple[float, float, float, float, float]] = []
 
     def one_round() -> None:
-        rows.append(asyncio.run(_round(f"127.0.0.1:{broker.port}", broker.proc.pid, len(rows))))
+        rows.append(asyncio.run(_round(async_broker, len(rows))))
 
     benchmark.pedantic(one_round, rounds=ROUNDS, iterations=1)
     pw, pc, tw, tc, gc = (statistics.median(r[i] for r in rows) for i in range(5))

@@ -35,6 +35,8 @@ from typing import IO, Iterator, Mapping, Sequence
 __all__ = ["EmbeddedCluster", "ServerProcess", "broker_process", "free_port", "live_processes", "namesrv_process",
            "running_cluster", "wait_port"]
 
+_CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
 #: Every ServerProcess started and not yet stopped: a suite can find the ones a failed test left
 #: behind (``live_processes``) and stop them, instead of leaving servers running after the run.
 _LIVE: set[ServerProcess] = set()
@@ -106,6 +108,15 @@ class ServerProcess:
     def what(self) -> str:
         """The command's name (``fastmq-broker``), for messages about this process."""
         return Path(self.argv[0]).name
+
+    def cpu_seconds(self) -> float:
+        """User + system CPU the process has used, all its threads (``/proc/<pid>/stat``, Linux):
+        benchmarks count a server's CPU per message from two readings."""
+        if self.proc is None:
+            raise RuntimeError(f"{self.what} was never started")
+        with open(f"/proc/{self.proc.pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()  # the command name may hold spaces
+        return (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS  # utime, stime (fields 14, 15)
 
     def alive(self) -> bool:
         """Started and not exited."""
