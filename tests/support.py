@@ -117,12 +117,23 @@ def pull_request(topic: str, queue_id: int, offset: int, *, group: str = "CG_TES
         "subscription": expr})
 
 
-async def create_topic(client: "RemotingClient", addr: str, topic: str, *, queues: int = 4, perm: int = 6) -> None:
-    """UPDATE_AND_CREATE_TOPIC on the broker at ``addr``; asserts it succeeded."""
+async def create_topic(client: "RemotingClient", addr: str, topic: str, *, queues: int = 4, perm: int = 6,
+                       routed_by: str | None = None) -> None:
+    """UPDATE_AND_CREATE_TOPIC on the broker at ``addr``; asserts it succeeded. With ``routed_by``
+    (a NameServer), also waits (30 s at most) until that NameServer has the topic's route."""
     r = await client.invoke(addr, create_request(RequestCode.UPDATE_AND_CREATE_TOPIC, {
         "topic": topic, "defaultTopic": "TBW102", "readQueueNums": queues, "writeQueueNums": queues,
         "perm": perm, "topicFilterType": "SINGLE_TAG"}), 5)
     assert r.code == ResponseCode.SUCCESS, r.remark
+    if routed_by is None:
+        return
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        r = await client.invoke(routed_by, create_request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic}), 5)
+        if r.code == ResponseCode.SUCCESS:
+            return
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"the topic {topic} never got a route")
 
 
 # ------------------------------------------------ a message store in the test's own process (unit and process tests)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import time
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +26,7 @@ from fastmq.protocol.command import create_request, ext_int
 from fastmq.remoting import RemotingClient
 from fastmq.testing import running_cluster
 from tests.support import wait_until
+from tests.support import create_topic
 
 pytestmark = pytest.mark.slow
 
@@ -34,19 +34,6 @@ TOPIC = "HandoverTopic"
 QUEUES = 8
 N = 20_000
 
-
-async def _create_topic(admin: RemotingClient, broker: str, namesrv: str) -> None:
-    resp = await admin.invoke(broker, create_request(RequestCode.UPDATE_AND_CREATE_TOPIC, {
-        "topic": TOPIC, "defaultTopic": "TBW102", "readQueueNums": QUEUES, "writeQueueNums": QUEUES,
-        "perm": 6, "topicFilterType": "SINGLE_TAG"}), 5)
-    assert resp.code == ResponseCode.SUCCESS, resp.remark
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        r = await admin.invoke(namesrv, create_request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": TOPIC}), 5)
-        if r.code == ResponseCode.SUCCESS:
-            return
-        await asyncio.sleep(0.1)
-    raise AssertionError("the topic never got a route")
 
 
 async def _committed(admin: RemotingClient, broker: str, group: str) -> dict[int, int]:
@@ -110,7 +97,7 @@ async def test_a_second_member_joining_a_backlog_takes_half_without_duplicating_
         admin = RemotingClient()
         members: list[_Member] = []
         try:
-            await _create_topic(admin, broker.addr, ns.addr)
+            await create_topic(admin, broker.addr, TOPIC, queues=QUEUES, routed_by=ns.addr)
             async with Producer("PG_HANDOVER", namesrv_addr=ns.addr) as p:
                 for i in range(0, N, 32):
                     await p.send_batch([Message(TOPIC, b"%d" % j) for j in range(i, min(N, i + 32))])

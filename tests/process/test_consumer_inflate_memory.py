@@ -24,16 +24,13 @@ import json
 import os
 import subprocess
 import sys
-import time
-from pathlib import Path
 
 import pytest
 
 from fastmq.aio import Message, Producer
-from fastmq.protocol.codes import RequestCode, ResponseCode
-from fastmq.protocol.command import create_request
 from fastmq.remoting import RemotingClient
 from fastmq.testing import EmbeddedCluster
+from tests.support import create_topic
 
 pytestmark = pytest.mark.slow
 
@@ -96,29 +93,16 @@ asyncio.run(main(sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sy
 """
 
 
-async def _create_topic(cluster: EmbeddedCluster, topic: str) -> None:
-    admin = RemotingClient()
-    try:
-        resp = await admin.invoke(cluster.broker_addr, create_request(RequestCode.UPDATE_AND_CREATE_TOPIC, {
-            "topic": topic, "defaultTopic": "TBW102", "readQueueNums": QUEUES, "writeQueueNums": QUEUES,
-            "perm": 6, "topicFilterType": "SINGLE_TAG"}), 5)
-        assert resp.code == ResponseCode.SUCCESS, resp.remark
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            r = await admin.invoke(cluster.namesrv_addr,
-                                   create_request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic}), 5)
-            if r.code == ResponseCode.SUCCESS:
-                return
-            await asyncio.sleep(0.1)
-        raise AssertionError("the topic never got a route")
-    finally:
-        await admin.close()
-
 
 @pytest.mark.parametrize("kind", ["push", "pull"])
 async def test_inflated_bodies_stay_within_the_consumers_budget(fastmq_cluster: EmbeddedCluster, kind: str) -> None:
     topic = f"InflateTopic_{kind}"
-    await _create_topic(fastmq_cluster, topic)
+    admin = RemotingClient()
+    try:
+        await create_topic(admin, fastmq_cluster.broker_addr, topic, queues=QUEUES,
+                           routed_by=fastmq_cluster.namesrv_addr)
+    finally:
+        await admin.close()
     n = QUEUES * PER_QUEUE
     async with Producer("PG_INFLATE", namesrv_addr=fastmq_cluster.namesrv_addr, max_message_size=16 * MiB) as p:
         for i in range(n):  # round robin over the queues; each body compresses ~1000:1

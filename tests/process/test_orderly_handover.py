@@ -9,7 +9,6 @@ offset: 112-144 duplicates per moved queue at batch size 8.
 """
 from __future__ import annotations
 
-import asyncio
 import collections
 import threading
 import time
@@ -19,11 +18,10 @@ import pytest
 
 from fastmq.aio import Message, Producer
 from fastmq.client.push_consumer import ConsumeStatus, PushConsumer
-from fastmq.protocol.codes import RequestCode, ResponseCode
-from fastmq.protocol.command import create_request
 from fastmq.remoting import RemotingClient
 from fastmq.testing import EmbeddedCluster
 from tests.support import wait_until
+from tests.support import create_topic
 
 pytestmark = [pytest.mark.slow]
 
@@ -32,20 +30,6 @@ QUEUES = 8
 PER_QUEUE = 3000
 BATCH = 8
 
-
-async def _create_topic(admin: RemotingClient, cluster: EmbeddedCluster) -> None:
-    resp = await admin.invoke(cluster.broker_addr, create_request(RequestCode.UPDATE_AND_CREATE_TOPIC, {
-        "topic": TOPIC, "defaultTopic": "TBW102", "readQueueNums": QUEUES, "writeQueueNums": QUEUES,
-        "perm": 6, "topicFilterType": "SINGLE_TAG"}), 5)
-    assert resp.code == ResponseCode.SUCCESS, resp.remark
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        r = await admin.invoke(cluster.namesrv_addr,
-                               create_request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": TOPIC}), 5)
-        if r.code == ResponseCode.SUCCESS:
-            return
-        await asyncio.sleep(0.1)
-    raise AssertionError("the topic never got a route")
 
 
 class _Member:
@@ -80,7 +64,8 @@ async def test_graceful_orderly_handover_redelivers_at_most_the_batch_in_flight(
     b = _Member(group, fastmq_cluster.namesrv_addr)
     started: list[_Member] = []
     try:
-        await _create_topic(admin, fastmq_cluster)
+        await create_topic(admin, fastmq_cluster.broker_addr, TOPIC, queues=QUEUES,
+                           routed_by=fastmq_cluster.namesrv_addr)
         async with Producer("PG_ORDERLY_HANDOVER", namesrv_addr=fastmq_cluster.namesrv_addr) as p:
             for i in range(0, n, 32):  # round robin over the queues: about PER_QUEUE each
                 await p.send_batch([Message(TOPIC, b"%d" % j) for j in range(i, min(n, i + 32))])

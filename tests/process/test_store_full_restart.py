@@ -8,7 +8,6 @@ of SIGBUS at start. Now recovery reads only the extents that hold data (SEEK_DAT
 """
 from __future__ import annotations
 
-import asyncio
 import os
 import shutil
 import signal
@@ -21,10 +20,9 @@ import pytest
 
 from fastmq.aio import Message, Producer
 from fastmq.client.push_consumer import PullConsumer
-from fastmq.protocol.codes import RequestCode, ResponseCode
-from fastmq.protocol.command import create_request
 from fastmq.remoting import RemotingClient
 from fastmq.testing import ServerProcess, broker_process, namesrv_process
+from tests.support import create_topic
 
 pytestmark = pytest.mark.slow
 
@@ -81,23 +79,6 @@ def _fill(mnt: Path) -> Path:
     return ballast
 
 
-async def _create_topic(broker: str, namesrv: str) -> None:
-    admin = RemotingClient()
-    try:
-        resp = await admin.invoke(broker, create_request(RequestCode.UPDATE_AND_CREATE_TOPIC, {
-            "topic": TOPIC, "defaultTopic": "TBW102", "readQueueNums": QUEUES, "writeQueueNums": QUEUES,
-            "perm": 6, "topicFilterType": "SINGLE_TAG"}), 5)
-        assert resp.code == ResponseCode.SUCCESS, resp.remark
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            r = await admin.invoke(namesrv, create_request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": TOPIC}), 5)
-            if r.code == ResponseCode.SUCCESS:
-                return
-            await asyncio.sleep(0.1)
-        raise AssertionError("the topic never got a route")
-    finally:
-        await admin.close()
-
 
 async def _consume_all(namesrv: str, group: str, want: int) -> int:
     c = PullConsumer(group, namesrv_addr=namesrv, consume_from_where="CONSUME_FROM_FIRST_OFFSET")
@@ -124,7 +105,11 @@ async def test_restart_on_a_full_file_system_starts_and_takes_no_space(tmp_path:
     ballast: Path | None = None
     try:
         assert broker is not None
-        await _create_topic(broker.addr, ns.addr)
+        admin = RemotingClient()
+        try:
+            await create_topic(admin, broker.addr, TOPIC, queues=QUEUES, routed_by=ns.addr)
+        finally:
+            await admin.close()
         async with Producer("PG_FULLRS", namesrv_addr=ns.addr) as p:
             for i in range(QUEUES * PER_QUEUE):  # round robin: PER_QUEUE to each queue
                 assert (await p.send(Message(TOPIC, b"m-%04d" % i))).status == "SEND_OK"
