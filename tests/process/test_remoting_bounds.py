@@ -6,10 +6,13 @@ answer another client.
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import logging
 import os
+import select
 import socket
 import struct
+import termios
 import time
 import zlib
 from pathlib import Path
@@ -121,6 +124,22 @@ def test_oversized_length_prefix_is_refused_before_buffering(tmp_path: Path, ns,
             assert target.stop() == 0
 
 
+def _wait_read_by_peer(s: socket.socket, timeout: float) -> None:
+    """Wait (bounded) until the peer has read all we sent: the socket's send queue (Linux
+    TIOCOUTQ) is empty, or the connection is gone."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            unsent = struct.unpack("i", fcntl.ioctl(s.fileno(), termios.TIOCOUTQ, b"\0" * 4))[0]
+            if unsent == 0:
+                return
+            if select.select([s], [], [], 0)[0] and s.recv(1, socket.MSG_PEEK) == b"":
+                return  # the peer closed: its unread bytes stay queued here
+        except OSError:
+            return
+        time.sleep(0.01)
+
+
 def test_partial_frames_are_capped_across_connections(tmp_path: Path, ns) -> None:
     """Guards against N peers each sending most of a 16 MiB frame and stalling (40 of them held
     +640 MB): past serverMaxPartialFrameBytes the connection whose read would pass it is closed."""
@@ -137,7 +156,10 @@ def test_partial_frames_are_capped_across_connections(tmp_path: Path, ns) -> Non
                     s.sendall(chunk)
             except OSError:
                 pass  # closed under us: the cap
-        time.sleep(0.5)
+            # sendall returns once the kernel holds the bytes, not once the broker read them:
+            # without this the broker may read connection 3 before the tail of connection 1 and
+            # close connection 1 instead, so the order under test would be the scheduler's
+            _wait_read_by_peer(s, 10.0)
         closed = [_closed_by_peer(s, 1)[0] for s in socks]
         assert closed[:2] == [False, False], closed   # 30 MiB buffered: within the cap
         assert all(closed[2:]), closed                # a third 15 MiB would pass 40 MiB
