@@ -82,6 +82,9 @@ class BrokerConfig:
     regionId: str = "DefaultRegion"
     #: Named in every send's answer (``TRACE_ON``): whether the client may trace its sends.
     traceOn: bool = True
+    #: Also store each reply (SEND_REPLY_MESSAGE) in the cluster's reply topic after pushing it
+    #: to its requester.
+    storeReplyMessageEnable: bool = True
     #: Milliseconds a registration waits for all NameServers.
     registerBrokerTimeoutMills: int = 6000
     #: Compress the topic table sent with each registration.

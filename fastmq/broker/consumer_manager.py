@@ -167,26 +167,38 @@ class ConsumerManager:
 
 
 class ProducerManager:
-    """Producer groups by name (for connection listings and channel expiry)."""
+    """Producer groups by name (for connection listings and channel expiry), and the connection
+    of each producer's client id (where a reply to its requests is pushed, ``find_channel``)."""
 
     def __init__(self, expire_ms: int = CHANNEL_EXPIRED_MS) -> None:
         self.groups: dict[str, dict[Any, ClientChannelInfo]] = {}
         self.expire_ms = expire_ms
+        self.clients: dict[str, Any] = {}  # client id -> connection (4.9.8's clientChannelTable)
 
     def register(self, group: str, info: ClientChannelInfo) -> None:
         chans = self.groups.setdefault(group, {})
         old = chans.get(info.conn)
         if old is None:
             chans[info.conn] = info
+            self.clients[info.client_id] = info.conn
         else:
             old.last_update_ms = info.last_update_ms
+
+    def find_channel(self, client_id: str) -> Any:
+        """The connection of the producer client ``client_id`` (its heartbeat's), or None."""
+        return self.clients.get(client_id)
 
     def unregister(self, group: str, conn: Any) -> None:
         chans = self.groups.get(group)
         if chans is not None:
-            chans.pop(conn, None)
+            info = chans.pop(conn, None)
             if not chans:
                 del self.groups[group]
+            # (kept while another group of the client still has the connection: 4.9.8 drops it
+            # with any one group, and the client's other producers would lose their replies)
+            if (info is not None and self.clients.get(info.client_id) is conn
+                    and not any(conn in other for other in self.groups.values())):
+                del self.clients[info.client_id]
 
     def on_connection_closed(self, conn: Any) -> None:
         for group in list(self.groups):

@@ -47,6 +47,7 @@ from .processors.client_manage import ClientManageProcessor
 from .processors.consumer_manage import ConsumerManageProcessor
 from .processors.end_transaction import EndTransactionProcessor
 from .processors.pull import PullMessageProcessor
+from .processors.reply import ReplyMessageProcessor
 from .processors.send import SendMessageProcessor
 from .rebalance_lock import RebalanceLockManager
 from .processors.master_sync import MasterSyncProcessor
@@ -125,7 +126,7 @@ class BrokerController:
                                      max_unsent_bytes=c.serverMaxUnsentBytes)
         for proc in (self.send_processor, self.pull_processor, ClientManageProcessor(self),
                      ConsumerManageProcessor(self), AdminBrokerProcessor(self), MasterSyncProcessor(self),
-                     EndTransactionProcessor(self)):
+                     EndTransactionProcessor(self), ReplyMessageProcessor(self, self.send_processor)):
             for code in proc.codes:
                 self.server.register_processor(code, proc)
         self.client = RemotingClient()

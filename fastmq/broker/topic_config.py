@@ -68,7 +68,7 @@ class TopicConfigManager:
         self._system(tv.SCHEDULE_TOPIC, SCHEDULE_TOPIC_QUEUE_NUM)
         if b.traceTopicEnable:
             self._system(b.msgTraceTopicName, 1)
-        self._system(f"{b.brokerClusterName}_REPLY_TOPIC", 1)
+        self._system(tv.reply_topic(b.brokerClusterName), 1)  # for request-reply (4.9.8 makes it at start)
 
     @staticmethod
     def _parse(obj: Any) -> tuple[dict[str, TopicConfig], DataVersion | None]:

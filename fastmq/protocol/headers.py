@@ -32,7 +32,7 @@ if TYPE_CHECKING:  # the command class lives above the codec; a header only read
 
 __all__ = [
     "Header", "SendMessageRequestHeader", "SendMessageResponseHeader", "decode_send_header", "SEND_V2_NAMES",
-    "SEND_FIELDS", "send_wire_names", "wire_names", "declared",
+    "SEND_FIELDS", "send_wire_names", "wire_names", "declared", "ReplyMessageRequestHeader",
     "PullMessageRequestHeader", "PullMessageResponseHeader", "ConsumerSendMsgBackRequestHeader",
     "QueryConsumerOffsetRequestHeader", "QueryConsumerOffsetResponseHeader", "UpdateConsumerOffsetRequestHeader",
     "GetMaxOffsetRequestHeader", "GetMinOffsetRequestHeader", "OffsetResponseHeader", "SearchOffsetRequestHeader",
@@ -502,6 +502,30 @@ class QueryConsumeQueueRequestHeader(Header):
 @dataclass(slots=True)
 class GetRouteInfoRequestHeader(Header):
     topic: str
+
+
+# ------------------------------------------------------------------- request-reply
+
+@dataclass(slots=True)
+class ReplyMessageRequestHeader(Header):
+    """PUSH_REPLY_MESSAGE_TO_CLIENT (326), broker -> requester: a reply (SEND_REPLY_MESSAGE 324 /
+    _V2 325) as its responder sent it, with the hosts "ip:port" and the time the broker took it;
+    the body is the reply's body (compressed when ``sysFlag`` says so). ``queueId`` is the one the
+    responder asked for, ``properties`` carry ``PUSH_REPLY_TIME``."""
+    producerGroup: str
+    topic: str
+    defaultTopic: str
+    defaultTopicQueueNums: int
+    queueId: int
+    sysFlag: int
+    bornTimestamp: Long
+    flag: int
+    bornHost: str
+    storeHost: str
+    storeTimestamp: Long
+    properties: str | None = None
+    reconsumeTimes: int | None = None
+    unitMode: bool = False
 
 
 # ------------------------------------------------------------------- transactions

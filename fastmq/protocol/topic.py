@@ -11,6 +11,7 @@ __all__ = [
     "TRANS_SYS_GROUP", "TRANS_OP_REMOVE_TAG", "SYSTEM_TOPIC_PREFIX", "RETRY_GROUP_TOPIC_PREFIX", "DLQ_GROUP_TOPIC_PREFIX", "TOPIC_MAX_LENGTH",
     "GROUP_MAX_LENGTH", "PERM_PRIORITY", "PERM_READ", "PERM_WRITE", "PERM_INHERIT", "is_topic_or_group_illegal",
     "validate_topic", "validate_group", "validate_topic_ref", "is_system_topic", "is_not_allowed_send_topic", "retry_topic", "dlq_topic",
+    "reply_topic", "REPLY_TOPIC_POSTFIX",
     "is_retry_topic", "is_dlq_topic", "is_readable", "is_writeable", "is_inherited", "perm_to_string", "SYSTEM_TOPICS",
 ]
 
@@ -31,6 +32,8 @@ OFFSET_MOVED_EVENT = "OFFSET_MOVED_EVENT"
 SYSTEM_TOPIC_PREFIX = "rmq_sys_"
 RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
 DLQ_GROUP_TOPIC_PREFIX = "%DLQ%"
+#: A cluster's reply topic is ``<cluster>`` + this (MixAll.getReplyTopic).
+REPLY_TOPIC_POSTFIX = "_REPLY_TOPIC"
 TOPIC_MAX_LENGTH = 127
 GROUP_MAX_LENGTH = 255
 
@@ -100,6 +103,11 @@ def is_not_allowed_send_topic(topic: str) -> bool:
 
 def retry_topic(group: str) -> str:
     return RETRY_GROUP_TOPIC_PREFIX + group
+
+
+def reply_topic(cluster: str) -> str:
+    """``<cluster>_REPLY_TOPIC``: where a cluster's responders send their replies."""
+    return cluster + REPLY_TOPIC_POSTFIX
 
 
 def dlq_topic(group: str) -> str:

@@ -42,9 +42,10 @@ Handler = Callable[[Connection, RemotingCommand], Any]
 
 _TOPIC_KEYS = ("topic", "defaultTopic", "originTopic")
 _GROUP_KEYS = ("consumerGroup", "group", "producerGroup", "groupName")
-# SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE name their fields with one letter: a = producerGroup,
-# b = topic, c = defaultTopic
-_SHORT_CODES = frozenset((RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE))
+# SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE / SEND_REPLY_MESSAGE_V2 name their fields with one letter:
+# a = producerGroup, b = topic, c = defaultTopic
+_SHORT_CODES = frozenset((RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE,
+                          RequestCode.SEND_REPLY_MESSAGE_V2))
 _SHORT_TOPIC_KEYS, _SHORT_GROUP_KEYS = ("b", "c") + _TOPIC_KEYS, ("a",) + _GROUP_KEYS
 
 
