@@ -32,8 +32,9 @@ if TYPE_CHECKING:
     from .client.push_consumer import ConsumeStatus, MessageListener
     from .client.queue_selector import MessageQueueSelector, hash_selector
     from .client.transaction_producer import LocalTransactionState, TransactionListener, TransactionSendResult
+    from .client.request_reply import create_reply_message
     from .errors import (BrokerError, ClientError, FastMQError, MessageValidationError, NoNameServerError,
-                         NoRouteError, SendFailedError)
+                         NoRouteError, RequestSendError, RequestTimeoutError, SendFailedError)
     from .protocol.heartbeat import ConsumeFromWhere, MessageModel
     from .protocol.message import Message, MessageExt
     from .protocol.message_queue import MessageQueue
@@ -49,7 +50,7 @@ __all__ = ["Producer", "PushConsumer", "PullConsumer", "Message", "MessageExt", 
            "AllocateMessageQueueByConfig", "AllocateMessageQueueByMachineRoom", "AllocateMachineRoomNearby",
            "FastMQError", "ClientError", "BrokerError", "NoRouteError", "NoNameServerError", "SendFailedError",
            "MessageValidationError", "TransactionProducer", "LocalTransactionState", "TransactionListener",
-           "TransactionSendResult"]
+           "TransactionSendResult", "create_reply_message", "RequestTimeoutError", "RequestSendError"]
 
 # public name -> the module that defines it
 _SOURCES = {
@@ -69,6 +70,8 @@ _SOURCES = {
     "MessageQueue": ".protocol.message_queue",
     "FastMQError": ".errors", "ClientError": ".errors", "BrokerError": ".errors", "NoRouteError": ".errors",
     "NoNameServerError": ".errors", "SendFailedError": ".errors", "MessageValidationError": ".errors",
+    "RequestTimeoutError": ".errors", "RequestSendError": ".errors",
+    "create_reply_message": ".client.request_reply",
 }
 
 

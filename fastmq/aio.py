@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from .client.producer import Producer, SendResult, SendStatus, split_batch
     from .client.push_consumer import ConsumeStatus, MessageListener, PullConsumer, PushConsumer
     from .client.queue_selector import MessageQueueSelector, hash_selector
+    from .client.request_reply import create_reply_message
     from .client.transaction_producer import (LocalTransactionState, TransactionListener, TransactionProducer,
                                               TransactionSendResult)
     from .protocol.heartbeat import ConsumeFromWhere, MessageModel
@@ -54,7 +55,8 @@ __all__ = ["Producer", "PushConsumer", "PullConsumer", "SendResult", "SendStatus
            "MessageListener", "AllocateStrategy", "AllocateMessageQueueAveragely",
            "AllocateMessageQueueAveragelyByCircle", "AllocateMessageQueueConsistentHash",
            "AllocateMessageQueueByConfig", "AllocateMessageQueueByMachineRoom", "AllocateMachineRoomNearby",
-           "TransactionProducer", "LocalTransactionState", "TransactionListener", "TransactionSendResult"]
+           "TransactionProducer", "LocalTransactionState", "TransactionListener", "TransactionSendResult",
+           "create_reply_message"]
 
 # loaded on first use, as in :mod:`fastmq`: ``from fastmq.aio import Message`` needs no client
 _SOURCES = {
@@ -72,6 +74,7 @@ _SOURCES = {
     "MessageQueue": ".protocol.message_queue",
     "TransactionProducer": ".client.transaction_producer", "LocalTransactionState": ".client.transaction_producer",
     "TransactionListener": ".client.transaction_producer", "TransactionSendResult": ".client.transaction_producer",
+    "create_reply_message": ".client.request_reply",
 }
 
 

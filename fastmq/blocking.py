@@ -301,6 +301,37 @@ class Producer:
         self._run(self._core.send_batch_async(msgs, lambda r, e: put(callback, r, e), timeout_ms),
                   self._t(timeout_ms))
 
+    def request(self, msg: Message, timeout_ms: int | None = None) -> MessageExt:
+        """Send ``msg`` as a request and wait for its reply (RocketMQ's ``request(msg, timeout)``);
+        a responder answers it with :func:`fastmq.create_reply_message`.
+
+        Args:
+            msg: the request; it gets ``CORRELATION_ID``, ``REPLY_TO_CLIENT`` and ``TTL``.
+            timeout_ms: the send and the wait for the reply together (default ``send_msg_timeout``).
+
+        Raises:
+            ClientStateError: the producer is not started, or shut down.
+            MessageValidationError, NoRouteError: as :meth:`send`, before anything is sent.
+            RequestSendError: the send failed (its error chained); no reply will come.
+            RequestTimeoutError: no reply in time; its ``sent`` says whether the broker had taken
+                the request.
+        """
+        return self._run(self._core.request(msg, timeout_ms), self._t(timeout_ms))
+
+    def request_async(self, msg: Message, callback: Callable[[MessageExt | None, BaseException | None], None],
+                      timeout_ms: int | None = None) -> None:
+        """Send ``msg`` as a request; ``callback(reply, error)`` runs once on the producer's
+        callback thread with one of three outcomes: the reply and None; None and a
+        RequestSendError (the send failed); None and a RequestTimeoutError (no reply in time,
+        ``sent`` says whether the broker had taken the request).
+
+        Raises:
+            ClientStateError: the producer is not started, or shut down.
+            MessageValidationError, NoRouteError: as :meth:`send`, before anything is sent.
+        """
+        put = self._driven.callbacks.put
+        self._run(self._core.request_async(msg, lambda r, e: put(callback, r, e), timeout_ms), self._t(timeout_ms))
+
 
 class TransactionProducer(Producer):
     """Blocking transactional producer over the asyncio :class:`fastmq.aio.TransactionProducer`

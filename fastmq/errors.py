@@ -33,6 +33,8 @@ __all__ = [
     "ClientStateError",
     "SendFailedError",
     "SendTimeoutError",
+    "RequestSendError",
+    "RequestTimeoutError",
     "FAQ_SUFFIX",
 ]
 
@@ -209,3 +211,22 @@ class SendFailedError(ClientError):
 class SendTimeoutError(SendFailedError, RemotingTooMuchRequestError):
     """The caller's timeout ran out with tries left: the Java producer's
     RemotingTooMuchRequestException("sendDefaultImpl call timeout"), the last try's error chained."""
+
+
+class RequestSendError(ClientError):
+    """A request (``Producer.request``) could not be sent: RocketMQ's "send request message to
+    <topic> fail", the send's own error chained as ``__cause__``. No reply will come."""
+
+    sent = False
+
+
+class RequestTimeoutError(ClientError, TimeoutError):
+    """No reply to a request within its timeout (RocketMQ's RequestTimeoutException, code 10006).
+
+    ``sent`` says whether the broker had taken the request by then: True is RocketMQ's "send
+    request message to <topic> OK, but wait reply message timeout"; False means the send was
+    still unanswered when the time ran out (the request may or may not have been stored)."""
+
+    def __init__(self, message: str, sent: bool, code: int | None = 10006) -> None:
+        super().__init__(message, code)
+        self.sent = sent

@@ -50,6 +50,7 @@ from ..remoting import Connection, RemotingClient
 __all__ = ["ClientAPI", "RPCHook", "SendStatus", "send_request", "send_result"]
 
 _LANG = int(LanguageCode.PYTHON)
+_MSG_TYPE, _REPLY = MessageConst.MESSAGE_TYPE, MessageConst.REPLY_MESSAGE_FLAG
 # The V2 letters of the send header fields the producer sets, from the declaration.
 (_H_GROUP, _H_TOPIC, _H_DEFAULT_TOPIC, _H_DEFAULT_QUEUES, _H_QUEUE, _H_SYS_FLAG, _H_BORN, _H_FLAG, _H_PROPERTIES,
  _H_RECONSUME, _H_UNIT, _H_MAX_RECONSUME, _H_BATCH) = send_wire_names((
@@ -114,8 +115,12 @@ def send_request(msg: Message, mq: MessageQueue, group: str, default_topic_queue
     if is_retry_topic(topic):
         fields[_H_MAX_RECONSUME] = "16"
     fields[_H_BATCH] = "true" if batch else "false"
-    return RemotingCommand(RequestCode.SEND_BATCH_MESSAGE if batch else RequestCode.SEND_MESSAGE_V2,
-                           language=_LANG, version=VERSION, opaque=next_opaque(), flag=0, ext_fields=fields,
+    code = RequestCode.SEND_BATCH_MESSAGE if batch else RequestCode.SEND_MESSAGE_V2
+    # a reply to a request (create_reply_message) goes with its own code, as 4.9.8's sendMessage
+    # picks it; replies never take the compiled first try (Producer._validate keeps their topic off it)
+    if msg.properties.get(_MSG_TYPE) == _REPLY and not batch:
+        code = RequestCode.SEND_REPLY_MESSAGE_V2
+    return RemotingCommand(code, language=_LANG, version=VERSION, opaque=next_opaque(), flag=0, ext_fields=fields,
                            serialize_type=0, body=body)
 
 

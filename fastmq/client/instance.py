@@ -36,6 +36,7 @@ from ..remoting.loop import every
 from .acl import AclClientRPCHook, SessionCredentials
 from .api import ClientAPI, RPCHook
 from .consumer_stats import ConsumerStatsManager
+from .request_reply import RequestTable
 
 __all__ = ["ClientConfig", "ClientInstance"]
 
@@ -169,7 +170,8 @@ def _not_here(request: RemotingCommand, group: str) -> RemotingCommand:
 
 
 class _ServerRequests(RequestProcessor):
-    """Requests brokers push to clients: NOTIFY_CONSUMER_IDS_CHANGED and the admin ones."""
+    """Requests brokers push to clients: NOTIFY_CONSUMER_IDS_CHANGED, the admin ones, the transaction
+    checks and the replies to requests (PUSH_REPLY_MESSAGE_TO_CLIENT)."""
 
     def __init__(self, instance: "ClientInstance") -> None:
         self.instance = instance
@@ -220,6 +222,8 @@ class _ServerRequests(RequestProcessor):
         if request.code == RequestCode.CHECK_TRANSACTION_STATE:
             self.check_transaction_state(conn, request)
             return None
+        if request.code == RequestCode.PUSH_REPLY_MESSAGE_TO_CLIENT:  # a reply to one of our requests
+            return self.instance.requests.receive(request)
         if request.code == RequestCode.GET_CONSUMER_RUNNING_INFO:
             return self.running_info(request)
         if request.code == RequestCode.CONSUME_MESSAGE_DIRECTLY:
@@ -273,6 +277,8 @@ class ClientInstance:
         self._refreshed: dict[str, float] = {}  # topic -> monotonic time of its last refresh_route_soon
         self._refreshing: set[asyncio.Task[None]] = set()
         self.consumer_stats = ConsumerStatsManager()
+        #: requests of this instance's producers waiting for their replies (Producer.request)
+        self.requests = RequestTable()
 
     @property
     def timeout(self) -> float:
@@ -459,6 +465,7 @@ class ClientInstance:
                     log.warning("unregister client from %s failed: %s", addr, exc)
 
     async def shutdown(self) -> None:
+        self.requests.fail_all("the client instance shut down")
         for t in [*self._tasks, *self._refreshing]:
             t.cancel()
         await asyncio.gather(*self._refreshing, return_exceptions=True)

@@ -19,6 +19,7 @@ import asyncio
 import functools
 import logging
 import time
+import uuid
 from typing import Callable, Iterable, Iterator, Sequence
 
 from .._ext._protocols import ProduceContextProto
@@ -26,17 +27,18 @@ from .._ext.fault import FaultTable
 from .._ext.produce import AsyncSend, SendFastPath, SendRequestWriter, SendResult, encode_batch
 from ..errors import (FAQ_SUFFIX, BrokerError, ClientError, ClientStateError, MessageValidationError,
                       NoRouteError, RemotingConnectError, RemotingError, RemotingTimeoutError,
-                      RemotingTooMuchRequestError, SendFailedError, SendTimeoutError)
+                      RemotingTooMuchRequestError, RequestTimeoutError, SendFailedError, SendTimeoutError)
 from .._ext.codec import RemotingCommand
 from ..protocol.codes import ClientErrorCode, LanguageCode, ResponseCode
 from ..protocol.bodies import TopicRouteData
 from ..protocol.command import VERSION, next_opaque
-from ..protocol.message import Message, MessageConst, MessageFormatError, encode_batch_body, encode_properties
+from ..protocol.message import (Message, MessageConst, MessageExt, MessageFormatError, encode_batch_body,
+                                encode_properties)
 from ..protocol.message_const import NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR
 from ..protocol.message_queue import MessageQueue
 from ..protocol.record_layout import BATCH_MIN_LEN
-from ..protocol.topic import (AUTO_CREATE_TOPIC_KEY_TOPIC, is_not_allowed_send_topic, is_topic_or_group_illegal,
-                              validate_group, validate_topic)
+from ..protocol.topic import (AUTO_CREATE_TOPIC_KEY_TOPIC, REPLY_TOPIC_POSTFIX, is_not_allowed_send_topic,
+                              is_topic_or_group_illegal, validate_group, validate_topic)
 from ..remoting.loop import relay_outcome
 from .api import SendStatus, send_request, send_result
 from .instance import ClientConfig, ClientInstance
@@ -45,6 +47,7 @@ from .produce_context import FastPathSetting, Permits, ProduceContext, int_of
 from .publish_info import BrokerNumbers, TopicPublishInfo
 from .queue_selector import MessageQueueSelector, hash_selector, java_hash_code
 from .reachability import Reachability
+from .request_reply import PendingRequest, RequestCallback
 
 __all__ = ["Producer", "ProduceContext", "SendResult", "SendStatus", "MessageQueueSelector", "hash_selector",
            "java_hash_code", "split_batch"]
@@ -299,7 +302,9 @@ class Producer:
             if is_not_allowed_send_topic(msg.topic):
                 raise MessageValidationError(f"Sending message to topic[{msg.topic}] is forbidden.",
                                              ResponseCode.MESSAGE_ILLEGAL)
-            if len(self._good_topics) < 10_000:  # bounded: a producer of endless topic names stays small
+            # bounded: a producer of endless topic names stays small. A reply topic's sends keep
+            # to the general path, which sends a reply with its own code (SEND_REPLY_MESSAGE_V2)
+            if len(self._good_topics) < 10_000 and not msg.topic.endswith(REPLY_TOPIC_POSTFIX):
                 self._good_topics.add(msg.topic)
         if not isinstance(msg.body, (bytes, bytearray, memoryview)):
             raise MessageValidationError(f"the message body must be bytes, not {type(msg.body).__name__}",
@@ -664,6 +669,75 @@ class Producer:
         if permits is not None and not permits.try_acquire():
             await permits.acquire()
         return self._start_async(batch, callback, timeout_ms, permits, msg_ids)
+
+    # ------------------------------------------------------------ request-reply
+
+    async def request(self, msg: Message, timeout_ms: int | None = None) -> MessageExt:
+        """Send ``msg`` as a request and wait for its reply (RocketMQ's ``request(msg, timeout)``).
+
+        The message gets ``CORRELATION_ID``, ``REPLY_TO_CLIENT`` and ``TTL``; a responder answers
+        it with :func:`fastmq.create_reply_message`, and the broker pushes the reply back to this
+        client. ``timeout_ms`` (default ``send_msg_timeout``) covers the send and the wait.
+
+        Raises:
+            MessageValidationError, NoRouteError: as :meth:`send`, before anything is sent.
+            RequestSendError: the send failed (its error chained); no reply will come.
+            RequestTimeoutError: no reply in time; its ``sent`` says whether the broker had taken
+                the request.
+        """
+        req = await self._start_request(msg, None, timeout_ms, True)
+        assert req.future is not None
+        try:
+            return await req.future
+        except asyncio.CancelledError:
+            self.instance.requests.cancel(req.correlation_id)
+            raise
+
+    async def request_async(self, msg: Message, callback: RequestCallback, timeout_ms: int | None = None) -> None:
+        """Send ``msg`` as a request; ``callback(reply, error)`` runs once on the loop with one of
+        three outcomes: the reply (a MessageExt) and None; None and a RequestSendError (the send
+        failed); None and a RequestTimeoutError (no reply in time, ``sent`` says whether the
+        broker had taken the request). Returns once the request is sent off.
+
+        Raises:
+            MessageValidationError, NoRouteError: as :meth:`send`, before anything is sent.
+        """
+        await self._start_request(msg, callback, timeout_ms, False)
+
+    async def _start_request(self, msg: Message, callback: RequestCallback | None, timeout_ms: int | None,
+                             want_future: bool) -> PendingRequest:
+        """prepareSendRequest and the asynchronous send of a request, its PendingRequest registered
+        (and timed) in the instance's RequestTable first, so that no reply can come before it."""
+        self._check_running()
+        self._validate(msg)
+        loop = asyncio.get_running_loop()
+        begin = loop.time()
+        timeout = self.send_msg_timeout if timeout_ms is None else int(timeout_ms)
+        if timeout <= 0:
+            raise MessageValidationError(f"the request timeout must be positive, not {timeout} ms")
+        inst = self.instance
+        cid = str(uuid.uuid4())
+        props = msg.properties
+        props[MessageConst.CORRELATION_ID] = cid
+        props[MessageConst.REPLY_TO_CLIENT] = inst.client_id
+        props[MessageConst.MESSAGE_TTL] = str(timeout)
+        if msg.topic not in inst.routes:
+            # the broker finds this client's connection by its heartbeat: a producer that has not
+            # talked to the topic's brokers yet sends one now (as 4.9.8's prepareSendRequest does)
+            await self._publish_info(msg.topic)
+            await inst.send_heartbeat_to_all_brokers()
+        left = timeout - int((loop.time() - begin) * 1000)
+        if left <= 0:
+            raise RequestTimeoutError(f"send request message to <{msg.topic}> not sent: the route and heartbeat took "
+                                      f"the whole timeout, {timeout} ms.", False)
+        table = inst.requests
+        req = PendingRequest(cid, msg.topic, timeout, loop.create_future() if want_future else None, callback)
+        table.add(req, loop, left)
+        try:
+            await self.send_async(msg, lambda _r, e: table.sent(cid, e), left)
+        except Exception as exc:  # refused before it was sent (permits, a shut-down producer...)
+            table.sent(cid, exc)
+        return req
 
     def _batch_message(self, msgs: Sequence[Message]) -> tuple[Message, str]:
         """The SEND_BATCH_MESSAGE message of ``msgs`` (checked, numbered, encoded) and their UNIQ_KEYs."""
