@@ -267,6 +267,9 @@ _PAIRS = (
     ("test_asyncio_vs_redis", "test_asyncio_push_consumer_vs_xreadgroup", "fastmq aio_async_listener",
      "redis.asyncio XREADGROUP+XACK", "msgs/s", "redis.asyncio XREADGROUP + XACK, AOF everysec; fastmq "
      "PushConsumer, ASYNC_FLUSH"),
+    ("test_request_reply_vs_redis", "test_request_reply_round_trip_vs_redis", "fastmq request",
+     "redis.asyncio XADD+BLPOP", "p50_us", "request-reply, one in flight: redis.asyncio XADD to a request stream + "
+     "BLPOP on a reply list (responder XREADGROUP, LPUSH + XACK), AOF everysec; fastmq request, ASYNC_FLUSH"),
 )
 #: Spark workloads: the figure compared, fastmq's driver, the peer's driver and what it is
 _WORKLOAD_FIGURE = {"max-rate-128b": "e2e msgs/s", "max-rate-1kb": "e2e msgs/s"}
