@@ -279,6 +279,9 @@ class ClientInstance:
         self.consumer_stats = ConsumerStatsManager()
         #: requests of this instance's producers waiting for their replies (Producer.request)
         self.requests = RequestTable()
+        #: broker addresses a heartbeat naming this instance's producers reached: a broker pushes
+        #: a reply only to a client whose heartbeat it has (see Producer.request)
+        self.producer_heartbeats: set[str] = set()
 
     @property
     def timeout(self) -> float:
@@ -451,6 +454,9 @@ class ClientInstance:
                     await self.api.send_heartbeat(addr, body)
                 except FastMQError as exc:
                     log.warning("send heart beat to broker[%s %d %s] failed: %s", name, bid, addr, exc)
+                else:
+                    if hb.producers:
+                        self.producer_heartbeats.add(addr)
 
     def rebalance_soon(self) -> None:
         if self._rebalance_event is not None:

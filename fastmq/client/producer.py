@@ -721,10 +721,14 @@ class Producer:
         props[MessageConst.CORRELATION_ID] = cid
         props[MessageConst.REPLY_TO_CLIENT] = inst.client_id
         props[MessageConst.MESSAGE_TTL] = str(timeout)
-        if msg.topic not in inst.routes:
-            # the broker finds this client's connection by its heartbeat: a producer that has not
-            # talked to the topic's brokers yet sends one now (as 4.9.8's prepareSendRequest does)
-            await self._publish_info(msg.topic)
+        info = self._publish.get(msg.topic)
+        if info is None or not info.ok:
+            info = await self._publish_info(msg.topic)
+        if not inst.producer_heartbeats.issuperset(info.masters.values()):
+            # the broker finds this client's connection by its heartbeat: before a first request
+            # to a broker that has none yet, one now (4.9.8's prepareSendRequest sends it for a
+            # topic without a route; a producer that sent plain messages to the topic earlier
+            # may still be unknown to its brokers until the 30 s heartbeat)
             await inst.send_heartbeat_to_all_brokers()
         left = timeout - int((loop.time() - begin) * 1000)
         if left <= 0:

@@ -153,6 +153,24 @@ async def test_request_gets_the_reply(cluster: EmbeddedCluster, responder: Respo
         await p.shutdown()
 
 
+async def test_request_after_plain_sends_to_the_topic(cluster: EmbeddedCluster, responder: Responder) -> None:
+    """A producer that sent to the topic before (route known, no heartbeat since its start) still
+    gets the reply of its first request: the broker must know its connection before the reply."""
+    first = await _requester(cluster)
+    try:
+        await _first_reply(first, b"echo placed")  # (the responder has its queues)
+    finally:
+        await first.shutdown()
+    p = await _requester(cluster)
+    try:
+        await p.send(Message(TOPIC, b"plain first"))
+        body = f"echo {uuid.uuid4().hex}".encode()
+        reply = await p.request(Message(TOPIC, body), timeout_ms=5000)
+        assert reply.body == b"re: " + body
+    finally:
+        await p.shutdown()
+
+
 async def test_request_async_three_outcomes(cluster: EmbeddedCluster, responder: Responder) -> None:
     p = await _requester(cluster, max_message_size=1 << 20, compress_msg_body_over_howmuch=1 << 20)
     try:
