@@ -4,7 +4,7 @@ with ``create_reply_message``), and the broker's side raw (SEND_REPLY_MESSAGE 32
 326 to the requester's connection, ``storeReplyMessageEnable``, 4.9.8's refusals).
 
 The responder decides by the request body's first word: ``echo`` replies at once, ``slow`` after
-the request's timeout, ``twice`` replies two times, ``hold-<n>`` waits until the test lets it go,
+the request's timeout, ``twice`` replies two times, ``big`` replies with a body to be compressed, ``hold-<n>`` waits until the test lets it go,
 ``none`` never replies. What each of its reply sends ended with is kept by body.
 """
 from __future__ import annotations
@@ -79,6 +79,8 @@ class Responder:
             word = m.body.split()[0]
             if word == b"echo":
                 await self._reply(m, b"re: " + m.body)
+            elif word == b"big":  # over the producer's 4 KiB: sent compressed, pushed compressed
+                await self._reply(m, m.body * 200)
             elif word == b"twice":
                 await self._reply(m, b"first " + m.body)
                 await self._reply(m, b"second " + m.body)
@@ -145,6 +147,10 @@ async def test_request_gets_the_reply(cluster: EmbeddedCluster, responder: Respo
         # the reply was also stored in the reply topic (storeReplyMessageEnable, on by default)
         stored = await read_topic(cluster.namesrv_addr, REPLY_TOPIC, {b"re: " + body}, 20, 0)
         assert b"re: " + body in {m.body for m in stored}
+        # a reply over 4 KiB is compressed by the responder's producer and inflated by the requester
+        big = f"big {uuid.uuid4().hex}".encode()
+        reply = await p.request(Message(TOPIC, big), timeout_ms=5000)
+        assert reply.body == big * 200 and reply.sys_flag & 1
         # several at once, each to its own caller
         bodies = [f"echo {i} {uuid.uuid4().hex}".encode() for i in range(8)]
         replies = await asyncio.gather(*(p.request(Message(TOPIC, b), timeout_ms=5000) for b in bodies))
