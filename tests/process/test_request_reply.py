@@ -4,8 +4,9 @@ with ``create_reply_message``), and the broker's side raw (SEND_REPLY_MESSAGE 32
 326 to the requester's connection, ``storeReplyMessageEnable``, 4.9.8's refusals).
 
 The responder decides by the request body's first word: ``echo`` replies at once, ``slow`` after
-the request's timeout, ``twice`` replies two times, ``big`` replies with a body to be compressed, ``hold-<n>`` waits until the test lets it go,
-``none`` never replies. What each of its reply sends ended with is kept by body.
+the request's timeout, ``twice`` replies two times, ``big`` replies with a body to be compressed,
+``hold-<n>`` waits until the test lets it go, ``none`` never replies. What each of its reply sends
+ended with is kept by body.
 """
 from __future__ import annotations
 
