@@ -21,7 +21,7 @@ from ..protocol.codes import ResponseCode
 from ..protocol.command import RemotingCommand, ext_int
 from ..protocol.headers import PullMessageRequestHeader, PullMessageResponseHeader, declared
 from ..protocol.heartbeat import SubscriptionData
-from ..protocol.message import MessageConst, MessageExt, MessageSysFlag
+from ..protocol.message import MAX_INFLATED_BODY, MessageConst, MessageExt, MessageSysFlag, inflate_body
 from ..protocol.message_queue import MessageQueue
 from ..protocol.topic import retry_topic
 from .process_queue import ProcessQueue, _now_ms
@@ -68,24 +68,6 @@ class _Pull:
             # a suspended pull is answered later anyway (a message, or the suspend timeout)
             self.conn.abandon(self.opaque)
         self.answer.cancel()
-
-
-#: What a compressed message body may inflate to in a consumer: four times the largest body a
-#: producer sends by default (4 MiB). A few KiB of zeros inflate to gigabytes; past this the
-#: message is delivered as it came, with a warning.
-MAX_INFLATED_BODY = 16 * 1024 * 1024
-
-
-def inflate_body(body: bytes, limit: int = MAX_INFLATED_BODY) -> bytes:
-    """``body`` inflated (zlib); ValueError when it inflates past ``limit`` bytes, zlib.error when
-    it does not inflate."""
-    d = zlib.decompressobj()
-    out = d.decompress(body, limit + 1)
-    if len(out) > limit:
-        raise ValueError(f"inflates past {limit} bytes")
-    if not d.eof:
-        raise zlib.error("incomplete or truncated stream")
-    return out
 
 
 def _unwrap(m: MessageExt, group: str) -> MessageExt:

@@ -26,7 +26,8 @@ from ..errors import FAQ_SUFFIX, ClientError, RemotingCommandError, RequestSendE
 from ..protocol.codes import ClientErrorCode, ResponseCode
 from ..protocol.command import RemotingCommand, response_for
 from ..protocol.headers import ReplyMessageRequestHeader
-from ..protocol.message import Message, MessageConst, MessageExt, MessageFormatError, MessageSysFlag, decode_properties
+from ..protocol.message import (Message, MessageConst, MessageExt, MessageFormatError, MessageSysFlag, decode_properties,
+                                inflate_body)
 from ..protocol.topic import reply_topic
 
 __all__ = ["PendingRequest", "RequestCallback", "RequestTable", "create_reply_message"]
@@ -186,22 +187,6 @@ class RequestTable:
         else:
             req.finish(msg, None)
         return response_for(request, ResponseCode.SUCCESS)
-
-
-#: A compressed reply inflating past this many bytes is kept compressed (with a warning).
-MAX_INFLATED_REPLY = 16 * 1024 * 1024
-
-
-def inflate_body(body: bytes, limit: int = MAX_INFLATED_REPLY) -> bytes:
-    """``body`` inflated (zlib); ValueError when it inflates past ``limit`` bytes, zlib.error when
-    it does not inflate."""
-    d = zlib.decompressobj()
-    out = d.decompress(body, limit + 1)
-    if len(out) > limit:
-        raise ValueError(f"inflates past {limit} bytes")
-    if not d.eof:
-        raise zlib.error("incomplete or truncated stream")
-    return out
 
 
 def _host(addr: str) -> tuple[str, int]:

@@ -39,7 +39,7 @@ from typing import Any, Awaitable, Protocol, runtime_checkable
 from ..errors import ClientError, ConfigError, FastMQError, NoRouteError, RemotingCommandError
 from ..protocol.command import RemotingCommand
 from ..protocol.headers import CheckTransactionStateRequestHeader, EndTransactionRequestHeader
-from ..protocol.message import Message, MessageConst, MessageExt, MessageSysFlag, decode_offset_msg_id
+from ..protocol.message import Message, MessageConst, MessageExt, MessageSysFlag, decode_offset_msg_id, inflate_body
 from ..protocol.message_queue import MessageQueue
 from ..protocol.topic import AUTO_CREATE_TOPIC_KEY_TOPIC
 from ..remoting import Connection
@@ -396,8 +396,8 @@ class TransactionProducer(Producer):
             return
         if msg.sys_flag & MessageSysFlag.COMPRESSED:
             try:
-                msg.body = zlib.decompress(msg.body)
-            except zlib.error as exc:
+                msg.body = inflate_body(msg.body)
+            except (zlib.error, ValueError) as exc:
                 log.warning("check transaction state from %s: body does not decompress: %s", conn.remote_addr, exc)
         self._checks += 1
         done = functools.partial(self._checked, conn, header, msg)

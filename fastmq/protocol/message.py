@@ -33,12 +33,31 @@ __all__ = [
     "create_offset_msg_id", "decode_offset_msg_id", "body_crc",
     "record_length", "store_timestamp_pos", "encode_record", "decode_record",
     "decode_records", "iter_records", "pack_host", "encode_batch_body", "decode_batch_body",
+    "MAX_INFLATED_BODY", "inflate_body",
 ]
 
 
 class MessageFormatError(FastMQError, ValueError):
     """Bytes that are not a valid stored message (bad magic, CRC, lengths, truncated),
     or a message id / property string that cannot be decoded."""
+
+
+#: What a compressed body (SYSFLAG COMPRESSED) may inflate to in a client: four times the largest
+#: body a producer sends by default (4 MiB). A few KiB of zeros inflate to gigabytes; past this
+#: the message is delivered as it came, with a warning.
+MAX_INFLATED_BODY = 16 * 1024 * 1024
+
+
+def inflate_body(body: bytes, limit: int = MAX_INFLATED_BODY) -> bytes:
+    """``body`` inflated (zlib); ValueError when it inflates past ``limit`` bytes, zlib.error when
+    it does not inflate."""
+    d = zlib.decompressobj()
+    out = d.decompress(body, limit + 1)
+    if len(out) > limit:
+        raise ValueError(f"inflates past {limit} bytes")
+    if not d.eof:
+        raise zlib.error("incomplete or truncated stream")
+    return out
 
 
 MAGIC_V1 = MESSAGE_MAGIC_CODE
