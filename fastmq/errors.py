@@ -24,6 +24,7 @@ __all__ = [
     "RemotingTimeoutError",
     "RemotingTooMuchRequestError",
     "ConfigError",
+    "FilterExpressionError",
     "BrokerError",
     "ClientError",
     "NoNameServerError",
@@ -46,6 +47,11 @@ class FastMQError(Exception):
 
 class ConfigError(FastMQError, ValueError):
     """A configuration file or option is invalid."""
+
+
+class FilterExpressionError(FastMQError, ValueError):
+    """A SQL92 filter expression that does not parse (``str()`` is 4.9.8's text) or is over the
+    size limits."""
 
 
 class RemotingError(FastMQError):
