@@ -20,6 +20,7 @@ from . import StoreError
 from .config import CQ_STORE_UNIT_SIZE
 
 if TYPE_CHECKING:
+    from .._ext.sql_filter import SqlProgram
     from ..protocol.message import MessageExt
     from .commit_log import CommitLog
     from .config import MessageStoreConfig
@@ -140,10 +141,13 @@ class MessageReader:
         return True
 
     def get_message(self, group: str, topic: str, queue_id: int, offset: int, max_msg_nums: int,
-                    tag_codes: set[int] | None = None) -> GetResult:
+                    tag_codes: "set[int] | SqlProgram | None" = None) -> GetResult:
         """Up to ``max_msg_nums`` records of a queue from ``offset`` (DefaultMessageStore.getMessage).
 
-        ``tag_codes``: the subscription's codeSet (None or empty: every message matches).
+        ``tag_codes``: the subscription's codeSet (None or empty: every message matches), or a
+        compiled SQL92 filter (``_ext.sql_filter.SqlProgram``): a record matches when the filter
+        evaluates TRUE on its properties (4.9.8's ExpressionMessageFilter; one argument for both,
+        so that pulls without a filter take the same steps as before).
         ``next_begin_offset`` follows 4.9.8: 0 for an empty queue, the queue's min for a
         too-small offset, its max for an overflow, and past the last entry examined otherwise;
         except that a slave (without offsetCheckInSlave) leaves the requested offset alone
@@ -196,17 +200,21 @@ class MessageReader:
                 # Only entries up to the max_msg_nums-th match can be answered: the loop in
                 # _collect stops right after it, so Python lists of the other (up to 16,000)
                 # entries would be built for nothing.
-                if tag_codes:
+                matched: list[bool] | None
+                if not tag_codes:
+                    cut = min(n, max(1, max_msg_nums))
+                    matched = None
+                elif tag_codes.__class__ is set:
                     # codeSet holds Java ints: compare the int32 value of the stored code
                     t32 = arr["tags_code"].astype(np.int64).astype(np.int32)
                     hits = np.isin(t32, np.fromiter(tag_codes, dtype=np.int64, count=len(tag_codes)))
                     where = np.flatnonzero(hits)
                     cut = int(where[max_msg_nums - 1]) + 1 if len(where) >= max_msg_nums > 0 else n
-                    matched: list[bool] | None = hits[:cut].tolist()
+                    matched = hits[:cut].tolist()
                     del t32, hits, where
                 else:
-                    cut = min(n, max(1, max_msg_nums))
-                    matched = None
+                    # a SQL92 filter: evaluated against each record's properties, in place
+                    matched, cut = self._sql_matched(tag_codes, arr, max_msg_nums)  # type: ignore[arg-type]
                 part = arr[:cut]
                 offs = part["offset"].tolist()
                 damaged = self.damaged_offsets
@@ -229,6 +237,32 @@ class MessageReader:
         if ms > st["getMessageEntireTimeMax"]:
             st["getMessageEntireTimeMax"] = ms
         return res
+
+    def _sql_matched(self, program: "SqlProgram", arr: Any, max_msg_nums: int) -> tuple[list[bool], int]:
+        """Which entries of ``arr`` (up to the ``max_msg_nums``-th match) a SQL92 filter takes, and
+        how many entries that is. The records are evaluated in the mapped commit log, a file's run
+        at a time, in one call each; one that cannot be read is marked taken, so that
+        ``_collect`` reads it and answers as for any record gone (MESSAGE_WAS_REMOVING)."""
+        n = len(arr)
+        offs = arr["offset"].astype(np.int64)
+        sizes = arr["size"].astype(np.int64)
+        out = np.zeros(n, dtype=np.uint8)
+        find = self.commit_log.mfq.find_mapped_file_by_offset
+        want = max_msg_nums if max_msg_nums > 0 else 1
+        found = i = 0
+        while i < n and found < want:
+            mf = find(int(offs[i]))
+            nxt = i
+            if mf is not None:
+                nxt, got = program.match_records(mf.select(0), mf.file_from_offset, offs, sizes, i, out,
+                                                 want - found)
+                found += got
+            if nxt == i:  # not in a file, or past what was written of it
+                out[i] = 1
+                found += 1
+                nxt = i + 1
+            i = nxt
+        return out[:i].astype(bool).tolist(), i
 
     def _found_null(self, res: GetResult, offset: int) -> None:
         """No entry at ``offset`` in its file: on to the next consume-queue file (4.9's
