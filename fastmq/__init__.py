@@ -28,12 +28,13 @@ if TYPE_CHECKING:
                                   AllocateMessageQueueByMachineRoom, AllocateMessageQueueConsistentHash,
                                   AllocateStrategy)
     from .client.instance import ClientConfig
+    from .client.message_selector import MessageSelector
     from .client.producer import SendResult, SendStatus, split_batch
     from .client.push_consumer import ConsumeStatus, MessageListener
     from .client.queue_selector import MessageQueueSelector, hash_selector
     from .client.transaction_producer import LocalTransactionState, TransactionListener, TransactionSendResult
-    from .errors import (BrokerError, ClientError, FastMQError, MessageValidationError, NoNameServerError,
-                         NoRouteError, SendFailedError)
+    from .errors import (BrokerError, ClientError, FastMQError, FilterRefusedError, MessageValidationError,
+                         NoNameServerError, NoRouteError, SendFailedError)
     from .protocol.heartbeat import ConsumeFromWhere, MessageModel
     from .protocol.message import Message, MessageExt
     from .protocol.message_queue import MessageQueue
@@ -41,14 +42,14 @@ if TYPE_CHECKING:
 
 
 __all__ = ["Producer", "PushConsumer", "PullConsumer", "Message", "MessageExt", "MessageQueue", "SendResult",
-           "SendStatus", "hash_selector", "split_batch", "MessageQueueSelector",
+           "SendStatus", "hash_selector", "split_batch", "MessageQueueSelector", "MessageSelector",
            # what producers and consumers are configured with
            "ClientConfig", "SessionCredentials", "MessageModel", "ConsumeFromWhere", "ConsumeStatus",
            "MessageListener", "AllocateStrategy", "AllocateMessageQueueAveragely",
            "AllocateMessageQueueAveragelyByCircle", "AllocateMessageQueueConsistentHash",
            "AllocateMessageQueueByConfig", "AllocateMessageQueueByMachineRoom", "AllocateMachineRoomNearby",
            "FastMQError", "ClientError", "BrokerError", "NoRouteError", "NoNameServerError", "SendFailedError",
-           "MessageValidationError", "TransactionProducer", "LocalTransactionState", "TransactionListener",
+           "MessageValidationError", "FilterRefusedError", "TransactionProducer", "LocalTransactionState", "TransactionListener",
            "TransactionSendResult"]
 
 # public name -> the module that defines it
@@ -59,6 +60,7 @@ _SOURCES = {
     "TransactionListener": ".client.transaction_producer", "TransactionSendResult": ".client.transaction_producer",
     "SendResult": ".client.producer", "SendStatus": ".client.producer", "split_batch": ".client.producer",
     "hash_selector": ".client.queue_selector", "MessageQueueSelector": ".client.queue_selector",
+    "MessageSelector": ".client.message_selector",
     "ClientConfig": ".client.instance", "SessionCredentials": ".client.acl",
     "MessageModel": ".protocol.heartbeat", "ConsumeFromWhere": ".protocol.heartbeat",
     "ConsumeStatus": ".client.push_consumer", "MessageListener": ".client.push_consumer",
@@ -69,6 +71,7 @@ _SOURCES = {
     "MessageQueue": ".protocol.message_queue",
     "FastMQError": ".errors", "ClientError": ".errors", "BrokerError": ".errors", "NoRouteError": ".errors",
     "NoNameServerError": ".errors", "SendFailedError": ".errors", "MessageValidationError": ".errors",
+    "FilterRefusedError": ".errors",
 }
 
 

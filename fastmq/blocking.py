@@ -25,6 +25,7 @@ from .client import push_consumer as _consumer
 from .client import transaction_producer as _tx
 from .client.allocate import AllocateStrategy
 from .client.instance import ClientConfig, ClientInstance
+from .client.message_selector import MessageSelector
 from .client.rebalance import REBALANCE_INTERVAL_S
 from .errors import ClientStateError, RemotingTooMuchRequestError
 from .protocol.message import Message, MessageExt
@@ -435,11 +436,13 @@ class PushConsumer:
     async def _make(group: str, kwargs: dict[str, Any]) -> _consumer.PushConsumer:
         return _consumer.PushConsumer(group, **kwargs)
 
-    def subscribe(self, topic: str, expression: str = "*") -> None:
-        """Consume ``topic``'s messages whose tag the expression takes ("*", or "tagA || tagB").
+    def subscribe(self, topic: str, expression: "str | MessageSelector" = "*") -> None:
+        """Consume ``topic``'s messages whose tag the expression takes ("*", or "tagA || tagB"), or
+        those a :class:`~fastmq.MessageSelector` takes (``MessageSelector.by_sql(...)``: a SQL92
+        filter on properties, checked by the brokers at :meth:`start`).
 
         Raises:
-            MessageValidationError: an invalid topic name.
+            MessageValidationError: an invalid topic name, or an empty SQL92 expression.
         """
         _blocking.call(self._sync(self._core.subscribe, topic, expression), 10)
 
@@ -511,12 +514,14 @@ class PullConsumer:
     async def _make(group: str, kwargs: dict[str, Any]) -> _consumer.PullConsumer:
         return _consumer.PullConsumer(group, **kwargs)
 
-    def subscribe(self, topic: str, expression: str = "*") -> None:
-        """Consume ``topic``'s messages whose tag the expression takes ("*", or "tagA || tagB").
+    def subscribe(self, topic: str, expression: "str | MessageSelector" = "*") -> None:
+        """Consume ``topic``'s messages whose tag the expression takes ("*", or "tagA || tagB"), or
+        those a :class:`~fastmq.MessageSelector` takes (``MessageSelector.by_sql(...)``: a SQL92
+        filter on properties, checked by the brokers at :meth:`start`).
 
         Raises:
             ClientStateError: the consumer was given queues with :meth:`assign`.
-            MessageValidationError: an invalid topic name.
+            MessageValidationError: an invalid topic name, or an empty SQL92 expression.
         """
         _blocking.call(PushConsumer._sync(self._core.subscribe, topic, expression), 10)
 

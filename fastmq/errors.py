@@ -25,6 +25,7 @@ __all__ = [
     "RemotingTooMuchRequestError",
     "ConfigError",
     "FilterExpressionError",
+    "FilterRefusedError",
     "BrokerError",
     "ClientError",
     "NoNameServerError",
@@ -167,8 +168,21 @@ class QueryNotFoundError(BrokerError, codes=(22,)):
     pass
 
 
-class SubscriptionError(BrokerError, codes=(23, 24, 25, 26)):
-    pass
+class SubscriptionError(BrokerError, codes=(23, 24, 25, 26, 27, 28)):
+    """SUBSCRIPTION_PARSE_FAILED .. SUBSCRIPTION_NOT_LATEST (23-26), FILTER_DATA_NOT_EXIST and
+    FILTER_DATA_NOT_LATEST (27, 28)."""
+
+
+class FilterRefusedError(BrokerError):
+    """A broker refused a consumer's SQL92 subscription when it started (CHECK_CLIENT_CONFIG, as
+    the Java client's start fails): ``code`` 1 when the broker does not serve SQL92 filters
+    (``enablePropertyFilter`` off), 23 when the expression does not compile (``remark`` is the
+    parser's text). ``topic`` and ``expression`` name the subscription."""
+
+    def __init__(self, code: int, remark: str | None = None, *, topic: str = "", expression: str = "") -> None:
+        super().__init__(code, remark)
+        self.topic = topic
+        self.expression = expression
 
 
 class ConsumerNotOnlineError(BrokerError, codes=(206,)):
