@@ -491,7 +491,7 @@ cdef class SqlProgram:
                 if sep < 0 and p[i] == NAME_VALUE_SEPARATOR:
                     sep = i
                 i += 1
-            if sep >= 0:
+            if sep > start and i > sep + 1:  # (a pair with an empty name or value is skipped, as Java's)
                 for k in range(self._n_props):
                     if self._props[k].n == sep - start and memcmp(self._props[k].s, p + start, sep - start) == 0:
                         self._values[k].kind = K_STR

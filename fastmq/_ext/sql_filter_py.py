@@ -5,7 +5,8 @@ tuple of ``(op, a, b)`` with the root last; a ``CONST`` node's ``a`` indexes ``c
 (``(kind, value)`` pairs), a ``PROP`` node's ``a`` indexes ``props`` (names), an ``IN`` node's
 ``b`` indexes ``sets`` (frozensets of strings). The evaluation is RocketMQ 4.9.8's exactly:
 
-- a property's value is its string; a missing one is null;
+- a property's value is its string; a missing one is null, and so is an empty one (4.9.8's
+  MessageDecoder skips a pair whose name or value is empty);
 - comparing a string with a number or boolean converts the string to that type as Java's
   ``Integer.valueOf``, ``Long.valueOf``, ``Double.valueOf`` or ``Boolean.valueOf`` do; ``<`` and
   ``>`` between two strings read both as doubles; numbers widen (int, long, double);
@@ -162,7 +163,7 @@ class SqlProgram:
         if properties:
             for item in properties.decode("utf-8", "replace").split("\x02"):
                 name, sep, value = item.partition("\x01")
-                if sep:
+                if sep and name and value:  # (MessageDecoder.string2messageProperties: both non-empty)
                     values[name] = value
         return self.evaluate_dict(values)
 

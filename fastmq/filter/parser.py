@@ -76,8 +76,13 @@ _TOKEN = re.compile(r"""
 # how JavaCC names a token of each kind in "Encountered ..." (tokenImage)
 _KIND_IMAGE = {"float": "<FLOATING_POINT_LITERAL>", "decimal": "<DECIMAL_LITERAL>", "string": "<STRING_LITERAL>",
                "id": "<ID>", "eof": "<EOF>"}
-_EXPR_START = ('"+"', '"-"', '"NOT"', "<STRING_LITERAL>", "<DECIMAL_LITERAL>", "<FLOATING_POINT_LITERAL>",
-               '"TRUE"', '"FALSE"', '"NULL"', "<ID>", '"("')
+# what JavaCC lists as expected, in its order, where an expression must start (no "+": JavaCC
+# takes it only by a syntactic lookahead), and where a parenthesised one must go on or close
+_EXPR_START = ('"NOT"', '"TRUE"', '"FALSE"', '"NULL"', "<DECIMAL_LITERAL>", "<FLOATING_POINT_LITERAL>",
+               "<STRING_LITERAL>", "<ID>", '"("', '"-"')
+_IN_PARENS = ('"NOT"', '"AND"', '"OR"', '"BETWEEN"', '"IN"', '"IS"', '"="', '"<>"', '">"', '">="', '"<"', '"<="',
+              '")"')
+_AFTER_NOT = ('"BETWEEN"', '"IN"', '">"', '">="', '"<"', '"<="')
 
 
 class JInt(int):
@@ -93,6 +98,8 @@ class JLong(int):
 
 
 class _Tok:
+    """A token, or (kind ``lexerr``) the lexical error JavaCC raises when the parser asks for it."""
+
     __slots__ = ("kind", "image", "line", "column")
 
     def __init__(self, kind: str, image: str, line: int, column: int) -> None:
@@ -116,31 +123,102 @@ class _Tok:
         return f' {label} "{_escape(self.image)} "'
 
 
+_ESCAPES = {"\b": "\\b", "\t": "\\t", "\n": "\\n", "\f": "\\f", "\r": "\\r", '"': '\\"', "'": "\\'",
+            "\\": "\\\\"}
+
+
 def _escape(s: str) -> str:
-    return s.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\r", "\\r").replace("\t", "\\t")
+    """JavaCC's addEscapes: C escapes, quotes escaped, other controls and non-ASCII as \\uXXXX."""
+    out = []
+    for c in s:
+        if c == "\0":
+            continue
+        e = _ESCAPES.get(c)
+        if e is None:
+            e = f"\\u{ord(c):04x}" if ord(c) < 0x20 or ord(c) > 0x7E else c
+        out.append(e)
+    return "".join(out)
+
+
+def _positions(text: str) -> list[tuple[int, int]]:
+    """(line, column) of each character as JavaCC's SimpleCharStream counts them: a line ends at
+    \n, \r or \r\n, and a tab moves the column to the next multiple of 8."""
+    out = []
+    line, col = 1, 0
+    after_lf = after_cr = False
+    for c in text:
+        col += 1
+        if after_lf:
+            after_lf = False
+            line, col = line + 1, 1
+        elif after_cr:
+            after_cr = False
+            if c == "\n":
+                after_lf = True
+            else:
+                line, col = line + 1, 1
+        if c == "\r":
+            after_cr = True
+        elif c == "\n":
+            after_lf = True
+        elif c == "\t":
+            col -= 1
+            col += 8 - col % 8
+        out.append((line, col))
+    return out
+
+
+def _partial_end(text: str, start: int) -> int:
+    """Where the token that could begin at ``start`` stops matching (JavaCC's lexer reads on while
+    some token can still match): a string or a block comment may run to the end."""
+    c = text[start]
+    if c == "'":
+        return len(text)  # (a closed one matched the pattern)
+    if c == "/" and text[start + 1:start + 2] == "*":
+        return len(text)
+    if c in "/.":
+        return start + 1
+    return start
+
+
+def _lexical_error(text: str, start: int, pos: list[tuple[int, int]]) -> str:
+    """TokenMgrError's text for the token that cannot be read at ``start``: the character that
+    stopped it and what was read before; <EOF> when that character is the last (JavaCC looks one
+    past it), placed after the last character."""
+    fail = _partial_end(text, start)
+    n = len(text)
+    if fail < n - 1:
+        line, col = pos[fail]
+        c = text[fail]
+        return (f'{_LEXICAL_EXC}Lexical error at line {line}, column {col}.  Encountered: "{_escape(c)}" ({ord(c)}), '
+                f'after : "{_escape(text[start:fail])}"')
+    line, col = pos[-1]
+    if text[-1] in "\n\r":
+        line, col = line + 1, 0
+    else:
+        col += 1
+    after = "" if n - start <= 1 else text[start:]
+    return f'{_LEXICAL_EXC}Lexical error at line {line}, column {col}.  Encountered: <EOF> after : "{_escape(after)}"'
 
 
 def _tokenize(text: str) -> list[_Tok]:
+    """The tokens, ending in ``eof``; a lexical error ends them as a ``lexerr`` token, raised only
+    if the parser reads that far (JavaCC reads a token when the grammar asks for it)."""
     toks: list[_Tok] = []
+    pos_of = _positions(text)
     pos, n = 0, len(text)
-    line, line_start = 1, 0
     while pos < n:
         m = _TOKEN.match(text, pos)
         if m is None:
-            c = text[pos]
-            raise FilterExpressionError(
-                f'{_LEXICAL_EXC}Lexical error at line {line}, column {pos - line_start + 1}.  Encountered: '
-                f'"{_escape(c)}" ({ord(c)}), after : ""')
+            toks.append(_Tok("lexerr", _lexical_error(text, pos, pos_of), 0, 0))
+            return toks
         kind = m.lastgroup or ""
-        if kind in ("ws", "line_comment", "block_comment"):
-            for j in range(pos, m.end()):  # (JavaCC counts \r\n as one line end)
-                c = text[j]
-                if c == "\n" or (c == "\r" and text[j + 1:j + 2] != "\n"):
-                    line, line_start = line + 1, j + 1
-        else:
-            toks.append(_Tok(kind, m.group(), line, pos - line_start + 1))
+        if kind not in ("ws", "line_comment", "block_comment"):
+            line, col = pos_of[pos]
+            toks.append(_Tok(kind, m.group(), line, col))
         pos = m.end()
-    toks.append(_Tok("eof", "", line, pos - line_start + 1))
+    line, col = pos_of[-1] if pos_of else (0, 0)  # (JavaCC places <EOF> on the last character)
+    toks.append(_Tok("eof", "", line, col))
     return toks
 
 
@@ -179,10 +257,16 @@ class _Parser:
     # -- tokens
     @property
     def tok(self) -> _Tok:
-        return self.toks[self.i]
+        return self.at(self.i)
+
+    def at(self, i: int) -> _Tok:
+        t = self.toks[i] if i < len(self.toks) else self.toks[-1]
+        if t.kind == "lexerr":
+            raise FilterExpressionError(t.image)
+        return t
 
     def take(self) -> _Tok:
-        t = self.toks[self.i]
+        t = self.tok
         if t.kind != "eof":
             self.i += 1
         return t
@@ -190,9 +274,9 @@ class _Parser:
     def fail(self, expected: tuple[str, ...], t: _Tok | None = None) -> NoReturn:
         t = t if t is not None else self.tok
         one = len(expected) == 1
-        lines = "".join(f"    {e} ...\n" for e in expected)
+        lines = "".join(f"{e} ...\n    " for e in expected)
         raise FilterExpressionError(f'{_PARSE_EXC}Encountered "{t.describe()}" at line {t.line}, column {t.column}.\n'
-                                    f'Was expecting{":" if one else " one of:"}\n{lines}'.rstrip("\n"))
+                                    f'Was expecting{":" if one else " one of:"}\n    {lines}')
 
     def node(self, *parts: Any) -> Node:
         self.nodes += 1
@@ -249,11 +333,8 @@ class _Parser:
 
     # -- the grammar
     def selector(self) -> Node:
-        node = self.or_expr()
-        if self.tok.kind != "eof":
-            self.fail(('"OR"', '"AND"', '"="', '"<>"', '"IS"', '">"', '">="', '"<"', '"<="', '"BETWEEN"',
-                       '"NOT"', '"IN"', "<EOF>"))
-        return self.boolean(node)
+        # (4.9.8's grammar ends with the expression, not <EOF>: what follows it is not read)
+        return self.boolean(self.or_expr())
 
     def or_expr(self) -> Node:
         left = self.and_expr()
@@ -287,7 +368,7 @@ class _Parser:
                 if negate:
                     self.take()
                 if not self.tok.is_kw("NULL"):
-                    self.fail(('"NULL"',) if negate else ('"NOT"', '"NULL"'))
+                    self.fail(('"NULL"',) if negate else ('"NOT"',))
                 self.take()
                 left = self.node("eq", left, ("const", None))
                 if negate:
@@ -309,7 +390,10 @@ class _Parser:
             elif t.is_kw("IN"):
                 self.take()
                 left = self.in_list(left, "in")
-            elif t.is_kw("NOT") and (self.toks[self.i + 1].is_kw("BETWEEN") or self.toks[self.i + 1].is_kw("IN")):
+            elif t.is_kw("NOT"):
+                # (JavaCC enters this loop on NOT, then needs BETWEEN or IN after it)
+                if not (self.at(self.i + 1).is_kw("BETWEEN") or self.at(self.i + 1).is_kw("IN")):
+                    self.fail(_AFTER_NOT)
                 self.take()
                 if self.take().is_kw("BETWEEN"):
                     low, high = self._bounds()
@@ -353,6 +437,8 @@ class _Parser:
         try:
             t = self.tok
             if t.is_op("+"):
+                if not self._starts_unary(self.i + 1):  # (JavaCC's syntactic lookahead for "+")
+                    self.fail(_EXPR_START)
                 self.take()
                 return self.unary()
             if t.is_op("-"):
@@ -364,6 +450,14 @@ class _Parser:
             return self.primary()
         finally:
             self.depth -= 1
+
+    def _starts_unary(self, i: int) -> bool:
+        t = self.at(i)
+        while t.is_op("+") or t.is_op("-") or t.is_kw("NOT"):
+            i += 1
+            t = self.at(i)
+        return t.kind in ("string", "decimal", "float") or t.is_op("(") or (
+            t.kind == "id" and t.image.upper() not in _KEYWORDS - {"TRUE", "FALSE", "NULL"})
 
     def primary(self) -> Node:
         t = self.take()
@@ -387,7 +481,7 @@ class _Parser:
         elif t.is_op("("):
             inner = self.or_expr()
             if not self.tok.is_op(")"):
-                self.fail(('"OR"', '"AND"', '")"'))
+                self.fail(_IN_PARENS)
             self.take()
             return inner
         self.fail(_EXPR_START, t)
@@ -432,12 +526,16 @@ def constant_kind(v: Any) -> int:
 def constant_compare(a: Any, b: Any) -> int:
     """4.9.8's ``__compare(a, b, true)`` of two constants (BETWEEN's bound check), with its
     exception texts."""
+    if isinstance(a, str) and isinstance(b, str):  # String.compareTo: UTF-16 code units
+        x, y = a.encode("utf-16-be", "surrogatepass"), b.encode("utf-16-be", "surrogatepass")
+        return (x > y) - (x < y)
     try:
         return compare_values(constant_kind(a), a, constant_kind(b), b)
     except ConversionFailed:
         if isinstance(a, bool) and isinstance(b, str):
             raise FilterExpressionError(
-                "java.lang.ClassCastException: java.lang.Boolean cannot be cast to java.lang.String") from None
+                "java.lang.ClassCastException: class java.lang.Boolean cannot be cast to class java.lang.String "
+                "(java.lang.Boolean and java.lang.String are in module java.base of loader 'bootstrap')") from None
         text = b if isinstance(b, str) else a
         raise FilterExpressionError(
             f'java.lang.RuntimeException: java.lang.NumberFormatException: For input string: "{text}"') from None

@@ -13,6 +13,7 @@ from fastmq.filter import compile_expression
 from fastmq.protocol.message import encode_record
 
 sql_filter_c = pytest.importorskip("fastmq._ext.sql_filter_c", reason="the compiled twin is not built")
+pytestmark = pytest.mark.c_ext
 
 NAMES = ["a", "b", "c", "A", "TAGS"]
 # values that exercise every conversion: ints at their edges, doubles in Java's forms, booleans,
