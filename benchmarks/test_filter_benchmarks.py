@@ -80,7 +80,7 @@ def test_drain_backlog_through_filter(benchmark, tmp_path, kind: str) -> None:
     with _backlog(tmp_path) as s:
         flt = _filter(kind)
         assert _drain(s, flt) == BACKLOG // 10
-        rounds = 1 if kind == "sql-py" else 3
+        rounds = 1 if kind == "sql-py" else 7
         got = benchmark.pedantic(_drain, args=(s, flt), rounds=rounds, iterations=1)
     assert got == BACKLOG // 10
     benchmark.extra_info["msgs_per_round"] = BACKLOG
