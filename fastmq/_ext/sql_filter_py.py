@@ -27,6 +27,7 @@ import struct
 from typing import Any
 
 from ..protocol.java_number import JavaNumberFormatError, parse_int, parse_long
+from ..protocol.message_const import NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR
 from ..protocol.record_layout import HOST_V6_BITS, IPV4_HOST_LEN, IPV6_HOST_LEN, MESSAGE_MAGIC_CODE, POS_V4
 
 __all__ = ["SqlProgram", "OPS", "KINDS", "TRUE", "FALSE", "NULL", "ERROR", "java_double", "compare_values",
@@ -161,8 +162,8 @@ class SqlProgram:
         ``properties`` (UTF-8, ``name\\x01value`` pairs joined by ``\\x02``)."""
         values: dict[str, str] = {}
         if properties:
-            for item in properties.decode("utf-8", "replace").split("\x02"):
-                name, sep, value = item.partition("\x01")
+            for item in properties.decode("utf-8", "replace").split(PROPERTY_SEPARATOR):
+                name, sep, value = item.partition(NAME_VALUE_SEPARATOR)
                 if sep and name and value:  # (MessageDecoder.string2messageProperties: both non-empty)
                     values[name] = value
         return self.evaluate_dict(values)

@@ -5,6 +5,7 @@ carrying the expression, pulls using the heartbeat's, and the refusals (4.9.8's 
 """
 from __future__ import annotations
 
+import asyncio
 import json
 
 import pytest
@@ -28,9 +29,11 @@ def check_request(expr: str, etype: str = "SQL92"):
             "subVersion": 1, "classFilterMode": False}}).encode())
 
 
-def pull(group: str, expr: str | None, *, offset: int = 0, most: int = 32, etype: str = "SQL92"):
-    f = {"consumerGroup": group, "topic": TOPIC, "queueId": 0, "queueOffset": offset, "maxMsgNums": most,
-         "sysFlag": 0x4 if expr is not None else 0, "commitOffset": 0, "suspendTimeoutMillis": 0, "subVersion": 0}
+def pull(group: str, expr: str | None, *, offset: int = 0, most: int = 32, etype: str = "SQL92", topic: str = TOPIC,
+         suspend_ms: int = 0):
+    f = {"consumerGroup": group, "topic": topic, "queueId": 0, "queueOffset": offset, "maxMsgNums": most,
+         "sysFlag": (0x4 if expr is not None else 0) | (0x2 if suspend_ms else 0), "commitOffset": 0,
+         "suspendTimeoutMillis": suspend_ms, "subVersion": 0}
     if expr is not None:
         f["subscription"] = expr
         f["expressionType"] = etype
@@ -127,3 +130,23 @@ async def test_heartbeat_with_a_bad_expression_gets_filter_data_not_exist(loaded
     r = await client.invoke(loaded, pull("CG_SQL_BAD", None), 5)
     assert (r.code, r.remark) == (ResponseCode.FILTER_DATA_NOT_EXIST,
                                   "The broker's consumer filter data is not exist!Your expression may be wrong!")
+
+
+async def test_a_held_pull_waits_for_a_message_its_filter_takes(loaded, client) -> None:
+    """A long-polling SQL92 pull at the queue's end is not answered for arrivals it does not take
+    (it moves on past them), only for one it takes, as 4.9.8 wakes it only for a match."""
+    topic = "SqlHeld"
+    assert (await create_topic(client, loaded, topic, queues=1)).code == ResponseCode.SUCCESS
+    assert (await client.invoke(loaded, send_request(topic, b"first", {"k": "0"}), 5)).code == ResponseCode.SUCCESS
+    held = asyncio.ensure_future(client.invoke(loaded, pull("CG_SQL_HELD", "k = 2", offset=1, topic=topic,
+                                                           suspend_ms=8000), 15))
+    await asyncio.sleep(0.3)
+    for k in (1, 1, 3):
+        r = await client.invoke(loaded, send_request(topic, f"k{k}".encode(), {"k": str(k)}), 5)
+        assert r.code == ResponseCode.SUCCESS
+    await asyncio.sleep(0.5)
+    assert not held.done()  # three arrivals, none taken
+    assert (await client.invoke(loaded, send_request(topic, b"k2", {"k": "2"}), 5)).code == ResponseCode.SUCCESS
+    r = await asyncio.wait_for(held, 5)
+    assert bodies(r) == [b"k2"]
+    assert r.ext_fields["nextBeginOffset"] == "5"

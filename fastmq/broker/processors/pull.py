@@ -42,10 +42,12 @@ _SUGGEST, _NEXT, _MIN, _MAX = declared(PullMessageResponseHeader, "suggestWhichB
 _JAVA = int(LanguageCode.JAVA)
 _SUCCESS, _PULL_NOT_FOUND = int(ResponseCode.SUCCESS), int(ResponseCode.PULL_NOT_FOUND)
 _PULL_MESSAGE = int(RequestCode.PULL_MESSAGE)
+_RETRY_IMMEDIATELY = int(ResponseCode.PULL_RETRY_IMMEDIATELY)
 _PERM_READ = tv.PERM_READ
 # members as plain names: reading one off its Enum class costs a metaclass __getattr__ call
 _FOUND, _OVERFLOW_ONE, _FOUND_NULL = GetStatus.FOUND, GetStatus.OFFSET_OVERFLOW_ONE, GetStatus.OFFSET_FOUND_NULL
 _FOUND_TEXT = _FOUND.value
+_NO_MATCHED_TEXT = GetStatus.NO_MATCHED_MESSAGE.value
 _RETRY_NOW = (GetStatus.MESSAGE_WAS_REMOVING, GetStatus.NO_MATCHED_MESSAGE)
 _NO_QUEUE = (GetStatus.NO_MATCHED_LOGIC_QUEUE, GetStatus.NO_MESSAGE_IN_QUEUE)
 _MOVED = (GetStatus.OFFSET_OVERFLOW_BADLY, GetStatus.OFFSET_TOO_SMALL)
@@ -312,8 +314,16 @@ class PullMessageProcessor(BrokerCodeDispatchProcessor):
         resp = self.process(conn, request, False, h)
         if resp is None:  # cannot happen with allow_suspend=False; be safe
             return False
-        if resp.code == _PULL_NOT_FOUND and not timed_out:
-            return False
+        code = resp.code
+        if code != _SUCCESS and not timed_out:
+            if code == _PULL_NOT_FOUND:
+                return False
+            if code == _RETRY_IMMEDIATELY and resp.remark == _NO_MATCHED_TEXT and resp.ext_fields:
+                # A filter (SQL92 above all: every arrival wakes it) took none of what arrived: the
+                # pull stays held from past it, and answers when a message it takes arrives or its
+                # time is up, as 4.9.8's hold service, which wakes such a pull only for a match.
+                h.queueOffset = held.offset = int(resp.ext_fields[_NEXT])
+                return False
         waiting = self._answers.get(conn)
         if waiting is None:
             self._answers[conn] = [resp]
