@@ -461,6 +461,7 @@ class PushConsumer:
         Raises:
             ClientStateError: no subscription, or another consumer of the group is registered
                 under this client id.
+            FilterRefusedError: a broker refused a SQL92 subscription (CHECK_CLIENT_CONFIG).
         """
         _blocking.call(self._core.start(), 60)
 
@@ -530,6 +531,7 @@ class PullConsumer:
 
         Raises:
             ClientStateError: neither a subscription nor assigned queues.
+            FilterRefusedError: a broker refused a SQL92 subscription (CHECK_CLIENT_CONFIG).
         """
         _blocking.call(self._core.start(), 60)
 
