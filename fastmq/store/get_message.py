@@ -40,6 +40,8 @@ _PULL_DEFAULTS = {
 #: Up to this many messages per pull, an unfiltered pull reads its entries with struct, not numpy
 #: (a push consumer asks for 32; numpy's fixed cost is several entries' worth of struct)
 _FEW = 64
+#: Entries a SQL92 filter converts at first, then twice as many each time it needs more
+_SQL_CHUNK = 256
 
 try:
     TOTAL_PHYSICAL_MEMORY = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
@@ -244,18 +246,29 @@ class MessageReader:
         at a time, in one call each; one that cannot be read is marked taken, so that
         ``_collect`` reads it and answers as for any record gone (MESSAGE_WAS_REMOVING)."""
         n = len(arr)
-        offs = arr["offset"].astype(np.int64)
-        sizes = arr["size"].astype(np.int64)
         out = np.zeros(n, dtype=np.uint8)
         find = self.commit_log.mfq.find_mapped_file_by_offset
         want = max_msg_nums if max_msg_nums > 0 else 1
         found = i = 0
+        # (entries are converted a chunk at a time: a pull takes up to 16,000 of them, and one of
+        # 32 matches at one in ten needs some 320)
+        chunk = max(_SQL_CHUNK, want * 4)
+        lo = hi = 0
+        offs: Any = None
+        sizes: Any = None
+        out_part: Any = None
         while i < n and found < want:
-            mf = find(int(offs[i]))
+            if i >= hi:
+                lo, hi = i, min(n, i + chunk)
+                part = arr[lo:hi]
+                offs, sizes, out_part = part["offset"].astype(np.int64), part["size"].astype(np.int64), out[lo:hi]
+                chunk *= 2
+            mf = find(int(offs[i - lo]))
             nxt = i
             if mf is not None:
-                nxt, got = program.match_records(mf.select(0), mf.file_from_offset, offs, sizes, i, out,
-                                                 want - found)
+                stop, got = program.match_records(mf.select(0), mf.file_from_offset, offs, sizes, i - lo, out_part,
+                                                  want - found)
+                nxt = lo + stop
                 found += got
             if nxt == i:  # not in a file, or past what was written of it
                 out[i] = 1
