@@ -55,6 +55,7 @@ consumer.register_message_listener(listener)
 try:
     consumer.start()
 except FilterRefusedError as exc:
+    consumer.shutdown()
     sys.exit(f"sql_filter: the broker refused the filter (start it with enablePropertyFilter=true): {exc}")
 try:
     if done.wait(30):

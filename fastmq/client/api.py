@@ -36,13 +36,13 @@ from ..errors import BrokerError
 from ..protocol.bodies import TopicRouteData
 from ..protocol.codes import LanguageCode, RequestCode, ResponseCode
 from ..protocol.command import VERSION, RemotingCommand, create_request, ext_int, ext_str, next_opaque
-from ..protocol.heartbeat import SubscriptionData
 from ..protocol.headers import (ConsumerSendMsgBackRequestHeader, EndTransactionRequestHeader,
                                 GetConsumerListByGroupRequestHeader,
                                 GetMaxOffsetRequestHeader, GetMinOffsetRequestHeader, GetRouteInfoRequestHeader,
                                 QueryConsumerOffsetRequestHeader, SearchOffsetRequestHeader,
                                 SendMessageResponseHeader, UnregisterClientRequestHeader,
                                 UpdateConsumerOffsetRequestHeader, declared, send_wire_names)
+from ..protocol.heartbeat import SubscriptionData
 from ..protocol.message import Message, MessageConst, MessageSysFlag, encode_properties
 from ..protocol.message_queue import MessageQueue
 from ..protocol.topic import AUTO_CREATE_TOPIC_KEY_TOPIC, is_retry_topic

@@ -210,6 +210,8 @@ class _ConsumerBase(Rebalance, PullService):
 
     async def shutdown(self) -> None:
         if not self._running:
+            if self._own_instance and self.instance.started:
+                await self.instance.shutdown()  # (a start that failed, a refused filter say, began it)
             return
         self._running = False
         for t in self._tasks:

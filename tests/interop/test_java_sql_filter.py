@@ -122,5 +122,5 @@ async def test_fastmq_client_on_an_apache_broker_with_sql() -> None:
     bad.register_message_listener(lambda batch: ConsumeStatus.CONSUME_SUCCESS)
     with pytest.raises(FilterRefusedError) as info:
         await bad.start()
-    await bad.instance.shutdown()
+    await bad.shutdown()
     assert info.value.code == 23 and "cannot be compared" in info.value.remark

@@ -92,7 +92,8 @@ async def test_a_bad_expression_fails_the_start(produced: str) -> None:
         await c.start()
     assert info.value.code == 23 and info.value.topic == TOPIC
     assert info.value.remark == "java.lang.RuntimeException: Value ''x'' cannot be compared."
-    await c.instance.shutdown()
+    await c.shutdown()  # (releases what the failed start took)
+    assert not c.instance.started
     with pytest.raises(fastmq.MessageValidationError):
         c.subscribe(TOPIC, MessageSelector(expression_type="SQL92", expression=""))
     with pytest.raises(ValueError):
