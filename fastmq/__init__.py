@@ -28,13 +28,14 @@ if TYPE_CHECKING:
                                   AllocateMessageQueueByMachineRoom, AllocateMessageQueueConsistentHash,
                                   AllocateStrategy)
     from .client.instance import ClientConfig
+    from .client.message_selector import MessageSelector
     from .client.producer import SendResult, SendStatus, split_batch
     from .client.push_consumer import ConsumeStatus, MessageListener
     from .client.queue_selector import MessageQueueSelector, hash_selector
     from .client.transaction_producer import LocalTransactionState, TransactionListener, TransactionSendResult
     from .client.request_reply import create_reply_message
-    from .errors import (BrokerError, ClientError, FastMQError, MessageValidationError, NoNameServerError,
-                         NoRouteError, RequestSendError, RequestTimeoutError, SendFailedError)
+    from .errors import (BrokerError, ClientError, FastMQError, FilterRefusedError, MessageValidationError,
+                         NoNameServerError, NoRouteError, RequestSendError, RequestTimeoutError, SendFailedError)
     from .protocol.heartbeat import ConsumeFromWhere, MessageModel
     from .protocol.message import Message, MessageExt
     from .protocol.message_queue import MessageQueue
@@ -42,15 +43,16 @@ if TYPE_CHECKING:
 
 
 __all__ = ["Producer", "PushConsumer", "PullConsumer", "Message", "MessageExt", "MessageQueue", "SendResult",
-           "SendStatus", "hash_selector", "split_batch", "MessageQueueSelector",
+           "SendStatus", "hash_selector", "split_batch", "MessageQueueSelector", "MessageSelector",
            # what producers and consumers are configured with
            "ClientConfig", "SessionCredentials", "MessageModel", "ConsumeFromWhere", "ConsumeStatus",
            "MessageListener", "AllocateStrategy", "AllocateMessageQueueAveragely",
            "AllocateMessageQueueAveragelyByCircle", "AllocateMessageQueueConsistentHash",
            "AllocateMessageQueueByConfig", "AllocateMessageQueueByMachineRoom", "AllocateMachineRoomNearby",
            "FastMQError", "ClientError", "BrokerError", "NoRouteError", "NoNameServerError", "SendFailedError",
-           "MessageValidationError", "TransactionProducer", "LocalTransactionState", "TransactionListener",
-           "TransactionSendResult", "create_reply_message", "RequestTimeoutError", "RequestSendError"]
+           "MessageValidationError", "FilterRefusedError", "TransactionProducer", "LocalTransactionState",
+           "TransactionListener", "TransactionSendResult", "create_reply_message", "RequestTimeoutError",
+           "RequestSendError"]
 
 # public name -> the module that defines it
 _SOURCES = {
@@ -60,6 +62,7 @@ _SOURCES = {
     "TransactionListener": ".client.transaction_producer", "TransactionSendResult": ".client.transaction_producer",
     "SendResult": ".client.producer", "SendStatus": ".client.producer", "split_batch": ".client.producer",
     "hash_selector": ".client.queue_selector", "MessageQueueSelector": ".client.queue_selector",
+    "MessageSelector": ".client.message_selector",
     "ClientConfig": ".client.instance", "SessionCredentials": ".client.acl",
     "MessageModel": ".protocol.heartbeat", "ConsumeFromWhere": ".protocol.heartbeat",
     "ConsumeStatus": ".client.push_consumer", "MessageListener": ".client.push_consumer",
@@ -72,6 +75,7 @@ _SOURCES = {
     "NoNameServerError": ".errors", "SendFailedError": ".errors", "MessageValidationError": ".errors",
     "RequestTimeoutError": ".errors", "RequestSendError": ".errors",
     "create_reply_message": ".client.request_reply",
+    "FilterRefusedError": ".errors",
 }
 
 

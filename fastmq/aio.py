@@ -38,6 +38,7 @@ if TYPE_CHECKING:
                                   AllocateMessageQueueByMachineRoom, AllocateMessageQueueConsistentHash,
                                   AllocateStrategy)
     from .client.instance import ClientConfig
+    from .client.message_selector import MessageSelector
     from .client.producer import Producer, SendResult, SendStatus, split_batch
     from .client.push_consumer import ConsumeStatus, MessageListener, PullConsumer, PushConsumer
     from .client.queue_selector import MessageQueueSelector, hash_selector
@@ -49,7 +50,7 @@ if TYPE_CHECKING:
     from .protocol.message_queue import MessageQueue
 
 __all__ = ["Producer", "PushConsumer", "PullConsumer", "SendResult", "SendStatus", "Message", "MessageExt",
-           "MessageQueue", "MessageQueueSelector", "hash_selector", "split_batch",
+           "MessageQueue", "MessageQueueSelector", "MessageSelector", "hash_selector", "split_batch",
            # what producers and consumers are configured with, as in :mod:`fastmq`
            "ClientConfig", "SessionCredentials", "MessageModel", "ConsumeFromWhere", "ConsumeStatus",
            "MessageListener", "AllocateStrategy", "AllocateMessageQueueAveragely",
@@ -63,6 +64,7 @@ _SOURCES = {
     "Producer": ".client.producer", "SendResult": ".client.producer", "SendStatus": ".client.producer",
     "split_batch": ".client.producer",
     "MessageQueueSelector": ".client.queue_selector", "hash_selector": ".client.queue_selector",
+    "MessageSelector": ".client.message_selector",
     "ClientConfig": ".client.instance", "SessionCredentials": ".client.acl",
     "MessageModel": ".protocol.heartbeat", "ConsumeFromWhere": ".protocol.heartbeat",
     "ConsumeStatus": ".client.push_consumer", "MessageListener": ".client.push_consumer",

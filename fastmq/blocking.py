@@ -25,6 +25,7 @@ from .client import push_consumer as _consumer
 from .client import transaction_producer as _tx
 from .client.allocate import AllocateStrategy
 from .client.instance import ClientConfig, ClientInstance
+from .client.message_selector import MessageSelector
 from .client.rebalance import REBALANCE_INTERVAL_S
 from .errors import ClientStateError, RemotingTooMuchRequestError
 from .protocol.message import Message, MessageExt
@@ -466,11 +467,13 @@ class PushConsumer:
     async def _make(group: str, kwargs: dict[str, Any]) -> _consumer.PushConsumer:
         return _consumer.PushConsumer(group, **kwargs)
 
-    def subscribe(self, topic: str, expression: str = "*") -> None:
-        """Consume ``topic``'s messages whose tag the expression takes ("*", or "tagA || tagB").
+    def subscribe(self, topic: str, expression: "str | MessageSelector" = "*") -> None:
+        """Consume ``topic``'s messages whose tag the expression takes ("*", or "tagA || tagB"), or
+        those a :class:`~fastmq.MessageSelector` takes (``MessageSelector.by_sql(...)``: a SQL92
+        filter on properties, checked by the brokers at :meth:`start`).
 
         Raises:
-            MessageValidationError: an invalid topic name.
+            MessageValidationError: an invalid topic name, or an empty SQL92 expression.
         """
         _blocking.call(self._sync(self._core.subscribe, topic, expression), 10)
 
@@ -489,6 +492,7 @@ class PushConsumer:
         Raises:
             ClientStateError: no subscription, or another consumer of the group is registered
                 under this client id.
+            FilterRefusedError: a broker refused a SQL92 subscription (CHECK_CLIENT_CONFIG).
         """
         _blocking.call(self._core.start(), 60)
 
@@ -542,12 +546,14 @@ class PullConsumer:
     async def _make(group: str, kwargs: dict[str, Any]) -> _consumer.PullConsumer:
         return _consumer.PullConsumer(group, **kwargs)
 
-    def subscribe(self, topic: str, expression: str = "*") -> None:
-        """Consume ``topic``'s messages whose tag the expression takes ("*", or "tagA || tagB").
+    def subscribe(self, topic: str, expression: "str | MessageSelector" = "*") -> None:
+        """Consume ``topic``'s messages whose tag the expression takes ("*", or "tagA || tagB"), or
+        those a :class:`~fastmq.MessageSelector` takes (``MessageSelector.by_sql(...)``: a SQL92
+        filter on properties, checked by the brokers at :meth:`start`).
 
         Raises:
             ClientStateError: the consumer was given queues with :meth:`assign`.
-            MessageValidationError: an invalid topic name.
+            MessageValidationError: an invalid topic name, or an empty SQL92 expression.
         """
         _blocking.call(PushConsumer._sync(self._core.subscribe, topic, expression), 10)
 
@@ -556,6 +562,7 @@ class PullConsumer:
 
         Raises:
             ClientStateError: neither a subscription nor assigned queues.
+            FilterRefusedError: a broker refused a SQL92 subscription (CHECK_CLIENT_CONFIG).
         """
         _blocking.call(self._core.start(), 60)
 

@@ -24,6 +24,8 @@ __all__ = [
     "RemotingTimeoutError",
     "RemotingTooMuchRequestError",
     "ConfigError",
+    "FilterExpressionError",
+    "FilterRefusedError",
     "BrokerError",
     "ClientError",
     "NoNameServerError",
@@ -48,6 +50,11 @@ class FastMQError(Exception):
 
 class ConfigError(FastMQError, ValueError):
     """A configuration file or option is invalid."""
+
+
+class FilterExpressionError(FastMQError, ValueError):
+    """A SQL92 filter expression that does not parse (``str()`` is 4.9.8's text) or is over the
+    size limits."""
 
 
 class RemotingError(FastMQError):
@@ -163,8 +170,21 @@ class QueryNotFoundError(BrokerError, codes=(22,)):
     pass
 
 
-class SubscriptionError(BrokerError, codes=(23, 24, 25, 26)):
-    pass
+class SubscriptionError(BrokerError, codes=(23, 24, 25, 26, 27, 28)):
+    """SUBSCRIPTION_PARSE_FAILED .. SUBSCRIPTION_NOT_LATEST (23-26), FILTER_DATA_NOT_EXIST and
+    FILTER_DATA_NOT_LATEST (27, 28)."""
+
+
+class FilterRefusedError(BrokerError):
+    """A broker refused a consumer's SQL92 subscription when it started (CHECK_CLIENT_CONFIG, as
+    the Java client's start fails): ``code`` 1 when the broker does not serve SQL92 filters
+    (``enablePropertyFilter`` off), 23 when the expression does not compile (``remark`` is the
+    parser's text). ``topic`` and ``expression`` name the subscription."""
+
+    def __init__(self, code: int, remark: str | None = None, *, topic: str = "", expression: str = "") -> None:
+        super().__init__(code, remark)
+        self.topic = topic
+        self.expression = expression
 
 
 class ConsumerNotOnlineError(BrokerError, codes=(206,)):

@@ -100,6 +100,28 @@ class PullModule(Protocol):
     def decode_pull_header(self, fields: dict[str, Any], cls: Any) -> Any: ...
 
 
+# ------------------------------------------------------------------ sql_filter: SQL92 selectors on stored records
+
+class SqlProgramProto(Protocol):
+    """A compiled SQL92 selector: one message's properties, or a run of stored records."""
+
+    nodes: tuple[tuple[int, int, int], ...]
+    consts: tuple[tuple[int, Any], ...]
+    props: tuple[str, ...]
+    sets: tuple[frozenset[str], ...]
+
+    def evaluate(self, properties: bytes) -> int: ...
+
+    def evaluate_dict(self, values: dict[str, str]) -> int: ...
+
+    def match_records(self, buf: Any, base: int, offs: Any, sizes: Any, start: int, out: Any,
+                      max_match: int) -> tuple[int, int]: ...
+
+
+class SqlFilterModule(Protocol):
+    SqlProgram: type[SqlProgramProto]
+
+
 # ------------------------------------------------------------------ sync_wait: the group commit's wait-then-sync
 
 class SyncWaitModule(Protocol):
@@ -359,5 +381,6 @@ TWINS: dict[str, tuple[type, dict[str, type]]] = {
     "selector": (SelectorModule, {"QueueTable": QueueTableProto}),
     "send": (SendModule, {}),
     "send_batch": (SendBatchModule, {"SendBatch": SendBatchProto}),
+    "sql_filter": (SqlFilterModule, {"SqlProgram": SqlProgramProto}),
     "sync_wait": (SyncWaitModule, {}),
 }

@@ -95,6 +95,9 @@ class BrokerConfig:
     registerNameServerPeriod: int = 30000
     #: Let a master send a lagging consumer to its slave (whichBrokerWhenConsumeSlowly).
     slaveReadEnable: bool = False
+    #: Serve SQL92 subscriptions (``MessageSelector.bySql``): CHECK_CLIENT_CONFIG compiles them and
+    #: pulls filter on message properties. Off, both answer SYSTEM_ERROR, as 4.9.8 does.
+    enablePropertyFilter: bool = False
     #: Must stay false: fastmq's broker has no ACL and refuses to start with it on.
     aclEnable: bool = False
     #: Seconds a connection may be idle (nothing read, nothing taken by the peer) before it is closed.

@@ -37,6 +37,7 @@ from ..store.config import MessageStoreConfig
 from ..store.ha import HAClient, HAService
 from ..store.message_store import MessageStore
 from .config import RESTART_ONLY_KEYS, BrokerConfig, check_configs, split_keys
+from .consumer_filter import ConsumerFilterManager
 from .consumer_manager import ConsumerManager, ProducerManager
 from .stats import DAY_EVERY_S, HOUR_EVERY_S, MINUTE_EVERY_S, BrokerStatsManager
 from .long_polling import PullRequestHoldService
@@ -112,6 +113,7 @@ class BrokerController:
                                                             auto_create=self.config.autoCreateSubscriptionGroup)
         self.offsets = ConsumerOffsetManager(os.path.join(cfg_dir, "consumerOffset.json"))
         self.consumer_manager = ConsumerManager(notify=self._notify_consumer_ids_changed)
+        self.consumer_filters = ConsumerFilterManager()
         self.producer_manager = ProducerManager()
         self.rebalance_locks = RebalanceLockManager()
         self.transactions = TransactionService(self)

@@ -42,6 +42,7 @@ from ..protocol.headers import (ConsumerSendMsgBackRequestHeader, EndTransaction
                                 QueryConsumerOffsetRequestHeader, SearchOffsetRequestHeader,
                                 SendMessageResponseHeader, UnregisterClientRequestHeader,
                                 UpdateConsumerOffsetRequestHeader, declared, send_wire_names)
+from ..protocol.heartbeat import SubscriptionData
 from ..protocol.message import Message, MessageConst, MessageSysFlag, encode_properties
 from ..protocol.message_queue import MessageQueue
 from ..protocol.topic import AUTO_CREATE_TOPIC_KEY_TOPIC, is_retry_topic
@@ -383,6 +384,19 @@ class ClientAPI:
             BrokerError: refused.
         """
         await self._call(addr, create_request(RequestCode.HEART_BEAT, body=heartbeat), timeout)
+
+    async def check_client_config(self, addr: str, group: str, client_id: str, subscription: SubscriptionData,
+                                  timeout: float | None = None) -> None:
+        """CHECK_CLIENT_CONFIG: does the broker accept this subscription (its expression type, a
+        SQL92 expression that compiles)? MQClientAPIImpl.checkClientInBroker.
+
+        Raises:
+            BrokerError: refused (SYSTEM_ERROR: no SQL92 filtering there; SUBSCRIPTION_PARSE_FAILED:
+                the expression does not compile, the remark says why).
+        """
+        body = json.dumps({"clientId": client_id, "group": group, "subscriptionData": subscription.to_obj()},
+                          separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+        await self._call(addr, create_request(RequestCode.CHECK_CLIENT_CONFIG, body=body), timeout)
 
     async def unregister_client(self, addr: str, client_id: str, producer_group: str | None = None,
                                 consumer_group: str | None = None, timeout: float | None = None) -> None:

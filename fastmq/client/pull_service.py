@@ -151,13 +151,15 @@ class PullService:
     async def _pull_loop(self, pq: ProcessQueue) -> None:
         mq = pq.mq
         sub = self.subscriptions.get(mq.topic)
-        wanted = None if sub is None or sub.subscribes_all else set(sub.tags_set)
+        # (the client's tag check, as PullAPIWrapper: only for tags; a SQL92 subscription has none)
+        wanted = None if sub is None or sub.subscribes_all or not sub.tags_set else set(sub.tags_set)
         from_retry = mq.topic == retry_topic(self.group)
         # the header fields no pull of this queue changes, stringified once (as create_request would)
         template = {_H_GROUP: self.group, _H_TOPIC: mq.topic, _H_QUEUE_ID: str(mq.queue_id), _H_QUEUE_OFFSET: "",
                     _H_MAX_NUMS: str(self.pull_batch_size), _H_SYSFLAG: "", _H_COMMIT: "",
                     _H_SUSPEND: str(PULL_SUSPEND_MS), _H_SUB: sub.sub_string if sub else "*",
-                    _H_SUB_VERSION: str(sub.sub_version if sub else 0), _H_EXPR_TYPE: "TAG"}
+                    _H_SUB_VERSION: str(sub.sub_version if sub else 0),
+                    _H_EXPR_TYPE: sub.expression_type if sub and sub.expression_type else "TAG"}
         pull: _Pull | float | None = None
         try:
             while not pq.dropped and self._running:

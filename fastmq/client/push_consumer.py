@@ -23,11 +23,12 @@ import logging
 import time
 from typing import Any, Awaitable, Callable, Iterable, Self, Sequence
 
-from ..errors import FAQ_SUFFIX, ClientStateError, ConfigError, FastMQError, MessageValidationError, NoRouteError
+from ..errors import (FAQ_SUFFIX, BrokerError, ClientStateError, ConfigError, FastMQError, FilterRefusedError,
+                      MessageValidationError, NoRouteError)
 from ..protocol.consumer_running_info import (PROP_CONSUME_ORDERLY, PROP_CONSUMER_START_TIMESTAMP,
                                               PROP_THREADPOOL_CORE_SIZE, CMResult, ConsumeMessageDirectlyResult,
                                               ConsumerRunningInfo)
-from ..protocol.heartbeat import ConsumerData, SubscriptionData, build_subscription
+from ..protocol.heartbeat import ConsumerData, SubscriptionData, build_subscription, build_typed_subscription
 from ..protocol.message import MessageExt
 from ..protocol.message_queue import MessageQueue
 from ..protocol.topic import is_readable, is_topic_or_group_illegal, retry_topic, validate_group, validate_topic
@@ -36,6 +37,7 @@ from .consume_pool import ConsumePool
 # (ConsumeStatus, ProcessQueue, MAX_INFLATED_BODY and inflate_body are re-exported: users import them from here)
 from .consume_service import QUICK_HANDOFF_US, ConsumeConcurrentlyService, ConsumeOrderlyService, ConsumeStatus
 from .instance import ClientConfig, ClientInstance
+from .message_selector import MessageSelector
 from .offset_store import LocalFileOffsetStore, OffsetStore, RemoteBrokerOffsetStore
 from .process_queue import ProcessQueue, _now_ms
 from .pull_service import MAX_INFLATED_BODY, PullService, _unwrap, inflate_body, inflated
@@ -127,14 +129,28 @@ class _ConsumerBase(Rebalance, PullService):
 
     # ----------------------------------------------------------- set-up
 
-    def subscribe(self, topic: str, expression: str = "*") -> None:
-        """Subscribe ``topic`` with a TAG expression ("*" or "tagA || tagB")."""
+    def subscribe(self, topic: str, expression: "str | MessageSelector" = "*") -> None:
+        """Subscribe ``topic``: a TAG expression ("*" or "tagA || tagB"), or a
+        :class:`MessageSelector` (``MessageSelector.by_sql("a > 1")`` filters on properties; the
+        brokers check it when the consumer starts).
+
+        Raises:
+            MessageValidationError: a bad topic name, or an empty SQL92 expression.
+        """
         if self._assigned is not None:
             raise ClientStateError("Subscribe and assign are mutually exclusive.")
         problem = validate_topic(topic)
         if problem:
             raise MessageValidationError(problem)
-        self.subscriptions[topic] = build_subscription(topic, expression, int(time.time() * 1000))
+        now = int(time.time() * 1000)
+        if isinstance(expression, MessageSelector):
+            try:
+                sub = build_typed_subscription(topic, expression.expression, expression.expression_type, now)
+            except ValueError as exc:
+                raise MessageValidationError(str(exc)) from None
+        else:
+            sub = build_subscription(topic, expression, now)
+        self.subscriptions[topic] = sub
 
     def consumer_data(self) -> ConsumerData:
         return ConsumerData(self.group, self.consume_type, self.message_model, self.consume_from_where,
@@ -160,6 +176,7 @@ class _ConsumerBase(Rebalance, PullService):
                     await self.instance.update_route(topic)
                 except FastMQError as exc:
                     log.warning("route of %s not available yet: %s", topic, exc)
+            await self._check_client_config()
         except BaseException:
             self.instance.unregister_consumer(self.group, self)
             raise
@@ -168,8 +185,33 @@ class _ConsumerBase(Rebalance, PullService):
         await self.rebalance()
         self._tasks = [asyncio.ensure_future(self._rebalance_loop()), asyncio.ensure_future(self._persist_loop())]
 
+    async def _check_client_config(self) -> None:
+        """MQClientInstance.checkClientInBroker: each non-TAG subscription is sent to one broker of
+        its topic (CHECK_CLIENT_CONFIG); a refusal fails the start, as in the Java client.
+
+        Raises:
+            FilterRefusedError: a broker refused a subscription (its code and text).
+        """
+        for topic, sub in self.subscriptions.items():
+            if not sub.expression_type or sub.expression_type == "TAG":
+                continue
+            route = self.instance.routes.get(topic)
+            addr = None
+            for bd in route.broker_datas if route is not None else ():
+                addr = self.instance.any_broker_addr(bd.broker_name)
+                if addr is not None:
+                    break
+            if addr is None:
+                continue  # (no route yet: Java skips it too; the pulls will say)
+            try:
+                await self.instance.api.check_client_config(addr, self.group, self.instance.client_id, sub)
+            except BrokerError as exc:
+                raise FilterRefusedError(exc.code, exc.remark, topic=topic, expression=sub.sub_string) from exc
+
     async def shutdown(self) -> None:
         if not self._running:
+            if self._own_instance and self.instance.started:
+                await self.instance.shutdown()  # (a start that failed, a refused filter say, began it)
             return
         self._running = False
         for t in self._tasks:

@@ -17,6 +17,7 @@ from ..errors import RemotingCommandError
 from .message import java_string_hash
 
 __all__ = ["SubscriptionData", "ConsumerData", "ProducerData", "HeartbeatData", "build_subscription",
+           "build_typed_subscription",
            "java_string_hash", "SUB_ALL", "CONSUME_TYPES", "MESSAGE_MODELS", "CONSUME_FROM_WHERE",
            "MessageModel", "ConsumeFromWhere"]
 
@@ -125,6 +126,21 @@ def build_subscription(topic: str, expression: str | None, sub_version: int = 0)
         return SubscriptionData(topic, SUB_ALL, [SUB_ALL], [], sub_version)
     tags = [t.strip() for t in expr.split("||") if t.strip()]
     return SubscriptionData(topic, expr, tags, [java_string_hash(t) for t in tags], sub_version)
+
+
+def build_typed_subscription(topic: str, expression: str | None, expression_type: str | None,
+                             sub_version: int = 0) -> SubscriptionData:
+    """FilterAPI.build: a TAG subscription (type None or empty too) as :func:`build_subscription`;
+    any other type (SQL92) keeps its expression as it is, with no tags.
+
+    Raises:
+        ValueError: a non-TAG expression that is empty ("Expression can't be null! SQL92").
+    """
+    if not expression_type or expression_type == "TAG":
+        return build_subscription(topic, expression, sub_version)
+    if not expression:
+        raise ValueError(f"Expression can't be null! {expression_type}")
+    return SubscriptionData(topic, expression, [], [], sub_version, expression_type=expression_type)
 
 
 @dataclass

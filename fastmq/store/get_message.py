@@ -20,6 +20,7 @@ from . import StoreError
 from .config import CQ_STORE_UNIT_SIZE
 
 if TYPE_CHECKING:
+    from .._ext.sql_filter import SqlProgram
     from ..protocol.message import MessageExt
     from .commit_log import CommitLog
     from .config import MessageStoreConfig
@@ -39,6 +40,8 @@ _PULL_DEFAULTS = {
 #: Up to this many messages per pull, an unfiltered pull reads its entries with struct, not numpy
 #: (a push consumer asks for 32; numpy's fixed cost is several entries' worth of struct)
 _FEW = 64
+#: Entries a SQL92 filter converts at first, then twice as many each time it needs more
+_SQL_CHUNK = 256
 
 try:
     TOTAL_PHYSICAL_MEMORY = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
@@ -140,10 +143,13 @@ class MessageReader:
         return True
 
     def get_message(self, group: str, topic: str, queue_id: int, offset: int, max_msg_nums: int,
-                    tag_codes: set[int] | None = None) -> GetResult:
+                    tag_codes: "set[int] | SqlProgram | None" = None) -> GetResult:
         """Up to ``max_msg_nums`` records of a queue from ``offset`` (DefaultMessageStore.getMessage).
 
-        ``tag_codes``: the subscription's codeSet (None or empty: every message matches).
+        ``tag_codes``: the subscription's codeSet (None or empty: every message matches), or a
+        compiled SQL92 filter (``_ext.sql_filter.SqlProgram``): a record matches when the filter
+        evaluates TRUE on its properties (4.9.8's ExpressionMessageFilter; one argument for both,
+        so that pulls without a filter take the same steps as before).
         ``next_begin_offset`` follows 4.9.8: 0 for an empty queue, the queue's min for a
         too-small offset, its max for an overflow, and past the last entry examined otherwise;
         except that a slave (without offsetCheckInSlave) leaves the requested offset alone
@@ -196,17 +202,21 @@ class MessageReader:
                 # Only entries up to the max_msg_nums-th match can be answered: the loop in
                 # _collect stops right after it, so Python lists of the other (up to 16,000)
                 # entries would be built for nothing.
-                if tag_codes:
+                matched: list[bool] | None
+                if not tag_codes:
+                    cut = min(n, max(1, max_msg_nums))
+                    matched = None
+                elif tag_codes.__class__ is set:
                     # codeSet holds Java ints: compare the int32 value of the stored code
                     t32 = arr["tags_code"].astype(np.int64).astype(np.int32)
                     hits = np.isin(t32, np.fromiter(tag_codes, dtype=np.int64, count=len(tag_codes)))
                     where = np.flatnonzero(hits)
                     cut = int(where[max_msg_nums - 1]) + 1 if len(where) >= max_msg_nums > 0 else n
-                    matched: list[bool] | None = hits[:cut].tolist()
+                    matched = hits[:cut].tolist()
                     del t32, hits, where
                 else:
-                    cut = min(n, max(1, max_msg_nums))
-                    matched = None
+                    # a SQL92 filter: evaluated against each record's properties, in place
+                    matched, cut = self._sql_matched(tag_codes, arr, max_msg_nums)  # type: ignore[arg-type]
                 part = arr[:cut]
                 offs = part["offset"].tolist()
                 damaged = self.damaged_offsets
@@ -229,6 +239,43 @@ class MessageReader:
         if ms > st["getMessageEntireTimeMax"]:
             st["getMessageEntireTimeMax"] = ms
         return res
+
+    def _sql_matched(self, program: "SqlProgram", arr: Any, max_msg_nums: int) -> tuple[list[bool], int]:
+        """Which entries of ``arr`` (up to the ``max_msg_nums``-th match) a SQL92 filter takes, and
+        how many entries that is. The records are evaluated in the mapped commit log, a file's run
+        at a time, in one call each; one that cannot be read is marked taken, so that
+        ``_collect`` reads it and answers as for any record gone (MESSAGE_WAS_REMOVING)."""
+        n = len(arr)
+        out = np.zeros(n, dtype=np.uint8)
+        find = self.commit_log.mfq.find_mapped_file_by_offset
+        want = max_msg_nums if max_msg_nums > 0 else 1
+        found = i = 0
+        # (entries are converted a chunk at a time: a pull takes up to 16,000 of them, and one of
+        # 32 matches at one in ten needs some 320)
+        chunk = max(_SQL_CHUNK, want * 4)
+        lo = hi = 0
+        offs: Any = None
+        sizes: Any = None
+        out_part: Any = None
+        while i < n and found < want:
+            if i >= hi:
+                lo, hi = i, min(n, i + chunk)
+                part = arr[lo:hi]
+                offs, sizes, out_part = part["offset"].astype(np.int64), part["size"].astype(np.int64), out[lo:hi]
+                chunk *= 2
+            mf = find(int(offs[i - lo]))
+            nxt = i
+            if mf is not None:
+                stop, got = program.match_records(mf.select(0), mf.file_from_offset, offs, sizes, i - lo, out_part,
+                                                  want - found)
+                nxt = lo + stop
+                found += got
+            if nxt == i:  # not in a file, or past what was written of it
+                out[i] = 1
+                found += 1
+                nxt = i + 1
+            i = nxt
+        return out[:i].astype(bool).tolist(), i
 
     def _found_null(self, res: GetResult, offset: int) -> None:
         """No entry at ``offset`` in its file: on to the next consume-queue file (4.9's

@@ -27,6 +27,7 @@ from typing import Any, Callable, Coroutine, Iterable, Sequence
 
 from .._ext.lone_put import LonePut
 from .._ext.send_batch import COLUMNS as _SEND_COLUMNS, SendBatch
+from .._ext.sql_filter import SqlProgram
 from ..protocol.message import MessageConst, MessageExt, MessageSysFlag, pack_host
 from . import FlushTimeoutError, MessageTooLargeError
 from .checkpoint import RecoveryResult, StoreCheckpoint, check_store, create_abort_file, recover_store, remove_abort_file
@@ -538,7 +539,7 @@ class MessageStore(DiskSpaceGuard):
 
     # ------------------------------------------------------------------ get: the reader's
     def get_message(self, group: str, topic: str, queue_id: int, offset: int, max_msg_nums: int,
-                    tag_codes: set[int] | None = None) -> GetResult:
+                    tag_codes: set[int] | SqlProgram | None = None) -> GetResult:
         """A pull's records: :meth:`MessageReader.get_message`."""
         return self.reader.get_message(group, topic, queue_id, offset, max_msg_nums, tag_codes)
 

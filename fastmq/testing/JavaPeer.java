@@ -2,16 +2,18 @@
 // (tests/interop/test_java_rocketmq.py, benchmarks/test_client_benchmarks.py).
 //
 //   java -cp <rocketmq client classpath>:<dir of this class> JavaPeer produce NAMESRV TOPIC COUNT [batch] [size=N] [warm=N]
-//   java -cp ... JavaPeer consume NAMESRV TOPIC GROUP EXPECT SECONDS [orderly] [fail=BODY]
+//   java -cp ... JavaPeer consume NAMESRV TOPIC GROUP EXPECT SECONDS [orderly] [fail=BODY] [sql=EXPR]
 //
-// produce sends COUNT messages (body "java-<i>", tags "TagJ", keys "key-<i>", user property
-// userProp=value-<i>), synchronously one by one or as one batch, and prints one
+// produce sends COUNT messages (body "java-<i>", tags "TagJ", keys "key-<i>", user properties
+// userProp=value-<i> and n=<i>), synchronously one by one or as one batch, and prints one
 // "SENT {json}" line per message and "RESULT {json}" at the end (with the timed sends' elapsed
 // time and, one by one, their p50 and p99; "warm=N" sends N untimed messages first). consume subscribes TOPIC "*"
 // in clustering mode from the first offset, concurrently or (orderly) with queues locked on the
 // broker, and prints "MSG {json}" per delivery and "DONE {json}" once EXPECT distinct bodies were
 // consumed or SECONDS passed. The first delivery of body BODY is refused (RECONSUME_LATER, or
-// SUSPEND_CURRENT_QUEUE_A_MOMENT when orderly), so that it must come again. The classpath is the
+// SUSPEND_CURRENT_QUEUE_A_MOMENT when orderly), so that it must come again. "sql=EXPR" subscribes
+// with MessageSelector.bySql(EXPR) instead of "*"; a start that fails (the broker refused the
+// expression) prints "DONE" with complete false and the error. The classpath is the
 // environment's: this file is fastmq's own test peer, not part of RocketMQ.
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
@@ -22,6 +24,7 @@ import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 
 import org.apache.rocketmq.client.consumer.DefaultMQPushConsumer;
+import org.apache.rocketmq.client.consumer.MessageSelector;
 import org.apache.rocketmq.client.consumer.listener.ConsumeConcurrentlyStatus;
 import org.apache.rocketmq.client.consumer.listener.ConsumeOrderlyStatus;
 import org.apache.rocketmq.client.consumer.listener.MessageListenerConcurrently;
@@ -63,6 +66,7 @@ public final class JavaPeer {
         }
         Message m = new Message(topic, "TagJ", "key-" + i, body.toString().getBytes(StandardCharsets.UTF_8));
         m.putUserProperty("userProp", "value-" + i);
+        m.putUserProperty("n", String.valueOf(i));
         return m;
     }
 
@@ -125,7 +129,7 @@ public final class JavaPeer {
     }
 
     private static void consume(String namesrv, String topic, String group, int expect, int seconds, boolean orderly,
-                                String fail) throws Exception {
+                                String fail, String sql) throws Exception {
         Set<String> bodies = ConcurrentHashMap.newKeySet();
         Set<String> refused = ConcurrentHashMap.newKeySet();
         CountDownLatch done = new CountDownLatch(1);
@@ -134,7 +138,11 @@ public final class JavaPeer {
         c.setInstanceName("java-peer-" + ProcessHandle.current().pid());
         c.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
         c.setConsumeMessageBatchMaxSize(1);
-        c.subscribe(topic, "*");
+        if (sql != null) {
+            c.subscribe(topic, MessageSelector.bySql(sql));
+        } else {
+            c.subscribe(topic, "*");
+        }
         if (orderly) {
             c.registerMessageListener((MessageListenerOrderly) (msgs, ctx) ->
                 handle(msgs, fail, refused, bodies, expect, done) ? ConsumeOrderlyStatus.SUCCESS
@@ -144,7 +152,13 @@ public final class JavaPeer {
                 handle(msgs, fail, refused, bodies, expect, done) ? ConsumeConcurrentlyStatus.CONSUME_SUCCESS
                     : ConsumeConcurrentlyStatus.RECONSUME_LATER);
         }
-        c.start();
+        try {
+            c.start();
+        } catch (Exception e) {
+            c.shutdown();
+            System.out.println("DONE {\"complete\": false, \"distinct\": 0, \"error\": " + q(e.getMessage()) + "}");
+            return;
+        }
         boolean complete = done.await(seconds, TimeUnit.SECONDS);
         Thread.sleep(500);  // let the consumed offsets reach the broker before shutdown persists them
         c.shutdown();
@@ -194,17 +208,21 @@ public final class JavaPeer {
         } else if (args.length >= 6 && args[0].equals("consume")) {
             boolean orderly = false;
             String fail = null;
+            String sql = null;
             for (int i = 6; i < args.length; i++) {
                 if (args[i].equals("orderly")) {
                     orderly = true;
                 } else if (args[i].startsWith("fail=")) {
                     fail = args[i].substring(5);
+                } else if (args[i].startsWith("sql=")) {
+                    sql = args[i].substring(4);
                 }
             }
-            consume(args[1], args[2], args[3], Integer.parseInt(args[4]), Integer.parseInt(args[5]), orderly, fail);
+            consume(args[1], args[2], args[3], Integer.parseInt(args[4]), Integer.parseInt(args[5]), orderly, fail,
+                sql);
         } else {
             System.err.println("usage: JavaPeer produce NAMESRV TOPIC COUNT [batch] [size=N] [warm=N] | "
-                + "consume NAMESRV TOPIC GROUP EXPECT SECONDS [orderly] [fail=BODY]");
+                + "consume NAMESRV TOPIC GROUP EXPECT SECONDS [orderly] [fail=BODY] [sql=EXPR]");
             System.exit(2);
         }
         System.exit(0);

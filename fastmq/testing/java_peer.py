@@ -8,7 +8,7 @@ JVM of its own printing one JSON record a line::
     sent, (result,), log = run_peer(cp, ["produce", cluster.namesrv_addr, "TopicTest", "10"], 120)
 
 The commands (``produce NAMESRV TOPIC COUNT [batch] [size=N] [warm=N]``, ``consume NAMESRV TOPIC
-GROUP EXPECT SECONDS [orderly] [fail=BODY]``) are described at the top of ``JavaPeer.java``.
+GROUP EXPECT SECONDS [orderly] [fail=BODY] [sql=EXPR]``) are described at the top of ``JavaPeer.java``.
 fastmq's interop tests and its client benchmark use it.
 """
 from __future__ import annotations

@@ -27,7 +27,8 @@ TIMEOUT_S = 60
 
 @pytest.fixture(scope="module")
 def namesrv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    with running_cluster(tmp_path_factory.mktemp("examples-cluster")) as (ns, _broker):
+    # (enablePropertyFilter: sql_filter.py subscribes with a SQL92 expression)
+    with running_cluster(tmp_path_factory.mktemp("examples-cluster"), enablePropertyFilter="true") as (ns, _broker):
         yield ns.addr
 
 

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from ...store.config import MessageStoreConfig
     from ...store.message_store import MessageStore
     from ..config import BrokerConfig
+    from ..consumer_filter import ConsumerFilterManager
     from ..consumer_manager import ConsumerManager, ProducerManager
     from ..long_polling import PullRequestHoldService
     from ..offsets import ConsumerOffsetManager
@@ -109,6 +110,7 @@ class BrokerContext(Protocol):
     subscription_groups: SubscriptionGroupManager
     offsets: ConsumerOffsetManager
     consumer_manager: ConsumerManager
+    consumer_filters: ConsumerFilterManager
     producer_manager: ProducerManager
     rebalance_locks: RebalanceLockManager
     hold_service: PullRequestHoldService

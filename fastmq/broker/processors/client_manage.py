@@ -10,6 +10,7 @@ import json
 import logging
 from typing import TYPE_CHECKING, Any
 
+from ...errors import FilterExpressionError
 from ...protocol import topic as tv
 from ...protocol.codes import RequestCode, ResponseCode
 from ...protocol.command import RemotingCommand, response_for
@@ -84,14 +85,26 @@ class ClientManageProcessor(BrokerCodeDispatchProcessor):
         return self._registered_first(response) if created else response
 
     def _warn_filter(self, data: ConsumerData) -> None:
-        """4.9 registers a SQL92 subscription at heartbeat and refuses its pulls; say why once."""
+        """A SQL92 subscription is compiled when its heartbeat registers it (4.9.8's
+        ConsumerFilterManager); one that does not compile, or that this broker does not serve
+        (enablePropertyFilter off: its pulls are refused), is logged once."""
+        on = self.broker.config.enablePropertyFilter
         for sub in data.subscriptions:
             etype = sub.expression_type or "TAG"
-            key = (data.group_name, sub.topic, etype)
-            if etype != "TAG" and key not in self._warned_filters and len(self._warned_filters) < 4096:
+            if etype == "TAG":
+                continue
+            why = None
+            if not on:
+                why = f"The broker does not support consumer to filter message by {etype}; its pulls are refused"
+            else:
+                try:
+                    self.broker.consumer_filters.compile(etype, sub.sub_string)
+                except FilterExpressionError as exc:
+                    why = f"its expression does not compile ({exc}); its pulls get FILTER_DATA_NOT_EXIST"
+            key = (data.group_name, sub.topic, f"{etype}:{sub.sub_string}")
+            if why is not None and key not in self._warned_filters and len(self._warned_filters) < 4096:
                 self._warned_filters.add(key)
-                log.warning("consumer group %s subscribes %s by %s: The broker does not support consumer to "
-                            "filter message by %s; its pulls are refused", data.group_name, sub.topic, etype, etype)
+                log.warning("consumer group %s subscribes %s by %s: %s", data.group_name, sub.topic, etype, why)
 
     async def _registered_first(self, response: RemotingCommand) -> RemotingCommand:
         # A group's retry topic made by its first heartbeat reaches the NameServers before the
@@ -112,15 +125,27 @@ class ClientManageProcessor(BrokerCodeDispatchProcessor):
         return response_for(request, ResponseCode.SUCCESS)
 
     def check_client_config(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
-        # Only TAG expressions are supported (no SQL92 filter), which RocketMQ reports the same way
-        # when enablePropertyFilter is off; a TAG subscription always passes.
+        """4.9.8's checkClientConfig: a TAG subscription passes; a SQL92 one needs
+        enablePropertyFilter (else SYSTEM_ERROR) and an expression that compiles (else
+        SUBSCRIPTION_PARSE_FAILED with the parser's text)."""
         try:
             body = json.loads(request.body or b"{}")
         except ValueError:
             return response_for(request, ResponseCode.SYSTEM_ERROR, "check client config body is not JSON")
-        sub = body.get("subscriptionData") or {}
+        sub = body.get("subscriptionData") if isinstance(body, dict) else None
+        if not isinstance(sub, dict):
+            return response_for(request, ResponseCode.SUCCESS)
         etype = sub.get("expressionType") or "TAG"
-        if etype != "TAG":
+        if etype == "TAG":
+            return response_for(request, ResponseCode.SUCCESS)
+        if not self.broker.config.enablePropertyFilter:
             return response_for(request, ResponseCode.SYSTEM_ERROR,
                                 f"The broker does not support consumer to filter message by {etype}")
+        expr = sub.get("subString")
+        try:
+            self.broker.consumer_filters.compile(str(etype), expr if isinstance(expr, str) else None)
+        except FilterExpressionError as exc:
+            log.warning("Client %s@%s filter message, but failed to compile expression! sub=%s, error=%s",
+                        str(body.get("clientId"))[:100], str(body.get("group"))[:100], str(expr)[:200], exc)
+            return response_for(request, ResponseCode.SUBSCRIPTION_PARSE_FAILED, str(exc))
         return response_for(request, ResponseCode.SUCCESS)

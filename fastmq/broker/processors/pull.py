@@ -13,7 +13,8 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from ..._ext.pull import decode_pull_header
-from ...errors import FAQ_SUFFIX, RemotingCommandError
+from ..._ext.sql_filter import SqlProgram
+from ...errors import FAQ_SUFFIX, FilterExpressionError, RemotingCommandError
 from ...protocol import topic as tv
 from ...protocol.codes import LanguageCode, RequestCode, ResponseCode
 from ...protocol.command import VERSION, RemotingCommand, response_for
@@ -41,10 +42,12 @@ _SUGGEST, _NEXT, _MIN, _MAX = declared(PullMessageResponseHeader, "suggestWhichB
 _JAVA = int(LanguageCode.JAVA)
 _SUCCESS, _PULL_NOT_FOUND = int(ResponseCode.SUCCESS), int(ResponseCode.PULL_NOT_FOUND)
 _PULL_MESSAGE = int(RequestCode.PULL_MESSAGE)
+_RETRY_IMMEDIATELY = int(ResponseCode.PULL_RETRY_IMMEDIATELY)
 _PERM_READ = tv.PERM_READ
 # members as plain names: reading one off its Enum class costs a metaclass __getattr__ call
 _FOUND, _OVERFLOW_ONE, _FOUND_NULL = GetStatus.FOUND, GetStatus.OFFSET_OVERFLOW_ONE, GetStatus.OFFSET_FOUND_NULL
 _FOUND_TEXT = _FOUND.value
+_NO_MATCHED_TEXT = GetStatus.NO_MATCHED_MESSAGE.value
 _RETRY_NOW = (GetStatus.MESSAGE_WAS_REMOVING, GetStatus.NO_MATCHED_MESSAGE)
 _NO_QUEUE = (GetStatus.NO_MATCHED_LOGIC_QUEUE, GetStatus.NO_MESSAGE_IN_QUEUE)
 _MOVED = (GetStatus.OFFSET_OVERFLOW_BADLY, GetStatus.OFFSET_TOO_SMALL)
@@ -134,9 +137,8 @@ class PullMessageProcessor(BrokerCodeDispatchProcessor):
         sub: SubscriptionData | None
         if sys_flag & PULL_SYSFLAG_SUBSCRIPTION:
             etype = h.expressionType or "TAG"
-            if etype != "TAG":  # SQL92 filtering is not implemented: 4.9's answer when it is off
-                return response_for(request, ResponseCode.SYSTEM_ERROR,
-                                    f"The broker does not support consumer to filter message by {etype}")
+            if etype != "TAG":
+                return self._carried_sql(conn, request, h, allow_suspend, etype)
             try:
                 sub = build_subscription(topic, h.subscription, h.subVersion)
             except Exception as exc:  # noqa: BLE001 - any parse failure is the client's
@@ -160,8 +162,7 @@ class PullMessageProcessor(BrokerCodeDispatchProcessor):
                 return response_for(request, ResponseCode.SUBSCRIPTION_NOT_LATEST,
                                     "the consumer's subscription not latest")
             if sub.expression_type and sub.expression_type != "TAG":
-                return response_for(request, ResponseCode.SYSTEM_ERROR,
-                                    f"The broker does not support consumer to filter message by {sub.expression_type}")
+                return self._registered_sql(conn, request, h, allow_suspend, sub)
         codes = None if sub.subscribes_all else set(sub.code_set)
         # (the reader's, which MessageStore.get_message passes on: one call less, twice a message)
         reader = b.store.reader
@@ -183,6 +184,65 @@ class PullMessageProcessor(BrokerCodeDispatchProcessor):
                                          (conn, request, h), frozenset(codes) if codes else None, conn))
         if allow_suspend and sys_flag & PULL_SYSFLAG_COMMIT_OFFSET and cfg.brokerId == MASTER_ID:  # (is_master)
             b.offsets.commit(group, topic, queue_id, h.commitOffset)
+        return response
+
+    # ------------------------------------------------------------------ SQL92 subscriptions
+    # Kept apart from process(), which returns into them, so that TAG subscriptions pay nothing.
+    def _carried_sql(self, conn: Connection, request: RemotingCommand, h: PullMessageRequestHeader,
+                     allow_suspend: bool, etype: str) -> RemotingCommand | None:
+        """A pull carrying a SQL92 subscription (the Java client's postSubscriptionWhenPull)."""
+        if not self.broker.config.enablePropertyFilter:
+            return response_for(request, ResponseCode.SYSTEM_ERROR,
+                                f"The broker does not support consumer to filter message by {etype}")
+        try:
+            program = self.broker.consumer_filters.compile(etype, h.subscription)
+        except FilterExpressionError as exc:
+            # (4.9.8 answers the same code when the subscription itself does not parse; a bad
+            # expression it would let through unfiltered, which would be success for work not done)
+            log.warning("parse the consumer's subscription[%s] failed, group: %s: %s", h.subscription,
+                        h.consumerGroup, exc)
+            return response_for(request, ResponseCode.SUBSCRIPTION_PARSE_FAILED,
+                                "parse the consumer's subscription failed")
+        return self._read_sql(conn, request, h, allow_suspend, program)
+
+    def _registered_sql(self, conn: Connection, request: RemotingCommand, h: PullMessageRequestHeader,
+                        allow_suspend: bool, sub: SubscriptionData) -> RemotingCommand | None:
+        """A pull of a consumer whose heartbeat registered a SQL92 subscription (what the Java
+        client does by default): its compiled filter, or 4.9.8's FILTER_DATA_NOT_EXIST."""
+        try:
+            program = self.broker.consumer_filters.compile(sub.expression_type, sub.sub_string)
+        except FilterExpressionError:
+            return response_for(request, ResponseCode.FILTER_DATA_NOT_EXIST,
+                                "The broker's consumer filter data is not exist!Your expression may be wrong!")
+        if not self.broker.config.enablePropertyFilter:
+            return response_for(request, ResponseCode.SYSTEM_ERROR,
+                                f"The broker does not support consumer to filter message by {sub.expression_type}")
+        return self._read_sql(conn, request, h, allow_suspend, program)
+
+    def _read_sql(self, conn: Connection, request: RemotingCommand, h: PullMessageRequestHeader,
+                  allow_suspend: bool, program: SqlProgram) -> RemotingCommand | None:
+        """The rest of :meth:`process` for a SQL92 filter: the store evaluates ``program`` against
+        each record's properties. A held pull wakes at any arrival (the filter needs the record)."""
+        b = self.broker
+        cfg = b.config
+        topic, queue_id, sys_flag = h.topic, h.queueId, h.sysFlag
+        reader = b.store.reader
+        suspend = allow_suspend and sys_flag & PULL_SYSFLAG_SUSPEND
+        if suspend and reader.caught_up(topic, queue_id, h.queueOffset):
+            response = None
+        else:
+            res = reader.get_message(h.consumerGroup, topic, queue_id, h.queueOffset, h.maxMsgNums, program)
+            response = self._answer(request, h, res)
+            if response is None and not suspend:
+                response = self._not_found(request, res, h)
+        if response is None:
+            timeout_ms = h.suspendTimeoutMillis if cfg.longPollingEnable else cfg.shortPollingTimeMills
+            request.body = None
+            wait = (timeout_ms if timeout_ms > 0 else 0) / 1000
+            b.hold_service.hold(HeldPull(topic, queue_id, h.queueOffset, asyncio.get_running_loop().time() + wait,
+                                         (conn, request, h), None, conn))
+        if allow_suspend and sys_flag & PULL_SYSFLAG_COMMIT_OFFSET and cfg.brokerId == MASTER_ID:
+            b.offsets.commit(h.consumerGroup, topic, queue_id, h.commitOffset)
         return response
 
     @staticmethod
@@ -254,8 +314,16 @@ class PullMessageProcessor(BrokerCodeDispatchProcessor):
         resp = self.process(conn, request, False, h)
         if resp is None:  # cannot happen with allow_suspend=False; be safe
             return False
-        if resp.code == _PULL_NOT_FOUND and not timed_out:
-            return False
+        code = resp.code
+        if code != _SUCCESS and not timed_out:
+            if code == _PULL_NOT_FOUND:
+                return False
+            if code == _RETRY_IMMEDIATELY and resp.remark == _NO_MATCHED_TEXT and resp.ext_fields:
+                # A filter (SQL92 above all: every arrival wakes it) took none of what arrived: the
+                # pull stays held from past it, and answers when a message it takes arrives or its
+                # time is up, as 4.9.8's hold service, which wakes such a pull only for a match.
+                h.queueOffset = held.offset = int(resp.ext_fields[_NEXT])
+                return False
         waiting = self._answers.get(conn)
         if waiting is None:
             self._answers[conn] = [resp]
