@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..common.json_file import JsonConfigFile
+from ..common.json_file import JsonConfigFile, JsonText, PrettyTable, pretty_object
 from ..errors import RemotingCommandError
 from ..protocol.bodies import DataVersion, loads_lenient
 from ..protocol.topic import validate_group
@@ -73,7 +73,9 @@ class SubscriptionGroupConfig:
 
 class SubscriptionGroupManager:
     """The group table; a change schedules a coalesced background write (see
-    :class:`JsonConfigFile`), :meth:`persist` writes at once."""
+    :class:`JsonConfigFile`), :meth:`persist` writes at once. A group's config is replaced to
+    change it, never modified in place (the file's :class:`PrettyTable` keeps unchanged entries'
+    text)."""
 
     def __init__(self, path: str | Path, auto_create: bool = True) -> None:
         self.path = Path(path)
@@ -83,6 +85,7 @@ class SubscriptionGroupManager:
         self._lock = threading.RLock()
         self.file: JsonConfigFile[tuple[dict[str, SubscriptionGroupConfig], DataVersion | None]] = JsonConfigFile(
             self.path, self._snapshot_obj)
+        self._pretty: PrettyTable[SubscriptionGroupConfig] = PrettyTable(SubscriptionGroupConfig.to_obj)
 
     def find(self, group: str) -> SubscriptionGroupConfig | None:
         """The group's config, created with defaults on first use when auto-creation is on."""
@@ -141,11 +144,12 @@ class SubscriptionGroupManager:
             self.table.update(groups)
             if version is not None:
                 self.data_version = version
+            self._pretty.encode(self.table)  # the whole table once now, not in the first change's write
 
-    def _snapshot_obj(self) -> dict[str, Any]:
-        with self._lock:
-            return {"dataVersion": self.data_version.to_obj(),
-                    "subscriptionGroupTable": {k: v.to_obj() for k, v in self.table.items()}}
+    def _snapshot_obj(self) -> JsonText:
+        with self._lock:  # a copy under the lock; the encoding outside it
+            table, version = dict(self.table), self.data_version.to_obj()
+        return pretty_object({"dataVersion": version, "subscriptionGroupTable": self._pretty.encode(table)})
 
     def persist(self) -> None:
         """Write ``subscriptionGroup.json`` now, in the caller's thread.

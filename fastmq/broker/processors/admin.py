@@ -101,12 +101,12 @@ class AdminBrokerProcessor(BrokerCodeDispatchProcessor):
     # ------------------------------------------------------------ topics
 
     async def _on_disk(self, file: JsonConfigFile[Any]) -> None:
-        """Wait until ``file`` holds the change just made, written on a worker thread (not the
+        """Wait until ``file`` holds the change just made, written by the files' thread (not the
         event loop). Admin changes are answered once on disk, as 4.9 persists inside the request:
         a topic created and acknowledged must survive a kill -9 that follows at once. Concurrent
         changes share one write. A failed write is logged and retried by the background writer."""
         try:
-            await asyncio.to_thread(file.flush)
+            await file.durable()
         except OSError as exc:
             log.error("persist %s failed: %s; retrying in the background", file.path, exc)
             file.changed()
