@@ -14,6 +14,7 @@ from typing import Any
 
 from ..common.json_file import JsonConfigFile, JsonText, PrettyTable, pretty_object
 from ..errors import RemotingCommandError
+from ..protocol.java_number import JavaNumberFormatError, json_int, json_long
 from ..protocol.bodies import DataVersion, loads_lenient
 from ..protocol.topic import validate_group
 
@@ -30,6 +31,8 @@ _JSON_KEYS = {"group_name": "groupName", "consume_enable": "consumeEnable",
               "retry_queue_nums": "retryQueueNums", "retry_max_times": "retryMaxTimes", "broker_id": "brokerId",
               "which_broker_when_consume_slowly": "whichBrokerWhenConsumeSlowly",
               "notify_consumer_ids_changed_enable": "notifyConsumerIdsChangedEnable"}
+
+_LONG_FIELDS = {"broker_id", "which_broker_when_consume_slowly"}
 
 
 @dataclass
@@ -60,9 +63,14 @@ class SubscriptionGroupConfig:
                 v = obj[key]
                 if isinstance(default, bool) and not isinstance(v, bool):
                     raise RemotingCommandError(f"subscription group field {key} must be a boolean")
-                if isinstance(default, int) and not isinstance(default, bool) and (
-                        isinstance(v, bool) or not isinstance(v, int)):
-                    raise RemotingCommandError(f"subscription group field {key} must be an integer")
+                if isinstance(default, int) and not isinstance(default, bool):
+                    # as fastjson binds the Java field: brokerId and whichBrokerWhenConsumeSlowly are longs
+                    java_long = attr in _LONG_FIELDS
+                    try:
+                        v = json_long(v) if java_long else json_int(v)
+                    except JavaNumberFormatError as exc:
+                        raise RemotingCommandError(f"subscription group field {key} must be an integer (a Java "
+                                                   f"{'long' if java_long else 'int'}): {exc.java_text}") from None
                 kw[attr] = v
         return cls(**kw)
 

@@ -26,6 +26,7 @@ from ...protocol.headers import (ConsumeMessageDirectlyResultRequestHeader, Crea
                                  GetMaxOffsetRequestHeader, GetMinOffsetRequestHeader, GetTopicStatsInfoRequestHeader,
                                  QueryConsumeQueueRequestHeader, QueryMessageRequestHeader, SearchOffsetRequestHeader,
                                  ViewMessageRequestHeader)
+from ...protocol.java_number import JavaNumberFormatError, json_int
 from ...protocol.message import MessageFormatError, decode_offset_msg_id
 from ...protocol.message_queue import MessageQueue
 from ...remoting import Connection
@@ -558,7 +559,11 @@ class AdminBrokerProcessor(BrokerCodeDispatchProcessor):
         for mq in obj["mqSet"]:
             if not isinstance(mq, dict):
                 raise RemotingCommandError("mqSet entries must be objects")
-            mqs.append((str(mq.get("topic")), str(mq.get("brokerName")), int(mq.get("queueId", -1))))
+            try:
+                qid = json_int(mq.get("queueId", -1))
+            except JavaNumberFormatError as exc:
+                raise RemotingCommandError(f"mqSet queueId must be a Java int: {exc.java_text}") from None
+            mqs.append((str(mq.get("topic")), str(mq.get("brokerName")), qid))
         # the body's names pass the same rules as a header's (the name gate sees headers only)
         problem = tv.validate_group(obj["consumerGroup"]) or next(
             (r for r in (tv.validate_topic_ref(t) for t, _, _ in mqs) if r is not None), None)
