@@ -439,9 +439,11 @@ class JsonConfigFile(Generic[T]):
                     _FLUSHER.schedule(self, max(self.delay, RETRY_AFTER_FAILURE))
                     return
                 raise
-            except BaseException:
+            except BaseException as exc:
                 with self._state:
                     self._dirty = True
+                # (a snapshot bug: whoever awaits durable() hears of it rather than waiting forever)
+                self._settle(upto, OSError(f"writing {self.path} failed: {exc!r}"))
                 raise
             self.last_error = None
             self._settle(upto, None)
