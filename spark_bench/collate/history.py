@@ -248,7 +248,10 @@ def read(path: Path) -> list[dict[str, str]]:
         reader = csv.DictReader(f)
         if tuple(reader.fieldnames or ()) not in (FIELDS, _FIELDS_BEFORE_SHAPE):
             raise CollateError(f"{path}: not a history file (header {reader.fieldnames}, expected {FIELDS})")
-        return [{**r, "note": r["note"] or _note(r["peer"], r["date"]), "shape": r.get("shape") or ""}
+        # (a line of another width, as a text merge of an old and a new history may leave, keeps
+        # the known columns: its missing shape is unknown, anything past the header dropped)
+        return [{**{k: v or "" for k, v in r.items() if k is not None},
+                 "note": r["note"] or _note(r["peer"] or "", r["date"] or ""), "shape": r.get("shape") or ""}
                 for r in reader]
 
 

@@ -104,3 +104,14 @@ def test_prune_keeps_the_newest_run_of_each_shape(tmp_path: Path) -> None:
     (tmp_path / "history.csv").write_text(",".join(history.FIELDS) + "\n")
     history.prune(tmp_path)
     assert not a.exists() and b.exists() and c.exists()
+
+
+def test_a_merged_history_of_both_widths_reads(tmp_path: Path) -> None:
+    hist = tmp_path / "history.csv"
+    hist.write_text(",".join(history.FIELDS) + "\n"
+                    "2026-11-01T00:00:00Z,1234567,runs/a,e2e-latency-1k,e2e p99,900,us,fastmq,lower,,\n"
+                    "2026-11-02T00:00:00Z,1234567,runs/b,e2e-latency-1k,e2e p99,800,us,fastmq,lower,,,s,extra\n")
+    lines = history.read(hist)
+    assert [x["shape"] for x in lines] == ["", "s"] and all(None not in x for x in lines)
+    history.write(hist, lines)
+    assert len(history.read(hist)) == 2
