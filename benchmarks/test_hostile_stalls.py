@@ -1,7 +1,8 @@
 """One client's heavy requests against everyone else's latency (issue 32, item 2).
 
-- topic creation on a broker holding 20,000 topics, 100 a second: the NameServer's route
-  lookups meanwhile (p99; the goal is under 10 ms), and each creation's own time;
+- topic creation on a broker holding 20,000 topics, 100 a second started on schedule (each
+  answered once on disk): the rate done, each creation's own time, and the NameServer's route
+  lookups meanwhile (p99; the goal is under 10 ms);
 - a heartbeat naming a new consumer group, at 10 groups and after 2,000 (the goal: the same);
 - 20 QUERY_MESSAGE walks of a 100k-entry key at once: other clients' sends and pulls meanwhile.
 
@@ -111,21 +112,32 @@ async def _create_topics(ns_addr: str, broker_addr: str, round_no: int) -> dict[
     looker, creator = RemotingClient(), RemotingClient()
     create_lat: list[float] = []
     try:
+        async def create(i: int) -> None:
+            create_lat.append(await _timed(creator.invoke(broker_addr, create_request(
+                RequestCode.UPDATE_AND_CREATE_TOPIC, {"topic": f"New{round_no}_{i}", "defaultTopic": "TBW102",
+                                                      "readQueueNums": 4, "writeQueueNums": 4, "perm": 6,
+                                                      "topicFilterType": "SINGLE_TAG"}), 30)))
+
         async def work() -> None:
-            n = int(CREATE_PER_S * CREATE_SECONDS)
+            # Open loop: a creation starts when due, answered or not the one before (as from
+            # several admin clients), so the rate measured is what the broker sustains.
+            nonlocal elapsed
             t0 = time.monotonic()
+            tasks = []
             for i in range(n):
                 await asyncio.sleep(max(0.0, t0 + i / CREATE_PER_S - time.monotonic()))
-                create_lat.append(await _timed(creator.invoke(broker_addr, create_request(
-                    RequestCode.UPDATE_AND_CREATE_TOPIC, {"topic": f"New{round_no}_{i}", "defaultTopic": "TBW102",
-                                                          "readQueueNums": 4, "writeQueueNums": 4, "perm": 6,
-                                                          "topicFilterType": "SINGLE_TAG"}), 30)))
+                tasks.append(asyncio.ensure_future(create(i)))
+            await asyncio.gather(*tasks)
+            elapsed = time.monotonic() - t0
+        n = int(CREATE_PER_S * CREATE_SECONDS)
+        elapsed = float("nan")
         lookups = await _lookups_while(looker, ns_addr, work)
     finally:
         await looker.close()
         await creator.close()
     return {"lookup_p99_ms": _ms(_pct(lookups, 0.99)), "lookup_max_ms": _ms(max(lookups)),
-            "create_p50_ms": _ms(_pct(create_lat, 0.5)), "create_p99_ms": _ms(_pct(create_lat, 0.99))}
+            "create_p50_ms": _ms(_pct(create_lat, 0.5)), "create_p99_ms": _ms(_pct(create_lat, 0.99)),
+            "creations_per_s_done": round(n / elapsed, 1)}
 
 
 def test_topic_creation_on_a_big_broker(benchmark: Any, cluster: Any) -> None:
@@ -152,7 +164,10 @@ async def _heartbeats(broker_addr: str, groups: int) -> dict[str, float]:
     finally:
         await client.close()
     first, last = lat[:10], lat[-10:]
-    return {"first_10_mean_ms": _ms(sum(first) / len(first)), "last_10_mean_ms": _ms(sum(last) / len(last))}
+    # (ten heartbeats are at the mercy of one stall of a shared machine; the medians of a hundred are not)
+    return {"first_10_mean_ms": _ms(sum(first) / len(first)), "last_10_mean_ms": _ms(sum(last) / len(last)),
+            "first_100_p50_ms": _ms(_pct(lat[:100], 0.5)), "last_100_p50_ms": _ms(_pct(lat[-100:], 0.5)),
+            "last_100_p99_ms": _ms(_pct(lat[-100:], 0.99))}
 
 
 def test_heartbeat_of_a_new_group(benchmark: Any, cluster: Any) -> None:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from ..common.json_file import read_json, write_json_atomic
 from ..errors import FastMQError
+from ..protocol.java_number import json_int, json_long
 from ..protocol.bodies import DataVersion, TopicConfig, loads_lenient
 from ..protocol.codes import RequestCode, ResponseCode
 from ..protocol.command import create_request
@@ -87,12 +88,12 @@ class SlaveSynchronize:
         table = obj.get("offsetTable") or {}
         with om._lock:
             for k, v in table.items():
-                om.table[k] = {int(q): int(o) for q, o in v.items()}
+                om.table[k] = {json_int(q): json_long(o) for q, o in v.items()}
             om._dirty = True
         om.persist()
 
     def _delay_offsets(self, obj: dict[str, Any]) -> None:
-        table = {str(k): int(v) for k, v in (obj.get("offsetTable") or {}).items()}
+        table = {str(k): json_long(v) for k, v in (obj.get("offsetTable") or {}).items()}
         path = delay_offset_path(self.broker)
         if read_json(path, loads=loads_lenient) != {"offsetTable": table}:
             write_json_atomic(path, {"offsetTable": table})

@@ -12,8 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..common.json_file import JsonConfigFile
+from ..common.json_file import JsonConfigFile, JsonText, PrettyTable, pretty_object
 from ..errors import RemotingCommandError
+from ..protocol.java_number import JavaNumberFormatError, json_int, json_long
 from ..protocol.bodies import DataVersion, loads_lenient
 from ..protocol.topic import validate_group
 
@@ -30,6 +31,8 @@ _JSON_KEYS = {"group_name": "groupName", "consume_enable": "consumeEnable",
               "retry_queue_nums": "retryQueueNums", "retry_max_times": "retryMaxTimes", "broker_id": "brokerId",
               "which_broker_when_consume_slowly": "whichBrokerWhenConsumeSlowly",
               "notify_consumer_ids_changed_enable": "notifyConsumerIdsChangedEnable"}
+
+_LONG_FIELDS = {"broker_id", "which_broker_when_consume_slowly"}
 
 
 @dataclass
@@ -60,9 +63,14 @@ class SubscriptionGroupConfig:
                 v = obj[key]
                 if isinstance(default, bool) and not isinstance(v, bool):
                     raise RemotingCommandError(f"subscription group field {key} must be a boolean")
-                if isinstance(default, int) and not isinstance(default, bool) and (
-                        isinstance(v, bool) or not isinstance(v, int)):
-                    raise RemotingCommandError(f"subscription group field {key} must be an integer")
+                if isinstance(default, int) and not isinstance(default, bool):
+                    # as fastjson binds the Java field: brokerId and whichBrokerWhenConsumeSlowly are longs
+                    java_long = attr in _LONG_FIELDS
+                    try:
+                        v = json_long(v) if java_long else json_int(v)
+                    except JavaNumberFormatError as exc:
+                        raise RemotingCommandError(f"subscription group field {key} must be an integer (a Java "
+                                                   f"{'long' if java_long else 'int'}): {exc.java_text}") from None
                 kw[attr] = v
         return cls(**kw)
 
@@ -73,7 +81,9 @@ class SubscriptionGroupConfig:
 
 class SubscriptionGroupManager:
     """The group table; a change schedules a coalesced background write (see
-    :class:`JsonConfigFile`), :meth:`persist` writes at once."""
+    :class:`JsonConfigFile`), :meth:`persist` writes at once. A group's config is replaced to
+    change it, never modified in place (the file's :class:`PrettyTable` keeps unchanged entries'
+    text)."""
 
     def __init__(self, path: str | Path, auto_create: bool = True) -> None:
         self.path = Path(path)
@@ -83,6 +93,7 @@ class SubscriptionGroupManager:
         self._lock = threading.RLock()
         self.file: JsonConfigFile[tuple[dict[str, SubscriptionGroupConfig], DataVersion | None]] = JsonConfigFile(
             self.path, self._snapshot_obj)
+        self._pretty: PrettyTable[SubscriptionGroupConfig] = PrettyTable(SubscriptionGroupConfig.to_obj)
 
     def find(self, group: str) -> SubscriptionGroupConfig | None:
         """The group's config, created with defaults on first use when auto-creation is on."""
@@ -141,11 +152,12 @@ class SubscriptionGroupManager:
             self.table.update(groups)
             if version is not None:
                 self.data_version = version
+            self._pretty.encode(self.table)  # the whole table once now, not in the first change's write
 
-    def _snapshot_obj(self) -> dict[str, Any]:
-        with self._lock:
-            return {"dataVersion": self.data_version.to_obj(),
-                    "subscriptionGroupTable": {k: v.to_obj() for k, v in self.table.items()}}
+    def _snapshot_obj(self) -> JsonText:
+        with self._lock:  # a copy under the lock; the encoding outside it
+            table, version = dict(self.table), self.data_version.to_obj()
+        return pretty_object({"dataVersion": version, "subscriptionGroupTable": self._pretty.encode(table)})
 
     def persist(self) -> None:
         """Write ``subscriptionGroup.json`` now, in the caller's thread.

@@ -8,12 +8,13 @@ Every change bumps the data version, which the NameServer registration compares.
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 from pathlib import Path
 from typing import Any, Callable
 
-from ..common.json_file import JsonConfigFile
+from ..common.json_file import JsonConfigFile, JsonText, PrettyTable, pretty_object
 from ..protocol import topic as tv
 from ..protocol.bodies import DataVersion, TopicConfig
 from .config import BrokerConfig
@@ -32,7 +33,8 @@ class TopicConfigManager:
     Reads happen on the event loop and on executor threads (pull, admin), so mutations take a
     lock; lookups read the dict without one, as a dict read is atomic in CPython. Writes are
     coalesced and done by a background thread (:class:`JsonConfigFile`); :meth:`persist` writes
-    at once (shutdown).
+    at once (shutdown). A topic's config is replaced to change it, never modified in place: the
+    file's encoder (:class:`PrettyTable`) re-encodes only entries that are new objects.
     """
 
     def __init__(self, broker: BrokerConfig, path: str | Path,
@@ -44,6 +46,7 @@ class TopicConfigManager:
         self._lock = threading.RLock()
         self.file: JsonConfigFile[tuple[dict[str, TopicConfig], DataVersion | None]] = JsonConfigFile(
             self.path, self._snapshot_obj)
+        self._pretty: PrettyTable[TopicConfig] = PrettyTable(TopicConfig.to_obj)
         #: Called after a topic is created on demand, so the broker can re-register at once.
         self.on_new_topic = on_new_topic
         self._add_system_topics()
@@ -95,12 +98,13 @@ class TopicConfigManager:
             self.table.update(topics)
             if version is not None:
                 self.data_version = version
+            self._pretty.encode(self.table)  # the whole table once now, not in the first creation's answer
         log.info("loaded %d topics from %s", len(self.table), self.path)
 
-    def _snapshot_obj(self) -> dict[str, Any]:
-        with self._lock:
-            return {"dataVersion": self.data_version.to_obj(),
-                    "topicConfigTable": {k: v.to_obj() for k, v in self.table.items()}}
+    def _snapshot_obj(self) -> JsonText:
+        with self._lock:  # a copy under the lock; the encoding outside it
+            table, version = dict(self.table), self.data_version.to_obj()
+        return pretty_object({"dataVersion": version, "topicConfigTable": self._pretty.encode(table)})
 
     def persist(self) -> None:
         """Write ``topics.json`` now, in the caller's thread (shutdown, tests).
@@ -151,7 +155,8 @@ class TopicConfigManager:
                             default_topic, remote)
                 return None
             if default_topic == tv.AUTO_CREATE_TOPIC_KEY_TOPIC and not self.broker.autoCreateTopicEnable:
-                default.perm = tv.PERM_READ | tv.PERM_WRITE
+                default = dataclasses.replace(default, perm=tv.PERM_READ | tv.PERM_WRITE)
+                self.table[default_topic] = default  # replaced, not changed in place (see the class)
             if not tv.is_inherited(default.perm):
                 log.warning("Create new topic failed, because the default topic[%s] has no perm [%s] producer:[%s]",
                             default_topic, default.perm, remote)

@@ -22,6 +22,7 @@ from typing import Any, Protocol
 
 from ..common.stats_item import HOUR_EVERY_S, MINUTE_EVERY_S
 from ..errors import FAQ_SUFFIX, BadRouteError, ClientStateError, FastMQError, NoNameServerError
+from ..protocol.java_number import json_long
 from ..protocol.bodies import MASTER_ID, TopicRouteData, loads_mq_keyed
 from ..protocol.codes import ClientErrorCode, RequestCode, ResponseCode
 from ..protocol.command import VERSION_NAME, RemotingCommand, response_for
@@ -143,9 +144,9 @@ def reset_offset_table(body: bytes) -> dict[MessageQueue, int]:
     table = obj.get("offsetTable") if isinstance(obj, dict) else None
     try:
         if isinstance(table, list):
-            return {MessageQueue.from_obj(o): int(o["offset"]) for o in table}
+            return {MessageQueue.from_obj(o): json_long(o["offset"]) for o in table}
         if isinstance(table, dict) and all(isinstance(k, MessageQueue) for k in table):
-            return {mq: int(v) for mq, v in table.items()}
+            return {mq: json_long(v) for mq, v in table.items()}
     except (KeyError, TypeError, AttributeError) as exc:
         raise ValueError(f"a queue without topic, brokerName, queueId or offset: {exc}") from None
     raise ValueError("no offsetTable of queues")

@@ -9,7 +9,18 @@ write ``<name>.tmp``, fsync it, keep the previous file as ``<name>.bak`` and ren
 into place (RocketMQ's ``MixAll.string2File`` order). A change does not write at once: it marks
 its :class:`JsonConfigFile` dirty and one background thread writes the latest state a moment
 later, so a burst of 300 new groups costs one or two writes instead of 300 fsyncs on the event
-loop (which froze a broker for 34 s). A clean shutdown writes what is still pending.
+loop (which froze a broker for 34 s). A clean shutdown writes what is still pending. A request
+that must answer only once its change is on disk (an admin's new topic) awaits
+:meth:`JsonConfigFile.durable`: it asks that thread for a write now, and every change made before
+that write began rides in it (group commit), so 100 such requests a second cost a few writes.
+
+Encoding. The files are pretty JSON, as 4.9.8's ``ConfigManager.persist`` writes them (an
+operator reads and edits them; Apache's broker reads ours). Python's pretty encoder is pure
+Python: 20,000 topics took 190 ms of the interpreter's lock per write, stalling the event loop
+that shares it. :class:`PrettyTable` keeps the text of each table entry between writes and
+encodes only entries that changed, so a write of that table costs a few milliseconds. The text
+is ``json.dumps(indent=4, sort_keys=True)``'s, except that a table's entries keep the table's own
+order (4.9.8's follow its hash map's order; any order reads back the same).
 
 Reading, as RocketMQ's ``ConfigManager.load``: the main file; when it cannot be parsed, its
 ``.bak``. When the main file is damaged and the ``.bak`` is missing or damaged too, loading raises
@@ -20,19 +31,24 @@ from __future__ import annotations
 
 import json
 import logging
+import operator
 import os
 import threading
 import time
+from asyncio import AbstractEventLoop, Future, get_running_loop
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Generic, TypeVar
+from typing import Any, Callable, Generic, Mapping, TypeVar
 
 from ..errors import ConfigError
 
-__all__ = ["write_json_atomic", "read_json", "load_json", "JsonConfigFile", "RETRY_AFTER_FAILURE"]
+__all__ = ["write_json_atomic", "read_json", "load_json", "JsonConfigFile", "RETRY_AFTER_FAILURE", "JsonText",
+           "pretty_json", "pretty_object", "PrettyTable"]
 
 log = logging.getLogger("fastmq.config")
 
 T = TypeVar("T")
+V = TypeVar("V")
 
 #: Seconds before a failed background write (disk full, permissions) is tried again.
 RETRY_AFTER_FAILURE = 1.0
@@ -49,18 +65,122 @@ def _fsync_dir(directory: Path) -> None:
         pass
 
 
+@dataclass(frozen=True)
+class JsonText:
+    """JSON already encoded, in pieces (a big table's text is not copied into one string):
+    :func:`write_json_atomic` writes them as they are."""
+
+    parts: tuple[str, ...]
+
+    @property
+    def text(self) -> str:
+        return "".join(self.parts)
+
+
+def pretty_json(obj: Any) -> str:
+    """The state files' format: 4-space indent, sorted keys, UTF-8 text rather than escapes."""
+    return json.dumps(obj, indent=4, sort_keys=True, ensure_ascii=False)
+
+
+def pretty_object(fields: Mapping[str, Any]) -> JsonText:
+    """:func:`pretty_json` of the object ``fields``, where a :class:`JsonText` value is already
+    encoded at depth 1 (a :meth:`PrettyTable.encode` result) and goes in as it is."""
+    if not fields:
+        return JsonText(("{}",))
+    parts = ["{\n"]
+    for n, key in enumerate(sorted(fields)):
+        value = fields[key]
+        parts.append(("" if n == 0 else ",\n") + "    " + json.dumps(key, ensure_ascii=False) + ": ")
+        if isinstance(value, JsonText):
+            parts.extend(value.parts)
+        else:
+            parts.append(pretty_json(value).replace("\n", "\n    "))
+    parts.append("\n}")
+    return JsonText(tuple(parts))
+
+
+class _Block(Generic[V]):
+    """A run of consecutive table entries and their text."""
+
+    __slots__ = ("keys", "values", "text")
+
+    def __init__(self, keys: list[str], values: list[V], text: str) -> None:
+        self.keys, self.values, self.text = keys, values, text
+
+
+class PrettyTable(Generic[V]):
+    """The pretty text of a ``{name: entry}`` table, one level deep in its file (``{"dataVersion":
+    ..., "topicConfigTable": <here>}``), re-encoding only the entries that changed since the last
+    call.
+
+    The entries come in the table's own order (as loaded, then as created), each encoded as
+    :func:`pretty_json` would. The table is cut in blocks of :attr:`BLOCK` entries whose text is
+    kept; a block is reused when it holds the same names and the very same entry objects, which
+    C-level comparisons check, so a write after one new topic on a 20,000-topic table is a few
+    milliseconds of the interpreter's lock, not the 190 ms of encoding it all. An entry counts as
+    unchanged while the table holds the same object: the owners replace an entry to change it
+    and never modify one in place. Not thread-safe: one writer calls it (the file's write lock
+    serialises them).
+
+    Args:
+        to_obj: an entry's JSON value.
+    """
+
+    BLOCK = 256
+    _PAD = " " * 8  # the entries' indent at depth 1
+
+    def __init__(self, to_obj: Callable[[V], Any]) -> None:
+        self._to_obj = to_obj
+        self._blocks: list[_Block[V]] = []
+        self._texts: dict[str, tuple[V, str]] = {}  # every entry's text, for blocks that moved
+
+    def _entry(self, name: str, value: V) -> str:
+        hit = self._texts.get(name)
+        if hit is None or hit[0] is not value:
+            # pretty_json escapes every newline inside strings, so each "\n" is between tokens
+            hit = (value, self._PAD + json.dumps(name, ensure_ascii=False) + ": "
+                   + pretty_json(self._to_obj(value)).replace("\n", "\n" + self._PAD))
+            self._texts[name] = hit
+        return hit[1]
+
+    def encode(self, table: Mapping[str, V]) -> JsonText:
+        """The table's text in its own order, each entry as :func:`pretty_json` would indent it
+        at depth 1."""
+        keys, values = list(table), list(table.values())
+        old, blocks = self._blocks, []
+        for n, i in enumerate(range(0, len(keys), self.BLOCK)):
+            k, v = keys[i:i + self.BLOCK], values[i:i + self.BLOCK]
+            b = old[n] if n < len(old) else None
+            if b is None or b.keys != k or not all(map(operator.is_, b.values, v)):
+                b = _Block(k, v, ",\n".join(map(self._entry, k, v)))
+            blocks.append(b)
+        self._blocks = blocks
+        if len(self._texts) > 2 * len(keys) + self.BLOCK:  # names deleted since: forget them
+            self._texts = {name: self._texts[name] for name in keys if name in self._texts}
+        if not blocks:
+            return JsonText(("{}",))
+        parts = ["{\n"]
+        for b in blocks:
+            parts += (b.text, ",\n")
+        parts[-1] = "\n    }"
+        return JsonText(tuple(parts))
+
+
 def write_json_atomic(path: str | Path, obj: Any) -> None:
     """Write ``obj`` as pretty JSON to ``path`` so that a crash never leaves half a file.
+
+    ``obj`` is a JSON value, or a :class:`JsonText` written as it is.
 
     Raises:
         OSError: the directory, temp file or rename failed; the previous file is untouched.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    data = json.dumps(obj, indent=4, sort_keys=True, ensure_ascii=False).encode("utf-8")
+    parts = obj.parts if isinstance(obj, JsonText) else (pretty_json(obj),)
     tmp = path.with_name(path.name + ".tmp")
     with open(tmp, "wb") as f:
-        f.write(data)
+        for part in parts:
+            f.write(part.encode("utf-8"))
         f.flush()
         os.fsync(f.fileno())
     if path.exists():
@@ -196,6 +316,9 @@ class JsonConfigFile(Generic[T]):
         self._state = threading.Lock()  # guards _dirty
         self._write_lock = threading.Lock()  # one writer of <name>.tmp at a time
         self._dirty = False
+        self._changes = 0  # changes counted, under _state
+        self._written = 0  # how many of them the last good write holds
+        self._waiters: list[tuple[int, AbstractEventLoop, Future[None]]] = []  # (changes, loop, future)
         self._main_damaged = False  # loaded from .bak: the next write must not make the damage the .bak
         #: Set when loading failed: the damaged file is left for the operator, never overwritten.
         self.refused: str | None = None
@@ -223,7 +346,45 @@ class JsonConfigFile(Generic[T]):
             return
         with self._state:
             self._dirty = True
+            self._changes += 1
         _FLUSHER.schedule(self, self.delay if delay is None else delay)
+
+    async def durable(self) -> None:
+        """Return once every change recorded before this call is on disk, written by the
+        background thread now, together with whatever else changed before that write began.
+
+        Returns at once for a file refused at load (nothing is written; that write logs why).
+
+        Raises:
+            OSError: the write that carried the changes failed; it is retried in the background.
+        """
+        if self.refused is not None:
+            return
+        loop = get_running_loop()
+        with self._state:
+            want = self._changes
+            if self._written >= want:
+                return
+            fut: Future[None] = loop.create_future()
+            self._waiters.append((want, loop, fut))
+        _FLUSHER.schedule(self, 0.0)
+        await fut
+
+    def _settle(self, upto: int, error: OSError | None) -> None:
+        """Wake the :meth:`durable` callers whose changes the write of ``upto`` changes carried
+        (or, with ``error``, failed to)."""
+        with self._state:
+            if error is None:
+                self._written = max(self._written, upto)
+            done = [w for w in self._waiters if w[0] <= upto]
+            if not done:
+                return
+            self._waiters = [w for w in self._waiters if w[0] > upto]
+        for _want, loop, fut in done:
+            try:
+                loop.call_soon_threadsafe(_wake, fut, error)
+            except RuntimeError:  # that loop is closed: nobody waits any more
+                pass
 
     def flush(self) -> None:
         """Write now, in the caller's thread, if a change is pending.
@@ -238,6 +399,7 @@ class JsonConfigFile(Generic[T]):
         """Write the current state now, pending change or not (see :meth:`flush`)."""
         with self._state:
             self._dirty = True
+            self._changes += 1
         self.flush()
 
     def _write_pending(self) -> None:
@@ -256,6 +418,7 @@ class JsonConfigFile(Generic[T]):
                 if not self._dirty:
                     return
                 self._dirty = False
+                upto = self._changes
             try:
                 if self._main_damaged:
                     damaged = self.path.with_name(self.path.name + ".damaged")
@@ -271,12 +434,25 @@ class JsonConfigFile(Generic[T]):
                     self._dirty = True
                 self.last_error = exc
                 log.error("persist %s failed: %s%s", self.path, exc, "; retrying" if retry else "")
+                self._settle(upto, exc)
                 if retry:
                     _FLUSHER.schedule(self, max(self.delay, RETRY_AFTER_FAILURE))
                     return
                 raise
-            except BaseException:
+            except BaseException as exc:
                 with self._state:
                     self._dirty = True
+                # (a snapshot bug: whoever awaits durable() hears of it rather than waiting forever)
+                self._settle(upto, OSError(f"writing {self.path} failed: {exc!r}"))
                 raise
             self.last_error = None
+            self._settle(upto, None)
+
+
+def _wake(fut: "Future[None]", error: OSError | None) -> None:
+    if fut.done():  # the waiting request was cancelled
+        return
+    if error is None:
+        fut.set_result(None)
+    else:
+        fut.set_exception(error)

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Self
 
 from ..errors import RemotingCommandError
+from .java_number import JavaNumberFormatError, json_int, json_long
 from .message_queue import MessageQueue
 
 __all__ = ["loads_lenient", "loads_mq_keyed", "mq_map_json", "compact_json", "dumps", "DataVersion", "TopicConfig", "QueueData", "BrokerData", "TopicRouteData",
@@ -216,7 +217,8 @@ def _str_list(v: Any, what: str) -> list[str]:
     return list(v)
 
 
-def _int(obj: dict[str, Any], key: str, what: str, default: int | None = None) -> int:
+def _int(obj: dict[str, Any], key: str, what: str, default: int | None = None, *, long: bool = False) -> int:
+    """``obj[key]`` as fastjson binds it to a Java ``int`` field (``long``: a ``long`` one)."""
     v = obj.get(key)
     if v is None:
         if default is None:
@@ -224,14 +226,11 @@ def _int(obj: dict[str, Any], key: str, what: str, default: int | None = None) -
         return default
     if isinstance(v, bool):
         raise RemotingCommandError(f"{what}.{key} must be a number, not a boolean")
-    if isinstance(v, int):
-        return v
-    if isinstance(v, str):
-        try:
-            return int(v.strip())
-        except ValueError:
-            pass
-    raise RemotingCommandError(f"{what}.{key} must be a number, not {v!r}")
+    try:
+        return json_long(v) if long else json_int(v)
+    except JavaNumberFormatError as exc:
+        raise RemotingCommandError(f"{what}.{key} must be a number (a Java {'long' if long else 'int'}): "
+                                   f"{exc.java_text}") from None
 
 
 def _str(obj: dict[str, Any], key: str, what: str, default: str | None = None) -> str:
@@ -293,7 +292,8 @@ class DataVersion(_Json):
     @classmethod
     def from_obj(cls, obj: Any) -> Self:
         o = _obj(obj, "dataVersion")
-        return cls(timestamp=_int(o, "timestamp", "dataVersion", 0), counter=_int(o, "counter", "dataVersion", 0))
+        return cls(timestamp=_int(o, "timestamp", "dataVersion", 0, long=True),
+                   counter=_int(o, "counter", "dataVersion", 0, long=True))
 
 
 @dataclass

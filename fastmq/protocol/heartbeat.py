@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import RemotingCommandError
+from .java_number import JavaNumberFormatError, json_int, json_long
 from .message import java_string_hash
 
 __all__ = ["SubscriptionData", "ConsumerData", "ProducerData", "HeartbeatData", "build_subscription",
@@ -59,13 +60,15 @@ def _enum(value: Any, names: tuple[str, ...], what: str) -> str:
     raise RemotingCommandError(f"heartbeat: {what} {value!r} is not one of {', '.join(names)}")
 
 
-def _int(value: Any, what: str) -> int:
+def _int(value: Any, what: str, *, long: bool = False) -> int:
+    """``value`` as fastjson binds it to a Java ``int`` (``long``) field."""
     if isinstance(value, bool):
         raise RemotingCommandError(f"heartbeat: {what} must be a number")
     try:
-        return int(value)
-    except (TypeError, ValueError):
-        raise RemotingCommandError(f"heartbeat: {what} must be a number, not {value!r}") from None
+        return json_long(value) if long else json_int(value)
+    except JavaNumberFormatError as exc:
+        raise RemotingCommandError(f"heartbeat: {what} must be a Java {'long' if long else 'int'}, not {value!r} "
+                                   f"({exc.java_text})") from None
 
 
 def _str(obj: dict[str, Any], key: str, what: str) -> str:
@@ -114,7 +117,7 @@ class SubscriptionData:
         if not isinstance(codes, list):
             raise RemotingCommandError("heartbeat: subscription.codeSet must be a list of numbers")
         return cls(topic=topic, sub_string=sub, tags_set=list(tags), code_set=[_int(c, "codeSet") for c in codes],
-                   sub_version=_int(obj.get("subVersion", 0), "subVersion"),
+                   sub_version=_int(obj.get("subVersion", 0), "subVersion", long=True),
                    expression_type=obj.get("expressionType") or "TAG",
                    class_filter_mode=bool(obj.get("classFilterMode", False)))
 

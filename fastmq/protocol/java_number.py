@@ -7,11 +7,16 @@ Java in three ways, each refused here: blanks around the digits (``" 1"``), unde
 them (``"1_0"``), and no range (``"2147483648"`` is not an ``int``). Like Java, a leading ``+``
 or ``-`` is taken, and so are Unicode decimal digits (``Character.digit`` accepts them too).
 
+Numbers inside JSON bodies follow the same rules (:func:`json_int`, :func:`json_long`): fastjson
+binds a JSON integer to an ``int`` field only within 32 bits (``long``: 64), and a JSON string
+through ``Integer.parseInt``; Python's ``json`` reads any integer and ``int()`` forgives blanks.
+
 This module imports nothing, so every floor may read it, the header declarations included.
 """
 from __future__ import annotations
 
-__all__ = ["JavaNumberFormatError", "parse_int", "parse_long", "INT_MIN", "INT_MAX", "LONG_MIN", "LONG_MAX"]
+__all__ = ["JavaNumberFormatError", "parse_int", "parse_long", "json_int", "json_long", "INT_MIN", "INT_MAX",
+           "LONG_MIN", "LONG_MAX"]
 
 INT_MIN, INT_MAX = -(1 << 31), (1 << 31) - 1
 LONG_MIN, LONG_MAX = -(1 << 63), (1 << 63) - 1
@@ -63,3 +68,33 @@ def parse_long(text: str | None) -> int:
         JavaNumberFormatError: ``text`` is None, empty, not a signed decimal, or beyond 64 bits.
     """
     return _parse(text, LONG_MIN, LONG_MAX)
+
+
+def _json_number(value: object, lo: int, hi: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        # a boolean, a fraction, null, a list or an object where Java wants a whole number
+        raise JavaNumberFormatError(None if value is None else str(value))
+    if isinstance(value, str):
+        return _parse(value, lo, hi)
+    if not lo <= value <= hi:
+        raise JavaNumberFormatError(str(value))
+    return value
+
+
+def json_int(value: object) -> int:
+    """A JSON body's value bound to a Java ``int`` field: a JSON integer within 32 bits, or a
+    string :func:`parse_int` takes.
+
+    Raises:
+        JavaNumberFormatError: anything else (out of range, blanks, a fraction, a boolean...).
+    """
+    return _json_number(value, INT_MIN, INT_MAX)
+
+
+def json_long(value: object) -> int:
+    """:func:`json_int` for a Java ``long`` field (64 bits).
+
+    Raises:
+        JavaNumberFormatError: anything but a JSON integer within 64 bits or a decimal string.
+    """
+    return _json_number(value, LONG_MIN, LONG_MAX)

@@ -4,6 +4,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from .java_number import json_int
+
 __all__ = ["MessageQueue"]
 
 
@@ -24,4 +26,10 @@ class MessageQueue:
 
     @classmethod
     def from_obj(cls, obj: dict[str, Any]) -> "MessageQueue":
-        return cls(str(obj["topic"]), str(obj["brokerName"]), int(obj["queueId"]))
+        """From a JSON body's object; ``queueId`` as fastjson binds a Java ``int``.
+
+        Raises:
+            KeyError: a field is missing.
+            JavaNumberFormatError: ``queueId`` is not a Java ``int`` (a ValueError).
+        """
+        return cls(str(obj["topic"]), str(obj["brokerName"]), json_int(obj["queueId"]))

@@ -13,7 +13,11 @@ workload, ``rocketmq-tools``), the figure, its value and unit, whose figure it i
 ``fastmq`` or the peer's name, as the benchmark names it), which way is better for the figures
 that count for regressions (throughput, p99 latency, instruction counts, the median time of a
 many-round benchmark; empty otherwise), the machine's 1-minute load average when the run
-recorded it (for a ``rocketmq-tools`` shape, the median over its runs as each started), and a note (``superseded: ...`` for figures no longer to be quoted).
+recorded it (for a ``rocketmq-tools`` shape, the median over its runs as each started), a note
+(``superseded: ...`` for figures no longer to be quoted), and for a Spark run the shape it ran in
+(``load.shape_text``: the workload's content, tasks and clients, slots, executors, master), which
+RESULTS.md groups a workload's runs by. A history written before the shape column is read with
+an empty shape (unknown); a line re-extracted from a kept run fills its shape in.
 
 Which figures: of a pytest-benchmark file, each benchmark's median time (when timed over enough
 rounds to mean something) and every number of its ``extra_info``; of a ``fastmq-bench run``
@@ -31,11 +35,13 @@ from pathlib import Path
 from typing import Iterable
 
 from ..rocketmq_tools.result import ToolsResultError, find_summaries, read_summary, shape_load
-from .load import CollateError, _gate, read_pytest_benchmark, read_result
+from .load import CollateError, _gate, read_pytest_benchmark, read_result, shape_text
 
 __all__ = ["FIELDS", "SUPERSEDED", "append", "extract", "prune", "read", "superseded", "write"]
 
-FIELDS = ("date", "commit", "run", "suite", "figure", "value", "unit", "peer", "better", "load", "note")
+FIELDS = ("date", "commit", "run", "suite", "figure", "value", "unit", "peer", "better", "load", "note", "shape")
+#: The columns before the shape was recorded: such a file is read with every shape unknown ("").
+_FIELDS_BEFORE_SHAPE = FIELDS[:-1]
 
 #: (peer pattern, measured before, note): figures whose measurement no longer stands. The Redis
 #: peer was driven through redis-py without hiredis, a lone XADD going through a pipeline, until
@@ -100,10 +106,10 @@ def _commit(text: str) -> str:
 
 
 def _line(date: str, commit: str, run: str, suite: str, figure: str, value: float, unit: str, peer: str,
-          better: str, load: str) -> dict[str, str]:
+          better: str, load: str, shape: str = "") -> dict[str, str]:
     return {"date": date, "commit": _commit(commit), "run": run, "suite": suite, "figure": figure,
             "value": _value(value), "unit": unit, "peer": peer, "better": better, "load": load,
-            "note": _note(peer, date)}
+            "note": _note(peer, date), "shape": shape}
 
 
 def _rel(path: Path, root: Path) -> str:
@@ -158,6 +164,7 @@ def result_lines(path: Path, root: Path) -> list[dict[str, str]]:
     run = _rel(path.parent.parent if path.parent.parent != root else path.parent, root)
     out = []
     rows = read_result(path)
+    shape = shape_text(json.loads(path.read_text(encoding="utf-8")))  # (read_result read it already)
     # a workload sent at a fixed rate measures latency; its throughput is the rate it was given
     paced = any(r["metric"] == "target_rate" and r["value"] for r in rows)
     for r in rows:
@@ -166,7 +173,7 @@ def result_lines(path: Path, root: Path) -> list[dict[str, str]]:
         unit = "/s" if r["metric"].endswith("msgs/s") else "us"
         gated = r["gate"] and not (paced and unit == "/s")
         out.append(_line(_date(r["when"]), r["commit"], run, r["suite"], r["metric"], r["value"], unit,
-                         r["variant"], r["better"] if gated else "", ""))
+                         r["variant"], r["better"] if gated else "", "", shape))
     return out
 
 
@@ -239,9 +246,13 @@ def read(path: Path) -> list[dict[str, str]]:
         return []
     with path.open(newline="", encoding="utf-8") as f:
         reader = csv.DictReader(f)
-        if tuple(reader.fieldnames or ()) != FIELDS:
+        if tuple(reader.fieldnames or ()) not in (FIELDS, _FIELDS_BEFORE_SHAPE):
             raise CollateError(f"{path}: not a history file (header {reader.fieldnames}, expected {FIELDS})")
-        return [{**r, "note": r["note"] or _note(r["peer"], r["date"])} for r in reader]
+        # (a line of another width, as a text merge of an old and a new history may leave, keeps
+        # the known columns: its missing shape is unknown, anything past the header dropped)
+        return [{**{k: v or "" for k, v in r.items() if k is not None},
+                 "note": r["note"] or _note(r["peer"] or "", r["date"] or ""), "shape": r.get("shape") or ""}
+                for r in reader]
 
 
 def _key(line: dict[str, str]) -> tuple[str, str, str, str]:
@@ -259,17 +270,30 @@ def write(path: Path, lines: list[dict[str, str]]) -> None:
 
 
 def append(path: Path, lines: list[dict[str, str]]) -> int:
-    """Add the ``lines`` not already in the history at ``path``; returns how many were added."""
+    """Add the ``lines`` not already in the history at ``path``; returns how many were added.
+
+    A line already there without a shape (written before shapes were recorded) takes the shape
+    of the same figure read again from its kept run; nothing else of a line is ever rewritten."""
     have = read(path)
-    keys = {_key(x) for x in have}
+    by_key = {_key(x): x for x in have}
     new = []
+    filled = 0
     for x in lines:
-        if _key(x) not in keys:
-            keys.add(_key(x))
+        old = by_key.get(_key(x))
+        if old is None:
+            by_key[_key(x)] = x
             new.append(x)
-    if new or not path.is_file():
+        elif not old["shape"] and x.get("shape"):
+            old["shape"] = x["shape"]
+            filled += 1
+    if new or filled or not path.is_file() or _header(path) != FIELDS:
         write(path, have + new)
     return len(new)
+
+
+def _header(path: Path) -> tuple[str, ...]:
+    with path.open(newline="", encoding="utf-8") as f:
+        return tuple(next(csv.reader(f), []))
 
 
 # ---------------------------------------------------------------- keeping only the latest runs
@@ -290,7 +314,7 @@ def _pytest_suites(path: Path) -> set[str]:
 def latest(root: Path) -> set[Path]:
     """What ``root`` (a results directory) keeps: for each pytest suite (module or group) the
     pytest-benchmark files of its newest stamp (both sides of an A/B pair), for each Spark
-    workload and driver the newest run directory holding it, for each rocketmq-tools shape the
+    workload, driver and shape the newest run directory holding it, for each rocketmq-tools shape the
     newest summary's directory holding it, and the history file."""
     keep: set[Path] = {root / "history.csv"}
     newest: dict[str, tuple[str, list[Path]]] = {}
@@ -303,9 +327,9 @@ def latest(root: Path) -> set[Path]:
                 newest[suite][1].append(f)
     for _, files in newest.values():
         keep.update(files)
-    runs: dict[str, tuple[str, Path]] = {}
+    runs: dict[tuple[str, str], tuple[str, Path]] = {}
     for res in sorted((root / "runs").glob("*/*/result.json")):
-        key, stamp = res.parent.name, _stamp(res.parent.parent.name)
+        key, stamp = (res.parent.name, _result_shape(res)), _stamp(res.parent.parent.name)
         if stamp and (key not in runs or stamp > runs[key][0]):
             runs[key] = (stamp, res.parent)
     keep.update(p for _, p in runs.values())
@@ -320,6 +344,15 @@ def latest(root: Path) -> set[Path]:
                 shapes[name] = (stamp, s.parent)
     keep.update(p for _, p in shapes.values())
     return keep
+
+
+def _result_shape(path: Path) -> str:
+    """A result.json's shape (``load.shape_text``), '' when it cannot be read."""
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return ""
+    return shape_text(doc) if isinstance(doc, dict) else ""
 
 
 def prune(root: Path, dry_run: bool = False) -> list[Path]:

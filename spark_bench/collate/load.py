@@ -148,7 +148,8 @@ def shape_text(doc: dict[str, Any]) -> str:
     env: dict[str, Any] = raw_env if isinstance(raw_env, dict) else {}
     sh: dict[str, Any] = raw_shape if isinstance(raw_shape, dict) else {}
     master = str(sh.get("master") or env.get("master") or "?")
-    kind = master if master.startswith("local") else master.split("://")[0] + " cluster"
+    # local[2] and local[*] on two cores are one shape: the slots say how many
+    kind = "local" if master.startswith("local") else master.split("://")[0] + " cluster"
 
     def n(v: Any) -> str:
         return "?" if v is None else str(v)

@@ -8,6 +8,11 @@ latest run, the peer's figure from the same run (who the peer is: client, versio
 heap, and both sides' durability), their ratio, and what the run was measured on. Then the
 regressions, then per suite the latest figures with their trend.
 
+A Spark workload's runs are grouped by the shape they ran in (the history's ``shape``: the
+workload's content, tasks and clients, slots, executors, master), shown as ``workload [shape]``:
+runs of one workload name on another cluster are another figure, never compared with these. Lines
+of a history written before shapes were recorded stay under the bare workload name.
+
 A regression is flagged only when a figure is worse than its reference (the median of up to
 five runs before) in each of its two latest runs, by more than the noise that unchanged code
 shows for that figure: the largest distance from their median among runs of one commit in the
@@ -302,15 +307,22 @@ def _pair_rows(lines: list[dict[str, str]]) -> list[list[str]]:
     return rows
 
 
-def _workload_rows(lines: list[dict[str, str]]) -> list[list[str]]:
+def _shaped(lines: list[dict[str, str]]) -> list[dict[str, str]]:
+    """The history with each Spark line's suite named with its shape (``workload [shape]``), so
+    that everything grouped by suite groups a workload's runs by the shape they ran in."""
+    return [{**x, "suite": f"{x['suite']} [{x['shape']}]"} if x.get("shape") else x for x in lines]
+
+
+def _workload_rows(lines: list[dict[str, str]], root: Path) -> list[list[str]]:
     latest_run: dict[str, str] = {}
     for x in lines:
-        if x["run"].startswith("runs/") and x["peer"] == "fastmq":
+        # the latest kept run of each workload and shape (a run of unknown shape is not quoted)
+        if x["run"].startswith("runs/") and x["peer"] == "fastmq" and (root / x["run"]).exists():
             if x["suite"] not in latest_run or x["run"] > latest_run[x["suite"]]:
                 latest_run[x["suite"]] = x["run"]
     rows = []
     for workload, run in sorted(latest_run.items()):
-        figure = _WORKLOAD_FIGURE.get(workload, "e2e p99")
+        figure = _WORKLOAD_FIGURE.get(workload.split(" [", 1)[0], "e2e p99")
         got = {x["peer"]: x for x in lines if x["run"] == run and x["suite"] == workload and x["figure"] == figure}
         a = got.get("fastmq")
         if a is None:
@@ -378,7 +390,8 @@ def _suite_details(lines: list[dict[str, str]], root: Path) -> list[str]:
 
 def render(history: list[dict[str, str]], root: Path, command: str) -> str:
     """The whole page."""
-    summary = _tools_rows(root) + _pair_rows(history) + _workload_rows(history)
+    history = _shaped(history)
+    summary = _tools_rows(root) + _pair_rows(history) + _workload_rows(history, root)
     regs = regressions(history)
     superseded = sum(1 for x in history if x["note"])
     runs = len({x["run"] for x in history})

@@ -117,3 +117,47 @@ def test_store_refuses_a_delay_java_refuses_with_java_s_error(tmp_path: Path) ->
         assert asyncio.run(s.put_messages([msg(topic="Real", DELAY="+1")])).ok
     finally:
         s.shutdown()
+
+
+# ------------------------------------------------------------ numbers inside JSON bodies
+
+@pytest.mark.parametrize(("value", "java"), [
+    (0, 0), (-5, -5), (2147483647, 2147483647), (-2147483648, -2147483648), ("42", 42), ("+7", 7),
+    (2147483648, None), (-2147483649, None), (10 ** 40, None), (" 1", None), ("1_0", None), ("", None),
+    (1.5, None), (True, None), (None, None), ([1], None), ({}, None),
+])
+def test_json_int_binds_as_fastjson_binds_a_java_int(value: object, java: int | None) -> None:
+    from fastmq.protocol.java_number import json_int, json_long
+    if java is None:
+        with pytest.raises(JavaNumberFormatError):
+            json_int(value)
+    else:
+        assert json_int(value) == java == json_long(value)
+    assert json_long(2147483648) == 2147483648 and json_long("-9223372036854775808") == -(1 << 63)
+    with pytest.raises(JavaNumberFormatError):
+        json_long(1 << 63)
+
+
+@pytest.mark.parametrize("body", [
+    b'{"topicName":"T","readQueueNums":2147483648}', b'{"topicName":"T","perm":" 6"}',
+    b'{"topicName":"T","writeQueueNums":"1_6"}', b'{"topicName":"T","topicSysFlag":1.5}',
+])
+def test_json_bodies_refuse_numbers_java_refuses(body: bytes) -> None:
+    from fastmq.protocol.bodies import DataVersion, TopicConfig
+    with pytest.raises(RemotingCommandError, match="must be a number .a Java int.: java.lang.NumberFormatException"):
+        TopicConfig.from_json(body)
+    assert TopicConfig.from_json(b'{"topicName":"T","readQueueNums":"8"}').read_queue_nums == 8
+    assert DataVersion.from_json(b'{"timestamp":4102444800000,"counter":"3000000000"}').counter == 3_000_000_000
+
+
+def test_heartbeat_and_group_bodies_follow_java_number_rules() -> None:
+    from fastmq.broker.subscription_group import SubscriptionGroupConfig
+    from fastmq.protocol.heartbeat import SubscriptionData
+    sub = {"topic": "T", "subString": "*", "tagsSet": [], "codeSet": [2147483648], "subVersion": 1}
+    with pytest.raises(RemotingCommandError, match="codeSet must be a Java int"):
+        SubscriptionData.from_obj(sub)
+    assert SubscriptionData.from_obj({**sub, "codeSet": [-1], "subVersion": 1 << 40}).sub_version == 1 << 40
+    with pytest.raises(RemotingCommandError, match="retryQueueNums must be an integer .a Java int."):
+        SubscriptionGroupConfig.from_obj({"groupName": "G", "retryQueueNums": 1 << 31})
+    g = SubscriptionGroupConfig.from_obj({"groupName": "G", "brokerId": 1 << 40, "retryMaxTimes": "3"})
+    assert g.broker_id == 1 << 40 and g.retry_max_times == 3

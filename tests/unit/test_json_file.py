@@ -153,6 +153,100 @@ def test_a_failed_background_write_is_retried(tmp_path, monkeypatch) -> None:
     f.flush()
 
 
+# ------------------------------------------------------------ PrettyTable: only changed entries encoded
+
+def _sorted_deep(obj):
+    """``obj`` with every object's keys in sorted order (what ``sort_keys`` does while encoding)."""
+    if isinstance(obj, dict):
+        return {k: _sorted_deep(obj[k]) for k in sorted(obj)}
+    if isinstance(obj, list):
+        return [_sorted_deep(v) for v in obj]
+    return obj
+
+
+def test_pretty_table_writes_json_dumps_bytes_in_table_order_and_encodes_only_changes() -> None:
+    from fastmq.common.json_file import PrettyTable, pretty_object
+    encoded: list[str] = []
+
+    def to_obj(v: dict) -> dict:
+        encoded.append(v["name"])
+        return v
+
+    table = {f"T{i}": {"name": f"T{i}", "n": i, "s": "a\nb \u00e9\u4e2d", "l": [1, {"x": None}], "e": {}}
+             for i in (3, 1, 2, 7, 5)}
+    table["\u00e9t\u00e9"] = {"name": "\u00e9t\u00e9", "q": "\"", "f": 1.5, "b": True}
+    pt: PrettyTable[dict] = PrettyTable(to_obj)
+    pt.BLOCK = 2  # several blocks, some reused and some not
+
+    def check() -> None:
+        text = pretty_object({"dataVersion": {"timestamp": 2, "counter": 1}, "table": pt.encode(table),
+                              "after": []}).text
+        # the entries in the table's order; every other object sorted
+        expected = {"after": [], "dataVersion": {"counter": 1, "timestamp": 2},
+                    "table": {k: _sorted_deep(v) for k, v in table.items()}}
+        assert text == json.dumps(expected, indent=4, ensure_ascii=False)
+
+    check()
+    assert sorted(encoded) == sorted(table)
+    encoded.clear()
+    check()
+    assert encoded == []  # nothing changed: nothing encoded
+    table["T1"] = {"name": "T1", "n": 100}  # replaced
+    table["T0"] = {"name": "T0"}  # added
+    del table["T2"]  # the blocks after it shift: their entries' texts are reused
+    check()
+    assert sorted(encoded) == ["T0", "T1"]
+    table.clear()
+    check()
+    assert pretty_object({}).text == "{}"
+
+
+# ------------------------------------------------------------ durable(): answered after the write
+
+async def test_durable_waits_for_a_write_that_holds_the_change_and_groups_concurrent_ones(tmp_path) -> None:
+    import asyncio
+    p = tmp_path / "topics.json"
+    table: dict[str, int] = {}
+    writers: list[str] = []
+    lock = threading.Lock()
+
+    def snapshot() -> dict:
+        writers.append(threading.current_thread().name)
+        time.sleep(0.02)  # a write that takes a while, so concurrent changes pile up behind it
+        with lock:
+            return dict(table)
+
+    f = JsonConfigFile(p, snapshot, delay=60)  # only durable() makes it write soon
+
+    async def create(i: int) -> None:
+        with lock:
+            table[f"T{i}"] = i
+        f.changed()
+        await f.durable()
+        assert f"T{i}" in json.loads(p.read_text())  # on disk when answered
+
+    await asyncio.wait_for(asyncio.gather(*(create(i) for i in range(50))), 20)
+    assert json.loads(p.read_text()) == table
+    assert 1 <= len(writers) < 25 and threading.current_thread().name not in writers
+    await asyncio.wait_for(f.durable(), 5)  # nothing new: at once, no write
+    assert len(writers) < 25 and not f.pending
+
+
+async def test_durable_raises_when_its_write_failed_and_waits_again_after(tmp_path) -> None:
+    import asyncio
+    p = tmp_path / "x.json"
+    blocker = p.with_name("x.json.tmp")
+    blocker.mkdir()  # the temp file cannot be created: the write fails
+    f = JsonConfigFile(p, lambda: {"v": 1}, delay=60)
+    f.changed()
+    with pytest.raises(OSError):
+        await asyncio.wait_for(f.durable(), 5)
+    assert f.pending and not p.exists()  # still to be written (the background retry is tested above)
+    blocker.rmdir()
+    await asyncio.wait_for(f.durable(), 5)  # the change is still not on disk: this call writes it
+    assert json.loads(p.read_text()) == {"v": 1}
+
+
 # ------------------------------------------------------------ the client's local offset store (broadcasting)
 
 async def test_local_offset_store_reads_its_backup_and_refuses_when_both_are_damaged(tmp_path) -> None:

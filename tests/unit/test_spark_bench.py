@@ -127,6 +127,44 @@ def test_layout_deals_clients_over_tasks() -> None:
     assert len(solo) == 1 and solo[0]["producers"] and solo[0]["consumers"]
 
 
+def test_the_send_schedule_never_wakes_early_and_keeps_the_loop_running() -> None:
+    """Issue 33: the schedule leaves the loop's millisecond timers for short naps and a spin, so
+    it wakes on time; it must never wake before the slot, and the loop's other work (answers,
+    consumers) must go on while it waits."""
+    import asyncio
+    import time
+
+    from fastmq.remoting.loop import new_event_loop
+    from spark_bench.run.task import wait_until
+
+    async def main() -> tuple[list[int], int]:
+        ticks = 0
+
+        async def other() -> None:
+            nonlocal ticks
+            while True:
+                ticks += 1
+                await asyncio.sleep(0)
+        bg = asyncio.ensure_future(other())
+        early = []
+        t0 = time.time_ns() + 2_000_000
+        for i in range(30):   # 30 slots of 0.7 ms: timer, nap and spin all used
+            due = t0 + i * 700_000
+            await wait_until(due)
+            early.append(due - time.time_ns())
+        await wait_until(time.time_ns() - 1)   # a slot already past: at once
+        bg.cancel()
+        return early, ticks
+
+    loop = new_event_loop()
+    try:
+        early, ticks = loop.run_until_complete(main())
+    finally:
+        loop.close()
+    assert max(early) <= 0, early
+    assert ticks >= 30   # the other task ran while the schedule waited
+
+
 def test_recorder_counts_only_the_window() -> None:
     s = 10**9
     rec = Recorder(Plan(0, 0, 0, s))

@@ -26,6 +26,7 @@ from ...protocol.headers import (ConsumeMessageDirectlyResultRequestHeader, Crea
                                  GetMaxOffsetRequestHeader, GetMinOffsetRequestHeader, GetTopicStatsInfoRequestHeader,
                                  QueryConsumeQueueRequestHeader, QueryMessageRequestHeader, SearchOffsetRequestHeader,
                                  ViewMessageRequestHeader)
+from ...protocol.java_number import JavaNumberFormatError, json_int
 from ...protocol.message import MessageFormatError, decode_offset_msg_id
 from ...protocol.message_queue import MessageQueue
 from ...remoting import Connection
@@ -101,12 +102,12 @@ class AdminBrokerProcessor(BrokerCodeDispatchProcessor):
     # ------------------------------------------------------------ topics
 
     async def _on_disk(self, file: JsonConfigFile[Any]) -> None:
-        """Wait until ``file`` holds the change just made, written on a worker thread (not the
+        """Wait until ``file`` holds the change just made, written by the files' thread (not the
         event loop). Admin changes are answered once on disk, as 4.9 persists inside the request:
         a topic created and acknowledged must survive a kill -9 that follows at once. Concurrent
         changes share one write. A failed write is logged and retried by the background writer."""
         try:
-            await asyncio.to_thread(file.flush)
+            await file.durable()
         except OSError as exc:
             log.error("persist %s failed: %s; retrying in the background", file.path, exc)
             file.changed()
@@ -558,7 +559,11 @@ class AdminBrokerProcessor(BrokerCodeDispatchProcessor):
         for mq in obj["mqSet"]:
             if not isinstance(mq, dict):
                 raise RemotingCommandError("mqSet entries must be objects")
-            mqs.append((str(mq.get("topic")), str(mq.get("brokerName")), int(mq.get("queueId", -1))))
+            try:
+                qid = json_int(mq.get("queueId", -1))
+            except JavaNumberFormatError as exc:
+                raise RemotingCommandError(f"mqSet queueId must be a Java int: {exc.java_text}") from None
+            mqs.append((str(mq.get("topic")), str(mq.get("brokerName")), qid))
         # the body's names pass the same rules as a header's (the name gate sees headers only)
         problem = tv.validate_group(obj["consumerGroup"]) or next(
             (r for r in (tv.validate_topic_ref(t) for t, _, _ in mqs) if r is not None), None)
