@@ -444,8 +444,9 @@ class MessageReader:
         TOTALSIZE says, unchecked beyond lying within what was written (None otherwise): for a
         reader that validates the record itself (the end of a transaction)."""
         try:
-            size = _TOTALSIZE.unpack(self.commit_log.get_data(commit_log_offset, 4))[0]
-            return self.commit_log.get_data(commit_log_offset, size) if size > 4 else None
+            view = self.commit_log.read_from(commit_log_offset, 1 << 62)  # (one file lookup, no copy)
+            size = _TOTALSIZE.unpack_from(view)[0]
+            return view[:size] if 4 < size <= len(view) else None
         except Exception:  # any bad offset means "no record here", never a broken broker
             return None
 
