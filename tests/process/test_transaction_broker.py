@@ -399,6 +399,18 @@ async def test_keys_from_update_broker_config(cluster: Cluster) -> None:
         await p.send_half(TOPIC, b"two-checks")
         await _eventually(lambda: p.pull_all(tv.TRANS_CHECK_MAX_TIME_TOPIC, "CG_UPD", range(1)), [b"two-checks"], 20)
         assert [ck.msg.properties[MessageConst.TRANSACTION_CHECK_TIMES] for ck in p.checks] == ["1", "2"]
+        # halves take the send fast path once the half topic exists: a refusal switched on while
+        # the broker runs still reaches them, and switched off lets them through again
+        r = await update(b"rejectTransactionMessage=true\n")
+        assert r.code == ResponseCode.SUCCESS, r.remark
+        for _ in range(2):
+            r = await p.send(TOPIC, b"refused", half=True)
+            assert r.code == ResponseCode.NO_PERMISSION, r.remark
+        r = await update(b"rejectTransactionMessage=false\n")
+        assert r.code == ResponseCode.SUCCESS, r.remark
+        for _ in range(2):  # (rolled back: no check of them reaches the module's later tests)
+            r = await p.end(await p.send_half(TOPIC, b"taken-again"), ROLLBACK)
+            assert r is not None and r.code == ResponseCode.SUCCESS, r.remark
     finally:
         await p.close()
 
