@@ -14,8 +14,10 @@ queue holds all N committed messages. Reported per kind (``extra_info``, medians
   record).
 
 A third kind, plain sends that carry ``DELAY=0`` (stored as plain messages, but the property
-sends them down the broker's general Python send path, as it sends halves), shows what a send
-costs without the compiled fast path: a half and its commit are two general-path requests.
+sends them down the broker's general Python send path), shows what a send costs without the
+compiled fast path. Halves and their commits take the compiled path (the send stage's halves and
+``_ext/end_transaction``); ``benchmarks/instructions.py``'s ``broker half_and_commit_x10`` counts
+the same pair free of this machine's noise.
 
 Run: ``PYTHONPATH=$PWD python -m pytest benchmarks/test_transaction_benchmarks.py --benchmark-only -s``
 """

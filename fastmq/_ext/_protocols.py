@@ -217,10 +217,18 @@ class SendModule(Protocol):
     def encode_sends(self, requests: list[Any], topics: dict[str, tuple[int, int, int]], born_host: bytes,
                      store_host: bytes, cluster_prop: bytes, max_size: int, rr: int = 0, *,
                      groups: set[str] | None = None, born_hosts: list[bytes] | None = None,
-                     binary: bool = False) -> Any: ...
+                     binary: bool = False, half_topic: str | None = None) -> Any: ...
     def encode_answers(self, b: Any, requests: list[Any], msg_id_prefix: bytes,
                        template: tuple[bytes, bytes, bytes, bytes, bytes], *, lo: int = 0, hi: int = -1,
                        binary_template: tuple[bytes, bytes, bytes, bytes, bytes, bytes] | None = None) -> bytes: ...
+
+
+# ------------------------------------------------------------------ end_transaction: a commit's or rollback's records
+
+class EndTransactionModule(Protocol):
+    def end_records(self, half: bytes | memoryview, half_offset: int, half_topic: bytes, group: bytes,
+                    queue_offset: int, commit: bool, op_topic: bytes, op_tag: bytes, now: int, store_host: bytes,
+                    max_size: int) -> Any: ...
 
 
 # ------------------------------------------------------------------ record_writer: the store's record writer
@@ -370,6 +378,7 @@ class ProduceModule(Protocol):
 TWINS: dict[str, tuple[type, dict[str, type]]] = {
     "batch": (BatchModule, {}),
     "codec": (CodecModule, {"RemotingCommand": RemotingCommandProto, "FrameDecoder": FrameDecoderProto}),
+    "end_transaction": (EndTransactionModule, {}),
     "fault": (FaultModule, {"FaultTable": FaultTableProto}),
     "lone_put": (LonePutModule, {"LonePut": LonePutProto}),
     "pull": (PullModule, {}),

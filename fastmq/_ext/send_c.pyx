@@ -27,10 +27,11 @@ from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE, PyBytes_FromStri
 from cpython.dict cimport PyDict_GetItem
 from cpython.object cimport PyObject
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
-from libc.string cimport memcpy
+from libc.string cimport memcmp, memcpy
 
 from fastmq.protocol.headers import send_wire_names
 from fastmq._ext.send_py import SEND_FAST_ATTRS
+from fastmq.protocol.message_const import NAME_VALUE_SEPARATOR as _NV_STR, PROPERTY_SEPARATOR as _PS_STR, MessageConst
 
 from .bigendian cimport get32 as _get32, put32 as _put32, put64 as _put64
 from .bytebuf cimport bytebuf_reserve
@@ -154,7 +155,8 @@ cdef struct Props:
     int open_end        # no \x02 after the last pair (the Java client's form): the record adds one
     int wait            # WAIT is not "false"
     int index           # KEYS or UNIQ_KEY present and not empty
-    int delay           # DELAY or TRAN_MSG present: the processor judges the request
+    int delay           # DELAY, or a TRAN_MSG other than one "true": the processor judges the request
+    int half            # TRAN_MSG is "true": a half (taken when encode_sends has a half topic)
     int cluster         # CLUSTER present
     int has_tags
     uint32_t tags_hash
@@ -168,6 +170,7 @@ cdef Props _scan_props(const uint8_t* p, Py_ssize_t n) noexcept nogil:
     r.wait = 1
     r.index = 0
     r.delay = 0
+    r.half = 0
     r.cluster = 0
     r.has_tags = 0
     r.tags_hash = 0
@@ -203,9 +206,13 @@ cdef Props _scan_props(const uint8_t* p, Py_ssize_t n) noexcept nogil:
               or name_is(p + ks, kn, PROP_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, PROP_UNIQ_CLIENT_MESSAGE_ID_KEYIDX_LEN)):
             if vn > 0:
                 r.index = 1
-        elif (name_is(p + ks, kn, PROP_DELAY_TIME_LEVEL, PROP_DELAY_TIME_LEVEL_LEN)
-              or name_is(p + ks, kn, PROP_TRANSACTION_PREPARED, PROP_TRANSACTION_PREPARED_LEN)):
+        elif name_is(p + ks, kn, PROP_DELAY_TIME_LEVEL, PROP_DELAY_TIME_LEVEL_LEN):
             r.delay = 1
+        elif name_is(p + ks, kn, PROP_TRANSACTION_PREPARED, PROP_TRANSACTION_PREPARED_LEN):
+            if name_is(p + vs, vn, "true", 4) and not r.half:
+                r.half = 1
+            else:
+                r.delay = 1
         elif name_is(p + ks, kn, PROP_CLUSTER, PROP_CLUSTER_LEN):
             r.cluster = 1
     return r
@@ -311,13 +318,14 @@ cdef struct Ctx:
     Py_ssize_t cluster_len
     int64_t max_size
     bint binary  # requests in the binary header (serialize type 1) are taken too
+    PyObject* half_topic  # the half topic (a str) when halves are taken, else NULL
 
 
 @cython.boundscheck(False)
 @cython.wraparound(False)
 def encode_sends(list requests, dict topics, bytes born_host, bytes store_host, bytes cluster_prop,
                  long long max_size, long long rr=0, *, set groups=None, list born_hosts=None,
-                 bint binary=False) -> SendBatch:
+                 bint binary=False, str half_topic=None) -> SendBatch:
     """Encode every request the fast path takes; list the others in ``slow``.
 
     ``topics`` maps a topic that passed the processor's checks to ``(queue id bound, write queue
@@ -326,7 +334,8 @@ def encode_sends(list requests, dict topics, bytes born_host, bytes store_host, 
     ``groups``, when given, the producer groups that passed those checks (others go the long way);
     ``born_hosts``, when given, request ``i``'s own born host (the requests of several
     connections in one batch) in place of ``born_host``; ``binary``: take requests in RocketMQ's
-    binary header too (their answers then need encode_answers' ``binary_template``).
+    binary header too (their answers then need encode_answers' ``binary_template``);
+    ``half_topic``: take halves too (send_py's ``_half``).
     """
     cdef SendBatch b = SendBatch.__new__(SendBatch)
     cdef Py_ssize_t nreq = len(requests), i, mark, first_row, nkeys
@@ -348,6 +357,7 @@ def encode_sends(list requests, dict topics, bytes born_host, bytes store_host, 
     ctx.cluster_len = PyBytes_GET_SIZE(cluster_prop)
     ctx.max_size = max_size
     ctx.binary = binary
+    ctx.half_topic = <PyObject*>half_topic if half_topic is not None else NULL
     for i in range(nreq):
         mark, first_row, nkeys, rr0 = b.staging.n, b.n, len(b.keys), b.rr
         if born_hosts is not None:
@@ -374,7 +384,7 @@ cdef bint _encode_one(SendBatch b, RemotingCommand req, Py_ssize_t i, dict topic
     cdef Py_ssize_t size, pos, end, bl, el, epl
     cdef RecIn r
     cdef Props pr
-    cdef bint batch
+    cdef bint batch, held
     cdef const uint8_t* bp
     if ((command_serialize_type(req) != 0 and not (ctx.binary and command_serialize_type(req) == 1))
             or (command_code(req) != CODE_SEND_V2 and command_code(req) != CODE_SEND
@@ -403,7 +413,8 @@ cdef bint _encode_one(SendBatch b, RemotingCommand req, Py_ssize_t i, dict topic
     if not _parse_i64(_get(f, names[5]), &x) or not _i32(x):
         return False
     r.sys_flag = <int32_t>x
-    if (r.sys_flag & TX_MASK) == TX_PREPARED or (r.sys_flag & TX_MASK) == TX_ROLLBACK:
+    held = (r.sys_flag & TX_MASK) == TX_PREPARED or (r.sys_flag & TX_MASK) == TX_ROLLBACK
+    if held and ctx.half_topic == NULL:
         return False
     r.sys_flag = (r.sys_flag & ~HOST_V6_BITS) | <int32_t>sys_or
     if not _parse_i64(_get(f, names[6]), &r.born_ts):
@@ -460,7 +471,9 @@ cdef bint _encode_one(SendBatch b, RemotingCommand req, Py_ssize_t i, dict topic
         if (not pr.ok or pr.delay or pr.cluster or r.props_len + r.props_sep + ctx.cluster_len > MAX_PROPS
                 or size > ctx.max_size):
             return False
-    elif PyBytes_GET_SIZE(body) == 0:
+        if pr.half or held:
+            return _encode_half(b, &r, &pr, ctx, i, qid)
+    elif held or PyBytes_GET_SIZE(body) == 0:
         return False
     if qid < 0:  # the broker picks (RocketMQ: at random); round robin keeps the twins comparable
         qid = b.rr % wqn if wqn > 0 else 0
@@ -494,11 +507,63 @@ cdef bint _encode_one(SendBatch b, RemotingCommand req, Py_ssize_t i, dict topic
         pr = _scan_props(r.props, epl)
         r.props_sep = pr.open_end
         size = FIXED + el + r.topic_len + epl + r.props_sep + ctx.cluster_len
-        if (not pr.ok or pr.delay or pr.cluster or epl + r.props_sep + ctx.cluster_len > MAX_PROPS
+        if (not pr.ok or pr.delay or pr.half or pr.cluster or epl + r.props_sep + ctx.cluster_len > MAX_PROPS
                 or size > ctx.max_size):
             return False
         _add_record(b, &r, &pr, ctx, i, kidx, qid)
         pos = end
+    return True
+
+
+cdef bytes _REAL_TOPIC_NV = (MessageConst.REAL_TOPIC + _NV_STR).encode()
+cdef bytes _REAL_QID_NV = (MessageConst.REAL_QUEUE_ID + _NV_STR).encode()
+cdef bytes _PS = _PS_STR.encode()
+
+
+@cython.boundscheck(False)
+cdef bint _has_name(const uint8_t* p, Py_ssize_t n, bytes name_nv) noexcept:
+    """Whether a well-formed property string has a pair named ``name_nv`` (name and \x01)."""
+    cdef const uint8_t* nm = <const uint8_t*>PyBytes_AS_STRING(name_nv)
+    cdef Py_ssize_t nl = PyBytes_GET_SIZE(name_nv), i = 0
+    while i + nl <= n:
+        if memcmp(p + i, nm, nl) == 0:
+            return True
+        while i < n and p[i] != PROP_SEP:  # on to the next pair
+            i += 1
+        i += 1
+    return False
+
+
+cdef bint _encode_half(SendBatch b, RecIn* r, Props* pr, Ctx* ctx, Py_ssize_t i, int64_t qid) except -1:
+    """A half, as send_py's ``_half`` takes it: the record in the half topic queue 0, its
+    transaction bits reset, CLUSTER then REAL_TOPIC and REAL_QID after the message's
+    properties; its row keeps the requested queue for the answer."""
+    cdef object half_topic
+    cdef bytes suffix, qid_s
+    cdef Py_ssize_t size, pos
+    cdef int64_t kidx
+    if not pr.half or ctx.half_topic == NULL or qid < 0:
+        return False
+    if _has_name(r.props, r.props_len, _REAL_TOPIC_NV) or _has_name(r.props, r.props_len, _REAL_QID_NV):
+        return False
+    half_topic = <object>ctx.half_topic
+    qid_s = b"%d" % qid
+    suffix = b"".join((PyBytes_FromStringAndSize(<const char*>ctx.cluster, ctx.cluster_len), _REAL_TOPIC_NV,
+                       PyBytes_FromStringAndSize(<const char*>r.topic, r.topic_len), _PS, _REAL_QID_NV, qid_s, _PS))
+    r.topic = <const uint8_t*>PyUnicode_AsUTF8AndSize(half_topic, &r.topic_len)
+    size = FIXED + r.body_len + r.topic_len + r.props_len + r.props_sep + PyBytes_GET_SIZE(suffix)
+    if (r.props_len + r.props_sep + PyBytes_GET_SIZE(suffix) > MAX_PROPS or size > ctx.max_size
+            or r.topic_len > MAX_TOPIC):
+        return False
+    r.queue_id = 0
+    r.sys_flag = r.sys_flag & ~TX_MASK
+    kidx = b.key(half_topic, 0)
+    pos = b.staging.n
+    b.reserve_row()
+    size = _write_record(b, r, ctx.born_host, ctx.store_host, <const uint8_t*>PyBytes_AS_STRING(suffix),
+                         PyBytes_GET_SIZE(suffix))
+    _set_row(b, i, pos, size, kidx, pr.tags_hash if pr.has_tags else 0,
+             (F_WAIT if pr.wait else 0) | (F_INDEX if pr.index else 0), qid)
     return True
 
 

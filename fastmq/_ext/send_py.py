@@ -15,6 +15,11 @@ The contract both twins keep (the differential tests hold them to the same bytes
   listed in ``SendBatch.slow`` and left to the Python processor, which answers it with
   RocketMQ's checks and remarks. Each record's properties are the message's own plus
   ``cluster_prop``.
+- A half (one request, TRAN_MSG exactly ``true``) is taken too when the processor passes
+  ``half_topic`` (the broker takes halves and the half topic exists): its record is 4.9.8's
+  prepareMessage (the half topic, queue 0, transaction bits reset, CLUSTER then REAL_TOPIC and
+  REAL_QID after the message's properties), its row's queue id the requested one, which the
+  answer names (:func:`_half` says which halves still take the long way).
 - The records and their rows go into a :class:`~fastmq._ext.send_batch.SendBatch` (one int64
   row of ``COLUMNS`` per record); the store's record writer (``record_writer``) places and
   indexes them, filling in the offsets.
@@ -91,10 +96,13 @@ def _i32(v: int | None) -> TypeGuard[int]:
 
 
 class _Props:
-    __slots__ = ("ok", "wait", "index", "delay", "cluster", "tags", "sep")
+    __slots__ = ("ok", "wait", "index", "delay", "cluster", "tags", "sep", "half")
 
     def __init__(self, p: bytes) -> None:
         self.ok, self.wait, self.index, self.delay, self.cluster, self.tags = True, True, False, False, False, 0
+        #: TRAN_MSG is exactly "true" (what the clients send): a half, which the fast path takes
+        #: when the processor gives it the half topic; any other TRAN_MSG is the processor's
+        self.half = False
         #: what goes between the message's properties and CLUSTER in the record: the \x02 that
         #: the Java client (4.9's messageProperties2String) leaves off after its last pair
         self.sep = _PROP_SEP if p and p[-1:] != _PROP_SEP else b""
@@ -111,7 +119,12 @@ class _Props:
                 self.wait = v != b"false"
             elif k in (_KEYS, _UNIQ_KEY):
                 self.index = self.index or bool(v)
-            elif k == _DELAY or k == _TRAN_MSG:  # the processor judges these (delay, transaction)
+            elif k == _TRAN_MSG:  # "true": a half (see encode_sends); anything else the processor judges
+                if v == b"true" and not self.half:
+                    self.half = True
+                else:
+                    self.delay = True
+            elif k == _DELAY:  # the processor judges a delay level
                 self.delay = True
             elif k == _CLUSTER:
                 self.cluster = True
@@ -135,10 +148,10 @@ def _record(qid: int, flag: int, sys_flag: int, born_ts: int, reconsume: int, bo
 def encode_sends(requests: list[Any], topics: dict[str, tuple[int, int, int]], born_host: bytes,
                  store_host: bytes, cluster_prop: bytes, max_size: int, rr: int = 0, *,
                  groups: set[str] | None = None, born_hosts: list[bytes] | None = None,
-                 binary: bool = False) -> SendBatch:
+                 binary: bool = False, half_topic: str | None = None) -> SendBatch:
     """Encode every request the fast path takes; list the others in ``slow`` (module doc).
     ``binary``: take requests in RocketMQ's binary header too (their answers then need
-    encode_answers' ``binary_template``)."""
+    encode_answers' ``binary_template``). ``half_topic``: take halves too (see :func:`_half`)."""
     b = SendBatch(len(requests), rr)
     if len(born_host) != 8 or len(store_host) != 8:
         raise ValueError("the fast path takes packed IPv4 hosts (8 bytes)")
@@ -173,7 +186,8 @@ def encode_sends(requests: list[Any], topics: dict[str, tuple[int, int, int]], b
             continue
         assert sys_flag is not None and flag is not None and reconsume is not None
         assert isinstance(topic, str)  # else ``info`` is None and the request went to ``slow``
-        if (sys_flag & _TX_MASK) in _TX_HELD:
+        held = (sys_flag & _TX_MASK) in _TX_HELD
+        if held and half_topic is None:
             b.slow.append(i)
             continue
         sys_flag = (sys_flag & ~HOST_V6_BITS) | info[2]
@@ -206,8 +220,27 @@ def encode_sends(requests: list[Any], topics: dict[str, tuple[int, int, int]], b
                     or size > max_size):
                 b.slow.append(i)
                 continue
+            if pr.half or held:
+                half = _half(pr, pb, tb, qid, half_topic, body, cluster_prop, max_size)
+                if half is None:
+                    b.slow.append(i)
+                    continue
+                htb, suffix = half
+                kidx = key_index.get((half_topic, 0))  # type: ignore[arg-type]
+                if kidx is None:
+                    kidx = key_index[(half_topic, 0)] = len(b.keys)  # type: ignore[index]
+                    b.keys.append((half_topic, 0))  # type: ignore[arg-type]
+                born = born_host if born_hosts is None else born_hosts[i]
+                b.add(i, _record(0, flag, sys_flag & ~_TX_MASK, born_ts, reconsume, body, htb, pb + suffix, born,
+                                 store_host), kidx, pr.tags, (F_WAIT if pr.wait else 0) | (F_INDEX if pr.index else 0),
+                      qid)
+                b.fast.append(i)
+                continue
             entries = [(flag, body, pb, pr)]
         else:
+            if held:
+                b.slow.append(i)
+                continue
             entries = _batch_entries(body, tb, cluster_prop, max_size) if body else None
             if not entries:
                 b.slow.append(i)
@@ -230,6 +263,34 @@ def encode_sends(requests: list[Any], topics: dict[str, tuple[int, int, int]], b
     return b
 
 
+_REAL_NAMES = (MessageConst.REAL_TOPIC.encode() + _NAME_SEP, MessageConst.REAL_QUEUE_ID.encode() + _NAME_SEP)
+
+
+def _half(pr: _Props, pb: bytes, tb: bytes, qid: int, half_topic: str | None, body: bytes, cluster_prop: bytes,
+          max_size: int) -> tuple[bytes, bytes] | None:
+    """A half (TRAN_MSG=true) as 4.9.8's prepareMessage stores it, when the fast path may take
+    it: the half topic's name and what follows the message's properties in the record (CLUSTER,
+    then REAL_TOPIC and REAL_QID, the order the processor's long way writes them); None for the
+    long way. The record goes to ``half_topic`` queue 0 with its transaction bits reset to 0;
+    its row keeps the requested queue, which the answer names (4.9).
+
+    The long way takes: a prepared or rollback sysFlag without TRAN_MSG=true (refused there), a
+    broker that refuses halves or has no half topic yet (``half_topic`` None), a queue the
+    broker picks (qid < 0: the clients always pick one), and properties that already carry
+    REAL_TOPIC or REAL_QID (the long way's map keeps one of each)."""
+    if not pr.half or half_topic is None or qid < 0:
+        return None
+    for name in _REAL_NAMES:
+        if pb.startswith(name) or _PROP_SEP + name in pb:
+            return None
+    suffix = b"".join((cluster_prop, _REAL_NAMES[0], tb, _PROP_SEP, _REAL_NAMES[1], b"%d" % qid, _PROP_SEP))
+    htb = half_topic.encode()
+    if (len(pb) + len(suffix) > MAX_PROPERTIES_LEN
+            or FIXED + len(body) + len(htb) + len(pb) + len(suffix) > max_size):
+        return None
+    return htb, suffix
+
+
 def _batch_entries(body: bytes, tb: bytes, cluster_prop: bytes, max_size: int) -> list[_Entry] | None:
     out: list[_Entry] = []
     pos, n = 0, len(body)
@@ -250,7 +311,7 @@ def _batch_entries(body: bytes, tb: bytes, cluster_prop: bytes, max_size: int) -
             return None
         pr = _Props(pb)
         pb += pr.sep
-        if (not pr.ok or pr.delay or pr.cluster or len(pb) + len(cluster_prop) > MAX_PROPERTIES_LEN
+        if (not pr.ok or pr.delay or pr.half or pr.cluster or len(pb) + len(cluster_prop) > MAX_PROPERTIES_LEN
                 or FIXED + el + len(tb) + len(pb) + len(cluster_prop) > max_size):
             return None
         out.append((flag, body[pos + _BATCH_BODY:pos + _BATCH_BODY + el], pb, pr))

@@ -127,6 +127,13 @@ class BrokerConfig:
     #: Milliseconds between two rounds of the master's transaction check service; the first
     #: round runs one interval after the start.
     transactionCheckInterval: int = 60000
+    #: 4.9.8's END_TRANSACTION pool threads (max(8 + 2 x cores, 4 x sendMessageThreadPoolNums)).
+    #: Accepted so a 4.9.8 ``broker.conf`` loads, and shown in the configuration; fastmq ends
+    #: transactions on the event loop, so it has no such pool.
+    endTransactionThreadPoolNums: int = field(default_factory=lambda: 8 + 2 * (os.cpu_count() or 1))
+    #: 4.9.8's END_TRANSACTION pool queue bound. Accepted as ``endTransactionThreadPoolNums`` is, and
+    #: reported as ``EndTransactionThreadPoolQueueCapacity`` in the runtime info, as 4.9.8 reports it.
+    endTransactionPoolQueueCapacity: int = 100000
 
     @property
     def broker_addr(self) -> str:

@@ -565,6 +565,11 @@ class MessageStore(DiskSpaceGuard):
         """The stored record at a commit-log offset, as bytes (None when no record starts there)."""
         return self.reader.select_one_message_by_offset(commit_log_offset)
 
+    def record_view(self, commit_log_offset: int) -> memoryview | None:
+        """The record at a commit-log offset as a zero-copy view, unchecked (see
+        :meth:`MessageReader.record_view`); None when no record can start there."""
+        return self.reader.record_view(commit_log_offset)
+
     def look_message_by_offset(self, commit_log_offset: int) -> MessageExt | None:
         """Decode the record at a commit-log offset (None when there is no record there)."""
         return self.reader.look_message_by_offset(commit_log_offset)

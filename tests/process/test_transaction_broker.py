@@ -7,6 +7,7 @@ the defaults (60 s, 6 s) are 4.9.8's and covered by the config tests.
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from pathlib import Path
 from typing import Any, AsyncIterator
@@ -380,11 +381,17 @@ async def test_keys_from_update_broker_config(cluster: Cluster) -> None:
         async def update(body: bytes) -> Any:
             return await p.remoting.invoke(cluster.addr, create_request(RequestCode.UPDATE_BROKER_CONFIG, {}, body), 5)
 
-        r = await update(b"transactionCheckMax=2\ntransactionTimeOut=1500\n")
+        r = await update(b"transactionCheckMax=2\ntransactionTimeOut=1500\n"
+                         b"endTransactionThreadPoolNums=3\nendTransactionPoolQueueCapacity=5000\n")
         assert r.code == ResponseCode.SUCCESS, r.remark
         r = await p.remoting.invoke(cluster.addr, create_request(RequestCode.GET_BROKER_CONFIG, {}), 5)
         text = (r.body or b"").decode()
         assert "transactionCheckMax=2\n" in text and "transactionTimeOut=1500\n" in text
+        assert "endTransactionThreadPoolNums=3\n" in text and "endTransactionPoolQueueCapacity=5000\n" in text
+        # 4.9.8's runtime info shows the end-transaction pool (fastmq has none: nothing queues)
+        r = await p.remoting.invoke(cluster.addr, create_request(RequestCode.GET_BROKER_RUNTIME_INFO, {}), 5)
+        table = json.loads(r.body or b"{}")["table"]
+        assert (table["EndTransactionQueueSize"], table["EndTransactionThreadPoolQueueCapacity"]) == ("0", "5000")
         for bad in (b"transactionCheckInterval=0\n", b"transactionCheckMax=0\n", b"transactionTimeOut=x\n"):
             r = await update(bad)
             assert r.code == ResponseCode.SYSTEM_ERROR, bad
@@ -392,6 +399,18 @@ async def test_keys_from_update_broker_config(cluster: Cluster) -> None:
         await p.send_half(TOPIC, b"two-checks")
         await _eventually(lambda: p.pull_all(tv.TRANS_CHECK_MAX_TIME_TOPIC, "CG_UPD", range(1)), [b"two-checks"], 20)
         assert [ck.msg.properties[MessageConst.TRANSACTION_CHECK_TIMES] for ck in p.checks] == ["1", "2"]
+        # halves take the send fast path once the half topic exists: a refusal switched on while
+        # the broker runs still reaches them, and switched off lets them through again
+        r = await update(b"rejectTransactionMessage=true\n")
+        assert r.code == ResponseCode.SUCCESS, r.remark
+        for _ in range(2):
+            r = await p.send(TOPIC, b"refused", half=True)
+            assert r.code == ResponseCode.NO_PERMISSION, r.remark
+        r = await update(b"rejectTransactionMessage=false\n")
+        assert r.code == ResponseCode.SUCCESS, r.remark
+        for _ in range(2):  # (rolled back: no check of them reaches the module's later tests)
+            r = await p.end(await p.send_half(TOPIC, b"taken-again"), ROLLBACK)
+            assert r is not None and r.code == ResponseCode.SUCCESS, r.remark
     finally:
         await p.close()
 

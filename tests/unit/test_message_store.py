@@ -833,3 +833,18 @@ async def test_arrivals_name_every_tag_a_put_stored(tmp_path: Path) -> None:
         assert sorted(arrivals) == sorted([("T", 0, 3, java_string_hash("A")), ("T", 0, 3, java_string_hash("B"))])
     finally:
         s.shutdown()
+
+
+async def test_record_view_is_the_stored_record_or_none(store) -> None:
+    """record_view: the bytes select_one_message_by_offset copies, as a view; None where no record
+    can start (the end of what was written, past it, a negative offset)."""
+    a = await store.put_messages([msg(body=b"first")])
+    b = await store.put_messages([msg(body=b"second" * 50)])
+    for r in (a, b):
+        off = r.wrote_offset
+        view = store.record_view(off)
+        assert view is not None and bytes(view) == store.select_one_message_by_offset(off)
+        view.release()
+    end = store.commit_log_max_offset
+    for bad in (end, end + 1000, -1, 1 << 40):
+        assert store.record_view(bad) is None, bad

@@ -463,6 +463,8 @@ class AdminBrokerProcessor(BrokerCodeDispatchProcessor):
                 "sendThreadPoolQueueSize": 0, "sendThreadPoolQueueCapacity": 0,
                 "pullThreadPoolQueueSize": 0, "pullThreadPoolQueueCapacity": 0,
                 "queryThreadPoolQueueSize": 0, "queryThreadPoolQueueCapacity": 0,
+                "EndTransactionQueueSize": 0,
+                "EndTransactionThreadPoolQueueCapacity": b.config.endTransactionPoolQueueCapacity,
                 "sendThreadPoolQueueHeadWaitTimeMills": 0, "pullThreadPoolQueueHeadWaitTimeMills": 0,
                 "startAcceptSendRequestTimeStamp": 0}  # (a key fastmq does not take: sends are never held)
         info.update(b.store.runtime_info())

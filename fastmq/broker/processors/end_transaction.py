@@ -9,6 +9,11 @@ append, see ``TransactionalMessageBridge.put_commit``), a rollback writes only t
 Java clients send it oneway, so answers are read only by clients that ask for one (and by
 tests); they are built all the same.
 
+A commit or rollback a producer sends after its local transaction (not one answering a check)
+takes a batch path when the half is plain (:mod:`fastmq._ext.end_transaction` decides, and builds
+the records from the stored half's bytes; the store places them as it places a run of sends);
+the rest, refusals included, takes the bridge's long way. Both store the same bytes.
+
 One addition to 4.9: a commit that comes from a check (``fromTransactionCheck``) first looks for
 a real message this transaction already committed, and if there is one writes only the missing
 op message. That is the state a torn append of the two records leaves (or a check progress
@@ -17,20 +22,23 @@ rewound by a kill -9, which checks a half again), and 4.9 would store the real m
 from __future__ import annotations
 
 import logging
+import time
 from typing import TYPE_CHECKING
 
+from ..._ext.end_transaction import end_records
 from ...errors import RemotingCommandError
 from ...protocol.codes import RequestCode, ResponseCode
 from ...protocol.command import RemotingCommand, response_for
 from ...protocol import topic as tv
 from ...protocol.headers import EndTransactionRequestHeader, ResumeCheckHalfMessageRequestHeader
-from ...protocol.message import MessageConst, MessageExt, MessageSysFlag, decode_offset_msg_id
+from ...protocol.message import MessageConst, MessageExt, MessageSysFlag, decode_offset_msg_id, pack_host
 from ...remoting import Connection
 from ...remoting.loop import run_eagerly
 from ...store.message_store import PutResult, PutStatus
 from .base import BrokerCodeDispatchProcessor
 
 if TYPE_CHECKING:
+    from ..._ext.send_batch import SendBatch
     from .base import BrokerContext
 
 __all__ = ["EndTransactionProcessor"]
@@ -39,6 +47,8 @@ log = logging.getLogger("fastmq.broker.transaction")
 
 _COMMIT = MessageSysFlag.TRANSACTION_COMMIT_TYPE
 _ROLLBACK = MessageSysFlag.TRANSACTION_ROLLBACK_TYPE
+_HALF_TOPIC, _OP_TOPIC, _OP_TAG = (t.encode() for t in (tv.TRANS_HALF_TOPIC, tv.TRANS_OP_HALF_TOPIC,
+                                                         tv.TRANS_OP_REMOVE_TAG))
 
 
 class EndTransactionProcessor(BrokerCodeDispatchProcessor):
@@ -48,6 +58,7 @@ class EndTransactionProcessor(BrokerCodeDispatchProcessor):
         # task per request would cost the commit about as much again as its lookup
         self.handlers = {RequestCode.END_TRANSACTION: lambda conn, req: run_eagerly(self.end_transaction(conn, req)),
                          RequestCode.RESUME_CHECK_HALF_MESSAGE: self.resume_check_half_message}
+        self._store_host: bytes | None = None  # the store's packed host, for the op message
 
     async def end_transaction(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         try:
@@ -68,6 +79,18 @@ class EndTransactionProcessor(BrokerCodeDispatchProcessor):
         if h.fromTransactionCheck:
             log.info("END_TRANSACTION from %s after a check: %s %s", conn.remote_addr,
                      "commit" if h.commitOrRollback == _COMMIT else "rollback", h.msgId)
+        if not h.fromTransactionCheck:
+            batch = self._end_batch(h)
+            if batch is not None:
+                res = b.store.put_batch_now(batch)
+                if not isinstance(res, PutResult):  # a flush or slave wait
+                    res = await res
+                if res.ok:
+                    return response_for(request, ResponseCode.SUCCESS)
+                if h.commitOrRollback == _COMMIT:  # neither record stored: the half stays and is checked again
+                    code, remark = self._final_refusal(res)
+                    return response_for(request, code, remark)
+                return self._op_refused(request, res, batch.keys[0][1], h.tranStateTableOffset)
         tx = b.transactions.bridge
         half = tx.look_half(h.commitLogOffset)
         refusal = _check_prepare_message(half, h)
@@ -92,18 +115,45 @@ class EndTransactionProcessor(BrokerCodeDispatchProcessor):
                             h.msgId, done.commit_log_offset)
         return await self._delete_prepare(request, half)
 
+    def _end_batch(self, h: EndTransactionRequestHeader) -> SendBatch | None:
+        """The records of this commit or rollback built straight from the stored half
+        (:mod:`fastmq._ext.end_transaction`), for one append through the store's batch path;
+        None when the half needs the long way (whose checks then answer with 4.9's remarks).
+        A half is the op topic's only source of records: the op topic is created here once."""
+        b = self.broker
+        view = b.store.record_view(h.commitLogOffset) if h.commitLogOffset >= 0 else None
+        if view is None:
+            return None
+        store_host = self._store_host
+        if store_host is None:
+            store_host = self._store_host = pack_host(*b.store.store_host)
+        b.transactions.bridge.ensure_topic(tv.TRANS_OP_HALF_TOPIC)
+        cfg = b.store.config
+        try:
+            return end_records(view, h.commitLogOffset, _HALF_TOPIC, h.producerGroup.encode("utf-8"),
+                               h.tranStateTableOffset, h.commitOrRollback == _COMMIT, _OP_TOPIC, _OP_TAG,
+                               int(time.time() * 1000), store_host,
+                               min(cfg.maxMessageSize, cfg.mappedFileSizeCommitLog - 8))
+        except (UnicodeEncodeError, OverflowError, ValueError):  # (a group or offset the long way refuses)
+            return None
+        finally:
+            view.release()
+
     async def _delete_prepare(self, request: RemotingCommand, half: MessageExt) -> RemotingCommand:
         """deletePrepareMessage: the op message; its failure is a failure of the request (4.9 logs
         it and answers success; the half would then be checked again, which the client cannot
         know from a success)."""
         res = await self.broker.transactions.bridge.put_op(half.queue_id, [half.queue_offset])
         if not res.ok:
-            log.error("op message for half %d of queue %d not stored: %s", half.queue_offset, half.queue_id,
-                      res.status.value)
-            return response_for(request, ResponseCode.SYSTEM_ERROR,
-                                f"the transaction op message was not stored ({res.status.value}); "
-                                "the half message will be checked again")
+            return self._op_refused(request, res, half.queue_id, half.queue_offset)
         return response_for(request, ResponseCode.SUCCESS)
+
+    @staticmethod
+    def _op_refused(request: RemotingCommand, res: PutResult, queue_id: int, queue_offset: int) -> RemotingCommand:
+        log.error("op message for half %d of queue %d not stored: %s", queue_offset, queue_id, res.status.value)
+        return response_for(request, ResponseCode.SYSTEM_ERROR,
+                            f"the transaction op message was not stored ({res.status.value}); "
+                            "the half message will be checked again")
 
     async def resume_check_half_message(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         """RESUME_CHECK_HALF_MESSAGE (323): the message at ``msgId`` (a half given up after its last

@@ -64,9 +64,10 @@ PUT_STATUS_CODES = {
 }
 #: (CLUSTER property, msgId prefix, JSON answer template, binary answer template)
 _Consts = tuple[bytes, bytes, tuple[bytes, bytes, bytes, bytes, bytes], tuple[bytes, bytes, bytes, bytes, bytes, bytes]]
-#: (store host, size limit, CLUSTER property, msgId prefix, JSON and binary answer templates)
+#: (store host, size limit, CLUSTER property, msgId prefix, JSON and binary answer templates,
+#: the half topic when halves take the fast path)
 _FastState = tuple[bytes, int, bytes, bytes, tuple[bytes, bytes, bytes, bytes, bytes],
-                   tuple[bytes, bytes, bytes, bytes, bytes, bytes]]
+                   tuple[bytes, bytes, bytes, bytes, bytes, bytes], str | None]
 _C_REQ, _C_QID, _C_QOFF, _C_PHYS, _C_KEY = (COLUMNS.index(c) for c in ("req", "queue_id", "queue_offset",
                                                                          "commit_log_offset", "key"))
 
@@ -199,9 +200,9 @@ class SendMessageProcessor(BrokerCodeDispatchProcessor):
         fast = self._fast_state()
         if born is None or fast is None:
             return [(req, self.process_request(conn, req)) for req in requests]
-        store_host, max_size, cluster_prop, prefix, template, binary = fast
+        store_host, max_size, cluster_prop, prefix, template, binary, half_topic = fast
         batch = encode_sends(requests, self._fast_topics, born, store_host, cluster_prop, max_size, self._rr,
-                             groups=self._good_groups, binary=True)
+                             groups=self._good_groups, binary=True, half_topic=half_topic)
         self._rr = batch.rr & 0x3FFFFFFF
         out: list[Any] = []
         if batch.n:
@@ -266,7 +267,7 @@ class SendMessageProcessor(BrokerCodeDispatchProcessor):
         store_host, max_size, cluster_prop = fast[:3]
         store = self.broker.store
         batch = encode_sends(requests, self._fast_topics, borns[0], store_host, cluster_prop, max_size, self._rr,
-                             groups=self._good_groups, born_hosts=borns, binary=True)
+                             groups=self._good_groups, born_hosts=borns, binary=True, half_topic=fast[6])
         self._rr = batch.rr & 0x3FFFFFFF
         per: list[list[Any]] = [[] for _ in owners]
         later: Awaitable[list[tuple[Connection, list[Any]]]] | None = None
@@ -384,7 +385,7 @@ class SendMessageProcessor(BrokerCodeDispatchProcessor):
 
     def _fast_state(self) -> _FastState | None:
         """What the fast path needs on every call, made once: the store host, the size limit,
-        the CLUSTER property and the answer templates; None when the fast path cannot run (an
+        the CLUSTER property, the answer templates and the half topic; None when the fast path cannot run (an
         IPv6 store host, or a broker without write permission, whose sends the per-request path
         refuses with 4.9's remark). The topic cache is cleared here when the topic table or the
         broker permission changed."""
@@ -399,8 +400,12 @@ class SendMessageProcessor(BrokerCodeDispatchProcessor):
                 return None
             cfg = self.broker.store.config
             cluster_prop, prefix, template, binary = self._fast_consts()
+            # halves take the fast path once the half topic exists (the first one, taking the
+            # long way, creates it, as 4.9 does on first use) and while the broker takes them
+            half_topic = None if self.broker.config.rejectTransactionMessage or self.broker.topic_config.select(
+                tv.TRANS_HALF_TOPIC) is None else tv.TRANS_HALF_TOPIC
             self._fast = (store_host, min(cfg.maxMessageSize, cfg.mappedFileSizeCommitLog - 8), cluster_prop,
-                          prefix, template, binary)
+                          prefix, template, binary, half_topic)
         return self._fast
 
     def _fast_consts(self) -> _Consts:
