@@ -14,6 +14,7 @@ from typing import Mapping
 
 from ..errors import ConfigError
 from ..remoting.address import local_address
+from ..remoting.metrics_http import check_exporter_keys
 from ..remoting.server import check_server_limits
 from ..store.config import MessageStoreConfig
 
@@ -121,6 +122,16 @@ class BrokerConfig:
     #: Milliseconds between two rounds of the master's transaction check service; the first
     #: round runs one interval after the start.
     transactionCheckInterval: int = 60000
+    #: ``PROM`` serves the broker's metrics as Prometheus text at
+    #: ``http://<metricsPromExporterHost>:<metricsPromExporterPort>/metrics``; ``DISABLE`` serves
+    #: none. RocketMQ 5's key; its OTLP_GRPC and LOG are refused (see docs/metrics.md).
+    metricsExporterType: str = "DISABLE"
+    #: The port of the Prometheus ``/metrics`` endpoint (RocketMQ 5's default).
+    metricsPromExporterPort: int = 5557
+    #: The address the ``/metrics`` endpoint listens on. Empty: 127.0.0.1, so metrics are not
+    #: exposed by accident (RocketMQ 5 binds brokerIP1 when it is empty); ``0.0.0.0`` or the
+    #: broker's address lets a Prometheus on another host scrape it.
+    metricsPromExporterHost: str = ""
 
     @property
     def broker_addr(self) -> str:
@@ -140,7 +151,7 @@ RESTART_ONLY_KEYS = frozenset({
     "brokerRole", "namesrvAddr", "rocketmqHome", "storePathRootDir", "storePathCommitLog",
     "mappedFileSizeCommitLog", "mappedFileSizeConsumeQueue", "flushDiskType", "messageDelayLevel",
     "serverChannelMaxIdleTimeSeconds", "maxFrameSize", "serverMaxConnections", "serverMaxPartialFrameBytes",
-    "serverMaxUnsentBytes"})
+    "serverMaxUnsentBytes", "metricsExporterType", "metricsPromExporterPort", "metricsPromExporterHost"})
 
 
 def split_keys(props: Mapping[str, str], cfg: BrokerConfig, store: MessageStoreConfig
@@ -156,6 +167,7 @@ def check_configs(cfg: BrokerConfig, store: MessageStoreConfig) -> None:
     if not 0 <= cfg.listenPort <= 65535:
         raise ConfigError(f"listenPort={cfg.listenPort}: not a TCP port")
     check_server_limits(cfg)
+    check_exporter_keys(cfg)
     if store.flushDiskType.upper() not in ("ASYNC_FLUSH", "SYNC_FLUSH"):
         raise ConfigError(f"flushDiskType={store.flushDiskType}: expected ASYNC_FLUSH or SYNC_FLUSH")
     role = store.brokerRole.upper()

@@ -444,6 +444,9 @@ class AdminBrokerProcessor(BrokerCodeDispatchProcessor):
         """VIEW_BROKER_STATS_DATA (mqadmin statsAll): one stats item's last minute, hour and day."""
         h = ViewBrokerStatsDataRequestHeader.decode(request)
         data = self.broker.stats.stats_data(h.statsName, h.statsKey)
+        if data is None:  # an item read from the store may not have been fed yet (it is, each snapshot)
+            self.broker.stats.feed()
+            data = self.broker.stats.stats_data(h.statsName, h.statsKey)
         if data is None:
             return response_for(request, ResponseCode.SYSTEM_ERROR,
                                 f"The stats <{h.statsName}> <{h.statsKey}> not exist")
