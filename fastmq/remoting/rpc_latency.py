@@ -5,8 +5,11 @@ buckets 1, 3, 5, 7, 10, 100, 1000, 2000, 3000), kept only when metrics are on.
 off runs exactly the code it ran before. With them on, time is read once per call of the
 processor, not per message: a batch of sends (one ``process_batch`` or ``process_gathered`` call)
 is timed as a whole, and each of its requests is counted with that time under the batch's first
-request code. A request answered later (a held pull, a SYNC_FLUSH wait) is timed until its
-answer is ready; a held pull is labelled ``is_long_polling``.
+request code. A request answered later through the dispatcher (a SYNC_FLUSH wait, a request
+passed on to a client) is timed until its answer is ready. A pull held for long polling is
+answered by the broker's hold service, outside the processor, and is not counted: the pull
+histogram holds the pulls answered at once (``is_long_polling`` is ``true`` only for a pull
+whose processor returned an awaitable).
 """
 from __future__ import annotations
 
@@ -109,6 +112,8 @@ class TimedProcessor(RequestProcessor):
         return ready, self._later(code, later, began, n, False)
 
     def _took(self, code: int, items: list[Any], began: float, n: int) -> None:
+        if all(type(item) is tuple for item in items):
+            n = len(items)  # one item per answered request: a pull held for long polling has none
         waits = [i for i, item in enumerate(items) if not isinstance(item, (bytes, tuple))
                  or (type(item) is tuple and inspect.isawaitable(item[1]))]
         if not waits:

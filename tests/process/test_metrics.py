@@ -27,6 +27,7 @@ from tests.support import create_topic, pull_request, send_request
 
 TOPIC = "MetricsTopic"
 GROUP = "MetricsGroup"
+DOC = Path(__file__).resolve().parents[2] / "docs" / "metrics.md"
 _SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})? (\S+)$')
 _LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
 
@@ -130,6 +131,9 @@ async def test_traffic_lag_and_labels_move_with_sends_and_pulls(servers: Servers
                      "rocketmq_storage_dispatch_behind_bytes", "rocketmq_storage_message_reserve_time",
                      "rocketmq_rpc_latency_sum", "rocketmq_consumer_group_number"):
             assert name in names, name
+        documented = set(re.findall(r"`((?:rocketmq|fastmq)_[a-z_]+)`", DOC.read_text()))
+        undocumented = {re.sub(r"_(bucket|sum|count)$", "", n) for n in names} - documented
+        assert not undocumented, sorted(undocumented)
     finally:
         await client.close()
 
@@ -175,6 +179,8 @@ async def test_dlq_sends_and_the_exporters_stats_items(servers: Servers) -> None
 
 def test_namesrv_serves_brokers_topics_and_requests(servers: Servers) -> None:
     samples = scrape(servers.ns_url)
+    documented = set(re.findall(r"`((?:rocketmq|fastmq)_[a-z_]+)`", DOC.read_text()))
+    assert {re.sub(r"_(bucket|sum|count)$", "", n) for n, _ in samples} <= documented
     assert value(samples, "fastmq_namesrv_brokers", cluster="MetricsCluster", node_type="nameserver") == 1
     assert value(samples, "fastmq_namesrv_topics") >= 1
     # REGISTER_BROKER (103) served at least once
