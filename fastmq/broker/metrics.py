@@ -21,7 +21,7 @@ from ..common.prometheus import Exposition
 from ..protocol import topic as tv
 from ..protocol.codes import LANGUAGE_NAMES
 from ..remoting.rpc_latency import BUCKETS_MS, RpcLatency
-from .stats import BROKER_GET_NUMS, BROKER_PUT_NUMS, GROUP_GET_NUMS, GROUP_GET_SIZE, TOPIC_PUT_NUMS, TOPIC_PUT_SIZE
+from .stats import BROKER_GET_NUMS, BROKER_PUT_NUMS, GROUP_GET_NUMS, TOPIC_PUT_NUMS, TOPIC_PUT_SIZE
 
 if TYPE_CHECKING:
     from ..store.consume_queue import ConsumeQueueTable
@@ -50,7 +50,7 @@ class InBytes:
         for key, cq in list(self.queues.queues.items()):
             s = seen.get(key)
             lo, hi = cq.bounds()
-            if s is None:  # a queue made since the start: all of it is new
+            if s is None or hi < s[0]:  # a queue made since the start (or deleted and made again)
                 s = seen[key] = [lo, 0]
             if hi > s[0]:
                 for arr in cq.iter_entries(max(s[0], lo), hi):
@@ -120,7 +120,7 @@ class BrokerMetrics:
                   ((topic_labels(t), item.value) for t, item in sorted(puts.items())), "counter")
         out.gauge("rocketmq_throughput_in_total", "Bytes put, per topic, since the broker started",
                   ((topic_labels(t), n) for t, n in sorted(sizes.items()) if n or t in puts), "counter")
-        gets, get_sizes = stats[GROUP_GET_NUMS], stats[GROUP_GET_SIZE]
+        gets = stats[GROUP_GET_NUMS]
 
         def group_labels(key: str) -> dict[str, object]:
             topic, group = _group_topic(key)
@@ -130,7 +130,7 @@ class BrokerMetrics:
         out.gauge("rocketmq_messages_out_total", "Messages pulled, per topic and consumer group",
                   ((group_labels(k), item.value) for k, item in sorted(gets.items())), "counter")
         out.gauge("rocketmq_throughput_out_total", "Bytes pulled, per topic and consumer group",
-                  ((group_labels(k), item.value) for k, item in sorted(get_sizes.items())), "counter")
+                  ((group_labels(k), item.extra) for k, item in sorted(gets.items())), "counter")
         out.gauge("rocketmq_send_to_dlq_messages_total", "Messages moved to a consumer group's DLQ, per group and "
                   "original topic", (({"consumer_group": g, "topic": t, "is_system": tv.is_system_topic(t)}, n)
                                      for (g, t), n in sorted(self.broker.dlq_sends.counts.items())), "counter")

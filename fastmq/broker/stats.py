@@ -5,7 +5,8 @@ the windows are :mod:`fastmq.common.stats_item`'s, sampled by the controller's t
 The items rocketmq-exporter asks for, with 4.9.8's keys: TOPIC_PUT_NUMS and TOPIC_PUT_SIZE
 (``topic``), GROUP_GET_NUMS, GROUP_GET_SIZE and SNDBCK_PUT_NUMS (``topic@group``), BROKER_PUT_NUMS
 and BROKER_GET_NUMS (the cluster name). The send path counts only TOPIC_PUT_NUMS, a batch at a
-time; the others cost it nothing: TOPIC_PUT_SIZE and the broker totals are read from counters
+time, and a pull its GROUP_GET_NUMS item, whose bytes become GROUP_GET_SIZE at each snapshot; the
+others cost them nothing: TOPIC_PUT_SIZE and the broker totals are read from counters
 the store already keeps (the consume queues' entry sizes, the store's totals) just before each
 snapshot (:meth:`BrokerStatsManager.feed`), so their windows are the same growth between snapshots.
 """
@@ -40,24 +41,38 @@ class BrokerStatsManager(StatsItemSet):
                           BROKER_PUT_NUMS, BROKER_GET_NUMS), clock)
         #: the running totals of the items read from the store (set by the controller)
         self.feed_from = feed
+        self._gets = self.items[GROUP_GET_NUMS]
 
     def topic_put(self, topic: str, messages: int) -> None:
         self.add(TOPIC_PUT_NUMS, topic, messages)
 
     def group_get(self, group: str, topic: str, messages: int, size: int = 0) -> None:
-        """A pull that found ``messages`` of ``size`` bytes (one call per pull, not per message)."""
+        """A pull that found ``messages`` of ``size`` bytes (one call per pull, not per message;
+        the bytes ride on the GROUP_GET_NUMS item, see :meth:`feed`)."""
         key = f"{topic}@{group}"
-        self.add(GROUP_GET_NUMS, key, messages)
-        self.add(GROUP_GET_SIZE, key, size)
+        table = self._gets
+        item = table.get(key)
+        if item is None:
+            item = table[key] = StatsItem()
+        item.value += messages
+        item.times += 1
+        item.extra += size
 
     def send_back(self, group: str, topic: str) -> None:
         """CONSUMER_SEND_MSG_BACK of a message of ``topic`` (its original topic) by ``group``."""
         self.add(SNDBCK_PUT_NUMS, f"{topic}@{group}", 1)
 
     def feed(self) -> None:
-        """Set the store-read items to their running totals (before a snapshot). RocketMQ adds no
-        call count to the broker totals; TOPIC_PUT_SIZE counts one call per message there, so its
+        """Set the derived items to their running totals (before a snapshot): GROUP_GET_SIZE from
+        the bytes the GROUP_GET_NUMS items carry, and the store-read items. RocketMQ adds no call
+        count to the broker totals; TOPIC_PUT_SIZE counts one call per message there, so its
         ``avgpt`` is the mean message size here too."""
+        sizes = self.items[GROUP_GET_SIZE]
+        for key, got in self._gets.items():
+            item = sizes.get(key)
+            if item is None:
+                item = sizes[key] = StatsItem()
+            item.value, item.times = got.extra, got.times
         if self.feed_from is None:
             return
         for name, totals in self.feed_from().items():
