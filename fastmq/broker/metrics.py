@@ -17,7 +17,7 @@ import os
 import time
 from typing import TYPE_CHECKING, Iterator
 
-from ..common.prometheus import Exposition
+from ..common.prometheus import Exposition, pairs
 from ..protocol import topic as tv
 from ..protocol.codes import LANGUAGE_NAMES
 from ..remoting.rpc_latency import BUCKETS_MS, RpcLatency
@@ -27,7 +27,10 @@ if TYPE_CHECKING:
     from ..store.consume_queue import ConsumeQueueTable
     from .processors.base import BrokerContext
 
-__all__ = ["BrokerMetrics", "InBytes"]
+__all__ = ["BrokerMetrics", "InBytes", "LAG_READ_BUDGET_S"]
+
+#: seconds of one scrape's reads of lag timestamps (see BrokerMetrics._lag_rows)
+LAG_READ_BUDGET_S = 0.02
 
 
 class InBytes:
@@ -70,6 +73,13 @@ def _group_topic(key: str) -> tuple[str, str]:
     return topic, group
 
 
+def _group_labels(key: str) -> str:
+    """The rendered labels of a ``topic@group`` key."""
+    topic, group = _group_topic(key)
+    return pairs({"topic": topic, "consumer_group": group, "is_retry": tv.is_retry_topic(topic),
+                  "is_system": tv.is_system_topic(topic)})
+
+
 def _message_type(topic: str) -> str:
     if topic == tv.TRANS_HALF_TOPIC:
         return "transaction"
@@ -85,6 +95,8 @@ class BrokerMetrics:
         self.broker = broker
         self.in_bytes = in_bytes
         self.rpc = rpc
+        #: (topic, queue id, queue offset) -> store time of the message there (see _lag_rows)
+        self._lag_ts: dict[tuple[str, int, int], int] = {}
 
     def store_totals(self) -> dict[str, dict[str, int]]:
         """The stats items read from the store (:meth:`BrokerStatsManager.feed`)."""
@@ -113,8 +125,14 @@ class BrokerMetrics:
         puts = stats[TOPIC_PUT_NUMS]
         sizes = self.in_bytes.per_topic()
 
-        def topic_labels(topic: str) -> dict[str, object]:
-            return {"topic": topic, "message_type": _message_type(topic), "is_system": tv.is_system_topic(topic)}
+        rendered: dict[str, str] = {}
+
+        def topic_labels(topic: str) -> str:  # (each topic's labels rendered once a scrape)
+            text = rendered.get(topic)
+            if text is None:
+                text = rendered[topic] = pairs({"topic": topic, "message_type": _message_type(topic),
+                                                "is_system": tv.is_system_topic(topic)})
+            return text
 
         out.gauge("rocketmq_messages_in_total", "Messages put, per topic, since the broker started",
                   ((topic_labels(t), item.value) for t, item in sorted(puts.items())), "counter")
@@ -122,10 +140,11 @@ class BrokerMetrics:
                   ((topic_labels(t), n) for t, n in sorted(sizes.items()) if n or t in puts), "counter")
         gets = stats[GROUP_GET_NUMS]
 
-        def group_labels(key: str) -> dict[str, object]:
-            topic, group = _group_topic(key)
-            return {"topic": topic, "consumer_group": group, "is_retry": tv.is_retry_topic(topic),
-                    "is_system": tv.is_system_topic(topic)}
+        def group_labels(key: str) -> str:
+            text = rendered.get(key)
+            if text is None:
+                text = rendered[key] = _group_labels(key)
+            return text
 
         out.gauge("rocketmq_messages_out_total", "Messages pulled, per topic and consumer group",
                   ((group_labels(k), item.value) for k, item in sorted(gets.items())), "counter")
@@ -140,13 +159,22 @@ class BrokerMetrics:
         out.gauge("rocketmq_rollback_messages_total", "Transactional messages rolled back, per topic",
                   (({"topic": t}, n) for (kind, t), n in ends if kind == "rollback"), "counter")
 
-    def _lag_rows(self) -> Iterator[tuple[dict[str, object], int, int]]:
+    def _lag_rows(self) -> Iterator[tuple[str, int, int]]:
         """(labels, messages behind, ms since the oldest unconsumed message was stored) per
-        group and topic with committed offsets."""
+        group and topic with committed offsets.
+
+        The store time of a queue's first unconsumed message is read from the consume queue and
+        the commit log, pages an idle queue may have left on disk (milliseconds each on a cold
+        cache), so it is kept per queue and offset and read again only when the offset moved,
+        and the reads of one scrape stop after LAG_READ_BUDGET_S: a broker with 10^4 lagging
+        queues fills its latencies in over a few scrapes, its loop never stalled by one. A queue
+        not yet read counts in the lag in messages only."""
         b = self.broker
         queues = b.store.queues
         commit_log = b.store.commit_log
         now = int(time.time() * 1000)
+        known, kept = self._lag_ts, {}
+        stop = time.perf_counter() + LAG_READ_BUDGET_S
         for key, offsets in sorted(b.offsets.table.items()):
             topic, group = _group_topic(key)
             lag = 0
@@ -156,19 +184,25 @@ class BrokerMetrics:
                 if cq is None:
                     continue
                 lo, hi = cq.bounds()
-                behind = hi - max(offset, lo)
+                first = max(offset, lo)
+                behind = hi - first
                 if behind <= 0:
                     continue
                 lag += behind
-                try:
-                    phys, size, _ = cq.get_entry(max(offset, lo))
-                    ts = commit_log.store_timestamp_at(phys, size)
-                except Exception:  # removed by retention meanwhile, or unreadable
-                    continue
-                if ts > 0 and (oldest == 0 or ts < oldest):
-                    oldest = ts
-            yield ({"topic": topic, "consumer_group": group, "is_retry": tv.is_retry_topic(topic),
-                    "is_system": tv.is_system_topic(topic)}, lag, now - oldest if oldest else 0)
+                qkey = (topic, qid, first)
+                ts = known.get(qkey, 0)
+                if not ts and time.perf_counter() < stop:
+                    try:
+                        phys, size, _ = cq.get_entry(first)
+                        ts = commit_log.store_timestamp_at(phys, size)
+                    except Exception:  # removed by retention meanwhile, or unreadable
+                        ts = 0
+                if ts > 0:
+                    kept[qkey] = ts
+                    if oldest == 0 or ts < oldest:
+                        oldest = ts
+            yield _group_labels(key), lag, now - oldest if oldest else 0
+        self._lag_ts = kept  # (the queues of this scrape only: deleted ones drop out)
 
     def _lag(self, out: Exposition) -> None:
         rows = list(self._lag_rows())

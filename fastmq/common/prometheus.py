@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from typing import Iterable, Mapping
 
-__all__ = ["Exposition", "labels", "CONTENT_TYPE"]
+__all__ = ["Exposition", "labels", "pairs", "CONTENT_TYPE"]
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -21,15 +21,21 @@ def _escape(value: str) -> str:
     return value
 
 
-def labels(pairs: Mapping[str, object]) -> str:
-    """``{name="value",...}`` for ``pairs`` (booleans as ``true``/``false``, as OpenTelemetry writes them)."""
-    if not pairs:
-        return ""
+def _pairs(pairs: Mapping[str, object]) -> str:
+    """``name="value",...`` (escaped), the inside of a label set."""
     parts = []
     for k, v in pairs.items():
-        text = ("true" if v else "false") if isinstance(v, bool) else str(v)
+        text = ("true" if v else "false") if v is True or v is False else str(v)
         parts.append(f'{k}="{_escape(text)}"')
-    return "{" + ",".join(parts) + "}"
+    return ",".join(parts)
+
+
+pairs = _pairs
+
+
+def labels(pairs: Mapping[str, object]) -> str:
+    """``{name="value",...}`` for ``pairs`` (booleans as ``true``/``false``, as OpenTelemetry writes them)."""
+    return "{" + _pairs(pairs) + "}" if pairs else ""
 
 
 def _number(value: float | int) -> str:
@@ -48,17 +54,24 @@ class Exposition:
     def __init__(self, common: Mapping[str, object] | None = None) -> None:
         #: labels every sample carries (RocketMQ 5: cluster, node_type, node_id), rendered once
         self.common = dict(common or {})
+        self._prefix = _pairs(self.common)  # rendered once: a broker's scrape has 10^4 samples
         self._lines: list[str] = []
 
     def family(self, name: str, kind: str, help_text: str) -> None:
         """Start a family: its HELP and TYPE lines (``kind``: counter, gauge or histogram)."""
         self._lines.append(f"# HELP {name} {help_text}\n# TYPE {name} {kind}\n")
 
-    def sample(self, name: str, value: float | int, extra: Mapping[str, object] | None = None) -> None:
-        pairs = {**self.common, **extra} if extra else self.common
-        self._lines.append(f"{name}{labels(pairs)} {_number(value)}\n")
+    def sample(self, name: str, value: float | int, extra: Mapping[str, object] | str | None = None) -> None:
+        """One sample; ``extra`` labels follow the common ones (a name in both is written twice,
+        so callers keep them apart). ``extra`` may be :func:`pairs`' rendering, for labels a
+        scrape writes many times."""
+        inner = self._prefix
+        if extra:
+            more = extra if type(extra) is str else _pairs(extra)  # type: ignore[arg-type]
+            inner = f"{inner},{more}" if inner else more
+        self._lines.append(f"{name}{{{inner}}} {_number(value)}\n" if inner else f"{name} {_number(value)}\n")
 
-    def gauge(self, name: str, help_text: str, rows: Iterable[tuple[Mapping[str, object] | None, float | int]],
+    def gauge(self, name: str, help_text: str, rows: Iterable[tuple[Mapping[str, object] | str | None, float | int]],
               kind: str = "gauge") -> None:
         """A whole family of ``(labels, value)`` rows."""
         self.family(name, kind, help_text)
