@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 __all__ = ["BrokerMetrics", "InBytes", "LAG_READ_BUDGET_S"]
 
 #: seconds of one scrape's reads of lag timestamps (see BrokerMetrics._lag_rows)
-LAG_READ_BUDGET_S = 0.02
+LAG_READ_BUDGET_S = 0.01
 
 
 class InBytes:
@@ -41,6 +41,10 @@ class InBytes:
         self.queues = queues
         #: (topic, queue id) -> [queue offset read up to, bytes]
         self.seen: dict[tuple[str, int], list[int]] = {}
+        #: what the last :meth:`per_topic` saw of every queue, (first offset, next offset), and
+        #: the entries they hold: the scrape's other readers take them instead of a pass of their own
+        self.bounds: dict[tuple[str, int], tuple[int, int]] = {}
+        self.entries = 0
 
     def start(self) -> None:
         """Count from here on (called once the store has loaded its queues)."""
@@ -50,9 +54,12 @@ class InBytes:
     def per_topic(self) -> dict[str, int]:
         totals: dict[str, int] = {}
         seen = self.seen
+        self.bounds = bounds = {}
+        entries = 0
         for key, cq in list(self.queues.queues.items()):
             s = seen.get(key)
-            lo, hi = cq.bounds()
+            bounds[key] = lo, hi = cq.bounds()
+            entries += hi - lo
             if s is None or hi < s[0]:  # a queue made since the start (or deleted and made again)
                 s = seen[key] = [lo, 0]
             if hi > s[0]:
@@ -61,6 +68,7 @@ class InBytes:
                 s[0] = hi
             topic = key[0]
             totals[topic] = totals.get(topic, 0) + s[1]
+        self.entries = entries
         return totals
 
 
@@ -171,6 +179,7 @@ class BrokerMetrics:
         not yet read counts in the lag in messages only."""
         b = self.broker
         queues = b.store.queues
+        bounds = self.in_bytes.bounds  # (read by _traffic, earlier in this scrape)
         commit_log = b.store.commit_log
         now = int(time.time() * 1000)
         known, kept = self._lag_ts, {}
@@ -180,10 +189,10 @@ class BrokerMetrics:
             lag = 0
             oldest = 0
             for qid, offset in list(offsets.items()):
-                cq = queues.get(topic, qid)
-                if cq is None:
+                lo_hi = bounds.get((topic, qid))
+                if lo_hi is None:
                     continue
-                lo, hi = cq.bounds()
+                lo, hi = lo_hi
                 first = max(offset, lo)
                 behind = hi - first
                 if behind <= 0:
@@ -193,6 +202,8 @@ class BrokerMetrics:
                 ts = known.get(qkey, 0)
                 if not ts and time.perf_counter() < stop:
                     try:
+                        cq = queues.get(topic, qid)
+                        assert cq is not None  # (seen by per_topic in this scrape)
                         phys, size, _ = cq.get_entry(first)
                         ts = commit_log.store_timestamp_at(phys, size)
                     except Exception:  # removed by retention meanwhile, or unreadable
@@ -257,12 +268,8 @@ class BrokerMetrics:
                   [(local, int(time.time() * 1000) - earliest if earliest > 0 else 0)])
         out.gauge("fastmq_commitlog_size_bytes", "Bytes the commit log holds (max offset - min offset)",
                   [(None, max(0, cl.max_offset - cl.min_offset))])
-        entries = 0
-        for cq in list(store.queues.queues.values()):
-            lo, hi = cq.bounds()
-            entries += hi - lo
         out.gauge("fastmq_consumequeue_size_bytes", "Bytes of consume-queue entries held (20 per message)",
-                  [(None, entries * 20)])
+                  [(None, self.in_bytes.entries * 20)])  # (counted by _traffic's pass over the queues)
         out.gauge("fastmq_disk_ratio", "Used fraction of the disk holding the commit log / the consume queues",
                   [({"storage": "commitlog"}, store.disk_ratio_fn(store.config.commit_log_dir)),
                    ({"storage": "consumequeue"}, store.disk_ratio_fn(store.config.consume_queue_dir))])
