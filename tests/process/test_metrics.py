@@ -6,6 +6,7 @@ One NameServer + broker pair, both with metrics on, serves the module.
 """
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import socket
@@ -269,3 +270,48 @@ def test_an_exporter_type_fastmq_does_not_serve_is_refused(tmp_path: Path) -> No
         proc.start(timeout=20)
     assert "metricsExporterType=OTLP_GRPC: fastmq serves metrics only as PROM" in proc.output()
     proc.stop()
+
+
+#: the keys rocketmq-exporter's BrokerRuntimeStats reads from GET_BROKER_RUNTIME_INFO with no
+#: default (a missing one fails that broker's whole runtime collection), and how it parses each
+_EXPORTER_LONGS = ("msgPutTotalTodayNow", "sendThreadPoolQueueHeadWaitTimeMills", "queryThreadPoolQueueHeadWaitTimeMills",
+                   "msgGetTotalTodayNow", "queryThreadPoolQueueSize", "bootTimestamp", "msgPutTotalYesterdayMorning",
+                   "msgGetTotalYesterdayMorning", "pullThreadPoolQueueSize", "commitLogMinOffset",
+                   "pullThreadPoolQueueHeadWaitTimeMills", "dispatchMaxBuffer", "brokerVersion", "pageCacheLockTimeMills",
+                   "commitLogMaxOffset", "getMessageEntireTimeMax", "msgPutTotalTodayMorning", "putMessageTimesTotal",
+                   "msgGetTotalTodayMorning", "sendThreadPoolQueueSize", "startAcceptSendRequestTimeStamp",
+                   "putMessageEntireTimeMax", "earliestMessageTimeStamp", "remainTransientStoreBufferNumbs",
+                   "queryThreadPoolQueueCapacity", "dispatchBehindBytes", "putMessageSizeTotal",
+                   "sendThreadPoolQueueCapacity", "pullThreadPoolQueueCapacity")
+_EXPORTER_DOUBLES = ("consumeQueueDiskRatio", "commitLogDiskRatio", "putMessageAverageSize")
+
+
+async def test_runtime_info_parses_as_rocketmq_exporter_parses_it(servers: Servers) -> None:
+    client = RemotingClient()
+    try:
+        await create_topic(client, servers.broker.addr, TOPIC, queues=2)
+        await _send(client, servers.broker.addr, 2)
+        await asyncio.sleep(11)  # the 10 s putTps window covered: the exporter parses each TPS figure as a double
+        r = await client.invoke(servers.broker.addr, create_request(RequestCode.GET_BROKER_RUNTIME_INFO, {}), 5)
+    finally:
+        await client.close()
+    t = json.loads(r.body)["table"]
+    for key in _EXPORTER_LONGS:
+        int(t[key])
+    for key in _EXPORTER_DOUBLES:
+        float(t[key])
+    assert t["runtime"] and t["brokerVersionDesc"]
+    number, unit = t["remainHowManyDataToFlush"].split(" ")  # "<n> <unit>", the unit's first letter in "BKMGTPE"
+    float(number)
+    assert unit[0] in "BKMGTPE"
+    for bucket in t["putMessageDistributeTime"].split(" "):
+        name, count = bucket.split(":")
+        assert name.startswith("[") and int(count) >= 0
+    arr = t["commitLogDirCapacity"].split(" ")  # "Total : 251.9 GiB, Free : 76.0 GiB."
+    float(arr[2]), float(arr[6])
+    for key in ("putTps", "getMissTps", "getTransferedTps", "getTotalTps", "getFoundTps"):
+        float(t[key].split(" ")[0])
+    for key, value in t.items():
+        if key.startswith("scheduleMessageOffset"):
+            first, second = value.split(",")
+            int(first), int(second)

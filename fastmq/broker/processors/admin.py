@@ -465,7 +465,9 @@ class AdminBrokerProcessor(BrokerCodeDispatchProcessor):
                 "sendThreadPoolQueueSize": 0, "sendThreadPoolQueueCapacity": 0,
                 "pullThreadPoolQueueSize": 0, "pullThreadPoolQueueCapacity": 0,
                 "queryThreadPoolQueueSize": 0, "queryThreadPoolQueueCapacity": 0,
+                "EndTransactionQueueSize": 0, "EndTransactionThreadPoolQueueCapacity": 0,
                 "sendThreadPoolQueueHeadWaitTimeMills": 0, "pullThreadPoolQueueHeadWaitTimeMills": 0,
+                "queryThreadPoolQueueHeadWaitTimeMills": 0,
                 "startAcceptSendRequestTimeStamp": 0}  # (a key fastmq does not take: sends are never held)
         info.update(b.store.runtime_info())
         return response_for(request, ResponseCode.SUCCESS, body=KVTable({k: str(v) for k, v in info.items()}).to_json())
