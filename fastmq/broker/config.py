@@ -14,6 +14,7 @@ from typing import Mapping
 
 from ..errors import ConfigError
 from ..remoting.address import local_address
+from ..remoting.metrics_http import check_exporter_keys
 from ..remoting.server import check_server_limits
 from ..store.config import MessageStoreConfig
 
@@ -134,6 +135,16 @@ class BrokerConfig:
     #: 4.9.8's END_TRANSACTION pool queue bound. Accepted as ``endTransactionThreadPoolNums`` is, and
     #: reported as ``EndTransactionThreadPoolQueueCapacity`` in the runtime info, as 4.9.8 reports it.
     endTransactionPoolQueueCapacity: int = 100000
+    #: ``PROM`` serves the broker's metrics as Prometheus text at
+    #: ``http://<metricsPromExporterHost>:<metricsPromExporterPort>/metrics``; ``DISABLE`` serves
+    #: none. RocketMQ 5's key; its OTLP_GRPC and LOG are refused (see docs/metrics.md).
+    metricsExporterType: str = "DISABLE"
+    #: The port of the Prometheus ``/metrics`` endpoint (RocketMQ 5's default).
+    metricsPromExporterPort: int = 5557
+    #: The address the ``/metrics`` endpoint listens on. Empty: 127.0.0.1, so metrics are not
+    #: exposed by accident (RocketMQ 5 binds brokerIP1 when it is empty); ``0.0.0.0`` or the
+    #: broker's address lets a Prometheus on another host scrape it.
+    metricsPromExporterHost: str = ""
 
     @property
     def broker_addr(self) -> str:
@@ -153,7 +164,7 @@ RESTART_ONLY_KEYS = frozenset({
     "brokerRole", "namesrvAddr", "rocketmqHome", "storePathRootDir", "storePathCommitLog",
     "mappedFileSizeCommitLog", "mappedFileSizeConsumeQueue", "flushDiskType", "messageDelayLevel",
     "serverChannelMaxIdleTimeSeconds", "maxFrameSize", "serverMaxConnections", "serverMaxPartialFrameBytes",
-    "serverMaxUnsentBytes"})
+    "serverMaxUnsentBytes", "metricsExporterType", "metricsPromExporterPort", "metricsPromExporterHost"})
 
 
 def split_keys(props: Mapping[str, str], cfg: BrokerConfig, store: MessageStoreConfig
@@ -169,6 +180,7 @@ def check_configs(cfg: BrokerConfig, store: MessageStoreConfig) -> None:
     if not 0 <= cfg.listenPort <= 65535:
         raise ConfigError(f"listenPort={cfg.listenPort}: not a TCP port")
     check_server_limits(cfg)
+    check_exporter_keys(cfg)
     if store.flushDiskType.upper() not in ("ASYNC_FLUSH", "SYNC_FLUSH"):
         raise ConfigError(f"flushDiskType={store.flushDiskType}: expected ASYNC_FLUSH or SYNC_FLUSH")
     role = store.brokerRole.upper()

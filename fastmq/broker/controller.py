@@ -33,13 +33,17 @@ from ..protocol.command import create_request
 from ..remoting import Connection, ConnectionGoneListener, RemotingClient, RemotingServer
 from ..remoting.address import is_loopback
 from ..remoting.loop import every
+from ..remoting.metrics_http import MetricsHttpServer, exporter_type
+from ..remoting.processor import RequestProcessor
+from ..remoting.rpc_latency import RpcLatency, TimedProcessor
 from ..store.config import MessageStoreConfig
 from ..store.ha import HAClient, HAService
 from ..store.message_store import MessageStore
 from .config import RESTART_ONLY_KEYS, BrokerConfig, check_configs, split_keys
 from .consumer_filter import ConsumerFilterManager
 from .consumer_manager import ConsumerManager, ProducerManager
-from .stats import DAY_EVERY_S, HOUR_EVERY_S, MINUTE_EVERY_S, BrokerStatsManager
+from .metrics import BrokerMetrics, InBytes
+from .stats import DAY_EVERY_S, HOUR_EVERY_S, MINUTE_EVERY_S, BrokerStatsManager, Tally
 from .long_polling import PullRequestHoldService
 from .namesrv_link import NamesrvLink
 from .offsets import ConsumerOffsetManager
@@ -126,11 +130,15 @@ class BrokerController:
                                      max_connections=c.serverMaxConnections,
                                      max_partial_frame_bytes=c.serverMaxPartialFrameBytes,
                                      max_unsent_bytes=c.serverMaxUnsentBytes)
+        self.metrics_on = exporter_type(c.metricsExporterType) == "PROM"
+        #: RPC latency per request code: kept (processors wrapped) only with metrics on
+        self.rpc_latency = RpcLatency()
         for proc in (self.send_processor, self.pull_processor, ClientManageProcessor(self),
                      ConsumerManageProcessor(self), AdminBrokerProcessor(self), MasterSyncProcessor(self),
                      EndTransactionProcessor(self), ReplyMessageProcessor(self, self.send_processor)):
+            registered: RequestProcessor = TimedProcessor(proc, self.rpc_latency) if self.metrics_on else proc
             for code in proc.codes:
-                self.server.register_processor(code, proc)
+                self.server.register_processor(code, registered)
         self.client = RemotingClient()
         ha_port = self.store_config.haListenPort or self.config.listenPort + 1
         ha_addr = f"{self.config.brokerIP2 or self.config.brokerIP1}:{ha_port}"
@@ -159,7 +167,16 @@ class BrokerController:
         self._owns_store = False
         self._metadata_loaded = False
         self._registered = False
-        self.stats = BrokerStatsManager()  # VIEW_BROKER_STATS_DATA's counters
+        self.in_bytes = InBytes(self.store.queues)  # bytes in per topic, read from the consume queues
+        self.metrics = BrokerMetrics(self, self.in_bytes, self.rpc_latency)
+        # VIEW_BROKER_STATS_DATA's counters; the store-read items fed before each snapshot
+        self.stats = BrokerStatsManager(feed=self.metrics.store_totals)
+        self.dlq_sends = Tally()  # (group, original topic): rocketmq_send_to_dlq_messages_total
+        self.tx_ends = Tally()  # ("commit" | "rollback", topic): the transaction counters
+        self.metrics_server: MetricsHttpServer | None = None
+        if self.metrics_on:
+            self.metrics_server = MetricsHttpServer(c.metricsPromExporterHost or "127.0.0.1",
+                                                    c.metricsPromExporterPort, self.metrics.render)
         self.config_version = DataVersion()  # GET_BROKER_CONFIG's version
         self._pending_restart: dict[str, str] = {}  # updated keys that apply at the next start
         #: the -c file: UPDATE_BROKER_CONFIG rewrites it, as 4.9's BrokerStartup makes Configuration do
@@ -270,6 +287,9 @@ class BrokerController:
         self._metadata_loaded = True
         self.store.load()
         self.store.start()
+        self.in_bytes.start()  # bytes in count from here, as the stats items do
+        if self.metrics_server is not None:
+            await self.metrics_server.start()  # (a taken port fails the start here, before registration)
         if self.schedule is not None and not self.is_slave:
             await self.schedule.start()
         await self.server.start_serving()
@@ -392,6 +412,8 @@ class BrokerController:
             except Exception:
                 log.exception("unregister from name servers failed")
         await self.transactions.stop()
+        if self.metrics_server is not None:
+            await self.metrics_server.close()
         self.hold_service.close()
         await self.server.close()
         for ha in (self.ha_client, self.ha_service):

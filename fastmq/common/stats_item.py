@@ -30,6 +30,9 @@ Snapshot = tuple[float, int, int]  # (seconds, value, times)
 class StatsItem:
     value: int = 0
     times: int = 0
+    #: a second running value counted in the same call (the bytes of a group's pulls, whose
+    #: GROUP_GET_SIZE item takes it at each snapshot: one lookup per pull, not two)
+    extra: int = 0
     windows: dict[str, deque[Snapshot]] = field(
         default_factory=lambda: {w: deque(maxlen=n) for w, (_, n) in WINDOWS.items()})
 

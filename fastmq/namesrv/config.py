@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import ConfigError
+from ..remoting.metrics_http import check_exporter_keys
 from ..remoting.server import check_server_limits
 
 __all__ = ["NamesrvConfig", "NamesrvServerConfig", "CONFIG_BLACK_LIST"]
@@ -47,6 +48,15 @@ class NamesrvConfig:
     #: Largest read or write queue count a registered topic may have; a topic above it is left
     #: out of the routes (fastmq's own key).
     maxTopicQueueNums: int = 1024
+    #: ``PROM`` serves the NameServer's metrics as Prometheus text at
+    #: ``http://<metricsPromExporterHost>:<metricsPromExporterPort>/metrics``; ``DISABLE`` serves
+    #: none (the broker's key name; read at start; fastmq's own on a NameServer).
+    metricsExporterType: str = "DISABLE"
+    #: The port of the NameServer's ``/metrics`` endpoint (the broker's default 5557 plus one, so
+    #: both fit on one host).
+    metricsPromExporterPort: int = 5558
+    #: The address the ``/metrics`` endpoint listens on; empty: 127.0.0.1.
+    metricsPromExporterHost: str = ""
 
     def validate(self) -> None:
         """Raise ConfigError for values the timers cannot run with (a 0 ms scan would spin)."""
@@ -58,6 +68,7 @@ class NamesrvConfig:
             raise ConfigError(f"registerBodyMaxInflatedBytes={self.registerBodyMaxInflatedBytes}: must be >= 1024")
         if not 1 <= self.maxTopicQueueNums <= 65535:
             raise ConfigError(f"maxTopicQueueNums={self.maxTopicQueueNums}: must be within 1..65535")
+        check_exporter_keys(self)
 
 
 @dataclass

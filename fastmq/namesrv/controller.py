@@ -17,8 +17,12 @@ from typing import Any
 from ..common.properties import bind, check_storable, config_items, format_config, write_properties
 from ..remoting import Connection, ConnectionGoneListener, RemotingServer
 from ..remoting.loop import every
+from ..remoting.metrics_http import MetricsHttpServer, exporter_type
+from ..remoting.processor import RequestProcessor
+from ..remoting.rpc_latency import RpcLatency, TimedProcessor
 from .config import NamesrvConfig, NamesrvServerConfig
 from .kv_config import KVConfigManager
+from .metrics import NamesrvMetrics
 from .processor import DefaultRequestProcessor
 from .route_info import RouteInfoManager
 
@@ -49,7 +53,15 @@ class NamesrvController:
                                      max_connections=sc.serverMaxConnections,
                                      max_partial_frame_bytes=sc.serverMaxPartialFrameBytes,
                                      max_unsent_bytes=sc.serverMaxUnsentBytes)
-        self.server.register_default_processor(DefaultRequestProcessor(self))
+        self.rpc_latency = RpcLatency()
+        self.metrics_server: MetricsHttpServer | None = None
+        processor: RequestProcessor = DefaultRequestProcessor(self)
+        if exporter_type(self.config.metricsExporterType) == "PROM":
+            processor = TimedProcessor(processor, self.rpc_latency)  # timed only with metrics on
+            self.metrics_server = MetricsHttpServer(self.config.metricsPromExporterHost or "127.0.0.1",
+                                                    self.config.metricsPromExporterPort,
+                                                    NamesrvMetrics(self.route_info, self.server, self.rpc_latency).render)
+        self.server.register_default_processor(processor)
         self._tasks: list[asyncio.Task[Any]] = []
 
     @property
@@ -59,6 +71,8 @@ class NamesrvController:
     async def start(self) -> None:
         self.kv_config.load()
         await self.server.start()
+        if self.metrics_server is not None:
+            await self.metrics_server.start()
         self._tasks = [asyncio.ensure_future(every(self.config.scanNotActiveBrokerInterval / 1000,
                                                          self.scan_not_active_broker)),
                        asyncio.ensure_future(every(KV_PRINT_INTERVAL, self.kv_config.print_all))]
@@ -102,5 +116,7 @@ class NamesrvController:
             t.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks = []
+        if self.metrics_server is not None:
+            await self.metrics_server.close()
         await self.server.close()
         self.kv_config.persist()

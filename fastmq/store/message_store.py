@@ -67,6 +67,12 @@ _C_KEY, _C_TAGS, _C_QOFF, _C_PHYS, _C_SIZE = (_SEND_COLUMNS.index(c) for c in
 _ROWS_PER_KEY_FOR_NUMPY = 4
 
 
+#: StoreStatsService's put-time buckets with no samples (see runtime_info)
+_NO_PUT_DISTRIBUTION = " ".join(f"{b}:0" for b in (
+    "[<=0ms]", "[0~10ms]", "[10~50ms]", "[50~100ms]", "[100~200ms]", "[200~500ms]", "[500ms~1s]", "[1~2s]",
+    "[2~3s]", "[3~4s]", "[4~5s]", "[5~10s]", "[10s~]"))
+
+
 def human_readable_bytes(n: int) -> str:
     """MixAll.humanReadableByteCount(n, false): "123 B", "1.5 KiB", "251.9 GiB"."""
     if n < 1024:
@@ -719,6 +725,16 @@ class MessageStore(DiskSpaceGuard):
             "consumeQueueDiskRatio": cq_ratio,
             "commitLogDirCapacity": cap,
             "dispatchBehindBytes": 0,  # dispatch is synchronous with the append
+            "dispatchMaxBuffer": 0,  # (nothing is buffered for dispatch, for the same reason)
+            # 4.9.8's bytes appended but not flushed, human-readable as MixAll writes it
+            "remainHowManyDataToFlush": human_readable_bytes(max(0, self.commit_log.max_offset
+                                                                 - self.commit_log.flushed_offset)),
+            # no transient store pool in fastmq: 4.9.8 answers Integer.MAX_VALUE with it off
+            "remainTransientStoreBufferNumbs": 2147483647,
+            # fastmq does not time each put into buckets (it would cost the send path): every
+            # bucket reads 0. 4.9.8 answers "null" while its last minute holds no samples, which
+            # rocketmq-exporter cannot parse; the buckets are 4.9.8's
+            "putMessageDistributeTime": _NO_PUT_DISTRIBUTION,
             "putMessageAverageSize": (st["putMessageSizeTotal"] / puts) if puts else 0.0,
             "runtime": f"[ {up // 86_400_000} days, {up // 3_600_000 % 24} hours, "
                        f"{up // 60_000 % 60} minutes, {up // 1000 % 60} seconds ]",

@@ -445,6 +445,9 @@ class AdminBrokerProcessor(BrokerCodeDispatchProcessor):
         """VIEW_BROKER_STATS_DATA (mqadmin statsAll): one stats item's last minute, hour and day."""
         h = ViewBrokerStatsDataRequestHeader.decode(request)
         data = self.broker.stats.stats_data(h.statsName, h.statsKey)
+        if data is None:  # an item read from the store may not have been fed yet (it is, each snapshot)
+            self.broker.stats.feed()
+            data = self.broker.stats.stats_data(h.statsName, h.statsKey)
         if data is None:
             return response_for(request, ResponseCode.SYSTEM_ERROR,
                                 f"The stats <{h.statsName}> <{h.statsKey}> not exist")
@@ -466,6 +469,7 @@ class AdminBrokerProcessor(BrokerCodeDispatchProcessor):
                 "EndTransactionQueueSize": 0,
                 "EndTransactionThreadPoolQueueCapacity": b.config.endTransactionPoolQueueCapacity,
                 "sendThreadPoolQueueHeadWaitTimeMills": 0, "pullThreadPoolQueueHeadWaitTimeMills": 0,
+                "queryThreadPoolQueueHeadWaitTimeMills": 0,
                 "startAcceptSendRequestTimeStamp": 0}  # (a key fastmq does not take: sends are never held)
         info.update(b.store.runtime_info())
         return response_for(request, ResponseCode.SUCCESS, body=KVTable({k: str(v) for k, v in info.items()}).to_json())

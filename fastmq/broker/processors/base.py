@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from ..offsets import ConsumerOffsetManager
     from ..rebalance_lock import RebalanceLockManager
     from ..schedule import ScheduleMessageService
-    from ..stats import BrokerStatsManager
+    from ..stats import BrokerStatsManager, Tally
     from ..subscription_group import SubscriptionGroupManager
     from ..topic_config import TopicConfigManager
     from ..transaction import TransactionService
@@ -115,6 +115,8 @@ class BrokerContext(Protocol):
     rebalance_locks: RebalanceLockManager
     hold_service: PullRequestHoldService
     stats: BrokerStatsManager
+    dlq_sends: Tally  # (group, original topic)
+    tx_ends: Tally  # ("commit" | "rollback", topic)
     config_version: DataVersion
     schedule: ScheduleMessageService | None
     transactions: TransactionService

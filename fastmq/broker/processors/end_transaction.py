@@ -109,11 +109,16 @@ class EndTransactionProcessor(BrokerCodeDispatchProcessor):
                 if not res.ok:  # neither record stored: the half stays and is checked again
                     code, remark = self._final_refusal(res)
                     return response_for(request, code, remark)
+                self.broker.tx_ends.count("commit", real.topic)
                 return response_for(request, ResponseCode.SUCCESS)
             else:
                 log.warning("END_TRANSACTION: %s was already committed at %d; writing its op message only",
                             h.msgId, done.commit_log_offset)
-        return await self._delete_prepare(request, half)
+            return await self._delete_prepare(request, half)
+        resp = await self._delete_prepare(request, half)
+        if resp.code == ResponseCode.SUCCESS:
+            self.broker.tx_ends.count("rollback", half.properties.get(MessageConst.REAL_TOPIC) or half.topic)
+        return resp
 
     def _end_batch(self, h: EndTransactionRequestHeader) -> SendBatch | None:
         """The records of this commit or rollback built straight from the stored half

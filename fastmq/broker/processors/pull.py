@@ -270,7 +270,7 @@ class PullMessageProcessor(BrokerCodeDispatchProcessor):
             return None
         fields = self._fields(res)
         if st is _FOUND:
-            self.broker.stats.group_get(h.consumerGroup, h.topic, res.msg_count)
+            self.broker.stats.group_get(h.consumerGroup, h.topic, res.msg_count, res.buffer_total_size)
             if self.broker.config.slaveReadEnable:
                 fields[_SUGGEST] = str(self._suggest(h, res))
             body = b"".join(res.buffers) if len(res.buffers) != 1 else bytes(res.buffers[0])

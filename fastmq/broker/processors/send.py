@@ -519,6 +519,7 @@ class SendMessageProcessor(BrokerCodeDispatchProcessor):
             tc = self.broker.topic_config.create_in_send_back(dlq, _DLQ_NUMS_PER_GROUP, tv.PERM_WRITE, 0)
             if tc is None:
                 raise _Reject(ResponseCode.SYSTEM_ERROR, f"topic[{dlq}] not exist")
+            self.broker.dlq_sends.count(group, msg.properties.get(MessageConst.RETRY_TOPIC) or msg.topic)
             msg.topic = dlq
             msg.queue_id = random.randrange(_DLQ_NUMS_PER_GROUP)
             msg.properties.pop(MessageConst.DELAY_TIME_LEVEL, None)
@@ -653,7 +654,8 @@ class SendMessageProcessor(BrokerCodeDispatchProcessor):
         max_times = sgc.retry_max_times
         if request.version >= _V3_4_9 and h.maxReconsumeTimes is not None:
             max_times = h.maxReconsumeTimes
-        if ext.reconsume_times >= max_times or delay < 0:
+        to_dlq = ext.reconsume_times >= max_times or delay < 0
+        if to_dlq:
             new_topic = tv.dlq_topic(h.group)
             if tv.validate_topic(new_topic) is not None:
                 return self._no_retry_topic(request, h.group, new_topic)
@@ -673,6 +675,10 @@ class SendMessageProcessor(BrokerCodeDispatchProcessor):
                          reconsume_times=ext.reconsume_times + 1)
         res = await b.store.put_messages([msg])
         if res.ok:
+            original = props[MessageConst.RETRY_TOPIC]  # 4.9's backTopic: the message's first topic
+            b.stats.send_back(h.group, original)
+            if to_dlq:
+                b.dlq_sends.count(h.group, original)
             return response_for(request, ResponseCode.SUCCESS)
         return response_for(request, PUT_STATUS_CODES.get(res.status, ResponseCode.SYSTEM_ERROR),
                             res.remark or res.status.value)
