@@ -36,6 +36,7 @@ from ..remoting.loop import every
 from ..store.config import MessageStoreConfig
 from ..store.ha import HAClient, HAService
 from ..store.message_store import MessageStore
+from .acl import AccessGate, PlainPermissionManager
 from .config import RESTART_ONLY_KEYS, BrokerConfig, check_configs, split_keys
 from .consumer_manager import ConsumerManager, ProducerManager
 from .stats import DAY_EVERY_S, HOUR_EVERY_S, MINUTE_EVERY_S, BrokerStatsManager
@@ -129,6 +130,12 @@ class BrokerController:
                      EndTransactionProcessor(self), ReplyMessageProcessor(self, self.send_processor)):
             for code in proc.codes:
                 self.server.register_processor(code, proc)
+        #: the plain ACL (aclEnable): every request is checked before any processor sees it
+        self.acl: PlainPermissionManager | None = None
+        if c.aclEnable:
+            self.acl = PlainPermissionManager(c.rocketmqHome, c.aclFile)
+            acl = self.acl
+            self.server.guard(lambda handler: AccessGate(acl, handler))
         self.client = RemotingClient()
         ha_port = self.store_config.haListenPort or self.config.listenPort + 1
         ha_addr = f"{self.config.brokerIP2 or self.config.brokerIP1}:{ha_port}"
@@ -270,6 +277,8 @@ class BrokerController:
         self.store.start()
         if self.schedule is not None and not self.is_slave:
             await self.schedule.start()
+        if self.acl is not None:
+            self.acl.start_watch()
         await self.server.start_serving()
         self._started = True
         if not self.is_slave:  # 4.9 starts the check service on a master only (startProcessorByHa)
@@ -390,6 +399,8 @@ class BrokerController:
             except Exception:
                 log.exception("unregister from name servers failed")
         await self.transactions.stop()
+        if self.acl is not None:
+            await self.acl.stop_watch()
         self.hold_service.close()
         await self.server.close()
         for ha in (self.ha_client, self.ha_service):
