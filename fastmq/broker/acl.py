@@ -493,6 +493,12 @@ class PlainPermissionManager:
         """UPDATE_AND_CREATE_ACL_CONFIG: replace (or add) the account, in the file that holds it,
         else in the default file. Raises ValueError."""
         compile_account(fields)
+        for key in ("topicPerms", "groupPerms"):  # Permission.checkResourcePerms
+            for item in _list(fields.get(key), key):
+                perm = str(item).partition("=")[2].strip()
+                if perm != "DENY" and parse_perm(perm) == Permission.DENY:
+                    raise ValueError(f"Parse resource permission error for {item}.\nThe expected permissions are "
+                                     "'SUB' or 'PUB' or 'SUB|PUB' or 'PUB|SUB'.")
         ak = str(fields["accessKey"])
         path = self.account_file.get(ak, self.default_file)
         rules = self._file_rules.get(path)

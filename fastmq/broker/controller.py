@@ -43,6 +43,7 @@ from .stats import DAY_EVERY_S, HOUR_EVERY_S, MINUTE_EVERY_S, BrokerStatsManager
 from .long_polling import PullRequestHoldService
 from .namesrv_link import NamesrvLink
 from .offsets import ConsumerOffsetManager
+from .processors.acl_admin import AclAdminProcessor
 from .processors.admin import AdminBrokerProcessor
 from .processors.client_manage import ClientManageProcessor
 from .processors.consumer_manage import ConsumerManageProcessor
@@ -136,6 +137,9 @@ class BrokerController:
             self.acl = PlainPermissionManager(c.rocketmqHome, c.aclFile)
             acl = self.acl
             self.server.guard(lambda handler: AccessGate(acl, handler))
+        acl_admin = AclAdminProcessor(self.acl, c)
+        for code in acl_admin.codes:
+            self.server.register_processor(code, acl_admin)
         self.client = RemotingClient()
         ha_port = self.store_config.haListenPort or self.config.listenPort + 1
         ha_addr = f"{self.config.brokerIP2 or self.config.brokerIP1}:{ha_port}"

@@ -6,6 +6,7 @@ broker staying up through all of it."""
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 
 import pytest
@@ -163,3 +164,47 @@ async def test_reload_and_a_file_that_stops_parsing(acl_cluster) -> None:
     assert "does not parse" in cluster.brokers[0].output()
     acl_file.write_text(RULES.format(no_perm="SUB"))
     assert await _wait_for(addr, USER, "AclNo", ResponseCode.SYSTEM_ERROR) == ResponseCode.SYSTEM_ERROR
+
+
+async def test_acl_admin_codes(acl_cluster) -> None:
+    """Codes 50-53 as mqadmin sends them: written to the file, in force at once; the writes are
+    an admin's only."""
+    cluster, acl_file = acl_cluster
+    addr = cluster.broker_addr
+    await _topics(addr)
+    new = SessionCredentials("RocketMQNew1", "12345678new")
+    update = create_request(RequestCode.UPDATE_AND_CREATE_ACL_CONFIG, {
+        "accessKey": new.access_key, "secretKey": new.secret_key, "admin": "false",
+        "defaultTopicPerm": "DENY", "defaultGroupPerm": "SUB", "topicPerms": "AclOk=PUB,AclNo=DENY"})
+    r = await _invoke(USER, addr, update)
+    assert r.code == ResponseCode.SYSTEM_ERROR and "Need admin permission for request code=50" in r.remark
+    assert (await _invoke(new, addr, send_request("AclOk", b"x"))).remark.startswith(EXC + "No acl config for")
+    r = await _invoke(ADMIN, addr, update)
+    assert r.code == ResponseCode.SUCCESS, r.remark
+    assert "RocketMQNew1" in acl_file.read_text() and "dataVersion" in acl_file.read_text()
+    assert (await _invoke(new, addr, send_request("AclOk", b"x"))).code == ResponseCode.SUCCESS
+    assert (await _invoke(new, addr, send_request("AclNo", b"x"))).code == ResponseCode.SYSTEM_ERROR
+    bad = create_request(RequestCode.UPDATE_AND_CREATE_ACL_CONFIG, {"accessKey": "short", "secretKey": "x"})
+    r = await _invoke(ADMIN, addr, bad)
+    assert r.code == ResponseCode.UPDATE_AND_CREATE_ACL_CONFIG_FAILED and "length should longer than 6" in r.remark
+
+    r = await _invoke(USER, addr, create_request(RequestCode.GET_BROKER_CLUSTER_ACL_INFO, {}))
+    assert r.code == ResponseCode.SUCCESS and r.ext_fields["brokerName"] == "broker-a"
+    versions = json.loads(r.ext_fields["allAclFileVersion"])
+    assert versions[str(acl_file)]["counter"] >= 1
+
+    white = create_request(RequestCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG,
+                           {"globalWhiteAddrs": "127.0.0.1", "aclFileFullPath": str(acl_file)})
+    assert (await _invoke(USER, addr, white)).code == ResponseCode.SYSTEM_ERROR
+    assert (await _invoke(ADMIN, addr, white)).code == ResponseCode.SUCCESS
+    assert (await _invoke(None, addr, send_request("AclOk", b"x"))).code == ResponseCode.SUCCESS  # white: open
+    white.ext_fields["globalWhiteAddrs"] = ""
+    white.opaque += 1000
+    assert (await _invoke(ADMIN, addr, white)).code == ResponseCode.SUCCESS
+    assert (await _invoke(None, addr, send_request("AclOk", b"x"))).code == ResponseCode.SYSTEM_ERROR
+
+    r = await _invoke(ADMIN, addr, create_request(RequestCode.DELETE_ACL_CONFIG, {"accessKey": new.access_key}))
+    assert r.code == ResponseCode.SUCCESS
+    assert (await _invoke(new, addr, send_request("AclOk", b"x"))).remark.startswith(EXC + "No acl config for")
+    r = await _invoke(ADMIN, addr, create_request(RequestCode.DELETE_ACL_CONFIG, {"accessKey": new.access_key}))
+    assert r.code == ResponseCode.DELETE_ACL_CONFIG_FAILED

@@ -332,6 +332,16 @@ def test_acl_file_that_does_not_parse_refuses_to_start(tmp_path: Path) -> None:
     assert not (tmp_path / "store" / "commitlog").exists()  # it stopped before touching the store
 
 
+async def test_acl_admin_codes_refused_without_acl(fastmq_cluster: EmbeddedCluster, client) -> None:
+    """Guards: ACL admin codes answered success with nothing checked or written."""
+    addr = fastmq_cluster.brokers[0].addr
+    r = await client.invoke(addr, create_request(RequestCode.UPDATE_AND_CREATE_ACL_CONFIG, {
+        "accessKey": "RocketMQ2", "secretKey": "12345678"}), 5)
+    assert r.code == ResponseCode.UPDATE_AND_CREATE_ACL_CONFIG_FAILED and "aclEnable=false" in r.remark
+    r = await client.invoke(addr, create_request(RequestCode.GET_BROKER_CLUSTER_ACL_INFO, {}), 5)
+    assert r.code == ResponseCode.SYSTEM_ERROR and "aclEnable=false" in r.remark
+
+
 # ------------------------------------------------------------------ queue counts
 
 async def test_broker_refuses_topic_queue_counts_out_of_range(fastmq_cluster: EmbeddedCluster, client) -> None:
