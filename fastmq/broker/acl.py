@@ -220,7 +220,14 @@ def compile_account(a: Any) -> Account:
     admin = a.get("admin", False)
     return Account(ak, sk, admin is True or str(admin).lower() == "true", address_matcher(a.get("whiteRemoteAddress")),
                    parse_perm(a.get("defaultTopicPerm")), parse_perm(a.get("defaultGroupPerm")), perms,
-                   hmac.new(sk.encode("utf-8"), digestmod=hashlib.sha1))
+                   _keyed_sha1(sk))
+
+
+def _keyed_sha1(secret: str) -> Any:
+    """HMAC-SHA1 keyed with ``secret``, to be copied per request. CPython's hmac wraps OpenSSL's
+    HMAC object; copying that one directly skips a Python-level wrapper per request."""
+    mac = hmac.new(secret.encode("utf-8"), digestmod="sha1")
+    return getattr(mac, "_hmac", None) or mac
 
 
 def parse_acl_text(text: str) -> AclFileRules:
@@ -423,8 +430,11 @@ class PlainPermissionManager:
 
     # -------------------------------------------------------------- checking
     def validate(self, remote_addr: str, request: RemotingCommand) -> None:
-        """Raise :class:`AclError` when ``request`` from ``remote_addr`` is not allowed."""
-        ip = _peer_ip(remote_addr)
+        """Raise :class:`AclError` when ``request`` from ``remote_addr`` (``ip:port``) is not allowed."""
+        self.check(_peer_ip(remote_addr), request)
+
+    def check(self, ip: str, request: RemotingCommand) -> None:
+        """:meth:`validate` for a peer whose IP is already normalised (the gate keeps them)."""
         for match in self.global_white:
             if match(ip):
                 return
@@ -547,15 +557,22 @@ class AccessGate:
         self.manager = manager
         self.handler = handler
         self.refused = 0
+        # peers' normalised IPs by "ip:port" (parsing one costs more than the rest of a check)
+        self._ips: dict[str, str] = {}
 
     def __call__(self, conn: Connection, requests: list[RemotingCommand]) -> None:
-        validate = self.manager.validate
+        check = self.manager.check
         addr = conn.remote_addr
+        ip = self._ips.get(addr)
+        if ip is None:
+            if len(self._ips) >= 4096:  # bounded: connections come and go
+                self._ips.clear()
+            ip = self._ips[addr] = _peer_ip(addr)
         passed: list[RemotingCommand] | None = None
         answers: list[RemotingCommand] = []
         for i, req in enumerate(requests):
             try:
-                validate(addr, req)
+                check(ip, req)
             except AclError as exc:
                 if passed is None:
                     passed = requests[:i]

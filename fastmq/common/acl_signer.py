@@ -21,7 +21,10 @@ UNIQUE_MSG_QUERY_FLAG = "_UNIQUE_KEY_QUERY"
 def combine_content(fields: dict[str, str], body: bytes | bytearray | memoryview | None,
                     skip: tuple[str, ...] = (SIGNATURE,)) -> bytes:
     """The bytes signed: ``fields``' values in key order (keys in ``skip`` left out), then ``body``."""
-    content = "".join(v for k, v in sorted(fields.items()) if k not in skip).encode("utf-8")
+    d = dict(fields)
+    for k in skip:
+        d.pop(k, None)
+    content = "".join(map(d.__getitem__, sorted(d))).encode("utf-8")
     if body:
         content += bytes(body)
     return content
