@@ -199,18 +199,30 @@ def _list(v: Any, what: str) -> list[Any]:
     return v
 
 
+def _scalars(v: Any, what: str) -> list[Any]:
+    """A list of plain values: a nested list (YAML aliases can nest them exponentially deep) is
+    refused before anything turns it into a string."""
+    items = _list(v, what)
+    for item in items:
+        if item is not None and not isinstance(item, (str, int, float, bool)):
+            raise ValueError(f"{what}: each entry must be a plain value, not {type(item).__name__}")
+    return items
+
+
 def compile_account(a: Any) -> Account:
     """An ``accounts`` entry -> :class:`Account`. Raises ValueError as 4.9.8's checks do."""
     if not isinstance(a, dict):
         raise ValueError("each account must be a mapping")
     ak, sk = a.get("accessKey"), a.get("secretKey")
+    for key in ("accessKey", "secretKey", "whiteRemoteAddress", "defaultTopicPerm", "defaultGroupPerm", "admin"):
+        _scalars([a.get(key)], key)
     if ak is None or sk is None or len(str(ak)) <= 6 or len(str(sk)) <= 6:
         raise ValueError(f"The accessKey={ak} and secretKey={sk and '***'} cannot be null and length "
                          "should longer than 6")
     ak, sk = str(ak), str(sk)
     perms: dict[str, int] | None = None
     for key, is_topic in (("groupPerms", False), ("topicPerms", True)):
-        for item in _list(a.get(key), key):
+        for item in _scalars(a.get(key), key):
             name, sep, perm = str(item).partition("=")
             if not sep or not name.strip() or "=" in perm:
                 raise ValueError(f"Parse resource permission failed for {'topic' if is_topic else 'group'}:{item}")
@@ -238,7 +250,7 @@ def parse_acl_text(text: str) -> AclFileRules:
         data = {}
     if not isinstance(data, dict):
         raise ValueError("the top level must be a mapping")
-    white = [address_matcher(p) for p in _list(data.get("globalWhiteRemoteAddresses"), "globalWhiteRemoteAddresses")]
+    white = [address_matcher(p) for p in _scalars(data.get("globalWhiteRemoteAddresses"), "globalWhiteRemoteAddresses")]
     accounts = [compile_account(a) for a in _list(data.get("accounts"), "accounts")]
     dv: dict[str, int] = {"counter": 0, "timestamp": int(time.time() * 1000)}
     versions = _list(data.get("dataVersion"), "dataVersion")

@@ -144,6 +144,12 @@ def test_a_broken_file_at_start_and_no_home(tmp_path) -> None:
     f.write_text("!!python/object/apply:os.system ['true']\n")  # safe_load builds no objects
     with pytest.raises(ConfigError):
         PlainPermissionManager(str(tmp_path), str(f))
+    # aliases nesting lists 9 deep: 9^9 entries if anything expanded them into a string
+    bomb = "a: &a [x,x,x,x,x,x,x,x,x]\n" + "".join(
+        f"{n}: &{n} [*{p},*{p},*{p},*{p},*{p},*{p},*{p},*{p},*{p}]\n" for p, n in zip("abcdefgh", "bcdefghi"))
+    f.write_text(bomb + "globalWhiteRemoteAddresses: [*i]\naccounts:\n  - {accessKey: *i, secretKey: *i, topicPerms: [*i]}\n")
+    with pytest.raises(ConfigError, match="plain value"):
+        PlainPermissionManager(str(tmp_path), str(f))
     with pytest.raises(ConfigError, match="rocketmqHome"):
         PlainPermissionManager("", "")
 
