@@ -584,7 +584,13 @@ class AccessGate:
         answers: list[RemotingCommand] = []
         for i, req in enumerate(requests):
             try:
-                check(ip, req)
+                try:
+                    check(ip, req)
+                except AclError:
+                    raise
+                except Exception as bug:  # a check that cannot finish refuses: never open by accident
+                    log.exception("ACL check of request %d from %s failed; refused", req.code, addr)
+                    raise AclError(f"{type(bug).__name__}: {bug}", _AT_PARSE) from bug
             except AclError as exc:
                 if passed is None:
                     passed = requests[:i]

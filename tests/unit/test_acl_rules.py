@@ -161,3 +161,29 @@ def test_conf_acl_directory_is_read(tmp_path) -> None:
     m = PlainPermissionManager(str(tmp_path))
     assert (tmp_path / "conf" / "plain_acl.yml").exists()  # created, empty, as 4.9.8 does
     assert set(m.accounts) == {"RocketMQUser", "RocketMQAdmin"}
+
+
+def test_the_gate_answers_refusals_drops_oneway_and_passes_the_rest(manager) -> None:
+    from fastmq.broker.acl import AccessGate
+
+    m, _ = manager
+    passed: list = []
+    sent: list = []
+
+    class Conn:
+        remote_addr = "127.0.0.1:4000"
+
+        def send_many(self, cmds):
+            sent.extend(cmds)
+
+    gate = AccessGate(m, lambda conn, reqs: passed.extend(reqs))
+    good = _signed(RequestCode.SEND_MESSAGE_V2, {"a": "PG", "b": "topicA"})
+    bad = create_request(RequestCode.SEND_MESSAGE_V2, {"b": "topicA"})
+    oneway = create_request(RequestCode.SEND_MESSAGE_V2, {"b": "topicA"})
+    oneway.flag |= 2
+    odd = _signed(RequestCode.HEART_BEAT, {}, body=b"[1, 2]")  # JSON, but not an object
+    gate(Conn(), [good, bad, oneway, odd, good])
+    assert passed == [good, good]
+    assert [(r.code, r.opaque) for r in sent] == [(1, bad.opaque), (1, odd.opaque)]
+    assert sent[0].remark.startswith("org.apache.rocketmq.acl.common.AclException: No accessKey is configured, ")
+    assert gate.refused == 3
