@@ -12,6 +12,7 @@ Client and brokers share the 2-core machine.
 from __future__ import annotations
 
 import asyncio
+import statistics
 import time
 
 import pytest
@@ -140,3 +141,32 @@ def test_one_in_flight_signed_sends(benchmark, brokers, acl: str) -> None:
     benchmark.extra_info.update(acl=acl, size=128, msgs_per_round=LONE, us_per_send=round(per * 1e6, 1))
     print(f"\nsigned SEND_MESSAGE_V2, ACL {acl}, one in flight: {per * 1e6:,.0f} us per send")
 
+
+
+@pytest.mark.parametrize("mode", ["pipelined", "one_in_flight"])
+def test_interleaved_on_and_off(benchmark, brokers, mode: str) -> None:
+    """Both brokers in every round, in alternating order, so the machine's load swings (other
+    processes on the 2 shared cores) fall on both arms alike; the ratio of the medians is the figure."""
+    if mode == "pipelined":
+        frames, n = b"".join(_signed_frames(PIPELINE, 128)), PIPELINE
+        arm = {k: (lambda b=b: run(_pipelined(b.port, frames, n))) for k, b in brokers.items()}
+    else:
+        lone, n = _signed_frames(LONE, 128), LONE
+        arm = {k: (lambda b=b: run(_one_at_a_time(b.port, lone))) for k, b in brokers.items()}
+    times: dict[str, list[float]] = {"off": [], "on": []}
+    rounds = [0]
+
+    def pair() -> None:
+        order = ("off", "on") if rounds[0] % 2 == 0 else ("on", "off")
+        rounds[0] += 1
+        for k in order:
+            times[k].append(arm[k]())
+    pair()  # warm up
+    times = {"off": [], "on": []}
+    rounds[0] = 0
+    benchmark.pedantic(pair, rounds=20, iterations=1)
+    off, on = statistics.median(times["off"]), statistics.median(times["on"])
+    benchmark.extra_info.update(mode=mode, size=128, msgs_per_round=n, off_us_per_send=round(off / n * 1e6, 2),
+                                on_us_per_send=round(on / n * 1e6, 2), on_over_off=round(on / off, 3))
+    print(f"\nsigned sends {mode}, interleaved: ACL off {off / n * 1e6:.2f} us, on {on / n * 1e6:.2f} us "
+          f"per send (on/off {on / off:.2f})")
