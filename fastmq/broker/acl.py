@@ -62,6 +62,7 @@ _PPM = "org.apache.rocketmq.acl.plain.PlainPermissionManager"
 # the top stack frame 4.9.8's answer names, per failure (RemotingHelper.exceptionSimpleDesc)
 _AT_VALIDATE = {"no_key": 664, "unknown": 668, "signature": 684}
 _AT_CHECK_PERM = {"admin": 581, "default": 606, "explicit": 611}
+_SEND_V2 = int(RequestCode.SEND_MESSAGE_V2)
 _AT_PARSE = "org.apache.rocketmq.acl.plain.PlainAccessValidator.parse(PlainAccessValidator.java:134)"
 
 
@@ -451,6 +452,8 @@ class PlainPermissionManager:
             if match(ip):
                 return
         ext = request.ext_fields
+        if request.code == _SEND_V2 and ext is not None and self._send_allowed(ip, ext, request.body):
+            return
         ak = ext.get(ACCESS_KEY) if ext else None
         needed = resources(request) if ext else None
         if ak is None:
@@ -461,16 +464,39 @@ class PlainPermissionManager:
         if acc.white(ip):
             return
         assert ext is not None
-        mac = acc.mac.copy()
-        mac.update(combine_content(ext, request.body, (SIGNATURE, UNIQUE_MSG_QUERY_FLAG)))
-        expected = base64.b64encode(mac.digest())
-        given = ext.get(SIGNATURE)
-        if given is None or not hmac.compare_digest(expected, given.encode("utf-8", "replace")):
+        if not self._signed_by(acc, ext, request.body):
             raise AclError(f"Check signature failed for accessKey={ak}",
                            f"{_PPM}.validate(PlainPermissionManager.java:684)")
         if needed and needed.get(tv.TRACE_TOPIC) == Permission.PUB:
             return
         self.check_perm(request.code, needed, acc)
+
+    def _signed_by(self, acc: Account, ext: dict[str, str], body: bytes | None) -> bool:
+        mac = acc.mac.copy()
+        mac.update(combine_content(ext, body, (SIGNATURE, UNIQUE_MSG_QUERY_FLAG)))
+        given = ext.get(SIGNATURE)
+        return given is not None and hmac.compare_digest(base64.b64encode(mac.digest()),
+                                                         given.encode("utf-8", "replace"))
+
+    def _send_allowed(self, ip: str, ext: dict[str, str], body: bytes | None) -> bool:
+        """The hot request, SEND_MESSAGE_V2 to a topic, allowed in one pass (the same checks as
+        :meth:`check`, inlined). False when anything is amiss: the general path then finds and
+        words the refusal."""
+        topic = ext.get("b")
+        ak = ext.get(ACCESS_KEY)
+        if topic is None or ak is None or topic.startswith(tv.RETRY_GROUP_TOPIC_PREFIX):
+            return False
+        acc = self.accounts.get(ak)
+        if acc is None or acc.white(ip) or not self._signed_by(acc, ext, body):
+            return False
+        owned = acc.perms
+        if owned is None:
+            if acc.admin:
+                return True
+            mine = acc.default_topic_perm
+        else:
+            mine = owned.get(topic, acc.default_topic_perm)
+        return not mine & Permission.DENY and bool(mine & Permission.PUB) or topic == tv.TRACE_TOPIC
 
     @staticmethod
     def check_perm(code: int, needed: dict[str, int] | None, acc: Account) -> None:

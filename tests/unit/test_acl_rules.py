@@ -187,3 +187,25 @@ def test_the_gate_answers_refusals_drops_oneway_and_passes_the_rest(manager) -> 
     assert [(r.code, r.opaque) for r in sent] == [(1, bad.opaque), (1, odd.opaque)]
     assert sent[0].remark.startswith("org.apache.rocketmq.acl.common.AclException: No accessKey is configured, ")
     assert gate.refused == 3
+
+
+def test_the_send_fast_path_agrees_with_the_general_one(manager, monkeypatch) -> None:
+    """SEND_MESSAGE_V2 is allowed in one inlined pass; every send must get the same verdict as
+    the general path gives it."""
+    m, _ = manager
+    admin = SessionCredentials("RocketMQAdmin", "12345678")
+    cases = []
+    for creds in (USER, admin, SessionCredentials("RocketMQUser", "wrong-secret"), SessionCredentials("Nobody123", "x")):
+        for topic in ("topicA", "topicB", "other", "RMQ_SYS_TRACE_TOPIC", "%RETRY%groupA", "%RETRY%G2"):
+            cases.append(_signed(RequestCode.SEND_MESSAGE_V2, {"a": "G2", "b": topic}, creds, b"body"))
+    tampered = _signed(RequestCode.SEND_MESSAGE_V2, {"a": "PG", "b": "topicA"}, USER, b"body")
+    tampered.body = b"other"
+    cases += [tampered, create_request(RequestCode.SEND_MESSAGE_V2, {"b": "topicA", "AccessKey": "RocketMQUser"})]
+    for addr in ("127.0.0.1:1", "192.168.0.2:1", "10.10.103.1:1"):
+        fast = [_refusal(m, addr, r) for r in cases]
+        with monkeypatch.context() as mp:
+            mp.setattr(PlainPermissionManager, "_send_allowed", lambda *a: False)
+            general = [_refusal(m, addr, r) for r in cases]
+        assert fast == general, addr
+    assert _refusal(m, "127.0.0.1:1", cases[0]) is None
+    assert "Check signature failed" in _refusal(m, "127.0.0.1:1", tampered)
