@@ -219,7 +219,8 @@ def _broker_sends(kind: str, conns: int, turns: int) -> Callable[[], Any]:
     peers = []
 
     async def connect(k: int) -> Any:
-        conn = Connection(broker.server.dispatcher.dispatch)
+        # what the server hands each connection (its ACL gate when one is on; older trees: the dispatcher)
+        conn = Connection(getattr(broker.server, "handler", broker.server.dispatcher.dispatch))
         conn.connection_made(_NullTransport(40000 + k))  # type: ignore[arg-type]
         return conn
     for k in range(conns):

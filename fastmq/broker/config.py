@@ -99,8 +99,11 @@ class BrokerConfig:
     #: Serve SQL92 subscriptions (``MessageSelector.bySql``): CHECK_CLIENT_CONFIG compiles them and
     #: pulls filter on message properties. Off, both answer SYSTEM_ERROR, as 4.9.8 does.
     enablePropertyFilter: bool = False
-    #: Must stay false: fastmq's broker has no ACL and refuses to start with it on.
+    #: Check every request against the plain ACL files (see docs/security.md).
     aclEnable: bool = False
+    #: The plain ACL file, absolute or relative to rocketmqHome; '' means conf/plain_acl.yml
+    #: (fastmq's own key: 4.9.8 reads the system property rocketmq.acl.plain.file).
+    aclFile: str = ""
     #: Seconds a connection may be idle (nothing read, nothing taken by the peer) before it is closed.
     serverChannelMaxIdleTimeSeconds: int = 120
     #: Largest frame accepted, in bytes; a larger length prefix closes the connection before any
@@ -164,7 +167,8 @@ RESTART_ONLY_KEYS = frozenset({
     "brokerRole", "namesrvAddr", "rocketmqHome", "storePathRootDir", "storePathCommitLog",
     "mappedFileSizeCommitLog", "mappedFileSizeConsumeQueue", "flushDiskType", "messageDelayLevel",
     "serverChannelMaxIdleTimeSeconds", "maxFrameSize", "serverMaxConnections", "serverMaxPartialFrameBytes",
-    "serverMaxUnsentBytes", "metricsExporterType", "metricsPromExporterPort", "metricsPromExporterHost"})
+    "serverMaxUnsentBytes", "metricsExporterType", "metricsPromExporterPort", "metricsPromExporterHost", "aclEnable",
+    "aclFile"})
 
 
 def split_keys(props: Mapping[str, str], cfg: BrokerConfig, store: MessageStoreConfig
@@ -193,10 +197,6 @@ def check_configs(cfg: BrokerConfig, store: MessageStoreConfig) -> None:
                           "(0 = never sync on the event loop)")
     if store.mappedFileSizeCommitLog <= 0:
         raise ConfigError(f"mappedFileSizeCommitLog={store.mappedFileSizeCommitLog}: must be positive")
-    if cfg.aclEnable:  # accepting it would leave every request unauthenticated while claiming ACL
-        raise ConfigError("aclEnable=true: fastmq's broker does not implement ACL (plain_acl.yml); "
-                          "it refuses to start rather than serve without access control. Set aclEnable=false "
-                          "and restrict access to the broker's ports by other means")
     if not 1 <= cfg.maxTopicQueueNums <= 65535:
         raise ConfigError(f"maxTopicQueueNums={cfg.maxTopicQueueNums}: must be within 1..65535")
     if not 1 <= cfg.defaultTopicQueueNums <= cfg.maxTopicQueueNums:

@@ -39,6 +39,7 @@ from ..remoting.rpc_latency import RpcLatency, TimedProcessor
 from ..store.config import MessageStoreConfig
 from ..store.ha import HAClient, HAService
 from ..store.message_store import MessageStore
+from .acl import AccessGate, PlainPermissionManager
 from .config import RESTART_ONLY_KEYS, BrokerConfig, check_configs, split_keys
 from .consumer_filter import ConsumerFilterManager
 from .consumer_manager import ConsumerManager, ProducerManager
@@ -47,6 +48,7 @@ from .stats import DAY_EVERY_S, HOUR_EVERY_S, MINUTE_EVERY_S, BrokerStatsManager
 from .long_polling import PullRequestHoldService
 from .namesrv_link import NamesrvLink
 from .offsets import ConsumerOffsetManager
+from .processors.acl_admin import AclAdminProcessor
 from .processors.admin import AdminBrokerProcessor
 from .processors.client_manage import ClientManageProcessor
 from .processors.consumer_manage import ConsumerManageProcessor
@@ -139,6 +141,15 @@ class BrokerController:
             registered: RequestProcessor = TimedProcessor(proc, self.rpc_latency) if self.metrics_on else proc
             for code in proc.codes:
                 self.server.register_processor(code, registered)
+        #: the plain ACL (aclEnable): every request is checked before any processor sees it
+        self.acl: PlainPermissionManager | None = None
+        if c.aclEnable:
+            self.acl = PlainPermissionManager(c.rocketmqHome, c.aclFile)
+            acl = self.acl
+            self.server.guard(lambda handler: AccessGate(acl, handler))
+        acl_admin = AclAdminProcessor(self.acl, c)
+        for code in acl_admin.codes:
+            self.server.register_processor(code, acl_admin)
         self.client = RemotingClient()
         ha_port = self.store_config.haListenPort or self.config.listenPort + 1
         ha_addr = f"{self.config.brokerIP2 or self.config.brokerIP1}:{ha_port}"
@@ -292,6 +303,8 @@ class BrokerController:
             await self.metrics_server.start()  # (a taken port fails the start here, before registration)
         if self.schedule is not None and not self.is_slave:
             await self.schedule.start()
+        if self.acl is not None:
+            self.acl.start_watch()
         await self.server.start_serving()
         self._started = True
         if not self.is_slave:  # 4.9 starts the check service on a master only (startProcessorByHa)
@@ -414,6 +427,8 @@ class BrokerController:
         await self.transactions.stop()
         if self.metrics_server is not None:
             await self.metrics_server.close()
+        if self.acl is not None:
+            await self.acl.stop_watch()
         self.hold_service.close()
         await self.server.close()
         for ha in (self.ha_client, self.ha_service):

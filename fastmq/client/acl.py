@@ -13,17 +13,13 @@ credentials set, the producer's compiled first try gets no connection to write i
 """
 from __future__ import annotations
 
-import base64
-import hashlib
-import hmac
 from dataclasses import dataclass
 
+from ..common.acl_signer import ACCESS_KEY, SECRET_KEY, SECURITY_TOKEN, SIGNATURE, signature
 from ..protocol.command import RemotingCommand
 
 __all__ = ["SessionCredentials", "AclClientRPCHook", "signature", "ACCESS_KEY", "SECRET_KEY", "SIGNATURE",
            "SECURITY_TOKEN"]
-
-ACCESS_KEY, SECRET_KEY, SIGNATURE, SECURITY_TOKEN = "AccessKey", "SecretKey", "Signature", "SecurityToken"
 
 
 @dataclass(frozen=True)
@@ -40,15 +36,6 @@ class SessionCredentials:
 
     def __repr__(self) -> str:  # never print the secret
         return f"SessionCredentials(access_key={self.access_key!r}, secret_key=***)"
-
-
-def signature(fields: dict[str, str], body: bytes | bytearray | memoryview | None, secret_key: str) -> str:
-    """AclUtils.calSignature of AclUtils.combineRequestContent: HMAC-SHA1 under ``secret_key`` of
-    the values of ``fields`` in key order (``Signature`` itself left out), then ``body``; base64."""
-    content = "".join(v for k, v in sorted(fields.items()) if k != SIGNATURE).encode("utf-8")
-    if body:
-        content += bytes(body)
-    return base64.b64encode(hmac.new(secret_key.encode("utf-8"), content, hashlib.sha1).digest()).decode("ascii")
 
 
 class AclClientRPCHook:

@@ -84,6 +84,9 @@ class RemotingServer:
         self.frame_budget = FrameBudget(max_partial_frame_bytes)
         self.max_unsent_bytes = max_unsent_bytes
         self.dispatcher = Dispatcher()
+        #: What each connection hands its requests to: the dispatcher, or a check in front of it
+        #: (:meth:`guard`, the broker's ACL); read as connections are made.
+        self.handler: Any = self.dispatcher.dispatch
         self.connections: set[Connection] = set()
         self._server: asyncio.AbstractServer | None = None
         self._idle_task: asyncio.Task[None] | None = None
@@ -97,10 +100,15 @@ class RemotingServer:
         """The processor for every code with no processor of its own."""
         self.dispatcher.register_default(processor, executor)
 
+    def guard(self, wrap: Any) -> None:
+        """Put ``wrap(handler)`` in front of the dispatcher for connections made from now on
+        (call before :meth:`start`): every request of every read passes through it first."""
+        self.handler = wrap(self.handler)
+
     def _make_connection(self) -> asyncio.BaseProtocol:
         if len(self.connections) >= self.max_connections:
             return _Refused(self.max_connections)
-        conn = Connection(self.dispatcher.dispatch, listener=self.listener, max_frame_size=self.max_frame_size,
+        conn = Connection(self.handler, listener=self.listener, max_frame_size=self.max_frame_size,
                           max_inflight=self.max_inflight, on_lost=self.connections.discard,
                           max_unsent=self.max_unsent_bytes, frame_budget=self.frame_budget)
         self.connections.add(conn)

@@ -21,6 +21,8 @@ def produce(args: argparse.Namespace) -> dict[str, Any]:
 
     producer = Producer(args.group, timeout=args.timeout_ms)
     producer.set_namesrv_addr(args.namesrv)
+    if args.access_key:  # ACL: the client signs every request (its SessionCredentials)
+        producer.set_session_credentials(args.access_key, args.secret_key, "")
     producer.start()
     results: list[dict[str, Any]] = []
     t0 = time.perf_counter()
@@ -63,6 +65,8 @@ def main() -> int:
     pr.add_argument("--oneway", action="store_true")
     pr.add_argument("--timeout-ms", type=int, default=3000)
     pr.add_argument("--quiet", action="store_true", help="report only the first results (long timing runs)")
+    pr.add_argument("--access-key", default="", help="sign the requests (ACL) with this key ...")
+    pr.add_argument("--secret-key", default="", help="... and this secret")
     args = p.parse_args()
     out = produce(args)
     print("RESULT " + json.dumps(out), flush=True)

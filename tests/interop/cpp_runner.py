@@ -17,9 +17,13 @@ def run_peer(script: str, args: list[str], home: Path, timeout: float) -> tuple[
     return proc.stdout, proc
 
 
-def produce(ns: str, topic: str, home: Path, *, body: str, tags: str, count: int, oneway: bool) -> list[dict]:
-    """Send ``count`` messages with the C++ Producer (sync, or oneway); its per-message results."""
+def produce(ns: str, topic: str, home: Path, *, body: str, tags: str, count: int, oneway: bool,
+            credentials: tuple[str, str] | None = None) -> list[dict]:
+    """Send ``count`` messages with the C++ Producer (sync, or oneway), signed with ``credentials``
+    (access key, secret) when given; its per-message results."""
     args = ["produce", "--namesrv", ns, "--topic", topic, "--tags", tags, "--body", body, "--count", str(count)]
+    if credentials:
+        args += ["--access-key", credentials[0], "--secret-key", credentials[1]]
     out, proc = run_peer("cpp_peer.py", args + (["--oneway"] if oneway else []), home, 90)
     lines = [ln for ln in out.splitlines() if ln.startswith("RESULT ")]
     assert lines, f"producer printed no result (rc={proc.returncode}): {proc.stdout[-2000:]} {proc.stderr[-2000:]}"

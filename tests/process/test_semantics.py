@@ -320,20 +320,26 @@ def run_to_exit(proc: ServerProcess, seconds: float = 60) -> subprocess.Complete
                           timeout=seconds)
 
 
-def test_acl_enable_refuses_to_start(tmp_path: Path) -> None:
-    """Guards: aclEnable=true was accepted and ignored (every request served unauthenticated)."""
-    proc = broker_process(tmp_path, "127.0.0.1:1", aclEnable="true")
+def test_acl_file_that_does_not_parse_refuses_to_start(tmp_path: Path) -> None:
+    """Guards: aclEnable=true was accepted and ignored (every request served unauthenticated);
+    now a broker whose ACL file cannot be read does not start open."""
+    bad = tmp_path / "plain_acl.yml"
+    bad.write_text("accounts: [ {accessKey: short\n")
+    proc = broker_process(tmp_path, "127.0.0.1:1", aclEnable="true", aclFile=bad)
     done = run_to_exit(proc)
     assert done.returncode != 0
-    assert "aclEnable=true: fastmq's broker does not implement ACL" in done.stderr + done.stdout
+    assert f"ACL file {bad}" in done.stderr + done.stdout
     assert not (tmp_path / "store" / "commitlog").exists()  # it stopped before touching the store
 
 
-async def test_acl_enable_refused_by_update_broker_config(fastmq_cluster: EmbeddedCluster, client) -> None:
-    broker = fastmq_cluster.brokers[0]
-    body = b"aclEnable=true\n"
-    r = await client.invoke(broker.addr, create_request(RequestCode.UPDATE_BROKER_CONFIG, {}, body), 5)
-    assert r.code != ResponseCode.SUCCESS and "aclEnable=true" in r.remark
+async def test_acl_admin_codes_refused_without_acl(fastmq_cluster: EmbeddedCluster, client) -> None:
+    """Guards: ACL admin codes answered success with nothing checked or written."""
+    addr = fastmq_cluster.brokers[0].addr
+    r = await client.invoke(addr, create_request(RequestCode.UPDATE_AND_CREATE_ACL_CONFIG, {
+        "accessKey": "RocketMQ2", "secretKey": "12345678"}), 5)
+    assert r.code == ResponseCode.UPDATE_AND_CREATE_ACL_CONFIG_FAILED and "aclEnable=false" in r.remark
+    r = await client.invoke(addr, create_request(RequestCode.GET_BROKER_CLUSTER_ACL_INFO, {}), 5)
+    assert r.code == ResponseCode.SYSTEM_ERROR and "aclEnable=false" in r.remark
 
 
 # ------------------------------------------------------------------ queue counts
