@@ -2,17 +2,15 @@
 with ACL on: the right keys send, a wrong secret and no credentials are refused."""
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 
 import pytest
 
 from fastmq.client.acl import AclClientRPCHook, SessionCredentials
-from fastmq.protocol.codes import RequestCode
-from fastmq.protocol.command import create_request
 from fastmq.remoting import RemotingClient
 from fastmq.remoting.loop import run
 from fastmq.testing import EmbeddedCluster
+from tests.support import create_topic
 from tests.interop.cpp_runner import produce
 
 pytestmark = [pytest.mark.cpp_client, pytest.mark.slow]
@@ -31,19 +29,10 @@ accounts:
 
 
 async def _create_topic(addr: str, namesrv: str) -> None:
+    """The test's topic, created by the admin account (the broker refuses an unsigned creation)."""
     client = RemotingClient(rpc_hook=AclClientRPCHook(SessionCredentials("CppAdmin01", "CppSecret01")))
     try:
-        r = await client.invoke(addr, create_request(RequestCode.UPDATE_AND_CREATE_TOPIC, {
-            "topic": "CppAcl", "defaultTopic": "TBW102", "readQueueNums": 4, "writeQueueNums": 4, "perm": 6,
-            "topicFilterType": "SINGLE_TAG"}), 10)
-        assert r.code == 0, r.remark
-        for _ in range(100):  # the route reaches the NameServer with the broker's next registration
-            route = await client.invoke(namesrv, create_request(RequestCode.GET_ROUTEINFO_BY_TOPIC,
-                                                                {"topic": "CppAcl"}), 5)
-            if route.code == 0:
-                break
-            await asyncio.sleep(0.2)
-        assert route.code == 0, route.remark
+        await create_topic(client, addr, "CppAcl", routed_by=namesrv)
     finally:
         await client.close()
 

@@ -3,7 +3,6 @@
 the right keys send; a wrong secret is refused with 4.9.8's AclException text."""
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import shutil
@@ -13,11 +12,10 @@ from pathlib import Path
 import pytest
 
 from fastmq.client.acl import AclClientRPCHook, SessionCredentials
-from fastmq.protocol.codes import RequestCode
-from fastmq.protocol.command import create_request
 from fastmq.remoting import RemotingClient
 from fastmq.remoting.loop import run
 from fastmq.testing import EmbeddedCluster
+from tests.support import create_topic
 
 CLASSPATH = os.environ.get("FASTMQ_JAVA_CLASSPATH", "")
 PEER_SOURCE = Path(__file__).resolve().parent / "java" / "AclPeer.java"
@@ -40,19 +38,10 @@ accounts:
 
 
 async def _create_topic(addr: str, namesrv: str) -> None:
+    """The test's topic, created by the admin account (the broker refuses an unsigned creation)."""
     client = RemotingClient(rpc_hook=AclClientRPCHook(SessionCredentials("JavaAdmin01", "JavaSecret01")))
     try:
-        r = await client.invoke(addr, create_request(RequestCode.UPDATE_AND_CREATE_TOPIC, {
-            "topic": "JavaAcl", "defaultTopic": "TBW102", "readQueueNums": 4, "writeQueueNums": 4, "perm": 6,
-            "topicFilterType": "SINGLE_TAG"}), 10)
-        assert r.code == 0, r.remark
-        for _ in range(100):  # the route reaches the NameServer with the broker's next registration
-            route = await client.invoke(namesrv, create_request(RequestCode.GET_ROUTEINFO_BY_TOPIC,
-                                                                {"topic": "JavaAcl"}), 5)
-            if route.code == 0:
-                return
-            await asyncio.sleep(0.2)
-        raise AssertionError("no route for JavaAcl")
+        await create_topic(client, addr, "JavaAcl", routed_by=namesrv)
     finally:
         await client.close()
 
