@@ -26,6 +26,8 @@ from fastmq.remoting import RemotingClient
 from fastmq.remoting.loop import run
 from fastmq.testing import broker_process, namesrv_process
 
+from benchmarks.pipelined import pipelined
+
 PIPELINE = 2000
 LONE = 200
 CREDS = SessionCredentials("BenchUser1", "BenchSecret1")
@@ -88,22 +90,6 @@ def _signed_frames(n: int, size: int) -> list[bytes]:
     return frames
 
 
-async def _pipelined(port: int, frames: bytes, n: int) -> float:
-    reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    dec = FrameDecoder()
-    t0 = time.perf_counter()
-    writer.write(frames)
-    got = 0
-    while got < n:
-        chunk = await asyncio.wait_for(reader.read(1 << 20), 30)
-        assert chunk, "broker closed the connection"
-        for r in dec.feed(chunk):
-            assert r.code == 0, (r.code, r.remark)
-            got += 1
-    writer.close()
-    return time.perf_counter() - t0
-
-
 async def _one_at_a_time(port: int, frames: list[bytes]) -> float:
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     dec = FrameDecoder()
@@ -124,8 +110,8 @@ async def _one_at_a_time(port: int, frames: list[bytes]) -> float:
 def test_pipelined_signed_sends(benchmark, brokers, acl: str) -> None:
     b = brokers[acl]
     frames = b"".join(_signed_frames(PIPELINE, 128))
-    run(_pipelined(b.port, frames, PIPELINE))  # warm up
-    elapsed = benchmark.pedantic(lambda: run(_pipelined(b.port, frames, PIPELINE)), rounds=15, iterations=1)
+    run(pipelined(b.port, frames, PIPELINE))  # warm up
+    elapsed = benchmark.pedantic(lambda: run(pipelined(b.port, frames, PIPELINE)), rounds=15, iterations=1)
     rate = PIPELINE / (benchmark.stats.stats.median if benchmark.stats else elapsed)
     benchmark.extra_info.update(acl=acl, size=128, msgs_per_round=PIPELINE, msgs_per_s=round(rate))
     print(f"\nsigned SEND_MESSAGE_V2, ACL {acl}, {PIPELINE} in flight: {rate:,.0f} msgs/s")
@@ -149,7 +135,7 @@ def test_interleaved_on_and_off(benchmark, brokers, mode: str) -> None:
     processes on the 2 shared cores) fall on both arms alike; the ratio of the medians is the figure."""
     if mode == "pipelined":
         frames, n = b"".join(_signed_frames(PIPELINE, 128)), PIPELINE
-        arm = {k: (lambda b=b: run(_pipelined(b.port, frames, n))) for k, b in brokers.items()}
+        arm = {k: (lambda b=b: run(pipelined(b.port, frames, n))) for k, b in brokers.items()}
     else:
         lone, n = _signed_frames(LONE, 128), LONE
         arm = {k: (lambda b=b: run(_one_at_a_time(b.port, lone))) for k, b in brokers.items()}

@@ -21,6 +21,8 @@ from fastmq.remoting import RemotingClient
 from fastmq.remoting.loop import run
 from fastmq.testing import broker_process, namesrv_process
 
+from benchmarks.pipelined import pipelined
+
 PIPELINE = 2000
 
 
@@ -45,31 +47,13 @@ def _send_frame(i: int, body: bytes, batch: bool = False):
                           h.to_v2_fields(), body)
 
 
-async def _pipelined(port: int, frames: bytes, n: int) -> float:
-    """Write ``n`` pre-encoded requests on one connection, read ``n`` responses; seconds taken."""
-    reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    dec = FrameDecoder()
-    t0 = time.perf_counter()
-    writer.write(frames)
-    got = 0
-    while got < n:
-        chunk = await asyncio.wait_for(reader.read(1 << 20), 30)
-        assert chunk, "broker closed the connection"
-        for r in dec.feed(chunk):
-            assert r.code == 0, (r.code, r.remark)
-            got += 1
-    elapsed = time.perf_counter() - t0
-    writer.close()
-    return elapsed
-
-
 @pytest.mark.parametrize("size", [128, 1024])
 def test_pipelined_send_v2(benchmark, broker, size: int) -> None:
     mode, b = broker
     body = b"x" * size
     frames = encode_frames([_send_frame(i, body) for i in range(PIPELINE)])
-    run(_pipelined(b.port, frames, PIPELINE))  # warm up: topic creation, first file
-    elapsed = benchmark.pedantic(lambda: run(_pipelined(b.port, frames, PIPELINE)), rounds=15, iterations=1)
+    run(pipelined(b.port, frames, PIPELINE))  # warm up: topic creation, first file
+    elapsed = benchmark.pedantic(lambda: run(pipelined(b.port, frames, PIPELINE)), rounds=15, iterations=1)
     rate = PIPELINE / benchmark.stats.stats.median if benchmark.stats else PIPELINE / (elapsed or 1)
     benchmark.extra_info.update(mode=mode, size=size, msgs_per_round=PIPELINE, msgs_per_s=round(rate))
     print(f"\nSEND_MESSAGE_V2 {mode} {size} B, {PIPELINE} in flight: {rate:,.0f} msgs/s")
@@ -81,8 +65,8 @@ def test_batch_send(benchmark, broker) -> None:
     body = encode_batch_body([Message("BenchTopic", b"x" * 128, properties={"UNIQ_KEY": f"{i:032X}"})
                               for i in range(per_batch)])
     frames = encode_frames([_send_frame(i, body, batch=True) for i in range(batches)])
-    run(_pipelined(b.port, frames, batches))
-    benchmark.pedantic(lambda: run(_pipelined(b.port, frames, batches)), rounds=15, iterations=1)
+    run(pipelined(b.port, frames, batches))
+    benchmark.pedantic(lambda: run(pipelined(b.port, frames, batches)), rounds=15, iterations=1)
     rate = per_batch * batches / benchmark.stats.stats.median if benchmark.stats else 0
     benchmark.extra_info.update(mode=mode, msgs_per_s=round(rate))
     print(f"\nSEND_BATCH_MESSAGE {mode} 100 x 128 B per batch, {batches} batches in flight: {rate:,.0f} msgs/s")
