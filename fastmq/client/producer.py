@@ -21,7 +21,7 @@ import functools
 import logging
 import time
 import uuid
-from typing import Callable, Iterable, Iterator, Sequence
+from typing import Any, Callable, Coroutine, Iterable, Iterator, Sequence
 
 from .._ext._protocols import ProduceContextProto
 from .._ext.fault import FaultTable
@@ -50,7 +50,7 @@ from .queue_selector import MessageQueueSelector, hash_selector, java_hash_code
 from .reachability import Reachability
 from .request_reply import PendingRequest, RequestCallback
 from .trace_dispatcher import TraceDispatcher
-from .trace_hooks import now_ms, pub_context
+from .trace_hooks import now_ms, pub_context, pub_record
 
 __all__ = ["Producer", "ProduceContext", "SendResult", "SendStatus", "MessageQueueSelector", "hash_selector",
            "java_hash_code", "split_batch"]
@@ -706,13 +706,7 @@ class Producer:
         """SendMessageTraceHookImpl.sendMessageAfter for one answered send."""
         d = self.trace_dispatcher
         assert d is not None
-        if d.skips(msg.topic):
-            return
-        mq = r.message_queue
-        ctx = pub_context(self.group, msg, r.msg_id, r.offset_msg_id, r.status == SendStatus.SEND_OK, r.region_id,
-                          self.instance.master_addr(mq.broker_name), begin_ms)
-        if ctx is not None:
-            d.append(ctx)
+        d.append((pub_record, (d.trace_topic, self.group, msg, r, begin_ms, now_ms(), self.instance.master_addr)))
 
     def _trace_batch(self, msgs: Sequence[Message], r: SendResult, begin_ms: int) -> None:
         """A Pub record per message of an answered batch (each by its own id, so each is found)."""
@@ -733,12 +727,13 @@ class Producer:
     def _traced_callback(self, msg: Message, begin_ms: int,
                          callback: Callable[[SendResult | None, BaseException | None], None] | None
                          ) -> Callable[[SendResult | None, BaseException | None], None]:
+        d = self.trace_dispatcher
+        assert d is not None
+        append, topic, group, hosts = d.append, d.trace_topic, self.group, self.instance.master_addr
+
         def traced(r: SendResult | None, exc: BaseException | None) -> None:
-            if r is not None:
-                try:
-                    self._trace_pub(msg, r, begin_ms)
-                except Exception:  # a trace never fails the send it records
-                    log.exception("trace of send %s failed", r.msg_id)
+            if r is not None:  # (the record is encoded later, on the dispatcher's worker)
+                append((pub_record, (topic, group, msg, r, begin_ms, now_ms(), hosts)))
             if callback is not None:
                 callback(r, exc)
         return traced
@@ -749,11 +744,12 @@ class Producer:
         self._trace_pub(msg, r, begin)
         return r
 
-    async def _send_async_traced(self, msg: Message, callback: Callable[[SendResult | None, BaseException | None],
-                                                                        None] | None = None,
-                                 timeout_ms: int | None = None, *, wait: bool = True) -> "asyncio.Future[SendResult]":
-        return await Producer.send_async(self, msg, self._traced_callback(msg, now_ms(), callback), timeout_ms,
-                                         wait=wait)
+    def _send_async_traced(self, msg: Message, callback: Callable[[SendResult | None, BaseException | None],
+                                                                  None] | None = None,
+                           timeout_ms: int | None = None, *, wait: bool = True
+                           ) -> Coroutine[Any, Any, "asyncio.Future[SendResult]"]:
+        # (send_async's own coroutine, handed back: no second coroutine frame per send)
+        return Producer.send_async(self, msg, self._traced_callback(msg, now_ms(), callback), timeout_ms, wait=wait)
 
     def _start_send_traced(self, msg: Message, callback: Callable[[SendResult | None, BaseException | None], None],
                            timeout_ms: int | None = None, awaited: bool = True) -> None:

@@ -171,3 +171,22 @@ def test_reader_keeps_the_records_of_the_message_and_skips_bad_bodies() -> None:
     garbage = MessageExt("RMQ_SYS_TRACE_TOPIC", b"Pub\x01nonsense\x02", commit_log_offset=30)
     got = trace_records("7F0000011234", [good, bad, garbage, good])
     assert [r.trace_type for r in got] == ["Pub"] and got[0].client_host == "1.2.3.4:5"
+
+
+def test_the_fast_pub_record_is_the_encoders_text() -> None:
+    from fastmq.client.producer import SendResult
+    from fastmq.client.trace_hooks import pub_record
+    from fastmq.protocol.message_queue import MessageQueue
+    hosts = {"b": "10.0.0.1:10911"}.get
+    for props in ({"TAGS": "t", "KEYS": "k1 k2"}, {}, {"TRAN_MSG": "true", "KEYS": " k "}, {"DELAY": "2"}):
+        msg = Message("T", b"body", properties=dict(props))
+        for status in ("SEND_OK", "FLUSH_DISK_TIMEOUT"):
+            r = SendResult(status, "UNIQ", "OFFID", MessageQueue("T", "b", 1), 7, "DefaultRegion")
+            ctx = pub_context("pg", msg, "UNIQ", "OFFID", status == "SEND_OK", "DefaultRegion", "10.0.0.1:10911", 100)
+            assert ctx is not None
+            ctx.cost_time = 5
+            assert pub_record("RMQ_SYS_TRACE_TOPIC", "pg", msg, r, 100, 105, hosts) == (encode_context(ctx),
+                                                                                       trace_keys(ctx))
+    r = SendResult("SEND_OK", "UNIQ", "OFFID", MessageQueue("T", "b", 1), 7, None)
+    assert pub_record("RMQ_SYS_TRACE_TOPIC", "pg", Message("T", b""), r, 1, 2, hosts) is None
+    assert pub_record("T", "pg", Message("T", b""), r, 1, 2, hosts) is None
