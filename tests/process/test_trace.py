@@ -15,7 +15,7 @@ from typing import Any, Iterator
 import pytest
 
 import fastmq
-from fastmq.aio import (ConsumeStatus, LocalTransactionState, Message, MessageExt, Producer, PullConsumer,
+from fastmq.aio import (ConsumeStatus, LocalTransactionState, Message, MessageExt, Producer,
                         PushConsumer, TransactionProducer, query_trace)
 from fastmq.client.trace_query import TraceRecord
 from fastmq.protocol.codes import RequestCode, ResponseCode
