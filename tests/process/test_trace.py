@@ -29,7 +29,9 @@ from tests.process.helpers import until
 TRACE_TOPIC = "RMQ_SYS_TRACE_TOPIC"
 BROKER = {"traceTopicEnable": "true",
           # retries a second apart, so a message reaches the DLQ within seconds
-          "messageDelayLevel": " ".join(["1s"] * 18)}
+          "messageDelayLevel": " ".join(["1s"] * 18),
+          # a half left UNKNOW is checked within a couple of seconds
+          "transactionCheckInterval": 1000, "transactionTimeOut": 1000}
 
 
 @pytest.fixture(scope="module")
@@ -155,6 +157,25 @@ async def test_a_transaction_shows_its_half_and_end_transaction(cluster: Embedde
     assert pub.beans[0].msg_type == 1  # Trans_Msg_Half
     assert end.beans[0].transaction_state == "COMMIT_MESSAGE" and not end.beans[0].from_transaction_check
     assert end.beans[0].msg_type == 2 and end.beans[0].keys == "tx-1" and end.group_name == p.group
+
+
+class _UnknownThenCommit:
+    def execute_local_transaction(self, msg: Message, arg: Any) -> LocalTransactionState:
+        return LocalTransactionState.UNKNOW
+
+    def check_local_transaction(self, msg: MessageExt) -> LocalTransactionState:
+        return LocalTransactionState.COMMIT_MESSAGE
+
+
+async def test_a_checked_transaction_shows_both_end_transactions(cluster: EmbeddedCluster) -> None:
+    ns, topic = cluster.namesrv_addr, _name("TraceTxCheck")
+    async with TransactionProducer(_name("PG_TXC"), namesrv_addr=ns, listener=_UnknownThenCommit(),
+                                   enable_trace=True) as p:
+        r = await p.send_message_in_transaction(Message(topic, b"tx"))
+        trace = await _trace_until(ns, r.msg_id, ["Pub", "EndTransaction", "EndTransaction"], 25)
+    ends = sorted((x.context.beans[0].from_transaction_check, x.context.beans[0].transaction_state)
+                  for x in trace if x.trace_type == "EndTransaction")
+    assert ends[:1] == [(False, "UNKNOW")] and (True, "COMMIT_MESSAGE") in ends, ends
 
 
 async def test_bad_bodies_on_the_trace_topic_do_not_break_the_reader(cluster: EmbeddedCluster) -> None:
