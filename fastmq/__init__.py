@@ -21,7 +21,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .blocking import Producer, PullConsumer, PushConsumer, TransactionProducer
+    from .blocking import Producer, PullConsumer, PushConsumer, TransactionProducer, query_trace
     from .client.acl import SessionCredentials
     from .client.allocate import (AllocateMachineRoomNearby, AllocateMessageQueueAveragely,
                                   AllocateMessageQueueAveragelyByCircle, AllocateMessageQueueByConfig,
@@ -34,6 +34,8 @@ if TYPE_CHECKING:
     from .client.queue_selector import MessageQueueSelector, hash_selector
     from .client.transaction_producer import LocalTransactionState, TransactionListener, TransactionSendResult
     from .client.request_reply import create_reply_message
+    from .client.trace_data import TraceContext, TraceType
+    from .client.trace_query import TraceRecord
     from .errors import (BrokerError, ClientError, FastMQError, FilterRefusedError, MessageValidationError,
                          NoNameServerError, NoRouteError, RequestSendError, RequestTimeoutError, SendFailedError)
     from .protocol.heartbeat import ConsumeFromWhere, MessageModel
@@ -52,7 +54,7 @@ __all__ = ["Producer", "PushConsumer", "PullConsumer", "Message", "MessageExt", 
            "FastMQError", "ClientError", "BrokerError", "NoRouteError", "NoNameServerError", "SendFailedError",
            "MessageValidationError", "FilterRefusedError", "TransactionProducer", "LocalTransactionState",
            "TransactionListener", "TransactionSendResult", "create_reply_message", "RequestTimeoutError",
-           "RequestSendError"]
+           "RequestSendError", "query_trace", "TraceRecord", "TraceContext", "TraceType"]
 
 # public name -> the module that defines it
 _SOURCES = {
@@ -76,6 +78,8 @@ _SOURCES = {
     "RequestTimeoutError": ".errors", "RequestSendError": ".errors",
     "create_reply_message": ".client.request_reply",
     "FilterRefusedError": ".errors",
+    "query_trace": ".blocking", "TraceRecord": ".client.trace_query",
+    "TraceContext": ".client.trace_data", "TraceType": ".client.trace_data",
 }
 
 

@@ -43,6 +43,8 @@ if TYPE_CHECKING:
     from .client.push_consumer import ConsumeStatus, MessageListener, PullConsumer, PushConsumer
     from .client.queue_selector import MessageQueueSelector, hash_selector
     from .client.request_reply import create_reply_message
+    from .client.trace_data import TraceContext, TraceType
+    from .client.trace_query import TraceRecord, query_trace
     from .client.transaction_producer import (LocalTransactionState, TransactionListener, TransactionProducer,
                                               TransactionSendResult)
     from .protocol.heartbeat import ConsumeFromWhere, MessageModel
@@ -57,7 +59,7 @@ __all__ = ["Producer", "PushConsumer", "PullConsumer", "SendResult", "SendStatus
            "AllocateMessageQueueAveragelyByCircle", "AllocateMessageQueueConsistentHash",
            "AllocateMessageQueueByConfig", "AllocateMessageQueueByMachineRoom", "AllocateMachineRoomNearby",
            "TransactionProducer", "LocalTransactionState", "TransactionListener", "TransactionSendResult",
-           "create_reply_message"]
+           "create_reply_message", "query_trace", "TraceRecord", "TraceContext", "TraceType"]
 
 # loaded on first use, as in :mod:`fastmq`: ``from fastmq.aio import Message`` needs no client
 _SOURCES = {
@@ -77,6 +79,8 @@ _SOURCES = {
     "TransactionProducer": ".client.transaction_producer", "LocalTransactionState": ".client.transaction_producer",
     "TransactionListener": ".client.transaction_producer", "TransactionSendResult": ".client.transaction_producer",
     "create_reply_message": ".client.request_reply",
+    "query_trace": ".client.trace_query", "TraceRecord": ".client.trace_query",
+    "TraceContext": ".client.trace_data", "TraceType": ".client.trace_data",
 }
 
 

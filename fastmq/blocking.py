@@ -22,6 +22,7 @@ from typing import Any, Callable, Coroutine, Sequence, TypeVar
 from . import _blocking, _driven
 from .client import producer as _producer
 from .client import push_consumer as _consumer
+from .client import trace_query as _trace_query
 from .client import transaction_producer as _tx
 from .client.allocate import AllocateStrategy
 from .client.instance import ClientConfig, ClientInstance
@@ -110,6 +111,8 @@ class Producer:
             producer's window still holds 65535).
         instance: a client instance to share with other producers and consumers.
         client_config: the ClientConfig (NameServer, instance name, credentials, RPC hooks...).
+        enable_trace: record a ``Pub`` trace of every answered send in the trace topic (docs/trace.md).
+        trace_topic: the trace topic (default ``RMQ_SYS_TRACE_TOPIC``).
 
     Raises:
         MessageValidationError: a blank or invalid group name.
@@ -122,7 +125,8 @@ class Producer:
                  compress_msg_body_over_howmuch: int = 4096, max_message_size: int = 4 * 1024 * 1024,
                  send_latency_fault_enable: bool = False, default_topic_queue_nums: int = 4,
                  max_in_flight: int = 65535, instance: ClientInstance | None = None,
-                 client_config: ClientConfig | None = None) -> None:
+                 client_config: ClientConfig | None = None, enable_trace: bool = False,
+                 trace_topic: str | None = None) -> None:
         # every option passed on by name: the core holds the rules (and raises for a bad value)
         options: dict[str, Any] = dict(
             namesrv_addr=namesrv_addr, send_msg_timeout=send_msg_timeout,
@@ -131,7 +135,8 @@ class Producer:
             retry_another_broker_when_not_store_ok=retry_another_broker_when_not_store_ok,
             compress_msg_body_over_howmuch=compress_msg_body_over_howmuch, max_message_size=max_message_size,
             send_latency_fault_enable=send_latency_fault_enable, default_topic_queue_nums=default_topic_queue_nums,
-            max_in_flight=max_in_flight, instance=instance, client_config=client_config)
+            max_in_flight=max_in_flight, instance=instance, client_config=client_config,
+            enable_trace=enable_trace, trace_topic=trace_topic)
         self._timeout = send_msg_timeout / 1000
         self._driven = _driven.DrivenLoop(f"fastmq-producer-{group}")
         try:
@@ -437,6 +442,8 @@ class PushConsumer:
         consume_thread_max: batches of an ``async def`` listener in progress at once.
         consume_message_batch_max_size: messages per listener call, at most.
         max_reconsume_times: RECONSUME_LATER deliveries before a message goes to the DLQ.
+        enable_trace: record ``SubBefore``/``SubAfter`` traces of each listener call (docs/trace.md).
+        trace_topic: the trace topic (default ``RMQ_SYS_TRACE_TOPIC``).
         orderly: one queue's messages in order, one batch at a time (MessageListenerOrderly).
 
     Raises:
@@ -452,7 +459,8 @@ class PushConsumer:
                  rebalance_interval_s: float = REBALANCE_INTERVAL_S, instance: ClientInstance | None = None,
                  client_config: ClientConfig | None = None, consume_thread_min: int = 20,
                  consume_thread_max: int = 20, consume_message_batch_max_size: int = 1,
-                 max_reconsume_times: int = 16, orderly: bool = False) -> None:
+                 max_reconsume_times: int = 16, orderly: bool = False, enable_trace: bool = False,
+                 trace_topic: str | None = None) -> None:
         options: dict[str, Any] = dict(
             namesrv_addr=namesrv_addr, message_model=message_model, consume_from_where=consume_from_where,
             consume_timestamp_ms=consume_timestamp_ms, allocate=allocate, pull_batch_size=pull_batch_size,
@@ -460,7 +468,8 @@ class PushConsumer:
             pull_threshold_size_for_queue=pull_threshold_size_for_queue, rebalance_interval_s=rebalance_interval_s,
             instance=instance, client_config=client_config, consume_thread_min=consume_thread_min,
             consume_thread_max=consume_thread_max, consume_message_batch_max_size=consume_message_batch_max_size,
-            max_reconsume_times=max_reconsume_times, orderly=orderly)
+            max_reconsume_times=max_reconsume_times, orderly=orderly, enable_trace=enable_trace,
+            trace_topic=trace_topic)
         self._core = _blocking.call(self._make(group, options), 10)
 
     @staticmethod
@@ -520,7 +529,8 @@ class PullConsumer:
         auto_commit: commit what was polled when the next poll starts.
         namesrv_addr, message_model, consume_from_where, consume_timestamp_ms, allocate,
         pull_batch_size, pull_threshold_for_queue, pull_threshold_size_for_queue,
-        rebalance_interval_s, instance, client_config: as :class:`PushConsumer` says.
+        rebalance_interval_s, instance, client_config, enable_trace, trace_topic: as
+        :class:`PushConsumer` says (a poll's messages are traced as consumed).
 
     Raises:
         MessageValidationError: a blank or invalid group, or an unknown message model.
@@ -533,13 +543,14 @@ class PullConsumer:
                  pull_batch_size: int = 32, pull_threshold_for_queue: int = 1000,
                  pull_threshold_size_for_queue: int = 100 * 1024 * 1024,
                  rebalance_interval_s: float = REBALANCE_INTERVAL_S, instance: ClientInstance | None = None,
-                 client_config: ClientConfig | None = None) -> None:
+                 client_config: ClientConfig | None = None, enable_trace: bool = False,
+                 trace_topic: str | None = None) -> None:
         options: dict[str, Any] = dict(
             auto_commit=auto_commit, namesrv_addr=namesrv_addr, message_model=message_model,
             consume_from_where=consume_from_where, consume_timestamp_ms=consume_timestamp_ms, allocate=allocate,
             pull_batch_size=pull_batch_size, pull_threshold_for_queue=pull_threshold_for_queue,
             pull_threshold_size_for_queue=pull_threshold_size_for_queue, rebalance_interval_s=rebalance_interval_s,
-            instance=instance, client_config=client_config)
+            instance=instance, client_config=client_config, enable_trace=enable_trace, trace_topic=trace_topic)
         self._core = _blocking.call(self._make(group, options), 10)
 
     @staticmethod
@@ -613,3 +624,19 @@ class PullConsumer:
 
     def __exit__(self, *exc: object) -> None:
         self.shutdown()
+
+
+def query_trace(msg_id: str, *, namesrv_addr: str | list[str] | None = None,
+                client_config: ClientConfig | None = None, trace_topic: str | None = None,
+                max_num: int = _trace_query.MAX_NUM, timeout_ms: int = 3000) -> list[_trace_query.TraceRecord]:
+    """The trace of message ``msg_id``: its Pub, SubBefore, SubAfter and EndTransaction records,
+    oldest first (:func:`fastmq.aio.query_trace`, on the background loop).
+
+    Raises:
+        NoRouteError: no NameServer knows the trace topic.
+        FastMQError: a broker of the trace topic could not be asked.
+    """
+    # (the brokers are asked one after another, each within timeout_ms; the NameServer too)
+    return _blocking.call(_trace_query.query_trace(msg_id, namesrv_addr=namesrv_addr, client_config=client_config,
+                                                   trace_topic=trace_topic, max_num=max_num,
+                                                   timeout_ms=timeout_ms), None)

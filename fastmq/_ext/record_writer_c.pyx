@@ -119,6 +119,14 @@ cpdef object place_one(SendBatch b, object mapping, Py_ssize_t pos, Py_ssize_t f
 
 
 # ----------------------------------------------------------------------------- index
+# A record's keys as index_records finds them: as many as its properties can hold (a 2-byte
+# length, a key and its separator at least 2 bytes), so that a trace message, whose keys are
+# every traced message id of its batch, is indexed under all of them as RocketMQ indexes it.
+# Module-level: index_records holds the GIL, so one call uses them at a time.
+DEF MAX_RECORD_KEYS = 32768
+cdef const uint8_t* key_ptrs[MAX_RECORD_KEYS + 1]
+cdef Py_ssize_t key_lens[MAX_RECORD_KEYS + 1]
+
 @cython.boundscheck(False)
 @cython.wraparound(False)
 cpdef Py_ssize_t index_records(SendBatch b, Py_ssize_t start, object mapping, Py_ssize_t slots, Py_ssize_t entries,
@@ -140,8 +148,6 @@ cpdef Py_ssize_t index_records(SendBatch b, Py_ssize_t start, object mapping, Py
     cdef uint32_t th, h
     cdef int64_t phy, diff, prev, slot_pos, entry_pos
     cdef uint8_t* mm
-    cdef const uint8_t* key_ptrs[64]
-    cdef Py_ssize_t key_lens[64]
     cdef const uint8_t* uniq
     cdef Py_ssize_t ul
     if slots <= 0 or entries <= 0:
@@ -184,7 +190,7 @@ cpdef Py_ssize_t index_records(SendBatch b, Py_ssize_t start, object mapping, Py
                 elif name_is(props + ks, kn, PROP_KEYS, PROP_KEYS_LEN):
                     nkeys = 0  # a repeated KEYS replaces the earlier one, as in a dict
                     q = vs
-                    while q < vs + vn and nkeys < 63:
+                    while q < vs + vn and nkeys < MAX_RECORD_KEYS:
                         while q < vs + vn and props[q] == <uint8_t>PROP_KEY_SEPARATOR[0]:
                             q += 1
                         ks = q

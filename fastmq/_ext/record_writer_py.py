@@ -104,7 +104,7 @@ def _record_keys(rec: bytes | bytearray) -> tuple[bytes, list[bytes]]:
         if k == _UNIQ_KEY:
             uniq = v
         elif k == _KEYS:
-            keys = [x for x in v.split(_KEY_SEP) if x][:63]
+            keys = [x for x in v.split(_KEY_SEP) if x]
     if uniq:
         keys.append(uniq)
     return topic, keys

@@ -61,7 +61,7 @@ class BrokerConfig:
     brokerTopicEnable: bool = True
     #: Create a consumer group's subscription settings on its first heartbeat or pull.
     autoCreateSubscriptionGroup: bool = True
-    #: The trace topic created when traceTopicEnable is on (fastmq records no traces).
+    #: The trace topic created when traceTopicEnable is on (clients with trace on write there).
     msgTraceTopicName: str = "RMQ_SYS_TRACE_TOPIC"
     #: Create the trace topic at start.
     traceTopicEnable: bool = False

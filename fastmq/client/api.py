@@ -19,8 +19,8 @@ Requests the client makes: GET_ROUTEINFO_BY_TOPIC, SEND_MESSAGE_V2 and SEND_BATC
 (sync, oneway; the asynchronous sends are the same request under the producer's permits),
 PULL_MESSAGE, QUERY_CONSUMER_OFFSET, UPDATE_CONSUMER_OFFSET (oneway), HEART_BEAT,
 UNREGISTER_CLIENT, GET_CONSUMER_LIST_BY_GROUP, CONSUMER_SEND_MSG_BACK, LOCK_BATCH_MQ,
-UNLOCK_BATCH_MQ, GET_MAX_OFFSET, GET_MIN_OFFSET, SEARCH_OFFSET_BY_TIMESTAMP and END_TRANSACTION
-(oneway, the transactional producer's). fastmq's client reads no KV config, so the KV requests
+UNLOCK_BATCH_MQ, GET_MAX_OFFSET, GET_MIN_OFFSET, SEARCH_OFFSET_BY_TIMESTAMP, END_TRANSACTION
+(oneway, the transactional producer's) and QUERY_MESSAGE (by key: the trace reader's). fastmq's client reads no KV config, so the KV requests
 are not made.
 """
 from __future__ import annotations
@@ -39,11 +39,11 @@ from ..protocol.command import VERSION, RemotingCommand, create_request, ext_int
 from ..protocol.headers import (ConsumerSendMsgBackRequestHeader, EndTransactionRequestHeader,
                                 GetConsumerListByGroupRequestHeader,
                                 GetMaxOffsetRequestHeader, GetMinOffsetRequestHeader, GetRouteInfoRequestHeader,
-                                QueryConsumerOffsetRequestHeader, SearchOffsetRequestHeader,
+                                QueryConsumerOffsetRequestHeader, QueryMessageRequestHeader, SearchOffsetRequestHeader,
                                 SendMessageResponseHeader, UnregisterClientRequestHeader,
                                 UpdateConsumerOffsetRequestHeader, declared, send_wire_names)
 from ..protocol.heartbeat import SubscriptionData
-from ..protocol.message import Message, MessageConst, MessageSysFlag, encode_properties
+from ..protocol.message import Message, MessageConst, MessageExt, MessageSysFlag, decode_records, encode_properties
 from ..protocol.message_queue import MessageQueue
 from ..protocol.topic import AUTO_CREATE_TOPIC_KEY_TOPIC, is_retry_topic
 from ..remoting import Connection, RemotingClient
@@ -308,6 +308,24 @@ class ClientAPI:
         header = UpdateConsumerOffsetRequestHeader(group, mq.topic, mq.queue_id, offset)
         await self._invoke_oneway(addr, create_request(RequestCode.UPDATE_CONSUMER_OFFSET, header.to_fields()),
                                   timeout)
+
+    async def query_message(self, addr: str, topic: str, key: str, max_num: int, begin_ms: int, end_ms: int,
+                            timeout: float | None = None) -> list[MessageExt]:
+        """QUERY_MESSAGE: the messages of ``topic`` that broker's index holds under ``key`` (a
+        KEYS entry or a UNIQ_KEY), stored between the two epoch-millisecond times; [] when it
+        has none (QUERY_NOT_FOUND). Bodies are as stored (compressed ones are not inflated).
+
+        Raises:
+            BrokerError: refused.
+            MessageFormatError: the answer's records cannot be read.
+        """
+        header = QueryMessageRequestHeader(topic, key, max_num, begin_ms, end_ms)
+        resp = await self._invoke(addr, create_request(RequestCode.QUERY_MESSAGE, header.to_fields()), timeout)
+        if resp.code == ResponseCode.QUERY_NOT_FOUND:
+            return []
+        if resp.code != ResponseCode.SUCCESS:
+            raise _refused(resp)
+        return decode_records(resp.body or b"", verify_crc=False)
 
     async def get_consumer_id_list(self, addr: str, group: str, timeout: float | None = None) -> list[str]:
         """GET_CONSUMER_LIST_BY_GROUP: the client ids of the group's consumers that broker knows.

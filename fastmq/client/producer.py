@@ -16,11 +16,12 @@ such as the ACL signer, must see every request).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import logging
 import time
 import uuid
-from typing import Callable, Iterable, Iterator, Sequence
+from typing import Any, Callable, Coroutine, Iterable, Iterator, Sequence
 
 from .._ext._protocols import ProduceContextProto
 from .._ext.fault import FaultTable
@@ -48,6 +49,8 @@ from .publish_info import BrokerNumbers, TopicPublishInfo
 from .queue_selector import MessageQueueSelector, hash_selector, java_hash_code
 from .reachability import Reachability
 from .request_reply import PendingRequest, RequestCallback
+from .trace_dispatcher import TraceDispatcher
+from .trace_hooks import now_ms, pub_context, pub_record
 
 __all__ = ["Producer", "ProduceContext", "SendResult", "SendStatus", "MessageQueueSelector", "hash_selector",
            "java_hash_code", "split_batch"]
@@ -122,7 +125,8 @@ class Producer:
                  compress_msg_body_over_howmuch: int = 4096, max_message_size: int = 4 * 1024 * 1024,
                  send_latency_fault_enable: bool = False, default_topic_queue_nums: int = 4,
                  max_in_flight: int = 65535, instance: ClientInstance | None = None,
-                 client_config: ClientConfig | None = None) -> None:
+                 client_config: ClientConfig | None = None, enable_trace: bool = False,
+                 trace_topic: str | None = None) -> None:
         """A producer of ``group``; the blocking :class:`fastmq.Producer` takes the same arguments.
 
         Args:
@@ -138,6 +142,9 @@ class Producer:
             max_in_flight: sends started and not over at once; one more waits for a permit (0: no bound).
             instance: a ClientInstance to share with other producers and consumers.
             client_config: the connection settings (ClientConfig); wins over ``namesrv_addr``.
+            enable_trace: record a trace of every answered send (a ``Pub`` record) in the trace
+                topic, as ``new DefaultMQProducer(group, true)`` does; see docs/trace.md.
+            trace_topic: the trace topic; default ``RMQ_SYS_TRACE_TOPIC``.
         """
         if not group or len(group) > 255:
             raise MessageValidationError("the specified group is blank" if not group else
@@ -168,6 +175,10 @@ class Producer:
         self.compress_over = compress_msg_body_over_howmuch
         self.max_message_size = max_message_size
         self.send_latency_fault_enable = send_latency_fault_enable
+        #: the trace dispatcher when ``enable_trace`` (None: the sends are not traced)
+        self.trace_dispatcher: TraceDispatcher | None = None
+        if enable_trace:
+            self._enable_trace(trace_topic)
 
     def _new_writer(self, default_topic_queue_nums: int) -> None:
         self._fast.writer = SendRequestWriter(self.group, AUTO_CREATE_TOPIC_KEY_TOPIC, default_topic_queue_nums,
@@ -187,6 +198,8 @@ class Producer:
         # the compiled first try writes frames already encoded: with a hook to apply (the ACL
         # signer...) every send takes the client API's general send
         self._fast.running = self.instance.api.writes_frames
+        if self.trace_dispatcher is not None:
+            await self.trace_dispatcher.start(_namesrv_text(self.instance.config.namesrv_addr))
 
     async def shutdown(self) -> None:
         if self._state != "RUNNING":
@@ -194,6 +207,8 @@ class Producer:
             return
         self._state = "SHUTDOWN_ALREADY"
         self._fast.running = False
+        if self.trace_dispatcher is not None:
+            await self.trace_dispatcher.shutdown()
         self.instance.producers.pop(self.group, None)
         await self._reach.close()
         await self.instance.unregister(producer_group=self.group)
@@ -670,6 +685,103 @@ class Producer:
             await permits.acquire()
         return self._start_async(batch, callback, timeout_ms, permits, msg_ids)
 
+    # ------------------------------------------------------------ message trace
+
+    def _enable_trace(self, trace_topic: str | None) -> None:
+        """Trace the sends: the send methods of this producer become their traced twins (instance
+        attributes), so that a producer without trace pays nothing on its send path."""
+        self.trace_dispatcher = TraceDispatcher(self.group, "PRODUCER", trace_topic, self._make_trace_producer)
+        self.send = self._send_traced  # type: ignore[method-assign]
+        self.send_async = self._send_async_traced  # type: ignore[method-assign]
+        self.start_send = self._start_send_traced  # type: ignore[method-assign]
+        self.send_to_queue = self._send_to_queue_traced  # type: ignore[method-assign]
+        self.send_batch = self._send_batch_traced  # type: ignore[method-assign]
+        self.send_batch_async = self._send_batch_async_traced  # type: ignore[method-assign]
+
+    def _make_trace_producer(self, group: str, instance_name: str) -> "Producer":
+        config = dataclasses.replace(self.instance.config, instance_name=instance_name)
+        return Producer(group, client_config=config, send_msg_timeout=5000, max_message_size=128_000)
+
+    def _trace_pub(self, msg: Message, r: SendResult, begin_ms: int) -> None:
+        """SendMessageTraceHookImpl.sendMessageAfter for one answered send."""
+        d = self.trace_dispatcher
+        assert d is not None
+        d.append((pub_record, (d.trace_topic, self.group, msg, r, begin_ms, now_ms(), self.instance.master_addr)))
+
+    def _trace_batch(self, msgs: Sequence[Message], r: SendResult, begin_ms: int) -> None:
+        """A Pub record per message of an answered batch (each by its own id, so each is found)."""
+        d = self.trace_dispatcher
+        assert d is not None
+        if not msgs or d.skips(msgs[0].topic):
+            return
+        ids = r.msg_id.split(",")
+        offsets = (r.offset_msg_id or "").split(",")
+        host = self.instance.master_addr(r.message_queue.broker_name)
+        for i, m in enumerate(msgs):
+            ctx = pub_context(self.group, m, ids[i] if i < len(ids) else r.msg_id,
+                              offsets[i] if i < len(offsets) else r.offset_msg_id, r.status == SendStatus.SEND_OK,
+                              r.region_id, host, begin_ms, len(msgs))
+            if ctx is not None:
+                d.append(ctx)
+
+    def _traced_callback(self, msg: Message, begin_ms: int,
+                         callback: Callable[[SendResult | None, BaseException | None], None] | None
+                         ) -> Callable[[SendResult | None, BaseException | None], None]:
+        d = self.trace_dispatcher
+        assert d is not None
+        append, topic, group, hosts = d.append, d.trace_topic, self.group, self.instance.master_addr
+
+        def traced(r: SendResult | None, exc: BaseException | None) -> None:
+            if r is not None:  # (the record is encoded later, on the dispatcher's worker)
+                append((pub_record, (topic, group, msg, r, begin_ms, now_ms(), hosts)))
+            if callback is not None:
+                callback(r, exc)
+        return traced
+
+    async def _send_traced(self, msg: Message, timeout_ms: int | None = None) -> SendResult:
+        begin = now_ms()
+        r = await Producer.send(self, msg, timeout_ms)
+        self._trace_pub(msg, r, begin)
+        return r
+
+    def _send_async_traced(self, msg: Message, callback: Callable[[SendResult | None, BaseException | None],
+                                                                  None] | None = None,
+                           timeout_ms: int | None = None, *, wait: bool = True
+                           ) -> Coroutine[Any, Any, "asyncio.Future[SendResult]"]:
+        # (send_async's own coroutine, handed back: no second coroutine frame per send)
+        return Producer.send_async(self, msg, self._traced_callback(msg, now_ms(), callback), timeout_ms, wait=wait)
+
+    def _start_send_traced(self, msg: Message, callback: Callable[[SendResult | None, BaseException | None], None],
+                           timeout_ms: int | None = None, awaited: bool = True) -> None:
+        Producer.start_send(self, msg, self._traced_callback(msg, now_ms(), callback), timeout_ms, awaited)
+
+    async def _send_to_queue_traced(self, msg: Message, mq: MessageQueue, timeout_ms: int | None = None) -> SendResult:
+        begin = now_ms()
+        r = await Producer.send_to_queue(self, msg, mq, timeout_ms)
+        self._trace_pub(msg, r, begin)
+        return r
+
+    async def _send_batch_traced(self, msgs: Sequence[Message], timeout_ms: int | None = None) -> SendResult:
+        begin, kept = now_ms(), list(msgs)
+        r = await Producer.send_batch(self, kept, timeout_ms)
+        self._trace_batch(kept, r, begin)
+        return r
+
+    async def _send_batch_async_traced(self, msgs: Sequence[Message],
+                                       callback: Callable[[SendResult | None, BaseException | None], None]
+                                       | None = None, timeout_ms: int | None = None) -> "asyncio.Future[SendResult]":
+        begin, kept = now_ms(), list(msgs)
+
+        def traced(r: SendResult | None, exc: BaseException | None) -> None:
+            if r is not None:
+                try:
+                    self._trace_batch(kept, r, begin)
+                except Exception:
+                    log.exception("trace of batch %s failed", r.msg_id)
+            if callback is not None:
+                callback(r, exc)
+        return await Producer.send_batch_async(self, kept, traced, timeout_ms)
+
     # ------------------------------------------------------------ request-reply
 
     async def request(self, msg: Message, timeout_ms: int | None = None) -> MessageExt:
@@ -777,6 +889,10 @@ class Producer:
             m.properties[_UNIQ_KEY] = uniq
         return encode_batch_body(msgs), ",".join(m.properties[_UNIQ_KEY] for m in msgs)
 
+
+
+def _namesrv_text(addr: str | list[str] | None) -> str:
+    return ";".join(addr) if isinstance(addr, list) else (addr or "")
 
 
 def _retrieved(fut: "asyncio.Future[SendResult]") -> None:

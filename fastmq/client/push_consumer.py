@@ -18,6 +18,7 @@ requests, and the lite pull consumer's poll/assign/seek.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import inspect
 import logging
 import time
@@ -41,7 +42,11 @@ from .message_selector import MessageSelector
 from .offset_store import LocalFileOffsetStore, OffsetStore, RemoteBrokerOffsetStore
 from .process_queue import ProcessQueue, _now_ms
 from .pull_service import MAX_INFLATED_BODY, PullService, _unwrap, inflate_body, inflated
+from .producer import Producer
 from .rebalance import MISSING_ROUTE_FIRST_RETRY_S, REBALANCE_INTERVAL_S, Rebalance
+from .trace_data import ConsumeReturnType
+from .trace_dispatcher import TraceDispatcher
+from .trace_hooks import sub_after, sub_before, traced_listener
 
 __all__ = ["ConsumeStatus", "MessageListener", "PushConsumer", "PullConsumer", "ProcessQueue", "MAX_INFLATED_BODY",
            "inflate_body"]
@@ -69,7 +74,8 @@ class _ConsumerBase(Rebalance, PullService):
                  consume_timestamp_ms: int | None = None, allocate: AllocateStrategy | None = None,
                  pull_batch_size: int = 32, pull_threshold_for_queue: int = 1000,
                  pull_threshold_size_for_queue: int = 100 * 1024 * 1024, rebalance_interval_s: float = REBALANCE_INTERVAL_S,
-                 instance: ClientInstance | None = None, client_config: ClientConfig | None = None) -> None:
+                 instance: ClientInstance | None = None, client_config: ClientConfig | None = None,
+                 enable_trace: bool = False, trace_topic: str | None = None) -> None:
         """Settings both consumers take (the blocking classes of :mod:`fastmq` take them too).
 
         Args:
@@ -85,6 +91,9 @@ class _ConsumerBase(Rebalance, PullService):
             rebalance_interval_s: seconds between rebalances (one also runs when the group changes).
             instance: a ClientInstance to share with other producers and consumers.
             client_config: the connection settings (ClientConfig); wins over ``namesrv_addr``.
+            enable_trace: record a trace of each consumption (``SubBefore`` and ``SubAfter``
+                records) in the trace topic, as ``new DefaultMQPushConsumer(group, true)``; see docs/trace.md.
+            trace_topic: the trace topic; default ``RMQ_SYS_TRACE_TOPIC``.
         """
         if not group or len(group) > 255:
             raise MessageValidationError("consumerGroup is null" if not group else
@@ -126,6 +135,13 @@ class _ConsumerBase(Rebalance, PullService):
         self._start_timestamp = 0  # epoch ms of start(), for GET_CONSUMER_RUNNING_INFO
         #: the queues given to assign() (lite pull consumer), or None: subscribe and rebalance
         self._assigned: set[MessageQueue] | None = None
+        #: the trace dispatcher when ``enable_trace`` (None: consumption is not traced)
+        self.trace_dispatcher = (TraceDispatcher(group, "CONSUMER", trace_topic, self._make_trace_producer)
+                                 if enable_trace else None)
+
+    def _make_trace_producer(self, group: str, instance_name: str) -> Producer:
+        config = dataclasses.replace(self.instance.config, instance_name=instance_name)
+        return Producer(group, client_config=config, send_msg_timeout=5000, max_message_size=128_000)
 
     # ----------------------------------------------------------- set-up
 
@@ -180,6 +196,9 @@ class _ConsumerBase(Rebalance, PullService):
         except BaseException:
             self.instance.unregister_consumer(self.group, self)
             raise
+        if self.trace_dispatcher is not None:
+            addr = self.instance.config.namesrv_addr
+            await self.trace_dispatcher.start(";".join(addr) if isinstance(addr, list) else (addr or ""))
         self._running = True
         await self.instance.send_heartbeat_to_all_brokers()
         await self.rebalance()
@@ -220,6 +239,8 @@ class _ConsumerBase(Rebalance, PullService):
         for pq in list(self.process_queues.values()):
             await self._drop(pq)
         await self.offset_store.persist_all()
+        if self.trace_dispatcher is not None:
+            await self.trace_dispatcher.shutdown()
         self.instance.unregister_consumer(self.group, self)
         await self.instance.unregister(consumer_group=self.group)
         if self._own_instance:
@@ -384,6 +405,8 @@ class PushConsumer(ConsumeConcurrentlyService, ConsumeOrderlyService, _ConsumerB
     def register_message_listener(self, listener: MessageListener) -> None:
         """Set the listener: ``listener(msgs)`` returns a ConsumeStatus; an ``async def`` runs on
         the loop, a plain function on the consume thread pool."""
+        if self.trace_dispatcher is not None:
+            listener = traced_listener(listener, self.group, self.trace_dispatcher)
         self._listener = listener
         self._listener_is_async = inspect.iscoroutinefunction(listener)
         # an async def's first step runs inside _deliver (ConsumeConcurrentlyService._consume_now)
@@ -457,6 +480,8 @@ class PullConsumer(_ConsumerBase):
             return []
         if not pq.has_compressed:
             self._polled.append((pq, msgs))
+            if self.trace_dispatcher is not None:
+                self._trace_poll(msgs)
             return msgs
         out: list[MessageExt] = []
         size = 0
@@ -469,7 +494,19 @@ class PullConsumer(_ConsumerBase):
             out.append(m)
             size += len(m.body)
         self._polled.append((pq, msgs))  # (the messages as the queue holds them: commit takes those off)
+        if self.trace_dispatcher is not None:
+            self._trace_poll(out)
         return out
+
+    def _trace_poll(self, msgs: list[MessageExt]) -> None:
+        """A poll's messages as consumed, with success: 4.9.8's lite pull consumer registers the
+        trace hook but never calls it; RocketMQ 5 records this pair in poll()."""
+        d = self.trace_dispatcher
+        assert d is not None
+        before = sub_before(self.group, msgs)
+        if before.beans:
+            d.append(before)
+            d.append(sub_after(before, len(msgs), True, ConsumeReturnType.SUCCESS))
 
     def commit(self) -> None:
         """Mark everything polled so far as consumed (persisted with the next offset flush)."""

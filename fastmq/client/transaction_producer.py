@@ -46,6 +46,7 @@ from ..remoting import Connection
 from .api import SendStatus
 from .consume_pool import ConsumePool
 from .producer import Producer, SendResult
+from .trace_hooks import end_transaction_context, now_ms
 
 __all__ = ["LocalTransactionState", "TransactionListener", "TransactionSendResult", "TransactionProducer",
            "local_state", "execute_local", "decide_local", "settle_local"]
@@ -301,8 +302,11 @@ class TransactionProducer(Producer):
         msg.properties[MessageConst.PRODUCER_GROUP] = self.group
         # the general path, not the compiled first try: only the client API's send_request marks
         # the request PREPARED (sysFlag 0x4) from TRAN_MSG
+        begin = now_ms()
         sent = await self._send(msg, timeout_ms)
         assert sent is not None
+        if self.trace_dispatcher is not None:
+            self._trace_pub(msg, sent, begin)
         return listener, sent
 
     async def end_transaction(self, sent: SendResult, state: LocalTransactionState,
@@ -335,6 +339,9 @@ class TransactionProducer(Producer):
         (the broker's check resolves the half), as 4.9 does."""
         if state is not LocalTransactionState.COMMIT_MESSAGE:
             log.info("executeLocalTransactionBranch return %s, transaction %s", state.name, sent.msg_id)
+        if self.trace_dispatcher is not None:  # (4.9.8 records it before sending END_TRANSACTION)
+            self._trace_end(msg, sent.msg_id, self.instance.master_addr(sent.message_queue.broker_name), state,
+                            msg.properties.get(_UNIQ_KEY, sent.msg_id), False)
         try:
             await self.end_transaction(sent, state, error)
         except FastMQError as exc:  # (MessageFormatError is one)
@@ -449,7 +456,18 @@ class TransactionProducer(Producer):
         elif state is LocalTransactionState.UNKNOW:
             log.warning("when broker check, client does not know this transaction state, %s", reply)
         remark = f"checkLocalTransactionState Exception: {_error_text(error)}" if error is not None else None
+        if self.trace_dispatcher is not None:
+            self._trace_end(msg, uniq, conn.remote_addr, state, header.transactionId, True)
         self._track(self._answer_check(conn, reply, remark))
+
+    def _trace_end(self, msg: Message, msg_id: str, store_host: str | None, state: LocalTransactionState,
+                   transaction_id: str | None, from_check: bool) -> None:
+        """EndTransactionTraceHookImpl: the EndTransaction record of a half ended as ``state``."""
+        d = self.trace_dispatcher
+        assert d is not None
+        if not d.skips(msg.topic):
+            d.append(end_transaction_context(self.group, msg, msg_id, store_host, state.name, transaction_id,
+                                             from_check))
 
     async def _answer_check(self, conn: Connection, reply: EndTransactionRequestHeader, remark: str | None) -> None:
         try:

@@ -1,0 +1,106 @@
+"""Sends with message trace on beside trace off, one run, one real ``fastmq-broker``.
+
+Two asyncio producers of one process against a NameServer and an ASYNC_FLUSH broker with
+``traceTopicEnable=true``: one plain, one with ``enable_trace=True`` (a Pub record per answered
+send, batched to ``RMQ_SYS_TRACE_TOPIC`` by its dispatcher, whose inner producer shares the loop).
+Each round runs, alternately off then on, two shapes with 128 B bodies:
+
+- ``sync``: N ``await send()`` one after another (one in flight);
+- ``async``: N ``send_async`` with a callback each, up to the producer's window in flight, until
+  the last callback.
+
+Reported per shape (``extra_info``, medians over rounds): µs per message wall time and client CPU
+(``time.process_time``, the process that also runs the dispatcher) for off and on, and
+``overhead_pct`` (on against off, wall). The issue's goal: a few percent.
+
+Run: ``PYTHONPATH=$PWD python -m pytest benchmarks/test_trace_overhead.py --benchmark-only -s``
+"""
+from __future__ import annotations
+
+import asyncio
+import statistics
+import time
+from typing import Iterator
+
+import pytest
+
+from fastmq.aio import Message, Producer
+from fastmq.testing import EmbeddedCluster
+
+N = 3000
+ROUNDS = 5
+
+
+@pytest.fixture(scope="module")
+def trace_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedCluster]:
+    tmp = tmp_path_factory.mktemp("trace-bench")
+    with EmbeddedCluster(tmp, broker_conf={"brokerName": "bench", "flushDiskType": "ASYNC_FLUSH",
+                                           "traceTopicEnable": "true"}) as cluster:
+        yield cluster
+
+
+async def _sync(p: Producer, topic: str) -> tuple[float, float]:
+    body = b"x" * 128
+    c0, t0 = time.process_time(), time.perf_counter()
+    for _ in range(N):
+        await p.send(Message(topic, body))
+    return (time.perf_counter() - t0) / N * 1e6, (time.process_time() - c0) / N * 1e6
+
+
+async def _async(p: Producer, topic: str) -> tuple[float, float]:
+    body = b"x" * 128
+    done = asyncio.get_running_loop().create_future()
+    left = [N]
+
+    def on_sent(r: object, e: BaseException | None) -> None:
+        assert e is None, e
+        left[0] -= 1
+        if not left[0]:
+            done.set_result(None)
+    c0, t0 = time.process_time(), time.perf_counter()
+    for _ in range(N):
+        await p.send_async(Message(topic, body), on_sent)
+    await asyncio.wait_for(done, 60)
+    return (time.perf_counter() - t0) / N * 1e6, (time.process_time() - c0) / N * 1e6
+
+
+async def _round(ns: str, tag: int) -> dict[str, tuple[float, float]]:
+    out: dict[str, tuple[float, float]] = {}
+    async with Producer(f"PG_TRACE_OFF{tag}", namesrv_addr=ns) as off, \
+            Producer(f"PG_TRACE_ON{tag}", namesrv_addr=ns, enable_trace=True) as on:
+        topic = f"BenchTrace{tag}"
+        for p in (off, on):  # routes, connections and the trace topic's route out of the timing
+            await p.send(Message(topic, b"warm"))
+        assert on.trace_dispatcher is not None
+        await on.trace_dispatcher.flush()
+        for shape, run in (("sync", _sync), ("async", _async)):
+            out[f"{shape}_off"] = await run(off, topic)
+            out[f"{shape}_on"] = await run(on, topic)
+            await on.trace_dispatcher.flush()  # (its sends out of the next timing)
+        out["discarded"] = (float(on.trace_dispatcher.discarded), 0.0)  # reported, not failed on
+    return out
+
+
+def test_sends_with_trace_on_beside_trace_off(benchmark, trace_cluster: EmbeddedCluster) -> None:
+    rows: list[dict[str, tuple[float, float]]] = []
+
+    def one_round() -> None:
+        rows.append(asyncio.run(_round(trace_cluster.namesrv_addr, len(rows))))
+
+    benchmark.pedantic(one_round, rounds=ROUNDS, iterations=1)
+    info: dict[str, float] = {"messages_per_round": N}
+    for shape in ("sync", "async"):
+        off_wall = statistics.median(r[f"{shape}_off"][0] for r in rows)
+        on_wall = statistics.median(r[f"{shape}_on"][0] for r in rows)
+        off_cpu = statistics.median(r[f"{shape}_off"][1] for r in rows)
+        on_cpu = statistics.median(r[f"{shape}_on"][1] for r in rows)
+        # per round, on against the off run beside it: the drift of a noisy machine cancels out
+        pct = statistics.median((r[f"{shape}_on"][0] / r[f"{shape}_off"][0] - 1) * 100 for r in rows)
+        info.update({f"{shape}_off_us_per_msg": round(off_wall, 1), f"{shape}_on_us_per_msg": round(on_wall, 1),
+                     f"{shape}_off_client_cpu_us_per_msg": round(off_cpu, 1),
+                     f"{shape}_on_client_cpu_us_per_msg": round(on_cpu, 1),
+                     f"{shape}_overhead_pct": round(pct, 1)})
+        print(f"\n{shape}: trace off {off_wall:.1f} us/msg (client CPU {off_cpu:.1f}), trace on {on_wall:.1f} "
+              f"us/msg (client CPU {on_cpu:.1f}): {pct:+.1f}% (median of per-round ratios)")
+    info["traces_dropped"] = sum(r["discarded"][0] for r in rows)
+    benchmark.extra_info.update(info)
