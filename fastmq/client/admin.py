@@ -1,0 +1,320 @@
+"""Admin (RocketMQ's DefaultMQAdminExt): what ``mqadmin`` asks of the NameServer and the brokers.
+
+One asyncio class; :class:`fastmq.blocking.Admin` runs it on the facade's loop and ``fastmq-admin``
+(:mod:`fastmq.admin_cli`) prints its answers. Every request goes through :class:`ClientAPI`'s one
+way out (its RPC hooks, its refusals turned into typed errors) with the request codes, headers and
+bodies of 4.9.8's admin tool:
+
+- NameServer: GET_BROKER_CLUSTER_INFO (clusterList), GET_ALL_TOPIC_LIST_FROM_NAMESERVER
+  (topicList), GET_ROUTEINFO_BY_TOPIC (topicRoute), DELETE_TOPIC_IN_NAMESRV (deleteTopic);
+- brokers: GET_TOPIC_STATS_INFO (topicStatus), UPDATE_AND_CREATE_TOPIC / DELETE_TOPIC_IN_BROKER,
+  UPDATE_AND_CREATE_SUBSCRIPTIONGROUP / DELETE_SUBSCRIPTIONGROUP, GET_CONSUME_STATS
+  (consumerProgress), GET_BROKER_RUNTIME_INFO (brokerStatus), GET_BROKER_CONFIG, VIEW_MESSAGE_BY_ID
+  (queryMsgById) and QUERY_MESSAGE (queryMsgByKey).
+"""
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from ..errors import BrokerError, ClientError, QueryNotFoundError
+from ..protocol.bodies import ClusterInfo, KVTable, TopicList, TopicRouteData, loads_mq_keyed
+from ..protocol.codes import RequestCode, ResponseCode
+from ..protocol.command import create_request
+from ..protocol.headers import (CreateTopicRequestHeader, DeleteSubscriptionGroupRequestHeader,
+                                DeleteTopicRequestHeader, GetConsumeStatsRequestHeader,
+                                GetTopicStatsInfoRequestHeader, QueryMessageRequestHeader, ViewMessageRequestHeader)
+from ..protocol.message import MessageExt, decode_offset_msg_id, decode_records
+from ..protocol.message_queue import MessageQueue
+from ..protocol.topic import AUTO_CREATE_TOPIC_KEY_TOPIC
+from ..remoting import RemotingClient
+from .acl import AclClientRPCHook, SessionCredentials
+from .api import ClientAPI, RPCHook
+
+__all__ = ["Admin", "TopicNotFoundError", "QueueOffsets", "QueueProgress", "SubscriptionGroup"]
+
+MASTER_ID = 0
+
+
+class TopicNotFoundError(ClientError):
+    """The NameServer has no route for the topic (TOPIC_NOT_EXIST): it is on no broker."""
+
+    def __init__(self, topic: str) -> None:
+        super().__init__(f"topic[{topic}] not exist")
+        self.topic = topic
+
+
+@dataclass
+class QueueOffsets:
+    """One queue of ``topicStatus``: TopicOffset (minOffset, maxOffset, lastUpdateTimestamp)."""
+    queue: MessageQueue
+    min_offset: int
+    max_offset: int
+    last_update_timestamp: int
+
+
+@dataclass
+class QueueProgress:
+    """One queue of ``consumerProgress``: OffsetWrapper, and the lag it means."""
+    queue: MessageQueue
+    broker_offset: int
+    consumer_offset: int
+    last_timestamp: int
+
+    @property
+    def diff(self) -> int:
+        """Messages the group has still to consume there (brokerOffset - consumerOffset)."""
+        return self.broker_offset - self.consumer_offset
+
+
+@dataclass
+class SubscriptionGroup:
+    """SubscriptionGroupConfig: the body of UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, 4.9.8's defaults."""
+    group_name: str
+    consume_enable: bool = True
+    consume_from_min_enable: bool = True
+    consume_broadcast_enable: bool = True
+    retry_queue_nums: int = 1
+    retry_max_times: int = 16
+    broker_id: int = MASTER_ID
+    which_broker_when_consume_slowly: int = 1
+    notify_consumer_ids_changed_enable: bool = True
+
+    def to_obj(self) -> dict[str, Any]:
+        return {"groupName": self.group_name, "consumeEnable": self.consume_enable,
+                "consumeFromMinEnable": self.consume_from_min_enable,
+                "consumeBroadcastEnable": self.consume_broadcast_enable, "retryQueueNums": self.retry_queue_nums,
+                "retryMaxTimes": self.retry_max_times, "brokerId": self.broker_id,
+                "whichBrokerWhenConsumeSlowly": self.which_broker_when_consume_slowly,
+                "notifyConsumerIdsChangedEnable": self.notify_consumer_ids_changed_enable}
+
+
+class Admin:
+    """The admin requests of ``mqadmin``, over one NameServer list.
+
+    Args:
+        namesrv_addr: ``"host:port"``, ``"a:9876;b:9876"`` or a list.
+        timeout: seconds each request may take (mqadmin's 3 s is too short for a slow disk: 5).
+        credentials: ACL credentials to sign every request with.
+        hooks: further RPC hooks, applied after the signer.
+
+    Use ``async with Admin(...) as admin`` or call :meth:`close`.
+    """
+
+    def __init__(self, namesrv_addr: str | Sequence[str], *, timeout: float = 5.0,
+                 credentials: SessionCredentials | None = None, hooks: Sequence[RPCHook] = ()) -> None:
+        addrs = ([a.strip() for a in namesrv_addr.split(";") if a.strip()] if isinstance(namesrv_addr, str)
+                 else list(namesrv_addr))
+        self.remoting = RemotingClient(namesrv_addrs=addrs, idle_timeout=0)
+        all_hooks: list[RPCHook] = []
+        if credentials is not None:
+            all_hooks.append(AclClientRPCHook(credentials))
+        all_hooks.extend(hooks)
+        self.api = ClientAPI(self.remoting, timeout, all_hooks)
+        self.timeout = timeout
+
+    async def __aenter__(self) -> Admin:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        await self.remoting.close()
+
+    # ------------------------------------------------------------ the one way out
+
+    async def _namesrv(self, code: int, fields: dict[str, str] | None = None) -> bytes:
+        request = create_request(code, fields or {})
+        self.api._before(None, request)
+        resp = await self.remoting.invoke_namesrv(request, self.timeout)
+        self.api._after(None, request, resp)
+        if resp.code != ResponseCode.SUCCESS:
+            raise BrokerError.for_code(resp.code, resp.remark)
+        return bytes(resp.body or b"")
+
+    async def _broker(self, addr: str, code: int, fields: dict[str, str] | None = None,
+                      body: bytes | None = None) -> Any:
+        return await self.api._call(addr, create_request(code, fields or {}, body=body), None)
+
+    # ------------------------------------------------------------ NameServer
+
+    async def cluster_info(self) -> ClusterInfo:
+        """clusterList: every cluster, its brokers and their addresses by broker id."""
+        return ClusterInfo.from_json(await self._namesrv(RequestCode.GET_BROKER_CLUSTER_INFO))
+
+    async def topic_list(self) -> list[str]:
+        """topicList: every topic the NameServer has a route for, sorted."""
+        return sorted(TopicList.from_json(await self._namesrv(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER))
+                      .topic_list)
+
+    async def topic_route(self, topic: str) -> TopicRouteData:
+        """topicRoute: the topic's queues per broker and the brokers' addresses.
+
+        Raises:
+            TopicNotFoundError: no broker has the topic.
+        """
+        route = await self.api.get_route_info(topic)
+        if route is None:
+            raise TopicNotFoundError(topic)
+        return route
+
+    # ------------------------------------------------------------ topics
+
+    async def topic_status(self, topic: str) -> list[QueueOffsets]:
+        """topicStatus: min and max offset and last store time of every queue, on every master."""
+        route = await self.topic_route(topic)
+        out: list[QueueOffsets] = []
+        for bd in route.broker_datas:
+            addr = bd.broker_addrs.get(MASTER_ID)
+            if addr is None:
+                continue
+            resp = await self._broker(addr, RequestCode.GET_TOPIC_STATS_INFO,
+                                      GetTopicStatsInfoRequestHeader(topic).to_fields())
+            table = loads_mq_keyed(resp.body or b"{}").get("offsetTable") or {}
+            for mq, w in table.items():
+                out.append(QueueOffsets(mq, int(w["minOffset"]), int(w["maxOffset"]),
+                                        int(w.get("lastUpdateTimestamp") or 0)))
+        return sorted(out, key=lambda q: (q.queue.broker_name, q.queue.queue_id))
+
+    async def master_addrs(self, *, broker_addr: str | None = None, cluster: str | None = None) -> list[str]:
+        """The brokers a ``-b`` / ``-c`` option names: the address itself, or the cluster's masters.
+
+        Raises:
+            ClientError: neither given, or an unknown cluster.
+        """
+        if broker_addr:
+            return [broker_addr]
+        if not cluster:
+            raise ClientError("give a broker address (-b) or a cluster name (-c)")
+        info = await self.cluster_info()
+        names = info.cluster_addr_table.get(cluster)
+        if names is None:
+            raise ClientError(f"cluster[{cluster}] not exist")
+        return [addr for n in sorted(names) if (bd := info.broker_addr_table.get(n)) is not None
+                and (addr := bd.broker_addrs.get(MASTER_ID)) is not None]
+
+    async def update_topic(self, topic: str, *, broker_addr: str | None = None, cluster: str | None = None,
+                           read_queue_nums: int = 8, write_queue_nums: int = 8, perm: int = 6,
+                           order: bool = False) -> list[str]:
+        """updateTopic: create or change the topic on one broker or every master of a cluster.
+
+        Returns the addresses changed.
+        """
+        header = CreateTopicRequestHeader(topic, AUTO_CREATE_TOPIC_KEY_TOPIC, read_queue_nums, write_queue_nums,
+                                          perm, "SINGLE_TAG", 0, order)
+        addrs = await self.master_addrs(broker_addr=broker_addr, cluster=cluster)
+        for addr in addrs:
+            await self._broker(addr, RequestCode.UPDATE_AND_CREATE_TOPIC, header.to_fields())
+        return addrs
+
+    async def delete_topic(self, topic: str, cluster: str) -> list[str]:
+        """deleteTopic: off every master of the cluster, then off the NameServer.
+
+        Returns the broker addresses it was deleted on.
+        """
+        addrs = await self.master_addrs(cluster=cluster)
+        for addr in addrs:
+            await self._broker(addr, RequestCode.DELETE_TOPIC_IN_BROKER, DeleteTopicRequestHeader(topic).to_fields())
+        await self._namesrv(RequestCode.DELETE_TOPIC_IN_NAMESRV, {"topic": topic, "clusterName": cluster})
+        return addrs
+
+    # ------------------------------------------------------------ subscription groups
+
+    async def update_sub_group(self, group: SubscriptionGroup, *, broker_addr: str | None = None,
+                               cluster: str | None = None) -> list[str]:
+        """updateSubGroup: create or change a subscription group; returns the addresses changed."""
+        body = json.dumps(group.to_obj()).encode("utf-8")
+        addrs = await self.master_addrs(broker_addr=broker_addr, cluster=cluster)
+        for addr in addrs:
+            await self._broker(addr, RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, body=body)
+        return addrs
+
+    async def delete_sub_group(self, group: str, *, broker_addr: str | None = None, cluster: str | None = None,
+                               remove_offset: bool = False) -> list[str]:
+        """deleteSubGroup: remove a subscription group (and its offsets with ``remove_offset``)."""
+        header = DeleteSubscriptionGroupRequestHeader(group, remove_offset)
+        addrs = await self.master_addrs(broker_addr=broker_addr, cluster=cluster)
+        for addr in addrs:
+            await self._broker(addr, RequestCode.DELETE_SUBSCRIPTIONGROUP, header.to_fields())
+        return addrs
+
+    async def consumer_progress(self, group: str, topic: str | None = None) -> list[QueueProgress]:
+        """consumerProgress: per queue, the broker's max offset, the group's offset and the lag,
+        over every master of the group's retry topic's route (as examineConsumeStats)."""
+        try:
+            route = await self.topic_route(f"%RETRY%{group}")
+        except TopicNotFoundError:
+            route = None
+        addrs: list[str] = []
+        if route is not None:
+            addrs = [a for bd in route.broker_datas if (a := bd.broker_addrs.get(MASTER_ID)) is not None]
+        if not addrs:  # no retry topic yet (a group that never pulled): ask every master known
+            info = await self.cluster_info()
+            addrs = [a for bd in info.broker_addr_table.values() if (a := bd.broker_addrs.get(MASTER_ID)) is not None]
+        out: list[QueueProgress] = []
+        header = GetConsumeStatsRequestHeader(group, topic)
+        for addr in sorted(addrs):
+            resp = await self._broker(addr, RequestCode.GET_CONSUME_STATS, header.to_fields())
+            for mq, w in (loads_mq_keyed(resp.body or b"{}").get("offsetTable") or {}).items():
+                out.append(QueueProgress(mq, int(w["brokerOffset"]), int(w["consumerOffset"]),
+                                         int(w.get("lastTimestamp") or 0)))
+        return sorted(out, key=lambda p: (p.queue.topic, p.queue.broker_name, p.queue.queue_id))
+
+    # ------------------------------------------------------------ brokers
+
+    async def broker_runtime_info(self, broker_addr: str) -> dict[str, str]:
+        """brokerStatus: the broker's runtime table (GET_BROKER_RUNTIME_INFO's KVTable)."""
+        resp = await self._broker(broker_addr, RequestCode.GET_BROKER_RUNTIME_INFO)
+        return dict(sorted(KVTable.from_json(resp.body or b"{}").table.items()))
+
+    async def broker_config(self, broker_addr: str) -> dict[str, str]:
+        """getBrokerConfig: every key of the broker's configuration, as the broker prints it."""
+        resp = await self._broker(broker_addr, RequestCode.GET_BROKER_CONFIG)
+        out: dict[str, str] = {}
+        for line in bytes(resp.body or b"").decode("utf-8").splitlines():
+            key, sep, value = line.partition("=")
+            if sep:
+                out[key.strip()] = value.strip()
+        return dict(sorted(out.items()))
+
+    # ------------------------------------------------------------ messages
+
+    async def view_message(self, msg_id: str) -> MessageExt:
+        """queryMsgById: the message an offset message id names, from the broker that stored it.
+
+        Raises:
+            ClientError: not an offset message id.
+            BrokerError: the broker has no record there.
+        """
+        try:
+            host, port, offset = decode_offset_msg_id(msg_id)
+        except (ValueError, IndexError) as exc:
+            raise ClientError(f"{msg_id!r} is not an offset message id: {exc}") from None
+        resp = await self._broker(f"{host}:{port}", RequestCode.VIEW_MESSAGE_BY_ID,
+                                  ViewMessageRequestHeader(offset).to_fields())
+        records = decode_records(resp.body or b"")
+        if not records:
+            raise ClientError(f"no message at {msg_id}")
+        return records[0]
+
+    async def query_message_by_key(self, topic: str, key: str, max_num: int = 64, begin_ms: int = 0,
+                                   end_ms: int | None = None) -> list[MessageExt]:
+        """queryMsgByKey: the topic's messages with this key (KEYS or UNIQ_KEY), from every broker
+        of its route; an empty list when none has one."""
+        route = await self.topic_route(topic)
+        header = QueryMessageRequestHeader(topic, key, max_num, begin_ms,
+                                           int(time.time() * 1000) if end_ms is None else end_ms)
+        out: list[MessageExt] = []
+        for bd in route.broker_datas:
+            addr = bd.select_broker_addr()
+            if addr is None:
+                continue
+            try:
+                resp = await self._broker(addr, RequestCode.QUERY_MESSAGE, header.to_fields())
+            except QueryNotFoundError:
+                continue
+            out.extend(decode_records(resp.body or b""))
+        return sorted(out, key=lambda m: m.store_timestamp)[:max_num]

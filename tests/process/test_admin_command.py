@@ -1,0 +1,157 @@
+"""``fastmq-admin`` against a real NameServer and broker, run as a user runs it (``python -m
+fastmq.admin_cli``): its tables, its ``--json``, its exit codes and one-line errors; and the
+blocking :class:`fastmq.blocking.Admin` the command is built on."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+from fastmq.blocking import Admin, Producer
+from fastmq.client.admin import SubscriptionGroup, TopicNotFoundError
+from fastmq.protocol.message import Message
+from fastmq.testing import ServerProcess, broker_process, free_port, namesrv_process
+
+CLUSTER, BROKER, TOPIC, GROUP = "AdminCluster", "admin-b", "AdminTopic", "AdminGroup"
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ServerProcess, ServerProcess]]:
+    root = tmp_path_factory.mktemp("admin")
+    (root / "ns").mkdir()
+    (root / "b").mkdir()
+    with namesrv_process(root / "ns") as ns:
+        with broker_process(root / "b", ns.addr, brokerClusterName=CLUSTER, brokerName=BROKER,
+                            autoCreateTopicEnable="false") as b:
+            yield ns, b
+
+
+def admin(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "fastmq.admin_cli", *args], capture_output=True, text=True,
+                          timeout=60, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})})
+
+
+def ok_json(*args: str) -> Any:
+    r = admin(*args, "--json")
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+def until(fn: Any, seconds: float = 20) -> Any:
+    deadline = time.monotonic() + seconds
+    for _ in range(1000):
+        try:
+            v = fn()
+            if v:
+                return v
+        except Exception:
+            if time.monotonic() > deadline:
+                raise
+        if time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    raise AssertionError("not reached in time")
+
+
+def test_cluster_topic_and_messages(servers: tuple[ServerProcess, ServerProcess]) -> None:
+    ns, b = servers
+    rows = until(lambda: ok_json("clusterList", "-n", ns.addr))
+    assert rows == [{"cluster": CLUSTER, "brokerName": BROKER, "brokerId": 0, "addr": b.addr, "version": "V4_9_8"}]
+    table = admin("clusterList", "-n", ns.addr)
+    assert table.returncode == 0 and "#Cluster Name" in table.stdout and b.addr in table.stdout
+
+    r = admin("updateTopic", "-n", ns.addr, "-c", CLUSTER, "-t", TOPIC, "-r", "4", "-w", "4")
+    assert r.returncode == 0 and f"create topic to {b.addr} success." in r.stdout, r.stderr
+    until(lambda: TOPIC in ok_json("topicList", "-n", ns.addr))
+    route = ok_json("topicRoute", "-n", ns.addr, "-t", TOPIC)
+    assert route["queueDatas"][0]["brokerName"] == BROKER and route["queueDatas"][0]["readQueueNums"] == 4
+
+    with Producer("AdminPG", namesrv_addr=ns.addr) as p:
+        sent = [p.send(Message(TOPIC, b"body %d" % i, properties={"KEYS": f"k{i}", "TAGS": "tA"}))
+                for i in range(6)]
+    status = ok_json("topicStatus", "-n", ns.addr, "-t", TOPIC)
+    assert [q["queueId"] for q in status] == [0, 1, 2, 3]
+    assert sum(q["maxOffset"] - q["minOffset"] for q in status) == 6
+    assert "#Min Offset" in admin("topicStatus", "-n", ns.addr, "-t", TOPIC).stdout
+
+    # by id (the offset message id) and by key, through the index
+    got = ok_json("queryMsgById", "-n", ns.addr, "-i", sent[2].offset_msg_id)
+    assert got[0]["body"] == "body 2" and got[0]["keys"] == ["k2"] and got[0]["topic"] == TOPIC
+    text = admin("queryMsgById", "-n", ns.addr, "-i", sent[2].offset_msg_id).stdout
+    assert "Message Body:" in text and "body 2" in text
+    found = until(lambda: ok_json("queryMsgByKey", "-n", ns.addr, "-t", TOPIC, "-k", "k4"))
+    assert [m["body"] for m in found] == ["body 4"]
+
+    # the broker's own views
+    status_kv = ok_json("brokerStatus", "-n", ns.addr, "-b", b.addr)
+    assert status_kv["brokerVersionDesc"] == "V4_9_8" and int(status_kv["msgPutTotalTodayNow"]) >= 6
+    conf = ok_json("getBrokerConfig", "-n", ns.addr, "-c", CLUSTER)
+    assert conf["brokerName"] == BROKER and conf["brokerClusterName"] == CLUSTER
+
+    # the library the command is built on
+    with Admin(ns.addr) as a:
+        assert TOPIC in a.topic_list()
+        assert sum(q.max_offset for q in a.topic_status(TOPIC)) == 6
+        with pytest.raises(TopicNotFoundError):
+            a.topic_route("NoSuchTopic")
+
+    r = admin("deleteTopic", "-n", ns.addr, "-c", CLUSTER, "-t", TOPIC)
+    assert r.returncode == 0, r.stderr
+    assert TOPIC not in ok_json("topicList", "-n", ns.addr)
+
+
+def test_sub_group_and_consumer_progress(servers: tuple[ServerProcess, ServerProcess]) -> None:
+    ns, b = servers
+    r = admin("updateSubGroup", "-n", ns.addr, "-b", b.addr, "-g", GROUP, "-r", "3", "-d", "false")
+    assert r.returncode == 0 and "success" in r.stdout, r.stderr
+    topic = "AdminProgressTopic"
+    assert admin("updateTopic", "-n", ns.addr, "-b", b.addr, "-t", topic, "-r", "2", "-w", "2").returncode == 0
+    until(lambda: topic in ok_json("topicList", "-n", ns.addr))
+    with Producer("AdminPG2", namesrv_addr=ns.addr) as p:
+        for i in range(5):
+            p.send(Message(topic, b"m%d" % i))
+    with Admin(ns.addr) as a:
+        # a group's committed offset, as a consumer would commit it: through the library's API
+        from fastmq.protocol.message_queue import MessageQueue
+        from fastmq.blocking import _blocking
+        _blocking.call(a._core.api.update_consumer_offset_oneway(b.addr, GROUP, MessageQueue(topic, BROKER, 0), 1),
+                       10)
+        progress = until(lambda: [p for p in a.consumer_progress(GROUP, topic) if p.consumer_offset == 1])
+        assert progress[0].queue.queue_id == 0
+        assert isinstance(SubscriptionGroup(GROUP).to_obj()["retryMaxTimes"], int)
+    data = ok_json("consumerProgress", "-n", ns.addr, "-g", GROUP, "-t", topic)
+    assert data["diffTotal"] == 5 - 1
+    assert sum(q["brokerOffset"] for q in data["queues"]) == 5
+    text = admin("consumerProgress", "-n", ns.addr, "-g", GROUP, "-t", topic).stdout
+    assert "#Consumer Offset" in text and "Diff Total: 4" in text
+    r = admin("deleteSubGroup", "-n", ns.addr, "-b", b.addr, "-g", GROUP)
+    assert r.returncode == 0 and "success" in r.stdout, r.stderr
+
+
+def test_errors_and_exit_codes(servers: tuple[ServerProcess, ServerProcess]) -> None:
+    ns, _b = servers
+    r = admin("topicRoute", "-n", ns.addr, "-t", "NoSuchTopic")
+    assert r.returncode == 4 and r.stdout == ""
+    assert r.stderr.count("\n") == 1 and "NoSuchTopic" in r.stderr and "not exist" in r.stderr
+    r = admin("topicStatus", "-n", ns.addr, "-t", "NoSuchTopic", "--json")
+    assert r.returncode == 4
+    dead = f"127.0.0.1:{free_port()}"
+    r = admin("clusterList", "-n", dead, "--timeout", "2")
+    assert r.returncode == 3 and r.stderr.count("\n") == 1 and dead in r.stderr
+    r = admin("topicRoute", "-n", ns.addr)  # no -t
+    assert r.returncode == 2 and "-t" in r.stderr
+    r = admin("clusterList", env={"NAMESRV_ADDR": ""})
+    assert r.returncode == 2 and "NAMESRV_ADDR" in r.stderr
+    r = admin("noSuchCommand")
+    assert r.returncode == 2
+    r = admin("deleteTopic", "-n", ns.addr, "-c", "NoSuchCluster", "-t", "X")
+    assert r.returncode == 1 and "NoSuchCluster" in r.stderr
+    # NAMESRV_ADDR stands in for -n, as for mqadmin
+    assert admin("topicList", env={"NAMESRV_ADDR": ns.addr}).returncode == 0
