@@ -164,6 +164,52 @@ async def get_broker_config(admin: Admin, a: argparse.Namespace) -> Result:
     return (data[addrs[0]] if len(addrs) == 1 else data), "\n".join(parts)
 
 
+async def consumer_connection(admin: Admin, a: argparse.Namespace) -> Result:
+    cc = await admin.consumer_connection(_need(a, "group"))
+    conns = sorted(cc.get("connectionSet") or [], key=lambda c: str(c.get("clientId")))
+    rows = [(f"{i:03d}", c.get("clientId"), c.get("clientAddr"), c.get("language"), c.get("version"))
+            for i, c in enumerate(conns, 1)]
+    subs = sorted((cc.get("subscriptionTable") or {}).items())
+    text = _table(("", "ClientId", "ClientAddr", "Language", "Version"), rows)
+    text += "\n\nBelow is subscription:\n" + _table(
+        ("", "Topic", "SubExpression"), [(f"{i:03d}", t, (sd or {}).get("subString")) for i, (t, sd) in
+                                          enumerate(subs, 1)])
+    text += (f"\n\nConsumeType: {cc.get('consumeType')}\nMessageModel: {cc.get('messageModel')}"
+             f"\nConsumeFromWhere: {cc.get('consumeFromWhere')}")
+    return cc, text
+
+
+async def producer_connection(admin: Admin, a: argparse.Namespace) -> Result:
+    conns = await admin.producer_connection(_need(a, "group"), _need(a, "topic"))
+    conns = sorted(conns, key=lambda c: str(c.get("clientId")))
+    rows = [(f"{i:04d}", c.get("clientId"), c.get("clientAddr"), c.get("language"), c.get("version"))
+            for i, c in enumerate(conns, 1)]
+    return conns, _table(("", "ClientId", "ClientAddr", "Language", "Version"), rows)
+
+
+async def update_broker_config(admin: Admin, a: argparse.Namespace) -> Result:
+    key, value = _need(a, "cfg_key"), getattr(a, "cfg_value", None)
+    if value is None:
+        raise _Usage(f"{a.command} needs -v")
+    addrs = await admin.update_broker_config(key, value, broker_addr=a.broker, cluster=a.cluster)
+    return ({"key": key, "value": value, "brokers": addrs},
+            "\n".join(f"update broker config success, {addr}" for addr in addrs))
+
+
+async def wipe_write_perm(admin: Admin, a: argparse.Namespace) -> Result:
+    name = _need(a, "broker_name")
+    counts = await admin.wipe_write_perm(name)
+    return counts, "\n".join(f"wipe write perm of broker[{name}] in name server[{ns}] OK, {n}"
+                              for ns, n in counts.items())
+
+
+async def add_write_perm(admin: Admin, a: argparse.Namespace) -> Result:
+    name = _need(a, "broker_name")
+    counts = await admin.add_write_perm(name)
+    return counts, "\n".join(f"add write perm of broker[{name}] in name server[{ns}] OK, {n}"
+                              for ns, n in counts.items())
+
+
 def _message_text(m: MessageExt) -> str:
     o = _message_obj(m)
     pairs = [("OffsetID:", o["msgId"]), ("Topic:", o["topic"]), ("Tags:", f"[{o['tags'] or ''}]"),
@@ -190,7 +236,8 @@ async def query_msg_by_key(admin: Admin, a: argparse.Namespace) -> Result:
 def _need(a: argparse.Namespace, name: str) -> str:
     v = getattr(a, name, None)
     if not v:
-        flag = {"topic": "-t", "group": "-g", "cluster": "-c", "msg_id": "-i", "key": "-k"}[name]
+        flag = {"topic": "-t", "group": "-g", "cluster": "-c", "msg_id": "-i", "key": "-k", "cfg_key": "-k",
+                "broker_name": "-b"}[name]
         raise _Usage(f"{a.command} needs {flag}")
     return str(v)
 
@@ -208,8 +255,13 @@ COMMANDS: dict[str, tuple[str, Command, str]] = {
     "updateSubGroup": ("Create or change a subscription group", update_sub_group, "gbcsmdqriw"),
     "deleteSubGroup": ("Delete a subscription group", delete_sub_group, "gbcr"),
     "consumerProgress": ("A group's offsets and lag per queue", consumer_progress, "gt"),
+    "consumerConnection": ("A consumer group's connected clients and subscriptions", consumer_connection, "g"),
+    "producerConnection": ("A producer group's connected clients", producer_connection, "gt"),
     "brokerStatus": ("A broker's runtime information", broker_status, "bc"),
     "getBrokerConfig": ("A broker's configuration", get_broker_config, "bc"),
+    "updateBrokerConfig": ("Set one configuration key of a broker", update_broker_config, "bc"),
+    "wipeWritePerm": ("Stop the NameServers routing sends to a broker", wipe_write_perm, ""),
+    "addWritePerm": ("Route sends to a broker again", add_write_perm, ""),
     "queryMsgById": ("A message by its offset message id", query_msg_by_id, "i"),
     "queryMsgByKey": ("A topic's messages by key", query_msg_by_key, "tk"),
 }
@@ -250,6 +302,11 @@ def _parser() -> argparse.ArgumentParser:
             s.add_argument("-r", "--retryMaxTimes", dest="retry_max", type=int)
             s.add_argument("-i", "--brokerId", dest="broker_id", type=int)
             s.add_argument("-w", "--whichBrokerWhenConsumeSlowly", dest="slowly", type=int)
+        if name == "updateBrokerConfig":
+            s.add_argument("-k", "--key", dest="cfg_key")
+            s.add_argument("-v", "--value", dest="cfg_value")
+        if name in ("wipeWritePerm", "addWritePerm"):
+            s.add_argument("-b", "--brokerName", dest="broker_name")
         if name == "deleteSubGroup":
             s.add_argument("-r", "--removeOffset", dest="remove_offset", choices=("true", "false"), default="false")
     return p

@@ -665,6 +665,21 @@ class Admin:
     def master_addrs(self, **kw: Any) -> list[str]:
         return self._call(self._core.master_addrs(**kw))
 
+    def consumer_connection(self, group: str) -> dict[str, Any]:
+        return self._call(self._core.consumer_connection(group))
+
+    def producer_connection(self, group: str, topic: str) -> list[dict[str, Any]]:
+        return self._call(self._core.producer_connection(group, topic))
+
+    def update_broker_config(self, key: str, value: str, **kw: Any) -> list[str]:
+        return self._call(self._core.update_broker_config(key, value, **kw))
+
+    def wipe_write_perm(self, broker_name: str) -> dict[str, int]:
+        return self._call(self._core.wipe_write_perm(broker_name))
+
+    def add_write_perm(self, broker_name: str) -> dict[str, int]:
+        return self._call(self._core.add_write_perm(broker_name))
+
     def view_message(self, msg_id: str) -> MessageExt:
         return self._call(self._core.view_message(msg_id))
 

@@ -7,9 +7,12 @@ bodies of 4.9.8's admin tool:
 
 - NameServer: GET_BROKER_CLUSTER_INFO (clusterList), GET_ALL_TOPIC_LIST_FROM_NAMESERVER
   (topicList), GET_ROUTEINFO_BY_TOPIC (topicRoute), DELETE_TOPIC_IN_NAMESRV (deleteTopic);
+- every NameServer of the list: WIPE_WRITE_PERM_OF_BROKER / ADD_WRITE_PERM_OF_BROKER;
 - brokers: GET_TOPIC_STATS_INFO (topicStatus), UPDATE_AND_CREATE_TOPIC / DELETE_TOPIC_IN_BROKER,
   UPDATE_AND_CREATE_SUBSCRIPTIONGROUP / DELETE_SUBSCRIPTIONGROUP, GET_CONSUME_STATS
-  (consumerProgress), GET_BROKER_RUNTIME_INFO (brokerStatus), GET_BROKER_CONFIG, VIEW_MESSAGE_BY_ID
+  (consumerProgress), GET_CONSUMER_CONNECTION_LIST / GET_PRODUCER_CONNECTION_LIST (consumerConnection,
+  producerConnection), GET_BROKER_RUNTIME_INFO (brokerStatus), GET_BROKER_CONFIG /
+  UPDATE_BROKER_CONFIG, VIEW_MESSAGE_BY_ID
   (queryMsgById) and QUERY_MESSAGE (queryMsgByKey).
 """
 from __future__ import annotations
@@ -24,7 +27,8 @@ from ..protocol.bodies import ClusterInfo, KVTable, TopicList, TopicRouteData, l
 from ..protocol.codes import RequestCode, ResponseCode
 from ..protocol.command import create_request
 from ..protocol.headers import (CreateTopicRequestHeader, DeleteSubscriptionGroupRequestHeader,
-                                DeleteTopicRequestHeader, GetConsumeStatsRequestHeader,
+                                DeleteTopicRequestHeader, GetConsumerConnectionListRequestHeader,
+                                GetConsumeStatsRequestHeader, GetProducerConnectionListRequestHeader,
                                 GetTopicStatsInfoRequestHeader, QueryMessageRequestHeader, ViewMessageRequestHeader)
 from ..protocol.message import MessageExt, decode_offset_msg_id, decode_records
 from ..protocol.message_queue import MessageQueue
@@ -279,6 +283,61 @@ class Admin:
             if sep:
                 out[key.strip()] = value.strip()
         return dict(sorted(out.items()))
+
+    async def consumer_connection(self, group: str) -> dict[str, Any]:
+        """consumerConnection: the group's online clients, subscriptions and settings (the
+        ConsumerConnection body of the first broker of its retry topic's route).
+
+        Raises:
+            ConsumerNotOnlineError: no client of the group is connected.
+        """
+        route = await self.topic_route(f"%RETRY%{group}")
+        for bd in route.broker_datas:
+            addr = bd.select_broker_addr()
+            if addr is not None:
+                resp = await self._broker(addr, RequestCode.GET_CONSUMER_CONNECTION_LIST,
+                                          GetConsumerConnectionListRequestHeader(group).to_fields())
+                body: dict[str, Any] = json.loads(resp.body or b"{}")
+                return body
+        raise ClientError(f"no broker serves %RETRY%{group}")
+
+    async def producer_connection(self, group: str, topic: str) -> list[dict[str, Any]]:
+        """producerConnection: the group's connected producers, from a broker of ``topic``."""
+        route = await self.topic_route(topic)
+        for bd in route.broker_datas:
+            addr = bd.select_broker_addr()
+            if addr is not None:
+                resp = await self._broker(addr, RequestCode.GET_PRODUCER_CONNECTION_LIST,
+                                          GetProducerConnectionListRequestHeader(group).to_fields())
+                return list(json.loads(resp.body or b"{}").get("connectionSet") or [])
+        raise ClientError(f"no broker serves {topic}")
+
+    async def update_broker_config(self, key: str, value: str, *, broker_addr: str | None = None,
+                                   cluster: str | None = None) -> list[str]:
+        """updateBrokerConfig: set one key on one broker or every master of a cluster."""
+        if not key or "=" in key or "\n" in key or "\n" in value:
+            raise ClientError(f"bad config key or value: {key!r}={value!r}")
+        body = f"{key}={value}\n".encode("utf-8")
+        addrs = await self.master_addrs(broker_addr=broker_addr, cluster=cluster)
+        for addr in addrs:
+            await self._broker(addr, RequestCode.UPDATE_BROKER_CONFIG, body=body)
+        return addrs
+
+    async def _write_perm(self, code: int, broker_name: str, count_key: str) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for ns in self.remoting.namesrv_addrs:
+            resp = await self._broker(ns, code, {"brokerName": broker_name})
+            out[ns] = int((resp.ext_fields or {}).get(count_key) or 0)
+        return out
+
+    async def wipe_write_perm(self, broker_name: str) -> dict[str, int]:
+        """wipeWritePerm: every NameServer stops routing sends to the broker; per NameServer, the
+        count of topics changed."""
+        return await self._write_perm(RequestCode.WIPE_WRITE_PERM_OF_BROKER, broker_name, "wipeTopicCount")
+
+    async def add_write_perm(self, broker_name: str) -> dict[str, int]:
+        """addWritePerm: undo :meth:`wipe_write_perm` on every NameServer."""
+        return await self._write_perm(RequestCode.ADD_WRITE_PERM_OF_BROKER, broker_name, "addTopicCount")
 
     # ------------------------------------------------------------ messages
 

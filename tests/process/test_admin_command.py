@@ -155,3 +155,44 @@ def test_errors_and_exit_codes(servers: tuple[ServerProcess, ServerProcess]) -> 
     assert r.returncode == 1 and "NoSuchCluster" in r.stderr
     # NAMESRV_ADDR stands in for -n, as for mqadmin
     assert admin("topicList", env={"NAMESRV_ADDR": ns.addr}).returncode == 0
+
+
+def test_connections_config_and_write_perm(servers: tuple[ServerProcess, ServerProcess]) -> None:
+    from fastmq.blocking import PushConsumer
+    from fastmq.client.push_consumer import ConsumeStatus
+    ns, b = servers
+    topic, group = "AdminConnTopic", "AdminConnGroup"
+    assert admin("updateTopic", "-n", ns.addr, "-b", b.addr, "-t", topic, "-r", "2", "-w", "2").returncode == 0
+    until(lambda: topic in ok_json("topicList", "-n", ns.addr))
+    c = PushConsumer(group, namesrv_addr=ns.addr)
+    c.subscribe(topic, "tagA || tagB")
+    c.register_message_listener(lambda msgs: ConsumeStatus.CONSUME_SUCCESS)
+    c.start()
+    try:
+        with Producer("AdminConnPG", namesrv_addr=ns.addr) as p:
+            p.send(Message(topic, b"x"))
+            conns = until(lambda: ok_json("consumerConnection", "-n", ns.addr, "-g", group)["connectionSet"])
+            assert len(conns) == 1 and conns[0]["language"] == "PYTHON"
+            cc = ok_json("consumerConnection", "-n", ns.addr, "-g", group)
+            assert cc["subscriptionTable"][topic]["subString"] == "tagA || tagB"
+            assert cc["messageModel"] == "CLUSTERING"
+            text = admin("consumerConnection", "-n", ns.addr, "-g", group).stdout
+            assert "Below is subscription:" in text and "tagA || tagB" in text
+            prods = until(lambda: ok_json("producerConnection", "-n", ns.addr, "-g", "AdminConnPG", "-t", topic))
+            assert len(prods) == 1 and prods[0]["language"] == "PYTHON"
+    finally:
+        c.shutdown()
+
+    # updateBrokerConfig, read back with getBrokerConfig
+    r = admin("updateBrokerConfig", "-n", ns.addr, "-b", b.addr, "-k", "maxMessageSize", "-v", "2097152")
+    assert r.returncode == 0 and f"update broker config success, {b.addr}" in r.stdout, r.stderr
+    assert ok_json("getBrokerConfig", "-n", ns.addr, "-b", b.addr)["maxMessageSize"] == "2097152"
+    r = admin("updateBrokerConfig", "-n", ns.addr, "-b", b.addr, "-k", "maxMessageSize", "-v", "lots")
+    assert r.returncode == 1 and "maxMessageSize" in r.stderr
+
+    # wipeWritePerm / addWritePerm: the route's perm loses and regains its write bit
+    counts = ok_json("wipeWritePerm", "-n", ns.addr, "-b", BROKER)
+    assert counts[ns.addr] >= 1
+    assert ok_json("topicRoute", "-n", ns.addr, "-t", topic)["queueDatas"][0]["perm"] & 2 == 0
+    assert "add write perm of broker" in admin("addWritePerm", "-n", ns.addr, "-b", BROKER).stdout
+    assert ok_json("topicRoute", "-n", ns.addr, "-t", topic)["queueDatas"][0]["perm"] & 2 == 2
