@@ -210,6 +210,29 @@ async def add_write_perm(admin: Admin, a: argparse.Namespace) -> Result:
                               for ns, n in counts.items())
 
 
+def _timestamp(raw: str) -> int:
+    """mqadmin's ``-s``: ms since the epoch, ``now``, or ``yyyy-MM-dd#HH:mm:ss:SSS`` (local time)."""
+    if raw == "now":
+        return int(time.time() * 1000)
+    if raw.lstrip("-").isdigit():
+        return int(raw)
+    try:
+        day, ms = raw.rsplit(":", 1)
+        return int(time.mktime(time.strptime(day, "%Y-%m-%d#%H:%M:%S")) * 1000) + int(ms)
+    except ValueError:
+        raise _Usage(f"-s {raw!r}: give ms since the epoch, 'now' or yyyy-MM-dd#HH:mm:ss:SSS") from None
+
+
+async def reset_offset_by_time(admin: Admin, a: argparse.Namespace) -> Result:
+    group, topic = _need(a, "group"), _need(a, "topic")
+    if not a.timestamp:
+        raise _Usage(f"{a.command} needs -s")
+    table = await admin.reset_offset_by_time(group, topic, _timestamp(a.timestamp), a.force != "false")
+    rows = [(mq.topic, mq.broker_name, mq.queue_id, off) for mq, off in table]
+    data = [{"topic": t, "brokerName": b, "queueId": q, "offset": o} for t, b, q, o in rows]
+    return data, _table(("Topic", "Broker Name", "QID", "Offset"), rows)
+
+
 def _message_text(m: MessageExt) -> str:
     o = _message_obj(m)
     pairs = [("OffsetID:", o["msgId"]), ("Topic:", o["topic"]), ("Tags:", f"[{o['tags'] or ''}]"),
@@ -257,6 +280,7 @@ COMMANDS: dict[str, tuple[str, Command, str]] = {
     "consumerProgress": ("A group's offsets and lag per queue", consumer_progress, "gt"),
     "consumerConnection": ("A consumer group's connected clients and subscriptions", consumer_connection, "g"),
     "producerConnection": ("A producer group's connected clients", producer_connection, "gt"),
+    "resetOffsetByTime": ("Move a group's offsets on a topic to a time", reset_offset_by_time, "gt"),
     "brokerStatus": ("A broker's runtime information", broker_status, "bc"),
     "getBrokerConfig": ("A broker's configuration", get_broker_config, "bc"),
     "updateBrokerConfig": ("Set one configuration key of a broker", update_broker_config, "bc"),
@@ -302,6 +326,10 @@ def _parser() -> argparse.ArgumentParser:
             s.add_argument("-r", "--retryMaxTimes", dest="retry_max", type=int)
             s.add_argument("-i", "--brokerId", dest="broker_id", type=int)
             s.add_argument("-w", "--whichBrokerWhenConsumeSlowly", dest="slowly", type=int)
+        if name == "resetOffsetByTime":
+            s.add_argument("-s", "--timestamp", dest="timestamp",
+                           help="ms since the epoch, 'now', or yyyy-MM-dd#HH:mm:ss:SSS")
+            s.add_argument("-f", "--force", dest="force", choices=("true", "false"), default="true")
         if name == "updateBrokerConfig":
             s.add_argument("-k", "--key", dest="cfg_key")
             s.add_argument("-v", "--value", dest="cfg_value")

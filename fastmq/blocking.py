@@ -656,6 +656,10 @@ class Admin:
     def consumer_progress(self, group: str, topic: str | None = None) -> list[_admin.QueueProgress]:
         return self._call(self._core.consumer_progress(group, topic))
 
+    def reset_offset_by_time(self, group: str, topic: str, timestamp_ms: int,
+                             force: bool = True) -> list[tuple[MessageQueue, int]]:
+        return self._call(self._core.reset_offset_by_time(group, topic, timestamp_ms, force))
+
     def broker_runtime_info(self, broker_addr: str) -> dict[str, str]:
         return self._call(self._core.broker_runtime_info(broker_addr))
 

@@ -12,7 +12,8 @@ bodies of 4.9.8's admin tool:
   UPDATE_AND_CREATE_SUBSCRIPTIONGROUP / DELETE_SUBSCRIPTIONGROUP, GET_CONSUME_STATS
   (consumerProgress), GET_CONSUMER_CONNECTION_LIST / GET_PRODUCER_CONNECTION_LIST (consumerConnection,
   producerConnection), GET_BROKER_RUNTIME_INFO (brokerStatus), GET_BROKER_CONFIG /
-  UPDATE_BROKER_CONFIG, VIEW_MESSAGE_BY_ID
+  UPDATE_BROKER_CONFIG, INVOKE_BROKER_TO_RESET_OFFSET (resetOffsetByTime; with no consumer online,
+  SEARCH_OFFSET_BY_TIMESTAMP and UPDATE_CONSUMER_OFFSET as mqadmin's fallback), VIEW_MESSAGE_BY_ID
   (queryMsgById) and QUERY_MESSAGE (queryMsgByKey).
 """
 from __future__ import annotations
@@ -22,14 +23,15 @@ import time
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from ..errors import BrokerError, ClientError, QueryNotFoundError
+from ..errors import BrokerError, ClientError, ConsumerNotOnlineError, QueryNotFoundError
 from ..protocol.bodies import ClusterInfo, KVTable, TopicList, TopicRouteData, loads_mq_keyed
 from ..protocol.codes import RequestCode, ResponseCode
 from ..protocol.command import create_request
 from ..protocol.headers import (CreateTopicRequestHeader, DeleteSubscriptionGroupRequestHeader,
                                 DeleteTopicRequestHeader, GetConsumerConnectionListRequestHeader,
                                 GetConsumeStatsRequestHeader, GetProducerConnectionListRequestHeader,
-                                GetTopicStatsInfoRequestHeader, QueryMessageRequestHeader, ViewMessageRequestHeader)
+                                GetTopicStatsInfoRequestHeader, QueryMessageRequestHeader, ResetOffsetRequestHeader,
+                                UpdateConsumerOffsetRequestHeader, ViewMessageRequestHeader)
 from ..protocol.message import MessageExt, decode_offset_msg_id, decode_records
 from ..protocol.message_queue import MessageQueue
 from ..protocol.topic import AUTO_CREATE_TOPIC_KEY_TOPIC
@@ -266,6 +268,46 @@ class Admin:
                 out.append(QueueProgress(mq, int(w["brokerOffset"]), int(w["consumerOffset"]),
                                          int(w.get("lastTimestamp") or 0)))
         return sorted(out, key=lambda p: (p.queue.topic, p.queue.broker_name, p.queue.queue_id))
+
+    async def reset_offset_by_time(self, group: str, topic: str, timestamp_ms: int,
+                                   force: bool = True) -> list[tuple[MessageQueue, int]]:
+        """resetOffsetByTime: move the group's offsets on ``topic`` to the first message stored
+        at or after ``timestamp_ms`` (-1: the end), on every master of the topic's route. Online
+        consumers are told by their broker; with none online the offsets are changed in the
+        brokers directly (mqadmin's resetOffsetByTimeOld). ``force=False`` only moves an offset
+        back. Returns each queue's new offset.
+        """
+        route = await self.topic_route(topic)
+        out: list[tuple[MessageQueue, int]] = []
+        header = ResetOffsetRequestHeader(topic, group, timestamp_ms, force)
+        for bd in sorted(route.broker_datas, key=lambda bd: bd.broker_name):
+            addr = bd.broker_addrs.get(MASTER_ID)
+            if addr is None:
+                continue
+            try:
+                resp = await self._broker(addr, RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, header.to_fields())
+            except ConsumerNotOnlineError:
+                out += await self._reset_in_broker(addr, group, topic, timestamp_ms, force)
+                continue
+            table = loads_mq_keyed(resp.body or b"{}").get("offsetTable") or {}
+            out += [(mq, int(off)) for mq, off in table.items()]
+        return sorted(out, key=lambda e: (e[0].broker_name, e[0].queue_id))
+
+    async def _reset_in_broker(self, addr: str, group: str, topic: str, timestamp_ms: int,
+                               force: bool) -> list[tuple[MessageQueue, int]]:
+        resp = await self._broker(addr, RequestCode.GET_CONSUME_STATS,
+                                  GetConsumeStatsRequestHeader(group, topic).to_fields())
+        out: list[tuple[MessageQueue, int]] = []
+        for mq, w in (loads_mq_keyed(resp.body or b"{}").get("offsetTable") or {}).items():
+            at = (await self.api.get_max_offset(addr, mq) if timestamp_ms == -1
+                  else await self.api.search_offset(addr, mq, timestamp_ms))
+            current = int(w["consumerOffset"])
+            if force or at < current:
+                header = UpdateConsumerOffsetRequestHeader(group, mq.topic, mq.queue_id, at)
+                await self._broker(addr, RequestCode.UPDATE_CONSUMER_OFFSET, header.to_fields())
+                current = at
+            out.append((mq, current))
+        return out
 
     # ------------------------------------------------------------ brokers
 

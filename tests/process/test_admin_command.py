@@ -121,8 +121,9 @@ def test_sub_group_and_consumer_progress(servers: tuple[ServerProcess, ServerPro
         # a group's committed offset, as a consumer would commit it: through the library's API
         from fastmq.protocol.message_queue import MessageQueue
         from fastmq.blocking import _blocking
-        _blocking.call(a._core.api.update_consumer_offset_oneway(b.addr, GROUP, MessageQueue(topic, BROKER, 0), 1),
-                       10)
+        for qid, off in ((0, 1), (1, 0)):  # (a reset needs an offset on every queue, as in 4.9.8)
+            _blocking.call(a._core.api.update_consumer_offset_oneway(b.addr, GROUP, MessageQueue(topic, BROKER, qid),
+                                                                     off), 10)
         progress = until(lambda: [p for p in a.consumer_progress(GROUP, topic) if p.consumer_offset == 1])
         assert progress[0].queue.queue_id == 0
         assert isinstance(SubscriptionGroup(GROUP).to_obj()["retryMaxTimes"], int)
@@ -131,6 +132,15 @@ def test_sub_group_and_consumer_progress(servers: tuple[ServerProcess, ServerPro
     assert sum(q["brokerOffset"] for q in data["queues"]) == 5
     text = admin("consumerProgress", "-n", ns.addr, "-g", GROUP, "-t", topic).stdout
     assert "#Consumer Offset" in text and "Diff Total: 4" in text
+    # resetOffsetByTime with no consumer online: the offsets changed in the broker (mqadmin's fallback)
+    rows = ok_json("resetOffsetByTime", "-n", ns.addr, "-g", GROUP, "-t", topic, "-s", "-1")  # -1: the end
+    assert sum(r["offset"] for r in rows) == 5
+    assert ok_json("consumerProgress", "-n", ns.addr, "-g", GROUP, "-t", topic)["diffTotal"] == 0
+    rows = ok_json("resetOffsetByTime", "-n", ns.addr, "-g", GROUP, "-t", topic, "-s", "1970-01-02#00:00:00:000")
+    assert [r["offset"] for r in rows] == [0, 0]
+    assert ok_json("consumerProgress", "-n", ns.addr, "-g", GROUP, "-t", topic)["diffTotal"] == 5
+    r = admin("resetOffsetByTime", "-n", ns.addr, "-g", GROUP, "-t", topic, "-s", "yesterday")
+    assert r.returncode == 2 and "-s" in r.stderr
     r = admin("deleteSubGroup", "-n", ns.addr, "-b", b.addr, "-g", GROUP)
     assert r.returncode == 0 and "success" in r.stdout, r.stderr
 
@@ -178,6 +188,11 @@ def test_connections_config_and_write_perm(servers: tuple[ServerProcess, ServerP
             assert cc["messageModel"] == "CLUSTERING"
             text = admin("consumerConnection", "-n", ns.addr, "-g", group).stdout
             assert "Below is subscription:" in text and "tagA || tagB" in text
+            # online: the broker computes the offsets and tells the consumer
+            # (refused, as by 4.9.8, until the consumer has committed an offset on every queue)
+            r = until(lambda: (r := admin("resetOffsetByTime", "-n", ns.addr, "-g", group, "-t", topic,
+                                          "-s", "now")).returncode == 0 and r)
+            assert "#Offset" in r.stdout, r.stderr
             prods = until(lambda: ok_json("producerConnection", "-n", ns.addr, "-g", "AdminConnPG", "-t", topic))
             assert len(prods) == 1 and prods[0]["language"] == "PYTHON"
     finally:
