@@ -21,7 +21,7 @@ from typing import Any, Callable, Coroutine, Sequence
 
 from .client.admin import Admin, SubscriptionGroup, TopicNotFoundError
 from .errors import BrokerError, ClientError, RemotingError, TopicNotExistError
-from .protocol.message import MessageExt
+from .protocol.message import Message, MessageExt
 
 __all__ = ["main", "EXIT_OK", "EXIT_FAILED", "EXIT_USAGE", "EXIT_UNREACHABLE", "EXIT_NOT_FOUND"]
 
@@ -256,6 +256,30 @@ async def query_msg_by_key(admin: Admin, a: argparse.Namespace) -> Result:
     return [_message_obj(m) for m in msgs], _table(("Message ID", "QID", "Offset"), rows)
 
 
+async def query_msg_by_offset(admin: Admin, a: argparse.Namespace) -> Result:
+    if a.broker_name is None or a.queue_id is None or a.offset is None:
+        raise _Usage(f"{a.command} needs -t, -b, -i and -o")
+    m = await admin.query_message_by_offset(_need(a, "topic"), a.broker_name, a.queue_id, a.offset)
+    return _message_obj(m), _message_text(m)
+
+
+async def send_message(admin: Admin, a: argparse.Namespace) -> Result:
+    topic = _need(a, "topic")
+    if a.body is None:
+        raise _Usage(f"{a.command} needs -p")
+    props = {}
+    if a.tags:
+        props["TAGS"] = a.tags
+    if a.keys:
+        props["KEYS"] = a.keys
+    r = await admin.send_message(Message(topic, a.body.encode("utf-8"), properties=props),
+                                 broker_name=a.broker_name, queue_id=a.queue_id)
+    row = (r.message_queue.broker_name, r.message_queue.queue_id, r.status, r.msg_id)
+    data = {"brokerName": row[0], "queueId": row[1], "sendStatus": row[2], "msgId": row[3],
+            "offsetMsgId": r.offset_msg_id, "queueOffset": r.queue_offset}
+    return data, _table(("Broker Name", "QID", "Send Result", "MsgId"), [row])
+
+
 def _need(a: argparse.Namespace, name: str) -> str:
     v = getattr(a, name, None)
     if not v:
@@ -288,6 +312,8 @@ COMMANDS: dict[str, tuple[str, Command, str]] = {
     "addWritePerm": ("Route sends to a broker again", add_write_perm, ""),
     "queryMsgById": ("A message by its offset message id", query_msg_by_id, "i"),
     "queryMsgByKey": ("A topic's messages by key", query_msg_by_key, "tk"),
+    "queryMsgByOffset": ("The message at an offset of one queue", query_msg_by_offset, "t"),
+    "sendMessage": ("Send one message", send_message, "t"),
 }
 
 
@@ -330,6 +356,16 @@ def _parser() -> argparse.ArgumentParser:
             s.add_argument("-s", "--timestamp", dest="timestamp",
                            help="ms since the epoch, 'now', or yyyy-MM-dd#HH:mm:ss:SSS")
             s.add_argument("-f", "--force", dest="force", choices=("true", "false"), default="true")
+        if name == "queryMsgByOffset":
+            s.add_argument("-b", "--brokerName", dest="broker_name")
+            s.add_argument("-i", "--queueId", dest="queue_id", type=int)
+            s.add_argument("-o", "--offset", dest="offset", type=int)
+        if name == "sendMessage":
+            s.add_argument("-p", "--body", dest="body")
+            s.add_argument("-k", "--key", dest="keys")
+            s.add_argument("-c", "--tags", dest="tags")
+            s.add_argument("-b", "--broker", dest="broker_name", help="brokerName (with -i: that queue)")
+            s.add_argument("-i", "--qid", dest="queue_id", type=int)
         if name == "updateBrokerConfig":
             s.add_argument("-k", "--key", dest="cfg_key")
             s.add_argument("-v", "--value", dest="cfg_value")

@@ -684,6 +684,12 @@ class Admin:
     def add_write_perm(self, broker_name: str) -> dict[str, int]:
         return self._call(self._core.add_write_perm(broker_name))
 
+    def query_message_by_offset(self, topic: str, broker_name: str, queue_id: int, offset: int) -> MessageExt:
+        return self._call(self._core.query_message_by_offset(topic, broker_name, queue_id, offset))
+
+    def send_message(self, msg: Message, **kw: Any) -> Any:
+        return self._call(self._core.send_message(msg, **kw))
+
     def view_message(self, msg_id: str) -> MessageExt:
         return self._call(self._core.view_message(msg_id))
 

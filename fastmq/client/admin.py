@@ -13,8 +13,9 @@ bodies of 4.9.8's admin tool:
   (consumerProgress), GET_CONSUMER_CONNECTION_LIST / GET_PRODUCER_CONNECTION_LIST (consumerConnection,
   producerConnection), GET_BROKER_RUNTIME_INFO (brokerStatus), GET_BROKER_CONFIG /
   UPDATE_BROKER_CONFIG, INVOKE_BROKER_TO_RESET_OFFSET (resetOffsetByTime; with no consumer online,
-  SEARCH_OFFSET_BY_TIMESTAMP and UPDATE_CONSUMER_OFFSET as mqadmin's fallback), VIEW_MESSAGE_BY_ID
-  (queryMsgById) and QUERY_MESSAGE (queryMsgByKey).
+  SEARCH_OFFSET_BY_TIMESTAMP and UPDATE_CONSUMER_OFFSET as mqadmin's fallback), QUERY_CONSUME_QUEUE
+  then VIEW_MESSAGE_BY_ID (queryMsgByOffset: mqadmin pulls one message instead), VIEW_MESSAGE_BY_ID
+  (queryMsgById) and QUERY_MESSAGE (queryMsgByKey); sendMessage sends with a :class:`Producer`.
 """
 from __future__ import annotations
 
@@ -30,14 +31,16 @@ from ..protocol.command import create_request
 from ..protocol.headers import (CreateTopicRequestHeader, DeleteSubscriptionGroupRequestHeader,
                                 DeleteTopicRequestHeader, GetConsumerConnectionListRequestHeader,
                                 GetConsumeStatsRequestHeader, GetProducerConnectionListRequestHeader,
-                                GetTopicStatsInfoRequestHeader, QueryMessageRequestHeader, ResetOffsetRequestHeader,
+                                GetTopicStatsInfoRequestHeader, QueryConsumeQueueRequestHeader,
+                                QueryMessageRequestHeader, ResetOffsetRequestHeader,
                                 UpdateConsumerOffsetRequestHeader, ViewMessageRequestHeader)
-from ..protocol.message import MessageExt, decode_offset_msg_id, decode_records
+from ..protocol.message import Message, MessageExt, decode_offset_msg_id, decode_records
 from ..protocol.message_queue import MessageQueue
 from ..protocol.topic import AUTO_CREATE_TOPIC_KEY_TOPIC
 from ..remoting import RemotingClient
 from .acl import AclClientRPCHook, SessionCredentials
 from .api import ClientAPI, RPCHook
+from .producer import Producer, SendResult
 
 __all__ = ["Admin", "TopicNotFoundError", "QueueOffsets", "QueueProgress", "SubscriptionGroup"]
 
@@ -419,3 +422,41 @@ class Admin:
                 continue
             out.extend(decode_records(resp.body or b""))
         return sorted(out, key=lambda m: m.store_timestamp)[:max_num]
+
+    async def query_message_by_offset(self, topic: str, broker_name: str, queue_id: int, offset: int) -> MessageExt:
+        """queryMsgByOffset: the message at ``offset`` of one queue: its consume-queue entry
+        (QUERY_CONSUME_QUEUE), then the record it points to (VIEW_MESSAGE_BY_ID).
+
+        Raises:
+            ClientError: no such broker in the topic's route, or no message at that offset.
+        """
+        route = await self.topic_route(topic)
+        addr = next((a for bd in route.broker_datas if bd.broker_name == broker_name
+                     and (a := bd.select_broker_addr()) is not None), None)
+        if addr is None:
+            raise ClientError(f"broker[{broker_name}] is not in the route of topic[{topic}]")
+        resp = await self._broker(addr, RequestCode.QUERY_CONSUME_QUEUE,
+                                  QueryConsumeQueueRequestHeader(topic, queue_id, offset, 1).to_fields())
+        entries = (loads_mq_keyed(resp.body).get("queueData") or []) if resp.body else []
+        if not entries:
+            raise ClientError(resp.remark or f"no message at offset {offset} of {topic}/{broker_name}/{queue_id}")
+        resp = await self._broker(addr, RequestCode.VIEW_MESSAGE_BY_ID,
+                                  ViewMessageRequestHeader(int(entries[0]["physicOffset"])).to_fields())
+        records = decode_records(resp.body or b"")
+        if not records:
+            raise ClientError(f"no message at offset {offset} of {topic}/{broker_name}/{queue_id}")
+        return records[0]
+
+    async def send_message(self, msg: Message, *, broker_name: str | None = None,
+                           queue_id: int | None = None, group: str = "TOOLS_PRODUCER") -> SendResult:
+        """sendMessage: one message, to the queue named by ``broker_name`` + ``queue_id`` or to
+        one the producer picks."""
+        producer = Producer(group, namesrv_addr=self.remoting.namesrv_addrs,
+                            send_msg_timeout=int(self.timeout * 1000))
+        await producer.start()
+        try:
+            if broker_name is not None and queue_id is not None:
+                return await producer.send_to_queue(msg, MessageQueue(msg.topic, broker_name, queue_id))
+            return await producer.send(msg)
+        finally:
+            await producer.shutdown()

@@ -102,6 +102,17 @@ def test_cluster_topic_and_messages(servers: tuple[ServerProcess, ServerProcess]
         with pytest.raises(TopicNotFoundError):
             a.topic_route("NoSuchTopic")
 
+    # sendMessage to one queue, read back with queryMsgByOffset
+    sent_one = ok_json("sendMessage", "-n", ns.addr, "-t", TOPIC, "-p", "hello admin", "-k", "kk", "-c", "tX",
+                       "-b", BROKER, "-i", "1")
+    assert (sent_one["queueId"], sent_one["sendStatus"]) == (1, "SEND_OK")
+    got = ok_json("queryMsgByOffset", "-n", ns.addr, "-t", TOPIC, "-b", BROKER, "-i", "1", "-o",
+                  str(sent_one["queueOffset"]))
+    assert (got["body"], got["tags"], got["keys"]) == ("hello admin", "tX", ["kk"])
+    r = admin("queryMsgByOffset", "-n", ns.addr, "-t", TOPIC, "-b", BROKER, "-i", "1", "-o", "999")
+    assert r.returncode == 1 and "999" in r.stderr
+    assert "#Send Result" in admin("sendMessage", "-n", ns.addr, "-t", TOPIC, "-p", "x").stdout
+
     r = admin("deleteTopic", "-n", ns.addr, "-c", CLUSTER, "-t", TOPIC)
     assert r.returncode == 0, r.stderr
     assert TOPIC not in ok_json("topicList", "-n", ns.addr)
