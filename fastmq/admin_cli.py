@@ -135,8 +135,17 @@ async def delete_sub_group(admin: Admin, a: argparse.Namespace) -> Result:
             "\n".join(f"delete subscription group [{group}] from broker [{addr}] success." for addr in addrs))
 
 
+_TYPE = {"CONSUME_ACTIVELY": "PULL", "CONSUME_PASSIVELY": "PUSH"}
+
+
 async def consumer_progress(admin: Admin, a: argparse.Namespace) -> Result:
-    ps = await admin.consumer_progress(_need(a, "group"), a.topic)
+    if not a.group:  # every group, one line each (mqadmin's consumerProgress with no -g)
+        groups = await admin.consumer_groups()
+        group_rows: list[tuple[Any, ...]] = [(g["group"], g["count"], g["version"] if g["count"] else "OFFLINE",
+                 _TYPE.get(g["consumeType"] or "", ""), g["messageModel"] or "", g["consumeTps"], g["diffTotal"])
+                for g in groups]
+        return groups, _table(("Group", "Count", "Version", "Type", "Model", "TPS", "Diff Total"), group_rows)
+    ps, tps = await admin.consume_stats(a.group, a.topic)
     rows = [(p.queue.topic, p.queue.broker_name, p.queue.queue_id, p.broker_offset, p.consumer_offset, p.diff,
              _when(p.last_timestamp)) for p in ps]
     total = sum(p.diff for p in ps)
@@ -145,7 +154,8 @@ async def consumer_progress(admin: Admin, a: argparse.Namespace) -> Result:
                         "brokerOffset": p.broker_offset, "consumerOffset": p.consumer_offset, "diff": p.diff,
                         "lastTimestamp": p.last_timestamp} for p in ps]}
     text = _table(("Topic", "Broker Name", "QID", "Broker Offset", "Consumer Offset", "Diff", "LastTime"), rows)
-    return data, f"{text}\n\nDiff Total: {total}"
+    data["consumeTps"] = tps
+    return data, f"{text}\n\nConsume TPS: {tps:.2f}\nDiff Total: {total}"
 
 
 async def broker_status(admin: Admin, a: argparse.Namespace) -> Result:

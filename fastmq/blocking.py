@@ -660,6 +660,9 @@ class Admin:
                              force: bool = True) -> list[tuple[MessageQueue, int]]:
         return self._call(self._core.reset_offset_by_time(group, topic, timestamp_ms, force))
 
+    def consumer_groups(self) -> list[dict[str, Any]]:
+        return self._call(self._core.consumer_groups())
+
     def broker_runtime_info(self, broker_addr: str) -> dict[str, str]:
         return self._call(self._core.broker_runtime_info(broker_addr))
 

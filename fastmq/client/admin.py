@@ -253,6 +253,36 @@ class Admin:
     async def consumer_progress(self, group: str, topic: str | None = None) -> list[QueueProgress]:
         """consumerProgress: per queue, the broker's max offset, the group's offset and the lag,
         over every master of the group's retry topic's route (as examineConsumeStats)."""
+        return (await self.consume_stats(group, topic))[0]
+
+    async def consumer_groups(self) -> list[dict[str, Any]]:
+        """consumerProgress with no group: every group with a retry topic, its online clients
+        (count, lowest version, consume type, message model), consume TPS and total lag."""
+        out: list[dict[str, Any]] = []
+        for t in await self.topic_list():
+            if not t.startswith("%RETRY%"):
+                continue
+            group = t[len("%RETRY%"):]
+            row: dict[str, Any] = {"group": group, "count": 0, "version": None, "consumeType": None,
+                                   "messageModel": None, "consumeTps": 0, "diffTotal": 0}
+            try:  # as mqadmin: a group whose stats or connections fail is shown with what is known
+                queues, tps = await self.consume_stats(group)
+                row["consumeTps"], row["diffTotal"] = int(tps), sum(q.diff for q in queues)
+            except (BrokerError, ClientError):
+                pass
+            try:
+                cc = await self.consumer_connection(group)
+                conns = cc.get("connectionSet") or []
+                row.update(count=len(conns), consumeType=cc.get("consumeType"), messageModel=cc.get("messageModel"),
+                           version=min((int(c.get("version") or 0) for c in conns), default=None))
+            except (BrokerError, ClientError):
+                pass
+            out.append(row)
+        return out
+
+    async def consume_stats(self, group: str, topic: str | None = None) -> tuple[list[QueueProgress], float]:
+        """:meth:`consumer_progress`'s queues and the group's consume TPS (ConsumeStats)."""
+        tps = 0.0
         try:
             route = await self.topic_route(f"%RETRY%{group}")
         except TopicNotFoundError:
@@ -267,10 +297,12 @@ class Admin:
         header = GetConsumeStatsRequestHeader(group, topic)
         for addr in sorted(addrs):
             resp = await self._broker(addr, RequestCode.GET_CONSUME_STATS, header.to_fields())
-            for mq, w in (loads_mq_keyed(resp.body or b"{}").get("offsetTable") or {}).items():
+            stats = loads_mq_keyed(resp.body or b"{}")
+            tps += float(stats.get("consumeTps") or 0)
+            for mq, w in (stats.get("offsetTable") or {}).items():
                 out.append(QueueProgress(mq, int(w["brokerOffset"]), int(w["consumerOffset"]),
                                          int(w.get("lastTimestamp") or 0)))
-        return sorted(out, key=lambda p: (p.queue.topic, p.queue.broker_name, p.queue.queue_id))
+        return sorted(out, key=lambda p: (p.queue.topic, p.queue.broker_name, p.queue.queue_id)), tps
 
     async def reset_offset_by_time(self, group: str, topic: str, timestamp_ms: int,
                                    force: bool = True) -> list[tuple[MessageQueue, int]]:

@@ -109,6 +109,11 @@ def test_same_rows_as_mqadmin(fastmq_ns: str, tmp_path: Path) -> None:
                       str(q["consumerOffset"]), str(q["diff"])] for q in ours["queues"]]
     assert [r for r in rows if r[0] == "Diff"][0][-1] == str(ours["diffTotal"])
 
+    # with no -g: a line per group, ending with its total lag (type and model are blank offline)
+    rows = mqadmin(tmp_path, "consumerProgress", "-n", ns)
+    ours = fastmq_admin("consumerProgress", "-n", ns)
+    assert {r[0]: r[-1] for r in rows} == {g["group"]: str(g["diffTotal"]) for g in ours}
+
 
 @pytest.mark.skipif(not JAVA_NAMESRV, reason="FASTMQ_JAVA_NAMESRV (an Apache RocketMQ cluster) not set")
 def test_against_apache_cluster(tmp_path: Path) -> None:

@@ -204,6 +204,10 @@ def test_connections_config_and_write_perm(servers: tuple[ServerProcess, ServerP
             r = until(lambda: (r := admin("resetOffsetByTime", "-n", ns.addr, "-g", group, "-t", topic,
                                           "-s", "now")).returncode == 0 and r)
             assert "#Offset" in r.stdout, r.stderr
+            # consumerProgress with no -g: a line per group, online ones with their clients
+            groups = {g["group"]: g for g in ok_json("consumerProgress", "-n", ns.addr)}
+            assert groups[group]["count"] == 1 and groups[group]["messageModel"] == "CLUSTERING"
+            assert "#Diff Total" in admin("consumerProgress", "-n", ns.addr).stdout
             prods = until(lambda: ok_json("producerConnection", "-n", ns.addr, "-g", "AdminConnPG", "-t", topic))
             assert len(prods) == 1 and prods[0]["language"] == "PYTHON"
     finally:
