@@ -256,6 +256,11 @@ def _message_text(m: MessageExt) -> str:
 
 async def query_msg_by_id(admin: Admin, a: argparse.Namespace) -> Result:
     ids = [i.strip() for i in _need(a, "msg_id").split(",") if i.strip()]
+    if a.group or a.client_id:  # -g and -d: consume it directly in that client
+        if not (a.group and a.client_id):
+            raise _Usage(f"{a.command}: -g and -d go together")
+        results = [await admin.consume_message_directly(i, a.group, a.client_id) for i in ids]
+        return results, "\n".join(json.dumps(r, sort_keys=True) for r in results)
     msgs = [await admin.view_message(i) for i in ids]
     return [_message_obj(m) for m in msgs], "\n\n".join(_message_text(m) for m in msgs)
 
@@ -346,6 +351,8 @@ def _parser() -> argparse.ArgumentParser:
             s.add_argument("-c", "--clusterName", dest="cluster")
         if name == "queryMsgById":
             s.add_argument("-i", "--msgId", dest="msg_id", help="offset message id(s), comma separated")
+            s.add_argument("-g", "--consumerGroup", dest="group", help="with -d: consume it in that client")
+            s.add_argument("-d", "--clientId", dest="client_id")
         if "k" in flags:
             s.add_argument("-k", "--msgKey", dest="key")
         if name == "updateTopic":

@@ -693,6 +693,9 @@ class Admin:
     def send_message(self, msg: Message, **kw: Any) -> Any:
         return self._call(self._core.send_message(msg, **kw))
 
+    def consume_message_directly(self, msg_id: str, group: str, client_id: str) -> dict[str, Any]:
+        return self._call(self._core.consume_message_directly(msg_id, group, client_id))
+
     def view_message(self, msg_id: str) -> MessageExt:
         return self._call(self._core.view_message(msg_id))
 

@@ -14,7 +14,8 @@ bodies of 4.9.8's admin tool:
   producerConnection), GET_BROKER_RUNTIME_INFO (brokerStatus), GET_BROKER_CONFIG /
   UPDATE_BROKER_CONFIG, INVOKE_BROKER_TO_RESET_OFFSET (resetOffsetByTime; with no consumer online,
   SEARCH_OFFSET_BY_TIMESTAMP and UPDATE_CONSUMER_OFFSET as mqadmin's fallback), QUERY_CONSUME_QUEUE
-  then VIEW_MESSAGE_BY_ID (queryMsgByOffset: mqadmin pulls one message instead), VIEW_MESSAGE_BY_ID
+  then VIEW_MESSAGE_BY_ID (queryMsgByOffset: mqadmin pulls one message instead),
+  CONSUME_MESSAGE_DIRECTLY (queryMsgById -g -d), VIEW_MESSAGE_BY_ID
   (queryMsgById) and QUERY_MESSAGE (queryMsgByKey); sendMessage sends with a :class:`Producer`.
 """
 from __future__ import annotations
@@ -28,7 +29,8 @@ from ..errors import BrokerError, ClientError, ConsumerNotOnlineError, QueryNotF
 from ..protocol.bodies import ClusterInfo, KVTable, TopicList, TopicRouteData, loads_mq_keyed
 from ..protocol.codes import RequestCode, ResponseCode
 from ..protocol.command import create_request
-from ..protocol.headers import (CreateTopicRequestHeader, DeleteSubscriptionGroupRequestHeader,
+from ..protocol.headers import (ConsumeMessageDirectlyResultRequestHeader, CreateTopicRequestHeader,
+                                DeleteSubscriptionGroupRequestHeader,
                                 DeleteTopicRequestHeader, GetConsumerConnectionListRequestHeader,
                                 GetConsumeStatsRequestHeader, GetProducerConnectionListRequestHeader,
                                 GetTopicStatsInfoRequestHeader, QueryConsumeQueueRequestHeader,
@@ -492,3 +494,20 @@ class Admin:
             return await producer.send(msg)
         finally:
             await producer.shutdown()
+
+    async def consume_message_directly(self, msg_id: str, group: str, client_id: str) -> dict[str, Any]:
+        """queryMsgById ``-g -d``: the broker that stored the message hands it to that client of
+        the group, which consumes it at once; its ConsumeMessageDirectlyResult (``consumeResult``:
+        CR_SUCCESS, CR_LATER, CR_ROLLBACK, CR_COMMIT, CR_THROW_EXCEPTION or CR_RETURN_NULL).
+
+        Raises:
+            BrokerError: the client is not online, or it failed to answer.
+        """
+        try:
+            host, port, _offset = decode_offset_msg_id(msg_id)
+        except (ValueError, IndexError) as exc:
+            raise ClientError(f"{msg_id!r} is not an offset message id: {exc}") from None
+        header = ConsumeMessageDirectlyResultRequestHeader(group, client_id, msg_id)
+        resp = await self._broker(f"{host}:{port}", RequestCode.CONSUME_MESSAGE_DIRECTLY, header.to_fields())
+        result: dict[str, Any] = json.loads(resp.body or b"{}")
+        return result

@@ -208,6 +208,13 @@ def test_connections_config_and_write_perm(servers: tuple[ServerProcess, ServerP
             groups = {g["group"]: g for g in ok_json("consumerProgress", "-n", ns.addr)}
             assert groups[group]["count"] == 1 and groups[group]["messageModel"] == "CLUSTERING"
             assert "#Diff Total" in admin("consumerProgress", "-n", ns.addr).stdout
+            # queryMsgById -g -d: the message consumed again, directly, by that client
+            sent_x = p.send(Message(topic, b"again"))
+            client_id = conns[0]["clientId"]
+            res = ok_json("queryMsgById", "-n", ns.addr, "-i", sent_x.offset_msg_id, "-g", group, "-d", client_id)
+            assert res[0]["consumeResult"] == "CR_SUCCESS"
+            r = admin("queryMsgById", "-n", ns.addr, "-i", sent_x.offset_msg_id, "-g", group, "-d", "nobody")
+            assert r.returncode == 1 and "not online" in r.stderr
             prods = until(lambda: ok_json("producerConnection", "-n", ns.addr, "-g", "AdminConnPG", "-t", topic))
             assert len(prods) == 1 and prods[0]["language"] == "PYTHON"
     finally:
