@@ -59,20 +59,46 @@ def _message_obj(m: MessageExt) -> dict[str, Any]:
 Result = tuple[Any, str]
 
 
+def _first_number(text: str | None) -> float:
+    try:
+        return float((text or "").split(" ")[0])
+    except ValueError:
+        return 0.0
+
+
 async def cluster_list(admin: Admin, a: argparse.Namespace) -> Result:
     info = await admin.cluster_info()
-    rows = []
+    data: list[dict[str, Any]] = []
     for cluster in sorted(info.cluster_addr_table):
         for name in sorted(info.cluster_addr_table[cluster]):
             bd = info.broker_addr_table.get(name)
             for bid, addr in sorted((bd.broker_addrs if bd else {}).items()):
+                row: dict[str, Any] = {"cluster": cluster, "brokerName": name, "brokerId": bid, "addr": addr}
                 try:
-                    version = (await admin.broker_runtime_info(addr)).get("brokerVersionDesc", "")
+                    kv = await admin.broker_runtime_info(addr)
                 except (RemotingError, BrokerError):
-                    version = "unreachable"
-                rows.append((cluster, name, bid, addr, version))
-    data = [dict(zip(("cluster", "brokerName", "brokerId", "addr", "version"), r)) for r in rows]
-    return data, _table(("Cluster Name", "Broker Name", "BID", "Addr", "Version"), rows)
+                    kv = None
+                if kv is None:
+                    row["version"] = "unreachable"
+                else:  # mqadmin's columns: the runtime table's TPS, queue waits, age and disk use
+                    earliest = kv.get("earliestMessageTimeStamp") or ""
+                    row.update(version=kv.get("brokerVersionDesc", ""), inTps=_first_number(kv.get("putTps")),
+                               outTps=_first_number(kv.get("getTransferedTps")),
+                               sendQueue=f"{kv.get('sendThreadPoolQueueSize')},"
+                                         f"{kv.get('sendThreadPoolQueueHeadWaitTimeMills')}ms",
+                               pullQueue=f"{kv.get('pullThreadPoolQueueSize')},"
+                                         f"{kv.get('pullThreadPoolQueueHeadWaitTimeMills')}ms",
+                               pageCacheLockTimeMills=kv.get("pageCacheLockTimeMills"),
+                               hour=(time.time() * 1000 - int(earliest)) / 3_600_000 if earliest.isdigit() else 0.0,
+                               space=_first_number(kv.get("commitLogDiskRatio")))
+                data.append(row)
+    rows = [(r["cluster"], r["brokerName"], r["brokerId"], r["addr"], r["version"],
+             f"{r['inTps']:.2f}({r['sendQueue']})" if "inTps" in r else "",
+             f"{r['outTps']:.2f}({r['pullQueue']})" if "outTps" in r else "",
+             r.get("pageCacheLockTimeMills", ""), f"{r['hour']:.2f}" if "hour" in r else "",
+             f"{r['space']:.4f}" if "space" in r else "") for r in data]
+    return data, _table(("Cluster Name", "Broker Name", "BID", "Addr", "Version", "InTPS(LOAD)", "OutTPS(LOAD)",
+                         "PCWait(ms)", "Hour", "SPACE"), rows)
 
 
 async def topic_list(admin: Admin, a: argparse.Namespace) -> Result:

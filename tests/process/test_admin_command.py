@@ -63,9 +63,12 @@ def until(fn: Any, seconds: float = 20) -> Any:
 def test_cluster_topic_and_messages(servers: tuple[ServerProcess, ServerProcess]) -> None:
     ns, b = servers
     rows = until(lambda: ok_json("clusterList", "-n", ns.addr))
-    assert rows == [{"cluster": CLUSTER, "brokerName": BROKER, "brokerId": 0, "addr": b.addr, "version": "V4_9_8"}]
+    assert [{k: r[k] for k in ("cluster", "brokerName", "brokerId", "addr", "version")} for r in rows] == [
+        {"cluster": CLUSTER, "brokerName": BROKER, "brokerId": 0, "addr": b.addr, "version": "V4_9_8"}]
+    assert 0 <= rows[0]["space"] <= 1 and rows[0]["inTps"] >= 0
     table = admin("clusterList", "-n", ns.addr)
     assert table.returncode == 0 and "#Cluster Name" in table.stdout and b.addr in table.stdout
+    assert "#InTPS(LOAD)" in table.stdout and "#SPACE" in table.stdout
 
     r = admin("updateTopic", "-n", ns.addr, "-c", CLUSTER, "-t", TOPIC, "-r", "4", "-w", "4")
     assert r.returncode == 0 and f"create topic to {b.addr} success." in r.stdout, r.stderr
