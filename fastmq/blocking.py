@@ -20,6 +20,7 @@ import threading
 from typing import Any, Callable, Coroutine, Sequence, TypeVar
 
 from . import _blocking, _driven
+from .client import admin as _admin
 from .client import producer as _producer
 from .client import push_consumer as _consumer
 from .client import trace_query as _trace_query
@@ -32,7 +33,7 @@ from .errors import ClientStateError, RemotingTooMuchRequestError
 from .protocol.message import Message, MessageExt
 from .protocol.message_queue import MessageQueue
 
-__all__ = ["Producer", "PushConsumer", "PullConsumer", "TransactionProducer"]
+__all__ = ["Producer", "PushConsumer", "PullConsumer", "TransactionProducer", "Admin"]
 
 T = TypeVar("T")
 
@@ -640,3 +641,99 @@ def query_trace(msg_id: str, *, namesrv_addr: str | list[str] | None = None,
     return _blocking.call(_trace_query.query_trace(msg_id, namesrv_addr=namesrv_addr, client_config=client_config,
                                                    trace_topic=trace_topic, max_num=max_num,
                                                    timeout_ms=timeout_ms), None)
+
+
+class Admin:
+    """Blocking admin (RocketMQ's DefaultMQAdminExt) over the asyncio :class:`fastmq.client.admin.Admin`:
+    the same methods and arguments, each waiting for its answer; see that class for what each
+    does and raises. Use ``with Admin("127.0.0.1:9876") as admin`` or call :meth:`close`."""
+
+    def __init__(self, namesrv_addr: str | Sequence[str], *, timeout: float = 5.0, **options: Any) -> None:
+        self._core = _admin.Admin(namesrv_addr, timeout=timeout, **options)
+        # one call may make a request per broker: bounded by a generous multiple of one request's
+        self._wait = timeout * 20
+
+    def _call(self, coro: Coroutine[Any, Any, T]) -> T:
+        return _blocking.call(coro, self._wait)
+
+    def cluster_info(self) -> Any:
+        return self._call(self._core.cluster_info())
+
+    def topic_list(self) -> list[str]:
+        return self._call(self._core.topic_list())
+
+    def topic_route(self, topic: str) -> Any:
+        return self._call(self._core.topic_route(topic))
+
+    def topic_status(self, topic: str) -> list[_admin.QueueOffsets]:
+        return self._call(self._core.topic_status(topic))
+
+    def update_topic(self, topic: str, **kw: Any) -> list[str]:
+        return self._call(self._core.update_topic(topic, **kw))
+
+    def delete_topic(self, topic: str, cluster: str) -> list[str]:
+        return self._call(self._core.delete_topic(topic, cluster))
+
+    def update_sub_group(self, group: _admin.SubscriptionGroup, **kw: Any) -> list[str]:
+        return self._call(self._core.update_sub_group(group, **kw))
+
+    def delete_sub_group(self, group: str, **kw: Any) -> list[str]:
+        return self._call(self._core.delete_sub_group(group, **kw))
+
+    def consumer_progress(self, group: str, topic: str | None = None) -> list[_admin.QueueProgress]:
+        return self._call(self._core.consumer_progress(group, topic))
+
+    def reset_offset_by_time(self, group: str, topic: str, timestamp_ms: int,
+                             force: bool = True) -> list[tuple[MessageQueue, int]]:
+        return self._call(self._core.reset_offset_by_time(group, topic, timestamp_ms, force))
+
+    def consumer_groups(self) -> list[dict[str, Any]]:
+        return self._call(self._core.consumer_groups())
+
+    def broker_runtime_info(self, broker_addr: str) -> dict[str, str]:
+        return self._call(self._core.broker_runtime_info(broker_addr))
+
+    def broker_config(self, broker_addr: str) -> dict[str, str]:
+        return self._call(self._core.broker_config(broker_addr))
+
+    def master_addrs(self, **kw: Any) -> list[str]:
+        return self._call(self._core.master_addrs(**kw))
+
+    def consumer_connection(self, group: str) -> dict[str, Any]:
+        return self._call(self._core.consumer_connection(group))
+
+    def producer_connection(self, group: str, topic: str) -> list[dict[str, Any]]:
+        return self._call(self._core.producer_connection(group, topic))
+
+    def update_broker_config(self, key: str, value: str, **kw: Any) -> list[str]:
+        return self._call(self._core.update_broker_config(key, value, **kw))
+
+    def wipe_write_perm(self, broker_name: str) -> dict[str, int]:
+        return self._call(self._core.wipe_write_perm(broker_name))
+
+    def add_write_perm(self, broker_name: str) -> dict[str, int]:
+        return self._call(self._core.add_write_perm(broker_name))
+
+    def query_message_by_offset(self, topic: str, broker_name: str, queue_id: int, offset: int) -> MessageExt:
+        return self._call(self._core.query_message_by_offset(topic, broker_name, queue_id, offset))
+
+    def send_message(self, msg: Message, **kw: Any) -> Any:
+        return self._call(self._core.send_message(msg, **kw))
+
+    def consume_message_directly(self, msg_id: str, group: str, client_id: str) -> dict[str, Any]:
+        return self._call(self._core.consume_message_directly(msg_id, group, client_id))
+
+    def view_message(self, msg_id: str) -> MessageExt:
+        return self._call(self._core.view_message(msg_id))
+
+    def query_message_by_key(self, topic: str, key: str, **kw: Any) -> list[MessageExt]:
+        return self._call(self._core.query_message_by_key(topic, key, **kw))
+
+    def close(self) -> None:
+        self._call(self._core.close())
+
+    def __enter__(self) -> "Admin":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

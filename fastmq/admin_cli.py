@@ -1,0 +1,468 @@
+"""``fastmq-admin``: mqadmin's most used commands in Python, over :class:`fastmq.client.admin.Admin`.
+
+    fastmq-admin clusterList -n 127.0.0.1:9876
+    fastmq-admin topicStatus -n 127.0.0.1:9876 -t TopicTest --json
+
+The command names and one-letter flags are mqadmin's (4.9.8); ``-n`` falls back to the
+NAMESRV_ADDR environment variable, as mqadmin's does. Tables go to stdout for people, ``--json``
+prints one JSON document for scripts. Exit codes (docs/admin.md): 0 done, 1 refused or failed,
+2 bad usage, 3 no NameServer / broker reachable, 4 no such topic; every error is one line on stderr.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import os
+import sys
+import time
+from typing import Any, Callable, Coroutine, Sequence
+
+from .client.admin import Admin, SubscriptionGroup, TopicNotFoundError
+from .errors import BrokerError, ClientError, RemotingError, TopicNotExistError
+from .protocol.message import Message, MessageExt
+
+__all__ = ["main", "EXIT_OK", "EXIT_FAILED", "EXIT_USAGE", "EXIT_UNREACHABLE", "EXIT_NOT_FOUND"]
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_UNREACHABLE, EXIT_NOT_FOUND = 0, 1, 2, 3, 4
+
+
+class _Usage(Exception):
+    """A flag missing or wrong for the command (exit 2)."""
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    widths = [max([len(h)] + [len(str(r[i])) for r in rows]) for i, h in enumerate(header)]
+    lines = ["  ".join(f"#{h}".ljust(w + 1) for h, w in zip(header, widths)).rstrip()]
+    lines += ["  ".join(str(v).ljust(w + 1) for v, w in zip(r, widths)).rstrip() for r in rows]
+    return "\n".join(lines)
+
+
+def _when(ms: int) -> str:
+    if ms <= 0:
+        return "-"
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ms / 1000)) + f",{ms % 1000:03d}"
+
+
+def _message_obj(m: MessageExt) -> dict[str, Any]:
+    return {"msgId": m.msg_id, "topic": m.topic, "tags": m.tags, "keys": m.keys, "queueId": m.queue_id,
+            "queueOffset": m.queue_offset, "commitLogOffset": m.commit_log_offset,
+            "reconsumeTimes": m.reconsume_times, "bornTimestamp": m.born_timestamp,
+            "storeTimestamp": m.store_timestamp, "bornHost": "%s:%d" % m.born_host,
+            "storeHost": "%s:%d" % m.store_host, "sysFlag": m.sys_flag, "properties": m.properties,
+            "body": bytes(m.body).decode("utf-8", "replace")}
+
+
+# ------------------------------------------------------------------ the commands: (json, text)
+
+Result = tuple[Any, str]
+
+
+def _first_number(text: str | None) -> float:
+    try:
+        return float((text or "").split(" ")[0])
+    except ValueError:
+        return 0.0
+
+
+async def cluster_list(admin: Admin, a: argparse.Namespace) -> Result:
+    info = await admin.cluster_info()
+    data: list[dict[str, Any]] = []
+    for cluster in sorted(info.cluster_addr_table):
+        for name in sorted(info.cluster_addr_table[cluster]):
+            bd = info.broker_addr_table.get(name)
+            for bid, addr in sorted((bd.broker_addrs if bd else {}).items()):
+                row: dict[str, Any] = {"cluster": cluster, "brokerName": name, "brokerId": bid, "addr": addr}
+                try:
+                    kv = await admin.broker_runtime_info(addr)
+                except (RemotingError, BrokerError):
+                    kv = None
+                if kv is None:
+                    row["version"] = "unreachable"
+                else:  # mqadmin's columns: the runtime table's TPS, queue waits, age and disk use
+                    earliest = kv.get("earliestMessageTimeStamp") or ""
+                    row.update(version=kv.get("brokerVersionDesc", ""), inTps=_first_number(kv.get("putTps")),
+                               outTps=_first_number(kv.get("getTransferedTps")),
+                               sendQueue=f"{kv.get('sendThreadPoolQueueSize')},"
+                                         f"{kv.get('sendThreadPoolQueueHeadWaitTimeMills')}ms",
+                               pullQueue=f"{kv.get('pullThreadPoolQueueSize')},"
+                                         f"{kv.get('pullThreadPoolQueueHeadWaitTimeMills')}ms",
+                               pageCacheLockTimeMills=kv.get("pageCacheLockTimeMills"),
+                               hour=(time.time() * 1000 - int(earliest)) / 3_600_000 if earliest.isdigit() else 0.0,
+                               space=_first_number(kv.get("commitLogDiskRatio")))
+                data.append(row)
+    rows = [(r["cluster"], r["brokerName"], r["brokerId"], r["addr"], r["version"],
+             f"{r['inTps']:.2f}({r['sendQueue']})" if "inTps" in r else "",
+             f"{r['outTps']:.2f}({r['pullQueue']})" if "outTps" in r else "",
+             r.get("pageCacheLockTimeMills", ""), f"{r['hour']:.2f}" if "hour" in r else "",
+             f"{r['space']:.4f}" if "space" in r else "") for r in data]
+    return data, _table(("Cluster Name", "Broker Name", "BID", "Addr", "Version", "InTPS(LOAD)", "OutTPS(LOAD)",
+                         "PCWait(ms)", "Hour", "SPACE"), rows)
+
+
+async def topic_list(admin: Admin, a: argparse.Namespace) -> Result:
+    topics = await admin.topic_list()
+    return topics, "\n".join(topics)
+
+
+async def topic_route(admin: Admin, a: argparse.Namespace) -> Result:
+    route = await admin.topic_route(_need(a, "topic"))
+    return route.to_obj(), json.dumps(route.to_obj(), indent=2, sort_keys=True)
+
+
+async def topic_status(admin: Admin, a: argparse.Namespace) -> Result:
+    qs = await admin.topic_status(_need(a, "topic"))
+    rows = [(q.queue.broker_name, q.queue.queue_id, q.min_offset, q.max_offset, _when(q.last_update_timestamp))
+            for q in qs]
+    data = [{"brokerName": q.queue.broker_name, "queueId": q.queue.queue_id, "minOffset": q.min_offset,
+             "maxOffset": q.max_offset, "lastUpdateTimestamp": q.last_update_timestamp} for q in qs]
+    return data, _table(("Broker Name", "QID", "Min Offset", "Max Offset", "Last Updated"), rows)
+
+
+async def update_topic(admin: Admin, a: argparse.Namespace) -> Result:
+    topic = _need(a, "topic")
+    addrs = await admin.update_topic(topic, broker_addr=a.broker, cluster=a.cluster, read_queue_nums=a.read,
+                                     write_queue_nums=a.write, perm=a.perm, order=a.order == "true")
+    return ({"topic": topic, "brokers": addrs},
+            "\n".join(f"create topic to {addr} success." for addr in addrs))
+
+
+async def delete_topic(admin: Admin, a: argparse.Namespace) -> Result:
+    topic, cluster = _need(a, "topic"), _need(a, "cluster")
+    addrs = await admin.delete_topic(topic, cluster)
+    return ({"topic": topic, "brokers": addrs},
+            f"delete topic [{topic}] from cluster [{cluster}] success.\n"
+            f"delete topic [{topic}] from NameServer success.")
+
+
+async def update_sub_group(admin: Admin, a: argparse.Namespace) -> Result:
+    group = SubscriptionGroup(_need(a, "group"))
+    for attr, flag in (("consume_enable", "consume_enable"), ("consume_from_min_enable", "from_min"),
+                       ("consume_broadcast_enable", "broadcast")):
+        v = getattr(a, flag)
+        if v is not None:
+            setattr(group, attr, v == "true")
+    for attr, flag in (("retry_queue_nums", "retry_queues"), ("retry_max_times", "retry_max"),
+                       ("broker_id", "broker_id"), ("which_broker_when_consume_slowly", "slowly")):
+        v = getattr(a, flag)
+        if v is not None:
+            setattr(group, attr, v)
+    addrs = await admin.update_sub_group(group, broker_addr=a.broker, cluster=a.cluster)
+    return ({"group": group.to_obj(), "brokers": addrs},
+            "\n".join(f"create subscription group to {addr} success." for addr in addrs))
+
+
+async def delete_sub_group(admin: Admin, a: argparse.Namespace) -> Result:
+    group = _need(a, "group")
+    addrs = await admin.delete_sub_group(group, broker_addr=a.broker, cluster=a.cluster,
+                                         remove_offset=a.remove_offset == "true")
+    return ({"group": group, "brokers": addrs},
+            "\n".join(f"delete subscription group [{group}] from broker [{addr}] success." for addr in addrs))
+
+
+_TYPE = {"CONSUME_ACTIVELY": "PULL", "CONSUME_PASSIVELY": "PUSH"}
+
+
+async def consumer_progress(admin: Admin, a: argparse.Namespace) -> Result:
+    if not a.group:  # every group, one line each (mqadmin's consumerProgress with no -g)
+        groups = await admin.consumer_groups()
+        group_rows: list[tuple[Any, ...]] = [(g["group"], g["count"], g["version"] if g["count"] else "OFFLINE",
+                 _TYPE.get(g["consumeType"] or "", ""), g["messageModel"] or "", g["consumeTps"], g["diffTotal"])
+                for g in groups]
+        return groups, _table(("Group", "Count", "Version", "Type", "Model", "TPS", "Diff Total"), group_rows)
+    ps, tps = await admin.consume_stats(a.group, a.topic)
+    rows = [(p.queue.topic, p.queue.broker_name, p.queue.queue_id, p.broker_offset, p.consumer_offset, p.diff,
+             _when(p.last_timestamp)) for p in ps]
+    total = sum(p.diff for p in ps)
+    data = {"group": a.group, "diffTotal": total,
+            "queues": [{"topic": p.queue.topic, "brokerName": p.queue.broker_name, "queueId": p.queue.queue_id,
+                        "brokerOffset": p.broker_offset, "consumerOffset": p.consumer_offset, "diff": p.diff,
+                        "lastTimestamp": p.last_timestamp} for p in ps]}
+    text = _table(("Topic", "Broker Name", "QID", "Broker Offset", "Consumer Offset", "Diff", "LastTime"), rows)
+    data["consumeTps"] = tps
+    return data, f"{text}\n\nConsume TPS: {tps:.2f}\nDiff Total: {total}"
+
+
+async def broker_status(admin: Admin, a: argparse.Namespace) -> Result:
+    addrs = await admin.master_addrs(broker_addr=a.broker, cluster=a.cluster)
+    data = {addr: await admin.broker_runtime_info(addr) for addr in addrs}
+    if len(addrs) == 1:
+        return data[addrs[0]], "\n".join(f"{k:<32}: {v}" for k, v in data[addrs[0]].items())
+    return data, "\n".join(f"{addr:<24}{k:<32}: {v}" for addr, t in data.items() for k, v in t.items())
+
+
+async def get_broker_config(admin: Admin, a: argparse.Namespace) -> Result:
+    addrs = await admin.master_addrs(broker_addr=a.broker, cluster=a.cluster)
+    data = {addr: await admin.broker_config(addr) for addr in addrs}
+    parts = [f"============{addr}============\n" + "\n".join(f"{k:<50}=  {v}" for k, v in t.items())
+             for addr, t in data.items()]
+    return (data[addrs[0]] if len(addrs) == 1 else data), "\n".join(parts)
+
+
+async def consumer_connection(admin: Admin, a: argparse.Namespace) -> Result:
+    cc = await admin.consumer_connection(_need(a, "group"))
+    conns = sorted(cc.get("connectionSet") or [], key=lambda c: str(c.get("clientId")))
+    rows = [(f"{i:03d}", c.get("clientId"), c.get("clientAddr"), c.get("language"), c.get("version"))
+            for i, c in enumerate(conns, 1)]
+    subs = sorted((cc.get("subscriptionTable") or {}).items())
+    text = _table(("", "ClientId", "ClientAddr", "Language", "Version"), rows)
+    text += "\n\nBelow is subscription:\n" + _table(
+        ("", "Topic", "SubExpression"), [(f"{i:03d}", t, (sd or {}).get("subString")) for i, (t, sd) in
+                                          enumerate(subs, 1)])
+    text += (f"\n\nConsumeType: {cc.get('consumeType')}\nMessageModel: {cc.get('messageModel')}"
+             f"\nConsumeFromWhere: {cc.get('consumeFromWhere')}")
+    return cc, text
+
+
+async def producer_connection(admin: Admin, a: argparse.Namespace) -> Result:
+    conns = await admin.producer_connection(_need(a, "group"), _need(a, "topic"))
+    conns = sorted(conns, key=lambda c: str(c.get("clientId")))
+    rows = [(f"{i:04d}", c.get("clientId"), c.get("clientAddr"), c.get("language"), c.get("version"))
+            for i, c in enumerate(conns, 1)]
+    return conns, _table(("", "ClientId", "ClientAddr", "Language", "Version"), rows)
+
+
+async def update_broker_config(admin: Admin, a: argparse.Namespace) -> Result:
+    key, value = _need(a, "cfg_key"), getattr(a, "cfg_value", None)
+    if value is None:
+        raise _Usage(f"{a.command} needs -v")
+    addrs = await admin.update_broker_config(key, value, broker_addr=a.broker, cluster=a.cluster)
+    return ({"key": key, "value": value, "brokers": addrs},
+            "\n".join(f"update broker config success, {addr}" for addr in addrs))
+
+
+async def wipe_write_perm(admin: Admin, a: argparse.Namespace) -> Result:
+    name = _need(a, "broker_name")
+    counts = await admin.wipe_write_perm(name)
+    return counts, "\n".join(f"wipe write perm of broker[{name}] in name server[{ns}] OK, {n}"
+                              for ns, n in counts.items())
+
+
+async def add_write_perm(admin: Admin, a: argparse.Namespace) -> Result:
+    name = _need(a, "broker_name")
+    counts = await admin.add_write_perm(name)
+    return counts, "\n".join(f"add write perm of broker[{name}] in name server[{ns}] OK, {n}"
+                              for ns, n in counts.items())
+
+
+def _timestamp(raw: str) -> int:
+    """mqadmin's ``-s``: ms since the epoch, ``now``, or ``yyyy-MM-dd#HH:mm:ss:SSS`` (local time)."""
+    if raw == "now":
+        return int(time.time() * 1000)
+    if raw.lstrip("-").isdigit():
+        return int(raw)
+    try:
+        day, ms = raw.rsplit(":", 1)
+        return int(time.mktime(time.strptime(day, "%Y-%m-%d#%H:%M:%S")) * 1000) + int(ms)
+    except ValueError:
+        raise _Usage(f"-s {raw!r}: give ms since the epoch, 'now' or yyyy-MM-dd#HH:mm:ss:SSS") from None
+
+
+async def reset_offset_by_time(admin: Admin, a: argparse.Namespace) -> Result:
+    group, topic = _need(a, "group"), _need(a, "topic")
+    if not a.timestamp:
+        raise _Usage(f"{a.command} needs -s")
+    table = await admin.reset_offset_by_time(group, topic, _timestamp(a.timestamp), a.force != "false")
+    rows = [(mq.topic, mq.broker_name, mq.queue_id, off) for mq, off in table]
+    data = [{"topic": t, "brokerName": b, "queueId": q, "offset": o} for t, b, q, o in rows]
+    return data, _table(("Topic", "Broker Name", "QID", "Offset"), rows)
+
+
+def _message_text(m: MessageExt) -> str:
+    o = _message_obj(m)
+    pairs = [("OffsetID:", o["msgId"]), ("Topic:", o["topic"]), ("Tags:", f"[{o['tags'] or ''}]"),
+             ("Keys:", f"[{' '.join(o['keys'])}]"), ("Queue ID:", o["queueId"]), ("Queue Offset:", o["queueOffset"]),
+             ("CommitLog Offset:", o["commitLogOffset"]), ("Reconsume Times:", o["reconsumeTimes"]),
+             ("Born Timestamp:", _when(o["bornTimestamp"])), ("Store Timestamp:", _when(o["storeTimestamp"])),
+             ("Born Host:", o["bornHost"]), ("Store Host:", o["storeHost"]), ("System Flag:", o["sysFlag"]),
+             ("Properties:", o["properties"]), ("Message Body:", o["body"])]
+    return "\n".join(f"{k:<20}{v}" for k, v in pairs)
+
+
+async def query_msg_by_id(admin: Admin, a: argparse.Namespace) -> Result:
+    ids = [i.strip() for i in _need(a, "msg_id").split(",") if i.strip()]
+    if a.group or a.client_id:  # -g and -d: consume it directly in that client
+        if not (a.group and a.client_id):
+            raise _Usage(f"{a.command}: -g and -d go together")
+        results = [await admin.consume_message_directly(i, a.group, a.client_id) for i in ids]
+        return results, "\n".join(json.dumps(r, sort_keys=True) for r in results)
+    msgs = [await admin.view_message(i) for i in ids]
+    return [_message_obj(m) for m in msgs], "\n\n".join(_message_text(m) for m in msgs)
+
+
+async def query_msg_by_key(admin: Admin, a: argparse.Namespace) -> Result:
+    msgs = await admin.query_message_by_key(_need(a, "topic"), _need(a, "key"))
+    rows = [(m.msg_id, m.queue_id, m.queue_offset) for m in msgs]
+    return [_message_obj(m) for m in msgs], _table(("Message ID", "QID", "Offset"), rows)
+
+
+async def query_msg_by_offset(admin: Admin, a: argparse.Namespace) -> Result:
+    if a.broker_name is None or a.queue_id is None or a.offset is None:
+        raise _Usage(f"{a.command} needs -t, -b, -i and -o")
+    m = await admin.query_message_by_offset(_need(a, "topic"), a.broker_name, a.queue_id, a.offset)
+    return _message_obj(m), _message_text(m)
+
+
+async def send_message(admin: Admin, a: argparse.Namespace) -> Result:
+    topic = _need(a, "topic")
+    if a.body is None:
+        raise _Usage(f"{a.command} needs -p")
+    props = {}
+    if a.tags:
+        props["TAGS"] = a.tags
+    if a.keys:
+        props["KEYS"] = a.keys
+    r = await admin.send_message(Message(topic, a.body.encode("utf-8"), properties=props),
+                                 broker_name=a.broker_name, queue_id=a.queue_id)
+    row = (r.message_queue.broker_name, r.message_queue.queue_id, r.status, r.msg_id)
+    data = {"brokerName": row[0], "queueId": row[1], "sendStatus": row[2], "msgId": row[3],
+            "offsetMsgId": r.offset_msg_id, "queueOffset": r.queue_offset}
+    return data, _table(("Broker Name", "QID", "Send Result", "MsgId"), [row])
+
+
+def _need(a: argparse.Namespace, name: str) -> str:
+    v = getattr(a, name, None)
+    if not v:
+        flag = {"topic": "-t", "group": "-g", "cluster": "-c", "msg_id": "-i", "key": "-k", "cfg_key": "-k",
+                "broker_name": "-b"}[name]
+        raise _Usage(f"{a.command} needs {flag}")
+    return str(v)
+
+
+Command = Callable[[Admin, argparse.Namespace], Coroutine[Any, Any, Result]]
+
+#: name -> (what, the function, the flags it takes besides -n and --json)
+COMMANDS: dict[str, tuple[str, Command, str]] = {
+    "clusterList": ("List the clusters, their brokers and versions", cluster_list, ""),
+    "topicList": ("List every topic the NameServer knows", topic_list, "c"),
+    "topicRoute": ("Show a topic's route", topic_route, "t"),
+    "topicStatus": ("Min / max offset of every queue of a topic", topic_status, "t"),
+    "updateTopic": ("Create or change a topic", update_topic, "tbcrwpo"),
+    "deleteTopic": ("Delete a topic from a cluster and the NameServer", delete_topic, "tc"),
+    "updateSubGroup": ("Create or change a subscription group", update_sub_group, "gbcsmdqriw"),
+    "deleteSubGroup": ("Delete a subscription group", delete_sub_group, "gbcr"),
+    "consumerProgress": ("A group's offsets and lag per queue", consumer_progress, "gt"),
+    "consumerConnection": ("A consumer group's connected clients and subscriptions", consumer_connection, "g"),
+    "producerConnection": ("A producer group's connected clients", producer_connection, "gt"),
+    "resetOffsetByTime": ("Move a group's offsets on a topic to a time", reset_offset_by_time, "gt"),
+    "brokerStatus": ("A broker's runtime information", broker_status, "bc"),
+    "getBrokerConfig": ("A broker's configuration", get_broker_config, "bc"),
+    "updateBrokerConfig": ("Set one configuration key of a broker", update_broker_config, "bc"),
+    "wipeWritePerm": ("Stop the NameServers routing sends to a broker", wipe_write_perm, ""),
+    "addWritePerm": ("Route sends to a broker again", add_write_perm, ""),
+    "queryMsgById": ("A message by its offset message id", query_msg_by_id, "i"),
+    "queryMsgByKey": ("A topic's messages by key", query_msg_by_key, "tk"),
+    "queryMsgByOffset": ("The message at an offset of one queue", query_msg_by_offset, "t"),
+    "sendMessage": ("Send one message", send_message, "t"),
+}
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="fastmq-admin", description="mqadmin's commands for fastmq and RocketMQ 4.x")
+    sub = p.add_subparsers(dest="command", metavar="command")
+    for name, (what, _fn, flags) in COMMANDS.items():
+        s = sub.add_parser(name, help=what, description=what)
+        s.add_argument("-n", "--namesrvAddr", dest="namesrv", default=os.environ.get("NAMESRV_ADDR"),
+                       help="NameServer address(es), 'host:port;host:port' (default: $NAMESRV_ADDR)")
+        s.add_argument("--json", action="store_true", help="print JSON for scripts instead of a table")
+        s.add_argument("--timeout", type=float, default=5.0, help="seconds each request may take (5)")
+        if "t" in flags:
+            s.add_argument("-t", "--topic", dest="topic")
+        if "g" in flags:
+            s.add_argument("-g", "--groupName", dest="group")
+        if "b" in flags:
+            s.add_argument("-b", "--brokerAddr", dest="broker")
+        if "c" in flags:
+            s.add_argument("-c", "--clusterName", dest="cluster")
+        if name == "queryMsgById":
+            s.add_argument("-i", "--msgId", dest="msg_id", help="offset message id(s), comma separated")
+            s.add_argument("-g", "--consumerGroup", dest="group", help="with -d: consume it in that client")
+            s.add_argument("-d", "--clientId", dest="client_id")
+        if "k" in flags:
+            s.add_argument("-k", "--msgKey", dest="key")
+        if name == "updateTopic":
+            s.add_argument("-r", "--readQueueNums", dest="read", type=int, default=8)
+            s.add_argument("-w", "--writeQueueNums", dest="write", type=int, default=8)
+            s.add_argument("-p", "--perm", dest="perm", type=int, default=6, choices=(2, 4, 6))
+            s.add_argument("-o", "--order", dest="order", choices=("true", "false"), default="false")
+        if name == "updateSubGroup":
+            tf = ("true", "false")
+            s.add_argument("-s", "--consumeEnable", dest="consume_enable", choices=tf)
+            s.add_argument("-m", "--consumeFromMinEnable", dest="from_min", choices=tf)
+            s.add_argument("-d", "--consumeBroadcastEnable", dest="broadcast", choices=tf)
+            s.add_argument("-q", "--retryQueueNums", dest="retry_queues", type=int)
+            s.add_argument("-r", "--retryMaxTimes", dest="retry_max", type=int)
+            s.add_argument("-i", "--brokerId", dest="broker_id", type=int)
+            s.add_argument("-w", "--whichBrokerWhenConsumeSlowly", dest="slowly", type=int)
+        if name == "resetOffsetByTime":
+            s.add_argument("-s", "--timestamp", dest="timestamp",
+                           help="ms since the epoch, 'now', or yyyy-MM-dd#HH:mm:ss:SSS")
+            s.add_argument("-f", "--force", dest="force", choices=("true", "false"), default="true")
+        if name == "queryMsgByOffset":
+            s.add_argument("-b", "--brokerName", dest="broker_name")
+            s.add_argument("-i", "--queueId", dest="queue_id", type=int)
+            s.add_argument("-o", "--offset", dest="offset", type=int)
+        if name == "sendMessage":
+            s.add_argument("-p", "--body", dest="body")
+            s.add_argument("-k", "--key", dest="keys")
+            s.add_argument("-c", "--tags", dest="tags")
+            s.add_argument("-b", "--broker", dest="broker_name", help="brokerName (with -i: that queue)")
+            s.add_argument("-i", "--qid", dest="queue_id", type=int)
+        if name == "updateBrokerConfig":
+            s.add_argument("-k", "--key", dest="cfg_key")
+            s.add_argument("-v", "--value", dest="cfg_value")
+        if name in ("wipeWritePerm", "addWritePerm"):
+            s.add_argument("-b", "--brokerName", dest="broker_name")
+        if name == "deleteSubGroup":
+            s.add_argument("-r", "--removeOffset", dest="remove_offset", choices=("true", "false"), default="false")
+    return p
+
+
+async def run(argv: Sequence[str] | None = None) -> int:
+    """The command line ``argv`` run to its exit code (output on stdout, errors on stderr)."""
+    parser = _parser()
+    try:
+        a = parser.parse_args(argv)
+    except SystemExit as exc:  # argparse printed its usage line
+        return int(exc.code or 0) and EXIT_USAGE
+    if a.command is None:
+        parser.print_help(sys.stderr)
+        return EXIT_USAGE
+    if not a.namesrv:
+        return _fail(EXIT_USAGE, f"{a.command}: no NameServer: give -n host:port or set NAMESRV_ADDR")
+    fn = COMMANDS[a.command][1]
+    # the library's warnings (a NameServer failing over) would break the one-line error promise
+    logging.getLogger("fastmq").addHandler(logging.NullHandler())
+    admin = Admin(a.namesrv, timeout=a.timeout)
+    try:
+        data, text = await fn(admin, a)
+    except _Usage as exc:
+        return _fail(EXIT_USAGE, str(exc))
+    except (TopicNotFoundError, TopicNotExistError) as exc:
+        return _fail(EXIT_NOT_FOUND, f"{a.command}: {exc}")
+    except RemotingError as exc:
+        return _fail(EXIT_UNREACHABLE, f"{a.command}: cannot reach the NameServer ({a.namesrv}) or a broker: {exc}")
+    except (BrokerError, ClientError) as exc:
+        return _fail(EXIT_FAILED, f"{a.command}: {exc}")
+    finally:
+        await admin.close()
+    if a.json:
+        print(json.dumps(data, indent=2, sort_keys=True, default=str))
+    elif text:
+        print(text)
+    return EXIT_OK
+
+
+def _fail(code: int, message: str) -> int:
+    print("fastmq-admin: " + " ".join(message.split()), file=sys.stderr)
+    return code
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """``fastmq-admin``: exits with the command's code."""
+    sys.exit(asyncio.run(run(argv)))
+
+
+if __name__ == "__main__":
+    main()

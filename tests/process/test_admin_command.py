@@ -1,0 +1,238 @@
+"""``fastmq-admin`` against a real NameServer and broker, run as a user runs it (``python -m
+fastmq.admin_cli``): its tables, its ``--json``, its exit codes and one-line errors; and the
+blocking :class:`fastmq.blocking.Admin` the command is built on."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+from fastmq.blocking import Admin, Producer
+from fastmq.client.admin import SubscriptionGroup, TopicNotFoundError
+from fastmq.protocol.message import Message
+from fastmq.testing import ServerProcess, broker_process, free_port, namesrv_process
+
+CLUSTER, BROKER, TOPIC, GROUP = "AdminCluster", "admin-b", "AdminTopic", "AdminGroup"
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ServerProcess, ServerProcess]]:
+    root = tmp_path_factory.mktemp("admin")
+    (root / "ns").mkdir()
+    (root / "b").mkdir()
+    with namesrv_process(root / "ns") as ns:
+        with broker_process(root / "b", ns.addr, brokerClusterName=CLUSTER, brokerName=BROKER,
+                            autoCreateTopicEnable="false") as b:
+            yield ns, b
+
+
+def admin(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "fastmq.admin_cli", *args], capture_output=True, text=True,
+                          timeout=60, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})})
+
+
+def ok_json(*args: str) -> Any:
+    r = admin(*args, "--json")
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+def until(fn: Any, seconds: float = 20) -> Any:
+    deadline = time.monotonic() + seconds
+    for _ in range(1000):
+        try:
+            v = fn()
+            if v:
+                return v
+        except Exception:
+            if time.monotonic() > deadline:
+                raise
+        if time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    raise AssertionError("not reached in time")
+
+
+def test_cluster_topic_and_messages(servers: tuple[ServerProcess, ServerProcess]) -> None:
+    ns, b = servers
+    rows = until(lambda: ok_json("clusterList", "-n", ns.addr))
+    assert [{k: r[k] for k in ("cluster", "brokerName", "brokerId", "addr", "version")} for r in rows] == [
+        {"cluster": CLUSTER, "brokerName": BROKER, "brokerId": 0, "addr": b.addr, "version": "V4_9_8"}]
+    assert 0 <= rows[0]["space"] <= 1 and rows[0]["inTps"] >= 0
+    table = admin("clusterList", "-n", ns.addr)
+    assert table.returncode == 0 and "#Cluster Name" in table.stdout and b.addr in table.stdout
+    assert "#InTPS(LOAD)" in table.stdout and "#SPACE" in table.stdout
+
+    r = admin("updateTopic", "-n", ns.addr, "-c", CLUSTER, "-t", TOPIC, "-r", "4", "-w", "4")
+    assert r.returncode == 0 and f"create topic to {b.addr} success." in r.stdout, r.stderr
+    until(lambda: TOPIC in ok_json("topicList", "-n", ns.addr))
+    route = ok_json("topicRoute", "-n", ns.addr, "-t", TOPIC)
+    assert route["queueDatas"][0]["brokerName"] == BROKER and route["queueDatas"][0]["readQueueNums"] == 4
+
+    with Producer("AdminPG", namesrv_addr=ns.addr) as p:
+        sent = [p.send(Message(TOPIC, b"body %d" % i, properties={"KEYS": f"k{i}", "TAGS": "tA"}))
+                for i in range(6)]
+    status = ok_json("topicStatus", "-n", ns.addr, "-t", TOPIC)
+    assert [q["queueId"] for q in status] == [0, 1, 2, 3]
+    assert sum(q["maxOffset"] - q["minOffset"] for q in status) == 6
+    assert "#Min Offset" in admin("topicStatus", "-n", ns.addr, "-t", TOPIC).stdout
+
+    # by id (the offset message id) and by key, through the index
+    got = ok_json("queryMsgById", "-n", ns.addr, "-i", sent[2].offset_msg_id)
+    assert got[0]["body"] == "body 2" and got[0]["keys"] == ["k2"] and got[0]["topic"] == TOPIC
+    text = admin("queryMsgById", "-n", ns.addr, "-i", sent[2].offset_msg_id).stdout
+    assert "Message Body:" in text and "body 2" in text
+    found = until(lambda: ok_json("queryMsgByKey", "-n", ns.addr, "-t", TOPIC, "-k", "k4"))
+    assert [m["body"] for m in found] == ["body 4"]
+
+    # the broker's own views
+    status_kv = ok_json("brokerStatus", "-n", ns.addr, "-b", b.addr)
+    assert status_kv["brokerVersionDesc"] == "V4_9_8" and int(status_kv["msgPutTotalTodayNow"]) >= 6
+    conf = ok_json("getBrokerConfig", "-n", ns.addr, "-c", CLUSTER)
+    assert conf["brokerName"] == BROKER and conf["brokerClusterName"] == CLUSTER
+
+    # the library the command is built on
+    with Admin(ns.addr) as a:
+        assert TOPIC in a.topic_list()
+        assert sum(q.max_offset for q in a.topic_status(TOPIC)) == 6
+        with pytest.raises(TopicNotFoundError):
+            a.topic_route("NoSuchTopic")
+
+    # sendMessage to one queue, read back with queryMsgByOffset
+    sent_one = ok_json("sendMessage", "-n", ns.addr, "-t", TOPIC, "-p", "hello admin", "-k", "kk", "-c", "tX",
+                       "-b", BROKER, "-i", "1")
+    assert (sent_one["queueId"], sent_one["sendStatus"]) == (1, "SEND_OK")
+    got = ok_json("queryMsgByOffset", "-n", ns.addr, "-t", TOPIC, "-b", BROKER, "-i", "1", "-o",
+                  str(sent_one["queueOffset"]))
+    assert (got["body"], got["tags"], got["keys"]) == ("hello admin", "tX", ["kk"])
+    r = admin("queryMsgByOffset", "-n", ns.addr, "-t", TOPIC, "-b", BROKER, "-i", "1", "-o", "999")
+    assert r.returncode == 1 and "999" in r.stderr
+    assert "#Send Result" in admin("sendMessage", "-n", ns.addr, "-t", TOPIC, "-p", "x").stdout
+
+    r = admin("deleteTopic", "-n", ns.addr, "-c", CLUSTER, "-t", TOPIC)
+    assert r.returncode == 0, r.stderr
+    assert TOPIC not in ok_json("topicList", "-n", ns.addr)
+
+
+def test_sub_group_and_consumer_progress(servers: tuple[ServerProcess, ServerProcess]) -> None:
+    ns, b = servers
+    r = admin("updateSubGroup", "-n", ns.addr, "-b", b.addr, "-g", GROUP, "-r", "3", "-d", "false")
+    assert r.returncode == 0 and "success" in r.stdout, r.stderr
+    topic = "AdminProgressTopic"
+    assert admin("updateTopic", "-n", ns.addr, "-b", b.addr, "-t", topic, "-r", "2", "-w", "2").returncode == 0
+    until(lambda: topic in ok_json("topicList", "-n", ns.addr))
+    with Producer("AdminPG2", namesrv_addr=ns.addr) as p:
+        for i in range(5):
+            p.send(Message(topic, b"m%d" % i))
+    with Admin(ns.addr) as a:
+        # a group's committed offset, as a consumer would commit it: through the library's API
+        from fastmq.protocol.message_queue import MessageQueue
+        from fastmq.blocking import _blocking
+        for qid, off in ((0, 1), (1, 0)):  # (a reset needs an offset on every queue, as in 4.9.8)
+            _blocking.call(a._core.api.update_consumer_offset_oneway(b.addr, GROUP, MessageQueue(topic, BROKER, qid),
+                                                                     off), 10)
+        progress = until(lambda: [p for p in a.consumer_progress(GROUP, topic) if p.consumer_offset == 1])
+        assert progress[0].queue.queue_id == 0
+        assert isinstance(SubscriptionGroup(GROUP).to_obj()["retryMaxTimes"], int)
+    data = ok_json("consumerProgress", "-n", ns.addr, "-g", GROUP, "-t", topic)
+    assert data["diffTotal"] == 5 - 1
+    assert sum(q["brokerOffset"] for q in data["queues"]) == 5
+    text = admin("consumerProgress", "-n", ns.addr, "-g", GROUP, "-t", topic).stdout
+    assert "#Consumer Offset" in text and "Diff Total: 4" in text
+    # resetOffsetByTime with no consumer online: the offsets changed in the broker (mqadmin's fallback)
+    rows = ok_json("resetOffsetByTime", "-n", ns.addr, "-g", GROUP, "-t", topic, "-s", "-1")  # -1: the end
+    assert sum(r["offset"] for r in rows) == 5
+    assert ok_json("consumerProgress", "-n", ns.addr, "-g", GROUP, "-t", topic)["diffTotal"] == 0
+    rows = ok_json("resetOffsetByTime", "-n", ns.addr, "-g", GROUP, "-t", topic, "-s", "1970-01-02#00:00:00:000")
+    assert [r["offset"] for r in rows] == [0, 0]
+    assert ok_json("consumerProgress", "-n", ns.addr, "-g", GROUP, "-t", topic)["diffTotal"] == 5
+    r = admin("resetOffsetByTime", "-n", ns.addr, "-g", GROUP, "-t", topic, "-s", "yesterday")
+    assert r.returncode == 2 and "-s" in r.stderr
+    r = admin("deleteSubGroup", "-n", ns.addr, "-b", b.addr, "-g", GROUP)
+    assert r.returncode == 0 and "success" in r.stdout, r.stderr
+
+
+def test_errors_and_exit_codes(servers: tuple[ServerProcess, ServerProcess]) -> None:
+    ns, _b = servers
+    r = admin("topicRoute", "-n", ns.addr, "-t", "NoSuchTopic")
+    assert r.returncode == 4 and r.stdout == ""
+    assert r.stderr.count("\n") == 1 and "NoSuchTopic" in r.stderr and "not exist" in r.stderr
+    r = admin("topicStatus", "-n", ns.addr, "-t", "NoSuchTopic", "--json")
+    assert r.returncode == 4
+    dead = f"127.0.0.1:{free_port()}"
+    r = admin("clusterList", "-n", dead, "--timeout", "2")
+    assert r.returncode == 3 and r.stderr.count("\n") == 1 and dead in r.stderr
+    r = admin("topicRoute", "-n", ns.addr)  # no -t
+    assert r.returncode == 2 and "-t" in r.stderr
+    r = admin("clusterList", env={"NAMESRV_ADDR": ""})
+    assert r.returncode == 2 and "NAMESRV_ADDR" in r.stderr
+    r = admin("noSuchCommand")
+    assert r.returncode == 2
+    r = admin("deleteTopic", "-n", ns.addr, "-c", "NoSuchCluster", "-t", "X")
+    assert r.returncode == 1 and "NoSuchCluster" in r.stderr
+    # NAMESRV_ADDR stands in for -n, as for mqadmin
+    assert admin("topicList", env={"NAMESRV_ADDR": ns.addr}).returncode == 0
+
+
+def test_connections_config_and_write_perm(servers: tuple[ServerProcess, ServerProcess]) -> None:
+    from fastmq.blocking import PushConsumer
+    from fastmq.client.push_consumer import ConsumeStatus
+    ns, b = servers
+    topic, group = "AdminConnTopic", "AdminConnGroup"
+    assert admin("updateTopic", "-n", ns.addr, "-b", b.addr, "-t", topic, "-r", "2", "-w", "2").returncode == 0
+    until(lambda: topic in ok_json("topicList", "-n", ns.addr))
+    c = PushConsumer(group, namesrv_addr=ns.addr)
+    c.subscribe(topic, "tagA || tagB")
+    c.register_message_listener(lambda msgs: ConsumeStatus.CONSUME_SUCCESS)
+    c.start()
+    try:
+        with Producer("AdminConnPG", namesrv_addr=ns.addr) as p:
+            p.send(Message(topic, b"x"))
+            conns = until(lambda: ok_json("consumerConnection", "-n", ns.addr, "-g", group)["connectionSet"])
+            assert len(conns) == 1 and conns[0]["language"] == "PYTHON"
+            cc = ok_json("consumerConnection", "-n", ns.addr, "-g", group)
+            assert cc["subscriptionTable"][topic]["subString"] == "tagA || tagB"
+            assert cc["messageModel"] == "CLUSTERING"
+            text = admin("consumerConnection", "-n", ns.addr, "-g", group).stdout
+            assert "Below is subscription:" in text and "tagA || tagB" in text
+            # online: the broker computes the offsets and tells the consumer
+            # (refused, as by 4.9.8, until the consumer has committed an offset on every queue)
+            r = until(lambda: (r := admin("resetOffsetByTime", "-n", ns.addr, "-g", group, "-t", topic,
+                                          "-s", "now")).returncode == 0 and r)
+            assert "#Offset" in r.stdout, r.stderr
+            # consumerProgress with no -g: a line per group, online ones with their clients
+            groups = {g["group"]: g for g in ok_json("consumerProgress", "-n", ns.addr)}
+            assert groups[group]["count"] == 1 and groups[group]["messageModel"] == "CLUSTERING"
+            assert "#Diff Total" in admin("consumerProgress", "-n", ns.addr).stdout
+            # queryMsgById -g -d: the message consumed again, directly, by that client
+            sent_x = p.send(Message(topic, b"again"))
+            client_id = conns[0]["clientId"]
+            res = ok_json("queryMsgById", "-n", ns.addr, "-i", sent_x.offset_msg_id, "-g", group, "-d", client_id)
+            assert res[0]["consumeResult"] == "CR_SUCCESS"
+            r = admin("queryMsgById", "-n", ns.addr, "-i", sent_x.offset_msg_id, "-g", group, "-d", "nobody")
+            assert r.returncode == 1 and "not online" in r.stderr
+            prods = until(lambda: ok_json("producerConnection", "-n", ns.addr, "-g", "AdminConnPG", "-t", topic))
+            assert len(prods) == 1 and prods[0]["language"] == "PYTHON"
+    finally:
+        c.shutdown()
+
+    # updateBrokerConfig, read back with getBrokerConfig
+    r = admin("updateBrokerConfig", "-n", ns.addr, "-b", b.addr, "-k", "maxMessageSize", "-v", "2097152")
+    assert r.returncode == 0 and f"update broker config success, {b.addr}" in r.stdout, r.stderr
+    assert ok_json("getBrokerConfig", "-n", ns.addr, "-b", b.addr)["maxMessageSize"] == "2097152"
+    r = admin("updateBrokerConfig", "-n", ns.addr, "-b", b.addr, "-k", "maxMessageSize", "-v", "lots")
+    assert r.returncode == 1 and "maxMessageSize" in r.stderr
+
+    # wipeWritePerm / addWritePerm: the route's perm loses and regains its write bit
+    counts = ok_json("wipeWritePerm", "-n", ns.addr, "-b", BROKER)
+    assert counts[ns.addr] >= 1
+    assert ok_json("topicRoute", "-n", ns.addr, "-t", topic)["queueDatas"][0]["perm"] & 2 == 0
+    assert "add write perm of broker" in admin("addWritePerm", "-n", ns.addr, "-b", BROKER).stdout
+    assert ok_json("topicRoute", "-n", ns.addr, "-t", topic)["queueDatas"][0]["perm"] & 2 == 2
