@@ -31,6 +31,7 @@ from ..protocol.bodies import DataVersion, TopicConfig
 from ..protocol.codes import RequestCode
 from ..protocol.command import create_request
 from ..remoting import Connection, ConnectionGoneListener, RemotingClient, RemotingServer
+from ..remoting.tls import TlsConfig, client_context
 from ..remoting.address import is_loopback
 from ..remoting.loop import every
 from ..remoting.metrics_http import MetricsHttpServer, exporter_type
@@ -104,7 +105,10 @@ class _ClientHousekeeping(ConnectionGoneListener):
 class BrokerController:
     """A master broker: store, metadata, processors, NameServer link and timers."""
 
-    def __init__(self, config: BrokerConfig | None = None, store_config: MessageStoreConfig | None = None) -> None:
+    def __init__(self, config: BrokerConfig | None = None, store_config: MessageStoreConfig | None = None,
+                 *, tls: TlsConfig | None = None) -> None:
+        """``tls``: the ``tls.*`` keys; None: plaintext only, in and out."""
+        self.tls = tls
         self.config = config or BrokerConfig()
         self.store_config = store_config or MessageStoreConfig()
         self.boot_timestamp = int(time.time() * 1000)
@@ -129,7 +133,7 @@ class BrokerController:
                                      idle_timeout=c.serverChannelMaxIdleTimeSeconds, max_frame_size=c.maxFrameSize,
                                      max_connections=c.serverMaxConnections,
                                      max_partial_frame_bytes=c.serverMaxPartialFrameBytes,
-                                     max_unsent_bytes=c.serverMaxUnsentBytes)
+                                     max_unsent_bytes=c.serverMaxUnsentBytes, tls=tls)
         self.metrics_on = exporter_type(c.metricsExporterType) == "PROM"
         #: RPC latency per request code: kept (processors wrapped) only with metrics on
         self.rpc_latency = RpcLatency()
@@ -139,7 +143,8 @@ class BrokerController:
             registered: RequestProcessor = TimedProcessor(proc, self.rpc_latency) if self.metrics_on else proc
             for code in proc.codes:
                 self.server.register_processor(code, registered)
-        self.client = RemotingClient()
+        # to the NameServers and the master: TLS with tls.enable, as a 4.9.8 broker with -Dtls.enable=true
+        self.client = RemotingClient(ssl=client_context(tls) if tls is not None and tls.enable else None)
         ha_port = self.store_config.haListenPort or self.config.listenPort + 1
         ha_addr = f"{self.config.brokerIP2 or self.config.brokerIP1}:{ha_port}"
         self.namesrv = NamesrvLink(self.config, self.client, self.topic_config.snapshot, ha_addr)
