@@ -368,8 +368,9 @@ class BrokerController:
         return items + sorted(self._pending_restart.items()) + self.extra_config
 
     def config_text(self) -> str:
-        """GET_BROKER_CONFIG's body: ``key=value`` lines, unescaped, as 4.9's properties2String."""
-        return "".join(f"{k}={v}\n" for k, v in self.config_items())
+        """GET_BROKER_CONFIG's body: ``key=value`` lines, unescaped, as 4.9's properties2String
+        (the file's TLS key passwords left out: 4.9.8 never shows its tls.* keys)."""
+        return "".join(f"{k}={v}\n" for k, v in self.config_items() if not k.endswith("keyPassword"))
 
     def _persist_config(self) -> None:
         path = Path(self.config_path or Path.home() / "store" / "config" / "broker.properties").expanduser()
