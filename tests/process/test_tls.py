@@ -24,6 +24,7 @@ from fastmq import ClientConfig, Message, Producer
 from fastmq.errors import FastMQError
 from fastmq.protocol.codes import RequestCode, ResponseCode
 from fastmq.protocol.command import create_request
+from fastmq.common.properties import load_properties
 from fastmq.remoting import RemotingClient
 from fastmq.remoting.tls import client_context, make_self_signed
 from fastmq.testing import ServerProcess, broker_process, namesrv_process
@@ -228,3 +229,56 @@ def test_keys_from_tls_config_file_and_bad_values(tmp_path: Path, certs) -> None
         bad.write_text(line + "\n")
         out = subprocess.run([exe, "-c", str(bad)], capture_output=True, text=True, timeout=30)
         assert out.returncode == 2 and needle in out.stderr, out
+
+
+def test_slave_syncs_from_its_master_over_tls(tmp_path: Path, certs) -> None:
+    """Everything enforcing: the slave's registration and its pulls of the master's tables go
+    over TLS with tls.enable=true (the CommitLog's HA link is plain TCP, as in 4.9.8)."""
+    keys = {"tls.server.mode": "enforcing", "tls.enable": "true", "tls.server.certPath": certs["server_cert"],
+            "tls.server.keyPath": certs["server_key"], "tls.config.file": tmp_path / "absent"}
+    with _namesrv(tmp_path, certs, "enforcing") as ns:
+        master = broker_process(tmp_path, ns.addr, **keys).start()
+        try:
+            with Producer("TlsSlaveP", client_config=ClientConfig(namesrv_addr=ns.addr, tls=True)) as p:
+                assert p.send(Message("TlsSlaveTopic", b"x")).status == "SEND_OK"
+            d = tmp_path / "slave"
+            d.mkdir()
+            conf = (master.workdir / "broker.conf").read_text()
+            ha = next(line.split("=", 1)[1] for line in conf.splitlines() if line.startswith("haListenPort="))
+            with broker_process(d, ns.addr, brokerId=1, brokerRole="SLAVE", haMasterAddress=f"127.0.0.1:{ha}",
+                                **keys) as slave:
+                deadline = time.monotonic() + 20
+                while "update slave topic config from master" not in slave.output() and time.monotonic() < deadline:
+                    time.sleep(0.1)
+                out = slave.output()
+                assert "update slave topic config from master" in out, out[-3000:]
+                assert "failed" not in out, out[-3000:]
+                assert "TlsSlaveTopic" in (d / "store" / "config" / "topics.json").read_text()
+        finally:
+            assert master.stop() == 0
+
+
+async def test_config_rewrite_keeps_the_tls_keys(tmp_path: Path, certs) -> None:
+    """UPDATE_BROKER_CONFIG rewrites the -c file: its tls.* keys stay in it (the next start is
+    still TLS), and GET_BROKER_CONFIG does not show the key password."""
+    ns = _namesrv(tmp_path, certs, "permissive").start()
+    broker = broker_process(tmp_path, ns.addr, **{"tls.server.mode": "enforcing", "tls.server.keyPassword": "",
+                                                  "tls.server.certPath": certs["server_cert"],
+                                                  "tls.server.keyPath": certs["server_key"],
+                                                  "tls.config.file": tmp_path / "absent"})
+    client = RemotingClient(ssl=client_context())
+    try:
+        broker.start()
+        r = await client.invoke(broker.addr, create_request(RequestCode.UPDATE_BROKER_CONFIG, {},
+                                                            b"maxMessageSize=1048576\n"), 10)
+        assert r.code == ResponseCode.SUCCESS, r.remark
+        r = await client.invoke(broker.addr, create_request(RequestCode.GET_BROKER_CONFIG, {}), 10)
+        shown = r.body.decode()
+        assert "tls.server.mode=enforcing" in shown and "keyPassword" not in shown
+        stored = load_properties(tmp_path / "broker.conf")
+        assert stored["maxMessageSize"] == "1048576" and stored["tls.server.mode"] == "enforcing"
+        assert stored["tls.server.certPath"] == str(certs["server_cert"]) and "tls.server.keyPassword" in stored
+    finally:
+        await client.close()
+        assert broker.stop() == 0
+        ns.stop()
