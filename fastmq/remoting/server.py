@@ -123,8 +123,9 @@ class RemotingServer:
         conn = self._make_connection()
         if not isinstance(conn, Connection):
             return conn
+        # (silent before its first byte: closed after the idle timeout, as any idle connection)
         sniffer = TlsSniffer(self.tls.server_mode, conn, self.ssl_context, self.tls.handshake_timeout,
-                             done=self._sniffed)
+                             done=self._sniffed, silence=self.idle_timeout)
         self._sniffing.add(sniffer)
         return sniffer
 

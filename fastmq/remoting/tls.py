@@ -36,7 +36,7 @@ log = logging.getLogger("fastmq.remoting")
 TLS_MODES = ("disabled", "permissive", "enforcing")
 #: The first byte of a TLS record carrying a handshake (a ClientHello opens with it).
 TLS_RECORD_HANDSHAKE = 0x16
-#: Seconds a connection may take to send its first byte and finish its handshake (Netty's
+#: Seconds a TLS connection may take to finish its handshake (Netty's
 #: SslHandler default is 10 s).
 DEFAULT_HANDSHAKE_TIMEOUT = 10.0
 #: 4.9.8's default ``tls.config.file``.
@@ -80,7 +80,7 @@ class TlsConfig:
     client_cert_path: str | None = None
     client_auth_server: bool = False
     client_trust_cert_path: str | None = None
-    #: seconds a new connection may take to send its first byte and finish its TLS handshake
+    #: seconds a TLS connection may take to finish its handshake
     #: (fastmq's own key, ``tls.server.handshakeTimeoutSeconds``; Netty's SslHandler takes 10 s)
     handshake_timeout: float = DEFAULT_HANDSHAKE_TIMEOUT
 
@@ -246,15 +246,17 @@ class TlsSniffer(asyncio.Protocol):
     or TLS by the mode, and hands the connection and those bytes to ``app``, the remoting
     protocol made for it at accept.
 
-    ``context`` returns the server's SSLContext (None: TLS hellos are closed). A peer that sends
-    nothing, or does not finish its handshake, within ``timeout`` seconds is closed. ``done`` is
+    ``context`` returns the server's SSLContext (None: TLS hellos are closed). A peer that does
+    not finish its TLS handshake within ``timeout`` seconds is closed, and one that sends nothing
+    within ``silence`` seconds (the server's idle timeout; default ``timeout``; 0: no limit). ``done`` is
     called once, with this sniffer and whether ``app`` got the connection (False: closed first,
     refused, or a failed handshake; ``app`` never saw it).
     """
 
     def __init__(self, mode: str, app: asyncio.BaseProtocol, context: Callable[[], ssl.SSLContext | None],
                  timeout: float = DEFAULT_HANDSHAKE_TIMEOUT,
-                 done: Callable[["TlsSniffer", bool], None] | None = None) -> None:
+                 done: Callable[["TlsSniffer", bool], None] | None = None, silence: float | None = None) -> None:
+        self.silence = timeout if silence is None else silence
         self.mode = mode
         self.app = app
         self.context = context
@@ -266,7 +268,8 @@ class TlsSniffer(asyncio.Protocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport
-        self._timer = asyncio.get_running_loop().call_later(self.timeout, self._expire)
+        if self.silence > 0:
+            self._timer = asyncio.get_running_loop().call_later(self.silence, self._expire)
 
     def abort(self) -> None:
         """Close the connection now (the server is closing), whatever phase it is in."""
@@ -286,7 +289,7 @@ class TlsSniffer(asyncio.Protocol):
 
     def _expire(self) -> None:
         self._timer = None
-        log.info("closing %s: nothing sent within %.0f s", self._peer(), self.timeout)
+        log.info("closing %s: nothing sent within %g s", self._peer(), self.silence)
         self.transport.abort()
 
     def _refuse(self, why: str) -> None:

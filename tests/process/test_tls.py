@@ -108,7 +108,8 @@ def test_tls_hello_to_plaintext_server_is_closed_cleanly(tmp_path: Path, certs) 
 
 
 def test_half_open_connections_are_bounded(tmp_path: Path, certs) -> None:
-    with _namesrv(tmp_path, certs, "permissive", **{"tls.server.handshakeTimeoutSeconds": 1}) as ns:
+    with _namesrv(tmp_path, certs, "permissive", serverChannelMaxIdleTimeSeconds=1,
+                  **{"tls.server.handshakeTimeoutSeconds": 1}) as ns:
         silent = socket.create_connection(("127.0.0.1", ns.port), timeout=5)
         torn = socket.create_connection(("127.0.0.1", ns.port), timeout=5)
         torn.sendall(b"\x16\x03\x01\x02\x00" + b"\x01" * 20)  # a ClientHello record cut short
