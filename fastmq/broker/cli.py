@@ -26,6 +26,7 @@ from ..common.server_cli import EXIT_CONFIG_ERROR, load_or_report, print_config,
 from ..common.server_log import LOG_FORMAT, LOG_KEYS, LogConfig, add_log_options, apply_log_options, setup_logging
 from ..errors import FastMQError
 from ..remoting.loop import USING_UVLOOP, run
+from ..remoting.tls import load_tls_file, split_tls_keys
 from ..store import StoreLockedError
 from ..store.config import MessageStoreConfig
 from .config import BrokerConfig, check_configs, split_keys
@@ -44,7 +45,7 @@ def load_config(path: str | None, namesrv: str | None = None
     cfg, store = BrokerConfig(), MessageStoreConfig()
     log_cfg = LogConfig(logPath=DEFAULT_LOG_PATH)
     if path:
-        props = load_properties(path)
+        props = split_tls_keys(load_properties(path))[1]  # (the tls.* keys: load_tls_file)
         bind(log_cfg, {k: props.pop(k) for k in LOG_KEYS & props.keys()}, source=path)
         broker_keys, store_keys = split_keys(props, cfg, store)
         bind(store, store_keys, source=path)
@@ -133,6 +134,9 @@ def main(argv: list[str] | None = None) -> int:
     log_cfg = load_or_report("fastmq-broker", lambda: apply_log_options(file_log_cfg, args))
     if log_cfg is None:
         return EXIT_CONFIG_ERROR
+    tls = load_or_report("fastmq-broker", lambda: load_tls_file(args.configFile))
+    if tls is None:
+        return EXIT_CONFIG_ERROR
     if args.printConfigItem:
         return print_config(cfg, store)
     if args.check_store:
@@ -147,10 +151,11 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_CONFIG_ERROR
     setup_logging(log_cfg, "fastmq-broker")
     try:
-        controller = BrokerController(cfg, store)
+        controller = BrokerController(cfg, store, tls=tls)
         controller.config_path = args.configFile  # where UPDATE_BROKER_CONFIG writes, as BrokerStartup's -c
         if args.configFile:  # the file's own logging keys survive that rewrite
             controller.extra_config = [(k, v) for k, v in config_items(file_log_cfg)]
+            controller.extra_config += sorted(split_tls_keys(load_properties(args.configFile))[0].items())
         run(_serve(controller))
     except (OSError, FastMQError) as exc:
         log.error("cannot start the broker: %s", exc)

@@ -31,6 +31,7 @@ from ..protocol.bodies import DataVersion, TopicConfig
 from ..protocol.codes import RequestCode
 from ..protocol.command import create_request
 from ..remoting import Connection, ConnectionGoneListener, RemotingClient, RemotingServer
+from ..remoting.tls import TlsConfig, client_context
 from ..remoting.address import is_loopback
 from ..remoting.loop import every
 from ..remoting.metrics_http import MetricsHttpServer, exporter_type
@@ -106,7 +107,10 @@ class _ClientHousekeeping(ConnectionGoneListener):
 class BrokerController:
     """A master broker: store, metadata, processors, NameServer link and timers."""
 
-    def __init__(self, config: BrokerConfig | None = None, store_config: MessageStoreConfig | None = None) -> None:
+    def __init__(self, config: BrokerConfig | None = None, store_config: MessageStoreConfig | None = None,
+                 *, tls: TlsConfig | None = None) -> None:
+        """``tls``: the ``tls.*`` keys; None: plaintext only, in and out."""
+        self.tls = tls
         self.config = config or BrokerConfig()
         self.store_config = store_config or MessageStoreConfig()
         self.boot_timestamp = int(time.time() * 1000)
@@ -131,7 +135,7 @@ class BrokerController:
                                      idle_timeout=c.serverChannelMaxIdleTimeSeconds, max_frame_size=c.maxFrameSize,
                                      max_connections=c.serverMaxConnections,
                                      max_partial_frame_bytes=c.serverMaxPartialFrameBytes,
-                                     max_unsent_bytes=c.serverMaxUnsentBytes)
+                                     max_unsent_bytes=c.serverMaxUnsentBytes, tls=tls)
         self.metrics_on = exporter_type(c.metricsExporterType) == "PROM"
         #: RPC latency per request code: kept (processors wrapped) only with metrics on
         self.rpc_latency = RpcLatency()
@@ -150,7 +154,8 @@ class BrokerController:
         acl_admin = AclAdminProcessor(self.acl, c)
         for code in acl_admin.codes:
             self.server.register_processor(code, acl_admin)
-        self.client = RemotingClient()
+        # to the NameServers and the master: TLS with tls.enable, as a 4.9.8 broker with -Dtls.enable=true
+        self.client = RemotingClient(ssl=client_context(tls) if tls is not None and tls.enable else None)
         ha_port = self.store_config.haListenPort or self.config.listenPort + 1
         ha_addr = f"{self.config.brokerIP2 or self.config.brokerIP1}:{ha_port}"
         self.namesrv = NamesrvLink(self.config, self.client, self.topic_config.snapshot, ha_addr)
@@ -376,8 +381,9 @@ class BrokerController:
         return items + sorted(self._pending_restart.items()) + self.extra_config
 
     def config_text(self) -> str:
-        """GET_BROKER_CONFIG's body: ``key=value`` lines, unescaped, as 4.9's properties2String."""
-        return "".join(f"{k}={v}\n" for k, v in self.config_items())
+        """GET_BROKER_CONFIG's body: ``key=value`` lines, unescaped, as 4.9's properties2String
+        (the file's TLS key passwords left out: 4.9.8 never shows its tls.* keys)."""
+        return "".join(f"{k}={v}\n" for k, v in self.config_items() if not k.endswith("keyPassword"))
 
     def _persist_config(self) -> None:
         path = Path(self.config_path or Path.home() / "store" / "config" / "broker.properties").expanduser()

@@ -12,6 +12,7 @@ import asyncio
 import functools
 import logging
 import os
+import ssl
 import sys
 import threading
 import time
@@ -34,6 +35,7 @@ from ..protocol.message_queue import MessageQueue
 from ..remoting import Connection, RemotingClient, RequestProcessor
 from ..remoting.address import local_address
 from ..remoting.loop import every
+from ..remoting.tls import client_context
 from .acl import AclClientRPCHook, SessionCredentials
 from .api import ClientAPI, RPCHook
 from .consumer_stats import ConsumerStatsManager
@@ -85,6 +87,9 @@ class ClientConfig:
     #: The largest read or write queue count a route may give one broker of a topic: a route above
     #: it is refused (BadRouteError) instead of building that many queues.
     max_topic_queue_nums: int = 1024
+    #: TLS to the NameServers and brokers: True (4.9.8's ``useTLS``: any server certificate is
+    #: trusted, as in its default test mode) or an ``ssl.SSLContext`` of your own; False: plaintext.
+    tls: bool | ssl.SSLContext = False
 
     def make_client_id(self, keep_default_name: bool = False) -> str:
         """``ip@instanceName``, the id brokers know a client by. A "DEFAULT" name becomes
@@ -253,6 +258,12 @@ class _ServerRequests(RequestProcessor):
                             f" request type {request.code} not supported")
 
 
+def _ssl_context(tls: bool | ssl.SSLContext) -> ssl.SSLContext | None:
+    if isinstance(tls, ssl.SSLContext):
+        return tls
+    return client_context() if tls else None
+
+
 class ClientInstance:
     """Shared per process and NameServer list; producers and consumers register with it."""
 
@@ -261,7 +272,7 @@ class ClientInstance:
         self.config = config
         self.client_id = config.make_client_id(keep_default_name)
         self.remoting = RemotingClient(namesrv_addrs=_split_namesrv(config.namesrv_addr),
-                                       processor=_ServerRequests(self))
+                                       processor=_ServerRequests(self), ssl=_ssl_context(config.tls))
         signer: list[RPCHook] = [AclClientRPCHook(config.credentials)] if config.credentials else []
         #: every request this instance's producers and consumers make goes through it
         self.api = ClientAPI(self.remoting, self.timeout, [*signer, *config.rpc_hooks])

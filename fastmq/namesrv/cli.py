@@ -20,6 +20,7 @@ from ..common.server_cli import EXIT_CONFIG_ERROR, load_or_report, print_config,
 from ..common.server_log import LOG_KEYS, LogConfig, add_log_options, apply_log_options, setup_logging
 from ..errors import FastMQError
 from ..remoting.loop import USING_UVLOOP, run
+from ..remoting.tls import load_tls_file, split_tls_keys
 from .config import NamesrvConfig, NamesrvServerConfig
 from .controller import NamesrvController
 
@@ -34,7 +35,7 @@ def load_config(path: str | None) -> tuple[NamesrvConfig, NamesrvServerConfig, L
     (logPath stays NamesrvConfig's, as before)."""
     cfg, server, log_cfg = NamesrvConfig(), NamesrvServerConfig(), LogConfig()
     if path:
-        props = load_properties(path)
+        props = split_tls_keys(load_properties(path))[1]  # (the tls.* keys: load_tls_file)
         bind(log_cfg, {k: props.pop(k) for k in (LOG_KEYS - {"logPath"}) & props.keys()}, source=path)
         mine = {k: v for k, v in props.items() if hasattr(server, k)}
         bind(server, mine, source=path)
@@ -72,11 +73,14 @@ def main(argv: list[str] | None = None) -> int:
     log_cfg = load_or_report("fastmq-namesrv", lambda: apply_log_options(file_log_cfg, args))
     if log_cfg is None:
         return EXIT_CONFIG_ERROR
+    tls = load_or_report("fastmq-namesrv", lambda: load_tls_file(args.configFile))
+    if tls is None:
+        return EXIT_CONFIG_ERROR
     if args.printConfigItem:
         return print_config(cfg, server)
     setup_logging(log_cfg, "fastmq-namesrv")
     try:
-        run(_serve(NamesrvController(cfg, server)))
+        run(_serve(NamesrvController(cfg, server, tls=tls)))
     except (OSError, FastMQError) as exc:
         log.error("cannot start the Name Server: %s", exc)
         return 1

@@ -20,6 +20,7 @@ from ..remoting.loop import every
 from ..remoting.metrics_http import MetricsHttpServer, exporter_type
 from ..remoting.processor import RequestProcessor
 from ..remoting.rpc_latency import RpcLatency, TimedProcessor
+from ..remoting.tls import TlsConfig
 from .config import NamesrvConfig, NamesrvServerConfig
 from .kv_config import KVConfigManager
 from .metrics import NamesrvMetrics
@@ -42,7 +43,9 @@ class _BrokerHousekeeping(ConnectionGoneListener):
 
 
 class NamesrvController:
-    def __init__(self, config: NamesrvConfig | None = None, server_config: NamesrvServerConfig | None = None) -> None:
+    def __init__(self, config: NamesrvConfig | None = None, server_config: NamesrvServerConfig | None = None,
+                 *, tls: TlsConfig | None = None) -> None:
+        """``tls``: the ``tls.*`` keys; None: plaintext only."""
         self.config = config or NamesrvConfig()
         self.server_config = server_config or NamesrvServerConfig()
         self.route_info = RouteInfoManager(max_topic_queue_nums=self.config.maxTopicQueueNums)
@@ -52,7 +55,7 @@ class NamesrvController:
                                      max_frame_size=sc.maxFrameSize, listener=_BrokerHousekeeping(self.route_info),
                                      max_connections=sc.serverMaxConnections,
                                      max_partial_frame_bytes=sc.serverMaxPartialFrameBytes,
-                                     max_unsent_bytes=sc.serverMaxUnsentBytes)
+                                     max_unsent_bytes=sc.serverMaxUnsentBytes, tls=tls)
         self.rpc_latency = RpcLatency()
         self.metrics_server: MetricsHttpServer | None = None
         processor: RequestProcessor = DefaultRequestProcessor(self)

@@ -12,6 +12,7 @@ reached, fails over down the list.
 from __future__ import annotations
 
 import asyncio
+import ssl as _ssl
 import logging
 import time
 from typing import Callable
@@ -59,13 +60,16 @@ class RemotingClient:
         processor: handles requests servers push (NOTIFY_CONSUMER_IDS_CHANGED...).
         idle_timeout: close connections unused this long (0 keeps them).
         rpc_hook: called with every request before it is sent (ACL signing).
+        ssl: when set, every connection is TLS with this context (see :func:`fastmq.remoting.tls.client_context`).
     """
 
     def __init__(self, *, connect_timeout: float = 3.0, max_async: int = 65535, max_oneway: int = 65535,
                  max_frame_size: int = DEFAULT_MAX_FRAME_SIZE, namesrv_addrs: list[str] | None = None,
                  processor: RequestProcessor | None = None, listener: ConnectionListener | None = None,
-                 idle_timeout: float = 120.0, rpc_hook: RequestHook | None = None) -> None:
+                 idle_timeout: float = 120.0, rpc_hook: RequestHook | None = None,
+                 ssl: "_ssl.SSLContext | None" = None) -> None:
         self.connect_timeout = connect_timeout
+        self.ssl = ssl
         #: applied to every request sent through this client (ACL signing); see Connection.rpc_hook
         self.rpc_hook = rpc_hook
         self.max_frame_size = max_frame_size
@@ -113,7 +117,10 @@ class RemotingClient:
                               keep_reading=True)
         try:
             async with asyncio.timeout(self.connect_timeout):
-                _, conn = await loop.create_connection(factory, host, port)
+                if self.ssl is None:
+                    _, conn = await loop.create_connection(factory, host, port)
+                else:  # (the TLS handshake counts against the connect timeout)
+                    _, conn = await loop.create_connection(factory, host, port, ssl=self.ssl, server_hostname=host)
         except TimeoutError:
             raise RemotingConnectError(addr, "connect timeout") from None
         except OSError as exc:

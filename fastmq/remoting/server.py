@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import ssl
 import time
 from concurrent.futures import Executor
 from typing import Any
@@ -11,6 +13,7 @@ from .._ext._protocols import DEFAULT_MAX_FRAME_SIZE
 from ..errors import ConfigError
 from .connection import MAX_INFLIGHT, Connection, ConnectionListener, FrameBudget
 from .processor import Dispatcher, RequestProcessor
+from .tls import TlsConfig, TlsSniffer
 
 __all__ = ["RemotingServer", "check_server_limits"]
 
@@ -67,13 +70,15 @@ class RemotingServer:
         max_partial_frame_bytes: partial frames all connections may buffer together.
         max_unsent_bytes: data that may wait for a peer that does not read before its
             connection is aborted (0: no limit).
+        tls: the ``tls.*`` keys (see :mod:`fastmq.remoting.tls`); None takes plaintext only, with
+            no sniffing (a TLS hello then fails as an oversized frame).
     """
 
     def __init__(self, host: str = "0.0.0.0", port: int = 0, *, idle_timeout: float = 120.0,
                  max_frame_size: int = DEFAULT_MAX_FRAME_SIZE, listener: ConnectionListener | None = None,
                  max_inflight: int = MAX_INFLIGHT, max_connections: int = DEFAULT_MAX_CONNECTIONS,
                  max_partial_frame_bytes: int = DEFAULT_MAX_PARTIAL_FRAME_BYTES,
-                 max_unsent_bytes: int = DEFAULT_MAX_UNSENT_BYTES) -> None:
+                 max_unsent_bytes: int = DEFAULT_MAX_UNSENT_BYTES, tls: TlsConfig | None = None) -> None:
         self.host = host
         self.port = port
         self.idle_timeout = idle_timeout
@@ -91,6 +96,11 @@ class RemotingServer:
         self._server: asyncio.AbstractServer | None = None
         self._idle_task: asyncio.Task[None] | None = None
         self._serving = False
+        self.tls = tls
+        #: accepted connections whose first bytes or TLS handshake are awaited
+        self._sniffing: set[TlsSniffer] = set()
+        self._ssl: ssl.SSLContext | None = None
+        self._ssl_stamp: tuple[float, float] | None = None
 
     def register_processor(self, code: int, processor: RequestProcessor, executor: Executor | None = None) -> None:
         """Route request ``code`` to ``processor`` (on ``executor`` when given, else on the loop)."""
@@ -114,6 +124,52 @@ class RemotingServer:
         self.connections.add(conn)
         return conn
 
+    def _accept(self) -> asyncio.BaseProtocol:
+        # the Connection is made (and counted against max_connections) at accept; the sniffer
+        # hands it the connection once the first bytes say plaintext or TLS
+        assert self.tls is not None
+        conn = self._make_connection()
+        if not isinstance(conn, Connection):
+            return conn
+        # (silent before its first byte: closed after the idle timeout, as any idle connection)
+        sniffer = TlsSniffer(self.tls.server_mode, conn, self.ssl_context, self.tls.handshake_timeout,
+                             done=self._sniffed, silence=self.idle_timeout)
+        self._sniffing.add(sniffer)
+        return sniffer
+
+    def _sniffed(self, sniffer: TlsSniffer, ok: bool) -> None:
+        self._sniffing.discard(sniffer)
+        if not ok:  # its Connection never connected: nothing else would forget it
+            self.connections.discard(sniffer.app)
+
+    def ssl_context(self) -> ssl.SSLContext | None:
+        """The server's SSLContext, reloaded when its certificate or key file changes (a file
+        that fails to load keeps the last good context, with an error in the log)."""
+        tls = self.tls
+        if tls is None:
+            return None
+        if tls.server_cert_path and tls.server_key_path:
+            try:
+                stamp = (os.stat(tls.server_cert_path).st_mtime, os.stat(tls.server_key_path).st_mtime)
+            except OSError as exc:
+                log.error("TLS certificate files: %s; keeping the loaded certificate", exc)
+                return self._ssl
+            if stamp != self._ssl_stamp:
+                try:
+                    self._ssl = tls.server_context()
+                    if self._ssl_stamp is not None:
+                        log.info("TLS certificate reloaded from %s", tls.server_cert_path)
+                except ConfigError as exc:
+                    if self._ssl is None:
+                        raise
+                    log.error("%s; keeping the loaded certificate", exc)
+                self._ssl_stamp = stamp
+            return self._ssl
+        if self._ssl_stamp is None:
+            self._ssl = tls.server_context()
+            self._ssl_stamp = (0.0, 0.0)
+        return self._ssl
+
     async def start(self, *, serve: bool = True) -> None:
         """Bind and start accepting; :attr:`port` then holds the real port.
 
@@ -122,7 +178,12 @@ class RemotingServer:
         answers connections only once it is ready.
         """
         loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(self._make_connection, self.host, self.port, reuse_address=True,
+        factory = self._make_connection
+        if self.tls is not None:
+            if self.tls.server_mode != "disabled" and self.tls.server_cert_path:
+                self.ssl_context()  # unreadable certificate files fail the start
+            factory = self._accept
+        self._server = await loop.create_server(factory, self.host, self.port, reuse_address=True,
                                                 backlog=1024, start_serving=serve)
         self.port = self._server.sockets[0].getsockname()[1]
         if serve:
@@ -180,6 +241,8 @@ class RemotingServer:
             self._idle_task = None
         if self._server is not None:
             self._server.close()
+        for sniffer in list(self._sniffing):
+            sniffer.abort()
         conns = list(self.connections)
         for conn in conns:
             conn.close()
