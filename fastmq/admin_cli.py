@@ -19,7 +19,7 @@ import sys
 import time
 from typing import Any, Callable, Coroutine, Sequence
 
-from .client.admin import Admin, SubscriptionGroup, TopicNotFoundError
+from .client.admin import Admin, SubscriptionGroupConfig, TopicNotFoundError
 from .errors import BrokerError, ClientError, RemotingError, TopicNotExistError
 from .protocol.message import Message, MessageExt
 
@@ -137,7 +137,7 @@ async def delete_topic(admin: Admin, a: argparse.Namespace) -> Result:
 
 
 async def update_sub_group(admin: Admin, a: argparse.Namespace) -> Result:
-    group = SubscriptionGroup(_need(a, "group"))
+    group = SubscriptionGroupConfig(_need(a, "group"))
     for attr, flag in (("consume_enable", "consume_enable"), ("consume_from_min_enable", "from_min"),
                        ("consume_broadcast_enable", "broadcast")):
         v = getattr(a, flag)

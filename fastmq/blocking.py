@@ -674,7 +674,7 @@ class Admin:
     def delete_topic(self, topic: str, cluster: str) -> list[str]:
         return self._call(self._core.delete_topic(topic, cluster))
 
-    def update_sub_group(self, group: _admin.SubscriptionGroup, **kw: Any) -> list[str]:
+    def update_sub_group(self, group: _admin.SubscriptionGroupConfig, **kw: Any) -> list[str]:
         return self._call(self._core.update_sub_group(group, **kw))
 
     def delete_sub_group(self, group: str, **kw: Any) -> list[str]:

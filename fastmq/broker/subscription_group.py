@@ -8,14 +8,11 @@ from __future__ import annotations
 
 import logging
 import threading
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..common.json_file import JsonConfigFile, JsonText, PrettyTable, pretty_object
-from ..errors import RemotingCommandError
-from ..protocol.java_number import JavaNumberFormatError, json_int, json_long
-from ..protocol.bodies import DataVersion, loads_lenient
+from ..protocol.bodies import DataVersion, SubscriptionGroupConfig, loads_lenient
 from ..protocol.topic import validate_group
 
 __all__ = ["SubscriptionGroupConfig", "SubscriptionGroupManager", "SYSTEM_GROUPS"]
@@ -25,59 +22,6 @@ log = logging.getLogger("fastmq.broker")
 #: The groups RocketMQ's tools and proxies use, present on every broker.
 SYSTEM_GROUPS = ("TOOLS_CONSUMER", "FILTERSRV_CONSUMER", "SELF_TEST_C_GROUP", "CID_ONS-HTTP-PROXY",
                  "CID_ONSAPI_PULL", "CID_ONSAPI_PERMISSION", "CID_ONSAPI_OWNER")
-
-_JSON_KEYS = {"group_name": "groupName", "consume_enable": "consumeEnable",
-              "consume_from_min_enable": "consumeFromMinEnable", "consume_broadcast_enable": "consumeBroadcastEnable",
-              "retry_queue_nums": "retryQueueNums", "retry_max_times": "retryMaxTimes", "broker_id": "brokerId",
-              "which_broker_when_consume_slowly": "whichBrokerWhenConsumeSlowly",
-              "notify_consumer_ids_changed_enable": "notifyConsumerIdsChangedEnable"}
-
-_LONG_FIELDS = {"broker_id", "which_broker_when_consume_slowly"}
-
-
-@dataclass
-class SubscriptionGroupConfig:
-    """One group's settings; the JSON body of UPDATE_AND_CREATE_SUBSCRIPTIONGROUP."""
-
-    group_name: str
-    consume_enable: bool = True
-    consume_from_min_enable: bool = True
-    consume_broadcast_enable: bool = True
-    retry_queue_nums: int = 1
-    retry_max_times: int = 16
-    broker_id: int = 0
-    which_broker_when_consume_slowly: int = 1
-    notify_consumer_ids_changed_enable: bool = True
-
-    def to_obj(self) -> dict[str, Any]:
-        return {j: getattr(self, a) for a, j in _JSON_KEYS.items()}
-
-    @classmethod
-    def from_obj(cls, obj: Any) -> "SubscriptionGroupConfig":
-        if not isinstance(obj, dict) or not isinstance(obj.get("groupName"), str):
-            raise RemotingCommandError("subscription group config needs a string groupName")
-        kw: dict[str, Any] = {}
-        for attr, key in _JSON_KEYS.items():
-            if key in obj and obj[key] is not None:
-                default = getattr(cls, attr, None)
-                v = obj[key]
-                if isinstance(default, bool) and not isinstance(v, bool):
-                    raise RemotingCommandError(f"subscription group field {key} must be a boolean")
-                if isinstance(default, int) and not isinstance(default, bool):
-                    # as fastjson binds the Java field: brokerId and whichBrokerWhenConsumeSlowly are longs
-                    java_long = attr in _LONG_FIELDS
-                    try:
-                        v = json_long(v) if java_long else json_int(v)
-                    except JavaNumberFormatError as exc:
-                        raise RemotingCommandError(f"subscription group field {key} must be an integer (a Java "
-                                                   f"{'long' if java_long else 'int'}): {exc.java_text}") from None
-                kw[attr] = v
-        return cls(**kw)
-
-    @classmethod
-    def from_json(cls, data: bytes | str) -> "SubscriptionGroupConfig":
-        return cls.from_obj(loads_lenient(data))
-
 
 class SubscriptionGroupManager:
     """The group table; a change schedules a coalesced background write (see

@@ -26,7 +26,8 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from ..errors import BrokerError, ClientError, ConsumerNotOnlineError, QueryNotFoundError
-from ..protocol.bodies import ClusterInfo, KVTable, TopicList, TopicRouteData, loads_mq_keyed
+from ..protocol.bodies import (MASTER_ID, ClusterInfo, KVTable, SubscriptionGroupConfig, TopicList, TopicRouteData,
+                               loads_mq_keyed)
 from ..protocol.codes import RequestCode, ResponseCode
 from ..protocol.command import create_request
 from ..protocol.headers import (ConsumeMessageDirectlyResultRequestHeader, CreateTopicRequestHeader,
@@ -44,9 +45,7 @@ from .acl import AclClientRPCHook, SessionCredentials
 from .api import ClientAPI, RPCHook
 from .producer import Producer, SendResult
 
-__all__ = ["Admin", "TopicNotFoundError", "QueueOffsets", "QueueProgress", "SubscriptionGroup"]
-
-MASTER_ID = 0
+__all__ = ["Admin", "TopicNotFoundError", "QueueOffsets", "QueueProgress", "SubscriptionGroupConfig"]
 
 
 class TopicNotFoundError(ClientError):
@@ -78,28 +77,6 @@ class QueueProgress:
     def diff(self) -> int:
         """Messages the group has still to consume there (brokerOffset - consumerOffset)."""
         return self.broker_offset - self.consumer_offset
-
-
-@dataclass
-class SubscriptionGroup:
-    """SubscriptionGroupConfig: the body of UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, 4.9.8's defaults."""
-    group_name: str
-    consume_enable: bool = True
-    consume_from_min_enable: bool = True
-    consume_broadcast_enable: bool = True
-    retry_queue_nums: int = 1
-    retry_max_times: int = 16
-    broker_id: int = MASTER_ID
-    which_broker_when_consume_slowly: int = 1
-    notify_consumer_ids_changed_enable: bool = True
-
-    def to_obj(self) -> dict[str, Any]:
-        return {"groupName": self.group_name, "consumeEnable": self.consume_enable,
-                "consumeFromMinEnable": self.consume_from_min_enable,
-                "consumeBroadcastEnable": self.consume_broadcast_enable, "retryQueueNums": self.retry_queue_nums,
-                "retryMaxTimes": self.retry_max_times, "brokerId": self.broker_id,
-                "whichBrokerWhenConsumeSlowly": self.which_broker_when_consume_slowly,
-                "notifyConsumerIdsChangedEnable": self.notify_consumer_ids_changed_enable}
 
 
 class Admin:
@@ -234,7 +211,7 @@ class Admin:
 
     # ------------------------------------------------------------ subscription groups
 
-    async def update_sub_group(self, group: SubscriptionGroup, *, broker_addr: str | None = None,
+    async def update_sub_group(self, group: SubscriptionGroupConfig, *, broker_addr: str | None = None,
                                cluster: str | None = None) -> list[str]:
         """updateSubGroup: create or change a subscription group; returns the addresses changed."""
         body = json.dumps(group.to_obj()).encode("utf-8")

@@ -24,7 +24,7 @@ from .message_queue import MessageQueue
 
 __all__ = ["loads_lenient", "loads_mq_keyed", "mq_map_json", "compact_json", "dumps", "DataVersion", "TopicConfig", "QueueData", "BrokerData", "TopicRouteData",
            "RegisterBrokerBody", "ClusterInfo", "KVTable", "TopicList", "MASTER_ID", "TOPIC_FILTER_TYPES",
-           "MAX_INFLATED_REGISTER_BODY"]
+           "MAX_INFLATED_REGISTER_BODY", "SubscriptionGroupConfig"]
 
 MASTER_ID = 0
 _JAVA_INT = re.compile(r"[+-]?[0-9]{1,10}")  # what Integer.parseInt takes (range checked by int32 users)
@@ -583,3 +583,57 @@ class TopicList(_Json):
         if ba is not None and not isinstance(ba, str):
             raise RemotingCommandError("topicList.brokerAddr must be a string")
         return cls(set(tl), ba)
+
+
+_GROUP_JSON_KEYS = {"group_name": "groupName", "consume_enable": "consumeEnable",
+              "consume_from_min_enable": "consumeFromMinEnable", "consume_broadcast_enable": "consumeBroadcastEnable",
+              "retry_queue_nums": "retryQueueNums", "retry_max_times": "retryMaxTimes", "broker_id": "brokerId",
+              "which_broker_when_consume_slowly": "whichBrokerWhenConsumeSlowly",
+              "notify_consumer_ids_changed_enable": "notifyConsumerIdsChangedEnable"}
+
+_GROUP_LONG_FIELDS = {"broker_id", "which_broker_when_consume_slowly"}
+
+
+@dataclass
+class SubscriptionGroupConfig:
+    """One group's settings (SubscriptionGroupConfig, 4.9.8's defaults): the JSON body of
+    UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, an entry of the broker's subscriptionGroup.json."""
+
+    group_name: str
+    consume_enable: bool = True
+    consume_from_min_enable: bool = True
+    consume_broadcast_enable: bool = True
+    retry_queue_nums: int = 1
+    retry_max_times: int = 16
+    broker_id: int = 0
+    which_broker_when_consume_slowly: int = 1
+    notify_consumer_ids_changed_enable: bool = True
+
+    def to_obj(self) -> dict[str, Any]:
+        return {j: getattr(self, a) for a, j in _GROUP_JSON_KEYS.items()}
+
+    @classmethod
+    def from_obj(cls, obj: Any) -> "SubscriptionGroupConfig":
+        if not isinstance(obj, dict) or not isinstance(obj.get("groupName"), str):
+            raise RemotingCommandError("subscription group config needs a string groupName")
+        kw: dict[str, Any] = {}
+        for attr, key in _GROUP_JSON_KEYS.items():
+            if key in obj and obj[key] is not None:
+                default = getattr(cls, attr, None)
+                v = obj[key]
+                if isinstance(default, bool) and not isinstance(v, bool):
+                    raise RemotingCommandError(f"subscription group field {key} must be a boolean")
+                if isinstance(default, int) and not isinstance(default, bool):
+                    # as fastjson binds the Java field: brokerId and whichBrokerWhenConsumeSlowly are longs
+                    java_long = attr in _GROUP_LONG_FIELDS
+                    try:
+                        v = json_long(v) if java_long else json_int(v)
+                    except JavaNumberFormatError as exc:
+                        raise RemotingCommandError(f"subscription group field {key} must be an integer (a Java "
+                                                   f"{'long' if java_long else 'int'}): {exc.java_text}") from None
+                kw[attr] = v
+        return cls(**kw)
+
+    @classmethod
+    def from_json(cls, data: bytes | str) -> "SubscriptionGroupConfig":
+        return cls.from_obj(loads_lenient(data))

@@ -14,7 +14,7 @@ from typing import Any, Iterator
 import pytest
 
 from fastmq.blocking import Admin, Producer
-from fastmq.client.admin import SubscriptionGroup, TopicNotFoundError
+from fastmq.client.admin import SubscriptionGroupConfig, TopicNotFoundError
 from fastmq.protocol.message import Message
 from fastmq.testing import ServerProcess, broker_process, free_port, namesrv_process
 
@@ -140,7 +140,7 @@ def test_sub_group_and_consumer_progress(servers: tuple[ServerProcess, ServerPro
                                                                      off), 10)
         progress = until(lambda: [p for p in a.consumer_progress(GROUP, topic) if p.consumer_offset == 1])
         assert progress[0].queue.queue_id == 0
-        assert isinstance(SubscriptionGroup(GROUP).to_obj()["retryMaxTimes"], int)
+        assert isinstance(SubscriptionGroupConfig(GROUP).to_obj()["retryMaxTimes"], int)
     data = ok_json("consumerProgress", "-n", ns.addr, "-g", GROUP, "-t", topic)
     assert data["diffTotal"] == 5 - 1
     assert sum(q["brokerOffset"] for q in data["queues"]) == 5
