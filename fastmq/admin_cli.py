@@ -20,6 +20,7 @@ import time
 from typing import Any, Callable, Coroutine, Sequence
 
 from .client.admin import Admin, SubscriptionGroupConfig, TopicNotFoundError
+from .client.trace_query import TraceRecord
 from .errors import BrokerError, ClientError, RemotingError, TopicNotExistError
 from .protocol.message import Message, MessageExt
 
@@ -321,6 +322,38 @@ async def send_message(admin: Admin, a: argparse.Namespace) -> Result:
     return data, _table(("Broker Name", "QID", "Send Result", "MsgId"), [row])
 
 
+def _trace_row(kind: str, r: TraceRecord) -> str:
+    c = r.context
+    when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(c.time_stamp / 1000))
+    status = "success" if c.success else "failed"
+    return f"{kind:<10} {c.group_name or '':<20} {r.client_host:<20} {when:<20} {str(c.cost_time) + 'ms':<10} {status:<10}"
+
+
+async def query_msg_trace_by_id(admin: Admin, a: argparse.Namespace) -> Result:
+    records = await admin.query_msg_trace(_need(a, "msg_id").strip(), a.trace_topic)
+    data = [{"type": r.trace_type, "group": r.context.group_name, "clientHost": r.client_host,
+             "traceStoreHost": r.trace_store_host, "timeStamp": r.context.time_stamp,
+             "costTime": r.context.cost_time, "success": r.context.success,
+             "requestId": r.context.request_id, "contextCode": r.context.context_code,
+             "topic": r.context.beans[0].topic, "tags": r.context.beans[0].tags,
+             "keys": r.context.beans[0].keys, "storeHost": r.context.beans[0].store_host} for r in records]
+    # QueryMsgTraceByIdSubCommand: a Pub table per Pub record, then one Sub table per consumer
+    # group from its SubAfter records (SubBefore and EndTransaction are in --json only)
+    blocks: list[str] = []
+    subs: dict[str, list[TraceRecord]] = {}
+    head = "%-10s %-20s %-20s %-20s %-10s %-10s"
+    for r in records:
+        if r.trace_type == "Pub":
+            blocks.append("\n".join([head % ("#Type", "#ProducerGroup", "#ClientHost", "#SendTime", "#CostTimes",
+                                               "#Status"), _trace_row("Pub", r)]))
+        elif r.trace_type == "SubAfter":
+            subs.setdefault(r.context.group_name or "", []).append(r)
+    for rs in subs.values():
+        blocks.append("\n".join([head % ("#Type", "#ConsumerGroup", "#ClientHost", "#ConsumerTime", "#CostTimes",
+                                           "#Status")] + [_trace_row("Sub", r) for r in rs]))
+    return data, "\n\n".join(b.rstrip() for b in blocks)
+
+
 def _need(a: argparse.Namespace, name: str) -> str:
     v = getattr(a, name, None)
     if not v:
@@ -355,6 +388,7 @@ COMMANDS: dict[str, tuple[str, Command, str]] = {
     "queryMsgByKey": ("A topic's messages by key", query_msg_by_key, "tk"),
     "queryMsgByOffset": ("The message at an offset of one queue", query_msg_by_offset, "t"),
     "sendMessage": ("Send one message", send_message, "t"),
+    "queryMsgTraceById": ("A message's trace: its Pub and Sub records", query_msg_trace_by_id, ""),
 }
 
 
@@ -379,6 +413,9 @@ def _parser() -> argparse.ArgumentParser:
             s.add_argument("-i", "--msgId", dest="msg_id", help="offset message id(s), comma separated")
             s.add_argument("-g", "--consumerGroup", dest="group", help="with -d: consume it in that client")
             s.add_argument("-d", "--clientId", dest="client_id")
+        if name == "queryMsgTraceById":
+            s.add_argument("-i", "--msgId", dest="msg_id", help="the message id (its UNIQ_KEY)")
+            s.add_argument("-t", "--traceTopic", dest="trace_topic", help="default RMQ_SYS_TRACE_TOPIC")
         if "k" in flags:
             s.add_argument("-k", "--msgKey", dest="key")
         if name == "updateTopic":

@@ -696,6 +696,9 @@ class Admin:
     def broker_config(self, broker_addr: str) -> dict[str, str]:
         return self._call(self._core.broker_config(broker_addr))
 
+    def query_msg_trace(self, msg_id: str, trace_topic: str | None = None) -> list[Any]:
+        return self._call(self._core.query_msg_trace(msg_id, trace_topic))
+
     def master_addrs(self, **kw: Any) -> list[str]:
         return self._call(self._core.master_addrs(**kw))
 

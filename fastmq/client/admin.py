@@ -44,6 +44,8 @@ from ..remoting import RemotingClient
 from .acl import AclClientRPCHook, SessionCredentials
 from .api import ClientAPI, RPCHook
 from .producer import Producer, SendResult
+from .trace_data import DEFAULT_TRACE_TOPIC
+from .trace_query import MAX_NUM, TraceRecord, trace_records
 
 __all__ = ["Admin", "TopicNotFoundError", "QueueOffsets", "QueueProgress", "SubscriptionGroupConfig"]
 
@@ -457,6 +459,23 @@ class Admin:
         if not records:
             raise ClientError(f"no message at offset {offset} of {topic}/{broker_name}/{queue_id}")
         return records[0]
+
+    async def query_msg_trace(self, msg_id: str, trace_topic: str | None = None) -> list[TraceRecord]:
+        """queryMsgTraceById: the trace records of message ``msg_id`` (its UNIQ_KEY) that the
+        trace topic's brokers index, oldest first (as :func:`fastmq.client.trace_query.query_trace`).
+
+        Raises:
+            TopicNotFoundError: no broker has the trace topic (trace is off on the cluster).
+        """
+        route = await self.topic_route(trace_topic or DEFAULT_TRACE_TOPIC)
+        found: list[MessageExt] = []
+        end = int(time.time() * 1000) + 60_000
+        for bd in route.broker_datas:
+            addr = bd.select_broker_addr()
+            if addr is not None:
+                found.extend(await self.api.query_message(addr, trace_topic or DEFAULT_TRACE_TOPIC, msg_id, MAX_NUM, 0, end,
+                                                          self.timeout))
+        return trace_records(msg_id, found)
 
     async def send_message(self, msg: Message, *, broker_name: str | None = None,
                            queue_id: int | None = None, group: str = "TOOLS_PRODUCER") -> SendResult:

@@ -13,7 +13,7 @@ from typing import Any, Iterator
 
 import pytest
 
-from fastmq.blocking import Admin, Producer
+from fastmq.blocking import Admin, Producer, PushConsumer
 from fastmq.client.admin import SubscriptionGroupConfig, TopicNotFoundError
 from fastmq.protocol.message import Message
 from fastmq.testing import ServerProcess, broker_process, free_port, namesrv_process
@@ -29,7 +29,7 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ServerPr
     (root / "b").mkdir()
     with namesrv_process(root / "ns") as ns:
         with broker_process(root / "b", ns.addr, brokerClusterName=CLUSTER, brokerName=BROKER,
-                            autoCreateTopicEnable="false") as b:
+                            autoCreateTopicEnable="false", traceTopicEnable="true") as b:
             yield ns, b
 
 
@@ -236,3 +236,41 @@ def test_connections_config_and_write_perm(servers: tuple[ServerProcess, ServerP
     assert ok_json("topicRoute", "-n", ns.addr, "-t", topic)["queueDatas"][0]["perm"] & 2 == 0
     assert "add write perm of broker" in admin("addWritePerm", "-n", ns.addr, "-b", BROKER).stdout
     assert ok_json("topicRoute", "-n", ns.addr, "-t", topic)["queueDatas"][0]["perm"] & 2 == 2
+
+
+def test_query_msg_trace_by_id(servers: tuple[ServerProcess, ServerProcess]) -> None:
+    ns, _b = servers
+    topic = "AdminTraceTopic"
+    with Admin(ns.addr) as a:
+        a.update_topic(topic, cluster=CLUSTER)
+    until(lambda: topic in ok_json("topicList", "-n", ns.addr))
+    consumed: list[str] = []
+    producer = Producer("AdminTracePG", namesrv_addr=ns.addr, enable_trace=True)
+    producer.start()
+    consumer = PushConsumer("AdminTraceCG", namesrv_addr=ns.addr, enable_trace=True,
+                            consume_from_where="CONSUME_FROM_FIRST_OFFSET")
+    consumer.subscribe(topic)
+    consumer.register_message_listener(lambda msgs: consumed.append(msgs[0].msg_id) or "CONSUME_SUCCESS")
+    try:
+        sent = until(lambda: producer.send(Message(topic, b"traced", properties={"KEYS": "k1"})))
+        consumer.start()
+        until(lambda: consumed)
+        records = until(lambda: (lambda d: d if {"Pub", "SubBefore", "SubAfter"} <= {r["type"] for r in d} else None)(
+            ok_json("queryMsgTraceById", "-n", ns.addr, "-i", sent.msg_id)), 30)
+    finally:
+        consumer.shutdown()
+        producer.shutdown()
+    pub = next(r for r in records if r["type"] == "Pub")
+    assert (pub["group"], pub["topic"], pub["keys"], pub["success"]) == ("AdminTracePG", topic, "k1", True)
+    r = admin("queryMsgTraceById", "-n", ns.addr, "-i", sent.msg_id)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0].split() == ["#Type", "#ProducerGroup", "#ClientHost", "#SendTime", "#CostTimes", "#Status"]
+    assert lines[1].split()[:2] == ["Pub", "AdminTracePG"] and lines[1].split()[-1] == "success"
+    sub = lines.index(next(x for x in lines if x.startswith("#Type") and "#ConsumerGroup" in x))
+    assert lines[sub + 1].split()[:2] == ["Sub", "AdminTraceCG"]
+    # no such trace topic: exit 4 as for any unknown topic; an unknown id: no records
+    r = admin("queryMsgTraceById", "-n", ns.addr, "-i", sent.msg_id, "-t", "NoSuchTraceTopic")
+    assert r.returncode == 4 and "NoSuchTraceTopic" in r.stderr, (r.returncode, r.stderr)
+    assert ok_json("queryMsgTraceById", "-n", ns.addr, "-i", "0" * 32) == []
+    assert admin("queryMsgTraceById", "-n", ns.addr).returncode == 2
