@@ -20,6 +20,7 @@ import time
 from typing import Any, Callable, Coroutine, Sequence
 
 from .client.admin import Admin, SubscriptionGroupConfig, TopicNotFoundError
+from .client.acl import SessionCredentials
 from .client.trace_query import TraceRecord
 from .errors import BrokerError, ClientError, RemotingError, TopicNotExistError
 from .protocol.message import Message, MessageExt
@@ -354,6 +355,77 @@ async def query_msg_trace_by_id(admin: Admin, a: argparse.Namespace) -> Result:
     return data, "\n\n".join(b.rstrip() for b in blocks)
 
 
+def _acl_target(a: argparse.Namespace) -> dict[str, Any]:
+    if bool(a.broker) == bool(a.cluster):
+        raise _Usage(f"{a.command} needs one of -b and -c")
+    return {"broker_addr": a.broker, "cluster": a.cluster}
+
+
+def _perms(text: str | None) -> list[str]:
+    return [p.strip() for p in (text or "").split(",") if p.strip()]
+
+
+async def update_acl_config(admin: Admin, a: argparse.Namespace) -> Result:
+    if not a.access_key or not a.secret_key:
+        raise _Usage(f"{a.command} needs -a and -s")
+    target = _acl_target(a)
+    config = {"accessKey": a.access_key, "secretKey": a.secret_key, "whiteRemoteAddress": a.white or "",
+              "defaultTopicPerm": a.default_topic_perm, "defaultGroupPerm": a.default_group_perm,
+              "topicPerms": _perms(a.topic_perms), "groupPerms": _perms(a.group_perms), "admin": a.admin == "true"}
+    addrs = await admin.update_acl_config(a.access_key, a.secret_key, white_remote_address=a.white,
+                                          default_topic_perm=a.default_topic_perm,
+                                          default_group_perm=a.default_group_perm,
+                                          topic_perms=config["topicPerms"], group_perms=config["groupPerms"],
+                                          admin=config["admin"], **target)
+    text = "\n".join(f"create or update plain access config to {x} success." for x in addrs)
+    return {"brokers": addrs, "config": config}, text + "\n" + json.dumps(config, sort_keys=True)
+
+
+async def delete_acl_config(admin: Admin, a: argparse.Namespace) -> Result:
+    if not a.access_key:
+        raise _Usage(f"{a.command} needs -a")
+    addrs = await admin.delete_acl_config(a.access_key, **_acl_target(a))
+    text = "\n".join(f"delete plain access config account from {x} success." for x in addrs)
+    return {"brokers": addrs, "accessKey": a.access_key}, text + f"\naccount's accesskey is:{a.access_key}"
+
+
+async def update_global_white_addr(admin: Admin, a: argparse.Namespace) -> Result:
+    if a.white_addrs is None:
+        raise _Usage(f"{a.command} needs -g")
+    addrs = await admin.update_global_white_addrs(a.white_addrs, acl_file=a.acl_file, **_acl_target(a))
+    text = "\n".join(f"update global white remote addresses to {x} success." for x in addrs)
+    return {"brokers": addrs, "globalWhiteRemoteAddresses": _perms(a.white_addrs)}, text
+
+
+async def cluster_acl_config_version(admin: Admin, a: argparse.Namespace) -> Result:
+    infos = await admin.acl_config_versions(**_acl_target(a))
+    head = "%-16s  %-22s  %-22s  %-20s  %-22s  %-22s"
+    lines = [head % ("#Cluster Name", "#Broker Name", "#Broker Addr", "#AclFilePath", "#AclConfigVersionNum",
+                     "#AclLastUpdateTime")]
+    for i in infos:
+        for path, v in i["versions"].items():
+            lines.append(head % (i["clusterName"], i["brokerName"], i["brokerAddr"], path, v.get("counter"),
+                                 _when(int(v.get("timestamp") or 0)).split(",")[0]))
+    return infos, "\n".join(x.rstrip() for x in lines)
+
+
+def tools_credentials() -> tuple[str | None, str | None]:
+    """What mqadmin signs with: accessKey / secretKey of ROCKETMQ_HOME/conf/tools.yml, if any."""
+    home = os.environ.get("ROCKETMQ_HOME")
+    if not home:
+        return None, None
+    try:
+        text = open(os.path.join(home, "conf", "tools.yml"), encoding="utf-8").read()
+    except OSError:
+        return None, None
+    found: dict[str, str] = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition(":")
+        if sep and key.strip() in ("accessKey", "secretKey"):
+            found[key.strip()] = value.split("#")[0].strip().strip("'\"")
+    return found.get("accessKey") or None, found.get("secretKey") or None
+
+
 def _need(a: argparse.Namespace, name: str) -> str:
     v = getattr(a, name, None)
     if not v:
@@ -389,6 +461,10 @@ COMMANDS: dict[str, tuple[str, Command, str]] = {
     "queryMsgByOffset": ("The message at an offset of one queue", query_msg_by_offset, "t"),
     "sendMessage": ("Send one message", send_message, "t"),
     "queryMsgTraceById": ("A message's trace: its Pub and Sub records", query_msg_trace_by_id, ""),
+    "updateAclConfig": ("Create or change an ACL account on brokers", update_acl_config, "bc"),
+    "deleteAclConfig": ("Delete an ACL account on brokers", delete_acl_config, "bc"),
+    "clusterAclConfigVersion": ("The ACL files' versions of brokers", cluster_acl_config_version, "bc"),
+    "updateGlobalWhiteAddr": ("Set the ACL's global white addresses on brokers", update_global_white_addr, "bc"),
 }
 
 
@@ -401,6 +477,9 @@ def _parser() -> argparse.ArgumentParser:
                        help="NameServer address(es), 'host:port;host:port' (default: $NAMESRV_ADDR)")
         s.add_argument("--json", action="store_true", help="print JSON for scripts instead of a table")
         s.add_argument("--timeout", type=float, default=5.0, help="seconds each request may take (5)")
+        s.add_argument("--access-key", dest="my_access_key",
+                       help="ACL account to sign with (default: $ROCKETMQ_HOME/conf/tools.yml's accessKey)")
+        s.add_argument("--secret-key", dest="my_secret_key", help="its secret key")
         if "t" in flags:
             s.add_argument("-t", "--topic", dest="topic")
         if "g" in flags:
@@ -416,6 +495,19 @@ def _parser() -> argparse.ArgumentParser:
         if name == "queryMsgTraceById":
             s.add_argument("-i", "--msgId", dest="msg_id", help="the message id (its UNIQ_KEY)")
             s.add_argument("-t", "--traceTopic", dest="trace_topic", help="default RMQ_SYS_TRACE_TOPIC")
+        if name in ("updateAclConfig", "deleteAclConfig"):
+            s.add_argument("-a", "--accessKey", dest="access_key")
+        if name == "updateAclConfig":
+            s.add_argument("-s", "--secretKey", dest="secret_key")
+            s.add_argument("-w", "--whiteRemoteAddress", dest="white")
+            s.add_argument("-i", "--defaultTopicPerm", dest="default_topic_perm")
+            s.add_argument("-u", "--defaultGroupPerm", dest="default_group_perm")
+            s.add_argument("-t", "--topicPerms", dest="topic_perms", help="e.g. topicA=DENY,topicD=SUB")
+            s.add_argument("-g", "--groupPerms", dest="group_perms", help="e.g. groupD=DENY,groupE=SUB")
+            s.add_argument("-m", "--admin", dest="admin", choices=("true", "false"), default="false")
+        if name == "updateGlobalWhiteAddr":
+            s.add_argument("-g", "--globalWhiteRemoteAddresses", dest="white_addrs", help="e.g. 10.10.103.*,192.168.0.*")
+            s.add_argument("-p", "--aclFileFullPath", dest="acl_file")
         if "k" in flags:
             s.add_argument("-k", "--msgKey", dest="key")
         if name == "updateTopic":
@@ -471,7 +563,11 @@ async def run(argv: Sequence[str] | None = None) -> int:
     fn = COMMANDS[a.command][1]
     # the library's warnings (a NameServer failing over) would break the one-line error promise
     logging.getLogger("fastmq").addHandler(logging.NullHandler())
-    admin = Admin(a.namesrv, timeout=a.timeout)
+    ak, sk = (a.my_access_key, a.my_secret_key) if a.my_access_key else tools_credentials()
+    if bool(ak) != bool(sk):
+        return _fail(EXIT_USAGE, f"{a.command}: --access-key and --secret-key go together")
+    admin = Admin(a.namesrv, timeout=a.timeout,
+                  credentials=SessionCredentials(ak, sk) if ak and sk else None)
     try:
         data, text = await fn(admin, a)
     except _Usage as exc:

@@ -699,6 +699,18 @@ class Admin:
     def query_msg_trace(self, msg_id: str, trace_topic: str | None = None) -> list[Any]:
         return self._call(self._core.query_msg_trace(msg_id, trace_topic))
 
+    def update_acl_config(self, access_key: str, secret_key: str, **kw: Any) -> list[str]:
+        return self._call(self._core.update_acl_config(access_key, secret_key, **kw))
+
+    def delete_acl_config(self, access_key: str, **kw: Any) -> list[str]:
+        return self._call(self._core.delete_acl_config(access_key, **kw))
+
+    def update_global_white_addrs(self, addresses: str, **kw: Any) -> list[str]:
+        return self._call(self._core.update_global_white_addrs(addresses, **kw))
+
+    def acl_config_versions(self, **kw: Any) -> list[dict[str, Any]]:
+        return self._call(self._core.acl_config_versions(**kw))
+
     def master_addrs(self, **kw: Any) -> list[str]:
         return self._call(self._core.master_addrs(**kw))
 

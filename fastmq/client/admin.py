@@ -186,6 +186,72 @@ class Admin:
         return [addr for n in sorted(names) if (bd := info.broker_addr_table.get(n)) is not None
                 and (addr := bd.broker_addrs.get(MASTER_ID)) is not None]
 
+    async def _all_addrs(self, broker_addr: str | None, cluster: str | None) -> list[str]:
+        """``-b`` itself, or every broker (masters and slaves) of cluster ``-c``: where mqadmin's
+        ACL write commands go (CommandUtil.fetchMasterAndSlaveAddrByClusterName)."""
+        if broker_addr or not cluster:
+            return await self.master_addrs(broker_addr=broker_addr, cluster=cluster)
+        info = await self.cluster_info()
+        names = info.cluster_addr_table.get(cluster)
+        if names is None:
+            raise ClientError(f"cluster[{cluster}] not exist")
+        return [addr for n in sorted(names) if (bd := info.broker_addr_table.get(n)) is not None
+                for _id, addr in sorted(bd.broker_addrs.items())]
+
+    # ------------------------------------------------------------ ACL (the broker's plain_acl.yml)
+
+    async def update_acl_config(self, access_key: str, secret_key: str, *, broker_addr: str | None = None,
+                                cluster: str | None = None, white_remote_address: str | None = None,
+                                default_topic_perm: str | None = None, default_group_perm: str | None = None,
+                                topic_perms: Sequence[str] = (), group_perms: Sequence[str] = (),
+                                admin: bool = False) -> list[str]:
+        """updateAclConfig: create or replace account ``access_key`` on ``-b`` or every broker of ``-c``.
+
+        Returns the addresses changed. Raises BrokerError (UPDATE_AND_CREATE_ACL_CONFIG_FAILED, or
+        SYSTEM_ERROR when ACL is off or the signing account is not an admin).
+        """
+        fields = {"accessKey": access_key, "secretKey": secret_key, "admin": "true" if admin else "false"}
+        for key, value in (("whiteRemoteAddress", white_remote_address), ("defaultTopicPerm", default_topic_perm),
+                           ("defaultGroupPerm", default_group_perm), ("topicPerms", ",".join(topic_perms)),
+                           ("groupPerms", ",".join(group_perms))):
+            if value:
+                fields[key] = value
+        addrs = await self._all_addrs(broker_addr, cluster)
+        for addr in addrs:
+            await self._broker(addr, RequestCode.UPDATE_AND_CREATE_ACL_CONFIG, fields)
+        return addrs
+
+    async def delete_acl_config(self, access_key: str, *, broker_addr: str | None = None,
+                                cluster: str | None = None) -> list[str]:
+        """deleteAclConfig: remove account ``access_key``; returns the addresses changed."""
+        addrs = await self._all_addrs(broker_addr, cluster)
+        for addr in addrs:
+            await self._broker(addr, RequestCode.DELETE_ACL_CONFIG, {"accessKey": access_key})
+        return addrs
+
+    async def update_global_white_addrs(self, addresses: str, *, broker_addr: str | None = None,
+                                        cluster: str | None = None, acl_file: str | None = None) -> list[str]:
+        """updateGlobalWhiteAddr: set the globalWhiteRemoteAddresses list (comma separated)."""
+        fields = {"globalWhiteAddrs": addresses}
+        if acl_file:
+            fields["aclFileFullPath"] = acl_file
+        addrs = await self._all_addrs(broker_addr, cluster)
+        for addr in addrs:
+            await self._broker(addr, RequestCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG, fields)
+        return addrs
+
+    async def acl_config_versions(self, *, broker_addr: str | None = None,
+                                  cluster: str | None = None) -> list[dict[str, Any]]:
+        """clusterAclConfigVersion: per master of ``-c`` (or broker ``-b``), its cluster, name,
+        address and ``{acl file: {"counter", "timestamp"}}``."""
+        out = []
+        for addr in await self.master_addrs(broker_addr=broker_addr, cluster=cluster):
+            ext = (await self._broker(addr, RequestCode.GET_BROKER_CLUSTER_ACL_INFO)).ext_fields or {}
+            out.append({"clusterName": ext.get("clusterName"), "brokerName": ext.get("brokerName"),
+                        "brokerAddr": ext.get("brokerAddr") or addr,
+                        "versions": json.loads(ext.get("allAclFileVersion") or "{}")})
+        return out
+
     async def update_topic(self, topic: str, *, broker_addr: str | None = None, cluster: str | None = None,
                            read_queue_nums: int = 8, write_queue_nums: int = 8, perm: int = 6,
                            order: bool = False) -> list[str]:
