@@ -28,8 +28,7 @@ from typing import Any, Sequence
 from ..errors import BrokerError, ClientError, ConsumerNotOnlineError, QueryNotFoundError
 from ..protocol.bodies import (MASTER_ID, ClusterInfo, KVTable, SubscriptionGroupConfig, TopicList, TopicRouteData,
                                loads_mq_keyed)
-from ..protocol.codes import RequestCode, ResponseCode
-from ..protocol.command import create_request
+from ..protocol.codes import RequestCode
 from ..protocol.headers import (ConsumeMessageDirectlyResultRequestHeader, CreateTopicRequestHeader,
                                 DeleteSubscriptionGroupRequestHeader,
                                 DeleteTopicRequestHeader, GetConsumerConnectionListRequestHeader,
@@ -117,17 +116,11 @@ class Admin:
     # ------------------------------------------------------------ the one way out
 
     async def _namesrv(self, code: int, fields: dict[str, str] | None = None) -> bytes:
-        request = create_request(code, fields or {})
-        self.api._before(None, request)
-        resp = await self.remoting.invoke_namesrv(request, self.timeout)
-        self.api._after(None, request, resp)
-        if resp.code != ResponseCode.SUCCESS:
-            raise BrokerError.for_code(resp.code, resp.remark)
-        return bytes(resp.body or b"")
+        return await self.api.admin_namesrv(code, fields)
 
     async def _broker(self, addr: str, code: int, fields: dict[str, str] | None = None,
                       body: bytes | None = None) -> Any:
-        return await self.api._call(addr, create_request(code, fields or {}, body=body), None)
+        return await self.api.admin_broker(addr, code, fields, body)
 
     # ------------------------------------------------------------ NameServer
 

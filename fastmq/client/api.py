@@ -195,6 +195,31 @@ class ClientAPI:
         """True when a request may go out as a frame encoded in advance: no hook has to see it."""
         return not self.hooks
 
+    # ------------------------------------------------------------ admin (fastmq-admin)
+
+    async def admin_namesrv(self, code: int, fields: dict[str, str] | None = None,
+                            timeout: float | None = None) -> bytes:
+        """An admin request (mqadmin's) to the NameServers, answered by the first that answers:
+        the body of its SUCCESS answer.
+
+        Raises:
+            BrokerError: any other answer, with the NameServer's remark.
+            RemotingError: no NameServer of the list answered.
+        """
+        request = create_request(code, fields or {})
+        self._before(None, request)
+        resp = await self.remoting.invoke_namesrv(request, self.timeout if timeout is None else timeout)
+        self._after(None, request, resp)
+        if resp.code != ResponseCode.SUCCESS:
+            raise BrokerError.for_code(resp.code, resp.remark)
+        return bytes(resp.body or b"")
+
+    async def admin_broker(self, addr: str, code: int, fields: dict[str, str] | None = None,
+                           body: bytes | None = None, timeout: float | None = None) -> RemotingCommand:
+        """An admin request (mqadmin's) to the broker at ``addr``; its answer, which must be a
+        SUCCESS: any other code is raised."""
+        return await self._call(addr, create_request(code, fields or {}, body=body), timeout)
+
     # ------------------------------------------------------------ NameServer
 
     async def get_route_info(self, topic: str, timeout: float | None = None) -> TopicRouteData | None:
