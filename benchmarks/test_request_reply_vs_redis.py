@@ -64,6 +64,19 @@ def _p(values: list[float], q: float) -> float:
     return float(np.percentile(np.array(values), q))
 
 
+async def _until_answered(p: Any) -> None:
+    """Wait (90 s at most) until a request through ``p`` is answered: the responder has been
+    placed on the topic's queues (a new topic: its first route poll)."""
+    deadline = time.monotonic() + 90
+    while True:
+        try:
+            await p.request(aio.Message(TOPIC, b"warm"), timeout_ms=2000)
+            return
+        except RequestTimeoutError:
+            if time.monotonic() > deadline:
+                raise
+
+
 def test_request_reply_round_trip_vs_redis(benchmark: Any, peers: RedisPair) -> None:
     info = peers_info(peers.redis_port, "redis.asyncio")
     if not benchmark.disabled:
@@ -76,15 +89,7 @@ def test_request_reply_round_trip_vs_redis(benchmark: Any, peers: RedisPair) -> 
         rds: Any = aredis.Redis(host="127.0.0.1", port=peers.redis_port)
         reply_to = f"rpc:reply:{uuid.uuid4().hex}"
         async with aio.Producer("PG_RPC_BENCH_REQ", namesrv_addr=peers.ns) as p:
-            # until the responder is placed on the topic's queues (a new topic: its first route poll)
-            deadline = time.monotonic() + 90
-            while True:
-                try:
-                    await p.request(aio.Message(TOPIC, b"warm"), timeout_ms=2000)
-                    break
-                except RequestTimeoutError:
-                    if time.monotonic() > deadline:
-                        raise
+            await _until_answered(p)
 
             async def fastmq_block() -> list[float]:
                 lat = []
@@ -159,14 +164,7 @@ def test_request_reply_steady_rate_vs_redis(benchmark: Any, peers: RedisPair) ->
                     fut.set_result(body)
         replies = asyncio.ensure_future(read_replies())
         async with aio.Producer("PG_RPC_BENCH_STEADY", namesrv_addr=peers.ns) as p:
-            deadline = time.monotonic() + 90
-            while True:
-                try:
-                    await p.request(aio.Message(TOPIC, b"warm"), timeout_ms=2000)
-                    break
-                except RequestTimeoutError:
-                    if time.monotonic() > deadline:
-                        raise
+            await _until_answered(p)
 
             async def one_fastmq(lat: list[float]) -> None:
                 t0 = time.perf_counter()
