@@ -21,6 +21,7 @@ import signal
 import sys
 
 from .. import _ext
+from ..common.gc_pauses import freeze_survivors
 from ..common.properties import bind, config_items, load_properties
 from ..common.server_cli import EXIT_CONFIG_ERROR, load_or_report, print_config, server_parser
 from ..common.server_log import LOG_FORMAT, LOG_KEYS, LogConfig, add_log_options, apply_log_options, setup_logging
@@ -70,12 +71,14 @@ async def _serve(controller: BrokerController) -> None:
     except BaseException:
         await controller.shutdown()
         raise
+    thaw = freeze_survivors(loop)  # what start() loaded stays out of full collections
     cfg = controller.config
     print(f"The broker[{cfg.brokerName}, {cfg.broker_addr}] boot success. serializeType=JSON and name server is "
           f"{cfg.namesrvAddr} (extensions={'compiled' if _ext.USING_EXTENSIONS else 'pure'}, uvloop={USING_UVLOOP})",
           flush=True)
     await stop.wait()
     log.info("shutdown hook was invoked")
+    thaw()
     await controller.shutdown()
     log.info("The broker shut down cleanly")
 

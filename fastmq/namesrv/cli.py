@@ -15,6 +15,7 @@ import logging
 import signal
 
 from .. import _ext
+from ..common.gc_pauses import freeze_survivors
 from ..common.properties import bind, load_properties
 from ..common.server_cli import EXIT_CONFIG_ERROR, load_or_report, print_config, server_parser
 from ..common.server_log import LOG_KEYS, LogConfig, add_log_options, apply_log_options, setup_logging
@@ -53,10 +54,12 @@ async def _serve(controller: NamesrvController) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     await controller.start()
+    thaw = freeze_survivors(loop)  # the routes stay out of full collections
     print(f"The Name Server boot success. serializeType=JSON (listening on {controller.port}, "
           f"extensions={'compiled' if _ext.USING_EXTENSIONS else 'pure'}, uvloop={USING_UVLOOP})", flush=True)
     await stop.wait()
     log.info("shutdown hook was invoked")
+    thaw()
     await controller.shutdown()
     log.info("The Name Server shut down cleanly")
 
