@@ -17,12 +17,12 @@
     var d = new Date(ms);
     return d.toTimeString().slice(0, 8);
   }
-  function niceMax(v) {
-    if (v <= 0) { return 1; }
-    var p = Math.pow(10, Math.floor(Math.log10(v)));
+  // the step between the 4 grid lines: 1, 2 or 5 times a power of ten, at least 1 (counts are whole)
+  function niceStep(v) {
+    var raw = Math.max(v, 1) / 4, p = Math.pow(10, Math.floor(Math.log10(raw)));
     var steps = [1, 2, 5, 10];
-    for (var i = 0; i < steps.length; i++) { if (steps[i] * p >= v) { return steps[i] * p; } }
-    return 10 * p;
+    for (var i = 0; i < steps.length; i++) { if (steps[i] * p >= raw) { return Math.max(1, steps[i] * p); } }
+    return Math.max(1, 10 * p);
   }
   function fastmqChart(container, points, options) {
     var o = options || {};
@@ -43,11 +43,11 @@
     var t0 = points[0][0], t1 = points[points.length - 1][0];
     if (o.windowMs) { t0 = Math.min(t0, t1 - o.windowMs); }
     if (t1 === t0) { t0 = t1 - 1000; }
-    var vmax = niceMax(Math.max.apply(null, points.map(function (p) { return p[1]; })));
+    var step = niceStep(Math.max.apply(null, points.map(function (p) { return p[1]; }))), vmax = 4 * step;
     function x(t) { return left + (t - t0) / (t1 - t0) * pw; }
     function y(v) { return top + ph - v / vmax * ph; }
     for (var i = 0; i <= 4; i++) {
-      var v = vmax * i / 4, yy = y(v);
+      var v = step * i, yy = y(v);
       svg.appendChild(node("line", { "class": "axis", x1: left, y1: yy, x2: left + pw, y2: yy, "stroke-dasharray": "2,3" }));
       svg.appendChild(label(left - 6, yy + 4, String(Math.round(v)), "end"));
     }

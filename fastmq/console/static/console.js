@@ -76,7 +76,7 @@
           h("div", { "class": "card" }, h("b", { text: sum("outTps").toFixed(1) }), "messages out per second")));
         data.appendChild(table("brokers", ["Cluster", "Broker", "BID", "Address", "Health", "Version", "In TPS", "Out TPS",
           "Disk used", "Put today", "Got today", "Up for", ""], j.brokers.map(function (b) {
-          var disk = b.up ? h("span", null, h("span", { "class": "bar" + (b.diskRatio > 0.75 ? " high" : "") },
+          var disk = b.up ? h("span", { "class": "nowrap" }, h("span", { "class": "bar" + (b.diskRatio > 0.75 ? " high" : "") },
             h("span", { style: null, "data-ratio": b.diskRatio })), (b.diskRatio * 100).toFixed(1) + "%") : "";
           return [b.cluster, b.brokerName, b.brokerId, b.addr,
             h("span", { "class": b.up ? "up" : "down", text: b.up ? "up" : "unreachable" }),
@@ -354,7 +354,7 @@
     if (timer) { clearTimeout(timer); timer = null; }
     var mine = ++generation;
     clear(main);
-    var root = main.appendChild(h("div", { "class": "page", "data-page": page }));
+    var root = main.appendChild(h("div", { "class": "page", "data-page": page, "data-route": location.hash }));
     var refresh = pages[page](root, arg);
     if (!refresh) { status(""); return; }
     function tick() {
