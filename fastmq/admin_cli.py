@@ -22,6 +22,7 @@ from typing import Any, Callable, Coroutine, Sequence
 from .client.admin import Admin, SubscriptionGroupConfig, TopicNotFoundError, message_obj, trace_obj
 from .client.acl import SessionCredentials
 from .client.trace_query import TraceRecord
+from .common.progress import Progress
 from .errors import BrokerError, ClientError, RemotingError, TopicNotExistError
 from .protocol.message import Message, MessageExt
 
@@ -62,29 +63,31 @@ def _first_number(text: str | None) -> float:
 async def cluster_list(admin: Admin, a: argparse.Namespace) -> Result:
     info = await admin.cluster_info()
     data: list[dict[str, Any]] = []
-    for cluster in sorted(info.cluster_addr_table):
-        for name in sorted(info.cluster_addr_table[cluster]):
-            bd = info.broker_addr_table.get(name)
-            for bid, addr in sorted((bd.broker_addrs if bd else {}).items()):
-                row: dict[str, Any] = {"cluster": cluster, "brokerName": name, "brokerId": bid, "addr": addr}
-                try:
-                    kv = await admin.broker_runtime_info(addr)
-                except (RemotingError, BrokerError):
-                    kv = None
-                if kv is None:
-                    row["version"] = "unreachable"
-                else:  # mqadmin's columns: the runtime table's TPS, queue waits, age and disk use
-                    earliest = kv.get("earliestMessageTimeStamp") or ""
-                    row.update(version=kv.get("brokerVersionDesc", ""), inTps=_first_number(kv.get("putTps")),
-                               outTps=_first_number(kv.get("getTransferedTps")),
-                               sendQueue=f"{kv.get('sendThreadPoolQueueSize')},"
-                                         f"{kv.get('sendThreadPoolQueueHeadWaitTimeMills')}ms",
-                               pullQueue=f"{kv.get('pullThreadPoolQueueSize')},"
-                                         f"{kv.get('pullThreadPoolQueueHeadWaitTimeMills')}ms",
-                               pageCacheLockTimeMills=kv.get("pageCacheLockTimeMills"),
-                               hour=(time.time() * 1000 - int(earliest)) / 3_600_000 if earliest.isdigit() else 0.0,
-                               space=_first_number(kv.get("commitLogDiskRatio")))
-                data.append(row)
+    brokers = [(cluster, name, bid, addr) for cluster in sorted(info.cluster_addr_table)
+               for name in sorted(info.cluster_addr_table[cluster])
+               for bid, addr in sorted(getattr(info.broker_addr_table.get(name), "broker_addrs", {}).items())]
+    with Progress("clusterList: asking brokers") as progress:
+        for cluster, name, bid, addr in brokers:
+            progress(len(data), len(brokers))
+            row: dict[str, Any] = {"cluster": cluster, "brokerName": name, "brokerId": bid, "addr": addr}
+            try:
+                kv = await admin.broker_runtime_info(addr)
+            except (RemotingError, BrokerError):
+                kv = None
+            if kv is None:
+                row["version"] = "unreachable"
+            else:  # mqadmin's columns: the runtime table's TPS, queue waits, age and disk use
+                earliest = kv.get("earliestMessageTimeStamp") or ""
+                row.update(version=kv.get("brokerVersionDesc", ""), inTps=_first_number(kv.get("putTps")),
+                           outTps=_first_number(kv.get("getTransferedTps")),
+                           sendQueue=f"{kv.get('sendThreadPoolQueueSize')},"
+                                     f"{kv.get('sendThreadPoolQueueHeadWaitTimeMills')}ms",
+                           pullQueue=f"{kv.get('pullThreadPoolQueueSize')},"
+                                     f"{kv.get('pullThreadPoolQueueHeadWaitTimeMills')}ms",
+                           pageCacheLockTimeMills=kv.get("pageCacheLockTimeMills"),
+                           hour=(time.time() * 1000 - int(earliest)) / 3_600_000 if earliest.isdigit() else 0.0,
+                           space=_first_number(kv.get("commitLogDiskRatio")))
+            data.append(row)
     rows = [(r["cluster"], r["brokerName"], r["brokerId"], r["addr"], r["version"],
              f"{r['inTps']:.2f}({r['sendQueue']})" if "inTps" in r else "",
              f"{r['outTps']:.2f}({r['pullQueue']})" if "outTps" in r else "",
@@ -159,7 +162,8 @@ _TYPE = {"CONSUME_ACTIVELY": "PULL", "CONSUME_PASSIVELY": "PUSH"}
 
 async def consumer_progress(admin: Admin, a: argparse.Namespace) -> Result:
     if not a.group:  # every group, one line each (mqadmin's consumerProgress with no -g)
-        groups = await admin.consumer_groups()
+        with Progress("consumerProgress: asking groups") as progress:
+            groups = await admin.consumer_groups(progress)
         group_rows: list[tuple[Any, ...]] = [(g["group"], g["count"], g["version"] if g["count"] else "OFFLINE",
                  _TYPE.get(g["consumeType"] or "", ""), g["messageModel"] or "", g["consumeTps"], g["diffTotal"])
                 for g in groups]
@@ -177,9 +181,20 @@ async def consumer_progress(admin: Admin, a: argparse.Namespace) -> Result:
     return data, f"{text}\n\nConsume TPS: {tps:.2f}\nDiff Total: {total}"
 
 
+async def _each_broker(command: str, addrs: list[str],
+                       ask: Callable[[str], Coroutine[Any, Any, dict[str, str]]]) -> dict[str, dict[str, str]]:
+    """``ask(addr)`` of each broker in turn, with a progress line on a terminal."""
+    out: dict[str, dict[str, str]] = {}
+    with Progress(f"{command}: asking brokers") as progress:
+        for addr in addrs:
+            progress(len(out), len(addrs))
+            out[addr] = await ask(addr)
+    return out
+
+
 async def broker_status(admin: Admin, a: argparse.Namespace) -> Result:
     addrs = await admin.master_addrs(broker_addr=a.broker, cluster=a.cluster)
-    data = {addr: await admin.broker_runtime_info(addr) for addr in addrs}
+    data = await _each_broker("brokerStatus", addrs, admin.broker_runtime_info)
     if len(addrs) == 1:
         return data[addrs[0]], "\n".join(f"{k:<32}: {v}" for k, v in data[addrs[0]].items())
     return data, "\n".join(f"{addr:<24}{k:<32}: {v}" for addr, t in data.items() for k, v in t.items())
@@ -187,7 +202,7 @@ async def broker_status(admin: Admin, a: argparse.Namespace) -> Result:
 
 async def get_broker_config(admin: Admin, a: argparse.Namespace) -> Result:
     addrs = await admin.master_addrs(broker_addr=a.broker, cluster=a.cluster)
-    data = {addr: await admin.broker_config(addr) for addr in addrs}
+    data = await _each_broker("getBrokerConfig", addrs, admin.broker_config)
     parts = [f"============{addr}============\n" + "\n".join(f"{k:<50}=  {v}" for k, v in t.items())
              for addr, t in data.items()]
     return (data[addrs[0]] if len(addrs) == 1 else data), "\n".join(parts)

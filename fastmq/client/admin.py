@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from ..errors import BrokerError, ClientError, ConsumerNotOnlineError, QueryNotFoundError
 from ..protocol.bodies import (MASTER_ID, ClusterInfo, KVTable, SubscriptionGroupConfig, TopicList, TopicRouteData,
@@ -316,14 +316,16 @@ class Admin:
         over every master of the group's retry topic's route (as examineConsumeStats)."""
         return (await self.consume_stats(group, topic))[0]
 
-    async def consumer_groups(self) -> list[dict[str, Any]]:
+    async def consumer_groups(self, progress: Callable[[int, int], None] | None = None) -> list[dict[str, Any]]:
         """consumerProgress with no group: every group with a retry topic, its online clients
-        (count, lowest version, consume type, message model), consume TPS and total lag."""
+        (count, lowest version, consume type, message model), consume TPS and total lag.
+        ``progress(done, total)`` is called before each group and once all are done (for a
+        progress line: a cluster may have thousands of groups, each asked of every broker)."""
         out: list[dict[str, Any]] = []
-        for t in await self.topic_list():
-            if not t.startswith("%RETRY%"):
-                continue
-            group = t[len("%RETRY%"):]
+        groups = [t[len("%RETRY%"):] for t in await self.topic_list() if t.startswith("%RETRY%")]
+        for done, group in enumerate(groups):
+            if progress is not None:
+                progress(done, len(groups))
             row: dict[str, Any] = {"group": group, "count": 0, "version": None, "consumeType": None,
                                    "messageModel": None, "consumeTps": 0, "diffTotal": 0}
             try:  # as mqadmin: a group whose stats or connections fail is shown with what is known
@@ -339,6 +341,8 @@ class Admin:
             except (BrokerError, ClientError):
                 pass
             out.append(row)
+        if progress is not None:
+            progress(len(groups), len(groups))
         return out
 
     async def consume_stats(self, group: str, topic: str | None = None) -> tuple[list[QueueProgress], float]:
