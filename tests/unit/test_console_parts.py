@@ -82,3 +82,35 @@ def test_the_pages_ship_in_the_wheel() -> None:
             assert not any(fnmatch.fnmatch(p.name, pat) for pat in exclude.get(pkg, [])), f"{rel} excluded by {pkg}"
     assert "aiohttp" in " ".join(tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
                                  ["optional-dependencies"]["test"])
+
+
+async def test_writes_on_a_cluster_with_acl_need_the_consoles_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With ACL on the brokers and no --access-key/--secret-key, the page is told writes are off
+    and the API refuses them, before anything reaches the cluster (there is none here)."""
+    from aiohttp.test_utils import TestClient, TestServer
+
+    from fastmq.client.acl import SessionCredentials
+    from fastmq.console import app as console_app
+    from fastmq.console import views
+
+    async def acl_on(admin: object) -> bool:
+        return True
+    monkeypatch.setattr(views, "acl_enabled", acl_on)
+    guard = Guard("0.0.0.0", 1, token="t" * 40)  # any Host: the test server's port is its own
+    settings = console_app.ConsoleSettings("127.0.0.1:1", host="0.0.0.0", sample_s=3600, timeout=0.2)
+    async with TestClient(TestServer(console_app.create_app(settings, guard))) as client:
+        session = await (await client.get("/api/session")).json()
+        assert session["acl"] is True and session["writes"] is False and "--access-key" in session["writesWhy"]
+        r = await client.post("/api/groups/G/reset-offset", json={"topic": "T", "timestamp": -1, "confirm": "G"},
+                              headers={TOKEN_HEADER: "t" * 40})
+        assert r.status == 403 and "ACL" in (await r.json())["error"]
+        r = await client.get("/static/../app.py")
+        assert r.status == 404
+        r = await client.get("/")
+        assert r.status == 200 and "fastmq console" in await r.text()
+        assert r.headers["Content-Security-Policy"].startswith("default-src 'none'")
+    signed = console_app.ConsoleSettings("127.0.0.1:1", host="0.0.0.0", sample_s=3600, timeout=0.2,
+                                         credentials=SessionCredentials("ak-console", "sk-console"))
+    async with TestClient(TestServer(console_app.create_app(signed, guard))) as client:
+        session = await (await client.get("/api/session")).json()
+        assert session["writes"] is True
