@@ -19,9 +19,10 @@ import sys
 import time
 from typing import Any, Callable, Coroutine, Sequence
 
-from .client.admin import Admin, SubscriptionGroupConfig, TopicNotFoundError
+from .client.admin import Admin, SubscriptionGroupConfig, TopicNotFoundError, message_obj, trace_obj
 from .client.acl import SessionCredentials
 from .client.trace_query import TraceRecord
+from .common.progress import Progress
 from .errors import BrokerError, ClientError, RemotingError, TopicNotExistError
 from .protocol.message import Message, MessageExt
 
@@ -47,15 +48,6 @@ def _when(ms: int) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ms / 1000)) + f",{ms % 1000:03d}"
 
 
-def _message_obj(m: MessageExt) -> dict[str, Any]:
-    return {"msgId": m.msg_id, "topic": m.topic, "tags": m.tags, "keys": m.keys, "queueId": m.queue_id,
-            "queueOffset": m.queue_offset, "commitLogOffset": m.commit_log_offset,
-            "reconsumeTimes": m.reconsume_times, "bornTimestamp": m.born_timestamp,
-            "storeTimestamp": m.store_timestamp, "bornHost": "%s:%d" % m.born_host,
-            "storeHost": "%s:%d" % m.store_host, "sysFlag": m.sys_flag, "properties": m.properties,
-            "body": bytes(m.body).decode("utf-8", "replace")}
-
-
 # ------------------------------------------------------------------ the commands: (json, text)
 
 Result = tuple[Any, str]
@@ -71,29 +63,31 @@ def _first_number(text: str | None) -> float:
 async def cluster_list(admin: Admin, a: argparse.Namespace) -> Result:
     info = await admin.cluster_info()
     data: list[dict[str, Any]] = []
-    for cluster in sorted(info.cluster_addr_table):
-        for name in sorted(info.cluster_addr_table[cluster]):
-            bd = info.broker_addr_table.get(name)
-            for bid, addr in sorted((bd.broker_addrs if bd else {}).items()):
-                row: dict[str, Any] = {"cluster": cluster, "brokerName": name, "brokerId": bid, "addr": addr}
-                try:
-                    kv = await admin.broker_runtime_info(addr)
-                except (RemotingError, BrokerError):
-                    kv = None
-                if kv is None:
-                    row["version"] = "unreachable"
-                else:  # mqadmin's columns: the runtime table's TPS, queue waits, age and disk use
-                    earliest = kv.get("earliestMessageTimeStamp") or ""
-                    row.update(version=kv.get("brokerVersionDesc", ""), inTps=_first_number(kv.get("putTps")),
-                               outTps=_first_number(kv.get("getTransferedTps")),
-                               sendQueue=f"{kv.get('sendThreadPoolQueueSize')},"
-                                         f"{kv.get('sendThreadPoolQueueHeadWaitTimeMills')}ms",
-                               pullQueue=f"{kv.get('pullThreadPoolQueueSize')},"
-                                         f"{kv.get('pullThreadPoolQueueHeadWaitTimeMills')}ms",
-                               pageCacheLockTimeMills=kv.get("pageCacheLockTimeMills"),
-                               hour=(time.time() * 1000 - int(earliest)) / 3_600_000 if earliest.isdigit() else 0.0,
-                               space=_first_number(kv.get("commitLogDiskRatio")))
-                data.append(row)
+    brokers = [(cluster, name, bid, addr) for cluster in sorted(info.cluster_addr_table)
+               for name in sorted(info.cluster_addr_table[cluster])
+               for bid, addr in sorted(getattr(info.broker_addr_table.get(name), "broker_addrs", {}).items())]
+    with Progress("clusterList: asking brokers") as progress:
+        for cluster, name, bid, addr in brokers:
+            progress(len(data), len(brokers))
+            row: dict[str, Any] = {"cluster": cluster, "brokerName": name, "brokerId": bid, "addr": addr}
+            try:
+                kv = await admin.broker_runtime_info(addr)
+            except (RemotingError, BrokerError):
+                kv = None
+            if kv is None:
+                row["version"] = "unreachable"
+            else:  # mqadmin's columns: the runtime table's TPS, queue waits, age and disk use
+                earliest = kv.get("earliestMessageTimeStamp") or ""
+                row.update(version=kv.get("brokerVersionDesc", ""), inTps=_first_number(kv.get("putTps")),
+                           outTps=_first_number(kv.get("getTransferedTps")),
+                           sendQueue=f"{kv.get('sendThreadPoolQueueSize')},"
+                                     f"{kv.get('sendThreadPoolQueueHeadWaitTimeMills')}ms",
+                           pullQueue=f"{kv.get('pullThreadPoolQueueSize')},"
+                                     f"{kv.get('pullThreadPoolQueueHeadWaitTimeMills')}ms",
+                           pageCacheLockTimeMills=kv.get("pageCacheLockTimeMills"),
+                           hour=(time.time() * 1000 - int(earliest)) / 3_600_000 if earliest.isdigit() else 0.0,
+                           space=_first_number(kv.get("commitLogDiskRatio")))
+            data.append(row)
     rows = [(r["cluster"], r["brokerName"], r["brokerId"], r["addr"], r["version"],
              f"{r['inTps']:.2f}({r['sendQueue']})" if "inTps" in r else "",
              f"{r['outTps']:.2f}({r['pullQueue']})" if "outTps" in r else "",
@@ -168,7 +162,8 @@ _TYPE = {"CONSUME_ACTIVELY": "PULL", "CONSUME_PASSIVELY": "PUSH"}
 
 async def consumer_progress(admin: Admin, a: argparse.Namespace) -> Result:
     if not a.group:  # every group, one line each (mqadmin's consumerProgress with no -g)
-        groups = await admin.consumer_groups()
+        with Progress("consumerProgress: asking groups") as progress:
+            groups = await admin.consumer_groups(progress)
         group_rows: list[tuple[Any, ...]] = [(g["group"], g["count"], g["version"] if g["count"] else "OFFLINE",
                  _TYPE.get(g["consumeType"] or "", ""), g["messageModel"] or "", g["consumeTps"], g["diffTotal"])
                 for g in groups]
@@ -186,9 +181,20 @@ async def consumer_progress(admin: Admin, a: argparse.Namespace) -> Result:
     return data, f"{text}\n\nConsume TPS: {tps:.2f}\nDiff Total: {total}"
 
 
+async def _each_broker(command: str, addrs: list[str],
+                       ask: Callable[[str], Coroutine[Any, Any, dict[str, str]]]) -> dict[str, dict[str, str]]:
+    """``ask(addr)`` of each broker in turn, with a progress line on a terminal."""
+    out: dict[str, dict[str, str]] = {}
+    with Progress(f"{command}: asking brokers") as progress:
+        for addr in addrs:
+            progress(len(out), len(addrs))
+            out[addr] = await ask(addr)
+    return out
+
+
 async def broker_status(admin: Admin, a: argparse.Namespace) -> Result:
     addrs = await admin.master_addrs(broker_addr=a.broker, cluster=a.cluster)
-    data = {addr: await admin.broker_runtime_info(addr) for addr in addrs}
+    data = await _each_broker("brokerStatus", addrs, admin.broker_runtime_info)
     if len(addrs) == 1:
         return data[addrs[0]], "\n".join(f"{k:<32}: {v}" for k, v in data[addrs[0]].items())
     return data, "\n".join(f"{addr:<24}{k:<32}: {v}" for addr, t in data.items() for k, v in t.items())
@@ -196,7 +202,7 @@ async def broker_status(admin: Admin, a: argparse.Namespace) -> Result:
 
 async def get_broker_config(admin: Admin, a: argparse.Namespace) -> Result:
     addrs = await admin.master_addrs(broker_addr=a.broker, cluster=a.cluster)
-    data = {addr: await admin.broker_config(addr) for addr in addrs}
+    data = await _each_broker("getBrokerConfig", addrs, admin.broker_config)
     parts = [f"============{addr}============\n" + "\n".join(f"{k:<50}=  {v}" for k, v in t.items())
              for addr, t in data.items()]
     return (data[addrs[0]] if len(addrs) == 1 else data), "\n".join(parts)
@@ -272,7 +278,7 @@ async def reset_offset_by_time(admin: Admin, a: argparse.Namespace) -> Result:
 
 
 def _message_text(m: MessageExt) -> str:
-    o = _message_obj(m)
+    o = message_obj(m)
     pairs = [("OffsetID:", o["msgId"]), ("Topic:", o["topic"]), ("Tags:", f"[{o['tags'] or ''}]"),
              ("Keys:", f"[{' '.join(o['keys'])}]"), ("Queue ID:", o["queueId"]), ("Queue Offset:", o["queueOffset"]),
              ("CommitLog Offset:", o["commitLogOffset"]), ("Reconsume Times:", o["reconsumeTimes"]),
@@ -290,20 +296,20 @@ async def query_msg_by_id(admin: Admin, a: argparse.Namespace) -> Result:
         results = [await admin.consume_message_directly(i, a.group, a.client_id) for i in ids]
         return results, "\n".join(json.dumps(r, sort_keys=True) for r in results)
     msgs = [await admin.view_message(i) for i in ids]
-    return [_message_obj(m) for m in msgs], "\n\n".join(_message_text(m) for m in msgs)
+    return [message_obj(m) for m in msgs], "\n\n".join(_message_text(m) for m in msgs)
 
 
 async def query_msg_by_key(admin: Admin, a: argparse.Namespace) -> Result:
     msgs = await admin.query_message_by_key(_need(a, "topic"), _need(a, "key"))
     rows = [(m.msg_id, m.queue_id, m.queue_offset) for m in msgs]
-    return [_message_obj(m) for m in msgs], _table(("Message ID", "QID", "Offset"), rows)
+    return [message_obj(m) for m in msgs], _table(("Message ID", "QID", "Offset"), rows)
 
 
 async def query_msg_by_offset(admin: Admin, a: argparse.Namespace) -> Result:
     if a.broker_name is None or a.queue_id is None or a.offset is None:
         raise _Usage(f"{a.command} needs -t, -b, -i and -o")
     m = await admin.query_message_by_offset(_need(a, "topic"), a.broker_name, a.queue_id, a.offset)
-    return _message_obj(m), _message_text(m)
+    return message_obj(m), _message_text(m)
 
 
 async def send_message(admin: Admin, a: argparse.Namespace) -> Result:
@@ -332,12 +338,7 @@ def _trace_row(kind: str, r: TraceRecord) -> str:
 
 async def query_msg_trace_by_id(admin: Admin, a: argparse.Namespace) -> Result:
     records = await admin.query_msg_trace(_need(a, "msg_id").strip(), a.trace_topic)
-    data = [{"type": r.trace_type, "group": r.context.group_name, "clientHost": r.client_host,
-             "traceStoreHost": r.trace_store_host, "timeStamp": r.context.time_stamp,
-             "costTime": r.context.cost_time, "success": r.context.success,
-             "requestId": r.context.request_id, "contextCode": r.context.context_code,
-             "topic": r.context.beans[0].topic, "tags": r.context.beans[0].tags,
-             "keys": r.context.beans[0].keys, "storeHost": r.context.beans[0].store_host} for r in records]
+    data = [trace_obj(r) for r in records]
     # QueryMsgTraceByIdSubCommand: a Pub table per Pub record, then one Sub table per consumer
     # group from its SubAfter records (SubBefore and EndTransaction are in --json only)
     blocks: list[str] = []
@@ -545,7 +546,45 @@ def _parser() -> argparse.ArgumentParser:
             s.add_argument("-b", "--brokerName", dest="broker_name")
         if name == "deleteSubGroup":
             s.add_argument("-r", "--removeOffset", dest="remove_offset", choices=("true", "false"), default="false")
+    c = sub.add_parser("console", help="Serve the web console (127.0.0.1:8080 unless told)",
+                       description="A small read-mostly web console over this cluster (docs/console.md)")
+    c.add_argument("-n", "--namesrvAddr", dest="namesrv", default=os.environ.get("NAMESRV_ADDR"),
+                   help="NameServer address(es), 'host:port;host:port' (default: $NAMESRV_ADDR)")
+    c.add_argument("--host", default="127.0.0.1",
+                   help="address to listen on (127.0.0.1: only this machine; 0.0.0.0 opens it to the network)")
+    c.add_argument("--port", type=int, default=8080)
+    c.add_argument("--timeout", type=float, default=5.0, help="seconds each request may take (5)")
+    c.add_argument("--access-key", dest="my_access_key",
+                   help="ACL account to sign with; writes on a cluster with ACL need an admin account's")
+    c.add_argument("--secret-key", dest="my_secret_key", help="its secret key")
+    c.add_argument("--refresh", type=float, default=5.0, help="seconds between a page's updates (5)")
+    c.add_argument("--sample", type=float, default=10.0, help="seconds between lag samples (10)")
+    c.add_argument("--history-minutes", type=float, default=30.0, help="lag kept for the charts (30)")
+    c.add_argument("--trace-topic", help="the trace topic (default RMQ_SYS_TRACE_TOPIC)")
     return p
+
+
+async def _console(a: argparse.Namespace, ak: str | None, sk: str | None) -> int:
+    """``fastmq-admin console``: serves until interrupted."""
+    if not 0 < a.port < 65536:
+        return _fail(EXIT_USAGE, f"console: --port {a.port}: give 1..65535")
+    try:
+        from .console.app import ConsoleSettings, serve
+    except ImportError as exc:
+        return _fail(EXIT_USAGE, f"console: needs aiohttp ({exc}): pip install 'fastmq[console]'")
+    try:
+        settings = ConsoleSettings(a.namesrv, host=a.host, port=a.port, timeout=a.timeout,
+                                   credentials=SessionCredentials(ak, sk) if ak and sk else None,
+                                   refresh_s=a.refresh, sample_s=a.sample, history_s=a.history_minutes * 60,
+                                   trace_topic=a.trace_topic)
+    except ValueError as exc:
+        return _fail(EXIT_USAGE, f"console: {exc}")
+    try:
+        await serve(settings, ready=lambda url: print(f"fastmq console on {url} (NameServer {a.namesrv})",
+                                                      flush=True))
+    except OSError as exc:
+        return _fail(EXIT_FAILED, f"console: cannot listen on {a.host}:{a.port}: {exc}")
+    return EXIT_OK
 
 
 async def run(argv: Sequence[str] | None = None) -> int:
@@ -560,12 +599,14 @@ async def run(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     if not a.namesrv:
         return _fail(EXIT_USAGE, f"{a.command}: no NameServer: give -n host:port or set NAMESRV_ADDR")
-    fn = COMMANDS[a.command][1]
     # the library's warnings (a NameServer failing over) would break the one-line error promise
     logging.getLogger("fastmq").addHandler(logging.NullHandler())
     ak, sk = (a.my_access_key, a.my_secret_key) if a.my_access_key else tools_credentials()
     if bool(ak) != bool(sk):
         return _fail(EXIT_USAGE, f"{a.command}: --access-key and --secret-key go together")
+    if a.command == "console":
+        return await _console(a, ak, sk)
+    fn = COMMANDS[a.command][1]
     admin = Admin(a.namesrv, timeout=a.timeout,
                   credentials=SessionCredentials(ak, sk) if ak and sk else None)
     try:
@@ -594,7 +635,10 @@ def _fail(code: int, message: str) -> int:
 
 def main(argv: Sequence[str] | None = None) -> None:
     """``fastmq-admin``: exits with the command's code."""
-    sys.exit(asyncio.run(run(argv)))
+    try:
+        sys.exit(asyncio.run(run(argv)))
+    except KeyboardInterrupt:  # the console's way to stop
+        sys.exit(EXIT_OK)
 
 
 if __name__ == "__main__":

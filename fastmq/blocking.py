@@ -732,6 +732,13 @@ class Admin:
     def query_message_by_offset(self, topic: str, broker_name: str, queue_id: int, offset: int) -> MessageExt:
         return self._call(self._core.query_message_by_offset(topic, broker_name, queue_id, offset))
 
+    def queue_messages(self, topic: str, broker_name: str, queue_id: int, offset: int,
+                       count: int) -> list[MessageExt]:
+        return self._call(self._core.queue_messages(topic, broker_name, queue_id, offset, count))
+
+    def dlq_messages(self, group: str, max_num: int = 32) -> list[MessageExt]:
+        return self._call(self._core.dlq_messages(group, max_num))
+
     def send_message(self, msg: Message, **kw: Any) -> Any:
         return self._call(self._core.send_message(msg, **kw))
 

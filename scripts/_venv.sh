@@ -53,3 +53,17 @@ else
              "with: Spark (the spark tests) will not start; install a full JDK 17+ and set JAVA_HOME" >&2
     fi
 fi
+
+# The console's browser test (tests/process/test_console.py) drives headless Chromium: Debian's
+# chromium package. Install it as root with apt-get when absent (updating the package lists
+# once if the first try fails); without it that test is skipped and says why.
+if ! command -v chromium >/dev/null 2>&1 && [ ! -x /usr/bin/chromium ]; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+        echo "fastmq: no chromium found: apt-get install chromium for the console's browser test" >&2
+        export DEBIAN_FRONTEND=noninteractive
+        apt-get install -y -q chromium >&2 || { apt-get update -q >&2 && apt-get install -y -q chromium >&2; } \
+            || echo "fastmq: chromium could not be installed: the console's browser test will be skipped" >&2
+    else
+        echo "fastmq: no chromium (and no apt-get as root): the console's browser test will be skipped" >&2
+    fi
+fi

@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from ..errors import BrokerError, ClientError, ConsumerNotOnlineError, QueryNotFoundError
 from ..protocol.bodies import (MASTER_ID, ClusterInfo, KVTable, SubscriptionGroupConfig, TopicList, TopicRouteData,
@@ -46,7 +46,8 @@ from .producer import Producer, SendResult
 from .trace_data import DEFAULT_TRACE_TOPIC
 from .trace_query import MAX_NUM, TraceRecord, trace_records
 
-__all__ = ["Admin", "TopicNotFoundError", "QueueOffsets", "QueueProgress", "SubscriptionGroupConfig"]
+__all__ = ["Admin", "TopicNotFoundError", "QueueOffsets", "QueueProgress", "SubscriptionGroupConfig", "message_obj",
+           "trace_obj"]
 
 
 class TopicNotFoundError(ClientError):
@@ -78,6 +79,26 @@ class QueueProgress:
     def diff(self) -> int:
         """Messages the group has still to consume there (brokerOffset - consumerOffset)."""
         return self.broker_offset - self.consumer_offset
+
+
+def message_obj(m: MessageExt) -> dict[str, Any]:
+    """A stored message as the JSON that ``fastmq-admin --json`` prints and the console shows (the
+    body decoded as UTF-8, bad bytes replaced)."""
+    return {"msgId": m.msg_id, "topic": m.topic, "tags": m.tags, "keys": m.keys, "queueId": m.queue_id,
+            "queueOffset": m.queue_offset, "commitLogOffset": m.commit_log_offset,
+            "reconsumeTimes": m.reconsume_times, "bornTimestamp": m.born_timestamp,
+            "storeTimestamp": m.store_timestamp, "bornHost": "%s:%d" % m.born_host,
+            "storeHost": "%s:%d" % m.store_host, "sysFlag": m.sys_flag, "properties": m.properties,
+            "body": bytes(m.body).decode("utf-8", "replace")}
+
+
+def trace_obj(r: TraceRecord) -> dict[str, Any]:
+    """One trace record as the JSON ``fastmq-admin queryMsgTraceById --json`` prints."""
+    c, bean = r.context, r.context.beans[0]
+    return {"type": r.trace_type, "group": c.group_name, "clientHost": r.client_host,
+            "traceStoreHost": r.trace_store_host, "timeStamp": c.time_stamp, "costTime": c.cost_time,
+            "success": c.success, "requestId": c.request_id, "contextCode": c.context_code,
+            "topic": bean.topic, "tags": bean.tags, "keys": bean.keys, "storeHost": bean.store_host}
 
 
 class Admin:
@@ -295,14 +316,16 @@ class Admin:
         over every master of the group's retry topic's route (as examineConsumeStats)."""
         return (await self.consume_stats(group, topic))[0]
 
-    async def consumer_groups(self) -> list[dict[str, Any]]:
+    async def consumer_groups(self, progress: Callable[[int, int], None] | None = None) -> list[dict[str, Any]]:
         """consumerProgress with no group: every group with a retry topic, its online clients
-        (count, lowest version, consume type, message model), consume TPS and total lag."""
+        (count, lowest version, consume type, message model), consume TPS and total lag.
+        ``progress(done, total)`` is called before each group and once all are done (for a
+        progress line: a cluster may have thousands of groups, each asked of every broker)."""
         out: list[dict[str, Any]] = []
-        for t in await self.topic_list():
-            if not t.startswith("%RETRY%"):
-                continue
-            group = t[len("%RETRY%"):]
+        groups = [t[len("%RETRY%"):] for t in await self.topic_list() if t.startswith("%RETRY%")]
+        for done, group in enumerate(groups):
+            if progress is not None:
+                progress(done, len(groups))
             row: dict[str, Any] = {"group": group, "count": 0, "version": None, "consumeType": None,
                                    "messageModel": None, "consumeTps": 0, "diffTotal": 0}
             try:  # as mqadmin: a group whose stats or connections fail is shown with what is known
@@ -318,6 +341,8 @@ class Admin:
             except (BrokerError, ClientError):
                 pass
             out.append(row)
+        if progress is not None:
+            progress(len(groups), len(groups))
         return out
 
     async def consume_stats(self, group: str, topic: str | None = None) -> tuple[list[QueueProgress], float]:
@@ -502,22 +527,48 @@ class Admin:
         Raises:
             ClientError: no such broker in the topic's route, or no message at that offset.
         """
+        found = await self.queue_messages(topic, broker_name, queue_id, offset, 1)
+        if not found:
+            raise ClientError(f"no message at offset {offset} of {topic}/{broker_name}/{queue_id}")
+        return found[0]
+
+    async def queue_messages(self, topic: str, broker_name: str, queue_id: int, offset: int,
+                             count: int) -> list[MessageExt]:
+        """Up to ``count`` messages of one queue from ``offset`` on: one QUERY_CONSUME_QUEUE for
+        their entries, then VIEW_MESSAGE_BY_ID for each record (what the DLQ page lists).
+
+        Raises:
+            ClientError: no such broker in the topic's route.
+        """
         route = await self.topic_route(topic)
         addr = next((a for bd in route.broker_datas if bd.broker_name == broker_name
                      and (a := bd.select_broker_addr()) is not None), None)
         if addr is None:
             raise ClientError(f"broker[{broker_name}] is not in the route of topic[{topic}]")
         resp = await self._broker(addr, RequestCode.QUERY_CONSUME_QUEUE,
-                                  QueryConsumeQueueRequestHeader(topic, queue_id, offset, 1).to_fields())
-        entries = (loads_mq_keyed(resp.body).get("queueData") or []) if resp.body else []
-        if not entries:
-            raise ClientError(resp.remark or f"no message at offset {offset} of {topic}/{broker_name}/{queue_id}")
-        resp = await self._broker(addr, RequestCode.VIEW_MESSAGE_BY_ID,
-                                  ViewMessageRequestHeader(int(entries[0]["physicOffset"])).to_fields())
-        records = decode_records(resp.body or b"")
-        if not records:
-            raise ClientError(f"no message at offset {offset} of {topic}/{broker_name}/{queue_id}")
-        return records[0]
+                                  QueryConsumeQueueRequestHeader(topic, queue_id, offset, count).to_fields())
+        out: list[MessageExt] = []
+        for entry in ((loads_mq_keyed(resp.body).get("queueData") or []) if resp.body else [])[:count]:
+            resp = await self._broker(addr, RequestCode.VIEW_MESSAGE_BY_ID,
+                                      ViewMessageRequestHeader(int(entry["physicOffset"])).to_fields())
+            out.extend(decode_records(resp.body or b"")[:1])
+        return out
+
+    async def dlq_messages(self, group: str, max_num: int = 32) -> list[MessageExt]:
+        """The newest ``max_num`` messages (at most) of each queue of the group's dead-letter
+        topic ``%DLQ%<group>``, newest first; an empty list when the group has none."""
+        topic = f"%DLQ%{group}"
+        try:
+            queues = await self.topic_status(topic)
+        except TopicNotFoundError:
+            return []
+        out: list[MessageExt] = []
+        for q in queues:
+            start = max(q.min_offset, q.max_offset - max_num)
+            if q.max_offset > start:
+                out += await self.queue_messages(topic, q.queue.broker_name, q.queue.queue_id, start,
+                                                 q.max_offset - start)
+        return sorted(out, key=lambda m: (m.store_timestamp, m.commit_log_offset), reverse=True)
 
     async def query_msg_trace(self, msg_id: str, trace_topic: str | None = None) -> list[TraceRecord]:
         """queryMsgTraceById: the trace records of message ``msg_id`` (its UNIQ_KEY) that the

@@ -274,3 +274,39 @@ def test_query_msg_trace_by_id(servers: tuple[ServerProcess, ServerProcess]) -> 
     assert r.returncode == 4 and "NoSuchTraceTopic" in r.stderr, (r.returncode, r.stderr)
     assert ok_json("queryMsgTraceById", "-n", ns.addr, "-i", "0" * 32) == []
     assert admin("queryMsgTraceById", "-n", ns.addr).returncode == 2
+
+
+def test_progress_shows_on_a_terminal_only(servers: tuple[ServerProcess, ServerProcess]) -> None:
+    """Commands that ask broker after broker (clusterList, consumerProgress with no -g,
+    brokerStatus / getBrokerConfig with -c) draw a progress line on a terminal's stderr and wipe
+    it; piped, stderr stays empty."""
+    import pty
+    import select
+    ns, b = servers
+    for args in (["clusterList"], ["consumerProgress"], ["getBrokerConfig", "-c", CLUSTER]):
+        master, slave = pty.openpty()
+        try:
+            r = subprocess.run([sys.executable, "-m", "fastmq.admin_cli", *args, "-n", ns.addr], stdout=subprocess.PIPE,
+                               stderr=slave, timeout=60, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+            os.close(slave)
+            slave = -1
+            seen = b""
+            for _ in range(100):  # what the command wrote is waiting in the terminal's buffer
+                if not select.select([master], [], [], 0.5)[0]:
+                    break
+                try:
+                    chunk = os.read(master, 65536)
+                except OSError:  # the other side is closed and drained
+                    break
+                if not chunk:
+                    break
+                seen += chunk
+        finally:
+            os.close(master)
+            if slave >= 0:
+                os.close(slave)
+        assert r.returncode == 0 and r.stdout, args
+        assert f"{args[0]}: asking".encode() in seen, (args, seen)
+        assert b"\n" not in seen and seen.endswith(b"\r"), (args, seen)  # the line is wiped, nothing left
+        piped = admin(*args, "-n", ns.addr)
+        assert piped.returncode == 0 and piped.stderr == "", (args, piped.stderr)

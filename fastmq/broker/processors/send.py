@@ -516,7 +516,9 @@ class SendMessageProcessor(BrokerCodeDispatchProcessor):
             max_times = h.maxReconsumeTimes
         if msg.reconsume_times >= max_times:
             dlq = tv.dlq_topic(group)
-            tc = self.broker.topic_config.create_in_send_back(dlq, _DLQ_NUMS_PER_GROUP, tv.PERM_WRITE, 0)
+            # readable, as 4.9.8 creates it: the dead letters can be pulled and looked at
+            tc = self.broker.topic_config.create_in_send_back(dlq, _DLQ_NUMS_PER_GROUP, tv.PERM_WRITE | tv.PERM_READ,
+                                                              0)
             if tc is None:
                 raise _Reject(ResponseCode.SYSTEM_ERROR, f"topic[{dlq}] not exist")
             self.broker.dlq_sends.count(group, msg.properties.get(MessageConst.RETRY_TOPIC) or msg.topic)
@@ -660,7 +662,7 @@ class SendMessageProcessor(BrokerCodeDispatchProcessor):
             if tv.validate_topic(new_topic) is not None:
                 return self._no_retry_topic(request, h.group, new_topic)
             qid = random.randrange(_DLQ_NUMS_PER_GROUP)
-            tc = b.topic_config.create_in_send_back(new_topic, _DLQ_NUMS_PER_GROUP, tv.PERM_WRITE, 0)
+            tc = b.topic_config.create_in_send_back(new_topic, _DLQ_NUMS_PER_GROUP, tv.PERM_WRITE | tv.PERM_READ, 0)
             if tc is None:
                 return response_for(request, ResponseCode.SYSTEM_ERROR, f"topic[{new_topic}] not exist")
             props.pop(MessageConst.DELAY_TIME_LEVEL, None)
