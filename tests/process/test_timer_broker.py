@@ -139,3 +139,34 @@ async def test_refused_with_5x_code_and_text(fastmq_cluster: EmbeddedCluster, cl
 async def test_timer_topic_takes_no_sends(fastmq_cluster: EmbeddedCluster, client) -> None:
     r = await client.invoke(fastmq_cluster.broker_addr, send_request("rmq_sys_wheel_timer", b"x", {}), 5)
     assert r.code != ResponseCode.SUCCESS
+
+
+async def test_client_keywords_both_apis(fastmq_cluster: EmbeddedCluster, client) -> None:
+    import asyncio
+
+    import fastmq
+    import fastmq.aio
+
+    a = fastmq_cluster.broker_addr
+    topic = await _topic(client, a, "TimerClient")
+    t0 = now_ms()
+    due_blocking = t0 + 1500
+
+    def blocking_send() -> None:
+        with fastmq.Producer("PG_TIMER_B", namesrv_addr=fastmq_cluster.namesrv_addr) as p:
+            p.send(fastmq.Message(topic, b"blocking", deliver_time_ms=due_blocking))
+
+    await asyncio.get_running_loop().run_in_executor(None, blocking_send)
+    async with fastmq.aio.Producer("PG_TIMER_A", namesrv_addr=fastmq_cluster.namesrv_addr) as p:
+        sent = now_ms()
+        await p.send(fastmq.Message(topic, b"aio", delay_time_ms=1200))
+    got: dict[bytes, int] = {}
+
+    async def both() -> bool:
+        for q in (0, 1):
+            for m in await _pull(client, a, topic, q):
+                got.setdefault(m.body, int(m.properties[MessageConst.TIMER_DEQUEUE_MS]))
+        return len(got) == 2
+
+    assert await until(both, 8), got
+    assert got[b"blocking"] >= due_blocking and got[b"aio"] >= sent + 1200
