@@ -40,9 +40,11 @@ from typing import Any
 import numpy as np
 
 from ..common.json_file import load_json, write_json_atomic
+from .._ext.timer_deliver import delivered_records
 from ..protocol.codes import ResponseCode
 from ..protocol.java_number import JavaNumberFormatError, parse_int, parse_long
-from ..protocol.message import BLANK_MAGIC, MAGIC_V1, MessageConst, MessageExt, MessageSysFlag, decode_record
+from ..protocol.message import (BLANK_MAGIC, MAGIC_V1, MessageConst, MessageExt, MessageSysFlag, decode_record,
+                                pack_host)
 from ..protocol.topic import TIMER_TOPIC
 from ..store.config import MessageStoreConfig
 from ..store.message_store import MessageStore, PutStatus
@@ -61,6 +63,7 @@ _MAX_BELOW = 10_000         # late entries below the watermark the checkpoint ma
 _RETRY_AFTER_FAILURE = 1.0  # seconds before a failed re-put is tried again
 _NEVER_STORABLE = frozenset((PutStatus.MESSAGE_ILLEGAL, PutStatus.PROPERTIES_SIZE_EXCEEDED))
 _SIZE_MAGIC = struct.Struct(">iI")
+_TIMER_TOPIC_B = TIMER_TOPIC.encode()
 
 
 def timer_precision(value: int) -> int:
@@ -175,6 +178,8 @@ class TimerMessageService:
         self.path = path or os.path.join(store.config.storePathRootDir, "config", "timercheck.json")
         self.precision = timer_precision(store.config.timerPrecisionMs)
         self.flush_interval = max(store.config.timerFlushIntervalMs, 10) / 1000
+        packed = pack_host(*store.store_host)
+        self._store_host = packed if len(packed) == 8 else b""  # IPv6: the object path only
         # the held messages, sorted by (slot, commit-log offset); 20 bytes each
         self._slot = np.empty(0, np.int64)
         self._phys = np.empty(0, np.int64)
@@ -182,6 +187,7 @@ class TimerMessageService:
         self._read = 0                        # next timer consume-queue offset to read
         self._mark = (-1, -1)                 # (slot, offset): delivered at and below, but _below
         self._done_before: collections.Counter[tuple[str, int, str]] = collections.Counter()
+        self._dedupe_until = 0  # no slot above this went out before the last start
         self.delivered = 0
         self.skipped = 0
         self._persist_lock = threading.Lock()
@@ -232,6 +238,9 @@ class TimerMessageService:
         """Write the checkpoint atomically (temp file, fsync, rename)."""
         if snap is None:
             snap = self.snapshot()
+        # the deliveries the checkpoint counts as done go out with WAIT=false: on disk first, so a
+        # power cut cannot leave a checkpoint that claims records the disk never got
+        self.store.commit_log.flush()
         with self._persist_lock:
             write_json_atomic(self.path, snap)
 
@@ -289,6 +298,7 @@ class TimerMessageService:
         after = ck.get("commitLogOffset")
         if isinstance(after, int) and after >= 0:
             self._done_before = self._deliveries_since(after)
+        self._dedupe_until = int(time.time() * 1000)
         log.info("timer: %d messages held, %d deliveries after the checkpoint", self.held,
                  sum(self._done_before.values()))
 
@@ -433,29 +443,15 @@ class TimerMessageService:
         if not due:
             return max(0.001, (int(self._slot[0]) + self.precision - now) / 1000)
         take = min(due, _BATCH)
-        msgs: list[MessageExt] = []
-        at: list[int] = []  # the held index each of msgs comes from
-        for i in range(take):
-            m = self._read_held(int(self._phys[i]), int(self._size[i]))
-            if m is None:
-                self.skipped += 1
-                continue
-            key = _delivery_key(m)
-            if key is not None and self._done_before.get(key):
-                self._done_before[key] -= 1  # delivered after the last checkpoint, before a crash
-                continue
-            out = delivered_message(m, m.store_timestamp, now)
-            if out is None:
-                log.warning("timer: held record at %d has no REAL_TOPIC/REAL_QID, skipped", int(self._phys[i]))
-                self.skipped += 1
-                continue
-            msgs.append(out)
-            at.append(i)
-        done = await self._put(msgs)
-        if done < len(msgs):
-            # a retriable failure: what comes before the first unstored message is settled; the
-            # mark must not pass the rest
-            self._drop(at[done])
+        if self._done_before and int(self._slot[0]) > self._dedupe_until:
+            self._done_before.clear()  # past every slot that could have gone out before the crash
+        if not self._done_before:
+            left = await self._deliver_records(take, now)
+            if left is None:
+                return _RETRY_AFTER_FAILURE
+        else:
+            left = list(range(take))  # after a crash: each checked against what went out before it
+        if left and not await self._deliver_objects(left, now):
             return _RETRY_AFTER_FAILURE
         self._drop(take)
         if due > take:
@@ -463,6 +459,61 @@ class TimerMessageService:
         if not len(self._slot):
             return _POLL
         return max(0.001, (int(self._slot[0]) + self.precision - now) / 1000)
+
+    async def _deliver_records(self, take: int, now: int) -> list[int] | None:
+        """The first ``take`` held messages built from their stored bytes by the compiled stage
+        and stored in one append; returns the indexes left to :meth:`_deliver_objects` (None: the
+        store refused the batch for now, nothing of it stored)."""
+        cl = self.store.commit_log
+        records: list[memoryview] = []
+        get = cl.get_data
+        for phys, size in zip(self._phys[:take].tolist(), self._size[:take].tolist()):
+            try:
+                records.append(get(phys, size))
+            except Exception:
+                records.append(memoryview(b""))  # the stage leaves it; the object path logs it
+        cfg = self.store.config
+        batch, left = delivered_records(records, _TIMER_TOPIC_B, now, self._store_host,
+                                        min(cfg.maxMessageSize, cfg.mappedFileSizeCommitLog - 8))
+        del records
+        if batch.n:
+            res = await self.store.put_batch(batch)
+            if not res.ok:
+                if res.status in _NEVER_STORABLE:
+                    return list(range(take))  # one by one, each refusal logged
+                log.error("timer: re-put of %d messages failed (%s); retrying later", batch.n, res.status.name)
+                return None
+            self.delivered += batch.n
+        return left
+
+    async def _deliver_objects(self, indexes: list[int], now: int) -> bool:
+        """Deliver the held messages at ``indexes`` through message objects (the general put,
+        with every check); False when a retriable failure stopped it (nothing is dropped then,
+        so a later round retries -- the ones before it may then go out twice)."""
+        msgs: list[MessageExt] = []
+        for i in indexes:
+            m = self._read_held(int(self._phys[i]), int(self._size[i]))
+            if m is None:
+                self.skipped += 1
+                continue
+            key = _delivery_key(m)
+            if key is not None and self._done_before.get(key):
+                # delivered after the last checkpoint, before a crash
+                self._done_before[key] -= 1
+                if not self._done_before[key]:
+                    del self._done_before[key]
+                continue
+            out = delivered_message(m, m.store_timestamp, now)
+            if out is None:
+                log.warning("timer: held record at %d has no REAL_TOPIC/REAL_QID, skipped", int(self._phys[i]))
+                self.skipped += 1
+                continue
+            msgs.append(out)
+        done = await self._put(msgs)
+        if done < len(msgs):
+            log.error("timer: %d of %d deliveries stored before a failure; retrying later", done, len(msgs))
+            return False
+        return True
 
     def _drop(self, n: int) -> None:
         """The first ``n`` held messages are settled: move the mark, shrink the arrays."""
