@@ -199,12 +199,6 @@ TIMER_MAX_DELAY_MS = 3 * 86_400_000
 _TIMER_SENDER_KEYS = (MessageConst.TIMER_DELIVER_MS, MessageConst.TIMER_DELAY_SEC, MessageConst.TIMER_DELAY_MS)
 
 
-def _timer_ms(name: str, value: object) -> int:
-    if type(value) is not int:  # bool is an int too, and never a time
-        raise TimerMessageError(f"{name} must be an int of milliseconds, not {type(value).__name__}")
-    return value
-
-
 @dataclass(init=False)
 class Message:
     """What a producer sends: topic, body, flag and string properties.
@@ -244,23 +238,11 @@ class Message:
         Raises:
             TimerMessageError: not an int, not in the future, or more than 3 days ahead.
         """
-        v = self.properties.get(MessageConst.TIMER_DELIVER_MS)
-        return int(v) if v is not None and v.lstrip("-").isdigit() else None
+        return self._get_timer(MessageConst.TIMER_DELIVER_MS)
 
     @deliver_time_ms.setter
     def deliver_time_ms(self, value: int | None) -> None:
-        if value is None:
-            self.properties.pop(MessageConst.TIMER_DELIVER_MS, None)
-            return
-        ms = _timer_ms("deliver_time_ms", value)
-        ahead = ms - int(time.time() * 1000)
-        if ahead <= 0:
-            raise TimerMessageError(f"deliver_time_ms {ms} is not in the future ({-ahead} ms ago)")
-        if ahead > TIMER_MAX_DELAY_MS:
-            raise TimerMessageError(f"deliver_time_ms {ms} is {ahead} ms ahead, beyond the {TIMER_MAX_DELAY_MS} ms "
-                                    "a broker holds a timer message by default")
-        self._clear_timer()
-        self.properties[MessageConst.TIMER_DELIVER_MS] = str(ms)
+        self._set_timer(MessageConst.TIMER_DELIVER_MS, "deliver_time_ms", value, int(time.time() * 1000))
 
     @property
     def delay_time_ms(self) -> int | None:
@@ -270,22 +252,35 @@ class Message:
         Raises:
             TimerMessageError: not an int, not above 0, or more than 3 days.
         """
-        v = self.properties.get(MessageConst.TIMER_DELAY_MS)
-        return int(v) if v is not None and v.lstrip("-").isdigit() else None
+        return self._get_timer(MessageConst.TIMER_DELAY_MS)
 
     @delay_time_ms.setter
     def delay_time_ms(self, value: int | None) -> None:
+        self._set_timer(MessageConst.TIMER_DELAY_MS, "delay_time_ms", value, 0)
+
+    def _get_timer(self, key: str) -> int | None:
+        v = self.properties.get(key)
+        return int(v) if v is not None and v.lstrip("-").isdigit() else None
+
+    def _set_timer(self, key: str, name: str, value: int | None, now: int) -> None:
+        """``key`` = ``value``, which must be above ``now`` by at most TIMER_MAX_DELAY_MS; the other
+        timer properties dropped (one at a time: the broker's precedence would otherwise pick for
+        the caller). None clears ``key``."""
         if value is None:
-            self.properties.pop(MessageConst.TIMER_DELAY_MS, None)
+            self.properties.pop(key, None)
             return
-        ms = _timer_ms("delay_time_ms", value)
-        if ms <= 0:
-            raise TimerMessageError(f"delay_time_ms must be above 0, not {ms}")
-        if ms > TIMER_MAX_DELAY_MS:
-            raise TimerMessageError(f"delay_time_ms {ms} is beyond the {TIMER_MAX_DELAY_MS} ms a broker holds a "
-                                    "timer message by default")
-        self._clear_timer()
-        self.properties[MessageConst.TIMER_DELAY_MS] = str(ms)
+        if type(value) is not int:  # bool is an int too, and never a time
+            raise TimerMessageError(f"{name} must be an int of milliseconds, not {type(value).__name__}")
+        ahead = value - now
+        if ahead <= 0:
+            raise TimerMessageError(f"{name} {value} is not in the future ({-ahead} ms ago)" if now
+                                    else f"{name} must be above 0, not {value}")
+        if ahead > TIMER_MAX_DELAY_MS:
+            raise TimerMessageError(f"{name} {value} is {ahead} ms ahead, beyond the {TIMER_MAX_DELAY_MS} ms a "
+                                    "broker holds a timer message by default")
+        for k in _TIMER_SENDER_KEYS:
+            self.properties.pop(k, None)
+        self.properties[key] = str(value)
 
     def set_deliver_time_ms(self, value: int) -> None:
         """RocketMQ 5's ``setDeliverTimeMs``: :attr:`deliver_time_ms`."""
@@ -294,11 +289,6 @@ class Message:
     def set_delay_time_ms(self, value: int) -> None:
         """RocketMQ 5's ``setDelayTimeMs``: :attr:`delay_time_ms`."""
         self.delay_time_ms = value
-
-    def _clear_timer(self) -> None:
-        # one timer property at a time: the broker's precedence would otherwise pick for the caller
-        for k in _TIMER_SENDER_KEYS:
-            self.properties.pop(k, None)
 
     @property
     def tags(self) -> str | None:
