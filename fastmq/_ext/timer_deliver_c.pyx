@@ -10,10 +10,10 @@ from libc.string cimport memcpy
 
 from fastmq.protocol.message_const import MessageConst
 
-from .bigendian cimport get32 as _get32, put32 as _put32, put64 as _put64
+from .bigendian cimport get32 as _get32, get64 as _get64, put32 as _put32, put64 as _put64
 from .bytebuf cimport bytebuf_reserve
 from .javahash cimport jhash
-from .properties cimport name_is
+from .properties cimport name_is, next_pair, topic_char
 from .send_batch_c cimport (C_FLAGS, C_KEY, C_PHYS, C_POS, C_QID, C_QOFF, C_REQ, C_SIZE, C_TAGS, F_INDEX, NCOLS,
                             SendBatch)
 from .wire_facts cimport *
@@ -71,8 +71,8 @@ cdef inline int _dropped(const uint8_t* k, Py_ssize_t kn) noexcept:
 @cython.boundscheck(False)
 cdef HeldProps _scan(const uint8_t* p, Py_ssize_t n) noexcept:
     cdef HeldProps r
-    cdef Py_ssize_t i = 0, ks, kn, vs, vn
-    cdef int d
+    cdef Py_ssize_t i = 0, ks = 0, kn = 0, vs = 0, vn = 0
+    cdef int d, k
     r.ok = 1
     r.index = 0
     r.kept = 0
@@ -83,23 +83,11 @@ cdef HeldProps _scan(const uint8_t* p, Py_ssize_t n) noexcept:
     if n == 0 or p[n - 1] != PROP_SEP:
         r.ok = 0
         return r
-    while i < n:
-        ks = i
-        while i < n and p[i] != NV_SEP and p[i] != PROP_SEP:
-            i += 1
-        if i >= n or p[i] != NV_SEP or i == ks:
-            r.ok = 0
+    while True:
+        k = next_pair(p, n, &i, &ks, &kn, &vs, &vn)
+        if k <= 0:
+            r.ok = k == 0
             return r
-        kn = i - ks
-        i += 1
-        vs = i
-        while i < n and p[i] != PROP_SEP:
-            if p[i] == NV_SEP:
-                r.ok = 0
-                return r
-            i += 1
-        vn = i - vs
-        i += 1
         d = _dropped(p + ks, kn)
         if d == 1:
             r.real_topic.p, r.real_topic.n = p + vs, vn
@@ -116,7 +104,6 @@ cdef HeldProps _scan(const uint8_t* p, Py_ssize_t n) noexcept:
                     p + ks, kn, PROP_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, PROP_UNIQ_CLIENT_MESSAGE_ID_KEYIDX_LEN)):
                 if vn > 0:
                     r.index = 1
-    return r
 
 
 @cython.boundscheck(False)
@@ -135,15 +122,6 @@ cdef Py_ssize_t _copy_kept(uint8_t* d, const uint8_t* p, Py_ssize_t n) noexcept:
             memcpy(d + w, p + ks, i - ks)
             w += i - ks
     return w
-
-
-cdef inline bint _topic_char(uint8_t c) noexcept:
-    return ((48 <= c <= 57) or (65 <= c <= 90) or (97 <= c <= 122) or c == 37 or c == 124 or c == 95
-            or c == 45)
-
-
-cdef inline uint64_t _get64(const uint8_t* p) noexcept:
-    return (<uint64_t>_get32(p) << 32) | _get32(p + 4)
 
 
 @cython.boundscheck(False)
@@ -181,7 +159,7 @@ cdef Py_ssize_t _one(SendBatch b, Py_ssize_t idx, const uint8_t* rec, Py_ssize_t
             or pr.real_topic.n > MAX_TOPIC or pr.real_qid.n == 0 or pr.real_qid.n > 10):
         return -1
     for i in range(pr.real_topic.n):
-        if not _topic_char(pr.real_topic.p[i]):
+        if not topic_char(pr.real_topic.p[i]):
             return -1
     for i in range(pr.real_qid.n):
         if not (48 <= pr.real_qid.p[i] <= 57):
@@ -232,7 +210,9 @@ cdef Py_ssize_t _one(SendBatch b, Py_ssize_t idx, const uint8_t* rec, Py_ssize_t
     i += 1
     memcpy(d + i, PROP_WAIT_STORE_MSG_OK, PROP_WAIT_STORE_MSG_OK_LEN)
     i += PROP_WAIT_STORE_MSG_OK_LEN
-    memcpy(d + i, b"\x01false\x02", 7)
+    d[i] = NV_SEP
+    memcpy(d + i + 1, b"false", 5)
+    d[i + 6] = PROP_SEP
     i += 7
     if i != out_size:  # (a guard: the sizes above and the bytes written must agree)
         return -1

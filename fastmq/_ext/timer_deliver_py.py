@@ -95,9 +95,9 @@ def _one(rec: bytes, timer_topic: bytes, now: int, store_host: bytes, max_size: 
         return None
     if q is None or not q or len(q) > 10 or not q.isdigit() or int(q) > 0x7FFFFFFF:
         return None
-    kept.append(b"%s\x01%d" % (_ENQ, store_ts))
-    kept.append(b"%s\x01%d" % (_DEQ, now))
-    kept.append(_WAIT + b"\x01false")
+    kept.append(_ENQ + _NAME_SEP + b"%d" % store_ts)
+    kept.append(_DEQ + _NAME_SEP + b"%d" % now)
+    kept.append(_WAIT + _NAME_SEP + b"false")
     props = _PROP_SEP.join(kept) + _PROP_SEP
     if len(props) > 0x7FFF:
         return None
