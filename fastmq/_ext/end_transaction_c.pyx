@@ -12,10 +12,10 @@ from zlib import crc32 as _crc32
 
 from fastmq.protocol.message_const import NAME_VALUE_SEPARATOR as _NV_STR, PROPERTY_SEPARATOR as _PS_STR, MessageConst
 
-from .bigendian cimport get32 as _get32, get64 as _get64, put32 as _put32, put64 as _put64
+from .bigendian cimport get32 as _get32, put32 as _put32, put64 as _put64
 from .bytebuf cimport bytebuf_reserve
 from .javahash cimport jhash
-from .properties cimport name_is, next_pair, topic_char
+from .properties cimport name_is
 from .send_batch_c cimport (C_FLAGS, C_KEY, C_PHYS, C_POS, C_QID, C_QOFF, C_REQ, C_SIZE, C_TAGS, F_INDEX, F_WAIT,
                             NCOLS, SendBatch)
 from .wire_facts cimport *
@@ -66,8 +66,7 @@ cdef HalfProps _scan(const uint8_t* p, Py_ssize_t n) noexcept:
     """The names the end of a transaction reads, from a stored properties string (every pair
     ``k\\x01v\\x02``; anything else is not ok)."""
     cdef HalfProps r
-    cdef Py_ssize_t i = 0, ks = 0, kn = 0, vs = 0, vn = 0
-    cdef int k
+    cdef Py_ssize_t i = 0, ks, kn, vs, vn
     r.ok = 1
     r.delay = r.index_keys = r.index_uniq = 0
     r.wait = 1
@@ -79,11 +78,23 @@ cdef HalfProps _scan(const uint8_t* p, Py_ssize_t n) noexcept:
     if n and p[n - 1] != PROP_SEP:
         r.ok = 0
         return r
-    while True:
-        k = next_pair(p, n, &i, &ks, &kn, &vs, &vn)
-        if k <= 0:
-            r.ok = k == 0
+    while i < n:
+        ks = i
+        while i < n and p[i] != NV_SEP and p[i] != PROP_SEP:
+            i += 1
+        if i >= n or p[i] != NV_SEP or i == ks:
+            r.ok = 0
             return r
+        kn = i - ks
+        i += 1
+        vs = i
+        while i < n and p[i] != PROP_SEP:
+            if p[i] == NV_SEP:
+                r.ok = 0
+                return r
+            i += 1
+        vn = i - vs
+        i += 1
         if name_is(p + ks, kn, PROP_TAGS, PROP_TAGS_LEN):
             r.tags.p, r.tags.n = p + vs, vn
             r.tags.count += 1
@@ -104,6 +115,12 @@ cdef HalfProps _scan(const uint8_t* p, Py_ssize_t n) noexcept:
         elif _is(p + ks, kn, _PGROUP):
             r.pgroup.p, r.pgroup.n = p + vs, vn
             r.pgroup.count += 1
+    return r
+
+
+cdef inline bint _topic_char(uint8_t c) noexcept:
+    return ((48 <= c <= 57) or (65 <= c <= 90) or (97 <= c <= 122) or c == 37 or c == 124 or c == 95
+            or c == 45)
 
 
 cdef int64_t _add(SendBatch b, Py_ssize_t size, int64_t key, int64_t tags, int64_t flags, int64_t qid) except -1:
@@ -123,6 +140,10 @@ cdef int64_t _add(SendBatch b, Py_ssize_t size, int64_t key, int64_t tags, int64
     b.n += 1
     b.staging.n += size
     return 0
+
+
+cdef inline uint64_t _get64(const uint8_t* p) noexcept:
+    return (<uint64_t>_get32(p) << 32) | _get32(p + 4)
 
 
 @cython.boundscheck(False)
@@ -173,7 +194,7 @@ def end_records(const uint8_t[::1] half, long long half_offset, bytes half_topic
                 or pr.real_topic.n > MAX_TOPIC or pr.real_qid.n == 0 or pr.real_qid.n > 10):
             return None
         for i in range(pr.real_topic.n):
-            if not topic_char(pr.real_topic.p[i]):
+            if not _topic_char(pr.real_topic.p[i]):
                 return None
         for i in range(pr.real_qid.n):
             if not (48 <= pr.real_qid.p[i] <= 57):
