@@ -207,11 +207,6 @@ class TimerMessageService:
         """Bytes the held messages' arrays take."""
         return int(self._slot.nbytes + self._phys.nbytes + self._size.nbytes)
 
-    def build_running_stats(self, stats: dict[str, str]) -> None:
-        """Runtime-info keys: held messages and deliveries so far."""
-        stats["timerHeldMessages"] = str(self.held)
-        stats["timerDeliveredMessages"] = str(self.delivered)
-
     # ------------------------------------------------------------------ checkpoint
     def _queue(self) -> Any:
         return self.store.queues.get(TIMER_TOPIC, 0)
