@@ -37,7 +37,8 @@ if TYPE_CHECKING:
     from .client.trace_data import TraceContext, TraceType
     from .client.trace_query import TraceRecord
     from .errors import (BrokerError, ClientError, FastMQError, FilterRefusedError, MessageValidationError,
-                         NoNameServerError, NoRouteError, RequestSendError, RequestTimeoutError, SendFailedError)
+                         NoNameServerError, NoRouteError, RequestSendError, RequestTimeoutError, SendFailedError,
+                         TimerMessageError)
     from .protocol.heartbeat import ConsumeFromWhere, MessageModel
     from .protocol.message import Message, MessageExt
     from .protocol.message_queue import MessageQueue
@@ -54,7 +55,7 @@ __all__ = ["Producer", "PushConsumer", "PullConsumer", "Message", "MessageExt", 
            "FastMQError", "ClientError", "BrokerError", "NoRouteError", "NoNameServerError", "SendFailedError",
            "MessageValidationError", "FilterRefusedError", "TransactionProducer", "LocalTransactionState",
            "TransactionListener", "TransactionSendResult", "create_reply_message", "RequestTimeoutError",
-           "RequestSendError", "query_trace", "TraceRecord", "TraceContext", "TraceType"]
+           "RequestSendError", "query_trace", "TraceRecord", "TraceContext", "TraceType", "TimerMessageError"]
 
 # public name -> the module that defines it
 _SOURCES = {
@@ -77,7 +78,7 @@ _SOURCES = {
     "NoNameServerError": ".errors", "SendFailedError": ".errors", "MessageValidationError": ".errors",
     "RequestTimeoutError": ".errors", "RequestSendError": ".errors",
     "create_reply_message": ".client.request_reply",
-    "FilterRefusedError": ".errors",
+    "FilterRefusedError": ".errors", "TimerMessageError": ".errors",
     "query_trace": ".blocking", "TraceRecord": ".client.trace_query",
     "TraceContext": ".client.trace_data", "TraceType": ".client.trace_data",
 }

@@ -31,7 +31,7 @@ __all__ = [
     "NoNameServerError",
     "NoRouteError",
     "BadRouteError",
-    "MessageValidationError",
+    "MessageValidationError", "TimerMessageError",
     "ClientStateError",
     "SendFailedError",
     "SendTimeoutError",
@@ -218,6 +218,11 @@ class BadRouteError(NoRouteError):
 
 class MessageValidationError(ClientError, ValueError):
     """A message the client refuses to send (topic name, empty or oversized body...)."""
+
+
+class TimerMessageError(MessageValidationError):
+    """A timer message's time the client refuses: in the past, too far ahead, or both a deliver
+    time and a delay given."""
 
 
 class ClientStateError(ClientError):

@@ -231,6 +231,13 @@ class EndTransactionModule(Protocol):
                     max_size: int) -> Any: ...
 
 
+# ------------------------------------------------------------------ timer_deliver: due timer messages' deliveries
+
+class TimerDeliverModule(Protocol):
+    def delivered_records(self, records: Sequence[bytes | memoryview], timer_topic: bytes, now: int,
+                          store_host: bytes, max_size: int) -> tuple[Any, list[int]]: ...
+
+
 # ------------------------------------------------------------------ record_writer: the store's record writer
 
 class RecordWriterModule(Protocol):
@@ -392,4 +399,5 @@ TWINS: dict[str, tuple[type, dict[str, type]]] = {
     "send_batch": (SendBatchModule, {"SendBatch": SendBatchProto}),
     "sql_filter": (SqlFilterModule, {"SqlProgram": SqlProgramProto}),
     "sync_wait": (SyncWaitModule, {}),
+    "timer_deliver": (TimerDeliverModule, {}),
 }

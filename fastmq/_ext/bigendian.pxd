@@ -16,3 +16,7 @@ cdef inline void put64(uint8_t* p, uint64_t v) noexcept nogil:
 
 cdef inline uint32_t get32(const uint8_t* p) noexcept nogil:
     return (<uint32_t>p[0] << 24) | (<uint32_t>p[1] << 16) | (<uint32_t>p[2] << 8) | p[3]
+
+
+cdef inline uint64_t get64(const uint8_t* p) noexcept nogil:
+    return (<uint64_t>get32(p) << 32) | get32(p + 4)

@@ -155,7 +155,7 @@ cdef struct Props:
     int open_end        # no \x02 after the last pair (the Java client's form): the record adds one
     int wait            # WAIT is not "false"
     int index           # KEYS or UNIQ_KEY present and not empty
-    int delay           # DELAY, or a TRAN_MSG other than one "true": the processor judges the request
+    int delay           # DELAY, TIMER_*, or a TRAN_MSG other than one "true": the processor judges the request
     int half            # TRAN_MSG is "true": a half (taken when encode_sends has a half topic)
     int cluster         # CLUSTER present
     int has_tags
@@ -215,6 +215,8 @@ cdef Props _scan_props(const uint8_t* p, Py_ssize_t n) noexcept nogil:
                 r.delay = 1
         elif name_is(p + ks, kn, PROP_CLUSTER, PROP_CLUSTER_LEN):
             r.cluster = 1
+        elif kn > PROP_TIMER_PREFIX_LEN and memcmp(p + ks, PROP_TIMER_PREFIX, PROP_TIMER_PREFIX_LEN) == 0:
+            r.delay = 1  # a timer message: the processor decides whether it is held
     return r
 
 

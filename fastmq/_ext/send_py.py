@@ -66,6 +66,7 @@ _NAME_SEP, _PROP_SEP = NAME_VALUE_SEPARATOR.encode(), PROPERTY_SEPARATOR.encode(
 _TAGS, _WAIT, _KEYS, _UNIQ_KEY, _DELAY, _TRAN_MSG, _CLUSTER = (n.encode() for n in (
     MessageConst.TAGS, MessageConst.WAIT_STORE_MSG_OK, MessageConst.KEYS, MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
     MessageConst.DELAY_TIME_LEVEL, MessageConst.TRANSACTION_PREPARED, MessageConst.CLUSTER))
+_TIMER = MessageConst.TIMER_PREFIX.encode()
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
 _U32 = struct.Struct(">I")
@@ -128,6 +129,8 @@ class _Props:
                 self.delay = True
             elif k == _CLUSTER:
                 self.cluster = True
+            elif k.startswith(_TIMER) and len(k) > len(_TIMER):  # a timer message: the processor decides
+                self.delay = True
 
 
 #: One message of a request: its flag, body, properties (with their trailing separator), and what

@@ -59,6 +59,7 @@ cdef enum:
     PROP_TRANSACTION_PREPARED_LEN = 8
     PROP_CLUSTER_LEN = 7
     PROP_KEY_SEPARATOR_LEN = 1
+    PROP_TIMER_PREFIX_LEN = 6
 
 cdef extern from *:
     """
@@ -70,6 +71,7 @@ cdef extern from *:
     #define FASTMQ_PROP_TRANSACTION_PREPARED "TRAN_MSG"
     #define FASTMQ_PROP_CLUSTER "CLUSTER"
     #define FASTMQ_PROP_KEY_SEPARATOR " "
+    #define FASTMQ_PROP_TIMER_PREFIX "TIMER_"
     """
     const char* PROP_TAGS "FASTMQ_PROP_TAGS"
     const char* PROP_KEYS "FASTMQ_PROP_KEYS"
@@ -79,6 +81,7 @@ cdef extern from *:
     const char* PROP_TRANSACTION_PREPARED "FASTMQ_PROP_TRANSACTION_PREPARED"
     const char* PROP_CLUSTER "FASTMQ_PROP_CLUSTER"
     const char* PROP_KEY_SEPARATOR "FASTMQ_PROP_KEY_SEPARATOR"
+    const char* PROP_TIMER_PREFIX "FASTMQ_PROP_TIMER_PREFIX"
 
 
 cdef inline dict compiled_wire_facts():
@@ -140,6 +143,7 @@ cdef inline dict compiled_wire_facts():
         "PROP_TRANSACTION_PREPARED_LEN": PROP_TRANSACTION_PREPARED_LEN,
         "PROP_CLUSTER_LEN": PROP_CLUSTER_LEN,
         "PROP_KEY_SEPARATOR_LEN": PROP_KEY_SEPARATOR_LEN,
+        "PROP_TIMER_PREFIX_LEN": PROP_TIMER_PREFIX_LEN,
         "PROP_TAGS": <bytes>PROP_TAGS,
         "PROP_KEYS": <bytes>PROP_KEYS,
         "PROP_WAIT_STORE_MSG_OK": <bytes>PROP_WAIT_STORE_MSG_OK,
@@ -148,4 +152,5 @@ cdef inline dict compiled_wire_facts():
         "PROP_TRANSACTION_PREPARED": <bytes>PROP_TRANSACTION_PREPARED,
         "PROP_CLUSTER": <bytes>PROP_CLUSTER,
         "PROP_KEY_SEPARATOR": <bytes>PROP_KEY_SEPARATOR,
+        "PROP_TIMER_PREFIX": <bytes>PROP_TIMER_PREFIX,
     }

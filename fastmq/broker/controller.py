@@ -7,7 +7,8 @@
 - timers: NameServer registration every ``registerNameServerPeriod`` (forced at start and
   soon after a topic is created), consumer offsets every ``flushConsumerOffsetInterval``,
   the expiry scan of silent client channels every 10 s;
-- the delay-level service (:mod:`fastmq.broker.schedule`) and the transaction check service
+- the delay-level service (:mod:`fastmq.broker.schedule`), the timer-message service
+  (:mod:`fastmq.broker.timer`) and the transaction check service
   (:mod:`fastmq.broker.transaction`), on a master only;
 - replication (RocketMQ's classic HA): a master listens on ``haListenPort`` for slaves
   (:class:`~fastmq.store.ha.HAService`; SYNC_MASTER sends wait for a slave's ack); a slave
@@ -61,6 +62,7 @@ from .rebalance_lock import RebalanceLockManager
 from .processors.master_sync import MasterSyncProcessor
 from .slave_sync import SYNC_INTERVAL, SlaveSynchronize
 from .subscription_group import SubscriptionGroupManager
+from .timer import TimerMessageService
 from .topic_config import TopicConfigManager
 from .transaction import TransactionService
 
@@ -160,6 +162,7 @@ class BrokerController:
         ha_addr = f"{self.config.brokerIP2 or self.config.brokerIP1}:{ha_port}"
         self.namesrv = NamesrvLink(self.config, self.client, self.topic_config.snapshot, ha_addr)
         self.schedule = ScheduleMessageService(self.store) if ScheduleMessageService is not None else None
+        self.timer = TimerMessageService(self.store)
         self.is_slave = self.store_config.is_slave
         # the master's HA address: haMasterAddress when set, else what the NameServer answers
         self.ha_master_addr: str | None = self.store_config.haMasterAddress or None
@@ -308,6 +311,8 @@ class BrokerController:
             await self.metrics_server.start()  # (a taken port fails the start here, before registration)
         if self.schedule is not None and not self.is_slave:
             await self.schedule.start()
+        if not self.is_slave:
+            await self.timer.start()
         if self.acl is not None:
             self.acl.start_watch()
         await self.server.start_serving()
@@ -448,6 +453,11 @@ class BrokerController:
                 await self.schedule.stop()
             except Exception:
                 log.exception("stopping the delay-level service failed")
+        if not self.is_slave:
+            try:
+                await self.timer.stop()
+            except Exception:
+                log.exception("stopping the timer-message service failed")
         if self._metadata_loaded:
             for persist in (lambda: self.offsets.persist(force=True), self.topic_config.persist,
                             self.subscription_groups.persist):

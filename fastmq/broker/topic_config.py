@@ -69,6 +69,7 @@ class TopicConfigManager:
         self._system(b.brokerName, 1, tv.PERM_INHERIT | (rw if b.brokerTopicEnable else 0))
         self._system(tv.OFFSET_MOVED_EVENT, 1)
         self._system(tv.SCHEDULE_TOPIC, SCHEDULE_TOPIC_QUEUE_NUM)
+        self._system(tv.TIMER_TOPIC, 1)  # timer messages wait in its queue 0 (RocketMQ 5)
         if b.traceTopicEnable:
             self._system(b.msgTraceTopicName, 1)
         self._system(tv.reply_topic(b.brokerClusterName), 1)  # for request-reply (4.9.8 makes it at start)

@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import ipaddress
 import struct
+import time
 import zlib
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator, Mapping
 
 from .._ext.batch import encode_batch_body as _encode_batch_body
-from ..errors import FastMQError
+from ..errors import FastMQError, TimerMessageError
 from .java_number import parse_int
 from .message_const import NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR, MessageConst, MessageSysFlag
 from .record_layout import (BATCH_HEAD_FORMAT, BLANK_MAGIC_CODE, BORN_HOST_POS, HEAD_FORMAT, IPV4_HOST_LEN, IPV6_HOST_LEN,
@@ -33,7 +34,7 @@ __all__ = [
     "create_offset_msg_id", "decode_offset_msg_id", "body_crc",
     "record_length", "store_timestamp_pos", "encode_record", "decode_record",
     "decode_records", "iter_records", "pack_host", "encode_batch_body", "decode_batch_body",
-    "MAX_INFLATED_BODY", "inflate_body",
+    "MAX_INFLATED_BODY", "inflate_body", "TIMER_MAX_DELAY_MS",
 ]
 
 
@@ -192,14 +193,102 @@ def body_crc(body: bytes | bytearray | memoryview) -> int:
 
 # --------------------------------------------------------------------------- dataclasses
 
-@dataclass
+#: The farthest ahead a timer message may be set by default (RocketMQ 5's timerMaxDelaySec, 3 days);
+#: a broker configured otherwise answers MESSAGE_ILLEGAL beyond its own limit.
+TIMER_MAX_DELAY_MS = 3 * 86_400_000
+_TIMER_SENDER_KEYS = (MessageConst.TIMER_DELIVER_MS, MessageConst.TIMER_DELAY_SEC, MessageConst.TIMER_DELAY_MS)
+
+
+@dataclass(init=False)
 class Message:
-    """What a producer sends: topic, body, flag and string properties."""
+    """What a producer sends: topic, body, flag and string properties.
+
+    ``deliver_time_ms`` (epoch milliseconds) or ``delay_time_ms`` make it a timer message
+    (RocketMQ 5's ``TIMER_DELIVER_MS`` / ``TIMER_DELAY_MS``): the broker holds it until then.
+
+    Raises:
+        TimerMessageError: both given, a time not in the future, or more than 3 days ahead.
+    """
 
     topic: str
     body: bytes = b""
     flag: int = 0
     properties: dict[str, str] = field(default_factory=dict)
+
+    def __init__(self, topic: str, body: bytes = b"", flag: int = 0, properties: dict[str, str] | None = None,
+                 *, deliver_time_ms: int | None = None, delay_time_ms: int | None = None) -> None:
+        self.topic = topic
+        self.body = body
+        self.flag = flag
+        self.properties = {} if properties is None else properties
+        if deliver_time_ms is not None or delay_time_ms is not None:
+            if deliver_time_ms is not None and delay_time_ms is not None:
+                raise TimerMessageError("give deliver_time_ms or delay_time_ms, not both")
+            if deliver_time_ms is not None:
+                self.deliver_time_ms = deliver_time_ms
+            else:
+                self.delay_time_ms = delay_time_ms
+
+    @property
+    def deliver_time_ms(self) -> int | None:
+        """When a timer message is due (epoch ms, ``TIMER_DELIVER_MS``); None when not set.
+
+        Setting it drops a delay set before; None clears it.
+
+        Raises:
+            TimerMessageError: not an int, not in the future, or more than 3 days ahead.
+        """
+        return self._get_timer(MessageConst.TIMER_DELIVER_MS)
+
+    @deliver_time_ms.setter
+    def deliver_time_ms(self, value: int | None) -> None:
+        self._set_timer(MessageConst.TIMER_DELIVER_MS, "deliver_time_ms", value, int(time.time() * 1000))
+
+    @property
+    def delay_time_ms(self) -> int | None:
+        """How long after it reaches the broker a timer message is due (``TIMER_DELAY_MS``);
+        None when not set. Setting it drops a deliver time set before; None clears it.
+
+        Raises:
+            TimerMessageError: not an int, not above 0, or more than 3 days.
+        """
+        return self._get_timer(MessageConst.TIMER_DELAY_MS)
+
+    @delay_time_ms.setter
+    def delay_time_ms(self, value: int | None) -> None:
+        self._set_timer(MessageConst.TIMER_DELAY_MS, "delay_time_ms", value, 0)
+
+    def _get_timer(self, key: str) -> int | None:
+        v = self.properties.get(key)
+        return int(v) if v is not None and v.lstrip("-").isdigit() else None
+
+    def _set_timer(self, key: str, name: str, value: int | None, now: int) -> None:
+        """``key`` = ``value``, which must be above ``now`` by at most TIMER_MAX_DELAY_MS; the other
+        timer properties dropped (one at a time: the broker's precedence would otherwise pick for
+        the caller). None clears ``key``."""
+        if value is None:
+            self.properties.pop(key, None)
+            return
+        if type(value) is not int:  # bool is an int too, and never a time
+            raise TimerMessageError(f"{name} must be an int of milliseconds, not {type(value).__name__}")
+        ahead = value - now
+        if ahead <= 0:
+            raise TimerMessageError(f"{name} {value} is not in the future ({-ahead} ms ago)" if now
+                                    else f"{name} must be above 0, not {value}")
+        if ahead > TIMER_MAX_DELAY_MS:
+            raise TimerMessageError(f"{name} {value} is {ahead} ms ahead, beyond the {TIMER_MAX_DELAY_MS} ms a "
+                                    "broker holds a timer message by default")
+        for k in _TIMER_SENDER_KEYS:
+            self.properties.pop(k, None)
+        self.properties[key] = str(value)
+
+    def set_deliver_time_ms(self, value: int) -> None:
+        """RocketMQ 5's ``setDeliverTimeMs``: :attr:`deliver_time_ms`."""
+        self.deliver_time_ms = value
+
+    def set_delay_time_ms(self, value: int) -> None:
+        """RocketMQ 5's ``setDelayTimeMs``: :attr:`delay_time_ms`."""
+        self.delay_time_ms = value
 
     @property
     def tags(self) -> str | None:

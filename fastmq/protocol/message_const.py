@@ -51,6 +51,18 @@ class MessageConst:
     KEY_SEPARATOR = " "
     #: MSG_TYPE of a reply (MixAll.REPLY_MESSAGE_FLAG)
     REPLY_MESSAGE_FLAG = "reply"
+    # timer messages (RocketMQ 5's PROPERTY_TIMER_*): what a sender sets, one of three
+    TIMER_DELIVER_MS = "TIMER_DELIVER_MS"  # epoch ms
+    TIMER_DELAY_SEC = "TIMER_DELAY_SEC"
+    TIMER_DELAY_MS = "TIMER_DELAY_MS"
+    # ... and what the broker adds while it holds and delivers the message
+    TIMER_OUT_MS = "TIMER_OUT_MS"  # the rounded time slot
+    TIMER_ENQUEUE_MS = "TIMER_ENQUEUE_MS"
+    TIMER_DEQUEUE_MS = "TIMER_DEQUEUE_MS"
+    TIMER_ROLL_TIMES = "TIMER_ROLL_TIMES"
+    TIMER_DEL_UNIQKEY = "TIMER_DEL_UNIQKEY"
+    #: Every timer property name starts so: the send fast path hands such a message to the processor.
+    TIMER_PREFIX = "TIMER_"
 
 
 class MessageSysFlag:

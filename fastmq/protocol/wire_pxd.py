@@ -23,7 +23,7 @@ PXD_PATH = Path(__file__).resolve().parent.parent / "_ext" / "wire_facts.pxd"
 
 #: The MessageConst names the compiled twins compare property names with.
 _PROPERTIES = ("TAGS", "KEYS", "WAIT_STORE_MSG_OK", "UNIQ_CLIENT_MESSAGE_ID_KEYIDX", "DELAY_TIME_LEVEL",
-               "TRANSACTION_PREPARED", "CLUSTER", "KEY_SEPARATOR")
+               "TRANSACTION_PREPARED", "CLUSTER", "KEY_SEPARATOR", "TIMER_PREFIX")
 
 
 def _signed32(v: int) -> int:

@@ -34,13 +34,14 @@ from ..protocol.message import (
     decode_record, store_timestamp_pos, tags_code,
 )
 from ..protocol.record_layout import END_FILE_MIN_BLANK_LENGTH, fixed_format
+from ..protocol.topic import TIMER_TOPIC
 from . import FlushTimeoutError, MessageTooLargeError, StoreError
 from .config import MessageStoreConfig
 from .group_commit import GroupCommitService, _expire
 from .mapped_file import MappedFile
 from .mapped_file_queue import MappedFileQueue
 
-__all__ = ["AppendRequest", "DispatchRequest", "CommitLog", "FlushService", "GroupCommitService"]
+__all__ = ["AppendRequest", "DispatchRequest", "CommitLog", "timer_slot", "FlushService", "GroupCommitService"]
 
 log = logging.getLogger("fastmq.store")
 
@@ -72,6 +73,17 @@ class DispatchRequest(NamedTuple):
     store_timestamp: int
     queue_offset: int
     sys_flag: int
+
+
+def timer_slot(properties: dict[str, str]) -> int:
+    """The consume-queue tag code of a record in the timer topic: its TIMER_OUT_MS (the rounded
+    time slot the timer service delivers it after), 0 when absent or not a number (due at once).
+    Delay levels get theirs at put time only; the timer's is read back so that recovery and a
+    slave's dispatch index the same due time as the put did."""
+    try:
+        return int(properties.get(MessageConst.TIMER_OUT_MS, "0"))
+    except ValueError:
+        return 0
 
 
 def _is_prepared_or_rollback(sys_flag: int) -> bool:
@@ -384,9 +396,13 @@ class CommitLog:
             return -1, None
         if msg.commit_log_offset != file_from + pos:
             return -1, None  # a well-formed record that was not written here: stale bytes
-        tags = msg.properties.get(MessageConst.TAGS)
+        if msg.topic == TIMER_TOPIC:
+            code = timer_slot(msg.properties)
+        else:
+            tags = msg.properties.get(MessageConst.TAGS)
+            code = tags_code(tags)
         return size, DispatchRequest(msg.topic, msg.queue_id, msg.commit_log_offset, size,
-                                     tags_code(tags), msg.store_timestamp, msg.queue_offset,
+                                     code, msg.store_timestamp, msg.queue_offset,
                                      msg.sys_flag)
 
     def _first_store_timestamp(self, mf: MappedFile) -> int:

@@ -76,6 +76,17 @@ class MessageStoreConfig:
     messageDelayLevel: str = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
     #: Milliseconds between writes of ``config/delayOffset.json``.
     flushDelayOffsetInterval: int = 10_000
+    #: Hold messages carrying RocketMQ 5's ``TIMER_DELIVER_MS`` / ``TIMER_DELAY_SEC`` /
+    #: ``TIMER_DELAY_MS`` until their time; false: such a send is refused (SYSTEM_ERROR), as 5.x does.
+    timerWheelEnable: bool = True
+    #: Milliseconds a timer message's time is rounded to (RocketMQ 5 snaps it to 100, 200, 500 or
+    #: 1000); a message is delivered at the first multiple at or after its time.
+    timerPrecisionMs: int = 1000
+    #: The farthest a timer message may be set, in seconds (3 days); beyond, the send is refused
+    #: with MESSAGE_ILLEGAL.
+    timerMaxDelaySec: int = 259_200
+    #: Milliseconds between writes of ``config/timercheck.json``, the timer service's progress.
+    timerFlushIntervalMs: int = 1000
     #: Bytes one pull returns at most when its messages are in memory.
     maxTransferBytesOnMessageInMemory: int = 256 * 1024
     #: Messages one pull returns at most when they are in memory.

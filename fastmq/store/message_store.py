@@ -33,7 +33,7 @@ from . import FlushTimeoutError, MessageTooLargeError
 from .checkpoint import RecoveryResult, StoreCheckpoint, check_store, create_abort_file, recover_store, remove_abort_file
 from .commit_log import CommitLog, DispatchRequest, GroupCommitService
 from ..protocol.topic import SCHEDULE_TOPIC as _SCHEDULE_TOPIC
-from ..protocol.topic import TRANS_OP_HALF_TOPIC
+from ..protocol.topic import TIMER_TOPIC, TRANS_OP_HALF_TOPIC
 from .index import IndexService
 from .lock import StoreLock
 from .damaged import DAMAGED_DIR, load_damaged
@@ -678,9 +678,9 @@ class MessageStore(DiskSpaceGuard):
 
     def clean_unused_topics(self, keep: Iterable[str]) -> list[str]:
         """cleanUnusedTopic (``mqadmin cleanUnusedTopic``): drop the consume queues of every
-        topic not in ``keep`` (the broker's topic table), but the schedule and transaction-op
+        topic not in ``keep`` (the broker's topic table), but the schedule, timer and transaction-op
         topics'. Returns the topics dropped."""
-        keep = set(keep) | {SCHEDULE_TOPIC, TRANS_OP_HALF_TOPIC}
+        keep = set(keep) | {SCHEDULE_TOPIC, TRANS_OP_HALF_TOPIC, TIMER_TOPIC}
         doomed = sorted({t for t, _ in self.queues.queues if t not in keep})
         self.delete_topics(doomed)
         for t in doomed:
@@ -694,7 +694,7 @@ class MessageStore(DiskSpaceGuard):
         min_phys = self.commit_log.min_offset
         dropped = []
         for key, cq in list(self.queues.queues.items()):
-            if key[0] == SCHEDULE_TOPIC or cq.max_physic_offset == -1 or cq.max_physic_offset >= min_phys:
+            if key[0] in (SCHEDULE_TOPIC, TIMER_TOPIC) or cq.max_physic_offset == -1 or cq.max_physic_offset >= min_phys:
                 continue
             log.info("cleanExpiredConsumerQueue: %s %d consumer queue destroyed, minCommitLogOffset: %d "
                      "maxCLOffsetInConsumeQueue: %d", key[0], key[1], min_phys, cq.max_physic_offset)

@@ -20,8 +20,8 @@ from ..protocol.message import (
     encode_properties, encode_record, pack_host, record_length, tags_code,
 )
 from ..protocol.java_number import JavaNumberFormatError, parse_int
-from ..protocol.topic import SCHEDULE_TOPIC
-from .commit_log import AppendRequest
+from ..protocol.topic import SCHEDULE_TOPIC, TIMER_TOPIC
+from .commit_log import AppendRequest, timer_slot
 from .config import MessageStoreConfig
 from .put_result import PutStatus
 
@@ -120,7 +120,9 @@ class MessageEncoder:
                     topic, queue_id = SCHEDULE_TOPIC, level - 1
                     tag_code = self.deliver_timestamp(level, now)
                     delayed = True
-            if not delayed:
+            if topic == TIMER_TOPIC:  # put there by the broker's timer check (fastmq.broker.timer)
+                tag_code = timer_slot(props)
+            elif not delayed:
                 tags = props.get(MessageConst.TAGS)
                 tag_code = tags_code(tags) if tags else 0
             if props.get(MessageConst.WAIT_STORE_MSG_OK, "true") != "false":

@@ -58,6 +58,7 @@ public final class JavaPeer {
 
     private static int bodySize = 0;  // "size=N": bodies padded with 'x' to N bytes
     private static int warm = 0;  // "warm=N": N sends before the timed ones
+    private static long timerMs = -1;  // "timer=MS": each message due MS after it is made (RocketMQ 5's TIMER_DELIVER_MS)
 
     private static Message message(String topic, int i) {
         StringBuilder body = new StringBuilder("java-" + i);
@@ -67,6 +68,9 @@ public final class JavaPeer {
         Message m = new Message(topic, "TagJ", "key-" + i, body.toString().getBytes(StandardCharsets.UTF_8));
         m.putUserProperty("userProp", "value-" + i);
         m.putUserProperty("n", String.valueOf(i));
+        if (timerMs >= 0) {  // 4.9.8 does not reserve the name: a user property reaches the broker as it is
+            m.putUserProperty("TIMER_DELIVER_MS", String.valueOf(System.currentTimeMillis() + timerMs));
+        }
         return m;
     }
 
@@ -202,6 +206,8 @@ public final class JavaPeer {
                     bodySize = Integer.parseInt(args[i].substring(5));
                 } else if (args[i].startsWith("warm=")) {
                     warm = Integer.parseInt(args[i].substring(5));
+                } else if (args[i].startsWith("timer=")) {
+                    timerMs = Long.parseLong(args[i].substring(6));
                 }
             }
             produce(args[1], args[2], Integer.parseInt(args[3]), batch);
@@ -221,7 +227,7 @@ public final class JavaPeer {
             consume(args[1], args[2], args[3], Integer.parseInt(args[4]), Integer.parseInt(args[5]), orderly, fail,
                 sql);
         } else {
-            System.err.println("usage: JavaPeer produce NAMESRV TOPIC COUNT [batch] [size=N] [warm=N] | "
+            System.err.println("usage: JavaPeer produce NAMESRV TOPIC COUNT [batch] [size=N] [warm=N] [timer=MS] | "
                 + "consume NAMESRV TOPIC GROUP EXPECT SECONDS [orderly] [fail=BODY] [sql=EXPR]");
             System.exit(2);
         }

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from ..offsets import ConsumerOffsetManager
     from ..rebalance_lock import RebalanceLockManager
     from ..schedule import ScheduleMessageService
+    from ..timer import TimerMessageService
     from ..stats import BrokerStatsManager, Tally
     from ..subscription_group import SubscriptionGroupManager
     from ..topic_config import TopicConfigManager
@@ -119,6 +120,7 @@ class BrokerContext(Protocol):
     tx_ends: Tally  # ("commit" | "rollback", topic)
     config_version: DataVersion
     schedule: ScheduleMessageService | None
+    timer: TimerMessageService
     transactions: TransactionService
     client: RemotingClient
 

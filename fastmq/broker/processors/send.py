@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import random
+import time
 from bisect import bisect_right
 from typing import TYPE_CHECKING, Any, Awaitable
 
@@ -34,6 +35,7 @@ from ...remoting.processor import Gathered
 from ...remoting.loop import run_eagerly
 from ...store.message_store import PUT_OK, PutResult, PutStatus
 from ..stats import TOPIC_PUT_NUMS
+from ..timer import check_timer_message
 from .base import BrokerCodeDispatchProcessor, log_refusal
 
 if TYPE_CHECKING:
@@ -599,6 +601,10 @@ class SendMessageProcessor(BrokerCodeDispatchProcessor):
                                  reconsume_times=h.reconsumeTimes or 0)
                 self._retry_or_dlq(h, msg, request)
                 qid = msg.queue_id
+                if not half:
+                    timer = check_timer_message(msg, self.broker.store_config, int(time.time() * 1000))
+                    if timer is not None:
+                        raise _Reject(*timer)
                 if half:  # stored in the half topic; the answer names the requested queue (4.9)
                     return await self._send_half(request, msg, qid)
                 msgs = [msg]

@@ -1,0 +1,9 @@
+"""Type stub of the compiled timer-delivery record builder (same contract as ``timer_deliver_py``)."""
+from typing import Sequence
+
+from .send_batch_c import SendBatch
+
+__all__ = ["delivered_records"]
+
+def delivered_records(records: Sequence[bytes | memoryview], timer_topic: bytes, now: int, store_host: bytes,
+                      max_size: int) -> tuple[SendBatch, list[int]]: ...
