@@ -4,8 +4,9 @@ user writes each with the public API: the blocking one (threads) and the asyncio
 The producer sends 128 B messages on a fixed schedule (the precise wait of
 ``spark_bench.run.task`` and ``benchmarks.redis_reference``); each carries its intended send time
 (epoch ns), and the consumer's latency is its receive time minus that, for the messages intended
-inside the measured window (after the warm-up), so a producer that falls behind shows in the
-figures. Up to :data:`ONE_IN_FLIGHT_MAX_RATE` msgs/s each producer sends one message at a time
+inside the measured window (after the warm-up), so a blocking producer that falls behind shows
+in the figures; an asyncio producer sleeps on its loop's timer and stamps the time it sends
+(:func:`_loop_wait`). Up to :data:`ONE_IN_FLIGHT_MAX_RATE` msgs/s each producer sends one message at a time
 and waits for it (``send`` / ``XADD``); above it a waited send can cost more than a slot, so each
 does what its users do to keep up: fastmq's producer uses ``send_async``, and Redis's sends every
 message due by then in one pipeline (one ``XADD`` when it is on time), redis-py having no send
@@ -33,7 +34,6 @@ import numpy as np
 
 from benchmarks.redis_reference import _sleep_until
 from spark_bench.run.drivers import xreadgroup_count
-from spark_bench.run.task import wait_until
 
 SIZE = 128
 #: fastmq's producer waits for each send up to this rate and uses ``send_async`` above it
@@ -211,17 +211,28 @@ async def produce_asyncio(peer: str, target: str, topic: str, rate: float, warmu
     try:
         if peer == "fastmq" or rate <= ONE_IN_FLIGHT_MAX_RATE:
             for i in w.slots():
-                t = w.due(i)
-                await wait_until(t)
-                await send(t)
+                await send(await _loop_wait(w.due(i)))
         else:
             for ts in _due_batches(w):
-                await wait_until(ts[0])
-                await (send_due(ts) if len(ts) > 1 else send(ts[0]))
+                now = await _loop_wait(ts[0])
+                await (send_due([max(t, now) for t in ts]) if len(ts) > 1 else send(now))
     finally:
         await close()
     return {"window": [w.window0, w.end_ns], "expected": sum(1 for i in w.slots() if w.due(i) >= w.window0),
             "errors": errors[0]}
+
+
+async def _loop_wait(due_ns: int) -> int:
+    """Sleep on the loop's timer until ``due_ns``; the time the send starts (epoch ns).
+
+    Not the precise wait of the blocking producer: its short blocking naps hold the loop, and a
+    consumer on the same loop then advances one loop turn a nap (a consumer that needs several
+    turns a message falls behind for that alone). The timer wakes up to a millisecond late, so
+    an asyncio message carries the time it is sent, not the time it was due."""
+    left = due_ns - time.time_ns()
+    if left > 0:
+        await asyncio.sleep(left / 1e9)
+    return max(due_ns, time.time_ns())
 
 
 def produce_in_process(api: str, peer: str, target: str, topic: str, rate: float, warmup_s: float,
