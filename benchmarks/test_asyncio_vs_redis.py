@@ -60,6 +60,16 @@ async def _alternate(blocks: int, a: Round, b: Round) -> tuple[list[float], list
     return ra, rb
 
 
+async def _xadd_pipelined(rds: Any, stream: str, n: int) -> None:
+    """``n`` XADDs of BODY, PIPELINE to a pipeline (no MULTI), each pipeline's answers read
+    before the next is sent."""
+    for _ in range(n // PIPELINE):
+        pipe = rds.pipeline(transaction=False)
+        for _ in range(PIPELINE):
+            pipe.xadd(stream, {"body": BODY})
+        await pipe.execute()
+
+
 def _say_peers(benchmark: Any, peers: RedisPair) -> None:
     """The peers' client, version, parser and durability into ``extra_info`` (hiredis required
     for a timed run)."""
@@ -159,11 +169,7 @@ def test_asyncio_send_async_vs_pipelined_xadd(benchmark: Any, peers: RedisPair) 
 
             async def redis_round() -> list[float]:
                 t0 = time.perf_counter()
-                for _ in range(n // PIPELINE):
-                    pipe = rds.pipeline(transaction=False)
-                    for _ in range(PIPELINE):
-                        pipe.xadd("AsyncioBench", {"body": BODY})
-                    await pipe.execute()
+                await _xadd_pipelined(rds, "AsyncioBench", n)
                 return [n / (time.perf_counter() - t0)]
             try:
                 return await _alternate(blocks, fastmq_round, redis_round)
@@ -196,11 +202,7 @@ def test_asyncio_send_async_futures_vs_pipelined_xadd(benchmark: Any, peers: Red
 
             async def redis_round() -> list[float]:
                 t0 = time.perf_counter()
-                for _ in range(n // PIPELINE):
-                    pipe = rds.pipeline(transaction=False)
-                    for _ in range(PIPELINE):
-                        pipe.xadd("AsyncioBench", {"body": BODY})
-                    await pipe.execute()
+                await _xadd_pipelined(rds, "AsyncioBench", n)
                 return [n / (time.perf_counter() - t0)]
             try:
                 return await _alternate(blocks, fastmq_round, redis_round)
@@ -227,11 +229,7 @@ def test_asyncio_push_consumer_vs_xreadgroup(benchmark: Any, peers: RedisPair) -
         async with aio.Producer("PG_ASYNCIO_VS_REDIS_FILL", namesrv_addr=peers.ns) as p:
             for _ in range(n // 100):
                 await p.send_batch([aio.Message(topic, BODY) for _ in range(100)])
-        for _ in range(n // PIPELINE):
-            pipe = rds.pipeline(transaction=False)
-            for _ in range(PIPELINE):
-                pipe.xadd(stream, {"body": BODY})
-            await pipe.execute()
+        await _xadd_pipelined(rds, stream, n)
         rounds = [0]
 
         async def fastmq_round() -> list[float]:

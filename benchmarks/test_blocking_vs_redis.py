@@ -77,6 +77,15 @@ def _xadd_pipelined(rds: Any, stream: str, n: int) -> None:
         pipe.execute()
 
 
+def _xadd_round(rds: Any, n: int) -> Callable[[], list[float]]:
+    """A round of ``n`` pipelined XADDs, its msgs/s."""
+    def redis_round() -> list[float]:
+        t0 = time.perf_counter()
+        _xadd_pipelined(rds, "BlockingBench", n)
+        return [n / (time.perf_counter() - t0)]
+    return redis_round
+
+
 def _rate_pair(benchmark: Any, blocks: int, fastmq_round: Callable[[], list[float]],
                redis_round: Callable[[], list[float]], names: tuple[str, str], what: str) -> None:
     """Alternate the two for ``blocks`` rounds each; keep and print the median msgs/s of each
@@ -162,10 +171,7 @@ def test_blocking_send_async_vs_pipelined_xadd(benchmark: Any, peers: Peers) -> 
             assert done.wait(120) and acked == [n, 0], acked
             return [n / (time.perf_counter() - t0)]
 
-        def redis_round() -> list[float]:
-            t0 = time.perf_counter()
-            _xadd_pipelined(rds, "BlockingBench", n)
-            return [n / (time.perf_counter() - t0)]
+        redis_round = _xadd_round(rds, n)
         _rate_pair(benchmark, blocks, fastmq_round, redis_round, ("fastmq send_async", "redis-py pipelined_XADD"),
                    f"(b) send_async + callback, {n} awaited, 128 B")
 
@@ -197,10 +203,7 @@ def test_blocking_send_async_semaphore_vs_pipelined_xadd(benchmark: Any, peers: 
             assert failed == [0], failed
             return [n / (time.perf_counter() - t0)]
 
-        def redis_round() -> list[float]:
-            t0 = time.perf_counter()
-            _xadd_pipelined(rds, "BlockingBench", n)
-            return [n / (time.perf_counter() - t0)]
+        redis_round = _xadd_round(rds, n)
         _rate_pair(benchmark, blocks, fastmq_round, redis_round, ("fastmq send_async_semaphore",
                    "redis-py pipelined_XADD"), f"(b') send_async + semaphore of {PIPELINE}, {n} awaited, 128 B")
 
