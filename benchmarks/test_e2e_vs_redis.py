@@ -40,7 +40,7 @@ def _measure(benchmark: Any, pair: RedisPair, client: str, run: Run, separate: b
 
     # A smoke run: both ways of sending (one at a time, and above ONE_IN_FLIGHT_MAX_RATE) at rates
     # a busy CI machine holds; the producer's process started once per peer (the second only).
-    rates = (RATES[0], 3 * e2e_shapes.ONE_IN_FLIGHT_MAX_RATE // 2) if benchmark.disabled else RATES
+    rates: tuple[int, ...] = (RATES[0], 3 * e2e_shapes.ONE_IN_FLIGHT_MAX_RATE // 2) if benchmark.disabled else RATES
     rates = rates[1:] if benchmark.disabled and separate else rates
 
     def all_runs() -> None:
@@ -74,7 +74,7 @@ def _measure(benchmark: Any, pair: RedisPair, client: str, run: Run, separate: b
 def test_blocking_e2e_vs_redis(benchmark: Any, fastmq_and_redis: RedisPair, separate: bool) -> None:
     """Blocking ``Producer`` + ``PushConsumer`` beside redis-py XADD + XREADGROUP/XACK threads."""
     def run(peer: str, target: str, topic: str, rate: float, warmup: float, duration: float
-            ) -> tuple[list[float], int]:
+            ) -> tuple[list[float], int, int]:
         return e2e_shapes.run_blocking(peer, target, topic, rate, warmup, duration, separate)
     _measure(benchmark, fastmq_and_redis, "redis-py", run, separate)
 
@@ -85,6 +85,6 @@ def test_asyncio_e2e_vs_redis(benchmark: Any, fastmq_and_redis: RedisPair, separ
     pytest.importorskip("redis.asyncio")
 
     def run(peer: str, target: str, topic: str, rate: float, warmup: float, duration: float
-            ) -> tuple[list[float], int]:
+            ) -> tuple[list[float], int, int]:
         return asyncio.run(e2e_shapes.run_asyncio(peer, target, topic, rate, warmup, duration, separate))
     _measure(benchmark, fastmq_and_redis, "redis.asyncio", run, separate)
