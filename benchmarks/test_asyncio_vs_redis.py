@@ -60,6 +60,16 @@ async def _alternate(blocks: int, a: Round, b: Round) -> tuple[list[float], list
     return ra, rb
 
 
+async def _xadd_pipelined(rds: Any, stream: str, n: int) -> None:
+    """``n`` XADDs of BODY, PIPELINE to a pipeline (no MULTI), each pipeline's answers read
+    before the next is sent."""
+    for _ in range(n // PIPELINE):
+        pipe = rds.pipeline(transaction=False)
+        for _ in range(PIPELINE):
+            pipe.xadd(stream, {"body": BODY})
+        await pipe.execute()
+
+
 def _say_peers(benchmark: Any, peers: RedisPair) -> None:
     """The peers' client, version, parser and durability into ``extra_info`` (hiredis required
     for a timed run)."""
@@ -159,11 +169,7 @@ def test_asyncio_send_async_vs_pipelined_xadd(benchmark: Any, peers: RedisPair) 
 
             async def redis_round() -> list[float]:
                 t0 = time.perf_counter()
-                for _ in range(n // PIPELINE):
-                    pipe = rds.pipeline(transaction=False)
-                    for _ in range(PIPELINE):
-                        pipe.xadd("AsyncioBench", {"body": BODY})
-                    await pipe.execute()
+                await _xadd_pipelined(rds, "AsyncioBench", n)
                 return [n / (time.perf_counter() - t0)]
             try:
                 return await _alternate(blocks, fastmq_round, redis_round)
@@ -172,6 +178,39 @@ def test_asyncio_send_async_vs_pipelined_xadd(benchmark: Any, peers: RedisPair) 
     fm, rd = _run_pair(benchmark, pair, peers)
     _rates(benchmark, fm, rd, ("fastmq aio_send_async", "redis.asyncio pipelined_XADD"),
            f"(b) asyncio send_async + callback, {n} awaited, 128 B")
+
+
+def test_asyncio_send_async_futures_vs_pipelined_xadd(benchmark: Any, peers: RedisPair) -> None:
+    """(b') ``send_async`` with a per-message wait: each send's own future kept and awaited, PIPELINE
+    at a time (``asyncio.gather``), against the same ``redis.asyncio`` pipelines of PIPELINE XADDs;
+    msgs/s of each round."""
+    _say_peers(benchmark, peers)
+    import redis.asyncio as aredis
+    blocks, n = (1, 2_000) if benchmark.disabled else (BLOCKS, N_ASYNC)
+
+    async def pair(peers: RedisPair) -> tuple[list[float], list[float]]:
+        rds: Any = aredis.Redis(host="127.0.0.1", port=peers.redis_port)
+        async with aio.Producer("PG_ASYNCIO_VS_REDIS_FUTURES", namesrv_addr=peers.ns) as p:
+            await p.send(aio.Message("AsyncioBench", b"warm"))
+
+            async def fastmq_round() -> list[float]:
+                t0 = time.perf_counter()
+                for _ in range(n // PIPELINE):
+                    futures = [await p.send_async(aio.Message("AsyncioBench", BODY)) for _ in range(PIPELINE)]
+                    await asyncio.wait_for(asyncio.gather(*futures), 120)
+                return [n / (time.perf_counter() - t0)]
+
+            async def redis_round() -> list[float]:
+                t0 = time.perf_counter()
+                await _xadd_pipelined(rds, "AsyncioBench", n)
+                return [n / (time.perf_counter() - t0)]
+            try:
+                return await _alternate(blocks, fastmq_round, redis_round)
+            finally:
+                await rds.aclose()
+    fm, rd = _run_pair(benchmark, pair, peers)
+    _rates(benchmark, fm, rd, ("fastmq aio_send_async_futures", "redis.asyncio pipelined_XADD"),
+           f"(b') asyncio send_async, each future awaited {PIPELINE} at a time, {n} sends, 128 B")
 
 
 def test_asyncio_push_consumer_vs_xreadgroup(benchmark: Any, peers: RedisPair) -> None:
@@ -183,17 +222,14 @@ def test_asyncio_push_consumer_vs_xreadgroup(benchmark: Any, peers: RedisPair) -
     import redis.asyncio as aredis
     blocks, n = (2, 10_000) if benchmark.disabled else (BLOCKS, N_CONSUME)
     topic = stream = "AsyncioConsume"
+    from_start: tuple[list[float], list[float]] = ([], [])
 
     async def pair(peers: RedisPair) -> tuple[list[float], list[float]]:
         rds: Any = aredis.Redis(host="127.0.0.1", port=peers.redis_port)
         async with aio.Producer("PG_ASYNCIO_VS_REDIS_FILL", namesrv_addr=peers.ns) as p:
             for _ in range(n // 100):
                 await p.send_batch([aio.Message(topic, BODY) for _ in range(100)])
-        for _ in range(n // PIPELINE):
-            pipe = rds.pipeline(transaction=False)
-            for _ in range(PIPELINE):
-                pipe.xadd(stream, {"body": BODY})
-            await pipe.execute()
+        await _xadd_pipelined(rds, stream, n)
         rounds = [0]
 
         async def fastmq_round() -> list[float]:
@@ -214,16 +250,19 @@ def test_asyncio_push_consumer_vs_xreadgroup(benchmark: Any, peers: RedisPair) -
                                  consume_from_where="CONSUME_FROM_FIRST_OFFSET")
             c.subscribe(topic)
             c.register_message_listener(listener)
+            t_start = time.perf_counter()
             await c.start()
             try:
                 await asyncio.wait_for(done, 300)
             finally:
                 await c.shutdown()
+            from_start[0].append(n / (first[1] - t_start))
             return [(n - 1) / (first[1] - first[0])]
 
         async def redis_round() -> list[float]:
             rounds[0] += 1
             group = f"g{rounds[0]}"
+            t_start = time.perf_counter()
             await rds.xgroup_create(stream, group, id="0")
             seen, t0, deadline = 0, 0.0, time.monotonic() + 300
             while seen < n:
@@ -236,8 +275,10 @@ def test_asyncio_push_consumer_vs_xreadgroup(benchmark: Any, peers: RedisPair) -
                     t0 = time.perf_counter()
                 seen += len(ids)
                 await rds.xack(stream, group, *ids)
+            end = time.perf_counter()
+            from_start[1].append(n / (end - t_start))
             # (the first read's own time is not counted, as fastmq's first delivery is not)
-            return [(n - READ_COUNT) / (time.perf_counter() - t0)]
+            return [(n - READ_COUNT) / (end - t0)]
         try:
             return await _alternate(blocks // 2, fastmq_round, redis_round)
         finally:
@@ -245,3 +286,5 @@ def test_asyncio_push_consumer_vs_xreadgroup(benchmark: Any, peers: RedisPair) -
     fm, rd = _run_pair(benchmark, pair, peers)
     _rates(benchmark, fm, rd, ("fastmq aio_async_listener", "redis.asyncio XREADGROUP+XACK"),
            f"(c) asyncio consume {n} x 128 B (XREADGROUP COUNT {READ_COUNT})")
+    _rates(benchmark, *from_start, ("fastmq aio_async_listener_from_start", "redis.asyncio XREADGROUP+XACK_from_start"),
+           "(d) asyncio consume, timed from start()")

@@ -77,6 +77,15 @@ def _xadd_pipelined(rds: Any, stream: str, n: int) -> None:
         pipe.execute()
 
 
+def _xadd_round(rds: Any, n: int) -> Callable[[], list[float]]:
+    """A round of ``n`` pipelined XADDs, its msgs/s."""
+    def redis_round() -> list[float]:
+        t0 = time.perf_counter()
+        _xadd_pipelined(rds, "BlockingBench", n)
+        return [n / (time.perf_counter() - t0)]
+    return redis_round
+
+
 def _rate_pair(benchmark: Any, blocks: int, fastmq_round: Callable[[], list[float]],
                redis_round: Callable[[], list[float]], names: tuple[str, str], what: str) -> None:
     """Alternate the two for ``blocks`` rounds each; keep and print the median msgs/s of each
@@ -162,19 +171,49 @@ def test_blocking_send_async_vs_pipelined_xadd(benchmark: Any, peers: Peers) -> 
             assert done.wait(120) and acked == [n, 0], acked
             return [n / (time.perf_counter() - t0)]
 
-        def redis_round() -> list[float]:
-            t0 = time.perf_counter()
-            _xadd_pipelined(rds, "BlockingBench", n)
-            return [n / (time.perf_counter() - t0)]
+        redis_round = _xadd_round(rds, n)
         _rate_pair(benchmark, blocks, fastmq_round, redis_round, ("fastmq send_async", "redis-py pipelined_XADD"),
                    f"(b) send_async + callback, {n} awaited, 128 B")
+
+
+def test_blocking_send_async_semaphore_vs_pipelined_xadd(benchmark: Any, peers: Peers) -> None:
+    """(b') ``send_async`` with a per-message wait, as a user bounding what is in flight writes it:
+    a ``threading.Semaphore`` of PIPELINE places taken before each send and given back by its
+    callback, against the same redis-py pipelines of PIPELINE XADDs; msgs/s of each round."""
+    _say_peers(benchmark, peers)
+    rds = peers.redis
+    blocks, n = (1, 2_000) if benchmark.disabled else (BLOCKS, N_ASYNC)
+    with fastmq.Producer("PG_BLOCKING_VS_REDIS_SEMAPHORE", namesrv_addr=peers.ns) as p:
+        p.send(fastmq.Message("BlockingBench", b"warm"))
+
+        def fastmq_round() -> list[float]:
+            places = threading.Semaphore(PIPELINE)
+            failed = [0]
+
+            def on_sent(result: object, error: BaseException | None) -> None:
+                if error is not None:
+                    failed[0] += 1
+                places.release()
+            t0 = time.perf_counter()
+            for _ in range(n):
+                assert places.acquire(timeout=60)
+                p.send_async(fastmq.Message("BlockingBench", BODY), on_sent)
+            for _ in range(PIPELINE):   # every send answered
+                assert places.acquire(timeout=60)
+            assert failed == [0], failed
+            return [n / (time.perf_counter() - t0)]
+
+        redis_round = _xadd_round(rds, n)
+        _rate_pair(benchmark, blocks, fastmq_round, redis_round, ("fastmq send_async_semaphore",
+                   "redis-py pipelined_XADD"), f"(b') send_async + semaphore of {PIPELINE}, {n} awaited, 128 B")
 
 
 def test_blocking_push_consumer_vs_xreadgroup(benchmark: Any, peers: Peers) -> None:
     """(c) a ``PushConsumer`` with a plain function listener (its defaults: one message a call),
     a new group each round over the same N_CONSUME messages, against a new Redis consumer group
     reading them with XREADGROUP COUNT READ_COUNT and acknowledging each read with one XACK;
-    msgs/s from the first message received to the last, both."""
+    msgs/s from the first message received to the last, both, and from ``start()`` (route lookup
+    and rebalance included) / from the group's creation to the last."""
     _say_peers(benchmark, peers)
     rds = peers.redis
     blocks, n = (2, 10_000) if benchmark.disabled else (BLOCKS, N_CONSUME)
@@ -184,6 +223,7 @@ def test_blocking_push_consumer_vs_xreadgroup(benchmark: Any, peers: Peers) -> N
             p.send_batch([fastmq.Message(topic, BODY) for _ in range(100)])
     _xadd_pipelined(rds, stream, n)
     rounds = [0]
+    from_start: tuple[list[float], list[float]] = ([], [])
 
     def fastmq_round() -> list[float]:
         rounds[0] += 1
@@ -205,16 +245,19 @@ def test_blocking_push_consumer_vs_xreadgroup(benchmark: Any, peers: Peers) -> N
                                 consume_from_where="CONSUME_FROM_FIRST_OFFSET")
         c.subscribe(topic)
         c.register_message_listener(listener)
+        t_start = time.perf_counter()
         c.start()
         try:
             assert done.wait(300), seen
         finally:
             c.shutdown()
+        from_start[0].append(n / (first[1] - t_start))
         return [(n - 1) / (first[1] - first[0])]
 
     def redis_round() -> list[float]:
         rounds[0] += 1
         group = f"g{rounds[0]}"
+        t_start = time.perf_counter()
         rds.xgroup_create(stream, group, id="0")
         seen, t0, deadline = 0, 0.0, time.monotonic() + 300
         while seen < n:
@@ -227,8 +270,20 @@ def test_blocking_push_consumer_vs_xreadgroup(benchmark: Any, peers: Peers) -> N
                 t0 = time.perf_counter()
             seen += len(ids)
             rds.xack(stream, group, *ids)
+        end = time.perf_counter()
+        from_start[1].append(n / (end - t_start))
         # (the first read's own time is not counted, as fastmq's first delivery is not)
-        return [(n - READ_COUNT) / (time.perf_counter() - t0)]
+        return [(n - READ_COUNT) / (end - t0)]
     _rate_pair(benchmark, blocks // 2, fastmq_round, redis_round,
                ("fastmq plain_listener", "redis-py XREADGROUP+XACK"),
                f"(c) consume {n} x 128 B (XREADGROUP COUNT {READ_COUNT})")
+    _from_start(benchmark, from_start, ("fastmq plain_listener_from_start", "redis-py XREADGROUP+XACK_from_start"))
+
+
+def _from_start(benchmark: Any, rates: tuple[list[float], list[float]], names: tuple[str, str]) -> None:
+    """The consumer rounds' msgs/s timed from ``start()`` (the Redis side: from creating its
+    group), medians into ``extra_info``."""
+    f, r = statistics.median(rates[0]), statistics.median(rates[1])
+    benchmark.extra_info.update({f"{names[0]} msgs/s": round(f), f"{names[1]} msgs/s": round(r)})
+    print(f"(d) timed from start(): {names[0]} {f:,.0f} msgs/s, {names[1]} {r:,.0f} msgs/s; fastmq / redis "
+          f"{f / r:.2f}x")

@@ -275,7 +275,25 @@ _PAIRS = (
     ("test_request_reply_vs_redis", "test_request_reply_round_trip_vs_redis", "fastmq request",
      "redis.asyncio XADD+BLPOP", "p50_us", "request-reply, one in flight: redis.asyncio XADD to a request stream + "
      "BLPOP on a reply list (responder XREADGROUP, LPUSH + XACK), AOF everysec; fastmq request, ASYNC_FLUSH"),
-)
+    ("test_blocking_vs_redis", "test_blocking_send_async_semaphore_vs_pipelined_xadd", "fastmq send_async_semaphore",
+     "redis-py pipelined_XADD", "msgs/s", "redis-py pipelined XADD, AOF everysec; fastmq send_async, each send "
+     "waited for through a semaphore, ASYNC_FLUSH"),
+    ("test_blocking_vs_redis", "test_blocking_push_consumer_vs_xreadgroup", "fastmq plain_listener_from_start",
+     "redis-py XREADGROUP+XACK_from_start", "msgs/s", "timed from start(): redis-py XREADGROUP + XACK, AOF everysec; "
+     "fastmq PushConsumer, ASYNC_FLUSH"),
+    ("test_asyncio_vs_redis", "test_asyncio_send_async_futures_vs_pipelined_xadd", "fastmq aio_send_async_futures",
+     "redis.asyncio pipelined_XADD", "msgs/s", "redis.asyncio pipelined XADD, AOF everysec; fastmq send_async, "
+     "each send's future awaited, ASYNC_FLUSH"),
+    ("test_asyncio_vs_redis", "test_asyncio_push_consumer_vs_xreadgroup", "fastmq aio_async_listener_from_start",
+     "redis.asyncio XREADGROUP+XACK_from_start", "msgs/s", "timed from start(): redis.asyncio XREADGROUP + XACK, "
+     "AOF everysec; fastmq PushConsumer, ASYNC_FLUSH"),
+) + tuple(
+    # benchmarks/test_e2e_vs_redis.py: producer and consumer in one process or two, two rates
+    ("test_e2e_vs_redis", f"test_{api}_e2e_vs_redis[{shape}]", "fastmq", client, f"e2e_{rate}_{p}_us",
+     f"e2e, {shape.replace('_', ' ')}, {rate} msgs/s: {client} XADD + XREADGROUP BLOCK + XACK, AOF everysec; "
+     f"fastmq Producer + PushConsumer, ASYNC_FLUSH")
+    for api, client in (("blocking", "redis-py"), ("asyncio", "redis.asyncio"))
+    for shape in ("one_process", "two_processes") for rate in ("1k", "10k") for p in ("p50", "p99"))
 #: Spark workloads: the figure compared, fastmq's driver, the peer's driver and what it is
 _WORKLOAD_FIGURE = {"max-rate-128b": "e2e msgs/s", "max-rate-1kb": "e2e msgs/s"}
 _DRIVER_PEER = {"redis-streams": "Redis Streams through redis-py (the redis-streams driver), AOF matched to "
@@ -296,7 +314,8 @@ def _pair_rows(lines: list[dict[str, str]]) -> list[list[str]]:
         got = runs[-1][1]
         a, b = got[f"{fig}|{ours}"], got.get(f"{fig}|{theirs}")
         unit = "us" if metric.endswith("_us") else "/s"
-        label = f"{test.removeprefix('test_')} ({metric.replace('_us', '')})"
+        label = f"{test.removeprefix('test_')}{'_from_start' if ours.endswith('_from_start') else ''} " \
+                f"({metric.replace('_us', '')})"
         if b is not None and b["note"]:
             rows.append([label, _f(float(a["value"]), unit), f"{what}; " + _SUPERSEDED_CELL.format(note=b["note"]),
                          "—", _measured(a["date"], a["commit"], a["load"])])
