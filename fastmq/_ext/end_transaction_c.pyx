@@ -22,6 +22,8 @@ from .send_batch_c cimport (C_FLAGS, C_KEY, C_PHYS, C_POS, C_QID, C_QOFF, C_REQ,
                             NCOLS, SendBatch)
 from .wire_facts cimport *
 
+include "property_pairs.pxi"
+
 __all__ = ["end_fields", "end_records"]
 
 cdef enum:
@@ -77,7 +79,7 @@ cdef HalfProps _scan(const uint8_t* p, Py_ssize_t n) noexcept:
     """The names the end of a transaction reads, from a stored properties string (every pair
     ``k\\x01v\\x02``; anything else is not ok)."""
     cdef HalfProps r
-    cdef Py_ssize_t i = 0, ks, kn, vs, vn
+    cdef Py_ssize_t i = 0, ks, kn = 0, vs = 0, vn = 0
     r.ok = 1
     r.delay = r.index_keys = r.index_uniq = 0
     r.wait = 1
@@ -91,21 +93,10 @@ cdef HalfProps _scan(const uint8_t* p, Py_ssize_t n) noexcept:
         return r
     while i < n:
         ks = i
-        while i < n and p[i] != NV_SEP and p[i] != PROP_SEP:
-            i += 1
-        if i >= n or p[i] != NV_SEP or i == ks:
+        i = next_pair(p, n, i, &kn, &vs, &vn)
+        if i < 0:
             r.ok = 0
             return r
-        kn = i - ks
-        i += 1
-        vs = i
-        while i < n and p[i] != PROP_SEP:
-            if p[i] == NV_SEP:
-                r.ok = 0
-                return r
-            i += 1
-        vn = i - vs
-        i += 1
         if name_is(p + ks, kn, PROP_TAGS, PROP_TAGS_LEN):
             r.tags.p, r.tags.n = p + vs, vn
             r.tags.count += 1
