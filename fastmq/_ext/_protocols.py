@@ -226,6 +226,8 @@ class SendModule(Protocol):
 # ------------------------------------------------------------------ end_transaction: a commit's or rollback's records
 
 class EndTransactionModule(Protocol):
+    def end_fields(self, fields: dict[str, str] | None,
+                   legal_groups: set[str] | frozenset[str]) -> tuple[bytes, int, int, bool] | None: ...
     def end_records(self, half: bytes | memoryview, half_offset: int, half_topic: bytes, group: bytes,
                     queue_offset: int, commit: bool, op_topic: bytes, op_tag: bytes, now: int, store_host: bytes,
                     max_size: int) -> Any: ...

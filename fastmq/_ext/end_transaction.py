@@ -4,11 +4,11 @@ from typing import TYPE_CHECKING
 from ._flags import NO_EXTENSIONS
 
 if TYPE_CHECKING or NO_EXTENSIONS:
-    from .end_transaction_py import end_records
+    from .end_transaction_py import end_fields, end_records
 else:
     try:
-        from .end_transaction_c import end_records
+        from .end_transaction_c import end_fields, end_records
     except ImportError:  # unbuilt source checkout; the test suite refuses to run like this
-        from .end_transaction_py import end_records
+        from .end_transaction_py import end_fields, end_records
 
-__all__ = ["end_records"]
+__all__ = ["end_fields", "end_records"]

@@ -5,6 +5,8 @@ alone) out, in a :class:`~fastmq._ext.send_batch.SendBatch` the store's record w
 one append."""
 cimport cython
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
+from cpython.dict cimport PyDict_GetItem, PyDict_Next
+from cpython.object cimport PyObject
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from libc.string cimport memcpy
 
@@ -20,7 +22,9 @@ from .send_batch_c cimport (C_FLAGS, C_KEY, C_PHYS, C_POS, C_QID, C_QOFF, C_REQ,
                             NCOLS, SendBatch)
 from .wire_facts cimport *
 
-__all__ = ["end_records"]
+include "property_pairs.pxi"
+
+__all__ = ["end_fields", "end_records"]
 
 cdef enum:
     FIXED = REC_MIN_LEN_V4
@@ -31,6 +35,15 @@ cdef enum:
     MAX_TOPIC = REC_MAX_TOPIC_LEN
     NV_SEP = NAME_VALUE_SEPARATOR
     PROP_SEP = PROPERTY_SEPARATOR
+
+cdef extern from "Python.h":
+    const char* PyUnicode_AsUTF8AndSize(object o, Py_ssize_t *size) except NULL
+
+from .end_transaction_py import END_FIELDS as _END_FIELDS_PY
+
+cdef frozenset _END_FIELDS = _END_FIELDS_PY
+cdef str _F_GROUP = "producerGroup", _F_QOFF = "tranStateTableOffset", _F_CLO = "commitLogOffset"
+cdef str _F_COR = "commitOrRollback", _F_CHECK = "fromTransactionCheck", _F_MSGID = "msgId"
 
 cdef bytes _REAL_TOPIC = MessageConst.REAL_TOPIC.encode()
 cdef bytes _REAL_QID = MessageConst.REAL_QUEUE_ID.encode()
@@ -66,7 +79,7 @@ cdef HalfProps _scan(const uint8_t* p, Py_ssize_t n) noexcept:
     """The names the end of a transaction reads, from a stored properties string (every pair
     ``k\\x01v\\x02``; anything else is not ok)."""
     cdef HalfProps r
-    cdef Py_ssize_t i = 0, ks, kn, vs, vn
+    cdef Py_ssize_t i = 0, ks, kn = 0, vs = 0, vn = 0
     r.ok = 1
     r.delay = r.index_keys = r.index_uniq = 0
     r.wait = 1
@@ -80,21 +93,10 @@ cdef HalfProps _scan(const uint8_t* p, Py_ssize_t n) noexcept:
         return r
     while i < n:
         ks = i
-        while i < n and p[i] != NV_SEP and p[i] != PROP_SEP:
-            i += 1
-        if i >= n or p[i] != NV_SEP or i == ks:
+        i = next_pair(p, n, i, &kn, &vs, &vn)
+        if i < 0:
             r.ok = 0
             return r
-        kn = i - ks
-        i += 1
-        vs = i
-        while i < n and p[i] != PROP_SEP:
-            if p[i] == NV_SEP:
-                r.ok = 0
-                return r
-            i += 1
-        vn = i - vs
-        i += 1
         if name_is(p + ks, kn, PROP_TAGS, PROP_TAGS_LEN):
             r.tags.p, r.tags.n = p + vs, vn
             r.tags.count += 1
@@ -116,6 +118,68 @@ cdef HalfProps _scan(const uint8_t* p, Py_ssize_t n) noexcept:
             r.pgroup.p, r.pgroup.n = p + vs, vn
             r.pgroup.count += 1
     return r
+
+
+cdef long long _offset(PyObject* v) except -2:
+    """A plain non-negative decimal (1 to 18 ASCII digits), else -1."""
+    cdef Py_ssize_t n = 0, i
+    cdef const char* s
+    cdef long long acc = 0
+    if v == NULL or type(<object>v) is not str:
+        return -1
+    s = PyUnicode_AsUTF8AndSize(<object>v, &n)
+    if n == 0 or n > 18:
+        return -1
+    for i in range(n):
+        if s[i] < 48 or s[i] > 57:
+            return -1
+        acc = acc * 10 + (s[i] - 48)
+    return acc
+
+
+def end_fields(object fields, object legal_groups):
+    """(producerGroup as UTF-8, tranStateTableOffset, commitLogOffset, commit) of an
+    END_TRANSACTION header the batch path takes as it is; None for the long way
+    (end_transaction_py's contract)."""
+    cdef Py_ssize_t pos = 0
+    cdef PyObject* kp = NULL
+    cdef PyObject* vp = NULL
+    cdef PyObject* cor
+    cdef PyObject* check
+    cdef object group
+    cdef long long qoff, clo
+    cdef bint commit
+    if type(fields) is not dict or len(<dict>fields) > len(_END_FIELDS):
+        return None
+    while PyDict_Next(fields, &pos, &kp, &vp):
+        if type(<object>vp) is not str or <object>kp not in _END_FIELDS:
+            return None
+    vp = PyDict_GetItem(fields, _F_GROUP)
+    if vp == NULL:
+        return None
+    group = <object>vp
+    if not group or group not in legal_groups or PyDict_GetItem(fields, _F_MSGID) == NULL:
+        return None
+    check = PyDict_GetItem(fields, _F_CHECK)
+    if check != NULL and <object>check != "false":
+        return None
+    cor = PyDict_GetItem(fields, _F_COR)
+    if cor == NULL:
+        return None
+    if <object>cor == "8":
+        commit = True
+    elif <object>cor == "12":
+        commit = False
+    else:
+        return None
+    qoff = _offset(PyDict_GetItem(fields, _F_QOFF))
+    clo = _offset(PyDict_GetItem(fields, _F_CLO))
+    if qoff < 0 or clo < 0:
+        return None
+    try:
+        return (<str>group).encode("utf-8"), qoff, clo, commit
+    except UnicodeEncodeError:  # (a lone surrogate: the long way refuses it)
+        return None
 
 
 cdef inline bint _topic_char(uint8_t c) noexcept:

@@ -34,7 +34,7 @@ from ..protocol.record_layout import HOST_V6_BITS, MAX_TOPIC_LEN, MESSAGE_MAGIC_
 from .javahash import jhash
 from .send_batch_py import F_INDEX, F_WAIT, SendBatch
 
-__all__ = ["end_records"]
+__all__ = ["end_fields", "end_records"]
 
 FIXED = MIN_RECORD_LEN_V4
 _TX_MASK = MessageSysFlag.TRANSACTION_ROLLBACK_TYPE
@@ -62,6 +62,54 @@ def _props(p: bytes) -> dict[bytes, list[bytes]] | None:
             return None
         out.setdefault(k, []).append(v)
     return out
+
+
+#: every field of 4.9.8's EndTransactionRequestHeader (and 5.x's ``bname``): a header naming any
+#: other goes the long way, whose name check sees it
+END_FIELDS = frozenset(("producerGroup", "tranStateTableOffset", "commitLogOffset", "commitOrRollback",
+                        "fromTransactionCheck", "msgId", "transactionId", "bname"))
+
+
+def _offset(v: str | None) -> int | None:
+    """A plain non-negative decimal (1 to 18 ASCII digits), else None."""
+    if v is None or not 0 < len(v) <= 18 or not v.isascii() or not v.isdigit():
+        return None
+    return int(v)
+
+
+def end_fields(fields: dict[str, str] | None, legal_groups: set[str] | frozenset[str]) -> tuple[bytes, int, int, bool] | None:
+    """``(producerGroup as UTF-8, tranStateTableOffset, commitLogOffset, commit)`` of an
+    END_TRANSACTION header the batch path takes as it is; None for the long way (whose header
+    decoding answers every refusal with 4.9's text).
+
+    Taken: only :data:`END_FIELDS`, every value a ``str``; a producer group in ``legal_groups``
+    (names the broker's name check already passed); ``msgId`` present; ``fromTransactionCheck``
+    absent or ``false`` (an answer to a check looks for an earlier commit first);
+    ``commitOrRollback`` ``8`` or ``12``; both offsets plain non-negative decimals."""
+    if type(fields) is not dict or len(fields) > len(END_FIELDS):
+        return None
+    for k, v in fields.items():
+        if k not in END_FIELDS or type(v) is not str:
+            return None
+    group = fields.get("producerGroup")
+    if not group or group not in legal_groups or "msgId" not in fields:
+        return None
+    if fields.get("fromTransactionCheck", "false") != "false":
+        return None
+    cor = fields.get("commitOrRollback")
+    if cor == "8":
+        commit = True
+    elif cor == "12":
+        commit = False
+    else:
+        return None
+    qoff, clo = _offset(fields.get("tranStateTableOffset")), _offset(fields.get("commitLogOffset"))
+    if qoff is None or clo is None:
+        return None
+    try:
+        return group.encode("utf-8"), qoff, clo, commit
+    except UnicodeEncodeError:  # (a lone surrogate: the long way refuses it)
+        return None
 
 
 def end_records(half: bytes | memoryview, half_offset: int, half_topic: bytes, group: bytes, queue_offset: int,

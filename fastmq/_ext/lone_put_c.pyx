@@ -9,7 +9,7 @@ cimport cython
 from libc.time cimport time_t
 
 from .record_writer_c cimport index_records, place_one
-from .send_batch_c cimport SendBatch
+from .send_batch_c cimport C_KEY, C_SIZE, NCOLS, SendBatch
 
 import logging
 
@@ -19,6 +19,7 @@ __all__ = ["LonePut"]
 log = logging.getLogger("fastmq.store")  # (the store's logger: the same records as its own path)
 
 cdef enum:
+    MAX_KEYED = 16    # records of a put to queues of their own (_put_keyed)
     CQ_UNIT = 20      # a consume-queue entry: commit-log offset (8), size (4), tag code (8)
     INDEX_COUNT = 5   # IndexFile.state's entry count
 
@@ -93,7 +94,9 @@ cdef class LonePut:
         cdef dict table
         cdef list cq_files, ifiles
         cdef dict sd = self.sd
-        if (batch.n != 1 or not sd["_running"] or sd["_shutdown"] or sd["_is_slave"]
+        if batch.n != 1:
+            return self._put_keyed(batch) if 1 < batch.n <= MAX_KEYED and batch.n == len(batch.keys) else None
+        if (not sd["_running"] or sd["_shutdown"] or sd["_is_slave"]
                 or sd["_refusing"] is not None or sd["_space_failed_at"] is not None
                 or _monotonic() - <double>sd["_disk_checked_at"] >= self.disk_check_interval):
             return None
@@ -170,6 +173,115 @@ cdef class LonePut:
             except Exception:  # a listener bug must not fail a stored send
                 log.exception("on_arrival callback failed for %s/%d", topic, qid)
         return self._finish(batch, now, now_o, qoff, phys, end, ifile, sd)
+
+    cdef object _put_keyed(self, SendBatch batch):
+        """:meth:`put` of a batch whose every record goes to a queue of its own, in order (a
+        commit's real message and op message): the same steps a record at a time under one hold
+        of the lock (see ``lone_put_py.LonePut.put_keyed``)."""
+        cdef object store = self.store
+        cdef Py_ssize_t i, n = batch.n
+        cdef long long size, qoff, pos, cq_pos, phys, now, first_qoff = 0, first_phys = 0
+        cdef object now_o, key, cq, cq_last, idx, clog, files, mf, cq_buf, placed, tag, cb, failed = None
+        cdef dict table
+        cdef dict sd = self.sd
+        cdef list keys = batch.keys, cq_files, ifiles, cqs = [], lasts = [], done = []
+        if (not sd["_running"] or sd["_shutdown"] or sd["_is_slave"]
+                or sd["_refusing"] is not None or sd["_space_failed_at"] is not None
+                or _monotonic() - <double>sd["_disk_checked_at"] >= self.disk_check_interval):
+            return None
+        for i in range(n):
+            if batch.r[i * NCOLS + C_KEY] != i:
+                return None
+            cq = self.cqs.get(keys[i])
+            if cq is None:
+                return None
+            cq_files = cq.mfq.files
+            if not cq_files:
+                return None
+            cq_last = cq_files[-1]
+            if cq_last.reserved_to < cq_last.wrote_position + CQ_UNIT:
+                return None
+            cqs.append(cq)
+            lasts.append(cq_last)
+        idx = sd["index"]
+        if idx is not None:
+            ifiles = idx.files
+            if not ifiles:
+                return None
+            if ifiles[-1].state[INDEX_COUNT] > ifiles[-1].room_until:
+                return None
+        size = batch.total_size
+        clog = self.commit_log
+        files = self.mfq.files
+        now = self._now()
+        now_o = now
+        self.acquire()
+        try:
+            if not files:
+                return None
+            mf = files[-1]
+            pos = mf.wrote_position
+            if pos + size + 8 > mf.reserved_to:
+                return None
+            table = clog.topic_queue_table
+            first_phys = <long long>mf.file_from_offset + pos
+            for i in range(n):
+                key = keys[i]
+                cq_last = lasts[i]
+                qoff = table.get(key, 0)
+                cq_pos = qoff * CQ_UNIT - <long long>cq_last.file_from_offset
+                if cq_pos == <long long>cq_last.wrote_position and cq_pos + CQ_UNIT <= <long long>cq_last.reserved_to:
+                    cq_buf = cq_last.buffer
+                else:
+                    cq_buf = None
+                    cq_pos = -1
+                try:
+                    placed = place_one(batch, mf.buffer, pos, mf.file_size, mf.file_from_offset, qoff, now, cq_buf,
+                                       cq_pos, i)
+                    if placed is None and i:  # (the room test above makes this a guard)
+                        raise RuntimeError("no room for the rest of the put")
+                except Exception as exc:
+                    if not i:
+                        return store._append_failed(exc)
+                    # those placed stay (their queues must say so below); the put is refused
+                    failed = store._append_failed(exc)
+                    break
+                if placed is None:  # (the first: nothing written)
+                    return None
+                phys = <long long>mf.file_from_offset + pos
+                pos, tag = placed
+                mf.wrote_position = pos
+                if cq_buf is not None:
+                    cq_last.wrote_position = cq_pos + CQ_UNIT
+                table[key] = qoff + 1
+                if i == 0:
+                    first_qoff = qoff
+                done.append((qoff, phys, tag, cq_buf is not None))
+            mf.store_timestamp = now_o
+            clog.last_store_timestamp = now_o
+            if mf.wrote_position >= mf.append_mark:
+                self.mfq.after_append(mf)
+        finally:
+            self.release()
+        cb = sd["on_arrival"]
+        for i in range(len(done)):
+            qoff, phys, tag, with_cq = done[i]
+            cq = cqs[i]
+            size = batch.r[i * NCOLS + C_SIZE]
+            if with_cq:
+                cq.max_physic_offset = phys + size
+            else:
+                cq.put(qoff, phys, size, tag)
+            if cb is not None:
+                topic, qid = keys[i]
+                try:
+                    cb(topic, qid, qoff + 1, tag)
+                except Exception:  # a listener bug must not fail a stored put
+                    log.exception("on_arrival callback failed for %s/%d", topic, qid)
+        if failed is not None:
+            return failed
+        # (the index service indexes the records: one file may not hold them all)
+        return self._finish(batch, now, now_o, first_qoff, first_phys, first_phys + batch.total_size, None, sd)
 
     def stored(self, SendBatch batch not None, object now, long long first_qoff, long long first_phys,
                long long end):

@@ -21,11 +21,13 @@ import time
 from typing import Any, Callable
 
 from .record_writer import index_records, place_one
+from .send_batch_py import C_KEY, C_SIZE
 
 __all__ = ["LonePut"]
 
 log = logging.getLogger("fastmq.store")  # (the store's logger: the same records as its own path)
 
+_MAX_KEYED = 16  # records of a put to queues of their own (put_keyed)
 _CQ_UNIT = 20  # a consume-queue entry: commit-log offset (8), size (4), tag code (8)
 _INDEX_COUNT = 5  # IndexFile.state's entry count
 
@@ -59,7 +61,9 @@ class LonePut:
         coroutine of a wait the put owes (SYNC_FLUSH, SYNC_MASTER); None when the store's
         general path must take it (nothing done then)."""
         store = self.store
-        if (batch.n != 1 or not store._running or store._shutdown or store._is_slave or store._refusing is not None
+        if batch.n != 1:
+            return self.put_keyed(batch) if 1 < batch.n <= _MAX_KEYED and batch.n == len(batch.keys) else None
+        if (not store._running or store._shutdown or store._is_slave or store._refusing is not None
                 or store._space_failed_at is not None
                 or time.monotonic() - store._disk_checked_at >= self.disk_check_interval):
             return None
@@ -130,6 +134,101 @@ class LonePut:
             except Exception:  # a listener bug must not fail a stored send
                 log.exception("on_arrival callback failed for %s/%d", topic, qid)
         return self._finish(batch, now, qoff, phys, end, ifile)
+
+    def put_keyed(self, batch: Any) -> Any:
+        """:meth:`put` of a batch whose every record goes to a queue of its own, in order (a
+        commit's real message and op message; row ``i`` of queue key ``i``): the same steps a
+        record at a time under one hold of the lock, the records back to back; None (nothing
+        done) when :meth:`put` would say None for any of them or the batch has another shape.
+        The index service indexes them (one index file may not hold them all). Should a record
+        after the first fail to be written (the room test makes it a guard), those written stay
+        in their queues and the put is refused."""
+        store = self.store
+        n = batch.n
+        if (not store._running or store._shutdown or store._is_slave or store._refusing is not None
+                or store._space_failed_at is not None
+                or time.monotonic() - store._disk_checked_at >= self.disk_check_interval):
+            return None
+        keys = batch.keys
+        cols = batch.cols
+        lasts = []
+        for i in range(n):
+            if int(cols[i, C_KEY]) != i:
+                return None
+            cq = self.cqs.get(keys[i])
+            if cq is None or not cq.mfq.files:
+                return None
+            cq_last = cq.mfq.files[-1]
+            if cq_last.reserved_to < cq_last.wrote_position + _CQ_UNIT:
+                return None
+            lasts.append((cq, cq_last))
+        idx = store.index
+        if idx is not None and (not idx.files or idx.files[-1].state[_INDEX_COUNT] > idx.files[-1].room_until):
+            return None
+        size = batch.total_size
+        clog = self.commit_log
+        files = self.mfq.files
+        now = self.clock() if self.clock is not None else int(time.time() * 1000)
+        done: list[tuple[int, int, int, bool]] = []
+        failed = None
+        self.lock.acquire()
+        try:
+            if not files:
+                return None
+            mf = files[-1]
+            pos = mf.wrote_position
+            if pos + size + 8 > mf.reserved_to:
+                return None
+            table = clog.topic_queue_table
+            first_phys = mf.file_from_offset + pos
+            for i in range(n):
+                key = keys[i]
+                cq_last = lasts[i][1]
+                qoff = table.get(key, 0)
+                cq_pos = cq_last.next_unit_pos(qoff * _CQ_UNIT, _CQ_UNIT)
+                cq_buf = None if cq_pos < 0 else cq_last.buffer
+                try:
+                    placed = place_one(batch, mf.buffer, pos, mf.file_size, mf.file_from_offset, qoff, now, cq_buf,
+                                       cq_pos, i)
+                    if placed is None and i:
+                        raise RuntimeError("no room for the rest of the put")
+                except Exception as exc:
+                    if not i:
+                        return store._append_failed(exc)
+                    failed = store._append_failed(exc)
+                    break
+                if placed is None:
+                    return None
+                phys = mf.file_from_offset + pos
+                pos, tag = placed
+                mf.wrote_position = pos
+                if cq_buf is not None:
+                    cq_last.wrote_position = cq_pos + _CQ_UNIT
+                table[key] = qoff + 1
+                done.append((qoff, phys, tag, cq_buf is not None))
+            mf.store_timestamp = now
+            clog.last_store_timestamp = now
+            if mf.wrote_position >= mf.append_mark:
+                self.mfq.after_append(mf)
+        finally:
+            self.lock.release()
+        cb = store.on_arrival
+        for i, (qoff, phys, tag, with_cq) in enumerate(done):
+            cq = lasts[i][0]
+            rsize = int(cols[i, C_SIZE])
+            if with_cq:
+                cq.max_physic_offset = phys + rsize
+            else:
+                cq.put(qoff, phys, rsize, tag)
+            if cb is not None:
+                topic, qid = keys[i]
+                try:
+                    cb(topic, qid, qoff + 1, tag)
+                except Exception:  # a listener bug must not fail a stored put
+                    log.exception("on_arrival callback failed for %s/%d", topic, qid)
+        if failed is not None:
+            return failed
+        return self._finish(batch, now, done[0][0], first_phys, first_phys + size, None)
 
     def stored(self, batch: Any, now: int, first_qoff: int, first_phys: int, end: int) -> Any:
         """The end of the store's general put path (any number of records, stored and in their

@@ -73,20 +73,29 @@ def place_records(SendBatch b, object mapping, Py_ssize_t pos, Py_ssize_t file_s
 @cython.boundscheck(False)
 @cython.wraparound(False)
 cpdef object place_one(SendBatch b, object mapping, Py_ssize_t pos, Py_ssize_t file_size, long long file_from,
-                       long long queue_offset, long long store_ts, object cq_mapping=None, Py_ssize_t cq_pos=-1):
+                       long long queue_offset, long long store_ts, object cq_mapping=None, Py_ssize_t cq_pos=-1,
+                       Py_ssize_t row=-1):
     """:func:`place_records` of a batch of one record (one send in flight) with its queue offset
     given: ``(next pos, the record's tag code)``, or None when it leaves no room for the 8-byte
     end-of-file marker (nothing written). With ``cq_mapping``, the record's 20-byte consume-queue
-    entry (commit-log offset, size, tag code) is written there at ``cq_pos`` too."""
+    entry (commit-log offset, size, tag code) is written there at ``cq_pos`` too. ``row``: the
+    record of a larger batch to place instead (a put of records to queues of their own)."""
     cdef Py_buffer view
     cdef Py_buffer cq_view
     cdef Py_ssize_t size
     cdef uint8_t* dst
     cdef uint8_t* entry
+    cdef int64_t* c
     cdef bint has_cq = cq_mapping is not None
-    if b.n != 1 or pos < 0:
-        raise ValueError("place_one takes a batch of one record and a non-negative position")
-    size = b.r[C_SIZE]
+    if row < 0:
+        if b.n != 1 or pos < 0:
+            raise ValueError("place_one takes a batch of one record and a non-negative position")
+        c = b.r
+    elif row >= b.n or pos < 0:
+        raise ValueError("place_one takes a row of the batch and a non-negative position")
+    else:
+        c = b.r + row * NCOLS
+    size = c[C_SIZE]
     if has_cq:
         PyObject_GetBuffer(cq_mapping, &cq_view, PyBUF_WRITABLE)
     try:
@@ -99,9 +108,9 @@ cpdef object place_one(SendBatch b, object mapping, Py_ssize_t pos, Py_ssize_t f
             if pos + size + 8 > file_size:
                 return None
             dst = <uint8_t*>view.buf + pos
-            memcpy(dst, b.staging.p + b.r[C_POS], size)
-            b.r[C_QOFF] = queue_offset
-            b.r[C_PHYS] = file_from + pos
+            memcpy(dst, b.staging.p + c[C_POS], size)
+            c[C_QOFF] = queue_offset
+            c[C_PHYS] = file_from + pos
             _put64(dst + REC_QUEUEOFFSET_POS, <uint64_t>queue_offset)
             _put64(dst + REC_PHYSICALOFFSET_POS, <uint64_t>(file_from + pos))
             _put64(dst + REC_STORETIMESTAMP_POS, <uint64_t>store_ts)
@@ -111,11 +120,11 @@ cpdef object place_one(SendBatch b, object mapping, Py_ssize_t pos, Py_ssize_t f
             entry = <uint8_t*>cq_view.buf + cq_pos
             _put64(entry, <uint64_t>(file_from + pos))
             _put32(entry + 8, <uint32_t>size)
-            _put64(entry + 12, <uint64_t>b.r[C_TAGS])
+            _put64(entry + 12, <uint64_t>c[C_TAGS])
     finally:
         if has_cq:
             PyBuffer_Release(&cq_view)
-    return pos + size, b.r[C_TAGS]
+    return pos + size, c[C_TAGS]
 
 
 # ----------------------------------------------------------------------------- index

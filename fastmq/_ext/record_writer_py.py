@@ -61,15 +61,20 @@ def place_records(b: SendBatch, mapping: Any, pos: int, file_size: int, file_fro
 
 
 def place_one(b: SendBatch, mapping: Any, pos: int, file_size: int, file_from: int, queue_offset: int,
-              store_ts: int, cq_mapping: Any = None, cq_pos: int = -1) -> tuple[int, int] | None:
+              store_ts: int, cq_mapping: Any = None, cq_pos: int = -1, row: int = -1) -> tuple[int, int] | None:
     """:func:`place_records` of a batch of one record (one send in flight) with its queue offset
     given: ``(next pos, the record's tag code)``, or None when it leaves no room for the 8-byte
     end-of-file marker (nothing written). With ``cq_mapping``, the record's 20-byte consume-queue
-    entry (commit-log offset, size, tag code) is written there at ``cq_pos`` too."""
-    if b.n != 1 or pos < 0:
-        raise ValueError("place_one takes a batch of one record and a non-negative position")
-    c = b.cols
-    size = int(c[0, C_SIZE])
+    entry (commit-log offset, size, tag code) is written there at ``cq_pos`` too. ``row``: the
+    record of a larger batch to place instead (a put of records to queues of their own)."""
+    if row < 0:
+        if b.n != 1 or pos < 0:
+            raise ValueError("place_one takes a batch of one record and a non-negative position")
+        row = 0
+    elif row >= b.n or pos < 0:
+        raise ValueError("place_one takes a row of the batch and a non-negative position")
+    c = b.cols[row]
+    size = int(c[C_SIZE])
     cq = memoryview(cq_mapping) if cq_mapping is not None else None
     if cq is not None and (cq_pos < 0 or cq_pos + _CQ_ENTRY.size > len(cq)):
         raise ValueError("the consume-queue entry's position is outside its mapping")
@@ -78,16 +83,16 @@ def place_one(b: SendBatch, mapping: Any, pos: int, file_size: int, file_from: i
         raise ValueError("file_size is larger than the mapping")
     if pos + size + 8 > file_size:
         return None
-    src = int(c[0, C_POS])
+    src = int(c[C_POS])
     mv[pos:pos + size] = b.staging[src:src + size]
-    c[0, C_QOFF] = queue_offset
-    c[0, C_PHYS] = file_from + pos
+    c[C_QOFF] = queue_offset
+    c[C_PHYS] = file_from + pos
     _I64.pack_into(mv, pos + QUEUE_OFFSET_POS, queue_offset)
     _I64.pack_into(mv, pos + PHYS_OFFSET_POS, file_from + pos)
     _I64.pack_into(mv, pos + _STORE_TS_POS, store_ts)
     if cq is not None:
-        _CQ_ENTRY.pack_into(cq, cq_pos, file_from + pos, size, int(c[0, C_TAGS]))
-    return pos + size, int(c[0, C_TAGS])
+        _CQ_ENTRY.pack_into(cq, cq_pos, file_from + pos, size, int(c[C_TAGS]))
+    return pos + size, int(c[C_TAGS])
 
 
 def _record_keys(rec: bytes | bytearray) -> tuple[bytes, list[bytes]]:

@@ -42,6 +42,8 @@ from .send_batch_c cimport (C_FLAGS, C_KEY, C_PHYS, C_POS, C_QID, C_QOFF, C_REQ,
                             NCOLS, SendBatch)
 from .wire_facts cimport *
 
+include "property_pairs.pxi"
+
 cdef extern from "Python.h":
     const char* PyUnicode_AsUTF8AndSize(object o, Py_ssize_t *size) except NULL
 
@@ -174,7 +176,7 @@ cdef Props _scan_props(const uint8_t* p, Py_ssize_t n) noexcept nogil:
     r.cluster = 0
     r.has_tags = 0
     r.tags_hash = 0
-    cdef Py_ssize_t i = 0, ks, kn, vs, vn
+    cdef Py_ssize_t i = 0, ks, kn = 0, vs = 0, vn = 0
     if n == 0:
         return r
     # 4.9's messageProperties2String drops the separator after the last pair: the Java client
@@ -182,21 +184,10 @@ cdef Props _scan_props(const uint8_t* p, Py_ssize_t n) noexcept nogil:
     r.open_end = p[n - 1] != PROP_SEP
     while i < n:
         ks = i
-        while i < n and p[i] != NV_SEP and p[i] != PROP_SEP:
-            i += 1
-        if i >= n or p[i] != NV_SEP or i == ks:
+        i = next_pair(p, n, i, &kn, &vs, &vn)
+        if i < 0:
             r.ok = 0
             return r
-        kn = i - ks
-        i += 1
-        vs = i
-        while i < n and p[i] != PROP_SEP:
-            if p[i] == NV_SEP:
-                r.ok = 0
-                return r
-            i += 1
-        vn = i - vs
-        i += 1  # the property separator
         if name_is(p + ks, kn, PROP_TAGS, PROP_TAGS_LEN):
             r.has_tags = vn > 0
             r.tags_hash = jhash(p + vs, vn, 0)

@@ -515,3 +515,31 @@ async def test_check_progress_survives_a_restart(tmp_path: Path) -> None:
     finally:
         await q.close()
         c.stop()
+
+
+async def test_ends_under_sync_flush_wait_for_the_flush(tmp_path: Path) -> None:
+    """SYNC_FLUSH: a commit and a rollback on the batch path are answered once flushed, a oneway
+    commit is stored all the same, and only the committed messages reach a consumer."""
+    c = Cluster(tmp_path, flushDiskType="SYNC_FLUSH")
+    c.start()
+    try:
+        p = await _probe(c)
+        try:
+            r = await p.send(TOPIC, b"plain", half=False)
+            assert r.code == ResponseCode.SUCCESS
+            h1, h2, h3 = [await p.send_half(TOPIC, body, queue_id=0) for body in (b"c1", b"r2", b"c3")]
+            r1 = await p.end(h1, COMMIT)
+            r2 = await p.end(h2, ROLLBACK)
+            assert r1 is not None and r1.code == ResponseCode.SUCCESS, r1.remark
+            assert r2 is not None and r2.code == ResponseCode.SUCCESS, r2.remark
+            await p.end(h3, COMMIT, oneway=True)
+            got: list[Any] = []
+            deadline = time.monotonic() + 10
+            while len(got) < 3 and time.monotonic() < deadline:
+                got = await p.pull_all(TOPIC, "CG_SYNC")
+                await asyncio.sleep(0.05)
+            assert _bodies(got) == [b"c1", b"c3", b"plain"]
+        finally:
+            await p.close()
+    finally:
+        c.stop()

@@ -30,10 +30,14 @@ def _store_bytes(root: Path) -> dict[str, bytes]:
     return out
 
 
-def _run(root: Path, lone_put: ModuleType, monkeypatch: pytest.MonkeyPatch, sends: list[tuple[int, str, str]],
+Send = tuple[int, str, str]
+
+
+def _run(root: Path, lone_put: ModuleType, monkeypatch: pytest.MonkeyPatch, sends: list[Send] | list[list[Send]],
          lone: bool, **kw: Any) -> tuple[Any, ...]:
-    """Put ``sends`` one record a put: through ``lone_put``'s LonePut (``lone``), or only the
-    general path (which ends through that LonePut's ``stored`` and ``took``)."""
+    """Put ``sends`` one record a put (or one list of records a put): through ``lone_put``'s
+    LonePut (``lone``), or only the general path (which ends through that LonePut's ``stored``
+    and ``took``)."""
     monkeypatch.setattr(time, "time", lambda: _NOW_MS / 1000)  # (the general path's and the batches' clock)
     arrivals: list = []
     s = open_store(root, arrivals, **kw)
@@ -46,8 +50,8 @@ def _run(root: Path, lone_put: ModuleType, monkeypatch: pytest.MonkeyPatch, send
         s._put_batch = lambda b: calls.append(b) or general(b)  # type: ignore[method-assign]
     try:
         results = []
-        for qid, tag, key in sends:
-            r = s.put_batch_now(_send_batch([(qid, tag, key)]))
+        for put in sends:
+            r = s.put_batch_now(_send_batch(put if isinstance(put, list) else [put]))
             assert type(r) is PutResult and r.status is PutStatus.PUT_OK
             results.append((r.status, r.msg_id, r.queue_offset, r.wrote_offset, r.wrote_bytes, r.msg_num, r.remark,
                             r.store_timestamp))
@@ -79,6 +83,26 @@ def test_each_twin_stores_the_general_paths_bytes(tmp_path: Path, lone_put: Modu
     for name in want_bytes:
         assert got_bytes[name] == want_bytes[name], name
     assert 3 <= general_calls < 30
+
+
+@pytest.mark.parametrize("index", [{}, {"maxIndexNum": 20, "maxHashSlotNum": 8}], ids=["one-index-file", "index-rolls"])
+def test_puts_to_queues_of_their_own_store_the_general_paths_bytes(tmp_path: Path, lone_put: ModuleType,
+                                                                   monkeypatch: pytest.MonkeyPatch,
+                                                                   index: dict) -> None:
+    """Puts of two or three records, each to a queue of its own (a commit's real and op
+    messages), across file rolls: the twin's store equals the general path's byte for byte;
+    puts of two records to one queue, first puts of a queue and rolls go the general way."""
+    sends = [[(i % 3, "AB"[i % 2], f"k{i}"), ((i + 1) % 3, "C", f"o{i}")] + ([(2, "D", f"t{i}")] if i % 5 == 1 else [])
+             if i % 7 else [(0, "A", f"a{i}"), (0, "B", f"b{i}")] for i in range(60)]
+    sends = [put for put in sends if len({q for q, _, _ in put}) == len(put) or put[0][0] == put[1][0]]
+    kw = dict(mappedFileSizeCommitLog=8192, mappedFileSizeConsumeQueue=20 * 16, **index)
+    want, want_bytes, _ = _run(tmp_path / "general", lone_put, monkeypatch, sends, False, **kw)
+    got, got_bytes, general_calls = _run(tmp_path / "lone", lone_put, monkeypatch, sends, True, **kw)
+    assert got == want
+    assert got_bytes.keys() == want_bytes.keys() and len(want_bytes) > 6
+    for name in want_bytes:
+        assert got_bytes[name] == want_bytes[name], name
+    assert 9 <= general_calls < 30  # (one queue twice: 9 of them; first puts and rolls)
 
 
 def test_unusual_cases_go_the_general_way(tmp_path: Path, lone_put: ModuleType) -> None:

@@ -233,3 +233,35 @@ def test_twins_agree_on_halves_and_their_end(data) -> None:
             ends.append(None if e is None else (e.records, e.cols.tolist(), e.keys, e.fast, e.wait, e.total_size))
         out.append((b.records, b.cols.tolist(), b.keys, b.slow, b.fast, b.rr, ends))
     assert out[0] == out[1]
+
+
+_END = {"producerGroup": "PG", "tranStateTableOffset": "17", "commitLogOffset": "4096", "commitOrRollback": "8",
+        "fromTransactionCheck": "false", "msgId": "7F00000100002A9F0000000000001000", "transactionId": "U1"}
+
+
+def test_end_fields_take_only_what_the_long_way_would_read_alike(tx) -> None:
+    legal = {"PG"}
+    assert tx.end_fields(_END, legal) == (b"PG", 17, 4096, True)
+    assert tx.end_fields(dict(_END, commitOrRollback="12"), legal) == (b"PG", 17, 4096, False)
+    short = {k: v for k, v in _END.items() if k not in ("fromTransactionCheck", "transactionId")}
+    assert tx.end_fields(dict(short, bname="broker-a"), legal) == (b"PG", 17, 4096, True)
+    assert tx.end_fields(_END, set()) is None  # a group the name check has not passed yet
+    for bad in ({"commitOrRollback": "0"}, {"commitOrRollback": "+8"}, {"commitOrRollback": "08"},
+                {"fromTransactionCheck": "true"}, {"fromTransactionCheck": "False"}, {"tranStateTableOffset": "-1"},
+                {"commitLogOffset": ""}, {"commitLogOffset": "1" * 19}, {"commitLogOffset": "\uff11"},
+                {"tranStateTableOffset": " 17"}, {"topic": "T"}, {"group": "G"}, {"producerGroup": ""}):
+        assert tx.end_fields(dict(_END, **bad), legal | {""}) is None, bad
+    for gone in ("producerGroup", "msgId", "commitOrRollback", "commitLogOffset", "tranStateTableOffset"):
+        assert tx.end_fields({k: v for k, v in _END.items() if k != gone}, legal) is None, gone
+    assert tx.end_fields(dict(_END, producerGroup="P\ud800"), {"P\ud800"}) is None
+    assert tx.end_fields(None, legal) is None and tx.end_fields(dict(_END, msgId=None), legal) is None
+
+
+@pytest.mark.c_ext
+@settings(max_examples=examples(200), deadline=None)
+@given(st.dictionaries(st.sampled_from(sorted(_END) + ["bname", "topic"]),
+                       st.one_of(st.sampled_from(["8", "12", "0", "true", "false", "PG", "", "17", "-3"]),
+                                 st.text(max_size=20)), max_size=9))
+def test_the_twins_agree_on_end_fields(fields) -> None:
+    legal = {"PG", ""}
+    assert _twin("py").end_fields(fields, legal) == _twin("c").end_fields(fields, legal)
