@@ -178,6 +178,35 @@ async def test_dlq_sends_and_the_exporters_stats_items(servers: Servers) -> None
         await client.close()
 
 
+async def test_transactions_counted_on_every_path(servers: Servers) -> None:
+    """Commits and rollbacks are counted per real topic whether the end is answered or oneway
+    (the Java client's), which the broker serves on its batch path."""
+    from fastmq.testing.txprobe import COMMIT, ROLLBACK, TxProbe
+    topic = "MetricsTx"
+    client = RemotingClient()
+    probe = TxProbe(servers.broker.addr, "MetricsTxGroup")
+    try:
+        await create_topic(client, servers.broker.addr, topic, queues=2)
+        await probe.heartbeat()
+        before = scrape(servers.broker_url)
+        for state, oneway in ((COMMIT, False), (COMMIT, True), (ROLLBACK, False), (ROLLBACK, True), (COMMIT, True)):
+            half = await probe.send_half(topic, b"tx")
+            r = await probe.end(half, state, oneway=oneway)
+            assert oneway or (r is not None and r.code == ResponseCode.SUCCESS), r
+        want = {"rocketmq_commit_messages_total": 3, "rocketmq_rollback_messages_total": 2}
+        got: dict[str, float] = {}
+        for _ in range(50):  # the oneway ends land shortly after they are sent (bounded: 5 s)
+            after = scrape(servers.broker_url)
+            got = {n: value(after, n, topic=topic) - value(before, n, topic=topic) for n in want}
+            if got == want:
+                break
+            await asyncio.sleep(0.1)
+        assert got == want
+    finally:
+        await probe.close()
+        await client.close()
+
+
 def test_namesrv_serves_brokers_topics_and_requests(servers: Servers) -> None:
     samples = scrape(servers.ns_url)
     documented = set(re.findall(r"`((?:rocketmq|fastmq)_[a-z_]+)`", DOC.read_text()))

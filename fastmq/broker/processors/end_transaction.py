@@ -99,6 +99,8 @@ class EndTransactionProcessor(BrokerCodeDispatchProcessor):
                 res = b.store.put_batch_now(batch)
                 if not isinstance(res, PutResult):  # a flush or slave wait
                     res = await res
+                if res.ok:
+                    self._count_end(commit, batch, h.commitLogOffset)
                 return self._end_answer(request, res, commit, batch, h.tranStateTableOffset)
         tx = b.transactions.bridge
         half = tx.look_half(h.commitLogOffset)
@@ -147,14 +149,31 @@ class EndTransactionProcessor(BrokerCodeDispatchProcessor):
                 continue
             res = store.put_batch_now(batch)
             if not isinstance(res, PutResult):  # a flush or slave wait: answered when it ends
-                out.append((req, self._end_later(req, res, e[3], batch, e[1])))
-            elif not (res.ok and req.flag & 2):  # (a oneway success has nothing to say)
+                out.append((req, self._end_later(req, res, e[3], batch, e[1], e[2])))
+                continue
+            if res.ok:
+                self._count_end(e[3], batch, e[2])
+            if not (res.ok and req.flag & 2):  # (a oneway success has nothing to say)
                 out.append((req, self._end_answer(req, res, e[3], batch, e[1])))
         return out
 
     async def _end_later(self, request: RemotingCommand, pending: Coroutine[Any, Any, PutResult], commit: bool,
-                         batch: SendBatch, queue_offset: int) -> RemotingCommand:
-        return self._end_answer(request, await pending, commit, batch, queue_offset)
+                         batch: SendBatch, queue_offset: int, half_offset: int) -> RemotingCommand:
+        res = await pending
+        if res.ok:
+            self._count_end(commit, batch, half_offset)
+        return self._end_answer(request, res, commit, batch, queue_offset)
+
+    def _count_end(self, commit: bool, batch: SendBatch, half_offset: int) -> None:
+        """The transaction counters (``rocketmq_commit_messages_total`` and the rollback one) of an
+        end the batch path stored. A commit's real topic is its first record's; a rollback stores
+        only the op message, so its topic is read from the half (the rarer end pays the read)."""
+        if commit:
+            self.broker.tx_ends.count("commit", batch.keys[0][0])
+            return
+        half = self.broker.transactions.bridge.look_half(half_offset)
+        topic = "" if half is None else half.properties.get(MessageConst.REAL_TOPIC) or half.topic
+        self.broker.tx_ends.count("rollback", topic)
 
     def _end_answer(self, request: RemotingCommand, res: PutResult, commit: bool, batch: SendBatch,
                     queue_offset: int) -> RemotingCommand:
