@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from ..common.properties import bind, check_storable, config_items, write_properties
+from ..common.acl_signer import RequestSigner
 from ..protocol.bodies import DataVersion, TopicConfig
 from ..protocol.codes import RequestCode
 from ..protocol.command import create_request
@@ -41,7 +42,7 @@ from ..store.config import MessageStoreConfig
 from ..store.ha import HAClient, HAService
 from ..store.message_store import MessageStore
 from .acl import AccessGate, PlainPermissionManager
-from .config import RESTART_ONLY_KEYS, BrokerConfig, check_configs, split_keys
+from .config import RESTART_ONLY_KEYS, SECRET_KEYS, BrokerConfig, check_configs, inner_credentials, split_keys
 from .consumer_filter import ConsumerFilterManager
 from .consumer_manager import ConsumerManager, ProducerManager
 from .metrics import BrokerMetrics, InBytes
@@ -154,8 +155,11 @@ class BrokerController:
         acl_admin = AclAdminProcessor(self.acl, c)
         for code in acl_admin.codes:
             self.server.register_processor(code, acl_admin)
-        # to the NameServers and the master: TLS with tls.enable, as a 4.9.8 broker with -Dtls.enable=true
-        self.client = RemotingClient(ssl=client_context(tls) if tls is not None and tls.enable else None)
+        # to the NameServers and the master: TLS with tls.enable, as a 4.9.8 broker with -Dtls.enable=true;
+        # signed with innerClientAuthenticationCredentials (4.9.8's broker never signs: RocketMQ 5's key)
+        creds = inner_credentials(c.innerClientAuthenticationCredentials)
+        self.client = RemotingClient(ssl=client_context(tls) if tls is not None and tls.enable else None,
+                                     rpc_hook=RequestSigner(*creds) if creds else None)
         ha_port = self.store_config.haListenPort or self.config.listenPort + 1
         ha_addr = f"{self.config.brokerIP2 or self.config.brokerIP1}:{ha_port}"
         self.namesrv = NamesrvLink(self.config, self.client, self.topic_config.snapshot, ha_addr)
@@ -382,8 +386,10 @@ class BrokerController:
 
     def config_text(self) -> str:
         """GET_BROKER_CONFIG's body: ``key=value`` lines, unescaped, as 4.9's properties2String
-        (the file's TLS key passwords left out: 4.9.8 never shows its tls.* keys)."""
-        return "".join(f"{k}={v}\n" for k, v in self.config_items() if not k.endswith("keyPassword"))
+        (the file's TLS key passwords and the broker's own credentials left out: 4.9.8 never
+        shows its tls.* keys)."""
+        return "".join(f"{k}={v}\n" for k, v in self.config_items()
+                       if not k.endswith("keyPassword") and k not in SECRET_KEYS)
 
     def _persist_config(self) -> None:
         path = Path(self.config_path or Path.home() / "store" / "config" / "broker.properties").expanduser()
