@@ -175,7 +175,7 @@ RESTART_ONLY_KEYS = frozenset({
     "mappedFileSizeCommitLog", "mappedFileSizeConsumeQueue", "flushDiskType", "messageDelayLevel",
     "serverChannelMaxIdleTimeSeconds", "maxFrameSize", "serverMaxConnections", "serverMaxPartialFrameBytes",
     "serverMaxUnsentBytes", "metricsExporterType", "metricsPromExporterPort", "metricsPromExporterHost", "aclEnable",
-    "aclFile", "innerClientAuthenticationCredentials"})
+    "aclFile", "innerClientAuthenticationCredentials", "haTlsEnable"})
 
 #: Keys GET_BROKER_CONFIG leaves out: they hold secrets (4.9.8 never shows its tls.* keys).
 SECRET_KEYS = frozenset({"innerClientAuthenticationCredentials"})

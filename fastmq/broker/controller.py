@@ -22,12 +22,14 @@ import dataclasses
 import functools
 import logging
 import os
+import ssl
 import time
 from pathlib import Path
 from typing import Any
 
 from ..common.properties import bind, check_storable, config_items, write_properties
 from ..common.acl_signer import RequestSigner
+from ..errors import ConfigError
 from ..protocol.bodies import DataVersion, TopicConfig
 from ..protocol.codes import RequestCode
 from ..protocol.command import create_request
@@ -173,7 +175,7 @@ class BrokerController:
         if self.is_slave:
             self.slave_sync = SlaveSynchronize(self, lambda: self.namesrv.master_addr)
         else:
-            self.ha_service = HAService(self.store, ha_port)
+            self.ha_service = HAService(self.store, ha_port, ssl_context=self._ha_server_tls())
             self.store.ha_service = self.ha_service
         self._tasks: list[asyncio.Task[Any]] = []
         self._register_task: asyncio.Task[Any] | None = None
@@ -207,6 +209,17 @@ class BrokerController:
         self._stats_day = time.strftime("%Y%m%d")
         self._put_mornings = (0, 0)
         self._get_mornings = (0, 0)
+
+    def _ha_server_tls(self) -> ssl.SSLContext | None:
+        """With haTlsEnable, the master's replication port serves the remoting server's
+        certificate (as loaded at start). Raises ConfigError when there is none to serve."""
+        if not self.store_config.haTlsEnable:
+            return None
+        ctx = self.tls.server_context() if self.tls is not None else None
+        if ctx is None:
+            raise ConfigError("haTlsEnable=true needs a server certificate: tls.server.certPath and "
+                              "tls.server.keyPath, or tls.test.mode.enable=true")
+        return ctx
 
     # ------------------------------------------------------------------ callbacks
     def _on_arrival(self, topic: str, queue_id: int, max_offset: int, tags_code: int | None) -> None:
@@ -335,7 +348,8 @@ class BrokerController:
               for window, period in (("minute", MINUTE_EVERY_S), ("hour", HOUR_EVERY_S), ("day", DAY_EVERY_S))),
         ]
         if self.is_slave:
-            self.ha_client = HAClient(self.store, lambda: self.ha_master_addr)
+            self.ha_client = HAClient(self.store, lambda: self.ha_master_addr,
+                                      ssl_context=client_context(self.tls) if self.store_config.haTlsEnable else None)
             self.ha_client.start()
             assert self.slave_sync is not None
             await self.slave_sync.sync_all()
