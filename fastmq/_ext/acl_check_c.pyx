@@ -51,6 +51,7 @@ DEF DIGEST = 20
 DEF B64_LEN = 28
 DEF KEY_CACHE = 8
 DEF MAX_FIELDS = 64
+DEF FEED_BUF = 512
 
 cdef int SEND_MESSAGE_V2 = 310
 cdef int SEND_BATCH_MESSAGE = 320
@@ -174,7 +175,26 @@ cdef void _b64_digest(const unsigned char *d, char *out) noexcept:
     out[27] = b"="
 
 
-cdef inline int _update_str(SHA_CTX *c, object value) except -1:
+# the header values are short: gathered in a buffer, they reach SHA-1 in a call or two, not one each
+cdef struct Feed:
+    SHA_CTX *c
+    size_t used
+    unsigned char buf[FEED_BUF]
+
+
+cdef inline void _feed(Feed *f, const void *p, size_t n) noexcept:
+    if f.used + n > FEED_BUF:
+        if f.used:
+            SHA1_Update(f.c, f.buf, f.used)
+            f.used = 0
+        if n > FEED_BUF:
+            SHA1_Update(f.c, p, n)
+            return
+    memcpy(&f.buf[f.used], p, n)
+    f.used += n
+
+
+cdef inline int _update_str(Feed *f, object value) except -1:
     cdef Py_ssize_t n = 0
     cdef const char *p
     if type(value) is not str:
@@ -182,10 +202,10 @@ cdef inline int _update_str(SHA_CTX *c, object value) except -1:
     if PyUnicode_IS_ASCII(value):
         n = PyUnicode_GET_LENGTH(value)
         if n:
-            SHA1_Update(c, PyUnicode_DATA(value), <size_t>n)
+            _feed(f, PyUnicode_DATA(value), <size_t>n)
     else:
         p = PyUnicode_AsUTF8AndSize(value, &n)
-        SHA1_Update(c, p, <size_t>n)
+        _feed(f, p, <size_t>n)
     return 0
 
 
@@ -198,6 +218,16 @@ cdef list _signed_keys(dict fields, bint broker_side):
 
 cdef int _update_fields(SHA_CTX *c, dict fields, bint broker_side) except -1:
     """Hash the values of ``fields`` in key order, signature fields left out."""
+    cdef Feed f
+    f.c = c
+    f.used = 0
+    _gather_fields(&f, fields, broker_side)
+    if f.used:
+        SHA1_Update(c, f.buf, f.used)
+    return 0
+
+
+cdef int _gather_fields(Feed *c, dict fields, bint broker_side) except -1:
     global _orders
     cdef PyObject *keys[MAX_FIELDS]
     cdef PyObject *values[MAX_FIELDS]
