@@ -1,8 +1,9 @@
 """Type stub of the compiled ACL check (same contract as ``acl_check_py``)."""
-from typing import Any
+from typing import Any, final
 
 __all__ = ["HmacKey", "signed", "fast_pass"]
 
+@final
 class HmacKey:
     def __init__(self, secret: bytes) -> None: ...
     def sign(self, fields: dict[str, str], body: Any, broker_side: bool = False) -> str: ...

@@ -25,6 +25,8 @@ from libc.string cimport memcpy, memset
 
 from .codec_c cimport RemotingCommand, command_code
 
+__all__ = ["HmacKey", "signed", "fast_pass"]
+
 cdef extern from *:
     """
     /* SHA1_Init and friends are deprecated in OpenSSL 3 in favour of EVP, whose context cannot
