@@ -40,10 +40,14 @@ else:
     if wire_pxd.write():
         print(f"*** fastmq: {wire_pxd.PXD_PATH.name} regenerated from fastmq/protocol ***")
     sources = sorted(glob.glob("fastmq/_ext/*_c.pyx"))
+    # The ACL check hashes with OpenSSL's SHA-1 (the libcrypto Python's own ssl and hashlib use):
+    # building it needs OpenSSL's headers (libssl-dev, openssl-devel).
+    libraries = {"fastmq/_ext/acl_check_c.pyx": ["crypto"]}
     extensions = [
         Extension(
             src[:-4].replace("/", "."),
             [src],
+            libraries=libraries.get(src, []),
             define_macros=macros,
             extra_compile_args=["-O3"] if not DEBUG else ["-O0", "-g"],
         )

@@ -188,11 +188,21 @@ class _NullTransport:
         pass
 
 
-def _broker_sends(kind: str, conns: int, turns: int) -> Callable[[], Any]:
+_ACL_YML = """\
+accounts:
+  - accessKey: BenchUser1
+    secretKey: BenchSecret1
+    defaultTopicPerm: DENY
+    topicPerms: [TopicTest=PUB]
+"""
+
+
+def _broker_sends(kind: str, conns: int, turns: int, acl: bool = False) -> Callable[[], Any]:
     """A BrokerController (ASYNC_FLUSH) in this process; each call, ``turns`` times: one
     SEND_MESSAGE_V2 (binary header, 128 B) read on each of ``conns`` connections, then one turn
     of the loop, which stores and answers them. What the broker's Python does for a send, but
-    the sockets (and the event loop's own polling)."""
+    the sockets (and the event loop's own polling). With ``acl`` the broker has ``aclEnable=true``
+    and every send is signed (AclClientRPCHook) by an account that may send to the topic."""
     from fastmq._ext.codec import RemotingCommand, encode_frame
     from fastmq.broker.config import BrokerConfig
     from fastmq.broker.controller import BrokerController
@@ -202,7 +212,12 @@ def _broker_sends(kind: str, conns: int, turns: int) -> Callable[[], Any]:
     from fastmq.testing import free_port
     root = tempfile.mkdtemp(prefix="fastmq-instr-")
     loop = new_event_loop()
-    broker = BrokerController(BrokerConfig(brokerName="bench", listenPort=0, namesrvAddr="", brokerIP1="127.0.0.1"),
+    acl_keys: dict[str, Any] = {}
+    if acl:
+        Path(root, "plain_acl.yml").write_text(_ACL_YML)
+        acl_keys = {"aclEnable": True, "aclFile": str(Path(root, "plain_acl.yml"))}
+    broker = BrokerController(BrokerConfig(brokerName="bench", listenPort=0, namesrvAddr="", brokerIP1="127.0.0.1",
+                                           **acl_keys),
                               MessageStoreConfig(storePathRootDir=root, mappedFileSizeCommitLog=1 << 30,
                                                  flushDiskType=ASYNC_FLUSH, haListenPort=free_port(),
                                                  # no flush round inside the counted calls (valgrind
@@ -224,8 +239,12 @@ def _broker_sends(kind: str, conns: int, turns: int) -> Callable[[], Any]:
         conn.connection_made(_NullTransport(40000 + k))  # type: ignore[arg-type]
         return conn
     for k in range(conns):
-        frame = encode_frame(RemotingCommand(310, language=0, version=409, opaque=1, ext_fields=dict(ext, e=str(k % 4)),
-                                             body=b"x" * 128, serialize_type=1))
+        cmd = RemotingCommand(310, language=0, version=409, opaque=1, ext_fields=dict(ext, e=str(k % 4)),
+                              body=b"x" * 128, serialize_type=1)
+        if acl:
+            from fastmq.client.acl import AclClientRPCHook, SessionCredentials
+            AclClientRPCHook(SessionCredentials("BenchUser1", "BenchSecret1"))(cmd)
+        frame = encode_frame(cmd)
         peers.append((loop.run_until_complete(connect(k)), frame))
 
     async def turn() -> None:
@@ -554,6 +573,8 @@ WORKLOADS: dict[str, tuple[Callable[[str], Callable[[], Any]], int]] = {
     "broker lone_send_x10": (lambda kind: _broker_sends(kind, 1, 10), 10),
     "broker gathered_16_sends": (lambda kind: _broker_sends(kind, 16, 1), 16),
     "broker half_and_commit_x10": (lambda kind: _broker_transactions(kind, 10), 10),
+    "broker acl_lone_send_x10": (lambda kind: _broker_sends(kind, 1, 10, acl=True), 10),
+    "broker acl_gathered_16_sends": (lambda kind: _broker_sends(kind, 16, 1, acl=True), 16),
     "client blocking_send": (lambda kind: _client_blocking(kind, 0), 1),
     "client blocking_send_async_x100": (lambda kind: _client_blocking(kind, 100), 30),
     "client aio_send_x10": (lambda kind: _client_aio(kind, 0, 10), 10),

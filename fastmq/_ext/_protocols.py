@@ -223,6 +223,21 @@ class SendModule(Protocol):
                        binary_template: tuple[bytes, bytes, bytes, bytes, bytes, bytes] | None = None) -> bytes: ...
 
 
+# ------------------------------------------------------------------ acl_check: the broker's per-request ACL check
+
+class HmacKeyProto(Protocol):
+    """HMAC-SHA1 keyed with one secret, ready for many messages."""
+
+    def sign(self, fields: dict[str, str], body: Any, broker_side: bool = False) -> str: ...
+
+
+class AclCheckModule(Protocol):
+    HmacKey: type
+
+    def signed(self, key: Any, fields: dict[str, str], body: Any) -> bool: ...
+    def fast_pass(self, requests: list[Any], start: int, ip: str, accounts: dict[str, tuple[Any, ...]]) -> int: ...
+
+
 # ------------------------------------------------------------------ end_transaction: a commit's or rollback's records
 
 class EndTransactionModule(Protocol):
@@ -385,6 +400,7 @@ class ProduceModule(Protocol):
 
 #: stem -> (protocol of the module, {class name: protocol of its instances}) for every compiled module.
 TWINS: dict[str, tuple[type, dict[str, type]]] = {
+    "acl_check": (AclCheckModule, {"HmacKey": HmacKeyProto}),
     "batch": (BatchModule, {}),
     "codec": (CodecModule, {"RemotingCommand": RemotingCommandProto, "FrameDecoder": FrameDecoderProto}),
     "end_transaction": (EndTransactionModule, {}),

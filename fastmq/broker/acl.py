@@ -25,9 +25,7 @@ parses keeps its last good rules, with an error in the log.
 from __future__ import annotations
 
 import asyncio
-import base64
 import hashlib
-import hmac
 import ipaddress
 import json
 import logging
@@ -39,8 +37,9 @@ from typing import Any, Callable
 
 import yaml  # type: ignore[import-untyped]  # no stubs in the venv; safe_load/safe_dump only
 
+from .._ext.acl_check import HmacKey, fast_pass, signed
 from ..common.server_log import RepeatedLog
-from ..common.acl_signer import ACCESS_KEY, SIGNATURE, UNIQUE_MSG_QUERY_FLAG, combine_content
+from ..common.acl_signer import ACCESS_KEY
 from ..errors import ConfigError
 from ..protocol import topic as tv
 from ..protocol.codes import RequestCode, ResponseCode
@@ -62,7 +61,6 @@ _PPM = "org.apache.rocketmq.acl.plain.PlainPermissionManager"
 # the top stack frame 4.9.8's answer names, per failure (RemotingHelper.exceptionSimpleDesc)
 _AT_VALIDATE = {"no_key": 664, "unknown": 668, "signature": 684}
 _AT_CHECK_PERM = {"admin": 581, "default": 606, "explicit": 611}
-_SEND_V2 = int(RequestCode.SEND_MESSAGE_V2)
 _AT_PARSE = "org.apache.rocketmq.acl.plain.PlainAccessValidator.parse(PlainAccessValidator.java:134)"
 
 
@@ -177,7 +175,14 @@ class Account:
     default_topic_perm: int
     default_group_perm: int
     perms: dict[str, int] | None  # resource (topic, or %RETRY%group) -> bits; None: none given
-    mac: Any = field(repr=False, default=None)  # HMAC-SHA1 keyed with the secret, copied per request
+    key: HmacKey | None = field(repr=False, default=None)  # HMAC-SHA1 keyed with the secret
+    #: False when the account names no white address (then ``white`` never matches)
+    has_white: bool = False
+
+    def fast_entry(self) -> tuple[Any, ...]:
+        """The account as the compiled check reads it (``fastmq._ext.acl_check.fast_pass``)."""
+        return (self.key, self.white if self.has_white else None, self.admin, self.default_topic_perm,
+                self.default_group_perm, self.perms)
 
 
 @dataclass
@@ -231,16 +236,10 @@ def compile_account(a: Any) -> Account:
             perms = perms if perms is not None else {}
             perms[res] = parse_perm(perm)
     admin = a.get("admin", False)
-    return Account(ak, sk, admin is True or str(admin).lower() == "true", address_matcher(a.get("whiteRemoteAddress")),
+    white = a.get("whiteRemoteAddress")
+    return Account(ak, sk, admin is True or str(admin).lower() == "true", address_matcher(white),
                    parse_perm(a.get("defaultTopicPerm")), parse_perm(a.get("defaultGroupPerm")), perms,
-                   _keyed_sha1(sk))
-
-
-def _keyed_sha1(secret: str) -> Any:
-    """HMAC-SHA1 keyed with ``secret``, to be copied per request. CPython's hmac wraps OpenSSL's
-    HMAC object; copying that one directly skips a Python-level wrapper per request."""
-    mac = hmac.new(secret.encode("utf-8"), digestmod="sha1")
-    return getattr(mac, "_hmac", None) or mac
+                   HmacKey(sk.encode("utf-8")), white is not None and bool(str(white).strip()))
 
 
 def parse_acl_text(text: str) -> AclFileRules:
@@ -348,6 +347,8 @@ class PlainPermissionManager:
         self._stamps: dict[str, tuple[int, int, bytes]] = {}
         self.global_white: list[Callable[[str], bool]] = []
         self.accounts: dict[str, Account] = {}
+        #: the accounts as the compiled check reads them (:meth:`Account.fast_entry`)
+        self.fast: dict[str, tuple[Any, ...]] = {}
         self.account_file: dict[str, str] = {}
         self._watch: asyncio.Task[None] | None = None
         self.reload(strict=True)
@@ -417,7 +418,8 @@ class PlainPermissionManager:
                 accounts[acc.access_key] = acc
                 owner[acc.access_key] = path
         # one assignment each: a request checked meanwhile sees the old or the new rules
-        self.global_white, self.accounts, self.account_file = white, accounts, owner
+        fast = {ak: acc.fast_entry() for ak, acc in accounts.items()}
+        self.global_white, self.accounts, self.fast, self.account_file = white, accounts, fast, owner
 
     def start_watch(self) -> None:
         """Poll the files every :data:`WATCH_INTERVAL` seconds (AclFileWatchService)."""
@@ -446,14 +448,18 @@ class PlainPermissionManager:
         """Raise :class:`AclError` when ``request`` from ``remote_addr`` (``ip:port``) is not allowed."""
         self.check(_peer_ip(remote_addr), request)
 
-    def check(self, ip: str, request: RemotingCommand) -> None:
-        """:meth:`validate` for a peer whose IP is already normalised (the gate keeps them)."""
+    def white_listed(self, ip: str) -> bool:
+        """True when ``ip`` matches a global white address (then nothing else is checked)."""
         for match in self.global_white:
             if match(ip):
-                return
-        ext = request.ext_fields
-        if request.code == _SEND_V2 and ext is not None and self._send_allowed(ip, ext, request.body):
+                return True
+        return False
+
+    def check(self, ip: str, request: RemotingCommand) -> None:
+        """:meth:`validate` for a peer whose IP is already normalised (the gate keeps them)."""
+        if self.white_listed(ip):
             return
+        ext = request.ext_fields
         ak = ext.get(ACCESS_KEY) if ext else None
         needed = resources(request) if ext else None
         if ak is None:
@@ -463,40 +469,13 @@ class PlainPermissionManager:
             raise AclError(f"No acl config for {ak}", f"{_PPM}.validate(PlainPermissionManager.java:668)")
         if acc.white(ip):
             return
-        assert ext is not None
-        if not self._signed_by(acc, ext, request.body):
+        assert ext is not None and acc.key is not None
+        if not signed(acc.key, ext, request.body):
             raise AclError(f"Check signature failed for accessKey={ak}",
                            f"{_PPM}.validate(PlainPermissionManager.java:684)")
         if needed and needed.get(tv.TRACE_TOPIC) == Permission.PUB:
             return
         self.check_perm(request.code, needed, acc)
-
-    def _signed_by(self, acc: Account, ext: dict[str, str], body: bytes | None) -> bool:
-        mac = acc.mac.copy()
-        mac.update(combine_content(ext, body, (SIGNATURE, UNIQUE_MSG_QUERY_FLAG)))
-        given = ext.get(SIGNATURE)
-        return given is not None and hmac.compare_digest(base64.b64encode(mac.digest()),
-                                                         given.encode("utf-8", "replace"))
-
-    def _send_allowed(self, ip: str, ext: dict[str, str], body: bytes | None) -> bool:
-        """The hot request, SEND_MESSAGE_V2 to a topic, allowed in one pass (the same checks as
-        :meth:`check`, inlined). False when anything is amiss: the general path then finds and
-        words the refusal."""
-        topic = ext.get("b")
-        ak = ext.get(ACCESS_KEY)
-        if topic is None or ak is None or topic.startswith(tv.RETRY_GROUP_TOPIC_PREFIX):
-            return False
-        acc = self.accounts.get(ak)
-        if acc is None or acc.white(ip) or not self._signed_by(acc, ext, body):
-            return False
-        owned = acc.perms
-        if owned is None:
-            if acc.admin:
-                return True
-            mine = acc.default_topic_perm
-        else:
-            mine = owned.get(topic, acc.default_topic_perm)
-        return not mine & Permission.DENY and bool(mine & Permission.PUB) or topic == tv.TRACE_TOPIC
 
     @staticmethod
     def check_perm(code: int, needed: dict[str, int] | None, acc: Account) -> None:
@@ -599,37 +578,50 @@ class AccessGate:
         self._ips: dict[str, str] = {}
 
     def __call__(self, conn: Connection, requests: list[RemotingCommand]) -> None:
-        check = self.manager.check
+        manager = self.manager
         addr = conn.remote_addr
         ip = self._ips.get(addr)
         if ip is None:
             if len(self._ips) >= 4096:  # bounded: connections come and go
                 self._ips.clear()
             ip = self._ips[addr] = _peer_ip(addr)
-        passed: list[RemotingCommand] | None = None
+        if manager.white_listed(ip):
+            self.handler(conn, requests)
+            return
+        # the compiled check passes the plainly allowed run of requests at once; the first it
+        # cannot pass is decided (and a refusal worded) by the general check, then on again
+        fast = manager.fast
+        n = len(requests)
+        i = fast_pass(requests, 0, ip, fast)
+        if i == n:
+            self.handler(conn, requests)
+            return
+        passed = requests[:i]
         answers: list[RemotingCommand] = []
-        for i, req in enumerate(requests):
+        while i < n:
+            req = requests[i]
+            i += 1
             try:
                 try:
-                    check(ip, req)
+                    manager.check(ip, req)
                 except AclError:
                     raise
                 except Exception as bug:  # a check that cannot finish refuses: never open by accident
                     log.exception("ACL check of request %d from %s failed; refused", req.code, addr)
                     raise AclError(f"{type(bug).__name__}: {bug}", _AT_PARSE) from bug
             except AclError as exc:
-                if passed is None:
-                    passed = requests[:i]
                 self.refused += 1
                 _refusals.warning((addr.rpartition(":")[0], str(exc)), "ACL refused request %d from %s: %s",
                                   req.code, addr, exc)
                 if not req.flag & 2:
                     answers.append(response_for(req, ResponseCode.SYSTEM_ERROR, exc.remark))
-                continue
-            if passed is not None:
+            else:
                 passed.append(req)
+            if i < n:
+                j = fast_pass(requests, i, ip, fast)
+                passed.extend(requests[i:j])
+                i = j
         if answers:
             conn.send_many(answers)
-        todo = requests if passed is None else passed
-        if todo:
-            self.handler(conn, todo)
+        if passed:
+            self.handler(conn, passed)

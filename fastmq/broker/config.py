@@ -6,6 +6,7 @@ are loaded from one file, as RocketMQ's BrokerStartup does, each taking the keys
 """
 from __future__ import annotations
 
+import json
 import os
 import socket
 from dataclasses import dataclass, field
@@ -18,7 +19,8 @@ from ..remoting.metrics_http import check_exporter_keys
 from ..remoting.server import check_server_limits
 from ..store.config import MessageStoreConfig
 
-__all__ = ["BrokerConfig", "local_address", "MASTER_ID", "split_keys", "check_configs", "RESTART_ONLY_KEYS"]
+__all__ = ["BrokerConfig", "local_address", "MASTER_ID", "split_keys", "check_configs", "RESTART_ONLY_KEYS",
+           "SECRET_KEYS", "inner_credentials"]
 
 MASTER_ID = 0
 PERM_PRIORITY, PERM_READ, PERM_WRITE, PERM_INHERIT = 8, 4, 2, 1
@@ -104,6 +106,11 @@ class BrokerConfig:
     #: The plain ACL file, absolute or relative to rocketmqHome; '' means conf/plain_acl.yml
     #: (fastmq's own key: 4.9.8 reads the system property rocketmq.acl.plain.file).
     aclFile: str = ""
+    #: Credentials the broker signs its own requests with (registration with the NameServers, a
+    #: slave's metadata sync from its master), as JSON {"accessKey": ..., "secretKey": ...};
+    #: '' sends them unsigned, as 4.9.8 always does. RocketMQ 5's key; never shown by
+    #: GET_BROKER_CONFIG.
+    innerClientAuthenticationCredentials: str = ""
     #: Seconds a connection may be idle (nothing read, nothing taken by the peer) before it is closed.
     serverChannelMaxIdleTimeSeconds: int = 120
     #: Largest frame accepted, in bytes; a larger length prefix closes the connection before any
@@ -168,7 +175,26 @@ RESTART_ONLY_KEYS = frozenset({
     "mappedFileSizeCommitLog", "mappedFileSizeConsumeQueue", "flushDiskType", "messageDelayLevel",
     "serverChannelMaxIdleTimeSeconds", "maxFrameSize", "serverMaxConnections", "serverMaxPartialFrameBytes",
     "serverMaxUnsentBytes", "metricsExporterType", "metricsPromExporterPort", "metricsPromExporterHost", "aclEnable",
-    "aclFile"})
+    "aclFile", "innerClientAuthenticationCredentials", "haTlsEnable"})
+
+#: Keys GET_BROKER_CONFIG leaves out: they hold secrets (4.9.8 never shows its tls.* keys).
+SECRET_KEYS = frozenset({"innerClientAuthenticationCredentials"})
+
+
+def inner_credentials(text: str) -> tuple[str, str] | None:
+    """``innerClientAuthenticationCredentials`` -> (access key, secret key), or None when blank.
+    Raises ConfigError for text that is not such a JSON object."""
+    if not text.strip():
+        return None
+    try:
+        obj = json.loads(text)
+    except ValueError as exc:
+        raise ConfigError(f"innerClientAuthenticationCredentials is not JSON: {exc}") from None
+    ak = obj.get("accessKey") if isinstance(obj, dict) else None
+    sk = obj.get("secretKey") if isinstance(obj, dict) else None
+    if not isinstance(ak, str) or not isinstance(sk, str) or not ak.strip() or not sk.strip():
+        raise ConfigError('innerClientAuthenticationCredentials must be {"accessKey": "...", "secretKey": "..."}')
+    return ak, sk
 
 
 def split_keys(props: Mapping[str, str], cfg: BrokerConfig, store: MessageStoreConfig
@@ -185,6 +211,7 @@ def check_configs(cfg: BrokerConfig, store: MessageStoreConfig) -> None:
         raise ConfigError(f"listenPort={cfg.listenPort}: not a TCP port")
     check_server_limits(cfg)
     check_exporter_keys(cfg)
+    inner_credentials(cfg.innerClientAuthenticationCredentials)
     if store.flushDiskType.upper() not in ("ASYNC_FLUSH", "SYNC_FLUSH"):
         raise ConfigError(f"flushDiskType={store.flushDiskType}: expected ASYNC_FLUSH or SYNC_FLUSH")
     role = store.brokerRole.upper()

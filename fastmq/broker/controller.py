@@ -23,11 +23,14 @@ import dataclasses
 import functools
 import logging
 import os
+import ssl
 import time
 from pathlib import Path
 from typing import Any
 
 from ..common.properties import bind, check_storable, config_items, write_properties
+from ..common.acl_signer import RequestSigner
+from ..errors import ConfigError
 from ..protocol.bodies import DataVersion, TopicConfig
 from ..protocol.codes import RequestCode
 from ..protocol.command import create_request
@@ -42,7 +45,7 @@ from ..store.config import MessageStoreConfig
 from ..store.ha import HAClient, HAService
 from ..store.message_store import MessageStore
 from .acl import AccessGate, PlainPermissionManager
-from .config import RESTART_ONLY_KEYS, BrokerConfig, check_configs, split_keys
+from .config import RESTART_ONLY_KEYS, SECRET_KEYS, BrokerConfig, check_configs, inner_credentials, split_keys
 from .consumer_filter import ConsumerFilterManager
 from .consumer_manager import ConsumerManager, ProducerManager
 from .metrics import BrokerMetrics, InBytes
@@ -156,8 +159,11 @@ class BrokerController:
         acl_admin = AclAdminProcessor(self.acl, c)
         for code in acl_admin.codes:
             self.server.register_processor(code, acl_admin)
-        # to the NameServers and the master: TLS with tls.enable, as a 4.9.8 broker with -Dtls.enable=true
-        self.client = RemotingClient(ssl=client_context(tls) if tls is not None and tls.enable else None)
+        # to the NameServers and the master: TLS with tls.enable, as a 4.9.8 broker with -Dtls.enable=true;
+        # signed with innerClientAuthenticationCredentials (4.9.8's broker never signs: RocketMQ 5's key)
+        creds = inner_credentials(c.innerClientAuthenticationCredentials)
+        self.client = RemotingClient(ssl=client_context(tls) if tls is not None and tls.enable else None,
+                                     rpc_hook=RequestSigner(*creds) if creds else None)
         ha_port = self.store_config.haListenPort or self.config.listenPort + 1
         ha_addr = f"{self.config.brokerIP2 or self.config.brokerIP1}:{ha_port}"
         self.namesrv = NamesrvLink(self.config, self.client, self.topic_config.snapshot, ha_addr)
@@ -172,7 +178,7 @@ class BrokerController:
         if self.is_slave:
             self.slave_sync = SlaveSynchronize(self, lambda: self.namesrv.master_addr)
         else:
-            self.ha_service = HAService(self.store, ha_port)
+            self.ha_service = HAService(self.store, ha_port, ssl_context=self._ha_server_tls())
             self.store.ha_service = self.ha_service
         self._tasks: list[asyncio.Task[Any]] = []
         self._register_task: asyncio.Task[Any] | None = None
@@ -206,6 +212,17 @@ class BrokerController:
         self._stats_day = time.strftime("%Y%m%d")
         self._put_mornings = (0, 0)
         self._get_mornings = (0, 0)
+
+    def _ha_server_tls(self) -> ssl.SSLContext | None:
+        """With haTlsEnable, the master's replication port serves the remoting server's
+        certificate (as loaded at start). Raises ConfigError when there is none to serve."""
+        if not self.store_config.haTlsEnable:
+            return None
+        ctx = self.tls.server_context() if self.tls is not None else None
+        if ctx is None:
+            raise ConfigError("haTlsEnable=true needs a server certificate: tls.server.certPath and "
+                              "tls.server.keyPath, or tls.test.mode.enable=true")
+        return ctx
 
     # ------------------------------------------------------------------ callbacks
     def _on_arrival(self, topic: str, queue_id: int, max_offset: int, tags_code: int | None) -> None:
@@ -336,7 +353,8 @@ class BrokerController:
               for window, period in (("minute", MINUTE_EVERY_S), ("hour", HOUR_EVERY_S), ("day", DAY_EVERY_S))),
         ]
         if self.is_slave:
-            self.ha_client = HAClient(self.store, lambda: self.ha_master_addr)
+            self.ha_client = HAClient(self.store, lambda: self.ha_master_addr,
+                                      ssl_context=client_context(self.tls) if self.store_config.haTlsEnable else None)
             self.ha_client.start()
             assert self.slave_sync is not None
             await self.slave_sync.sync_all()
@@ -387,8 +405,10 @@ class BrokerController:
 
     def config_text(self) -> str:
         """GET_BROKER_CONFIG's body: ``key=value`` lines, unescaped, as 4.9's properties2String
-        (the file's TLS key passwords left out: 4.9.8 never shows its tls.* keys)."""
-        return "".join(f"{k}={v}\n" for k, v in self.config_items() if not k.endswith("keyPassword"))
+        (the file's TLS key passwords and the broker's own credentials left out: 4.9.8 never
+        shows its tls.* keys)."""
+        return "".join(f"{k}={v}\n" for k, v in self.config_items()
+                       if not k.endswith("keyPassword") and k not in SECRET_KEYS)
 
     def _persist_config(self) -> None:
         path = Path(self.config_path or Path.home() / "store" / "config" / "broker.properties").expanduser()

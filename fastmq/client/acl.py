@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..common.acl_signer import ACCESS_KEY, SECRET_KEY, SECURITY_TOKEN, SIGNATURE, signature
+from ..common.acl_signer import ACCESS_KEY, SECRET_KEY, SECURITY_TOKEN, SIGNATURE, RequestSigner, signature
 from ..protocol.command import RemotingCommand
 
 __all__ = ["SessionCredentials", "AclClientRPCHook", "signature", "ACCESS_KEY", "SECRET_KEY", "SIGNATURE",
@@ -44,6 +44,7 @@ class AclClientRPCHook:
 
     def __init__(self, credentials: SessionCredentials) -> None:
         self.credentials = credentials
+        self._sign = RequestSigner(credentials.access_key, credentials.secret_key, credentials.security_token)
 
     def before_request(self, addr: str | None, request: RemotingCommand) -> None:
         self(request)
@@ -52,10 +53,4 @@ class AclClientRPCHook:
         pass  # an answer carries nothing to check (the Java hook does nothing here either)
 
     def __call__(self, request: RemotingCommand) -> None:
-        c = self.credentials
-        fields = {k: str(v) for k, v in (request.ext_fields or {}).items() if k != SIGNATURE}
-        fields[ACCESS_KEY] = c.access_key
-        if c.security_token is not None:
-            fields[SECURITY_TOKEN] = c.security_token
-        fields[SIGNATURE] = signature(fields, request.body, c.secret_key)
-        request.ext_fields = fields
+        self._sign(request)

@@ -113,6 +113,10 @@ class MessageStoreConfig:
     haListenPort: int = 0
     #: A slave's master, ``host:port`` of its replication port; empty: learned from the NameServer.
     haMasterAddress: str = ""
+    #: Replication over TLS (fastmq's own key, beyond 4.9): a master's replication port takes TLS
+    #: only, with the tls.server.* certificate; a slave dials it with the tls.client.* keys. Both
+    #: sides need it; a Java 4.9 peer speaks plaintext only.
+    haTlsEnable: bool = False
     #: Milliseconds between a slave's offset reports (its heartbeat and acknowledgement).
     haSendHeartbeatInterval: int = 5000
     #: Milliseconds without a word after which a replication connection is closed.

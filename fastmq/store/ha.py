@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 import struct
 import time
 from typing import TYPE_CHECKING, Callable
@@ -45,6 +46,7 @@ REPORT_SIZE = _REPORT.size   # 8
 HEADER_SIZE = _HEADER.size   # 12
 _RECONNECT_DELAY = 1.0       # seconds between a slave's connection attempts (RocketMQ waits 5 s)
 _CONNECT_TIMEOUT = 3.0
+_HANDSHAKE_TIMEOUT = 10.0    # seconds a TLS handshake on the replication port may take
 _MAX_TRANSFER = 4 * 1024 * 1024  # a transfer larger than this is garbage (RocketMQ's slave reads into 4 MiB)
 
 
@@ -247,10 +249,15 @@ class HAConnection:
 class HAService:
     """The master's side: the HA listener, the slaves' connections, and SYNC_MASTER waits."""
 
-    def __init__(self, store: "MessageStore", port: int, host: str = "0.0.0.0") -> None:
+    def __init__(self, store: "MessageStore", port: int, host: str = "0.0.0.0",
+                 ssl_context: ssl.SSLContext | None = None) -> None:
+        """``ssl_context``: with it, the port takes TLS only (the context is the one at start: a
+        certificate changed later serves replication after a restart); a peer that does not
+        complete the handshake is closed."""
         self.store = store
         self.host = host
         self.port = port
+        self.ssl_context = ssl_context
         self.connections: set[HAConnection] = set()
         self.push_to_slave_max_offset = 0  # the highest offset any slave acknowledged
         self._server: asyncio.AbstractServer | None = None
@@ -260,7 +267,10 @@ class HAService:
         self._tasks: set[asyncio.Task[None]] = set()
 
     async def start(self) -> None:
-        self._server = await asyncio.start_server(self._accept, self.host, self.port)
+        # the listener's own TLS: a start_tls after accept races the slave's hello (asyncio's
+        # streams may read it first and lose it)
+        self._server = await asyncio.start_server(self._accept, self.host, self.port, ssl=self.ssl_context,
+                                                  ssl_handshake_timeout=_HANDSHAKE_TIMEOUT if self.ssl_context else None)
         sock = self._server.sockets[0]
         self.port = sock.getsockname()[1]
         log.info("HA service listening on %s:%d", self.host, self.port)
@@ -377,8 +387,10 @@ class HAClient:
     """
 
     def __init__(self, store: "MessageStore", master_addr: Callable[[], str | None],
-                 reput: ReputService | None = None) -> None:
+                 reput: ReputService | None = None, ssl_context: ssl.SSLContext | None = None) -> None:
+        """``ssl_context``: dial the master's replication port with TLS."""
         self.store = store
+        self.ssl_context = ssl_context
         self.master_addr = master_addr
         self.reput = reput or ReputService(store)
         self.connected_to: str | None = None
@@ -410,7 +422,7 @@ class HAClient:
                     raise
                 except DiskFullError as exc:
                     self._pause(exc)
-                except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError, StoreError) as exc:
+                except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError, StoreError) as exc:  # (ssl.SSLError too)
                     log.info("HA connection to master %s ended: %s", addr, exc)
                 except Exception:  # noqa: BLE001 - keep following whatever went wrong
                     log.exception("HA connection to master %s failed", addr)
@@ -449,7 +461,10 @@ class HAClient:
 
     async def _follow(self, addr: str) -> None:
         host, _, port = addr.rpartition(":")
-        reader, writer = await asyncio.wait_for(asyncio.open_connection(host, int(port)), _CONNECT_TIMEOUT)
+        ctx = self.ssl_context
+        reader, writer = await asyncio.wait_for(
+            asyncio.open_connection(host, int(port), ssl=ctx, server_hostname=host if ctx is not None else None),
+            _CONNECT_TIMEOUT + (_HANDSHAKE_TIMEOUT if ctx is not None else 0))
         cfg = self.store.config
         self.connected_to = addr
         log.info("HA connected to master %s", addr)

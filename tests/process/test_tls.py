@@ -234,27 +234,37 @@ def test_keys_from_tls_config_file_and_bad_values(tmp_path: Path, certs) -> None
 
 def test_slave_syncs_from_its_master_over_tls(tmp_path: Path, certs) -> None:
     """Everything enforcing: the slave's registration and its pulls of the master's tables go
-    over TLS with tls.enable=true (the CommitLog's HA link is plain TCP, as in 4.9.8)."""
+    over TLS with tls.enable=true, and with haTlsEnable=true the commit log's HA link too (beyond
+    4.9.8, whose HA link is plain TCP): a SYNC_MASTER's sends are acknowledged by its slave over
+    it, and a plaintext peer on the replication port is closed."""
     keys = {"tls.server.mode": "enforcing", "tls.enable": "true", "tls.server.certPath": certs["server_cert"],
-            "tls.server.keyPath": certs["server_key"], "tls.config.file": tmp_path / "absent"}
+            "tls.server.keyPath": certs["server_key"], "tls.config.file": tmp_path / "absent", "haTlsEnable": "true"}
     with _namesrv(tmp_path, certs, "enforcing") as ns:
-        master = broker_process(tmp_path, ns.addr, **keys).start()
+        master = broker_process(tmp_path, ns.addr, brokerRole="SYNC_MASTER", **keys).start()
         try:
             with Producer("TlsSlaveP", client_config=ClientConfig(namesrv_addr=ns.addr, tls=True)) as p:
-                assert p.send(Message("TlsSlaveTopic", b"x")).status == "SEND_OK"
-            d = tmp_path / "slave"
-            d.mkdir()
-            conf = (master.workdir / "broker.conf").read_text()
-            ha = next(line.split("=", 1)[1] for line in conf.splitlines() if line.startswith("haListenPort="))
-            with broker_process(d, ns.addr, brokerId=1, brokerRole="SLAVE", haMasterAddress=f"127.0.0.1:{ha}",
-                                **keys) as slave:
-                deadline = time.monotonic() + 20
-                while "update slave topic config from master" not in slave.output() and time.monotonic() < deadline:
-                    time.sleep(0.1)
-                out = slave.output()
-                assert "update slave topic config from master" in out, out[-3000:]
-                assert "failed" not in out, out[-3000:]
-                assert "TlsSlaveTopic" in (d / "store" / "config" / "topics.json").read_text()
+                assert p.send(Message("TlsSlaveTopic", b"x")).status == "SLAVE_NOT_AVAILABLE"  # no slave yet
+                d = tmp_path / "slave"
+                d.mkdir()
+                conf = (master.workdir / "broker.conf").read_text()
+                ha = next(line.split("=", 1)[1] for line in conf.splitlines() if line.startswith("haListenPort="))
+                with socket.create_connection(("127.0.0.1", int(ha)), timeout=5) as plain:
+                    plain.sendall(b"\0" * 8)  # a slave's offset report, in plaintext
+                    assert _closed_within(plain, 15)
+                with broker_process(d, ns.addr, brokerId=1, brokerRole="SLAVE", haMasterAddress=f"127.0.0.1:{ha}",
+                                    **keys) as slave:
+                    deadline = time.monotonic() + 20
+                    while "update slave topic config from master" not in slave.output() and time.monotonic() < deadline:
+                        time.sleep(0.1)
+                    out = slave.output()
+                    assert "update slave topic config from master" in out, out[-3000:]
+                    assert "failed" not in out, out[-3000:]
+                    assert "TlsSlaveTopic" in (d / "store" / "config" / "topics.json").read_text()
+                    status = ""
+                    while status != "SEND_OK" and time.monotonic() < deadline:  # once the slave acks over TLS
+                        status = p.send(Message("TlsSlaveTopic", b"y")).status
+                    assert status == "SEND_OK", (master.output()[-2500:], slave.output()[-2500:])
+                    assert "HA connected to master" in slave.output()
         finally:
             assert master.stop() == 0
 

@@ -189,23 +189,53 @@ def test_the_gate_answers_refusals_drops_oneway_and_passes_the_rest(manager) -> 
     assert gate.refused == 3
 
 
-def test_the_send_fast_path_agrees_with_the_general_one(manager, monkeypatch) -> None:
-    """SEND_MESSAGE_V2 is allowed in one inlined pass; every send must get the same verdict as
-    the general path gives it."""
+def test_the_compiled_fast_pass_agrees_with_the_general_check(manager) -> None:
+    """Sends, batch sends and pulls are passed a run at a time by the compiled check; through the
+    gate, alone and all in one read, every request must get the verdict the general check gives."""
+    from fastmq.broker.acl import AccessGate
+
     m, _ = manager
     admin = SessionCredentials("RocketMQAdmin", "12345678")
     cases = []
     for creds in (USER, admin, SessionCredentials("RocketMQUser", "wrong-secret"), SessionCredentials("Nobody123", "x")):
         for topic in ("topicA", "topicB", "other", "RMQ_SYS_TRACE_TOPIC", "%RETRY%groupA", "%RETRY%G2"):
             cases.append(_signed(RequestCode.SEND_MESSAGE_V2, {"a": "G2", "b": topic}, creds, b"body"))
+            cases.append(_signed(RequestCode.PULL_MESSAGE, {"topic": topic, "consumerGroup": "G2"}, creds))
+            cases.append(_signed(RequestCode.PULL_MESSAGE, {"topic": topic, "consumerGroup": "groupA"}, creds))
+        cases.append(_signed(RequestCode.SEND_BATCH_MESSAGE, {"b": "other"}, creds, b"batch"))
     tampered = _signed(RequestCode.SEND_MESSAGE_V2, {"a": "PG", "b": "topicA"}, USER, b"body")
     tampered.body = b"other"
-    cases += [tampered, create_request(RequestCode.SEND_MESSAGE_V2, {"b": "topicA", "AccessKey": "RocketMQUser"})]
+    unique = _signed(RequestCode.SEND_MESSAGE_V2, {"a": "PG", "b": "topicA"}, USER, b"body")
+    unique.ext_fields["_UNIQUE_KEY_QUERY"] = "true"  # the broker leaves it out of what it checks
+    unhashable = _signed(RequestCode.SEND_MESSAGE_V2, {"a": "PG", "b": "topicA"}, USER, b"body")
+    unhashable.ext_fields["k"] = "\udc80"  # cannot be UTF-8: the gate refuses what it cannot check
+    cases += [tampered, unique, unhashable,
+              create_request(RequestCode.SEND_MESSAGE_V2, {"b": "topicA", "AccessKey": "RocketMQUser"})]
+
+    def verdict(addr: str, r) -> str | None:
+        try:
+            return _refusal(m, addr, r)
+        except UnicodeEncodeError as exc:
+            return str(exc)
     for addr in ("127.0.0.1:1", "192.168.0.2:1", "10.10.103.1:1"):
-        fast = [_refusal(m, addr, r) for r in cases]
-        with monkeypatch.context() as mp:
-            mp.setattr(PlainPermissionManager, "_send_allowed", lambda *a: False)
-            general = [_refusal(m, addr, r) for r in cases]
-        assert fast == general, addr
+        general = [verdict(addr, r) for r in cases]
+        passed: list = []
+        sent: list = []
+
+        class Conn:
+            remote_addr = addr
+
+            def send_many(self, cmds):
+                sent.extend(cmds)
+
+        gate = AccessGate(m, lambda conn, reqs: passed.extend(reqs))
+        for r in cases:
+            gate(Conn(), [r])
+        alone = [r for r in passed]
+        passed.clear()
+        gate(Conn(), cases)
+        assert alone == passed == [r for r, g in zip(cases, general) if g is None], addr
+        assert len(sent) == 2 * sum(g is not None for g in general)
     assert _refusal(m, "127.0.0.1:1", cases[0]) is None
+    assert _refusal(m, "127.0.0.1:1", unique) is None
     assert "Check signature failed" in _refusal(m, "127.0.0.1:1", tampered)

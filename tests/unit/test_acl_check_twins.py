@@ -1,0 +1,108 @@
+"""The two ACL check twins agree with each other and with the signer the client uses (Hypothesis):
+random header fields, keys, bodies and permission tables, signed right, signed wrong or tampered."""
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from fastmq._ext import acl_check_py
+from fastmq._ext.codec import RemotingCommand
+from fastmq.common.acl_signer import SIGNATURE, UNIQUE_MSG_QUERY_FLAG, cal_signature, combine_content
+
+acl_check_c = pytest.importorskip("fastmq._ext.acl_check_c", reason="the compiled twin is not built")
+pytestmark = pytest.mark.c_ext
+
+KEYS = ["a", "b", "c", "topic", "consumerGroup", "AccessKey", "Signature", "_UNIQUE_KEY_QUERY", "B", "é", "zz", "k"]
+TEXT = st.text(st.characters(blacklist_categories=("Cs",)), max_size=12)
+fields_st = st.dictionaries(st.sampled_from(KEYS), TEXT, max_size=len(KEYS))
+secrets = st.binary(min_size=0, max_size=100)  # past 64 bytes HMAC hashes the key first
+bodies = st.one_of(st.none(), st.binary(max_size=300))
+
+
+def _reference(fields: dict[str, str], body: bytes | None, secret: bytes, broker_side: bool) -> str:
+    """What the client's signer computes (``fastmq.common.acl_signer``), for a secret of any bytes."""
+    skip = (SIGNATURE, UNIQUE_MSG_QUERY_FLAG) if broker_side else (SIGNATURE,)
+    return base64.b64encode(hmac.new(secret, combine_content(fields, body, skip), hashlib.sha1).digest()).decode()
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(fields_st, bodies, secrets, st.booleans())
+def test_both_twins_sign_as_the_client_signer(fields, body, secret, broker_side) -> None:
+    want = _reference(fields, body, secret, broker_side)
+    for mod in (acl_check_c, acl_check_py):
+        key = mod.HmacKey(secret)
+        assert key.sign(fields, body, broker_side) == want
+        assert key.sign(dict(fields), memoryview(body) if body is not None else None, broker_side) == want
+    if not broker_side and secret.isascii():
+        assert cal_signature(combine_content(fields, body), secret.decode()) == want
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(fields_st, bodies, secrets, st.sampled_from(["right", "wrong", "absent", "odd"]))
+def test_both_twins_check_a_signature_alike(fields, body, secret, how) -> None:
+    fields = dict(fields)
+    if how == "right":
+        fields[SIGNATURE] = _reference(fields, body, secret, True)
+    elif how == "wrong":
+        fields[SIGNATURE] = _reference(fields, (body or b"") + b"!", secret, True)
+    elif how == "absent":
+        fields.pop(SIGNATURE, None)
+    got = {mod.__name__: mod.signed(mod.HmacKey(secret), fields, body) for mod in (acl_check_c, acl_check_py)}
+    assert len(set(got.values())) == 1, got
+    if how == "right":
+        assert all(got.values())
+    elif how in ("wrong", "absent"):
+        assert not any(got.values())
+
+
+PERMS = st.sampled_from([1, 2, 4, 8, 12, 0])
+TOPICS = st.sampled_from(["T1", "T2", "%RETRY%G1", "RMQ_SYS_TRACE_TOPIC"])
+
+
+@st.composite
+def scenario(draw):
+    accounts: dict[str, tuple] = {}
+    secrets_of = {}
+    for ak in ("UserOne1", "UserTwo2"):
+        secret = draw(st.binary(min_size=7, max_size=20))
+        perms = draw(st.one_of(st.none(), st.dictionaries(st.sampled_from(["T1", "T2", "%RETRY%G1", "%RETRY%G2"]),
+                                                          PERMS, max_size=3)))
+        white = draw(st.sampled_from([None, lambda ip: ip == "10.0.0.1", lambda ip: False]))
+        accounts[ak] = (None, white, draw(st.booleans()), draw(PERMS), draw(PERMS), perms)
+        secrets_of[ak] = secret
+    reqs = []
+    for _ in range(draw(st.integers(1, 6))):
+        code = draw(st.sampled_from([310, 320, 11, 10]))
+        ak = draw(st.sampled_from(["UserOne1", "UserTwo2", "Nobody99", None]))
+        if code == 11:
+            fields = {"topic": draw(TOPICS), "consumerGroup": draw(st.sampled_from(["G1", "G2"])), "queueId": "0"}
+        else:
+            fields = {"a": "PG", "b": draw(TOPICS), "c": "TBW102"}
+        if draw(st.booleans()):
+            fields.pop(draw(st.sampled_from(sorted(fields))))
+        if ak is not None:
+            fields["AccessKey"] = ak
+        body = draw(bodies)
+        how = draw(st.sampled_from(["right", "right", "wrong", "none"]))
+        if how != "none":
+            secret = secrets_of.get(ak or "", b"unknown-secret")
+            fields[SIGNATURE] = _reference(fields, body if how == "right" else b"tampered", secret, True)
+        reqs.append(RemotingCommand(code, ext_fields=fields, body=body))
+    ip = draw(st.sampled_from(["127.0.0.1", "10.0.0.1"]))
+    return accounts, secrets_of, reqs, ip
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(scenario())
+def test_both_twins_pass_the_same_requests(s) -> None:
+    accounts, secrets_of, reqs, ip = s
+    got = []
+    for mod in (acl_check_c, acl_check_py):
+        table = {ak: (mod.HmacKey(secrets_of[ak]),) + acc[1:] for ak, acc in accounts.items()}
+        got.append([mod.fast_pass(reqs, start, ip, table) for start in range(len(reqs) + 1)])
+    assert got[0] == got[1]
