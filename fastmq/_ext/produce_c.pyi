@@ -42,8 +42,9 @@ class SendResult:
     message_queue: Any
     queue_offset: int
     region_id: str | None
+    trace_on: bool
     def __init__(self, status: str, msg_id: str, offset_msg_id: str, message_queue: Any, queue_offset: int,
-                 region_id: str | None = None) -> None: ...
+                 region_id: str | None = None, trace_on: bool = True) -> None: ...
 
 @final
 class AsyncSend:

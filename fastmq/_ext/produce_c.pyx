@@ -84,6 +84,8 @@ cdef str _SEND_OK = "SEND_OK"
 cdef str _MSG_ID, _QUEUE_ID, _QUEUE_OFFSET
 _MSG_ID, _QUEUE_ID, _QUEUE_OFFSET = declared(SendMessageResponseHeader, "msgId", "queueId", "queueOffset")
 cdef str _MSG_REGION = MessageConst.MSG_REGION
+cdef str _TRACE_SWITCH = MessageConst.TRACE_SWITCH
+cdef str _FALSE = "false"
 # the fixed pieces between a request's variable header values; the letters are the declaration's
 # (protocol/headers.py), laid out once here
 cdef bytes _F = _letter_key(b'","', "sysFlag")
@@ -122,17 +124,20 @@ cdef class SendResult:
     cdef readonly object message_queue
     cdef readonly object queue_offset
     cdef readonly object region_id
+    cdef readonly object trace_on
 
-    def __init__(self, status, msg_id, offset_msg_id, message_queue, queue_offset, region_id=None):
+    def __init__(self, status, msg_id, offset_msg_id, message_queue, queue_offset, region_id=None, trace_on=True):
         self.status = status
         self.msg_id = msg_id
         self.offset_msg_id = offset_msg_id
         self.message_queue = message_queue
         self.queue_offset = queue_offset
         self.region_id = region_id
+        self.trace_on = trace_on
 
     def _fields(self) -> tuple:
-        return (self.status, self.msg_id, self.offset_msg_id, self.message_queue, self.queue_offset, self.region_id)
+        return (self.status, self.msg_id, self.offset_msg_id, self.message_queue, self.queue_offset, self.region_id,
+                self.trace_on)
 
     def __eq__(self, other):
         if type(other) is not SendResult:
@@ -148,14 +153,14 @@ cdef class SendResult:
 
     def __repr__(self):
         return ("SendResult(status={!r}, msg_id={!r}, offset_msg_id={!r}, message_queue={!r}, queue_offset={!r}, "
-                "region_id={!r})".format(*self._fields()))
+                "region_id={!r}, trace_on={!r})".format(*self._fields()))
 
     def __reduce__(self):
         return (SendResult, self._fields())
 
 
 cdef inline SendResult _result(object status, object msg_id, object offset_msg_id, object mq, object qoff,
-                               object region):
+                               object region, object trace_on):
     cdef SendResult r = SendResult.__new__(SendResult)
     r.status = status
     r.msg_id = msg_id
@@ -163,6 +168,7 @@ cdef inline SendResult _result(object status, object msg_id, object offset_msg_i
     r.message_queue = mq
     r.queue_offset = qoff
     r.region_id = region
+    r.trace_on = trace_on
     return r
 
 
@@ -289,7 +295,8 @@ cdef class AsyncSend:
                     and _plain_int(ext.get(_QUEUE_OFFSET), &qoff):
                 if self.fault:
                     self.context.update_fault(mq.broker_name, int((self._loop.time() - self.begin) * 1000), False)
-                self.finish(_result(_SEND_OK, self.uniq, msg_id, mq, qoff, ext.get(_MSG_REGION)), None)
+                self.finish(_result(_SEND_OK, self.uniq, msg_id, mq, qoff, ext.get(_MSG_REGION),
+                                    ext.get(_TRACE_SWITCH) != _FALSE), None)
                 return
         self.context.send_answered(self, resp)
 

@@ -50,7 +50,7 @@ from .queue_selector import MessageQueueSelector, hash_selector, java_hash_code
 from .reachability import Reachability
 from .request_reply import PendingRequest, RequestCallback
 from .trace_dispatcher import TraceDispatcher
-from .trace_hooks import now_ms, pub_context, pub_record
+from .trace_hooks import now_ms, pub_context
 
 __all__ = ["Producer", "ProduceContext", "SendResult", "SendStatus", "MessageQueueSelector", "hash_selector",
            "java_hash_code", "split_batch"]
@@ -691,6 +691,7 @@ class Producer:
         """Trace the sends: the send methods of this producer become their traced twins (instance
         attributes), so that a producer without trace pays nothing on its send path."""
         self.trace_dispatcher = TraceDispatcher(self.group, "PRODUCER", trace_topic, self._make_trace_producer)
+        self.trace_dispatcher.store_host = self.instance.master_addr
         self.send = self._send_traced  # type: ignore[method-assign]
         self.send_async = self._send_async_traced  # type: ignore[method-assign]
         self.start_send = self._start_send_traced  # type: ignore[method-assign]
@@ -704,15 +705,14 @@ class Producer:
 
     def _trace_pub(self, msg: Message, r: SendResult, begin_ms: int) -> None:
         """SendMessageTraceHookImpl.sendMessageAfter for one answered send."""
-        d = self.trace_dispatcher
-        assert d is not None
-        d.append((pub_record, (d.trace_topic, self.group, msg, r, begin_ms, now_ms(), self.instance.master_addr)))
+        assert self.trace_dispatcher is not None
+        self.trace_dispatcher.append_pub(msg, r, begin_ms)
 
     def _trace_batch(self, msgs: Sequence[Message], r: SendResult, begin_ms: int) -> None:
         """A Pub record per message of an answered batch (each by its own id, so each is found)."""
         d = self.trace_dispatcher
         assert d is not None
-        if not msgs or d.skips(msgs[0].topic):
+        if not msgs or d.skips(msgs[0].topic) or not r.trace_on:
             return
         ids = r.msg_id.split(",")
         offsets = (r.offset_msg_id or "").split(",")
@@ -727,13 +727,12 @@ class Producer:
     def _traced_callback(self, msg: Message, begin_ms: int,
                          callback: Callable[[SendResult | None, BaseException | None], None] | None
                          ) -> Callable[[SendResult | None, BaseException | None], None]:
-        d = self.trace_dispatcher
-        assert d is not None
-        append, topic, group, hosts = d.append, d.trace_topic, self.group, self.instance.master_addr
+        assert self.trace_dispatcher is not None
+        append = self.trace_dispatcher.append_pub
 
         def traced(r: SendResult | None, exc: BaseException | None) -> None:
-            if r is not None:  # (the record is encoded later, on the dispatcher's worker)
-                append((pub_record, (topic, group, msg, r, begin_ms, now_ms(), hosts)))
+            if r is not None:  # (the record is made later, on the dispatcher's worker)
+                append(msg, r, begin_ms)
             if callback is not None:
                 callback(r, exc)
         return traced
@@ -910,4 +909,4 @@ def _release_then(permits: "Permits", callback: Callable[[SendResult | None, Bas
 
 def _with_ids(r: SendResult, msg_ids: str) -> SendResult:
     """A batch's result from the general path, its msg_id the messages' UNIQ_KEYs (as the Java client reports)."""
-    return SendResult(r.status, msg_ids, r.offset_msg_id, r.message_queue, r.queue_offset, r.region_id)
+    return SendResult(r.status, msg_ids, r.offset_msg_id, r.message_queue, r.queue_offset, r.region_id, r.trace_on)

@@ -175,9 +175,11 @@ def test_reader_keeps_the_records_of_the_message_and_skips_bad_bodies() -> None:
 
 def test_the_fast_pub_record_is_the_encoders_text() -> None:
     from fastmq.client.producer import SendResult
-    from fastmq.client.trace_hooks import pub_record
+    from fastmq.client.trace_data import PUB_ROW, encode_pub_rows, pub_row
     from fastmq.protocol.message_queue import MessageQueue
     hosts = {"b": "10.0.0.1:10911"}.get
+    rows: list[object] = []
+    want = []
     for props in ({"TAGS": "t", "KEYS": "k1 k2"}, {}, {"TRAN_MSG": "true", "KEYS": " k "}, {"DELAY": "2"}):
         msg = Message("T", b"body", properties=dict(props))
         for status in ("SEND_OK", "FLUSH_DISK_TIMEOUT"):
@@ -185,8 +187,14 @@ def test_the_fast_pub_record_is_the_encoders_text() -> None:
             ctx = pub_context("pg", msg, "UNIQ", "OFFID", status == "SEND_OK", "DefaultRegion", "10.0.0.1:10911", 100)
             assert ctx is not None
             ctx.cost_time = 5
-            assert pub_record("RMQ_SYS_TRACE_TOPIC", "pg", msg, r, 100, 105, hosts) == (encode_context(ctx),
-                                                                                       trace_keys(ctx))
-    r = SendResult("SEND_OK", "UNIQ", "OFFID", MessageQueue("T", "b", 1), 7, None)
-    assert pub_record("RMQ_SYS_TRACE_TOPIC", "pg", Message("T", b""), r, 1, 2, hosts) is None
-    assert pub_record("T", "pg", Message("T", b""), r, 1, 2, hosts) is None
+            pub_row(rows, msg, r, 100)
+            rows[-PUB_ROW + 1] = 105  # (the answer's time, fixed for the comparison)
+            want.append((encode_context(ctx), trace_keys(ctx)))
+    assert encode_pub_rows(rows, "RMQ_SYS_TRACE_TOPIC", "pg", hosts) == want
+    # no row without MSG_REGION or with TRACE_ON=false; none encoded for the trace topic itself
+    rows.clear()
+    pub_row(rows, Message("T", b""), SendResult("SEND_OK", "U", "O", MessageQueue("T", "b", 1), 7, None), 1)
+    pub_row(rows, Message("T", b""), SendResult("SEND_OK", "U", "O", MessageQueue("T", "b", 1), 7, "R", False), 1)
+    assert rows == []
+    pub_row(rows, Message("T", b""), SendResult("SEND_OK", "U", "O", MessageQueue("T", "b", 1), 7, "R"), 1)
+    assert len(rows) == PUB_ROW and encode_pub_rows(rows, "T", "pg", hosts) == []
