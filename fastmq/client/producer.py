@@ -48,7 +48,7 @@ from .produce_context import FastPathSetting, Permits, ProduceContext, int_of
 from .publish_info import BrokerNumbers, TopicPublishInfo
 from .queue_selector import MessageQueueSelector, hash_selector, java_hash_code
 from .reachability import Reachability
-from .request_reply import PendingRequest, RequestCallback
+from .request_reply import PendingRequest, RequestCallback, RequestTable
 from .trace_dispatcher import TraceDispatcher
 from .trace_hooks import now_ms, pub_context
 
@@ -783,20 +783,29 @@ class Producer:
 
     # ------------------------------------------------------------ request-reply
 
-    async def request(self, msg: Message, timeout_ms: int | None = None) -> MessageExt:
+    async def request(self, msg: Message, timeout_ms: int | None = None, *, mq: MessageQueue | None = None,
+                      selector: MessageQueueSelector | None = None, arg: object = None) -> MessageExt:
         """Send ``msg`` as a request and wait for its reply (RocketMQ's ``request(msg, timeout)``).
 
         The message gets ``CORRELATION_ID``, ``REPLY_TO_CLIENT`` and ``TTL``; a responder answers
         it with :func:`fastmq.create_reply_message`, and the broker pushes the reply back to this
         client. ``timeout_ms`` (default ``send_msg_timeout``) covers the send and the wait.
 
+        ``mq``: send the request to this queue, one try (RocketMQ's ``request(msg, mq,
+        timeout)``); ``selector``: to the queue ``selector(queues, msg, arg)`` picks, as
+        :meth:`send_orderly` (``request(msg, selector, arg, timeout)``). Otherwise the queue is
+        chosen and the send retried as :meth:`send_async` does.
+
         Raises:
-            MessageValidationError, NoRouteError: as :meth:`send`, before anything is sent.
+            MessageValidationError: as :meth:`send`, before anything is sent; also both ``mq``
+                and ``selector`` given, a queue of another topic, or a selector's pick that is
+                not a queue of the topic.
+            NoRouteError: as :meth:`send`, before anything is sent.
             RequestSendError: the send failed (its error chained); no reply will come.
             RequestTimeoutError: no reply in time; its ``sent`` says whether the broker had taken
                 the request.
         """
-        req = await self._start_request(msg, None, timeout_ms, True)
+        req = await self._start_request(msg, None, timeout_ms, True, mq, selector, arg)
         assert req.future is not None
         try:
             return await req.future
@@ -804,23 +813,31 @@ class Producer:
             self.instance.requests.cancel(req.correlation_id)
             raise
 
-    async def request_async(self, msg: Message, callback: RequestCallback, timeout_ms: int | None = None) -> None:
+    async def request_async(self, msg: Message, callback: RequestCallback, timeout_ms: int | None = None, *,
+                            mq: MessageQueue | None = None, selector: MessageQueueSelector | None = None,
+                            arg: object = None) -> None:
         """Send ``msg`` as a request; ``callback(reply, error)`` runs once on the loop with one of
         three outcomes: the reply (a MessageExt) and None; None and a RequestSendError (the send
         failed); None and a RequestTimeoutError (no reply in time, ``sent`` says whether the
-        broker had taken the request). Returns once the request is sent off.
+        broker had taken the request). Returns once the request is sent off. ``mq``,
+        ``selector`` and ``arg``: the queue, as :meth:`request` says.
 
         Raises:
-            MessageValidationError, NoRouteError: as :meth:`send`, before anything is sent.
+            MessageValidationError, NoRouteError: as :meth:`request`, before anything is sent.
         """
-        await self._start_request(msg, callback, timeout_ms, False)
+        await self._start_request(msg, callback, timeout_ms, False, mq, selector, arg)
 
     async def _start_request(self, msg: Message, callback: RequestCallback | None, timeout_ms: int | None,
-                             want_future: bool) -> PendingRequest:
+                             want_future: bool, mq: MessageQueue | None = None,
+                             selector: MessageQueueSelector | None = None, arg: object = None) -> PendingRequest:
         """prepareSendRequest and the asynchronous send of a request, its PendingRequest registered
         (and timed) in the instance's RequestTable first, so that no reply can come before it."""
         self._check_running()
         self._validate(msg)
+        if mq is not None and selector is not None:
+            raise MessageValidationError("a request goes to the queue given or to the selector's, not both")
+        if mq is not None and mq.topic != msg.topic:
+            raise MessageValidationError("message's topic not equal mq's topic")
         loop = asyncio.get_running_loop()
         begin = loop.time()
         timeout = self.send_msg_timeout if timeout_ms is None else int(timeout_ms)
@@ -835,6 +852,10 @@ class Producer:
         info = self._publish.get(msg.topic)
         if info is None or not info.ok:
             info = await self._publish_info(msg.topic)
+        if selector is not None:
+            mq = selector(info.queues, msg, arg)
+            if mq not in info.queues:
+                raise MessageValidationError(f"select message queue return {mq}, not a queue of the topic")
         if not inst.producer_heartbeats.issuperset(info.masters.values()):
             # the broker finds this client's connection by its heartbeat: before a first request
             # to a broker that has none yet, one now (4.9.8's prepareSendRequest sends it for a
@@ -848,6 +869,10 @@ class Producer:
         table = inst.requests
         req = PendingRequest(cid, msg.topic, timeout, loop.create_future() if want_future else None, callback)
         table.add(req, loop, left)
+        if mq is not None:  # (sendKernelImpl to that queue: one try, as 4.9.8's)
+            sending = asyncio.ensure_future(self.send_to_queue(msg, mq, left))
+            sending.add_done_callback(functools.partial(_request_sent, table, cid))
+            return req
         try:
             await self.send_async(msg, lambda _r, e: table.sent(cid, e), left)
         except Exception as exc:  # refused before it was sent (permits, a shut-down producer...)
@@ -888,6 +913,11 @@ class Producer:
             m.properties[_UNIQ_KEY] = uniq
         return encode_batch_body(msgs), ",".join(m.properties[_UNIQ_KEY] for m in msgs)
 
+
+
+def _request_sent(table: RequestTable, cid: str, sending: "asyncio.Future[SendResult]") -> None:
+    """A request's send to a chosen queue is over: tell its PendingRequest how it went."""
+    table.sent(cid, asyncio.CancelledError() if sending.cancelled() else sending.exception())
 
 
 def _namesrv_text(addr: str | list[str] | None) -> str:
