@@ -124,7 +124,9 @@ cdef class SendResult:
     cdef readonly object message_queue
     cdef readonly object queue_offset
     cdef readonly object region_id
-    cdef readonly object trace_on
+    # the answer's TRACE_ON as sent (a str, or None when absent) or a bool given to __init__:
+    # read as ``trace_on`` only by a traced send, so the fast path just keeps what it got
+    cdef object _trace
 
     def __init__(self, status, msg_id, offset_msg_id, message_queue, queue_offset, region_id=None, trace_on=True):
         self.status = status
@@ -133,7 +135,14 @@ cdef class SendResult:
         self.message_queue = message_queue
         self.queue_offset = queue_offset
         self.region_id = region_id
-        self.trace_on = trace_on
+        self._trace = trace_on
+
+    @property
+    def trace_on(self):
+        """False when the broker's answer said ``TRACE_ON=false`` (its ``traceOn``): the send is
+        not traced (4.9.8's SendResult.isTraceOn)."""
+        t = self._trace
+        return t is None or t is True or (t is not False and t != _FALSE)
 
     def _fields(self) -> tuple:
         return (self.status, self.msg_id, self.offset_msg_id, self.message_queue, self.queue_offset, self.region_id,
@@ -160,7 +169,7 @@ cdef class SendResult:
 
 
 cdef inline SendResult _result(object status, object msg_id, object offset_msg_id, object mq, object qoff,
-                               object region, object trace_on):
+                               object region, object trace_switch):
     cdef SendResult r = SendResult.__new__(SendResult)
     r.status = status
     r.msg_id = msg_id
@@ -168,7 +177,7 @@ cdef inline SendResult _result(object status, object msg_id, object offset_msg_i
     r.message_queue = mq
     r.queue_offset = qoff
     r.region_id = region
-    r.trace_on = trace_on
+    r._trace = trace_switch
     return r
 
 
@@ -295,8 +304,9 @@ cdef class AsyncSend:
                     and _plain_int(ext.get(_QUEUE_OFFSET), &qoff):
                 if self.fault:
                     self.context.update_fault(mq.broker_name, int((self._loop.time() - self.begin) * 1000), False)
+                p = PyDict_GetItem(ext, _TRACE_SWITCH)
                 self.finish(_result(_SEND_OK, self.uniq, msg_id, mq, qoff, ext.get(_MSG_REGION),
-                                    ext.get(_TRACE_SWITCH) != _FALSE), None)
+                                    <object>p if p != NULL else None), None)
                 return
         self.context.send_answered(self, resp)
 
