@@ -728,14 +728,7 @@ class Producer:
                          callback: Callable[[SendResult | None, BaseException | None], None] | None
                          ) -> Callable[[SendResult | None, BaseException | None], None]:
         assert self.trace_dispatcher is not None
-        append = self.trace_dispatcher.append_pub
-
-        def traced(r: SendResult | None, exc: BaseException | None) -> None:
-            if r is not None:  # (the record is made later, on the dispatcher's worker)
-                append(msg, r, begin_ms)
-            if callback is not None:
-                callback(r, exc)
-        return traced
+        return _TracedSend(self.trace_dispatcher, msg, begin_ms, callback)
 
     async def _send_traced(self, msg: Message, timeout_ms: int | None = None) -> SendResult:
         begin = now_ms()
@@ -913,6 +906,23 @@ class Producer:
             m.properties[_UNIQ_KEY] = uniq
         return encode_batch_body(msgs), ",".join(m.properties[_UNIQ_KEY] for m in msgs)
 
+
+
+class _TracedSend:
+    """A traced send's callback: its Pub fields to the dispatcher, then the caller's callback.
+    One object per send in flight (a closure would be five for the cycle collector to count)."""
+
+    __slots__ = ("dispatcher", "msg", "begin_ms", "callback")
+
+    def __init__(self, dispatcher: TraceDispatcher, msg: Message, begin_ms: int,
+                 callback: Callable[[SendResult | None, BaseException | None], None] | None) -> None:
+        self.dispatcher, self.msg, self.begin_ms, self.callback = dispatcher, msg, begin_ms, callback
+
+    def __call__(self, r: SendResult | None, exc: BaseException | None) -> None:
+        if r is not None:  # (the record is made later, on the dispatcher's worker)
+            self.dispatcher.append_pub(self.msg, r, self.begin_ms)
+        if self.callback is not None:
+            self.callback(r, exc)
 
 
 def _request_sent(table: RequestTable, cid: str, sending: "asyncio.Future[SendResult]") -> None:
