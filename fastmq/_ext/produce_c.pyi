@@ -67,6 +67,7 @@ class AsyncSend:
     retries: int
     batch: bool
     fault: bool
+    trace: bool
     timeout_ms: int
     begin: float
     deadline: float
@@ -111,6 +112,7 @@ class SendFastPath:
     max_message_size: int
     compress_over: int
     send_latency_fault_enable: bool
+    trace: bool
     avoid_unreachable: bool
     send_msg_timeout: int
     retry_times_when_send_failed: int

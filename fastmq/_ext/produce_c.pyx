@@ -241,6 +241,7 @@ cdef class AsyncSend:
     cdef public int retries
     cdef public bint batch
     cdef public bint fault
+    cdef public bint trace  # the producer traces its sends: keep the answer's TRACE_ON
     cdef public double begin
     cdef public double deadline
     cdef bint _answered
@@ -276,6 +277,7 @@ cdef class AsyncSend:
         self.deadline = deadline
         self.retries = 0
         self.fault = False
+        self.trace = False
 
     # ------------------------------------------------------------- the pending entry
 
@@ -304,9 +306,13 @@ cdef class AsyncSend:
                     and _plain_int(ext.get(_QUEUE_OFFSET), &qoff):
                 if self.fault:
                     self.context.update_fault(mq.broker_name, int((self._loop.time() - self.begin) * 1000), False)
-                p = PyDict_GetItem(ext, _TRACE_SWITCH)
-                self.finish(_result(_SEND_OK, self.uniq, msg_id, mq, qoff, ext.get(_MSG_REGION),
-                                    <object>p if p != NULL else None), None)
+                trace_switch = None
+                if self.trace:  # (a lookup only a traced send pays for)
+                    p = PyDict_GetItem(ext, _TRACE_SWITCH)
+                    if p != NULL:
+                        trace_switch = <object>p
+                self.finish(_result(_SEND_OK, self.uniq, msg_id, mq, qoff, ext.get(_MSG_REGION), trace_switch),
+                            None)
                 return
         self.context.send_answered(self, resp)
 
@@ -479,6 +485,8 @@ cdef class SendFastPath:
     cdef public int64_t max_message_size
     cdef public int64_t compress_over
     cdef public bint send_latency_fault_enable
+    # set by a producer with trace on: its sends keep the answer's TRACE_ON in their results
+    cdef public bint trace
     # set by the producer while a broker is marked unreachable (see produce_py.SendFastPath)
     cdef public bint avoid_unreachable
     cdef public int64_t send_msg_timeout
@@ -599,6 +607,7 @@ cdef class SendFastPath:
         entry.retries = self.retry_times_when_send_failed if awaited else self.retry_times_when_send_async_failed
         entry.batch = batch_ids is not None
         entry.fault = self.send_latency_fault_enable or self.avoid_unreachable
+        entry.trace = self.trace
         entry.begin = now
         entry.deadline = now + tmo / 1000.0
         conn.start_frame(opaque, frame, entry)

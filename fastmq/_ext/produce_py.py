@@ -301,6 +301,7 @@ class AsyncSend(asyncio.Future[SendResult]):
         self.retries = 0
         self.batch = False
         self.fault = False
+        self.trace = False  # the producer traces its sends: keep the answer's TRACE_ON
         self.timer: Any = None
         self._answered = False
         self._released = False
@@ -325,7 +326,7 @@ class AsyncSend(asyncio.Future[SendResult]):
                     self.context.update_fault(mq.broker_name, int((self.get_loop().time() - self.begin) * 1000),
                                               False)
                 self.finish(SendResult("SEND_OK", self.uniq, msg_id, mq, qoff, ext.get(MessageConst.MSG_REGION),
-                                       ext.get(MessageConst.TRACE_SWITCH) != "false"), None)
+                                       not self.trace or ext.get(MessageConst.TRACE_SWITCH) != "false"), None)
                 return
         self.context.send_answered(self, resp)
 
@@ -408,6 +409,7 @@ class SendFastPath:
         self.max_message_size = self.compress_over = self.send_msg_timeout = 0
         self.retry_times_when_send_failed = self.retry_times_when_send_async_failed = 0
         self.send_latency_fault_enable = False
+        self.trace = False  # set by a producer with trace on (see AsyncSend.trace)
         self.avoid_unreachable = False
         self._good_topics = context.good_topics
         self._publish = context.publish
@@ -476,6 +478,7 @@ class SendFastPath:
         entry.retries = self.retry_times_when_send_failed if awaited else self.retry_times_when_send_async_failed
         entry.batch = batch_ids is not None
         entry.fault = self.send_latency_fault_enable or self.avoid_unreachable
+        entry.trace = self.trace
         conn.start_frame(opaque, frame, entry)
         if awaited:
             conn.expire_at(opaque, entry.deadline)

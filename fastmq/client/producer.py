@@ -692,6 +692,7 @@ class Producer:
         attributes), so that a producer without trace pays nothing on its send path."""
         self.trace_dispatcher = TraceDispatcher(self.group, "PRODUCER", trace_topic, self._make_trace_producer)
         self.trace_dispatcher.store_host = self.instance.master_addr
+        self._fast.trace = True  # (its results keep the answers' TRACE_ON)
         self.send = self._send_traced  # type: ignore[method-assign]
         self.send_async = self._send_async_traced  # type: ignore[method-assign]
         self.start_send = self._start_send_traced  # type: ignore[method-assign]
