@@ -4,6 +4,8 @@ Producers and consumers made with ``enable_trace=True`` hand each trace event (a
 :class:`~fastmq.client.trace_data.TraceContext`) to their dispatcher with :meth:`append`, from
 the loop or from a consume thread. ``append`` never waits: a full queue (1024 contexts, as
 4.9.8's) drops the event and counts it in :attr:`discarded`, with a warning at most every 10 s.
+A traced producer hands each answered send to :meth:`append_pub` instead: only its fields, kept
+flat in :attr:`pub_rows` (the same bound), made into Pub records a batch at a time.
 A task on the client's loop wakes every 100 ms, encodes what is queued and sends it as trace
 messages from an inner producer of its own (group ``_INNER_TRACE_PRODUCER-<group>-<type>-<n>``,
 instance ``PID_CLIENT_INNER_TRACE_PRODUCER_<namesrv>``), a message once its records reach
@@ -22,7 +24,7 @@ from typing import Any, Callable, Protocol
 
 from .._ext.produce import SendResult
 from ..protocol.message import Message, MessageConst
-from .trace_data import PUB_ROW, DEFAULT_TRACE_TOPIC, TraceContext, encode_context, encode_pub_rows, pub_row, trace_keys
+from .trace_data import DEFAULT_TRACE_TOPIC, PUB_ROW, TraceContext, encode_context, encode_pub_rows, pub_row, trace_keys
 
 __all__ = ["TraceDispatcher", "TraceProducer", "QUEUE_SIZE", "MAX_MSG_SIZE"]
 
@@ -68,10 +70,7 @@ class TraceDispatcher:
         self.group = group
         self.kind = kind
         self._make = make_producer
-        # events: a TraceContext, or (encoder, args) whose call gives the records and keys (or
-        # None), so that a send only queues what it saw and the worker encodes it
-        self._queue: collections.deque[TraceContext | tuple[Callable[..., tuple[str, list[str]] | None],
-                                                             tuple[Any, ...]]] = collections.deque()
+        self._queue: collections.deque[TraceContext] = collections.deque()
         #: trace events dropped because the queue was full (4.9.8's discardCount)
         self.discarded = 0
         self._warned_at = -_WARN_INTERVAL_S
@@ -102,8 +101,7 @@ class TraceDispatcher:
         if n < _ROWS_WAKE <= len(rows) and self._loop is not None:
             self._wake()
 
-    def append(self, ctx: TraceContext | tuple[Callable[..., tuple[str, list[str]] | None], tuple[Any, ...]]
-               ) -> bool:
+    def append(self, ctx: TraceContext) -> bool:
         """Queue an event; False (and counted) when the queue is full. Safe from any thread."""
         if len(self._queue) >= QUEUE_SIZE:  # (read across threads: at worst one over)
             self._discard()
@@ -191,20 +189,8 @@ class TraceDispatcher:
         q = self._queue
         while q:
             ctx = q.popleft()
-            if isinstance(ctx, tuple):
-                try:
-                    encoded = ctx[0](*ctx[1])
-                except Exception:  # one bad event, not the dispatcher
-                    log.exception("trace event not encoded")
-                    continue
-                if encoded is None:
-                    continue
-                data, keys = encoded
-            elif not ctx.beans:
-                continue
-            else:
-                data, keys = encode_context(ctx), trace_keys(ctx)
-            self._add(data, keys)
+            if ctx.beans:
+                self._add(encode_context(ctx), trace_keys(ctx))
         if self._pending and (flush or time.monotonic() - self._first_at >= WAIT_S):
             self._send_pending()
 

@@ -137,6 +137,26 @@ async def test_dispatcher_batches_keys_and_drops_when_full(caplog: Any) -> None:
     assert d.skips("RMQ_SYS_TRACE_TOPIC") and not d.skips("TopicTest")
 
 
+async def test_answered_sends_are_bounded_and_sent_as_pub_records() -> None:
+    from fastmq.client.producer import SendResult
+    from fastmq.protocol.message_queue import MessageQueue
+    sink = _Sink()
+    d = TraceDispatcher("pg", "PRODUCER", None, lambda group, name: sink)
+    d.store_host = {"b": "10.0.0.1:10911"}.get
+    await d.start("ns:9876")
+    for i in range(QUEUE_SIZE + 3):
+        r = SendResult("SEND_OK", f"U{i}", f"O{i}", MessageQueue("T", "b", 0), i, "DefaultRegion")
+        d.append_pub(Message("T", b"body", properties={"KEYS": f"k{i}"}), r, 1000)
+    assert d.discarded == 3  # (the worker had no turn: the loop never ran)
+    await d.flush()
+    records = [c for m in sink.sent for c in decode_trace(m.body)]
+    assert [c.beans[0].msg_id for c in records] == [f"U{i}" for i in range(QUEUE_SIZE)]
+    assert {c.beans[0].store_host for c in records} == {"10.0.0.1:10911"} and d.pub_rows == []
+    keys = {k for m in sink.sent for k in m.properties["KEYS"].split(" ")}
+    assert keys == {f"U{i}" for i in range(QUEUE_SIZE)} | {f"k{i}" for i in range(QUEUE_SIZE)}
+    await d.shutdown()
+
+
 async def test_traced_listener_records_outcomes() -> None:
     sink = _Sink()
     d = TraceDispatcher("cg", "CONSUMER", "MyTrace", lambda group, name: sink)
