@@ -126,7 +126,7 @@ cdef class SendResult:
     cdef readonly object region_id
     # the answer's TRACE_ON as sent (a str, or None when absent) or a bool given to __init__:
     # read as ``trace_on`` only by a traced send, so the fast path just keeps what it got
-    cdef object _trace
+    cdef object trace_switch
 
     def __init__(self, status, msg_id, offset_msg_id, message_queue, queue_offset, region_id=None, trace_on=True):
         self.status = status
@@ -135,13 +135,13 @@ cdef class SendResult:
         self.message_queue = message_queue
         self.queue_offset = queue_offset
         self.region_id = region_id
-        self._trace = trace_on
+        self.trace_switch = trace_on
 
     @property
     def trace_on(self):
         """False when the broker's answer said ``TRACE_ON=false`` (its ``traceOn``): the send is
         not traced (4.9.8's SendResult.isTraceOn)."""
-        t = self._trace
+        t = self.trace_switch
         return t is None or t is True or (t is not False and t != _FALSE)
 
     def _fields(self) -> tuple:
@@ -177,7 +177,7 @@ cdef inline SendResult _result(object status, object msg_id, object offset_msg_i
     r.message_queue = mq
     r.queue_offset = qoff
     r.region_id = region
-    r._trace = trace_switch
+    r.trace_switch = trace_switch
     return r
 
 
