@@ -308,36 +308,45 @@ class Producer:
         self._run(self._core.send_batch_async(msgs, lambda r, e: put(callback, r, e), timeout_ms),
                   self._t(timeout_ms))
 
-    def request(self, msg: Message, timeout_ms: int | None = None) -> MessageExt:
+    def request(self, msg: Message, timeout_ms: int | None = None, *, mq: MessageQueue | None = None,
+                selector: _producer.MessageQueueSelector | None = None, arg: object = None) -> MessageExt:
         """Send ``msg`` as a request and wait for its reply (RocketMQ's ``request(msg, timeout)``);
         a responder answers it with :func:`fastmq.create_reply_message`.
 
         Args:
             msg: the request; it gets ``CORRELATION_ID``, ``REPLY_TO_CLIENT`` and ``TTL``.
             timeout_ms: the send and the wait for the reply together (default ``send_msg_timeout``).
+            mq: send it to this queue, one try (``request(msg, mq, timeout)``).
+            selector, arg: send it to the queue ``selector(queues, msg, arg)`` picks
+                (``request(msg, selector, arg, timeout)``).
 
         Raises:
             ClientStateError: the producer is not started, or shut down.
-            MessageValidationError, NoRouteError: as :meth:`send`, before anything is sent.
+            MessageValidationError, NoRouteError: as :meth:`send`, before anything is sent (also
+                both ``mq`` and ``selector``, a queue of another topic, or a selector's pick that
+                is not a queue of the topic).
             RequestSendError: the send failed (its error chained); no reply will come.
             RequestTimeoutError: no reply in time; its ``sent`` says whether the broker had taken
                 the request.
         """
-        return self._run(self._core.request(msg, timeout_ms), self._t(timeout_ms))
+        return self._run(self._core.request(msg, timeout_ms, mq=mq, selector=selector, arg=arg), self._t(timeout_ms))
 
     def request_async(self, msg: Message, callback: Callable[[MessageExt | None, BaseException | None], None],
-                      timeout_ms: int | None = None) -> None:
+                      timeout_ms: int | None = None, *, mq: MessageQueue | None = None,
+                      selector: _producer.MessageQueueSelector | None = None, arg: object = None) -> None:
         """Send ``msg`` as a request; ``callback(reply, error)`` runs once on the producer's
         callback thread with one of three outcomes: the reply and None; None and a
         RequestSendError (the send failed); None and a RequestTimeoutError (no reply in time,
-        ``sent`` says whether the broker had taken the request).
+        ``sent`` says whether the broker had taken the request). ``mq``, ``selector`` and ``arg``:
+        the queue, as :meth:`request` says.
 
         Raises:
             ClientStateError: the producer is not started, or shut down.
-            MessageValidationError, NoRouteError: as :meth:`send`, before anything is sent.
+            MessageValidationError, NoRouteError: as :meth:`request`, before anything is sent.
         """
         put = self._driven.callbacks.put
-        self._run(self._core.request_async(msg, lambda r, e: put(callback, r, e), timeout_ms), self._t(timeout_ms))
+        self._run(self._core.request_async(msg, lambda r, e: put(callback, r, e), timeout_ms, mq=mq,
+                                           selector=selector, arg=arg), self._t(timeout_ms))
 
 
 class TransactionProducer(Producer):

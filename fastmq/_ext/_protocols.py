@@ -317,6 +317,7 @@ class SendResultProto(Protocol):
     message_queue: Any
     queue_offset: int
     region_id: str | None
+    trace_on: bool
 
 
 class ProduceContextProto(Protocol):

@@ -42,8 +42,9 @@ class SendResult:
     message_queue: Any
     queue_offset: int
     region_id: str | None
+    trace_on: bool
     def __init__(self, status: str, msg_id: str, offset_msg_id: str, message_queue: Any, queue_offset: int,
-                 region_id: str | None = None) -> None: ...
+                 region_id: str | None = None, trace_on: bool = True) -> None: ...
 
 @final
 class AsyncSend:
@@ -66,6 +67,7 @@ class AsyncSend:
     retries: int
     batch: bool
     fault: bool
+    trace: bool
     timeout_ms: int
     begin: float
     deadline: float
@@ -110,6 +112,7 @@ class SendFastPath:
     max_message_size: int
     compress_over: int
     send_latency_fault_enable: bool
+    trace: bool
     avoid_unreachable: bool
     send_msg_timeout: int
     retry_times_when_send_failed: int

@@ -84,6 +84,8 @@ cdef str _SEND_OK = "SEND_OK"
 cdef str _MSG_ID, _QUEUE_ID, _QUEUE_OFFSET
 _MSG_ID, _QUEUE_ID, _QUEUE_OFFSET = declared(SendMessageResponseHeader, "msgId", "queueId", "queueOffset")
 cdef str _MSG_REGION = MessageConst.MSG_REGION
+cdef str _TRACE_SWITCH = MessageConst.TRACE_SWITCH
+cdef str _FALSE = "false"
 # the fixed pieces between a request's variable header values; the letters are the declaration's
 # (protocol/headers.py), laid out once here
 cdef bytes _F = _letter_key(b'","', "sysFlag")
@@ -122,17 +124,29 @@ cdef class SendResult:
     cdef readonly object message_queue
     cdef readonly object queue_offset
     cdef readonly object region_id
+    # the answer's TRACE_ON as sent (a str, or None when absent) or a bool given to __init__:
+    # read as ``trace_on`` only by a traced send, so the fast path just keeps what it got
+    cdef object trace_switch
 
-    def __init__(self, status, msg_id, offset_msg_id, message_queue, queue_offset, region_id=None):
+    def __init__(self, status, msg_id, offset_msg_id, message_queue, queue_offset, region_id=None, trace_on=True):
         self.status = status
         self.msg_id = msg_id
         self.offset_msg_id = offset_msg_id
         self.message_queue = message_queue
         self.queue_offset = queue_offset
         self.region_id = region_id
+        self.trace_switch = trace_on
+
+    @property
+    def trace_on(self):
+        """False when the broker's answer said ``TRACE_ON=false`` (its ``traceOn``): the send is
+        not traced (4.9.8's SendResult.isTraceOn)."""
+        t = self.trace_switch
+        return t is None or t is True or (t is not False and t != _FALSE)
 
     def _fields(self) -> tuple:
-        return (self.status, self.msg_id, self.offset_msg_id, self.message_queue, self.queue_offset, self.region_id)
+        return (self.status, self.msg_id, self.offset_msg_id, self.message_queue, self.queue_offset, self.region_id,
+                self.trace_on)
 
     def __eq__(self, other):
         if type(other) is not SendResult:
@@ -148,14 +162,14 @@ cdef class SendResult:
 
     def __repr__(self):
         return ("SendResult(status={!r}, msg_id={!r}, offset_msg_id={!r}, message_queue={!r}, queue_offset={!r}, "
-                "region_id={!r})".format(*self._fields()))
+                "region_id={!r}, trace_on={!r})".format(*self._fields()))
 
     def __reduce__(self):
         return (SendResult, self._fields())
 
 
 cdef inline SendResult _result(object status, object msg_id, object offset_msg_id, object mq, object qoff,
-                               object region):
+                               object region, object trace_switch):
     cdef SendResult r = SendResult.__new__(SendResult)
     r.status = status
     r.msg_id = msg_id
@@ -163,6 +177,7 @@ cdef inline SendResult _result(object status, object msg_id, object offset_msg_i
     r.message_queue = mq
     r.queue_offset = qoff
     r.region_id = region
+    r.trace_switch = trace_switch
     return r
 
 
@@ -226,6 +241,7 @@ cdef class AsyncSend:
     cdef public int retries
     cdef public bint batch
     cdef public bint fault
+    cdef public bint trace  # the producer traces its sends: keep the answer's TRACE_ON
     cdef public double begin
     cdef public double deadline
     cdef bint _answered
@@ -261,6 +277,7 @@ cdef class AsyncSend:
         self.deadline = deadline
         self.retries = 0
         self.fault = False
+        self.trace = False
 
     # ------------------------------------------------------------- the pending entry
 
@@ -289,7 +306,13 @@ cdef class AsyncSend:
                     and _plain_int(ext.get(_QUEUE_OFFSET), &qoff):
                 if self.fault:
                     self.context.update_fault(mq.broker_name, int((self._loop.time() - self.begin) * 1000), False)
-                self.finish(_result(_SEND_OK, self.uniq, msg_id, mq, qoff, ext.get(_MSG_REGION)), None)
+                trace_switch = None
+                if self.trace:  # (a lookup only a traced send pays for)
+                    p = PyDict_GetItem(ext, _TRACE_SWITCH)
+                    if p != NULL:
+                        trace_switch = <object>p
+                self.finish(_result(_SEND_OK, self.uniq, msg_id, mq, qoff, ext.get(_MSG_REGION), trace_switch),
+                            None)
                 return
         self.context.send_answered(self, resp)
 
@@ -462,6 +485,8 @@ cdef class SendFastPath:
     cdef public int64_t max_message_size
     cdef public int64_t compress_over
     cdef public bint send_latency_fault_enable
+    # set by a producer with trace on: its sends keep the answer's TRACE_ON in their results
+    cdef public bint trace
     # set by the producer while a broker is marked unreachable (see produce_py.SendFastPath)
     cdef public bint avoid_unreachable
     cdef public int64_t send_msg_timeout
@@ -582,6 +607,7 @@ cdef class SendFastPath:
         entry.retries = self.retry_times_when_send_failed if awaited else self.retry_times_when_send_async_failed
         entry.batch = batch_ids is not None
         entry.fault = self.send_latency_fault_enable or self.avoid_unreachable
+        entry.trace = self.trace
         entry.begin = now
         entry.deadline = now + tmo / 1000.0
         conn.start_frame(opaque, frame, entry)

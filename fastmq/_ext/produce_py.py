@@ -197,7 +197,7 @@ class SendResult:
     """As the Java client reports it: ``msg_id`` is the client's UNIQ_KEY, ``offset_msg_id`` the
     broker's; immutable, compared and hashed by value."""
 
-    __slots__ = ("status", "msg_id", "offset_msg_id", "message_queue", "queue_offset", "region_id")
+    __slots__ = ("status", "msg_id", "offset_msg_id", "message_queue", "queue_offset", "region_id", "trace_on")
 
     status: str
     msg_id: str
@@ -205,10 +205,12 @@ class SendResult:
     message_queue: Any
     queue_offset: int
     region_id: str | None
+    trace_on: bool
 
     def __init__(self, status: str, msg_id: str, offset_msg_id: str, message_queue: Any, queue_offset: int,
-                 region_id: str | None = None) -> None:
-        for name, v in zip(self.__slots__, (status, msg_id, offset_msg_id, message_queue, queue_offset, region_id)):
+                 region_id: str | None = None, trace_on: bool = True) -> None:
+        for name, v in zip(self.__slots__, (status, msg_id, offset_msg_id, message_queue, queue_offset, region_id,
+                                            trace_on)):
             object.__setattr__(self, name, v)
 
     def __setattr__(self, name: str, value: object) -> None:
@@ -217,8 +219,9 @@ class SendResult:
     def __delattr__(self, name: str) -> None:
         raise AttributeError(f"SendResult is immutable: cannot delete field {name!r}")
 
-    def _fields(self) -> tuple[str, str, str, Any, int, str | None]:
-        return (self.status, self.msg_id, self.offset_msg_id, self.message_queue, self.queue_offset, self.region_id)
+    def _fields(self) -> tuple[str, str, str, Any, int, str | None, bool]:
+        return (self.status, self.msg_id, self.offset_msg_id, self.message_queue, self.queue_offset, self.region_id,
+                self.trace_on)
 
     def __eq__(self, other: object) -> bool:
         if type(other) is not type(self):
@@ -230,9 +233,9 @@ class SendResult:
 
     def __repr__(self) -> str:
         return ("SendResult(status={!r}, msg_id={!r}, offset_msg_id={!r}, message_queue={!r}, queue_offset={!r}, "
-                "region_id={!r})".format(*self._fields()))
+                "region_id={!r}, trace_on={!r})".format(*self._fields()))
 
-    def __reduce__(self) -> tuple[type[SendResult], tuple[str, str, str, Any, int, str | None]]:
+    def __reduce__(self) -> tuple[type[SendResult], tuple[str, str, str, Any, int, str | None, bool]]:
         return (type(self), self._fields())
 
 
@@ -298,6 +301,7 @@ class AsyncSend(asyncio.Future[SendResult]):
         self.retries = 0
         self.batch = False
         self.fault = False
+        self.trace = False  # the producer traces its sends: keep the answer's TRACE_ON
         self.timer: Any = None
         self._answered = False
         self._released = False
@@ -321,7 +325,8 @@ class AsyncSend(asyncio.Future[SendResult]):
                 if self.fault:
                     self.context.update_fault(mq.broker_name, int((self.get_loop().time() - self.begin) * 1000),
                                               False)
-                self.finish(SendResult("SEND_OK", self.uniq, msg_id, mq, qoff, ext.get(MessageConst.MSG_REGION)), None)
+                self.finish(SendResult("SEND_OK", self.uniq, msg_id, mq, qoff, ext.get(MessageConst.MSG_REGION),
+                                       not self.trace or ext.get(MessageConst.TRACE_SWITCH) != "false"), None)
                 return
         self.context.send_answered(self, resp)
 
@@ -404,6 +409,7 @@ class SendFastPath:
         self.max_message_size = self.compress_over = self.send_msg_timeout = 0
         self.retry_times_when_send_failed = self.retry_times_when_send_async_failed = 0
         self.send_latency_fault_enable = False
+        self.trace = False  # set by a producer with trace on (see AsyncSend.trace)
         self.avoid_unreachable = False
         self._good_topics = context.good_topics
         self._publish = context.publish
@@ -472,6 +478,7 @@ class SendFastPath:
         entry.retries = self.retry_times_when_send_failed if awaited else self.retry_times_when_send_async_failed
         entry.batch = batch_ids is not None
         entry.fault = self.send_latency_fault_enable or self.avoid_unreachable
+        entry.trace = self.trace
         conn.start_frame(opaque, frame, entry)
         if awaited:
             conn.expire_at(opaque, entry.deadline)

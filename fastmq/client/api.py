@@ -139,7 +139,8 @@ def send_result(resp: RemotingCommand, topic: str, mq: MessageQueue, uniq_id: st
     queue_id = ext_int(resp, _QUEUE_ID, mq.queue_id)
     return SendResult(status, uniq_id, ext_str(resp, _MSG_ID) or "",
                       MessageQueue(topic, mq.broker_name, queue_id if queue_id is not None else mq.queue_id),
-                      ext_int(resp, _QUEUE_OFFSET, 0) or 0, ext_str(resp, MessageConst.MSG_REGION))
+                      ext_int(resp, _QUEUE_OFFSET, 0) or 0, ext_str(resp, MessageConst.MSG_REGION),
+                      ext_str(resp, MessageConst.TRACE_SWITCH) != "false")
 
 
 class ClientAPI:

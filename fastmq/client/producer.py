@@ -48,9 +48,9 @@ from .produce_context import FastPathSetting, Permits, ProduceContext, int_of
 from .publish_info import BrokerNumbers, TopicPublishInfo
 from .queue_selector import MessageQueueSelector, hash_selector, java_hash_code
 from .reachability import Reachability
-from .request_reply import PendingRequest, RequestCallback
+from .request_reply import PendingRequest, RequestCallback, RequestTable
 from .trace_dispatcher import TraceDispatcher
-from .trace_hooks import now_ms, pub_context, pub_record
+from .trace_hooks import now_ms, pub_context
 
 __all__ = ["Producer", "ProduceContext", "SendResult", "SendStatus", "MessageQueueSelector", "hash_selector",
            "java_hash_code", "split_batch"]
@@ -691,6 +691,8 @@ class Producer:
         """Trace the sends: the send methods of this producer become their traced twins (instance
         attributes), so that a producer without trace pays nothing on its send path."""
         self.trace_dispatcher = TraceDispatcher(self.group, "PRODUCER", trace_topic, self._make_trace_producer)
+        self.trace_dispatcher.store_host = self.instance.master_addr
+        self._fast.trace = True  # (its results keep the answers' TRACE_ON)
         self.send = self._send_traced  # type: ignore[method-assign]
         self.send_async = self._send_async_traced  # type: ignore[method-assign]
         self.start_send = self._start_send_traced  # type: ignore[method-assign]
@@ -704,15 +706,14 @@ class Producer:
 
     def _trace_pub(self, msg: Message, r: SendResult, begin_ms: int) -> None:
         """SendMessageTraceHookImpl.sendMessageAfter for one answered send."""
-        d = self.trace_dispatcher
-        assert d is not None
-        d.append((pub_record, (d.trace_topic, self.group, msg, r, begin_ms, now_ms(), self.instance.master_addr)))
+        assert self.trace_dispatcher is not None
+        self.trace_dispatcher.append_pub(msg, r, begin_ms)
 
     def _trace_batch(self, msgs: Sequence[Message], r: SendResult, begin_ms: int) -> None:
         """A Pub record per message of an answered batch (each by its own id, so each is found)."""
         d = self.trace_dispatcher
         assert d is not None
-        if not msgs or d.skips(msgs[0].topic):
+        if not msgs or d.skips(msgs[0].topic) or not r.trace_on:
             return
         ids = r.msg_id.split(",")
         offsets = (r.offset_msg_id or "").split(",")
@@ -727,16 +728,8 @@ class Producer:
     def _traced_callback(self, msg: Message, begin_ms: int,
                          callback: Callable[[SendResult | None, BaseException | None], None] | None
                          ) -> Callable[[SendResult | None, BaseException | None], None]:
-        d = self.trace_dispatcher
-        assert d is not None
-        append, topic, group, hosts = d.append, d.trace_topic, self.group, self.instance.master_addr
-
-        def traced(r: SendResult | None, exc: BaseException | None) -> None:
-            if r is not None:  # (the record is encoded later, on the dispatcher's worker)
-                append((pub_record, (topic, group, msg, r, begin_ms, now_ms(), hosts)))
-            if callback is not None:
-                callback(r, exc)
-        return traced
+        assert self.trace_dispatcher is not None
+        return _TracedSend(self.trace_dispatcher, msg, begin_ms, callback)
 
     async def _send_traced(self, msg: Message, timeout_ms: int | None = None) -> SendResult:
         begin = now_ms()
@@ -784,20 +777,29 @@ class Producer:
 
     # ------------------------------------------------------------ request-reply
 
-    async def request(self, msg: Message, timeout_ms: int | None = None) -> MessageExt:
+    async def request(self, msg: Message, timeout_ms: int | None = None, *, mq: MessageQueue | None = None,
+                      selector: MessageQueueSelector | None = None, arg: object = None) -> MessageExt:
         """Send ``msg`` as a request and wait for its reply (RocketMQ's ``request(msg, timeout)``).
 
         The message gets ``CORRELATION_ID``, ``REPLY_TO_CLIENT`` and ``TTL``; a responder answers
         it with :func:`fastmq.create_reply_message`, and the broker pushes the reply back to this
         client. ``timeout_ms`` (default ``send_msg_timeout``) covers the send and the wait.
 
+        ``mq``: send the request to this queue, one try (RocketMQ's ``request(msg, mq,
+        timeout)``); ``selector``: to the queue ``selector(queues, msg, arg)`` picks, as
+        :meth:`send_orderly` (``request(msg, selector, arg, timeout)``). Otherwise the queue is
+        chosen and the send retried as :meth:`send_async` does.
+
         Raises:
-            MessageValidationError, NoRouteError: as :meth:`send`, before anything is sent.
+            MessageValidationError: as :meth:`send`, before anything is sent; also both ``mq``
+                and ``selector`` given, a queue of another topic, or a selector's pick that is
+                not a queue of the topic.
+            NoRouteError: as :meth:`send`, before anything is sent.
             RequestSendError: the send failed (its error chained); no reply will come.
             RequestTimeoutError: no reply in time; its ``sent`` says whether the broker had taken
                 the request.
         """
-        req = await self._start_request(msg, None, timeout_ms, True)
+        req = await self._start_request(msg, None, timeout_ms, True, mq, selector, arg)
         assert req.future is not None
         try:
             return await req.future
@@ -805,23 +807,31 @@ class Producer:
             self.instance.requests.cancel(req.correlation_id)
             raise
 
-    async def request_async(self, msg: Message, callback: RequestCallback, timeout_ms: int | None = None) -> None:
+    async def request_async(self, msg: Message, callback: RequestCallback, timeout_ms: int | None = None, *,
+                            mq: MessageQueue | None = None, selector: MessageQueueSelector | None = None,
+                            arg: object = None) -> None:
         """Send ``msg`` as a request; ``callback(reply, error)`` runs once on the loop with one of
         three outcomes: the reply (a MessageExt) and None; None and a RequestSendError (the send
         failed); None and a RequestTimeoutError (no reply in time, ``sent`` says whether the
-        broker had taken the request). Returns once the request is sent off.
+        broker had taken the request). Returns once the request is sent off. ``mq``,
+        ``selector`` and ``arg``: the queue, as :meth:`request` says.
 
         Raises:
-            MessageValidationError, NoRouteError: as :meth:`send`, before anything is sent.
+            MessageValidationError, NoRouteError: as :meth:`request`, before anything is sent.
         """
-        await self._start_request(msg, callback, timeout_ms, False)
+        await self._start_request(msg, callback, timeout_ms, False, mq, selector, arg)
 
     async def _start_request(self, msg: Message, callback: RequestCallback | None, timeout_ms: int | None,
-                             want_future: bool) -> PendingRequest:
+                             want_future: bool, mq: MessageQueue | None = None,
+                             selector: MessageQueueSelector | None = None, arg: object = None) -> PendingRequest:
         """prepareSendRequest and the asynchronous send of a request, its PendingRequest registered
         (and timed) in the instance's RequestTable first, so that no reply can come before it."""
         self._check_running()
         self._validate(msg)
+        if mq is not None and selector is not None:
+            raise MessageValidationError("a request goes to the queue given or to the selector's, not both")
+        if mq is not None and mq.topic != msg.topic:
+            raise MessageValidationError("message's topic not equal mq's topic")
         loop = asyncio.get_running_loop()
         begin = loop.time()
         timeout = self.send_msg_timeout if timeout_ms is None else int(timeout_ms)
@@ -836,6 +846,10 @@ class Producer:
         info = self._publish.get(msg.topic)
         if info is None or not info.ok:
             info = await self._publish_info(msg.topic)
+        if selector is not None:
+            mq = selector(info.queues, msg, arg)
+            if mq not in info.queues:
+                raise MessageValidationError(f"select message queue return {mq}, not a queue of the topic")
         if not inst.producer_heartbeats.issuperset(info.masters.values()):
             # the broker finds this client's connection by its heartbeat: before a first request
             # to a broker that has none yet, one now (4.9.8's prepareSendRequest sends it for a
@@ -849,6 +863,10 @@ class Producer:
         table = inst.requests
         req = PendingRequest(cid, msg.topic, timeout, loop.create_future() if want_future else None, callback)
         table.add(req, loop, left)
+        if mq is not None:  # (sendKernelImpl to that queue: one try, as 4.9.8's)
+            sending = asyncio.ensure_future(self.send_to_queue(msg, mq, left))
+            sending.add_done_callback(functools.partial(_request_sent, table, cid))
+            return req
         try:
             await self.send_async(msg, lambda _r, e: table.sent(cid, e), left)
         except Exception as exc:  # refused before it was sent (permits, a shut-down producer...)
@@ -891,6 +909,28 @@ class Producer:
 
 
 
+class _TracedSend:
+    """A traced send's callback: its Pub fields to the dispatcher, then the caller's callback.
+    One object per send in flight (a closure would be five for the cycle collector to count)."""
+
+    __slots__ = ("dispatcher", "msg", "begin_ms", "callback")
+
+    def __init__(self, dispatcher: TraceDispatcher, msg: Message, begin_ms: int,
+                 callback: Callable[[SendResult | None, BaseException | None], None] | None) -> None:
+        self.dispatcher, self.msg, self.begin_ms, self.callback = dispatcher, msg, begin_ms, callback
+
+    def __call__(self, r: SendResult | None, exc: BaseException | None) -> None:
+        if r is not None:  # (the record is made later, on the dispatcher's worker)
+            self.dispatcher.append_pub(self.msg, r, self.begin_ms)
+        if self.callback is not None:
+            self.callback(r, exc)
+
+
+def _request_sent(table: RequestTable, cid: str, sending: "asyncio.Future[SendResult]") -> None:
+    """A request's send to a chosen queue is over: tell its PendingRequest how it went."""
+    table.sent(cid, asyncio.CancelledError() if sending.cancelled() else sending.exception())
+
+
 def _namesrv_text(addr: str | list[str] | None) -> str:
     return ";".join(addr) if isinstance(addr, list) else (addr or "")
 
@@ -910,4 +950,4 @@ def _release_then(permits: "Permits", callback: Callable[[SendResult | None, Bas
 
 def _with_ids(r: SendResult, msg_ids: str) -> SendResult:
     """A batch's result from the general path, its msg_id the messages' UNIQ_KEYs (as the Java client reports)."""
-    return SendResult(r.status, msg_ids, r.offset_msg_id, r.message_queue, r.queue_offset, r.region_id)
+    return SendResult(r.status, msg_ids, r.offset_msg_id, r.message_queue, r.queue_offset, r.region_id, r.trace_on)

@@ -4,6 +4,8 @@ Producers and consumers made with ``enable_trace=True`` hand each trace event (a
 :class:`~fastmq.client.trace_data.TraceContext`) to their dispatcher with :meth:`append`, from
 the loop or from a consume thread. ``append`` never waits: a full queue (1024 contexts, as
 4.9.8's) drops the event and counts it in :attr:`discarded`, with a warning at most every 10 s.
+A traced producer hands each answered send to :meth:`append_pub` instead: only its fields, kept
+flat in :attr:`pub_rows` (the same bound), made into Pub records a batch at a time.
 A task on the client's loop wakes every 100 ms, encodes what is queued and sends it as trace
 messages from an inner producer of its own (group ``_INNER_TRACE_PRODUCER-<group>-<type>-<n>``,
 instance ``PID_CLIENT_INNER_TRACE_PRODUCER_<namesrv>``), a message once its records reach
@@ -22,7 +24,7 @@ from typing import Any, Callable, Protocol
 
 from .._ext.produce import SendResult
 from ..protocol.message import Message, MessageConst
-from .trace_data import DEFAULT_TRACE_TOPIC, TraceContext, encode_context, trace_keys
+from .trace_data import DEFAULT_TRACE_TOPIC, PUB_ROW, TraceContext, encode_context, encode_pub_rows, pub_row, trace_keys
 
 __all__ = ["TraceDispatcher", "TraceProducer", "QUEUE_SIZE", "MAX_MSG_SIZE"]
 
@@ -37,6 +39,9 @@ POLL_S = 0.1
 #: queued events that make the worker drain at once rather than at its next tick
 WAKE_AT = QUEUE_SIZE // 4
 WAIT_S = 0.5
+# the same bounds for answered sends, kept flat (PUB_ROW fields each)
+_ROWS_MAX = QUEUE_SIZE * PUB_ROW
+_ROWS_WAKE = WAKE_AT * PUB_ROW
 GROUP_NAME_PREFIX = "_INNER_TRACE_PRODUCER"
 TRACE_INSTANCE_NAME = "PID_CLIENT_INNER_TRACE_PRODUCER"
 _WARN_INTERVAL_S = 10.0
@@ -65,10 +70,7 @@ class TraceDispatcher:
         self.group = group
         self.kind = kind
         self._make = make_producer
-        # events: a TraceContext, or (encoder, args) whose call gives the records and keys (or
-        # None), so that a send only queues what it saw and the worker encodes it
-        self._queue: collections.deque[TraceContext | tuple[Callable[..., tuple[str, list[str]] | None],
-                                                             tuple[Any, ...]]] = collections.deque()
+        self._queue: collections.deque[TraceContext] = collections.deque()
         #: trace events dropped because the queue was full (4.9.8's discardCount)
         self.discarded = 0
         self._warned_at = -_WARN_INTERVAL_S
@@ -79,28 +81,51 @@ class TraceDispatcher:
         self._first_at = 0.0
         self._sends: set[Any] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
+        #: answered sends not yet encoded, flat (:func:`~fastmq.client.trace_data.pub_row`), and
+        #: what names a broker's address for their records (the producer sets it)
+        self.pub_rows: list[Any] = []
+        self.store_host: Callable[[str], str | None] = lambda _broker: None
 
     # ------------------------------------------------------------ the host's side
 
-    def append(self, ctx: TraceContext | tuple[Callable[..., tuple[str, list[str]] | None], tuple[Any, ...]]
-               ) -> bool:
+    def append_pub(self, msg: Message, r: SendResult, begin_ms: int) -> None:
+        """An answered send (SendMessageTraceHookImpl.sendMessageAfter): its fields only, as
+        strings and numbers; the record is made later, a batch at a time. Counted as dropped
+        beyond the queue's bound, as :meth:`append`."""
+        rows = self.pub_rows
+        n = len(rows)
+        if n >= _ROWS_MAX:
+            self._discard()
+            return
+        pub_row(rows, msg, r, begin_ms)
+        if n < _ROWS_WAKE <= len(rows) and self._loop is not None:
+            self._wake()
+
+    def append(self, ctx: TraceContext) -> bool:
         """Queue an event; False (and counted) when the queue is full. Safe from any thread."""
         if len(self._queue) >= QUEUE_SIZE:  # (read across threads: at worst one over)
-            self.discarded += 1
-            now = time.monotonic()
-            if now - self._warned_at >= _WARN_INTERVAL_S:
-                self._warned_at = now
-                log.warning("trace queue of %s full: %d trace events dropped so far", self.group, self.discarded)
+            self._discard()
             return False
         self._queue.append(ctx)
         if len(self._queue) == WAKE_AT and self._loop is not None:
-            # a burst: drain now rather than at the next tick, or the queue fills within the
-            # 100 ms (4.9.8's worker takes each event as it comes)
-            try:
-                self._loop.call_soon_threadsafe(self._drain_now)
-            except RuntimeError:  # the loop is closed: the shutdown drains what is left
-                pass
+            self._wake()
         return True
+
+    def _discard(self) -> None:
+        self.discarded += 1
+        now = time.monotonic()
+        if now - self._warned_at >= _WARN_INTERVAL_S:
+            self._warned_at = now
+            log.warning("trace queue of %s full: %d trace events dropped so far", self.group, self.discarded)
+
+    def _wake(self) -> None:
+        # a burst: drain now rather than at the next tick, or the queue fills within the
+        # 100 ms (4.9.8's worker takes each event as it comes)
+        assert self._loop is not None
+        try:
+            self._loop.call_soon_threadsafe(self._drain_now)
+        except RuntimeError:  # the loop is closed: the shutdown drains what is left
+            pass
 
     def _drain_now(self) -> None:
         try:
@@ -154,29 +179,27 @@ class TraceDispatcher:
                 log.exception("trace dispatch failed")
 
     def _drain(self, flush: bool) -> None:
+        if self.pub_rows:
+            rows, self.pub_rows = self.pub_rows, []
+            try:
+                for data, keys in encode_pub_rows(rows, self.trace_topic, self.group, self.store_host):
+                    self._add(data, keys)
+            except Exception:  # a bad row, not the dispatcher
+                log.exception("trace events not encoded")
         q = self._queue
         while q:
             ctx = q.popleft()
-            if isinstance(ctx, tuple):
-                try:
-                    encoded = ctx[0](*ctx[1])
-                except Exception:  # one bad event, not the dispatcher
-                    log.exception("trace event not encoded")
-                    continue
-                if encoded is None:
-                    continue
-                data, keys = encoded
-            elif not ctx.beans:
-                continue
-            else:
-                data, keys = encode_context(ctx), trace_keys(ctx)
-            if not self._pending:
-                self._first_at = time.monotonic()
-            self._pending.append((data, keys))
-            self._pending_size += len(data)
-            if self._pending_size >= MAX_MSG_SIZE - 10_000:
-                self._send_pending()
+            if ctx.beans:
+                self._add(encode_context(ctx), trace_keys(ctx))
         if self._pending and (flush or time.monotonic() - self._first_at >= WAIT_S):
+            self._send_pending()
+
+    def _add(self, data: str, keys: list[str]) -> None:
+        if not self._pending:
+            self._first_at = time.monotonic()
+        self._pending.append((data, keys))
+        self._pending_size += len(data)
+        if self._pending_size >= MAX_MSG_SIZE - 10_000:
             self._send_pending()
 
     def _send_pending(self) -> None:

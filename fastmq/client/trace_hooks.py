@@ -18,13 +18,12 @@ import inspect
 import time
 from typing import Any, Awaitable, Callable, Sequence
 
-from .._ext.produce import SendResult
 from ..protocol.message import Message, MessageConst, MessageExt
 from .message_id import create_uniq_id
-from .trace_data import (CONTENT_SPLITOR, DEFAULT_REGION, FIELD_SPLITOR, ConsumeReturnType, MessageType, TraceBean, TraceContext, TraceType)
+from .trace_data import DEFAULT_REGION, ConsumeReturnType, MessageType, TraceBean, TraceContext, TraceType
 from .trace_dispatcher import TraceDispatcher
 
-__all__ = ["pub_context", "pub_record", "end_transaction_context", "sub_before", "sub_after", "traced_listener", "now_ms",
+__all__ = ["pub_context", "end_transaction_context", "sub_before", "sub_after", "traced_listener", "now_ms",
            "message_type"]
 
 _SUCCESS_STATUSES = frozenset(("CONSUME_SUCCESS", "SUCCESS"))
@@ -55,28 +54,6 @@ def pub_context(group: str, msg: Message, msg_id: str, offset_msg_id: str | None
                      keys=msg.properties.get(MessageConst.KEYS), store_host=store_host, body_length=len(msg.body),
                      msg_type=message_type(msg), store_time=begin_ms + cost // 2)
     return TraceContext(TraceType.Pub, begin_ms, region_id, group, cost_time=cost, success=status_ok, beans=[bean])
-
-
-_TYPE_TEXT = {t: str(int(t)) for t in MessageType}
-
-
-def pub_record(trace_topic: str, group: str, msg: Message, r: SendResult, begin_ms: int, end_ms: int,
-               store_host: Callable[[str], str | None]) -> tuple[str, list[str]] | None:
-    """The Pub record of an answered send and its keys, encoded at once: what
-    ``encode_context(pub_context(...))`` gives, without the objects, on the dispatcher's worker
-    (the send only queues its arguments). None: no record (see :func:`pub_context`)."""
-    if r.region_id is None or msg.topic.startswith(trace_topic):
-        return None
-    p = msg.properties
-    tags, keys = p.get(MessageConst.TAGS), p.get(MessageConst.KEYS)
-    data = CONTENT_SPLITOR.join((
-        "Pub", str(begin_ms), r.region_id, group, msg.topic, r.msg_id, "null" if tags is None else tags,
-        "null" if keys is None else keys, str(store_host(r.message_queue.broker_name)), str(len(msg.body)),
-        str(end_ms - begin_ms), _TYPE_TEXT[message_type(msg)], str(r.offset_msg_id),
-        "true" if r.status == "SEND_OK" else "false")) + FIELD_SPLITOR
-    if not keys:
-        return data, [r.msg_id]
-    return data, [r.msg_id, *(k for k in keys.split(MessageConst.KEY_SEPARATOR) if k)]
 
 
 def end_transaction_context(group: str, msg: Message, msg_id: str, store_host: str | None, state: str,

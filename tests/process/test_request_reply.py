@@ -52,6 +52,7 @@ class Responder:
         self.outcomes: dict[bytes, list[Any]] = {}
         self.release: dict[bytes, asyncio.Event] = {}
         self.seen: set[bytes] = set()
+        self.queue_of: dict[bytes, int] = {}  # the queue each request was read from
         self.producer = Producer(f"PG_RPC_REPLY_{uuid.uuid4().hex[:6]}", namesrv_addr=namesrv,
                                  retry_times_when_send_failed=0)
         self.consumer = PushConsumer(f"CG_RPC_{uuid.uuid4().hex[:6]}", namesrv_addr=namesrv,
@@ -77,6 +78,7 @@ class Responder:
     async def listener(self, msgs: list[MessageExt]) -> ConsumeStatus:
         for m in msgs:
             self.seen.add(m.body)
+            self.queue_of[m.body] = m.queue_id
             word = m.body.split()[0]
             if word == b"echo":
                 await self._reply(m, b"re: " + m.body)
@@ -309,6 +311,62 @@ async def test_blocking_request_and_callback_thread(cluster: EmbeddedCluster, re
     (reply, error, thread), caller = got
     assert error is None and reply.body == b"re: echo blocking async"
     assert thread != caller
+
+
+async def test_request_to_a_chosen_queue(cluster: EmbeddedCluster, responder: Responder) -> None:
+    """4.9.8's ``request(msg, mq, timeout)`` and ``request(msg, selector, arg, timeout)``, both
+    the awaitable and the callback form, asyncio and blocking, and what they refuse."""
+    p = await _requester(cluster)
+    try:
+        await _first_reply(p, b"echo warm-up queue")
+        queues = (await p._publish_info(TOPIC)).queues
+        for mq in queues:
+            body = f"echo mq {mq.queue_id} {uuid.uuid4().hex}".encode()
+            reply = await p.request(Message(TOPIC, body), timeout_ms=5000, mq=mq)
+            assert reply.body == b"re: " + body and responder.queue_of[body] == mq.queue_id
+
+        def last(qs: list[Any], _msg: Message, arg: object) -> Any:
+            assert arg == "order-7"
+            return qs[-1]
+        body = f"echo selector {uuid.uuid4().hex}".encode()
+        reply = await p.request(Message(TOPIC, body), timeout_ms=5000, selector=last, arg="order-7")
+        assert reply.body == b"re: " + body and responder.queue_of[body] == queues[-1].queue_id
+        got: list[tuple[Any, Any]] = []
+        done = asyncio.Event()
+
+        def cb(reply: MessageExt | None, error: BaseException | None) -> None:
+            got.append((reply, error))
+            if len(got) == 2:
+                done.set()
+        b1, b2 = (f"echo async {i} {uuid.uuid4().hex}".encode() for i in range(2))
+        await p.request_async(Message(TOPIC, b1), cb, timeout_ms=5000, mq=queues[0])
+        await p.request_async(Message(TOPIC, b2), cb, timeout_ms=5000, selector=last, arg="order-7")
+        await asyncio.wait_for(done.wait(), 20)
+        assert sorted(r.body for r, e in got if e is None) == sorted([b"re: " + b1, b"re: " + b2])
+        assert (responder.queue_of[b1], responder.queue_of[b2]) == (queues[0].queue_id, queues[-1].queue_id)
+        # refused before anything is sent, with the reason
+        with pytest.raises(fastmq.MessageValidationError, match="not both"):
+            await p.request(Message(TOPIC, b"none"), mq=queues[0], selector=last, arg="order-7")
+        with pytest.raises(fastmq.MessageValidationError, match="topic not equal"):
+            await p.request(Message("OtherTopic", b"none"), mq=queues[0])
+        stranger = type(queues[0])(TOPIC, "no-such-broker", 0)
+        with pytest.raises(fastmq.MessageValidationError, match="not a queue of the topic"):
+            await p.request(Message(TOPIC, b"none"), selector=lambda qs, m, a: stranger)
+        # a queue of a broker that is not there: the send fails, and the request says so
+        with pytest.raises(RequestSendError):
+            await p.request(Message(TOPIC, b"none gone"), timeout_ms=3000, mq=stranger)
+    finally:
+        await p.shutdown()
+
+    def blocking() -> list[int]:
+        with fastmq.Producer(f"PG_RPC_BLOCK_{uuid.uuid4().hex[:6]}", namesrv_addr=cluster.namesrv_addr) as bp:
+            out = []
+            for kw in ({"mq": queues[1]}, {"selector": last, "arg": "order-7"}):
+                body = f"echo blocking {uuid.uuid4().hex}".encode()
+                assert bp.request(fastmq.Message(TOPIC, body), timeout_ms=5000, **kw).body == b"re: " + body
+                out.append(responder.queue_of[body])
+            return out
+    assert await asyncio.to_thread(blocking) == [queues[1].queue_id, queues[-1].queue_id]
 
 
 # ------------------------------------------------------------------ the broker's side, raw

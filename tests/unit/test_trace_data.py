@@ -137,6 +137,26 @@ async def test_dispatcher_batches_keys_and_drops_when_full(caplog: Any) -> None:
     assert d.skips("RMQ_SYS_TRACE_TOPIC") and not d.skips("TopicTest")
 
 
+async def test_answered_sends_are_bounded_and_sent_as_pub_records() -> None:
+    from fastmq.client.producer import SendResult
+    from fastmq.protocol.message_queue import MessageQueue
+    sink = _Sink()
+    d = TraceDispatcher("pg", "PRODUCER", None, lambda group, name: sink)
+    d.store_host = {"b": "10.0.0.1:10911"}.get
+    await d.start("ns:9876")
+    for i in range(QUEUE_SIZE + 3):
+        r = SendResult("SEND_OK", f"U{i}", f"O{i}", MessageQueue("T", "b", 0), i, "DefaultRegion")
+        d.append_pub(Message("T", b"body", properties={"KEYS": f"k{i}"}), r, 1000)
+    assert d.discarded == 3  # (the worker had no turn: the loop never ran)
+    await d.flush()
+    records = [c for m in sink.sent for c in decode_trace(m.body)]
+    assert [c.beans[0].msg_id for c in records] == [f"U{i}" for i in range(QUEUE_SIZE)]
+    assert {c.beans[0].store_host for c in records} == {"10.0.0.1:10911"} and d.pub_rows == []
+    keys = {k for m in sink.sent for k in m.properties["KEYS"].split(" ")}
+    assert keys == {f"U{i}" for i in range(QUEUE_SIZE)} | {f"k{i}" for i in range(QUEUE_SIZE)}
+    await d.shutdown()
+
+
 async def test_traced_listener_records_outcomes() -> None:
     sink = _Sink()
     d = TraceDispatcher("cg", "CONSUMER", "MyTrace", lambda group, name: sink)
@@ -175,9 +195,11 @@ def test_reader_keeps_the_records_of_the_message_and_skips_bad_bodies() -> None:
 
 def test_the_fast_pub_record_is_the_encoders_text() -> None:
     from fastmq.client.producer import SendResult
-    from fastmq.client.trace_hooks import pub_record
+    from fastmq.client.trace_data import PUB_ROW, encode_pub_rows, pub_row
     from fastmq.protocol.message_queue import MessageQueue
     hosts = {"b": "10.0.0.1:10911"}.get
+    rows: list[object] = []
+    want = []
     for props in ({"TAGS": "t", "KEYS": "k1 k2"}, {}, {"TRAN_MSG": "true", "KEYS": " k "}, {"DELAY": "2"}):
         msg = Message("T", b"body", properties=dict(props))
         for status in ("SEND_OK", "FLUSH_DISK_TIMEOUT"):
@@ -185,8 +207,14 @@ def test_the_fast_pub_record_is_the_encoders_text() -> None:
             ctx = pub_context("pg", msg, "UNIQ", "OFFID", status == "SEND_OK", "DefaultRegion", "10.0.0.1:10911", 100)
             assert ctx is not None
             ctx.cost_time = 5
-            assert pub_record("RMQ_SYS_TRACE_TOPIC", "pg", msg, r, 100, 105, hosts) == (encode_context(ctx),
-                                                                                       trace_keys(ctx))
-    r = SendResult("SEND_OK", "UNIQ", "OFFID", MessageQueue("T", "b", 1), 7, None)
-    assert pub_record("RMQ_SYS_TRACE_TOPIC", "pg", Message("T", b""), r, 1, 2, hosts) is None
-    assert pub_record("T", "pg", Message("T", b""), r, 1, 2, hosts) is None
+            pub_row(rows, msg, r, 100)
+            rows[-PUB_ROW + 1] = 105  # (the answer's time, fixed for the comparison)
+            want.append((encode_context(ctx), trace_keys(ctx)))
+    assert encode_pub_rows(rows, "RMQ_SYS_TRACE_TOPIC", "pg", hosts) == want
+    # no row without MSG_REGION or with TRACE_ON=false; none encoded for the trace topic itself
+    rows.clear()
+    pub_row(rows, Message("T", b""), SendResult("SEND_OK", "U", "O", MessageQueue("T", "b", 1), 7, None), 1)
+    pub_row(rows, Message("T", b""), SendResult("SEND_OK", "U", "O", MessageQueue("T", "b", 1), 7, "R", False), 1)
+    assert rows == []
+    pub_row(rows, Message("T", b""), SendResult("SEND_OK", "U", "O", MessageQueue("T", "b", 1), 7, "R"), 1)
+    assert len(rows) == PUB_ROW and encode_pub_rows(rows, "T", "pg", hosts) == []
