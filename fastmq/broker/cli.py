@@ -22,6 +22,7 @@ import sys
 
 from .. import _ext
 from ..common.gc_pauses import freeze_survivors
+from ..common.progress import Progress
 from ..common.properties import bind, config_items, load_properties
 from ..common.server_cli import EXIT_CONFIG_ERROR, load_or_report, print_config, server_parser
 from ..common.server_log import LOG_FORMAT, LOG_KEYS, LogConfig, add_log_options, apply_log_options, setup_logging
@@ -98,7 +99,8 @@ def check_store(directory: str, store: MessageStoreConfig, *, repair: bool = Fal
     store.storePathRootDir = directory
     store.storePathCommitLog = ""  # DIR's own commitlog/, whatever the config file names
     try:
-        findings = check_store_files(store)
+        with Progress(f"checking {directory}") as bar:  # (on a terminal only)
+            findings = check_store_files(store, bar)
         if repair:
             problems = [f for f in findings if f.kind == "PROBLEM"]
             print(f"store {directory}: {len(problems)} problem(s) before the repair")
@@ -108,7 +110,8 @@ def check_store(directory: str, store: MessageStoreConfig, *, repair: bool = Fal
             ms.load(repair=True)
             ms.shutdown()          # flushes what recovery rebuilt and gives the lock back
             remove_abort_file(store)  # recovered and flushed: the next start is a clean one
-            findings = check_store_files(store)
+            with Progress(f"checking {directory} again") as bar:
+                findings = check_store_files(store, bar)
     except (NotAStoreError, StoreLockedError) as exc:
         print(f"fastmq-broker: {exc}", file=sys.stderr)
         return 2

@@ -22,7 +22,7 @@ import os
 import struct
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 import numpy as np
 
@@ -135,7 +135,8 @@ class _ReadOnlyLog:
             return str(exc)
         return f"record written for offset {m.commit_log_offset}, found at {file_from + pos}"
 
-    def scan(self) -> None:
+    def scan(self, step: Callable[[], None] | None = None) -> None:
+        """Check every record of every file; ``step()`` after each file."""
         offs = sorted(self.maps)
         for idx, off in enumerate(offs):
             path, mm = self.maps[off]
@@ -149,6 +150,8 @@ class _ReadOnlyLog:
                 mm.madvise(mmap.MADV_DONTNEED)  # a checked 1 GiB file must not stay resident
             except (OSError, ValueError):
                 pass
+            if step is not None:
+                step()
 
     def _scan_file(self, path: Path, mm: mmap.mmap, view: memoryview, off: int, last: bool) -> None:
         pos = 0
@@ -302,8 +305,10 @@ def _read_flushed_offset(root: Path) -> int:
     return _CHECKPOINT.unpack(data)[3] if len(data) == _CHECKPOINT.size else 0
 
 
-def check_store_files(config: MessageStoreConfig) -> list[Finding]:
+def check_store_files(config: MessageStoreConfig,
+                      progress: Callable[[int, int], None] | None = None) -> list[Finding]:
     """Check the store at ``config.storePathRootDir`` read-only; return the findings.
+    ``progress(done, total)`` is told of each commit-log file and consume queue checked.
 
     The store's lock is held (shared with nobody) for the length of the check, so a broker
     cannot start on it meanwhile.
@@ -330,9 +335,19 @@ def check_store_files(config: MessageStoreConfig) -> list[Finding]:
     log = _ReadOnlyLog(config, out, _read_flushed_offset(root), load_damaged(root), root)
     try:
         log.open()
-        log.scan()
-        for topic, qid, qdir in _queue_dirs(root):
+        queues = list(_queue_dirs(root))
+        total = len(log.maps) + len(queues)
+        done = 0
+
+        def step() -> None:
+            nonlocal done
+            done += 1
+            if progress is not None:
+                progress(done, total)
+        log.scan(step)
+        for topic, qid, qdir in queues:
             _check_queue(log, topic, qid, qdir, out)
+            step()
             if len(out) >= _MAX_FINDINGS:
                 out.append(Finding("NOTE", str(root), 0, f"stopped after {_MAX_FINDINGS} findings"))
                 break

@@ -252,6 +252,20 @@ async def test_random_bit_flips_in_flushed_data(tmp_path: Path) -> None:
     assert detected >= 3
 
 
+async def test_check_reports_progress_per_file_and_queue(tmp_path: Path) -> None:
+    """``--check-store`` on a large store shows how far it got (a terminal line, see
+    fastmq.common.progress): one step per commit-log file and per consume queue."""
+    root = tmp_path / "store"
+    await fill(root)
+    seen: list[tuple[int, int]] = []
+    assert not [f for f in check_store_files(cfg(root), lambda d, t: seen.append((d, t)))
+                if f.kind == "PROBLEM"]
+    files = len(list((root / "commitlog").iterdir()))
+    queues = sum(1 for t in (root / "consumequeue").iterdir() for _ in t.iterdir())
+    assert [d for d, _ in seen] == list(range(1, files + queues + 1))
+    assert {t for _, t in seen} == {files + queues}
+
+
 def test_check_store_main_in_process(tmp_path: Path) -> None:
     """The exit code contract of ``--check-store`` without a subprocess: 2 for no store."""
     assert broker_main(["--check-store", str(tmp_path / "nothing")]) == 2
