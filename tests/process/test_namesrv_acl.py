@@ -7,7 +7,11 @@ the file is reloaded when it changes."""
 from __future__ import annotations
 
 import asyncio
+import os
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -22,6 +26,7 @@ from fastmq.testing import EmbeddedCluster, broker_process
 
 ADMIN = SessionCredentials("NsAdmin01", "12345678admin")
 USER = SessionCredentials("NsUser001", "12345678user")
+ROOT = Path(__file__).resolve().parents[2]
 EXC = "org.apache.rocketmq.acl.common.AclException: "
 RULES = """\
 accounts:
@@ -109,6 +114,13 @@ async def test_writes_need_a_signed_admin_account(cluster) -> None:
     async with Admin(ns, credentials=ADMIN) as admin:
         assert (await admin.wipe_write_perm("broker-a"))[ns] >= 1
         assert (await admin.add_write_perm("broker-a"))[ns] >= 1
+    # fastmq-admin signs with --access-key/--secret-key (an empty ROCKETMQ_HOME: no tools.yml keys)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "ROCKETMQ_HOME": ""}
+    for keys, ok in (((), False), (("--access-key", ADMIN.access_key, "--secret-key", ADMIN.secret_key), True)):
+        r = subprocess.run([sys.executable, "-m", "fastmq.admin_cli", "addWritePerm", "-n", ns, "-b", "broker-a",
+                            *keys], capture_output=True, text=True, timeout=60, cwd=ROOT, env=env)
+        assert (r.returncode == 0) is ok, (r.stdout, r.stderr)
+        assert ok or "No accessKey is configured" in r.stderr, r.stderr
     r = await _invoke(ns, create_request(RequestCode.UPDATE_NAMESRV_CONFIG), ADMIN)  # no body: nothing to change
     assert r.code == ResponseCode.SUCCESS, r.remark
 
