@@ -4,7 +4,7 @@ The signature is HMAC-SHA1 under the account's secret of the values of the reque
 fields in key order (``Signature`` left out, and on the broker ``_UNIQUE_KEY_QUERY`` too), UTF-8,
 then the body; ``Signature`` carries it in base64 (RocketMQ 4.9.8's AclUtils). :func:`fast_pass`
 passes the leading requests of one read that are plainly allowed; the general check in
-``fastmq.broker.acl`` decides the rest and words the refusals.
+``fastmq.remoting.acl`` decides the rest and words the refusals.
 """
 from __future__ import annotations
 

@@ -115,6 +115,12 @@ class NamesrvLink:
             log.error("registerBroker to name server %s refused, this broker is not routed there; retrying every "
                       "%d ms: %s", addr, self.cfg.registerNameServerPeriod, resp.remark)
             return None
+        if resp.code == ResponseCode.SYSTEM_ERROR and "AclException" in (resp.remark or ""):
+            # a NameServer with aclEnable: this broker stays up, unrouted there, and tries again
+            log.error("registerBroker to name server %s refused by its ACL, this broker is not routed there; "
+                      "innerClientAuthenticationCredentials must name an admin account of its ACL file: %s",
+                      addr, resp.remark)
+            return None
         if resp.code != ResponseCode.SUCCESS:
             log.warning("registerBroker to %s refused: %s %s", addr, resp.code, resp.remark)
             return None

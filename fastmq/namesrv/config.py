@@ -13,8 +13,9 @@ __all__ = ["NamesrvConfig", "NamesrvServerConfig", "CONFIG_BLACK_LIST"]
 
 _HOME = str(Path.home())
 
-#: Keys UPDATE_NAMESRV_CONFIG may not change (NamesrvConfig.configBlackList's default).
-CONFIG_BLACK_LIST = frozenset({"configBlackList", "configStorePath", "kvConfigPath"})
+#: Keys UPDATE_NAMESRV_CONFIG may not change (NamesrvConfig.configBlackList's default, and the ACL
+#: keys, which are read at start).
+CONFIG_BLACK_LIST = frozenset({"configBlackList", "configStorePath", "kvConfigPath", "aclEnable", "aclFile"})
 
 
 @dataclass
@@ -33,7 +34,8 @@ class NamesrvConfig:
     clusterTest: bool = False
     #: Put a topic's ``ORDER_TOPIC_CONFIG`` KV entry into its routes (global order topics).
     orderMessageEnable: bool = False
-    #: Reported only: the keys UPDATE_NAMESRV_CONFIG refuses are always these three.
+    #: Reported only: the keys UPDATE_NAMESRV_CONFIG refuses are always these three, and
+    #: ``aclEnable`` and ``aclFile``.
     configBlackList: str = "configBlackList;configStorePath;kvConfigPath"
     #: Milliseconds between scans for brokers that stopped registering.
     scanNotActiveBrokerInterval: int = 10_000
@@ -57,6 +59,14 @@ class NamesrvConfig:
     metricsPromExporterPort: int = 5558
     #: The address the ``/metrics`` endpoint listens on; empty: 127.0.0.1.
     metricsPromExporterHost: str = ""
+    #: Refuse every state-changing request (REGISTER_BROKER, UNREGISTER_BROKER, QUERY_DATA_VERSION,
+    #: the KV writes, WIPE/ADD_WRITE_PERM_OF_BROKER, DELETE_TOPIC_IN_NAMESRV, UPDATE_NAMESRV_CONFIG)
+    #: that is not signed by an admin account of the plain ACL files; route and KV reads stay open
+    #: (fastmq's own key: 4.9.8's NameServer has no ACL; see docs/security.md). Read at start.
+    aclEnable: bool = False
+    #: The plain ACL file, absolute or relative to rocketmqHome; '' means conf/plain_acl.yml (the
+    #: broker's key; read at start, the file itself is reloaded when it changes).
+    aclFile: str = ""
 
     def validate(self) -> None:
         """Raise ConfigError for values the timers cannot run with (a 0 ms scan would spin)."""

@@ -4,7 +4,8 @@
 - a connection listener that drops a broker the moment its connection closes, fails or idles out;
 - the liveness scan every ``scanNotActiveBrokerInterval`` (10 s), expiring brokers silent for
   ``brokerChannelExpiredTime`` (120 s);
-- the KV table printed to the log every 10 minutes.
+- the KV table printed to the log every 10 minutes;
+- with ``aclEnable``, the plain ACL in front of the dispatcher: writes need a signed admin account.
 """
 from __future__ import annotations
 
@@ -16,11 +17,13 @@ from typing import Any
 
 from ..common.properties import bind, check_storable, config_items, format_config, write_properties
 from ..remoting import Connection, ConnectionGoneListener, RemotingServer
+from ..remoting.acl import AccessGate, PlainPermissionManager
 from ..remoting.loop import every
 from ..remoting.metrics_http import MetricsHttpServer, exporter_type
 from ..remoting.processor import RequestProcessor
 from ..remoting.rpc_latency import RpcLatency, TimedProcessor
 from ..remoting.tls import TlsConfig
+from .acl import namesrv_acl
 from .config import NamesrvConfig, NamesrvServerConfig
 from .kv_config import KVConfigManager
 from .metrics import NamesrvMetrics
@@ -65,6 +68,11 @@ class NamesrvController:
                                                     self.config.metricsPromExporterPort,
                                                     NamesrvMetrics(self.route_info, self.server, self.rpc_latency).render)
         self.server.register_default_processor(processor)
+        #: the plain ACL (aclEnable): every request is checked before the processor sees it
+        self.acl: PlainPermissionManager | None = None
+        if self.config.aclEnable:
+            acl = self.acl = namesrv_acl(self.config.rocketmqHome, self.config.aclFile)
+            self.server.guard(lambda handler: AccessGate(acl, handler))
         self._tasks: list[asyncio.Task[Any]] = []
 
     @property
@@ -74,6 +82,8 @@ class NamesrvController:
     async def start(self) -> None:
         self.kv_config.load()
         await self.server.start()
+        if self.acl is not None:
+            self.acl.start_watch()
         if self.metrics_server is not None:
             await self.metrics_server.start()
         self._tasks = [asyncio.ensure_future(every(self.config.scanNotActiveBrokerInterval / 1000,
@@ -119,6 +129,8 @@ class NamesrvController:
             t.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks = []
+        if self.acl is not None:
+            await self.acl.stop_watch()
         if self.metrics_server is not None:
             await self.metrics_server.close()
         await self.server.close()
