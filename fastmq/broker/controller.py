@@ -29,7 +29,6 @@ from pathlib import Path
 from typing import Any
 
 from ..common.properties import bind, check_storable, config_items, write_properties
-from ..common.acl_signer import RequestSigner
 from ..errors import ConfigError
 from ..protocol.bodies import DataVersion, TopicConfig
 from ..protocol.codes import RequestCode
@@ -40,6 +39,7 @@ from ..remoting.address import is_loopback
 from ..remoting.loop import every
 from ..remoting.metrics_http import MetricsHttpServer, exporter_type
 from ..remoting.processor import RequestProcessor
+from ..remoting.request_signer import RequestSigner
 from ..remoting.rpc_latency import RpcLatency, TimedProcessor
 from ..store.config import MessageStoreConfig
 from ..store.ha import HAClient, HAService

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..common.acl_signer import ACCESS_KEY, SECRET_KEY, SECURITY_TOKEN, SIGNATURE, RequestSigner, signature
+from ..common.acl_signer import ACCESS_KEY, SECRET_KEY, SECURITY_TOKEN, SIGNATURE, signature
+from ..remoting.request_signer import RequestSigner
 from ..protocol.command import RemotingCommand
 
 __all__ = ["SessionCredentials", "AclClientRPCHook", "signature", "ACCESS_KEY", "SECRET_KEY", "SIGNATURE",

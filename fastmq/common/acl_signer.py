@@ -1,5 +1,6 @@
 """RocketMQ's ACL signature (AclSigner, AclUtils.combineRequestContent): shared by the client,
-which signs, and the broker, which checks.
+which signs, and the broker, which checks. The compiled signer a client's hook uses is
+:class:`fastmq.remoting.request_signer.RequestSigner`.
 
 The content signed is the values of a request's header fields in key order (``Signature`` left
 out), UTF-8, then the raw body; the signature is base64 of HMAC-SHA1 under the secret key.
@@ -9,12 +10,9 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
-from typing import Any
-
-from .._ext.acl_check import HmacKey
 
 __all__ = ["ACCESS_KEY", "SECRET_KEY", "SIGNATURE", "SECURITY_TOKEN", "UNIQUE_MSG_QUERY_FLAG",
-           "combine_content", "cal_signature", "signature", "same_signature", "RequestSigner"]
+           "combine_content", "cal_signature", "signature", "same_signature"]
 
 ACCESS_KEY, SECRET_KEY, SIGNATURE, SECURITY_TOKEN = "AccessKey", "SecretKey", "Signature", "SecurityToken"
 #: MixAll.UNIQUE_MSG_QUERY_FLAG: the broker leaves it out of the content it checks.
@@ -48,24 +46,3 @@ def same_signature(expected: str, given: str | None) -> bool:
     if given is None:
         return False
     return hmac.compare_digest(expected.encode("ascii", "replace"), given.encode("utf-8", "replace"))
-
-
-class RequestSigner:
-    """Signs requests as 4.9.8's AclClientRPCHook: ``AccessKey`` (and ``SecurityToken``) added,
-    every value made a string, ``Signature`` computed over the rest and the body. The secret's
-    HMAC key is prepared once (the compiled ``fastmq._ext.acl_check``)."""
-
-    __slots__ = ("access_key", "security_token", "_key")
-
-    def __init__(self, access_key: str, secret_key: str, security_token: str | None = None) -> None:
-        self.access_key = access_key
-        self.security_token = security_token
-        self._key = HmacKey(secret_key.encode("utf-8"))
-
-    def __call__(self, request: Any) -> None:
-        fields = {k: str(v) for k, v in (request.ext_fields or {}).items() if k != SIGNATURE}
-        fields[ACCESS_KEY] = self.access_key
-        if self.security_token is not None:
-            fields[SECURITY_TOKEN] = self.security_token
-        fields[SIGNATURE] = self._key.sign(fields, request.body)
-        request.ext_fields = fields
