@@ -745,6 +745,21 @@ class Admin:
                        count: int) -> list[MessageExt]:
         return self._call(self._core.queue_messages(topic, broker_name, queue_id, offset, count))
 
+    def subscribe_queues(self, topic: str) -> list[MessageQueue]:
+        return self._call(self._core.subscribe_queues(topic))
+
+    def min_offset(self, mq: MessageQueue) -> int:
+        return self._call(self._core.min_offset(mq))
+
+    def max_offset(self, mq: MessageQueue) -> int:
+        return self._call(self._core.max_offset(mq))
+
+    def search_offset(self, mq: MessageQueue, timestamp_ms: int) -> int:
+        return self._call(self._core.search_offset(mq, timestamp_ms))
+
+    def pull(self, mq: MessageQueue, offset: int, max_nums: int, **kw: Any) -> _admin.PullAnswer:
+        return self._call(self._core.pull(mq, offset, max_nums, **kw))
+
     def dlq_messages(self, group: str, max_num: int = 32) -> list[MessageExt]:
         return self._call(self._core.dlq_messages(group, max_num))
 
