@@ -760,6 +760,21 @@ class Admin:
     def pull(self, mq: MessageQueue, offset: int, max_nums: int, **kw: Any) -> _admin.PullAnswer:
         return self._call(self._core.pull(mq, offset, max_nums, **kw))
 
+    def namesrv_config(self, namesrv_addrs: Sequence[str] | None = None) -> dict[str, dict[str, str]]:
+        return self._call(self._core.namesrv_config(namesrv_addrs))
+
+    def update_namesrv_config(self, props: dict[str, str], namesrv_addrs: Sequence[str] | None = None) -> list[str]:
+        return self._call(self._core.update_namesrv_config(props, namesrv_addrs))
+
+    def put_kv_config(self, namespace: str, key: str, value: str) -> list[str]:
+        return self._call(self._core.put_kv_config(namespace, key, value))
+
+    def delete_kv_config(self, namespace: str, key: str) -> list[str]:
+        return self._call(self._core.delete_kv_config(namespace, key))
+
+    def kv_config(self, namespace: str, key: str) -> str | None:
+        return self._call(self._core.kv_config(namespace, key))
+
     def dlq_messages(self, group: str, max_num: int = 32) -> list[MessageExt]:
         return self._call(self._core.dlq_messages(group, max_num))
 

@@ -18,7 +18,10 @@ bodies of 4.9.8's admin tool:
   CONSUME_MESSAGE_DIRECTLY (queryMsgById -g -d), VIEW_MESSAGE_BY_ID
   (queryMsgById) and QUERY_MESSAGE (queryMsgByKey); sendMessage sends with a :class:`Producer`;
   GET_MIN_OFFSET / GET_MAX_OFFSET / SEARCH_OFFSET_BY_TIMESTAMP and PULL_MESSAGE as
-  DefaultMQPullConsumer's (consumeMessage).
+  DefaultMQPullConsumer's (consumeMessage, printMsg);
+- every NameServer of the list: GET_NAMESRV_CONFIG / UPDATE_NAMESRV_CONFIG (getNamesrvConfig,
+  updateNamesrvConfig), PUT_KV_CONFIG / GET_KV_CONFIG / DELETE_KV_CONFIG (updateKvConfig,
+  deleteKvConfig).
 """
 from __future__ import annotations
 
@@ -27,6 +30,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
+from ..common.properties import dump_properties, parse_properties_body
 from ..errors import BrokerError, ClientError, ConsumerNotOnlineError, QueryNotFoundError
 from ..protocol.bodies import (MASTER_ID, ClusterInfo, KVTable, SubscriptionGroupConfig, TopicList, TopicRouteData,
                                loads_mq_keyed)
@@ -41,6 +45,7 @@ from ..protocol.headers import (ConsumeMessageDirectlyResultRequestHeader, Creat
                                 UpdateConsumerOffsetRequestHeader, ViewMessageRequestHeader)
 from ..protocol.message import (Message, MessageConst, MessageExt, MessageSysFlag, decode_offset_msg_id,
                                 decode_records, inflate_body)
+from ..protocol.heartbeat import build_subscription
 from ..protocol.message_queue import MessageQueue
 from ..protocol.topic import AUTO_CREATE_TOPIC_KEY_TOPIC, is_readable
 from ..remoting import RemotingClient
@@ -677,7 +682,8 @@ class Admin:
         """One PULL_MESSAGE of up to ``max_nums`` messages from ``offset`` (the broker caps an
         answer), committing nothing and not held by the broker: DefaultMQPullConsumer.pull.
         Compressed bodies come inflated; each message carries the queue's MIN_OFFSET / MAX_OFFSET
-        properties, as the Java client adds them.
+        properties, as the Java client adds them; a tag expression is applied here too (the
+        broker filters by the tags' hash codes only).
 
         Raises:
             BrokerError: refused with another code than a pull's four answers.
@@ -691,6 +697,9 @@ class Admin:
         if status is None:
             raise BrokerError.for_code(resp.code, resp.remark)
         msgs = decode_pull_body(resp.body or b"") if status == "FOUND" else []
+        sub = build_subscription(mq.topic, sub_expression)
+        if not sub.subscribes_all:
+            msgs = [m for m in msgs if m.tags in sub.tags_set]
         lo, hi = ext_int(resp, "minOffset", 0) or 0, ext_int(resp, "maxOffset", 0) or 0
         for m in msgs:
             if m.sys_flag & MessageSysFlag.COMPRESSED:
@@ -698,3 +707,60 @@ class Admin:
             m.properties[MessageConst.MIN_OFFSET] = str(lo)
             m.properties[MessageConst.MAX_OFFSET] = str(hi)
         return PullAnswer(status, ext_int(resp, "nextBeginOffset", offset) or offset, lo, hi, msgs)
+
+    # ------------------------------------------------------------ NameServer configuration, KV config
+
+    def _namesrvs(self, namesrv_addrs: Sequence[str] | None) -> list[str]:
+        return list(namesrv_addrs) if namesrv_addrs else list(self.remoting.namesrv_addrs)
+
+    async def namesrv_config(self, namesrv_addrs: Sequence[str] | None = None) -> dict[str, dict[str, str]]:
+        """getNamesrvConfig: each NameServer's configuration (of the list, or of these), by address."""
+        out: dict[str, dict[str, str]] = {}
+        for ns in self._namesrvs(namesrv_addrs):
+            resp = await self._broker(ns, RequestCode.GET_NAMESRV_CONFIG)
+            out[ns] = dict(sorted(parse_properties_body(bytes(resp.body or b"")).items()))
+        return out
+
+    async def update_namesrv_config(self, props: dict[str, str],
+                                    namesrv_addrs: Sequence[str] | None = None) -> list[str]:
+        """updateNamesrvConfig: set these keys on each NameServer; the addresses changed.
+
+        Raises:
+            BrokerError: a NameServer refused (NO_PERMISSION for its black-listed keys).
+        """
+        body = dump_properties(props).encode("utf-8")
+        addrs = self._namesrvs(namesrv_addrs)
+        for ns in addrs:
+            await self._broker(ns, RequestCode.UPDATE_NAMESRV_CONFIG, body=body)
+        return addrs
+
+    async def _each_namesrv(self, code: int, fields: dict[str, str]) -> list[str]:
+        """The request to every NameServer of the list, each asked even when one refuses, the last
+        refusal raised after (MQClientAPIImpl.putKVConfigValue / deleteKVConfigValue)."""
+        refused: BrokerError | None = None
+        for ns in self.remoting.namesrv_addrs:
+            try:
+                await self._broker(ns, code, fields)
+            except BrokerError as exc:
+                refused = exc
+        if refused is not None:
+            raise refused
+        return list(self.remoting.namesrv_addrs)
+
+    async def put_kv_config(self, namespace: str, key: str, value: str) -> list[str]:
+        """updateKvConfig: ``namespace``/``key`` = ``value`` on every NameServer (PUT_KV_CONFIG)."""
+        return await self._each_namesrv(RequestCode.PUT_KV_CONFIG,
+                                        {"namespace": namespace, "key": key, "value": value})
+
+    async def delete_kv_config(self, namespace: str, key: str) -> list[str]:
+        """deleteKvConfig: remove ``namespace``/``key`` from every NameServer (DELETE_KV_CONFIG)."""
+        return await self._each_namesrv(RequestCode.DELETE_KV_CONFIG, {"namespace": namespace, "key": key})
+
+    async def kv_config(self, namespace: str, key: str) -> str | None:
+        """GET_KV_CONFIG of the list's first NameServer: the value, None when it has none."""
+        try:
+            resp = await self._broker(self.remoting.namesrv_addrs[0], RequestCode.GET_KV_CONFIG,
+                                      {"namespace": namespace, "key": key})
+        except QueryNotFoundError:
+            return None
+        return (resp.ext_fields or {}).get("value")

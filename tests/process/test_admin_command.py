@@ -321,8 +321,8 @@ def test_consume_message(servers: tuple[ServerProcess, ServerProcess]) -> None:
     until(lambda: topic in ok_json("topicList", "-n", ns.addr))
     q0, q1 = MessageQueue(topic, BROKER, 0), MessageQueue(topic, BROKER, 1)
     with Producer("AdminConsumePG", namesrv_addr=ns.addr) as p:
-        sent = [p.send_to_queue(Message(topic, b"q0-%d" % i), q0) for i in range(5)]
-        sent += [p.send_to_queue(Message(topic, b"q1-%d" % i), q1) for i in range(3)]
+        sent = [p.send_to_queue(Message(topic, b"q0-%d" % i, properties={"TAGS": "tA"}), q0) for i in range(5)]
+        sent += [p.send_to_queue(Message(topic, b"q1-%d" % i, properties={"TAGS": "tB"}), q1) for i in range(3)]
 
     def bodies(*args: str) -> list[str]:
         return [m["body"] for pull in ok_json("consumeMessage", "-n", ns.addr, "-t", topic, *args)["pulls"]
@@ -337,7 +337,7 @@ def test_consume_message(servers: tuple[ServerProcess, ServerProcess]) -> None:
     first = next(x for x in lines if x.startswith("MSGID: "))
     assert first.startswith(f"MSGID: {sent[0].msg_id} MessageExt [brokerName={BROKER}, queueId=0, ")
     assert f"msgId={sent[0].offset_msg_id}," in first and "MIN_OFFSET=0" in first and first.endswith(" BODY: q0-0")
-    assert "body=[113, 48, 45, 48]" in first  # Arrays.toString of the body's bytes
+    assert "body=[113, 48, 45, 48]" in first and "TAGS=tA" in first  # Arrays.toString of the body's bytes
     assert f"MessageQueue [topic={topic}, brokerName={BROKER}, queueId=1] print msg finished. " \
            "status=NO_NEW_MSG, offset=3" in lines
     # -c: the older ones of the first queue only
@@ -373,3 +373,43 @@ def test_consume_message(servers: tuple[ServerProcess, ServerProcess]) -> None:
     assert admin("consumeMessage", "-n", ns.addr, "-t", "NoSuchTopic").returncode == 4
     r = admin("consumeMessage", "-n", ns.addr, "-t", topic, "-b", "no-such-broker", "-i", "0")
     assert r.returncode == 1 and "no-such-broker" in r.stderr
+
+    # printMsg (PrintMessageSubCommand): every queue, a header line and a rule each, tags filtered
+    r = admin("printMsg", "-n", ns.addr, "-t", topic)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0] == f"minOffset=0, maxOffset=5, {q0}" and lines.count("-" * 56) == 2
+    assert len([x for x in lines if x.startswith("MSGID: ")]) == 8 and "Consume ok" not in lines
+    data = ok_json("printMsg", "-n", ns.addr, "-t", topic, "-s", "tB")
+    assert [m["body"] for p in data["pulls"] for m in p["messages"]] == ["q1-0", "q1-1", "q1-2"]
+    assert [(q["queueId"], q["minOffset"], q["maxOffset"]) for q in data["queues"]] == [(0, 0, 5), (1, 0, 3)]
+    r = admin("printMsg", "-n", ns.addr, "-t", topic, "-d", "false", "-b", "2000-01-01#00:00:00:000")
+    assert r.stdout.count("BODY: NOT PRINT BODY") == 8
+    assert admin("printMsg", "-n", ns.addr, "-t", topic, "-c", "NoSuchCharset").returncode == 2
+
+
+def test_namesrv_and_kv_config(servers: tuple[ServerProcess, ServerProcess]) -> None:
+    """getNamesrvConfig / updateNamesrvConfig, updateKvConfig / deleteKvConfig."""
+    ns, _b = servers
+    conf = ok_json("getNamesrvConfig", "-n", ns.addr)
+    assert conf[ns.addr]["orderMessageEnable"] == "false"
+    text = admin("getNamesrvConfig", "-n", ns.addr).stdout
+    assert text.startswith(f"============{ns.addr}============\n") and "orderMessageEnable" in text
+    r = admin("updateNamesrvConfig", "-n", ns.addr, "-k", "orderMessageEnable", "-v", "true")
+    assert r.returncode == 0 and r.stdout == f"update name server config success![{ns.addr}]\norderMessageEnable : true\n"
+    try:
+        assert ok_json("getNamesrvConfig", "-n", ns.addr)[ns.addr]["orderMessageEnable"] == "true"
+    finally:
+        assert admin("updateNamesrvConfig", "-n", ns.addr, "-k", "orderMessageEnable", "-v", "false").returncode == 0
+    r = admin("updateNamesrvConfig", "-n", ns.addr, "-k", "kvConfigPath", "-v", "/tmp/x")
+    assert r.returncode == 1 and "black list" in r.stderr and r.stderr.count("\n") == 1
+    assert admin("updateNamesrvConfig", "-n", ns.addr, "-k", "orderMessageEnable").returncode == 2
+
+    r = admin("updateKvConfig", "-n", ns.addr, "-s", "AdminNS", "-k", "k1", "-v", "v1")
+    assert r.returncode == 0 and r.stdout == "create or update kv config to namespace success.\n", r.stderr
+    with Admin(ns.addr) as a:
+        assert a.kv_config("AdminNS", "k1") == "v1"
+        r = admin("deleteKvConfig", "-n", ns.addr, "-s", "AdminNS", "-k", "k1")
+        assert r.returncode == 0 and r.stdout == "delete kv config from namespace success.\n", r.stderr
+        assert a.kv_config("AdminNS", "k1") is None
+    assert admin("updateKvConfig", "-n", ns.addr, "-k", "k1", "-v", "v1").returncode == 2  # no -s
