@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import codecs
 import json
 import logging
 import os
@@ -19,12 +20,14 @@ import sys
 import time
 from typing import Any, Callable, Coroutine, Sequence
 
-from .client.admin import Admin, SubscriptionGroupConfig, TopicNotFoundError, message_obj, trace_obj
+from .client.admin import (TOOLS_CONSUMER_GROUP, Admin, SubscriptionGroupConfig, TopicNotFoundError, message_obj,
+                           trace_obj)
 from .client.acl import SessionCredentials
 from .client.trace_query import TraceRecord
 from .common.progress import Progress
 from .errors import BrokerError, ClientError, RemotingError, TopicNotExistError
 from .protocol.message import Message, MessageExt
+from .protocol.message_queue import MessageQueue
 
 __all__ = ["main", "EXIT_OK", "EXIT_FAILED", "EXIT_USAGE", "EXIT_UNREACHABLE", "EXIT_NOT_FOUND"]
 
@@ -254,9 +257,10 @@ async def add_write_perm(admin: Admin, a: argparse.Namespace) -> Result:
                               for ns, n in counts.items())
 
 
-def _timestamp(raw: str) -> int:
-    """mqadmin's ``-s``: ms since the epoch, ``now``, or ``yyyy-MM-dd#HH:mm:ss:SSS`` (local time)."""
-    if raw == "now":
+def _timestamp(raw: str, flag: str = "-s", now_ok: bool = True) -> int:
+    """mqadmin's ``-s``: ms since the epoch, ``now`` (resetOffsetByTime only), or
+    ``yyyy-MM-dd#HH:mm:ss:SSS`` (local time)."""
+    if raw == "now" and now_ok:
         return int(time.time() * 1000)
     if raw.lstrip("-").isdigit():
         return int(raw)
@@ -264,7 +268,8 @@ def _timestamp(raw: str) -> int:
         day, ms = raw.rsplit(":", 1)
         return int(time.mktime(time.strptime(day, "%Y-%m-%d#%H:%M:%S")) * 1000) + int(ms)
     except ValueError:
-        raise _Usage(f"-s {raw!r}: give ms since the epoch, 'now' or yyyy-MM-dd#HH:mm:ss:SSS") from None
+        now = "'now' " if now_ok else ""
+        raise _Usage(f"{flag} {raw!r}: give ms since the epoch, {now}or yyyy-MM-dd#HH:mm:ss:SSS") from None
 
 
 async def reset_offset_by_time(admin: Admin, a: argparse.Namespace) -> Result:
@@ -310,6 +315,178 @@ async def query_msg_by_offset(admin: Admin, a: argparse.Namespace) -> Result:
         raise _Usage(f"{a.command} needs -t, -b, -i and -o")
     m = await admin.query_message_by_offset(_need(a, "topic"), a.broker_name, a.queue_id, a.offset)
     return message_obj(m), _message_text(m)
+
+
+def _java_message(m: MessageExt, broker_name: str, charset: str = "utf-8", body: bool = True) -> str:
+    """A pulled message as mqadmin's printMessage prints it: its id (UNIQ_KEY, else the offset
+    id), Java's MessageExt.toString() and the body decoded with ``charset`` (or NOT PRINT BODY)."""
+    props = ", ".join(f"{k}={v}" for k, v in m.properties.items())
+    raw = bytes(m.body)
+    fields = (f"brokerName={broker_name}, queueId={m.queue_id}, storeSize={m.store_size}, "
+              f"queueOffset={m.queue_offset}, sysFlag={m.sys_flag}, bornTimestamp={m.born_timestamp}, "
+              f"bornHost=/{m.born_host[0]}:{m.born_host[1]}, storeTimestamp={m.store_timestamp}, "
+              f"storeHost=/{m.store_host[0]}:{m.store_host[1]}, msgId={m.msg_id}, "
+              f"commitLogOffset={m.commit_log_offset}, bodyCRC={m.body_crc}, reconsumeTimes={m.reconsume_times}, "
+              f"preparedTransactionOffset={m.prepared_transaction_offset}")
+    java_bytes = ", ".join(str(b - 256 if b > 127 else b) for b in raw)
+    inner = (f"Message{{topic='{m.topic}', flag={m.flag}, properties={{{props}}}, body=[{java_bytes}], "
+             f"transactionId='null'}}")
+    msg_id = m.properties.get("UNIQ_KEY") or m.msg_id
+    text = raw.decode(charset, "replace") if body else "NOT PRINT BODY"
+    return f"MSGID: {msg_id} MessageExt [{fields}, toString()={inner}] BODY: {text}"
+
+
+class _Pulls:
+    """consumeMessage's and printMsg's pulls of a queue and what they print (their
+    pullMessageByQueue / READQ loops)."""
+
+    def __init__(self, admin: Admin, group: str = TOOLS_CONSUMER_GROUP, sub: str = "*", charset: str = "utf-8",
+                 body: bool = True) -> None:
+        self.admin, self.group, self.sub, self.charset, self.body = admin, group, sub, charset, body
+        self.lines: list[str] = []
+        self.notes: list[str] = []  # the lines about the range, not a pull's
+        self.pulls: list[dict[str, Any]] = []
+
+    def note(self, line: str) -> None:
+        self.lines.append(line)
+        self.notes.append(line)
+
+    async def queue(self, mq: MessageQueue, offset: int, end: int, batch: int | None = None,
+                    found_line: bool = True) -> None:
+        """Pull ``mq`` from ``offset`` while below ``end``, ``batch`` at a time (else the rest)."""
+        # every pull moves ``offset`` on (a FOUND past its messages); a broker that answered
+        # without moving would loop for ever: the count bounds it
+        for _ in range(max(0, end - offset + 1)):
+            if offset >= end:
+                return
+            r = await self.admin.pull(mq, offset, batch or end - offset, sub_expression=self.sub, group=self.group)
+            moved, offset = r.next_begin_offset > offset, r.next_begin_offset
+            self.pulls.append({"topic": mq.topic, "brokerName": mq.broker_name, "queueId": mq.queue_id,
+                               "status": r.status, "nextBeginOffset": offset,
+                               "messages": [message_obj(m) for m in r.messages]})
+            if r.status == "FOUND":
+                if found_line:
+                    self.lines.append("Consume ok")
+                self.lines += [_java_message(m, mq.broker_name, self.charset, self.body) for m in r.messages]
+            elif r.status == "NO_MATCHED_MSG":
+                self.lines.append(f"{mq} no matched msg. status={r.status}, offset={offset}")
+            else:  # NO_NEW_MSG, OFFSET_ILLEGAL
+                self.lines.append(f"{mq} print msg finished. status={r.status}, offset={offset}")
+                return
+            if not moved:
+                return
+
+    async def bounds(self, mq: MessageQueue, begin: int, end: int) -> tuple[int, int]:
+        lo = await self.admin.search_offset(mq, begin) if begin > 0 else await self.admin.min_offset(mq)
+        hi = await self.admin.search_offset(mq, end) if end > 0 else await self.admin.max_offset(mq)
+        return lo, hi
+
+
+async def consume_message(admin: Admin, a: argparse.Namespace) -> Result:
+    # ConsumeMessageCommand: its checks in its order, each refusal its text
+    topic = _need(a, "topic").strip()
+    count = 128 if a.count is None else a.count
+    if count <= 0:
+        raise _Usage("Please input a positive messageNumber!")
+    if a.queue_id is not None and a.broker_name is None:
+        raise _Usage("Please set the brokerName before queueId!")
+    if a.offset is not None and a.queue_id is None:
+        raise _Usage("Please set queueId before offset!")
+    now, begin, end = int(time.time() * 1000), 0, 0
+    if a.begin is not None:
+        begin = _timestamp(a.begin.strip(), "-s", now_ok=False)
+        if begin > now:
+            raise _Usage("Please set the beginTimestamp before now!")
+    if a.end is not None:
+        end = _timestamp(a.end.strip(), "-e", now_ok=False)
+        if end > now:
+            raise _Usage("Please set the endTimestamp before now!")
+        if begin > end:
+            raise _Usage("Please make sure that the beginTimestamp is less than or equal to the endTimestamp")
+    run = _Pulls(admin, (a.consumer_group or "").strip() or TOOLS_CONSUMER_GROUP)
+    if a.queue_id is None:  # DEFAULT: every queue, oldest first, ``count`` in all
+        left = count
+        for mq in await admin.subscribe_queues(topic):
+            if left == 0:
+                break
+            lo, hi = await run.bounds(mq, begin, end)
+            if hi - lo > left:
+                run.note(f"The older {left} message of the {mq.queue_id} queue will be provided")
+                hi, left = lo + left - 1, 0
+            else:  # as 4.9.8 counts: the queue's span and one more
+                left -= hi - lo + 1
+            await run.queue(mq, lo, hi + 1)  # up to ``hi`` itself, as 4.9.8 reads
+    else:  # BYQUEUE, or BYOFFSET from ``-o`` on
+        mq = MessageQueue(topic, a.broker_name.strip(), a.queue_id)
+        offset = a.offset or 0
+        lo, hi = await run.bounds(mq, begin, end)
+        if offset > hi:
+            run.note(f"{mq} no matched msg, offset={offset}")
+        else:
+            lo = max(lo, offset)
+            if hi - lo > count:
+                run.note(f"The oldler {count} message will be provided")
+                hi = lo + count - 1
+            await run.queue(mq, lo, hi + 1)
+    return {"pulls": run.pulls, "notes": run.notes}, "\n".join(run.lines)
+
+
+async def print_msg(admin: Admin, a: argparse.Namespace) -> Result:
+    # PrintMessageSubCommand: every queue from -b to -e (ms or yyyy-MM-dd#HH:mm:ss:SSS), 32 a pull
+    topic = _need(a, "topic").strip()
+    charset = (a.charset or "UTF-8").strip()
+    try:
+        codecs.lookup(charset)
+    except LookupError:
+        raise _Usage(f"{a.command}: -c {charset!r}: no such charset") from None
+    begin = None if a.begin is None else _timestamp(a.begin.strip(), "-b", now_ok=False)
+    end = None if a.end is None else _timestamp(a.end.strip(), "-e", now_ok=False)
+    run = _Pulls(admin, sub=(a.sub or "*").strip(), charset=charset,
+                 body=a.print_body is None or a.print_body.strip().lower() == "true")
+    queues: list[dict[str, Any]] = []
+    for mq in await admin.subscribe_queues(topic):
+        lo = await admin.min_offset(mq) if begin is None else await admin.search_offset(mq, begin)
+        hi = await admin.max_offset(mq) if end is None else await admin.search_offset(mq, end)
+        queues.append({**mq.to_obj(), "minOffset": lo, "maxOffset": hi})
+        run.lines.append(f"minOffset={lo}, maxOffset={hi}, {mq}")
+        await run.queue(mq, lo, hi, batch=32, found_line=False)
+        run.lines.append("-" * 56)
+    return {"queues": queues, "pulls": run.pulls}, "\n".join(run.lines)
+
+
+def _namesrv_list(a: argparse.Namespace) -> list[str]:
+    return [x.strip() for x in str(a.namesrv).split(";") if x.strip()]
+
+
+async def get_namesrv_config(admin: Admin, a: argparse.Namespace) -> Result:
+    data = await admin.namesrv_config(_namesrv_list(a))
+    parts = [f"============{ns}============\n" + "\n".join(f"{k:<50}=  {v}" for k, v in t.items())
+             for ns, t in data.items()]
+    return data, "\n".join(parts)
+
+
+async def update_namesrv_config(admin: Admin, a: argparse.Namespace) -> Result:
+    key, value = _need(a, "cfg_key").strip(), getattr(a, "cfg_value", None)
+    if value is None:
+        raise _Usage(f"{a.command} needs -v")
+    addrs = await admin.update_namesrv_config({key: value.strip()}, _namesrv_list(a))
+    return ({"key": key, "value": value.strip(), "namesrvs": addrs},
+            f"update name server config success![{', '.join(addrs)}]\n{key} : {value.strip()}")
+
+
+async def update_kv_config(admin: Admin, a: argparse.Namespace) -> Result:
+    namespace, key = _need(a, "namespace").strip(), _need(a, "cfg_key").strip()
+    if a.cfg_value is None:
+        raise _Usage(f"{a.command} needs -v")
+    addrs = await admin.put_kv_config(namespace, key, a.cfg_value.strip())
+    return ({"namespace": namespace, "key": key, "value": a.cfg_value.strip(), "namesrvs": addrs},
+            "create or update kv config to namespace success.")
+
+
+async def delete_kv_config(admin: Admin, a: argparse.Namespace) -> Result:
+    namespace, key = _need(a, "namespace").strip(), _need(a, "cfg_key").strip()
+    addrs = await admin.delete_kv_config(namespace, key)
+    return {"namespace": namespace, "key": key, "namesrvs": addrs}, "delete kv config from namespace success."
 
 
 async def send_message(admin: Admin, a: argparse.Namespace) -> Result:
@@ -431,7 +608,7 @@ def _need(a: argparse.Namespace, name: str) -> str:
     v = getattr(a, name, None)
     if not v:
         flag = {"topic": "-t", "group": "-g", "cluster": "-c", "msg_id": "-i", "key": "-k", "cfg_key": "-k",
-                "broker_name": "-b"}[name]
+                "broker_name": "-b", "namespace": "-s"}[name]
         raise _Usage(f"{a.command} needs {flag}")
     return str(v)
 
@@ -461,6 +638,12 @@ COMMANDS: dict[str, tuple[str, Command, str]] = {
     "queryMsgByKey": ("A topic's messages by key", query_msg_by_key, "tk"),
     "queryMsgByOffset": ("The message at an offset of one queue", query_msg_by_offset, "t"),
     "sendMessage": ("Send one message", send_message, "t"),
+    "consumeMessage": ("Pull a topic's messages and print them", consume_message, "t"),
+    "printMsg": ("Print the messages of every queue of a topic", print_msg, "t"),
+    "getNamesrvConfig": ("The NameServers' configuration", get_namesrv_config, ""),
+    "updateNamesrvConfig": ("Set one configuration key of the NameServers", update_namesrv_config, ""),
+    "updateKvConfig": ("Create or change a KV config entry on the NameServers", update_kv_config, ""),
+    "deleteKvConfig": ("Delete a KV config entry from the NameServers", delete_kv_config, ""),
     "queryMsgTraceById": ("A message's trace: its Pub and Sub records", query_msg_trace_by_id, ""),
     "updateAclConfig": ("Create or change an ACL account on brokers", update_acl_config, "bc"),
     "deleteAclConfig": ("Delete an ACL account on brokers", delete_acl_config, "bc"),
@@ -533,6 +716,27 @@ def _parser() -> argparse.ArgumentParser:
             s.add_argument("-b", "--brokerName", dest="broker_name")
             s.add_argument("-i", "--queueId", dest="queue_id", type=int)
             s.add_argument("-o", "--offset", dest="offset", type=int)
+        if name == "consumeMessage":
+            s.add_argument("-b", "--brokerName", dest="broker_name")
+            s.add_argument("-i", "--queueId", dest="queue_id", type=int)
+            s.add_argument("-o", "--offset", dest="offset", type=int)
+            s.add_argument("-g", "--consumerGroup", dest="consumer_group",
+                           help=f"the group to pull as (default {TOOLS_CONSUMER_GROUP})")
+            s.add_argument("-s", "--beginTimestamp", dest="begin", help="ms since the epoch or yyyy-MM-dd#HH:mm:ss:SSS")
+            s.add_argument("-e", "--endTimestamp", dest="end", help="ms since the epoch or yyyy-MM-dd#HH:mm:ss:SSS")
+            s.add_argument("-c", "--MessageNumber", dest="count", type=int, help="messages to print (128)")
+        if name == "printMsg":
+            s.add_argument("-c", "--charsetName", dest="charset", help="the bodies' charset (UTF-8)")
+            s.add_argument("-s", "--subExpression", dest="sub", help="tags, e.g. 'TagA || TagB' (*)")
+            s.add_argument("-b", "--beginTimestamp", dest="begin", help="ms since the epoch or yyyy-MM-dd#HH:mm:ss:SSS")
+            s.add_argument("-e", "--endTimestamp", dest="end", help="ms since the epoch or yyyy-MM-dd#HH:mm:ss:SSS")
+            s.add_argument("-d", "--printBody", dest="print_body", help="print the bodies (true)")
+        if name in ("updateKvConfig", "deleteKvConfig"):
+            s.add_argument("-s", "--namespace", dest="namespace")
+        if name in ("updateNamesrvConfig", "updateKvConfig", "deleteKvConfig"):
+            s.add_argument("-k", "--key", dest="cfg_key")
+        if name in ("updateNamesrvConfig", "updateKvConfig"):
+            s.add_argument("-v", "--value", dest="cfg_value")
         if name == "sendMessage":
             s.add_argument("-p", "--body", dest="body")
             s.add_argument("-k", "--key", dest="keys")

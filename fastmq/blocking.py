@@ -745,6 +745,36 @@ class Admin:
                        count: int) -> list[MessageExt]:
         return self._call(self._core.queue_messages(topic, broker_name, queue_id, offset, count))
 
+    def subscribe_queues(self, topic: str) -> list[MessageQueue]:
+        return self._call(self._core.subscribe_queues(topic))
+
+    def min_offset(self, mq: MessageQueue) -> int:
+        return self._call(self._core.min_offset(mq))
+
+    def max_offset(self, mq: MessageQueue) -> int:
+        return self._call(self._core.max_offset(mq))
+
+    def search_offset(self, mq: MessageQueue, timestamp_ms: int) -> int:
+        return self._call(self._core.search_offset(mq, timestamp_ms))
+
+    def pull(self, mq: MessageQueue, offset: int, max_nums: int, **kw: Any) -> _admin.PullAnswer:
+        return self._call(self._core.pull(mq, offset, max_nums, **kw))
+
+    def namesrv_config(self, namesrv_addrs: Sequence[str] | None = None) -> dict[str, dict[str, str]]:
+        return self._call(self._core.namesrv_config(namesrv_addrs))
+
+    def update_namesrv_config(self, props: dict[str, str], namesrv_addrs: Sequence[str] | None = None) -> list[str]:
+        return self._call(self._core.update_namesrv_config(props, namesrv_addrs))
+
+    def put_kv_config(self, namespace: str, key: str, value: str) -> list[str]:
+        return self._call(self._core.put_kv_config(namespace, key, value))
+
+    def delete_kv_config(self, namespace: str, key: str) -> list[str]:
+        return self._call(self._core.delete_kv_config(namespace, key))
+
+    def kv_config(self, namespace: str, key: str) -> str | None:
+        return self._call(self._core.kv_config(namespace, key))
+
     def dlq_messages(self, group: str, max_num: int = 32) -> list[MessageExt]:
         return self._call(self._core.dlq_messages(group, max_num))
 

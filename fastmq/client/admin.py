@@ -16,7 +16,12 @@ bodies of 4.9.8's admin tool:
   SEARCH_OFFSET_BY_TIMESTAMP and UPDATE_CONSUMER_OFFSET as mqadmin's fallback), QUERY_CONSUME_QUEUE
   then VIEW_MESSAGE_BY_ID (queryMsgByOffset: mqadmin pulls one message instead),
   CONSUME_MESSAGE_DIRECTLY (queryMsgById -g -d), VIEW_MESSAGE_BY_ID
-  (queryMsgById) and QUERY_MESSAGE (queryMsgByKey); sendMessage sends with a :class:`Producer`.
+  (queryMsgById) and QUERY_MESSAGE (queryMsgByKey); sendMessage sends with a :class:`Producer`;
+  GET_MIN_OFFSET / GET_MAX_OFFSET / SEARCH_OFFSET_BY_TIMESTAMP and PULL_MESSAGE as
+  DefaultMQPullConsumer's (consumeMessage, printMsg);
+- every NameServer of the list: GET_NAMESRV_CONFIG / UPDATE_NAMESRV_CONFIG (getNamesrvConfig,
+  updateNamesrvConfig), PUT_KV_CONFIG / GET_KV_CONFIG / DELETE_KV_CONFIG (updateKvConfig,
+  deleteKvConfig).
 """
 from __future__ import annotations
 
@@ -25,29 +30,40 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
+from ..common.properties import dump_properties, parse_properties_body
 from ..errors import BrokerError, ClientError, ConsumerNotOnlineError, QueryNotFoundError
 from ..protocol.bodies import (MASTER_ID, ClusterInfo, KVTable, SubscriptionGroupConfig, TopicList, TopicRouteData,
                                loads_mq_keyed)
-from ..protocol.codes import RequestCode
+from ..protocol.codes import RequestCode, ResponseCode
+from ..protocol.command import ext_int
 from ..protocol.headers import (ConsumeMessageDirectlyResultRequestHeader, CreateTopicRequestHeader,
                                 DeleteSubscriptionGroupRequestHeader,
                                 DeleteTopicRequestHeader, GetConsumerConnectionListRequestHeader,
                                 GetConsumeStatsRequestHeader, GetProducerConnectionListRequestHeader,
                                 GetTopicStatsInfoRequestHeader, QueryConsumeQueueRequestHeader,
-                                QueryMessageRequestHeader, ResetOffsetRequestHeader,
+                                PullMessageRequestHeader, QueryMessageRequestHeader, ResetOffsetRequestHeader,
                                 UpdateConsumerOffsetRequestHeader, ViewMessageRequestHeader)
-from ..protocol.message import Message, MessageExt, decode_offset_msg_id, decode_records
+from ..protocol.message import (Message, MessageConst, MessageExt, MessageSysFlag, decode_offset_msg_id,
+                                decode_records, inflate_body)
+from ..protocol.heartbeat import build_subscription
 from ..protocol.message_queue import MessageQueue
-from ..protocol.topic import AUTO_CREATE_TOPIC_KEY_TOPIC
+from ..protocol.topic import AUTO_CREATE_TOPIC_KEY_TOPIC, is_readable
 from ..remoting import RemotingClient
 from .acl import AclClientRPCHook, SessionCredentials
 from .api import ClientAPI, RPCHook
+from .pull_body import decode_pull_body
 from .producer import Producer, SendResult
 from .trace_data import DEFAULT_TRACE_TOPIC
 from .trace_query import MAX_NUM, TraceRecord, trace_records
 
-__all__ = ["Admin", "TopicNotFoundError", "QueueOffsets", "QueueProgress", "SubscriptionGroupConfig", "message_obj",
-           "trace_obj"]
+__all__ = ["Admin", "TopicNotFoundError", "QueueOffsets", "QueueProgress", "PullAnswer", "SubscriptionGroupConfig",
+           "message_obj", "trace_obj", "TOOLS_CONSUMER_GROUP"]
+
+#: the group the admin tool pulls as unless told (MixAll.TOOLS_CONSUMER_GROUP)
+TOOLS_CONSUMER_GROUP = "TOOLS_CONSUMER"
+_PULL_STATUS: dict[int, str] = {ResponseCode.SUCCESS: "FOUND", ResponseCode.PULL_NOT_FOUND: "NO_NEW_MSG",
+                               ResponseCode.PULL_RETRY_IMMEDIATELY: "NO_MATCHED_MSG", ResponseCode.PULL_OFFSET_MOVED: "OFFSET_ILLEGAL"}
+_SYSFLAG_SUBSCRIPTION = 4  # PullSysFlag: a pull that carries its subscription, neither commit nor suspend
 
 
 class TopicNotFoundError(ClientError):
@@ -99,6 +115,17 @@ def trace_obj(r: TraceRecord) -> dict[str, Any]:
             "traceStoreHost": r.trace_store_host, "timeStamp": c.time_stamp, "costTime": c.cost_time,
             "success": c.success, "requestId": c.request_id, "contextCode": c.context_code,
             "topic": bean.topic, "tags": bean.tags, "keys": bean.keys, "storeHost": bean.store_host}
+
+
+@dataclass
+class PullAnswer:
+    """One PULL_MESSAGE's answer, as DefaultMQPullConsumer.pull gives it (a PullResult)."""
+
+    status: str  #: FOUND, NO_NEW_MSG, NO_MATCHED_MSG or OFFSET_ILLEGAL
+    next_begin_offset: int
+    min_offset: int
+    max_offset: int
+    messages: list[MessageExt]
 
 
 class Admin:
@@ -617,3 +644,123 @@ class Admin:
         resp = await self._broker(f"{host}:{port}", RequestCode.CONSUME_MESSAGE_DIRECTLY, header.to_fields())
         result: dict[str, Any] = json.loads(resp.body or b"{}")
         return result
+
+    # ------------------------------------------------------------ pulling as a tool (consumeMessage)
+
+    async def subscribe_queues(self, topic: str) -> list[MessageQueue]:
+        """The topic's readable queues, sorted (fetchSubscribeMessageQueues).
+
+        Raises:
+            TopicNotFoundError: no broker has the topic.
+        """
+        route = await self.topic_route(topic)
+        return sorted(MessageQueue(topic, qd.broker_name, i) for qd in route.queue_datas if is_readable(qd.perm)
+                      for i in range(qd.read_queue_nums))
+
+    async def _queue_addr(self, mq: MessageQueue) -> str:
+        route = await self.topic_route(mq.topic)
+        bd = next((bd for bd in route.broker_datas if bd.broker_name == mq.broker_name), None)
+        addr = None if bd is None else bd.broker_addrs.get(MASTER_ID) or bd.select_broker_addr()
+        if addr is None:
+            raise ClientError(f"The broker[{mq.broker_name}] not exist")
+        return addr
+
+    async def min_offset(self, mq: MessageQueue) -> int:
+        """GET_MIN_OFFSET: the queue's first offset still stored."""
+        return await self.api.get_min_offset(await self._queue_addr(mq), mq, self.timeout)
+
+    async def max_offset(self, mq: MessageQueue) -> int:
+        """GET_MAX_OFFSET: the offset the queue's next message will get."""
+        return await self.api.get_max_offset(await self._queue_addr(mq), mq, self.timeout)
+
+    async def search_offset(self, mq: MessageQueue, timestamp_ms: int) -> int:
+        """SEARCH_OFFSET_BY_TIMESTAMP: the queue's first offset stored at or after the time."""
+        return await self.api.search_offset(await self._queue_addr(mq), mq, timestamp_ms, self.timeout)
+
+    async def pull(self, mq: MessageQueue, offset: int, max_nums: int, *, sub_expression: str = "*",
+                   group: str = TOOLS_CONSUMER_GROUP) -> PullAnswer:
+        """One PULL_MESSAGE of up to ``max_nums`` messages from ``offset`` (the broker caps an
+        answer), committing nothing and not held by the broker: DefaultMQPullConsumer.pull.
+        Compressed bodies come inflated; each message carries the queue's MIN_OFFSET / MAX_OFFSET
+        properties, as the Java client adds them; a tag expression is applied here too (the
+        broker filters by the tags' hash codes only).
+
+        Raises:
+            BrokerError: refused with another code than a pull's four answers.
+        """
+        addr = await self._queue_addr(mq)
+        header = PullMessageRequestHeader(group, mq.topic, mq.queue_id, offset, max_nums, _SYSFLAG_SUBSCRIPTION, 0,
+                                          20_000, 0, sub_expression, "TAG")
+        fut, _conn, _opaque = self.api.pull_message(addr, header.to_fields(), int(self.timeout * 1000))
+        resp = await fut
+        status = _PULL_STATUS.get(resp.code)
+        if status is None:
+            raise BrokerError.for_code(resp.code, resp.remark)
+        msgs = decode_pull_body(resp.body or b"") if status == "FOUND" else []
+        sub = build_subscription(mq.topic, sub_expression)
+        if not sub.subscribes_all:
+            msgs = [m for m in msgs if m.tags in sub.tags_set]
+        lo, hi = ext_int(resp, "minOffset", 0) or 0, ext_int(resp, "maxOffset", 0) or 0
+        for m in msgs:
+            if m.sys_flag & MessageSysFlag.COMPRESSED:
+                m.body = inflate_body(m.body)
+            m.properties[MessageConst.MIN_OFFSET] = str(lo)
+            m.properties[MessageConst.MAX_OFFSET] = str(hi)
+        return PullAnswer(status, ext_int(resp, "nextBeginOffset", offset) or offset, lo, hi, msgs)
+
+    # ------------------------------------------------------------ NameServer configuration, KV config
+
+    def _namesrvs(self, namesrv_addrs: Sequence[str] | None) -> list[str]:
+        return list(namesrv_addrs) if namesrv_addrs else list(self.remoting.namesrv_addrs)
+
+    async def namesrv_config(self, namesrv_addrs: Sequence[str] | None = None) -> dict[str, dict[str, str]]:
+        """getNamesrvConfig: each NameServer's configuration (of the list, or of these), by address."""
+        out: dict[str, dict[str, str]] = {}
+        for ns in self._namesrvs(namesrv_addrs):
+            resp = await self._broker(ns, RequestCode.GET_NAMESRV_CONFIG)
+            out[ns] = dict(sorted(parse_properties_body(bytes(resp.body or b"")).items()))
+        return out
+
+    async def update_namesrv_config(self, props: dict[str, str],
+                                    namesrv_addrs: Sequence[str] | None = None) -> list[str]:
+        """updateNamesrvConfig: set these keys on each NameServer; the addresses changed.
+
+        Raises:
+            BrokerError: a NameServer refused (NO_PERMISSION for its black-listed keys).
+        """
+        body = dump_properties(props).encode("utf-8")
+        addrs = self._namesrvs(namesrv_addrs)
+        for ns in addrs:
+            await self._broker(ns, RequestCode.UPDATE_NAMESRV_CONFIG, body=body)
+        return addrs
+
+    async def _each_namesrv(self, code: int, fields: dict[str, str]) -> list[str]:
+        """The request to every NameServer of the list, each asked even when one refuses, the last
+        refusal raised after (MQClientAPIImpl.putKVConfigValue / deleteKVConfigValue)."""
+        refused: BrokerError | None = None
+        for ns in self.remoting.namesrv_addrs:
+            try:
+                await self._broker(ns, code, fields)
+            except BrokerError as exc:
+                refused = exc
+        if refused is not None:
+            raise refused
+        return list(self.remoting.namesrv_addrs)
+
+    async def put_kv_config(self, namespace: str, key: str, value: str) -> list[str]:
+        """updateKvConfig: ``namespace``/``key`` = ``value`` on every NameServer (PUT_KV_CONFIG)."""
+        return await self._each_namesrv(RequestCode.PUT_KV_CONFIG,
+                                        {"namespace": namespace, "key": key, "value": value})
+
+    async def delete_kv_config(self, namespace: str, key: str) -> list[str]:
+        """deleteKvConfig: remove ``namespace``/``key`` from every NameServer (DELETE_KV_CONFIG)."""
+        return await self._each_namesrv(RequestCode.DELETE_KV_CONFIG, {"namespace": namespace, "key": key})
+
+    async def kv_config(self, namespace: str, key: str) -> str | None:
+        """GET_KV_CONFIG of the list's first NameServer: the value, None when it has none."""
+        try:
+            resp = await self._broker(self.remoting.namesrv_addrs[0], RequestCode.GET_KV_CONFIG,
+                                      {"namespace": namespace, "key": key})
+        except QueryNotFoundError:
+            return None
+        return (resp.ext_fields or {}).get("value")

@@ -310,3 +310,106 @@ def test_progress_shows_on_a_terminal_only(servers: tuple[ServerProcess, ServerP
         assert b"\n" not in seen and seen.endswith(b"\r"), (args, seen)  # the line is wiped, nothing left
         piped = admin(*args, "-n", ns.addr)
         assert piped.returncode == 0 and piped.stderr == "", (args, piped.stderr)
+
+
+def test_consume_message(servers: tuple[ServerProcess, ServerProcess]) -> None:
+    """consumeMessage (ConsumeMessageCommand): its three modes, its lines and its refusals."""
+    from fastmq.protocol.message_queue import MessageQueue
+    ns, b = servers
+    topic = "AdminConsumeTopic"
+    assert admin("updateTopic", "-n", ns.addr, "-b", b.addr, "-t", topic, "-r", "2", "-w", "2").returncode == 0
+    until(lambda: topic in ok_json("topicList", "-n", ns.addr))
+    q0, q1 = MessageQueue(topic, BROKER, 0), MessageQueue(topic, BROKER, 1)
+    with Producer("AdminConsumePG", namesrv_addr=ns.addr) as p:
+        sent = [p.send_to_queue(Message(topic, b"q0-%d" % i, properties={"TAGS": "tA"}), q0) for i in range(5)]
+        sent += [p.send_to_queue(Message(topic, b"q1-%d" % i, properties={"TAGS": "tB"}), q1) for i in range(3)]
+
+    def bodies(*args: str) -> list[str]:
+        return [m["body"] for pull in ok_json("consumeMessage", "-n", ns.addr, "-t", topic, *args)["pulls"]
+                for m in pull["messages"]]
+
+    # DEFAULT: every queue, oldest first
+    assert bodies() == [f"q0-{i}" for i in range(5)] + [f"q1-{i}" for i in range(3)]
+    r = admin("consumeMessage", "-n", ns.addr, "-t", topic)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines.count("Consume ok") == 2 and len([x for x in lines if x.startswith("MSGID: ")]) == 8
+    first = next(x for x in lines if x.startswith("MSGID: "))
+    assert first.startswith(f"MSGID: {sent[0].msg_id} MessageExt [brokerName={BROKER}, queueId=0, ")
+    assert f"msgId={sent[0].offset_msg_id}," in first and "MIN_OFFSET=0" in first and first.endswith(" BODY: q0-0")
+    assert "body=[113, 48, 45, 48]" in first and "TAGS=tA" in first  # Arrays.toString of the body's bytes
+    assert f"MessageQueue [topic={topic}, brokerName={BROKER}, queueId=1] print msg finished. " \
+           "status=NO_NEW_MSG, offset=3" in lines
+    # -c: the older ones of the first queue only
+    r = admin("consumeMessage", "-n", ns.addr, "-t", topic, "-c", "3")
+    assert "The older 3 message of the 0 queue will be provided" in r.stdout.splitlines()
+    assert bodies("-c", "3") == ["q0-0", "q0-1", "q0-2"]
+    assert bodies("-s", "2000-01-01#00:00:00:000") == bodies()  # a time range, searched per queue
+    # BYQUEUE and BYOFFSET
+    assert bodies("-b", BROKER, "-i", "1") == ["q1-0", "q1-1", "q1-2"]
+    assert bodies("-b", BROKER, "-i", "0", "-o", "3") == ["q0-3", "q0-4"]
+    r = admin("consumeMessage", "-n", ns.addr, "-t", topic, "-b", BROKER, "-i", "0", "-c", "2")
+    assert r.stdout.splitlines()[0] == "The oldler 2 message will be provided"
+    assert bodies("-b", BROKER, "-i", "0", "-c", "2") == ["q0-0", "q0-1"]
+    r = admin("consumeMessage", "-n", ns.addr, "-t", topic, "-b", BROKER, "-i", "0", "-o", "99")
+    assert r.returncode == 0 and r.stdout.strip() == f"{q0} no matched msg, offset=99"
+    # the library under it
+    with Admin(ns.addr) as a:
+        got = a.pull(q1, 1, 32)
+        assert got.status == "FOUND" and [bytes(m.body) for m in got.messages] == [b"q1-1", b"q1-2"]
+        assert (got.next_begin_offset, a.max_offset(q1), a.pull(q1, 3, 32).status) == (3, 3, "NO_NEW_MSG")
+    # its refusals, in its words (exit 2, one line)
+    future = str(int(time.time() * 1000) + 3_600_000)
+    for args, text in ((["-i", "0"], "Please set the brokerName before queueId!"),
+                       (["-b", BROKER, "-o", "1"], "Please set queueId before offset!"),
+                       (["-c", "0"], "Please input a positive messageNumber!"),
+                       (["-s", future], "Please set the beginTimestamp before now!"),
+                       (["-e", future], "Please set the endTimestamp before now!"),
+                       (["-s", "2000", "-e", "1000"], "Please make sure that the beginTimestamp is less than or "
+                                                      "equal to the endTimestamp"),
+                       (["-s", "yesterday"], "-s 'yesterday'")):
+        r = admin("consumeMessage", "-n", ns.addr, "-t", topic, *args)
+        assert (r.returncode, r.stdout) == (2, "") and text in r.stderr and r.stderr.count("\n") == 1, (args, r)
+    assert admin("consumeMessage", "-n", ns.addr, "-t", "NoSuchTopic").returncode == 4
+    r = admin("consumeMessage", "-n", ns.addr, "-t", topic, "-b", "no-such-broker", "-i", "0")
+    assert r.returncode == 1 and "no-such-broker" in r.stderr
+
+    # printMsg (PrintMessageSubCommand): every queue, a header line and a rule each, tags filtered
+    r = admin("printMsg", "-n", ns.addr, "-t", topic)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0] == f"minOffset=0, maxOffset=5, {q0}" and lines.count("-" * 56) == 2
+    assert len([x for x in lines if x.startswith("MSGID: ")]) == 8 and "Consume ok" not in lines
+    data = ok_json("printMsg", "-n", ns.addr, "-t", topic, "-s", "tB")
+    assert [m["body"] for p in data["pulls"] for m in p["messages"]] == ["q1-0", "q1-1", "q1-2"]
+    assert [(q["queueId"], q["minOffset"], q["maxOffset"]) for q in data["queues"]] == [(0, 0, 5), (1, 0, 3)]
+    r = admin("printMsg", "-n", ns.addr, "-t", topic, "-d", "false", "-b", "2000-01-01#00:00:00:000")
+    assert r.stdout.count("BODY: NOT PRINT BODY") == 8
+    assert admin("printMsg", "-n", ns.addr, "-t", topic, "-c", "NoSuchCharset").returncode == 2
+
+
+def test_namesrv_and_kv_config(servers: tuple[ServerProcess, ServerProcess]) -> None:
+    """getNamesrvConfig / updateNamesrvConfig, updateKvConfig / deleteKvConfig."""
+    ns, _b = servers
+    conf = ok_json("getNamesrvConfig", "-n", ns.addr)
+    assert conf[ns.addr]["orderMessageEnable"] == "false"
+    text = admin("getNamesrvConfig", "-n", ns.addr).stdout
+    assert text.startswith(f"============{ns.addr}============\n") and "orderMessageEnable" in text
+    r = admin("updateNamesrvConfig", "-n", ns.addr, "-k", "orderMessageEnable", "-v", "true")
+    assert r.returncode == 0 and r.stdout == f"update name server config success![{ns.addr}]\norderMessageEnable : true\n"
+    try:
+        assert ok_json("getNamesrvConfig", "-n", ns.addr)[ns.addr]["orderMessageEnable"] == "true"
+    finally:
+        assert admin("updateNamesrvConfig", "-n", ns.addr, "-k", "orderMessageEnable", "-v", "false").returncode == 0
+    r = admin("updateNamesrvConfig", "-n", ns.addr, "-k", "kvConfigPath", "-v", "/tmp/x")
+    assert r.returncode == 1 and "black list" in r.stderr and r.stderr.count("\n") == 1
+    assert admin("updateNamesrvConfig", "-n", ns.addr, "-k", "orderMessageEnable").returncode == 2
+
+    r = admin("updateKvConfig", "-n", ns.addr, "-s", "AdminNS", "-k", "k1", "-v", "v1")
+    assert r.returncode == 0 and r.stdout == "create or update kv config to namespace success.\n", r.stderr
+    with Admin(ns.addr) as a:
+        assert a.kv_config("AdminNS", "k1") == "v1"
+        r = admin("deleteKvConfig", "-n", ns.addr, "-s", "AdminNS", "-k", "k1")
+        assert r.returncode == 0 and r.stdout == "delete kv config from namespace success.\n", r.stderr
+        assert a.kv_config("AdminNS", "k1") is None
+    assert admin("updateKvConfig", "-n", ns.addr, "-k", "k1", "-v", "v1").returncode == 2  # no -s
