@@ -430,7 +430,7 @@ async def test_send_back_goes_to_retry_then_dlq(fastmq_cluster: EmbeddedCluster,
     assert rm.body == b"retry me" and rm.reconsume_times == 1
     assert rm.properties["RETRY_TOPIC"] == "ProcRetry" and rm.properties["KEYS"] == "rk"
     assert rm.properties["ORIGIN_MESSAGE_ID"] == m.msg_id
-    # past maxReconsumeTimes: straight to %DLQ%group (1 queue, write-only)
+    # past maxReconsumeTimes: straight to %DLQ%group (1 queue, readable and writable as 4.9.8 makes it)
     dead = create_request(RequestCode.CONSUMER_SEND_MSG_BACK, {"group": "CG_RETRY", "delayLevel": 0,
                                                                "offset": rm.commit_log_offset, "maxReconsumeTimes": 1})
     r = await client.invoke(broker.addr, dead, 5)
@@ -439,7 +439,8 @@ async def test_send_back_goes_to_retry_then_dlq(fastmq_cluster: EmbeddedCluster,
                                                          {"topic": "%DLQ%CG_RETRY", "queueId": 0}), 5)
     assert mx.ext_fields["offset"] == "1"
     p = await client.invoke(broker.addr, pull_request("%DLQ%CG_RETRY", 0, 0, group="CG_RETRY"), 5)
-    assert p.code == ResponseCode.NO_PERMISSION
+    assert p.code == ResponseCode.SUCCESS, p.remark
+    assert [d.body for d in decode_records(p.body)] == [b"retry me"]
     # a commit-log offset with no message
     r = await client.invoke(broker.addr, create_request(RequestCode.CONSUMER_SEND_MSG_BACK, {
         "group": "CG_RETRY", "delayLevel": 0, "offset": 10**12}), 5)
