@@ -17,7 +17,7 @@ from fastmq.protocol.message_const import NAME_VALUE_SEPARATOR as _NV_STR, PROPE
 from .bigendian cimport get32 as _get32, put32 as _put32, put64 as _put64
 from .bytebuf cimport bytebuf_reserve
 from .javahash cimport jhash
-from .properties cimport name_is
+from .properties cimport name_is, topic_char
 from .send_batch_c cimport (C_FLAGS, C_KEY, C_PHYS, C_POS, C_QID, C_QOFF, C_REQ, C_SIZE, C_TAGS, F_INDEX, F_WAIT,
                             NCOLS, SendBatch)
 from .wire_facts cimport *
@@ -182,11 +182,6 @@ def end_fields(object fields, object legal_groups):
         return None
 
 
-cdef inline bint _topic_char(uint8_t c) noexcept:
-    return ((48 <= c <= 57) or (65 <= c <= 90) or (97 <= c <= 122) or c == 37 or c == 124 or c == 95
-            or c == 45)
-
-
 cdef int64_t _add(SendBatch b, Py_ssize_t size, int64_t key, int64_t tags, int64_t flags, int64_t qid) except -1:
     """A row for the record just written at the end of the staging buffer."""
     cdef int64_t* c
@@ -258,7 +253,7 @@ def end_records(const uint8_t[::1] half, long long half_offset, bytes half_topic
                 or pr.real_topic.n > MAX_TOPIC or pr.real_qid.n == 0 or pr.real_qid.n > 10):
             return None
         for i in range(pr.real_topic.n):
-            if not _topic_char(pr.real_topic.p[i]):
+            if not topic_char(pr.real_topic.p[i]):
                 return None
         for i in range(pr.real_qid.n):
             if not (48 <= pr.real_qid.p[i] <= 57):

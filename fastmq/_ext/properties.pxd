@@ -22,31 +22,6 @@ cdef inline bint name_is(const uint8_t* k, Py_ssize_t kn, const char* name, Py_s
     return kn == nn and memcmp(k, name, nn) == 0
 
 
-cdef inline int next_pair(const uint8_t* p, Py_ssize_t n, Py_ssize_t* i, Py_ssize_t* ks, Py_ssize_t* kn,
-                          Py_ssize_t* vs, Py_ssize_t* vn) noexcept nogil:
-    """The stored pair at ``p[i[0]:]`` of a properties string whose pairs all end in the property
-    separator (the stored form; the caller checks the last byte): its name and value spans, ``i``
-    moved past it. 1 a pair, 0 the end, -1 not a pair (no name, no separator, a stray one)."""
-    cdef Py_ssize_t j = i[0]
-    if j >= n:
-        return 0
-    ks[0] = j
-    while j < n and p[j] != NAME_VALUE_SEPARATOR and p[j] != PROPERTY_SEPARATOR:
-        j += 1
-    if j >= n or p[j] != NAME_VALUE_SEPARATOR or j == ks[0]:
-        return -1
-    kn[0] = j - ks[0]
-    j += 1
-    vs[0] = j
-    while j < n and p[j] != PROPERTY_SEPARATOR:
-        if p[j] == NAME_VALUE_SEPARATOR:
-            return -1
-        j += 1
-    vn[0] = j - vs[0]
-    i[0] = j + 1
-    return 1
-
-
 cdef inline bint topic_char(uint8_t c) noexcept nogil:
     """A character the store takes in a topic name: ``[%|a-zA-Z0-9_-]``."""
     return ((48 <= c <= 57) or (65 <= c <= 90) or (97 <= c <= 122) or c == 37 or c == 124 or c == 95

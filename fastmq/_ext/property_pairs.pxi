@@ -1,6 +1,6 @@
 # The pair reader of a properties string (``name\x01value\x02`` pairs), included by the compiled
-# stages that match names pair by pair: send_c (a request's properties) and end_transaction_c (a
-# stored half's). Included rather than cimported: each module's copy is inlined into its own scan
+# stages that match names pair by pair: send_c (a request's properties), end_transaction_c (a
+# stored half's) and timer_deliver_c (a held timer message's). Included rather than cimported: each module's copy is inlined into its own scan
 # loop, where a shared inline from a .pxd cost the lone send's scan measurably.
 # The including module cimports wire_facts (NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR).
 

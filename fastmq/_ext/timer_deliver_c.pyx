@@ -13,10 +13,12 @@ from fastmq.protocol.message_const import MessageConst
 from .bigendian cimport get32 as _get32, get64 as _get64, put32 as _put32, put64 as _put64
 from .bytebuf cimport bytebuf_reserve
 from .javahash cimport jhash
-from .properties cimport name_is, next_pair, topic_char
+from .properties cimport name_is, topic_char
 from .send_batch_c cimport (C_FLAGS, C_KEY, C_PHYS, C_POS, C_QID, C_QOFF, C_REQ, C_SIZE, C_TAGS, F_INDEX, NCOLS,
                             SendBatch)
 from .wire_facts cimport *
+
+include "property_pairs.pxi"
 
 __all__ = ["delivered_records"]
 
@@ -72,7 +74,7 @@ cdef inline int _dropped(const uint8_t* k, Py_ssize_t kn) noexcept:
 cdef HeldProps _scan(const uint8_t* p, Py_ssize_t n) noexcept:
     cdef HeldProps r
     cdef Py_ssize_t i = 0, ks = 0, kn = 0, vs = 0, vn = 0
-    cdef int d, k
+    cdef int d
     r.ok = 1
     r.index = 0
     r.kept = 0
@@ -83,10 +85,11 @@ cdef HeldProps _scan(const uint8_t* p, Py_ssize_t n) noexcept:
     if n == 0 or p[n - 1] != PROP_SEP:
         r.ok = 0
         return r
-    while True:
-        k = next_pair(p, n, &i, &ks, &kn, &vs, &vn)
-        if k <= 0:
-            r.ok = k == 0
+    while i < n:  # (the last pair ends in a separator: checked above)
+        ks = i
+        i = next_pair(p, n, i, &kn, &vs, &vn)
+        if i < 0:
+            r.ok = 0
             return r
         d = _dropped(p + ks, kn)
         if d == 1:
@@ -104,6 +107,7 @@ cdef HeldProps _scan(const uint8_t* p, Py_ssize_t n) noexcept:
                     p + ks, kn, PROP_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, PROP_UNIQ_CLIENT_MESSAGE_ID_KEYIDX_LEN)):
                 if vn > 0:
                     r.index = 1
+    return r
 
 
 @cython.boundscheck(False)
