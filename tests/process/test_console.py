@@ -150,10 +150,11 @@ def _shots() -> Path:
     return Path(os.environ.get("FASTMQ_CONSOLE_SCREENSHOTS") or Path(os.environ.get("TMPDIR", "/tmp")) / "fastmq-console")
 
 
-def _http(url: str, *, data: Any = None, headers: dict[str, str] | None = None) -> tuple[int, Any]:
+def _http(url: str, *, data: Any = None, headers: dict[str, str] | None = None,
+          method: str | None = None) -> tuple[int, Any]:
     req = urllib.request.Request(url, data=None if data is None else json.dumps(data).encode(),
                                  headers={"Content-Type": "application/json", **(headers or {})},
-                                 method="GET" if data is None else "POST")
+                                 method=method or ("GET" if data is None else "POST"))
     try:
         with urllib.request.urlopen(req, timeout=15) as r:
             return r.status, json.loads(r.read())
@@ -368,7 +369,13 @@ def test_api_writes_of_topics_and_groups_are_guarded(console: Console) -> None:
     group = {"groupName": MADE_GROUP, "cluster": "DefaultCluster", "retryMaxTimes": "many", "confirm": MADE_GROUP}
     status, body = _http(console.url + "api/groups", data=group, headers=token)
     assert status == 400 and "retryMaxTimes" in body["error"]
-    assert MADE_TOPIC not in _http(console.url + "api/topics")[1]["topics"]
+    gone = {"cluster": "DefaultCluster", "confirm": TOPIC}
+    assert _http(console.url + f"api/topics/{TOPIC}", data=gone, method="DELETE")[0] == 403  # no token
+    status, body = _http(console.url + f"api/groups/{LAG_GROUP}", data={**gone, "confirm": TOPIC}, headers=token,
+                         method="DELETE")
+    assert status == 400 and "not confirmed" in body["error"]
+    topics = [t["topic"] for t in _http(console.url + "api/topics")[1]["topics"]]
+    assert TOPIC in topics and MADE_TOPIC not in topics
     # the query by time is bounded, and says when the bound cut it
     status, body = _http(console.url + f"api/messages?topic={TOPIC}&begin=0&end={int(time.time() * 1000)}&max=3")
     assert status == 200 and len(body["messages"]) == 3 and body["more"] is True
