@@ -18,7 +18,7 @@ import logging
 import os
 import sys
 import time
-from typing import Any, Callable, Coroutine, Sequence
+from typing import Any, Callable, Coroutine, Sequence, TypeVar
 
 from .client.admin import (TOOLS_CONSUMER_GROUP, Admin, SubscriptionGroupConfig, TopicNotFoundError, message_obj,
                            trace_obj)
@@ -26,7 +26,7 @@ from .client.acl import SessionCredentials
 from .client.trace_query import TraceRecord
 from .common.progress import Progress
 from .errors import BrokerError, ClientError, RemotingError, TopicNotExistError
-from .protocol.message import Message, MessageExt
+from .protocol.message import Message, MessageExt, java_string_hash
 from .protocol.message_queue import MessageQueue
 
 __all__ = ["main", "EXIT_OK", "EXIT_FAILED", "EXIT_USAGE", "EXIT_UNREACHABLE", "EXIT_NOT_FOUND"]
@@ -317,10 +317,36 @@ async def query_msg_by_offset(admin: Admin, a: argparse.Namespace) -> Result:
     return message_obj(m), _message_text(m)
 
 
+_T = TypeVar("_T")
+
+
+def _java_hash_order(items: Sequence[_T], hashes: Sequence[int]) -> list[_T]:
+    """The order a java.util.HashMap or HashSet that ``items`` were added to in turn iterates
+    them (mqadmin prints properties and walks queues in it): by bucket, the hash spread as
+    HashMap.hash does and masked by the table size the count grew it to; a bucket keeps its
+    insertion order (a resize splits buckets without reordering)."""
+    cap = 16
+    while len(items) > cap * 3 // 4:
+        cap *= 2
+
+    def bucket(h: int) -> int:
+        h &= 0xFFFFFFFF
+        return (h ^ (h >> 16)) & (cap - 1)
+    return [items[i] for i in sorted(range(len(items)), key=lambda i: bucket(hashes[i]))]
+
+
+def _java_queue_order(mqs: Sequence[MessageQueue]) -> list[MessageQueue]:
+    """fetchSubscribeMessageQueues' HashSet order (MessageQueue.hashCode: broker name, queue id,
+    topic, 31 apart)."""
+    return _java_hash_order(mqs, [(31 * (31 * (31 + java_string_hash(q.broker_name)) + q.queue_id)
+                                   + java_string_hash(q.topic)) for q in mqs])
+
+
 def _java_message(m: MessageExt, broker_name: str, charset: str = "utf-8", body: bool = True) -> str:
     """A pulled message as mqadmin's printMessage prints it: its id (UNIQ_KEY, else the offset
     id), Java's MessageExt.toString() and the body decoded with ``charset`` (or NOT PRINT BODY)."""
-    props = ", ".join(f"{k}={v}" for k, v in m.properties.items())
+    keys = list(m.properties)
+    props = ", ".join(f"{k}={m.properties[k]}" for k in _java_hash_order(keys, [java_string_hash(k) for k in keys]))
     raw = bytes(m.body)
     fields = (f"brokerName={broker_name}, queueId={m.queue_id}, storeSize={m.store_size}, "
               f"queueOffset={m.queue_offset}, sysFlag={m.sys_flag}, bornTimestamp={m.born_timestamp}, "
@@ -406,7 +432,7 @@ async def consume_message(admin: Admin, a: argparse.Namespace) -> Result:
     run = _Pulls(admin, (a.consumer_group or "").strip() or TOOLS_CONSUMER_GROUP)
     if a.queue_id is None:  # DEFAULT: every queue, oldest first, ``count`` in all
         left = count
-        for mq in await admin.subscribe_queues(topic):
+        for mq in _java_queue_order(await admin.subscribe_queues(topic)):
             if left == 0:
                 break
             lo, hi = await run.bounds(mq, begin, end)
@@ -444,7 +470,7 @@ async def print_msg(admin: Admin, a: argparse.Namespace) -> Result:
     run = _Pulls(admin, sub=(a.sub or "*").strip(), charset=charset,
                  body=a.print_body is None or a.print_body.strip().lower() == "true")
     queues: list[dict[str, Any]] = []
-    for mq in await admin.subscribe_queues(topic):
+    for mq in _java_queue_order(await admin.subscribe_queues(topic)):
         lo = await admin.min_offset(mq) if begin is None else await admin.search_offset(mq, begin)
         hi = await admin.max_offset(mq) if end is None else await admin.search_offset(mq, end)
         queues.append({**mq.to_obj(), "minOffset": lo, "maxOffset": hi})

@@ -760,6 +760,10 @@ class Admin:
     def pull(self, mq: MessageQueue, offset: int, max_nums: int, **kw: Any) -> _admin.PullAnswer:
         return self._call(self._core.pull(mq, offset, max_nums, **kw))
 
+    def messages_by_time(self, topic: str, begin_ms: int, end_ms: int, max_num: int = _admin.MESSAGES_BY_TIME_MAX
+                         ) -> list[MessageExt]:
+        return self._call(self._core.messages_by_time(topic, begin_ms, end_ms, max_num))
+
     def namesrv_config(self, namesrv_addrs: Sequence[str] | None = None) -> dict[str, dict[str, str]]:
         return self._call(self._core.namesrv_config(namesrv_addrs))
 

@@ -61,6 +61,8 @@ __all__ = ["Admin", "TopicNotFoundError", "QueueOffsets", "QueueProgress", "Pull
 
 #: the group the admin tool pulls as unless told (MixAll.TOOLS_CONSUMER_GROUP)
 TOOLS_CONSUMER_GROUP = "TOOLS_CONSUMER"
+#: The most messages a query by topic and time returns (rocketmq-dashboard's bound).
+MESSAGES_BY_TIME_MAX = 2000
 _PULL_STATUS: dict[int, str] = {ResponseCode.SUCCESS: "FOUND", ResponseCode.PULL_NOT_FOUND: "NO_NEW_MSG",
                                ResponseCode.PULL_RETRY_IMMEDIATELY: "NO_MATCHED_MSG", ResponseCode.PULL_OFFSET_MOVED: "OFFSET_ILLEGAL"}
 _SYSFLAG_SUBSCRIPTION = 4  # PullSysFlag: a pull that carries its subscription, neither commit nor suspend
@@ -707,6 +709,40 @@ class Admin:
             m.properties[MessageConst.MIN_OFFSET] = str(lo)
             m.properties[MessageConst.MAX_OFFSET] = str(hi)
         return PullAnswer(status, ext_int(resp, "nextBeginOffset", offset) or offset, lo, hi, msgs)
+
+    async def messages_by_time(self, topic: str, begin_ms: int, end_ms: int,
+                               max_num: int = MESSAGES_BY_TIME_MAX) -> list[MessageExt]:
+        """The topic's messages stored from ``begin_ms`` to ``end_ms`` (both included), at most
+        ``max_num``, newest first: the dashboard's query by topic and time. Each readable queue
+        in turn: SEARCH_OFFSET_BY_TIMESTAMP of the two times, then pulls of 32 between them
+        until ``max_num`` are found (so a full answer holds the first queues' messages).
+
+        Raises:
+            ClientError: ``end_ms`` before ``begin_ms`` or ``max_num`` not positive.
+            TopicNotFoundError: no broker has the topic.
+        """
+        if end_ms < begin_ms:
+            raise ClientError("the end time is before the begin time")
+        if max_num <= 0:
+            raise ClientError("max_num must be positive")
+        out: list[MessageExt] = []
+        for mq in await self.subscribe_queues(topic):
+            offset = await self.search_offset(mq, begin_ms)
+            # the first offset stored at or after the end: pulled too, its time decides
+            last = await self.search_offset(mq, end_ms)
+            # every pull moves on or stops: the span bounds the loop
+            for _ in range(max(0, last - offset) // 32 + 2):
+                if offset > last or len(out) >= max_num:
+                    break
+                r = await self.pull(mq, offset, 32)
+                out += [m for m in r.messages if begin_ms <= m.store_timestamp <= end_ms]
+                if r.status != "FOUND" or r.next_begin_offset <= offset:
+                    break
+                offset = r.next_begin_offset
+            if len(out) >= max_num:
+                break
+        out.sort(key=lambda m: (m.store_timestamp, m.commit_log_offset), reverse=True)
+        return out[:max_num]
 
     # ------------------------------------------------------------ NameServer configuration, KV config
 

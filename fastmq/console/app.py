@@ -6,10 +6,18 @@
     GET  /api/topics, /api/topics/{topic}   topic list; one topic's route and queue offsets
     GET  /api/groups, /api/groups/{group}   groups with lag; one group's queues, clients, lag history
     GET  /api/message?id=&topic=&key=       messages by id or key, each with its trace
+    GET  /api/messages?topic=&begin=&end=   messages stored between two times (ms), newest first, bounded
+    GET  /api/producers?topic=&group=       a producer group's connections
     GET  /api/dlq/{group}                   the group's dead letters and clients
     GET  /api/brokers/{addr}/config         a broker's configuration
     POST /api/dlq/{group}/resend            {msgId, clientId, confirm: msgId}
     POST /api/groups/{group}/reset-offset   {topic, timestamp, confirm: group}
+    POST /api/topics                        create/update: {topic, cluster | brokerAddr, readQueueNums,
+                                            writeQueueNums, perm, order, confirm: topic}
+    DELETE /api/topics/{topic}              {cluster, confirm: topic}
+    POST /api/groups                        create/update: {groupName, cluster | brokerAddr, the group's
+                                            settings as SubscriptionGroupConfig's JSON, confirm: groupName}
+    DELETE /api/groups/{group}              {cluster | brokerAddr, removeOffset, confirm: group}
 """
 from __future__ import annotations
 
@@ -26,7 +34,8 @@ from aiohttp import web
 
 from ..client.acl import SessionCredentials
 from ..client.admin import Admin, TopicNotFoundError
-from ..errors import BrokerError, ClientError, RemotingError, TopicNotExistError
+from ..errors import BrokerError, ClientError, RemotingCommandError, RemotingError, TopicNotExistError
+from ..protocol.bodies import SubscriptionGroupConfig
 from . import views
 from .guard import SECURITY_HEADERS, Guard, Refusal
 from .history import LagHistory
@@ -108,6 +117,8 @@ async def _guarded(request: web.Request, handler: Handler) -> web.StreamResponse
         response = _json({"error": str(exc)}, 404)
     except web.HTTPException as exc:
         response = _json({"error": exc.reason}, exc.status)
+    except RemotingCommandError as exc:  # a write's fields the protocol cannot carry
+        response = _json({"error": str(exc)}, 400)
     except RemotingError as exc:
         response = _json({"error": f"cannot reach the NameServer or a broker: {exc}"}, 502)
     except (BrokerError, ClientError) as exc:
@@ -185,6 +196,29 @@ async def message(request: web.Request) -> web.StreamResponse:
                                             key=q.get("key", "").strip(), trace_topic=c.settings.trace_topic))
 
 
+def _ms(text: str, what: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise Refusal(400, f"{what}: ms since the epoch") from None
+
+
+async def messages(request: web.Request) -> web.StreamResponse:
+    q = request.query
+    now = int(time.time() * 1000)
+    begin = _ms(q.get("begin", "").strip() or str(now - 3600_000), "begin")
+    end = _ms(q.get("end", "").strip() or str(now), "end")
+    limit = _ms(q.get("max", "").strip() or str(views.TIME_QUERY_MAX), "max")
+    return _json(await views.messages_by_time(request.app[_CONSOLE].admin, q.get("topic", "").strip(), begin, end,
+                                              limit))
+
+
+async def producers(request: web.Request) -> web.StreamResponse:
+    q = request.query
+    return _json(await views.producers(request.app[_CONSOLE].admin, q.get("topic", "").strip(),
+                                       q.get("group", "").strip()))
+
+
 async def dlq(request: web.Request) -> web.StreamResponse:
     return _json(await views.dlq(request.app[_CONSOLE].admin, request.match_info["group"]))
 
@@ -200,15 +234,15 @@ async def broker_config(request: web.Request) -> web.StreamResponse:
 
 # ------------------------------------------------------------------ writes
 
-async def _write_body(request: web.Request, target: str | None) -> dict[str, Any]:
+async def _write_body(request: web.Request, target: str | None, field: str = "msgId") -> dict[str, Any]:
     """The checked JSON of a write: same origin, token, confirmation naming ``target`` (None: the
-    body's msgId); and writes allowed on this cluster."""
+    body's ``field``); and writes allowed on this cluster."""
     c = request.app[_CONSOLE]
     try:
         body = await request.json() if request.content_type == "application/json" else None
     except ValueError:
         body = None
-    want = target if target is not None else str(body.get("msgId") or "") if isinstance(body, dict) else ""
+    want = target if target is not None else str(body.get(field) or "") if isinstance(body, dict) else ""
     c.guard.check_write(request.headers, request.content_type, body, want)
     assert isinstance(body, dict)
     if c.settings.credentials is None and await views.acl_enabled(c.admin):
@@ -252,6 +286,80 @@ async def reset_offset(request: web.Request) -> web.StreamResponse:
         {"brokerName": mq.broker_name, "queueId": mq.queue_id, "offset": off} for mq, off in table]})
 
 
+def _int(body: dict[str, Any], key: str, default: int) -> int:
+    v = body.get(key, default)
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise Refusal(400, f"{key}: a whole number")
+    return v
+
+
+async def _where(c: _Console, body: dict[str, Any]) -> dict[str, str | None]:
+    """The brokers a write goes to: a cluster's masters, or one broker of this cluster."""
+    cluster_name, addr = str(body.get("cluster") or "").strip(), str(body.get("brokerAddr") or "").strip()
+    if bool(cluster_name) == bool(addr):
+        raise Refusal(400, "name a cluster or a broker address (one of the two)")
+    if addr and addr not in await views.broker_addrs(c.admin):
+        raise Refusal(400, f"{addr} is not a broker of this cluster")
+    return {"cluster": cluster_name or None, "broker_addr": addr or None}
+
+
+async def update_topic(request: web.Request) -> web.StreamResponse:
+    """updateTopic from the topics page: create or change a topic on a cluster's masters or one
+    broker; the broker's refusal (a reserved or malformed name, too many queues) comes back as is."""
+    c = request.app[_CONSOLE]
+    body = await _write_body(request, None, "topic")
+    name = str(body["topic"])
+    perm = _int(body, "perm", 6)
+    if perm not in (2, 4, 6):
+        raise Refusal(400, "perm: 2 (write), 4 (read) or 6 (read and write)")
+    where = await _where(c, body)
+    log.warning("console: update topic %s on %s", name, where)
+    addrs = await c.admin.update_topic(name, read_queue_nums=_int(body, "readQueueNums", 8),
+                                       write_queue_nums=_int(body, "writeQueueNums", 8), perm=perm,
+                                       order=body.get("order") is True, **where)
+    return _json({"topic": name, "brokers": addrs})
+
+
+async def delete_topic(request: web.Request) -> web.StreamResponse:
+    """deleteTopic: off every master of the cluster, then off the NameServer."""
+    c = request.app[_CONSOLE]
+    name = request.match_info["topic"]
+    body = await _write_body(request, name)
+    cluster_name = str(body.get("cluster") or "").strip()
+    if not cluster_name:
+        raise Refusal(400, "a delete names the cluster")
+    log.warning("console: delete topic %s from %s", name, cluster_name)
+    return _json({"topic": name, "brokers": await c.admin.delete_topic(name, cluster_name)})
+
+
+#: SubscriptionGroupConfig's JSON names (what a group write may set).
+_GROUP_FIELDS = frozenset(SubscriptionGroupConfig("-").to_obj())
+
+
+async def update_group(request: web.Request) -> web.StreamResponse:
+    """updateSubGroup from the groups page: the group's settings (4.9.8's defaults for the ones
+    not given) to a cluster's masters or one broker."""
+    c = request.app[_CONSOLE]
+    body = await _write_body(request, None, "groupName")
+    # the settings the page sends, by SubscriptionGroupConfig's JSON names; its checks refuse bad types
+    config = SubscriptionGroupConfig.from_obj({k: v for k, v in body.items() if k in _GROUP_FIELDS})
+    where = await _where(c, body)
+    log.warning("console: update group %s on %s", config.group_name, where)
+    addrs = await c.admin.update_sub_group(config, **where)
+    return _json({"group": config.to_obj(), "brokers": addrs})
+
+
+async def delete_group(request: web.Request) -> web.StreamResponse:
+    """deleteSubGroup: the group's subscription config (and its offsets with ``removeOffset``)."""
+    c = request.app[_CONSOLE]
+    name = request.match_info["group"]
+    body = await _write_body(request, name)
+    where = await _where(c, body)
+    log.warning("console: delete group %s on %s", name, where)
+    addrs = await c.admin.delete_sub_group(name, remove_offset=body.get("removeOffset") is True, **where)
+    return _json({"group": name, "brokers": addrs})
+
+
 # ------------------------------------------------------------------ the app
 
 def create_app(settings: ConsoleSettings, guard: Guard | None = None) -> web.Application:
@@ -283,6 +391,12 @@ def create_app(settings: ConsoleSettings, guard: Guard | None = None) -> web.App
     r.add_get("/api/brokers/{addr}/config", broker_config)
     r.add_post("/api/dlq/{group}/resend", resend)
     r.add_post("/api/groups/{group}/reset-offset", reset_offset)
+    r.add_get("/api/messages", messages)
+    r.add_get("/api/producers", producers)
+    r.add_post("/api/topics", update_topic)
+    r.add_delete("/api/topics/{topic}", delete_topic)
+    r.add_post("/api/groups", update_group)
+    r.add_delete("/api/groups/{group}", delete_group)
     return app
 
 

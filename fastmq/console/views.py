@@ -11,8 +11,11 @@ from ..errors import BrokerError, ClientError, ConsumerNotOnlineError, RemotingE
 from ..protocol.bodies import MASTER_ID
 from ..protocol.message import MessageFormatError, decode_offset_msg_id
 
-__all__ = ["cluster", "topics", "topic", "group", "message_lookup", "dlq", "broker_addrs", "acl_enabled",
-           "topic_kind"]
+__all__ = ["cluster", "topics", "topic", "group", "message_lookup", "messages_by_time", "producers", "dlq",
+           "broker_addrs", "acl_enabled", "topic_kind", "TIME_QUERY_MAX"]
+
+#: The most messages the query by topic and time lists (rocketmq-dashboard's bound).
+TIME_QUERY_MAX = 2000
 
 #: Prefixes of the topics RocketMQ keeps for a group: retries and dead letters.
 _GROUP_TOPICS = (("%RETRY%", "retry"), ("%DLQ%", "dlq"))
@@ -162,6 +165,29 @@ async def message_lookup(admin: Admin, *, msg_id: str = "", topic: str = "", key
         obj["trace"] = trace
         out.append(obj)
     return {"messages": out}
+
+
+async def messages_by_time(admin: Admin, topic: str, begin_ms: int, end_ms: int,
+                           max_num: int = TIME_QUERY_MAX) -> dict[str, Any]:
+    """Message page, by topic and time: the messages stored between the two times, newest first,
+    at most ``max_num`` (one more is asked for, to say whether the bound cut the list)."""
+    if not topic:
+        raise ClientError("a query by time needs the topic")
+    max_num = max(1, min(max_num, TIME_QUERY_MAX))
+    found = await admin.messages_by_time(topic, begin_ms, end_ms, max_num + 1)
+    return {"topic": topic, "begin": begin_ms, "end": end_ms, "max": max_num, "more": len(found) > max_num,
+            "messages": [message_obj(m) for m in found[:max_num]]}
+
+
+async def producers(admin: Admin, topic: str, group: str) -> dict[str, Any]:
+    """Producer page: the connections of a producer group, from a broker of the topic (as
+    ``mqadmin producerConnection``); an empty list when none is online."""
+    if not topic or not group:
+        raise ClientError("name the topic and the producer group")
+    conns = sorted(await admin.producer_connection(group, topic), key=lambda c: str(c.get("clientId")))
+    return {"topic": topic, "group": group,
+            "connections": [{"clientId": c.get("clientId"), "clientAddr": c.get("clientAddr"),
+                             "language": c.get("language"), "version": c.get("version")} for c in conns]}
 
 
 async def dlq(admin: Admin, name: str, max_num: int = 32) -> dict[str, Any]:

@@ -33,22 +33,32 @@ pytestmark = [pytest.mark.java_rocketmq, pytest.mark.slow,
               pytest.mark.skipif(not CLASSPATH, reason="FASTMQ_ROCKETMQ_CLASSPATH (Java RocketMQ 4.9.8) not set")]
 
 
-def mqadmin(home: Path, *args: str) -> list[list[str]]:
-    """mqadmin's table rows, split on blanks (the header and the empty lines left out)."""
+def mqadmin_text(home: Path, *args: str) -> str:
+    """What mqadmin printed (it exits 0 on success)."""
     r = subprocess.run(["java", *OPENS, f"-Duser.home={home}", "-cp", CLASSPATH,
                         "org.apache.rocketmq.tools.command.MQAdminStartup", *args],
                        capture_output=True, text=True, timeout=120,
                        # (ROCKETMQ_HOME for the tool's logback_tools.xml; without it, exit 0 and no output)
                        env={**os.environ, "ROCKETMQ_HOME": os.environ.get("FASTMQ_ROCKETMQ_HOME", "")})
     assert r.returncode == 0, r.stdout + r.stderr
-    return [line.split() for line in r.stdout.splitlines() if line.strip() and not line.startswith("#")]
+    return r.stdout
+
+
+def mqadmin(home: Path, *args: str) -> list[list[str]]:
+    """mqadmin's table rows, split on blanks (the header and the empty lines left out)."""
+    return [line.split() for line in mqadmin_text(home, *args).splitlines() if line.strip() and not line.startswith("#")]
+
+
+def fastmq_text(*args: str) -> str:
+    """What fastmq-admin printed for people (no --json)."""
+    r = subprocess.run([sys.executable, "-m", "fastmq.admin_cli", *args], capture_output=True,
+                       text=True, timeout=60, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert r.returncode == 0, r.stderr
+    return r.stdout
 
 
 def fastmq_admin(*args: str) -> Any:
-    r = subprocess.run([sys.executable, "-m", "fastmq.admin_cli", *args, "--json"], capture_output=True,
-                       text=True, timeout=60, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
-    assert r.returncode == 0, r.stderr
-    return json.loads(r.stdout)
+    return json.loads(fastmq_text(*args, "--json"))
 
 
 def traffic(ns: str, topic: str, group: str, sent: int, consumed: int) -> None:
@@ -113,6 +123,56 @@ def test_same_rows_as_mqadmin(fastmq_ns: str, tmp_path: Path) -> None:
     rows = mqadmin(tmp_path, "consumerProgress", "-n", ns)
     ours = fastmq_admin("consumerProgress", "-n", ns)
     assert {r[0]: r[-1] for r in rows} == {g["group"]: str(g["diffTotal"]) for g in ours}
+
+
+def test_newer_commands_print_as_mqadmin(fastmq_ns: str, tmp_path: Path) -> None:
+    """consumeMessage, printMsg, get/updateNamesrvConfig and update/deleteKvConfig: on the same
+    cluster, fastmq-admin prints what mqadmin prints, and a write by one is seen by the other."""
+    ns = fastmq_ns
+    topic = f"AdmP_{uuid.uuid4().hex[:6]}"
+    fastmq_admin("updateTopic", "-n", ns, "-c", "DefaultCluster", "-t", topic, "-r", "2", "-w", "2")
+    deadline = time.monotonic() + 20
+    while topic not in fastmq_admin("topicList", "-n", ns) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    with Producer("AdmPrintPG", namesrv_addr=ns) as p:
+        for i in range(3):
+            p.send(Message(topic, b"body %d" % i, properties={"KEYS": f"k{i}", "TAGS": "tA" if i % 2 else "tB"}))
+
+    def same(*args: str, ordered: bool = True) -> str:
+        theirs, ours = mqadmin_text(tmp_path, *args), fastmq_text(*args)
+        if ordered:
+            assert ours.splitlines() == theirs.splitlines(), (args, theirs, ours)
+        else:
+            assert sorted(ours.splitlines()) == sorted(theirs.splitlines()), (args, theirs, ours)
+        return ours
+
+    assert same("consumeMessage", "-n", ns, "-t", topic).count("MSGID: ") == 3
+    assert "queueId=1" in same("consumeMessage", "-n", ns, "-t", topic, "-b", "broker-a", "-i", "1")
+    same("consumeMessage", "-n", ns, "-t", topic, "-c", "1")
+    assert same("printMsg", "-n", ns, "-t", topic).count("MSGID: ") == 3
+    assert same("printMsg", "-n", ns, "-t", topic, "-s", "tA", "-d", "false").count("NOT PRINT BODY") == 1
+
+    # (mqadmin walks a java.util.Properties, whose order is the JVM's: Hashtable's on Java 8, a
+    # ConcurrentHashMap's from 9 on; fastmq-admin sorts the keys, so the same lines are compared)
+    before = same("getNamesrvConfig", "-n", ns, ordered=False)
+    assert f"============{ns}============" in before
+    # a key both NameServers have; set by mqadmin, seen by fastmq-admin, and back
+    key = "clusterTest"
+    assert key in before
+    same_update = mqadmin_text(tmp_path, "updateNamesrvConfig", "-n", ns, "-k", key, "-v", "true")
+    assert "true" in fastmq_admin("getNamesrvConfig", "-n", ns)[ns][key]
+    assert fastmq_text("updateNamesrvConfig", "-n", ns, "-k", key, "-v", "true").splitlines() == \
+        same_update.splitlines()
+    fastmq_text("updateNamesrvConfig", "-n", ns, "-k", key, "-v", "false")
+    assert same("getNamesrvConfig", "-n", ns, ordered=False) == before
+
+    space, k = "AdmPrintSpace", f"key_{uuid.uuid4().hex[:6]}"
+    theirs = mqadmin_text(tmp_path, "updateKvConfig", "-n", ns, "-s", space, "-k", k, "-v", "v1")
+    ours = fastmq_text("updateKvConfig", "-n", ns, "-s", space, "-k", k, "-v", "v2")
+    assert ours.splitlines() == theirs.splitlines()
+    theirs = mqadmin_text(tmp_path, "deleteKvConfig", "-n", ns, "-s", space, "-k", k)
+    ours = fastmq_text("deleteKvConfig", "-n", ns, "-s", space, "-k", k)
+    assert ours.splitlines() == theirs.splitlines()
 
 
 @pytest.mark.skipif(not JAVA_NAMESRV, reason="FASTMQ_JAVA_NAMESRV (an Apache RocketMQ cluster) not set")

@@ -15,6 +15,7 @@ import pytest
 
 from fastmq.blocking import Admin, Producer, PushConsumer
 from fastmq.client.admin import SubscriptionGroupConfig, TopicNotFoundError
+from fastmq.errors import ClientError
 from fastmq.protocol.message import Message
 from fastmq.testing import ServerProcess, broker_process, free_port, namesrv_process
 
@@ -358,6 +359,14 @@ def test_consume_message(servers: tuple[ServerProcess, ServerProcess]) -> None:
         got = a.pull(q1, 1, 32)
         assert got.status == "FOUND" and [bytes(m.body) for m in got.messages] == [b"q1-1", b"q1-2"]
         assert (got.next_begin_offset, a.max_offset(q1), a.pull(q1, 3, 32).status) == (3, 3, "NO_NEW_MSG")
+        # the console's query by topic and time: newest first, bounded, queue by queue
+        now = int(time.time() * 1000) + 1000
+        by_time = [bytes(m.body).decode() for m in a.messages_by_time(topic, 0, now)]
+        assert sorted(by_time) == sorted(f"q0-{i}" for i in range(5)) + [f"q1-{i}" for i in range(3)]
+        assert [bytes(m.body) for m in a.messages_by_time(topic, 0, now, 3)] == [b"q0-4", b"q0-3", b"q0-2"]
+        assert a.messages_by_time(topic, 0, 1) == []
+        with pytest.raises(ClientError, match="before the begin"):
+            a.messages_by_time(topic, now, 0)
     # its refusals, in its words (exit 2, one line)
     future = str(int(time.time() * 1000) + 3_600_000)
     for args, text in ((["-i", "0"], "Please set the brokerName before queueId!"),

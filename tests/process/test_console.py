@@ -25,6 +25,7 @@ from typing import Any, Iterator
 import pytest
 
 from fastmq.blocking import Admin, Producer, PushConsumer
+from fastmq.client.producer import Producer as AsyncProducer
 from fastmq.client.push_consumer import ConsumeStatus
 from fastmq.protocol.message import Message
 from fastmq.testing import EmbeddedCluster, free_port
@@ -149,10 +150,11 @@ def _shots() -> Path:
     return Path(os.environ.get("FASTMQ_CONSOLE_SCREENSHOTS") or Path(os.environ.get("TMPDIR", "/tmp")) / "fastmq-console")
 
 
-def _http(url: str, *, data: Any = None, headers: dict[str, str] | None = None) -> tuple[int, Any]:
+def _http(url: str, *, data: Any = None, headers: dict[str, str] | None = None,
+          method: str | None = None) -> tuple[int, Any]:
     req = urllib.request.Request(url, data=None if data is None else json.dumps(data).encode(),
                                  headers={"Content-Type": "application/json", **(headers or {})},
-                                 method="GET" if data is None else "POST")
+                                 method=method or ("GET" if data is None else "POST"))
     try:
         with urllib.request.urlopen(req, timeout=15) as r:
             return r.status, json.loads(r.read())
@@ -340,3 +342,116 @@ async def test_dlq_lists_dead_letters_and_resends_one(console: Console) -> None:
         await b.screenshot(_shots() / "dlq-resend.png")
         assert b.console_errors == []
     assert console.resent  # the group's client consumed it
+
+
+MADE_TOPIC, MADE_GROUP, LIVE_PG = "ConsoleMadeTopic", "ConsoleMadeGroup", "ConsoleLivePG"
+
+
+async def _confirm(b: Browser, scope: str, name: str) -> str:
+    """Type ``name`` into the open confirmation under ``scope``, send it, return what it shows."""
+    await b.wait(f"document.querySelector('{scope} .confirm-go')")
+    await b.type(f"{scope} .confirm-input", name)
+    await b.click(f"{scope} .confirm-go")
+    await b.wait(f"document.querySelector('{scope} .confirm .result pre, {scope} .confirm .result .error')", 20)
+    return await b.text(f"{scope} .confirm .result")
+
+
+def test_api_writes_of_topics_and_groups_are_guarded(console: Console) -> None:
+    token = {"X-Fastmq-Token": _http(console.url + "api/session")[1]["token"]}
+    make = {"topic": MADE_TOPIC, "cluster": "DefaultCluster", "confirm": MADE_TOPIC}
+    assert _http(console.url + "api/topics", data=make)[0] == 403  # no token
+    status, body = _http(console.url + "api/topics", data={**make, "confirm": "x"}, headers=token)
+    assert status == 400 and "not confirmed" in body["error"]
+    status, body = _http(console.url + "api/topics", data={**make, "brokerAddr": "10.1.2.3:10911"}, headers=token)
+    assert status == 400 and "one of the two" in body["error"]
+    status, body = _http(console.url + "api/topics", data={**make, "perm": 7}, headers=token)
+    assert status == 400 and "perm" in body["error"]
+    group = {"groupName": MADE_GROUP, "cluster": "DefaultCluster", "retryMaxTimes": "many", "confirm": MADE_GROUP}
+    status, body = _http(console.url + "api/groups", data=group, headers=token)
+    assert status == 400 and "retryMaxTimes" in body["error"]
+    gone = {"cluster": "DefaultCluster", "confirm": TOPIC}
+    assert _http(console.url + f"api/topics/{TOPIC}", data=gone, method="DELETE")[0] == 403  # no token
+    status, body = _http(console.url + f"api/groups/{LAG_GROUP}", data={**gone, "confirm": TOPIC}, headers=token,
+                         method="DELETE")
+    assert status == 400 and "not confirmed" in body["error"]
+    topics = [t["topic"] for t in _http(console.url + "api/topics")[1]["topics"]]
+    assert TOPIC in topics and MADE_TOPIC not in topics
+    # the query by time is bounded, and says when the bound cut it
+    status, body = _http(console.url + f"api/messages?topic={TOPIC}&begin=0&end={int(time.time() * 1000)}&max=3")
+    assert status == 200 and len(body["messages"]) == 3 and body["more"] is True
+    status, body = _http(console.url + f"api/messages?topic={TOPIC}&begin=10&end=5")
+    assert status == 400 and "before the begin" in body["error"]
+
+
+@needs_chromium
+async def test_topic_and_group_writes_producers_and_query_by_time(console: Console) -> None:
+    assert CHROMIUM is not None
+    async with Browser(CHROMIUM) as b:
+        # create a topic from the topics page; a name the broker refuses shows its refusal as text
+        await _open(b, console.url + "#/topics", "topics")
+        await b.wait("document.querySelector('.topic-cluster option')")
+        await b.type(".topic-create .topic-name", "DefaultCluster")
+        await b.click(".topic-create .topic-save")
+        shown = await _confirm(b, ".topic-create", "DefaultCluster")
+        assert "the topic[DefaultCluster] is conflict with system reserved words." in shown
+        await b.screenshot(_shots() / "topic-refused.png")
+        await b.type(".topic-create .topic-name", MADE_TOPIC)
+        await b.type(".topic-create .topic-read", "3")
+        await b.type(".topic-create .topic-write", "3")
+        await b.click(".topic-create .topic-save")
+        assert console.cluster.broker_addr in await _confirm(b, ".topic-create", MADE_TOPIC)
+        await b.wait(f"document.querySelector('table.topics').innerText.includes('{MADE_TOPIC}')")
+        # its page: three queues; then deleted from it
+        await _open(b, console.url + f"#/topic/{MADE_TOPIC}", "topic")
+        await b.wait("document.querySelectorAll('table.queues tbody tr').length === 3")
+        await b.wait("document.querySelector('.topic-writes .delete-cluster option')")
+        await b.click(".topic-writes .delete-open")
+        assert MADE_TOPIC in await _confirm(b, ".topic-writes", MADE_TOPIC)
+        await _open(b, console.url + "#/topics", "topics")
+        await b.wait(f"!document.querySelector('table.topics').innerText.includes('{MADE_TOPIC}')")
+
+        # a consumer group made with its settings, then deleted from its page
+        await _open(b, console.url + "#/groups", "groups")
+        await b.wait("document.querySelector('.group-cluster option')")
+        await b.type(".group-create .group-name", MADE_GROUP)
+        await b.type(".group-create .group-retry-max", "3")
+        await b.click(".group-create .group-save")
+        made = json.loads(await _confirm(b, ".group-create", MADE_GROUP))
+        assert made["group"]["groupName"] == MADE_GROUP and made["group"]["retryMaxTimes"] == 3
+        await b.screenshot(_shots() / "group-create.png")
+        await b.goto(console.url + f"#/group/{MADE_GROUP}")
+        await b.wait("document.querySelector('.page[data-page=group] .delete-cluster option')")
+        await b.click(".page .delete-open")
+        assert MADE_GROUP in await _confirm(b, ".page", MADE_GROUP)
+
+        # messages by topic and time: every message of the last hour, bodies as text, each a link to its lookup
+        await b.goto(console.url + "#/message")
+        await b.wait("document.querySelector('.time-form')")
+        await b.type("input[name=time-topic]", TOPIC)
+        await b.click(".time-form button")
+        await b.wait("document.querySelector('#time-data').getAttribute('data-done')", 20)
+        assert await b.eval("document.querySelectorAll('table.by-time tbody tr').length") == 5 + LAGGING
+        bodies = await b.eval("Array.from(document.querySelectorAll('.time-body')).map(e => e.textContent)")
+        assert EVIL in bodies and "late 2" in bodies
+        assert "At most 2000" in await b.text(".time-count")
+        assert await b.eval("document.querySelectorAll('#main img, #main script').length") == 0
+        await b.screenshot(_shots() / "message-time.png")
+        await b.eval("Array.from(document.querySelectorAll('table.by-time tr')).find("
+                     "r => r.innerText.includes('late 2')).querySelector('a.msg-link').click()")
+        await b.wait("document.querySelector('#data pre.body') && "
+                     "document.querySelector('#data pre.body').textContent === 'late 2'")
+        assert await b.eval("window.__pwned === undefined") is True
+
+        # producers of a group online on a broker of the topic
+        async with AsyncProducer(LIVE_PG, namesrv_addr=console.cluster.namesrv_addr) as p:
+            await p.send(Message(TOPIC, b"from a live producer"))
+            await b.goto(console.url + "#/producer")
+            await b.wait("document.querySelector('.page[data-page=producer] form')")
+            await b.type("input[name=topic]", TOPIC)
+            await b.type("input[name=group]", LIVE_PG)
+            await b.click("form button")
+            await b.wait("document.querySelectorAll('table.producers tbody tr td').length >= 4")
+            row = await b.text("table.producers tbody")
+            assert "PYTHON" in row.upper() or "JAVA" in row.upper()
+            await b.screenshot(_shots() / "producer.png")
+        assert b.console_errors == []

@@ -42,8 +42,8 @@
   function api(path) {
     return fetch(path, { headers: { Accept: "application/json" }, credentials: "same-origin" }).then(answer);
   }
-  function post(path, body) {
-    return fetch(path, { method: "POST", credentials: "same-origin", body: JSON.stringify(body),
+  function post(path, body, method) {
+    return fetch(path, { method: method || "POST", credentials: "same-origin", body: JSON.stringify(body),
       headers: { "Content-Type": "application/json", "X-Fastmq-Token": session.token } }).then(answer);
   }
   function answer(r) {
@@ -101,6 +101,8 @@
       ["normal", "retry", "dlq", "system", "all"].map(function (k) { return h("option", { value: k, text: k, selected: k === topicFilter.kind }); }));
     root.appendChild(h("div", { "class": "inline" }, input, kind));
     data = root.appendChild(h("div", { id: "data" }));
+    root.appendChild(h("h2", { text: "Create or update a topic" }));
+    topicForm(root.appendChild(h("div", { "class": "topic-create" })), null);
     var last = null;
     function draw() {
       if (!last) { return; }
@@ -117,8 +119,16 @@
   pages.topic = function (root, name) {
     root.appendChild(h("h1", null, "Topic ", h("span", { "class": "name", text: name })));
     var data = root.appendChild(h("div", { id: "data" }));
+    var writes = root.appendChild(h("div", { "class": "topic-writes" }));
     return function () {
       return api("/api/topics/" + enc(name)).then(function (j) {
+        if (!writes.firstChild) {  // once: a refresh keeps what the user typed
+          var q = (j.route.queueDatas || [])[0] || {};
+          writes.appendChild(h("h2", { text: "Update" }));
+          topicForm(writes, { topic: name, read: q.readQueueNums || 8, write: q.writeQueueNums || 8, perm: q.perm || 6 });
+          writes.appendChild(h("h2", { text: "Delete" }));
+          deleteForm(writes, "topic", name, "/api/topics/" + enc(name), false);
+        }
         clear(data);
         data.appendChild(h("div", { "class": "cards" },
           h("div", { "class": "card" }, h("b", { text: j.messages }), "messages stored"),
@@ -145,6 +155,8 @@
   pages.groups = function (root) {
     root.appendChild(h("h1", { text: "Consumer groups" }));
     var data = root.appendChild(h("div", { id: "data" }));
+    root.appendChild(h("h2", { text: "Create or update a group" }));
+    groupForm(root.appendChild(h("div", { "class": "group-create" })));
     return function () {
       return api("/api/groups").then(function (j) {
         clear(data).appendChild(table("groups", ["Group", "Clients", "Type", "Model", "Consume TPS", "Lag (messages)"],
@@ -175,6 +187,94 @@
         h("button", { text: "Cancel", onclick: function () { clear(where); } })), out));
   }
 
+
+  // ------------------------------------------------------------------ writes: topics and groups
+
+  function clusterSelect(cls) {
+    // the clusters the NameServer knows, for a write's target
+    var sel = h("select", { "class": cls });
+    api("/api/cluster").then(function (j) {
+      var seen = {};
+      j.brokers.forEach(function (b) {
+        if (!seen[b.cluster]) { seen[b.cluster] = 1; sel.appendChild(h("option", { value: b.cluster, text: b.cluster })); }
+      });
+    }, function () {});
+    return sel;
+  }
+  function field(label, input) { return h("label", { "class": "field" }, label, input); }
+  function writeButton(cls, text, onclick) {
+    return h("button", { "class": cls, text: text, disabled: !session.writes, title: session.writesWhy, onclick: onclick });
+  }
+
+  // create or update a topic (preset: the topic's current route, on its own page)
+  function topicForm(where, preset) {
+    var name = h("input", { "class": "topic-name", placeholder: "topic", value: preset ? preset.topic : "", readonly: !!preset });
+    var cluster = clusterSelect("topic-cluster");
+    var rq = h("input", { "class": "topic-read", type: "number", min: 1, value: preset ? preset.read : 8, size: 4 });
+    var wq = h("input", { "class": "topic-write", type: "number", min: 1, value: preset ? preset.write : 8, size: 4 });
+    var perm = h("select", { "class": "topic-perm" }, [["6", "6 read and write"], ["4", "4 read only"], ["2", "2 write only"]].map(function (p) {
+      return h("option", { value: p[0], text: p[1], selected: preset ? String(preset.perm) === p[0] : p[0] === "6" });
+    }));
+    var order = h("input", { type: "checkbox", "class": "topic-order" });
+    var panel = h("div");
+    where.appendChild(h("div", { "class": "inline write-form" }, field("Topic", name), field("Cluster", cluster),
+      field("Read queues", rq), field("Write queues", wq), field("Perm", perm), field("Ordered", order),
+      writeButton("topic-save", preset ? "Update..." : "Create / update...", function () {
+        var t = name.value.trim();
+        if (!t) { showError(panel, new Error("name the topic")); return; }
+        var body = { topic: t, cluster: cluster.value, readQueueNums: Number(rq.value), writeQueueNums: Number(wq.value),
+          perm: Number(perm.value), order: order.checked };
+        confirmPanel(panel, "Create or update topic " + t + " on every master of cluster " + cluster.value + " with " +
+          body.readQueueNums + " read / " + body.writeQueueNums + " write queues, perm " + body.perm + ".", t, "Save topic",
+          function (typed) { body.confirm = typed; return post("/api/topics", body); });
+      })));
+    where.appendChild(panel);
+  }
+
+  function deleteForm(where, what, name, path, extra) {
+    // delete a topic or group: the cluster it goes from, then the name typed to confirm
+    var cluster = clusterSelect("delete-cluster");
+    var offsets = extra ? h("input", { type: "checkbox", "class": "delete-offsets" }) : null;
+    var panel = h("div");
+    where.appendChild(h("div", { "class": "inline write-form" }, field("Cluster", cluster),
+      offsets ? field("Remove its offsets too", offsets) : null,
+      writeButton("delete-open danger", "Delete " + what + "...", function () {
+        confirmPanel(panel, "Delete " + what + " " + name + " from every master of cluster " + cluster.value + ".", name,
+          "Delete " + what, function (typed) {
+            var body = { cluster: cluster.value, confirm: typed };
+            if (offsets) { body.removeOffset = offsets.checked; }
+            return post(path, body, "DELETE");
+          });
+      })));
+    where.appendChild(panel);
+  }
+
+  function groupForm(where) {
+    // SubscriptionGroupConfig's settings, 4.9.8's defaults
+    var name = h("input", { "class": "group-name", placeholder: "consumer group" });
+    var cluster = clusterSelect("group-cluster");
+    var enable = h("input", { type: "checkbox", "class": "group-enable", checked: true });
+    var broadcast = h("input", { type: "checkbox", "class": "group-broadcast", checked: true });
+    var retryQ = h("input", { type: "number", "class": "group-retry-queues", min: 0, value: 1, size: 3 });
+    var retryMax = h("input", { type: "number", "class": "group-retry-max", min: -1, value: 16, size: 3 });
+    var brokerId = h("input", { type: "number", "class": "group-broker-id", min: 0, value: 0, size: 3 });
+    var slow = h("input", { type: "number", "class": "group-slow", min: 0, value: 1, size: 3 });
+    var panel = h("div");
+    where.appendChild(h("div", { "class": "inline write-form" }, field("Group", name), field("Cluster", cluster),
+      field("Consume enabled", enable), field("Broadcast allowed", broadcast), field("Retry queues", retryQ),
+      field("Max retries", retryMax), field("Broker id", brokerId), field("Broker when slow", slow),
+      writeButton("group-save", "Create / update...", function () {
+        var g = name.value.trim();
+        if (!g) { showError(panel, new Error("name the group")); return; }
+        var body = { groupName: g, cluster: cluster.value, consumeEnable: enable.checked, consumeBroadcastEnable: broadcast.checked,
+          retryQueueNums: Number(retryQ.value), retryMaxTimes: Number(retryMax.value), brokerId: Number(brokerId.value),
+          whichBrokerWhenConsumeSlowly: Number(slow.value) };
+        confirmPanel(panel, "Create or update consumer group " + g + " on every master of cluster " + cluster.value + ".", g,
+          "Save group", function (typed) { body.confirm = typed; return post("/api/groups", body); });
+      })));
+    where.appendChild(panel);
+  }
+
   pages.group = function (root, name) {
     root.appendChild(h("h1", null, "Consumer group ", h("span", { "class": "name", text: name })));
     var cards = root.appendChild(h("div", { "class": "cards" }));
@@ -198,6 +298,8 @@
           });
       } })));
     root.appendChild(panel);
+    root.appendChild(h("h2", { text: "Delete" }));
+    deleteForm(root, "group", name, "/api/groups/" + enc(name), true);
     if (!session.writes) { root.appendChild(h("p", { "class": "note", text: session.writesWhy })); }
     var topicsKnown = "";
     return function () {
@@ -273,7 +375,72 @@
     root.appendChild(h("p", { "class": "note", text: "An offset message id alone, or a producer's message id or a key with its topic." }));
     root.appendChild(data);
     run();
+    byTime(root, function (m) {
+      id.value = m.msgId; topic.value = ""; key.value = ""; run();
+      root.scrollIntoView();
+    });
     return null;  // a lookup is not refreshed on a timer
+  };
+
+  function localInput(ms) {  // a datetime-local value, in the browser's zone
+    var d = new Date(ms - new Date(ms).getTimezoneOffset() * 60000);
+    return d.toISOString().slice(0, 19);
+  }
+  var timeQuery = { topic: "", begin: "", end: "" };
+  function byTime(root, show) {
+    // the dashboard's query by topic and time: every queue between the two times, bounded
+    var now = Date.now();
+    var topic = h("input", { name: "time-topic", placeholder: "topic", value: timeQuery.topic });
+    var begin = h("input", { name: "begin", type: "datetime-local", step: 1, value: timeQuery.begin || localInput(now - 3600000) });
+    var end = h("input", { name: "end", type: "datetime-local", step: 1, value: timeQuery.end || localInput(now + 60000) });
+    var data = h("div", { id: "time-data" });
+    root.appendChild(h("h2", { text: "By topic and time" }));
+    root.appendChild(h("form", { "class": "inline time-form", onsubmit: function (ev) {
+      ev.preventDefault();
+      timeQuery = { topic: topic.value.trim(), begin: begin.value, end: end.value };
+      var b = new Date(begin.value).getTime(), e = new Date(end.value).getTime();
+      if (!timeQuery.topic || isNaN(b) || isNaN(e)) { showError(data, new Error("a topic and both times")); data.setAttribute("data-done", "1"); return; }
+      clear(data).appendChild(h("p", { "class": "note", text: "Querying..." }));
+      api("/api/messages?topic=" + enc(timeQuery.topic) + "&begin=" + b + "&end=" + e).then(function (j) {
+        clear(data);
+        data.appendChild(h("p", { "class": "note time-count", text: j.messages.length + " message(s) stored from " + when(j.begin) +
+          " to " + when(j.end) + ", newest first" + (j.more ? "; more were stored: only the first " + j.max +
+          " found, queue by queue, are listed (narrow the time range)" : "") + ". At most " + j.max + " are listed." }));
+        data.appendChild(table("by-time", ["Message id", "Tags", "Keys", "Queue", "Offset", "Stored", "Body"], j.messages.map(function (m) {
+          var body = m.body.length > 120 ? m.body.slice(0, 120) + "..." : m.body;
+          return [h("a", { href: "#/message", "class": "msg-link", text: m.msgId, onclick: function (ev) { ev.preventDefault(); show(m); } }),
+            m.tags || "", (m.keys || []).join(" "), m.queueId, m.queueOffset, when(m.storeTimestamp), h("span", { "class": "time-body", text: body })];
+        })));
+        data.setAttribute("data-done", "1");
+      }, function (err) { showError(data, err); data.setAttribute("data-done", "1"); });
+    } }, topic, "from", begin, "to", end, h("button", { type: "submit", text: "Query" })));
+    root.appendChild(data);
+  }
+
+  var producerQuery = { topic: "", group: "" };
+  pages.producer = function (root) {
+    root.appendChild(h("h1", { text: "Producers" }));
+    var topic = h("input", { name: "topic", placeholder: "topic", value: producerQuery.topic });
+    var group = h("input", { name: "group", placeholder: "producer group", value: producerQuery.group });
+    var data = h("div", { id: "data" });
+    root.appendChild(h("form", { "class": "inline", onsubmit: function (ev) {
+      ev.preventDefault();
+      producerQuery = { topic: topic.value.trim(), group: group.value.trim() };
+      draw();
+    } }, topic, group, h("button", { type: "submit", text: "Show" })));
+    root.appendChild(h("p", { "class": "note", text: "The producers of a group connected to a broker of the topic (as mqadmin producerConnection)." }));
+    root.appendChild(data);
+    function draw() {
+      if (!producerQuery.topic || !producerQuery.group) { return Promise.resolve(); }
+      return api("/api/producers?topic=" + enc(producerQuery.topic) + "&group=" + enc(producerQuery.group)).then(function (j) {
+        clear(data);
+        data.appendChild(h("p", { "class": "note", text: j.connections.length + " producer(s) of " + j.group + " online" }));
+        data.appendChild(table("producers", ["Client id", "Address", "Language", "Version"], j.connections.map(function (c) {
+          return [c.clientId, c.clientAddr, c.language, c.version];
+        })));
+      });
+    }
+    return draw;
   };
 
   var dlqGroup = "";
