@@ -144,6 +144,8 @@ def run(addr: str, rate: float = 1000.0, duration_s: float = 10.0, warmup_s: flo
     """One run against the Redis at ``addr``: its own stream and group, deleted after.
     ``processes=2``: the producer in a process of its own (the consumer stays in this one), as
     the e2e-latency-1k workload deals them to two tasks."""
+    if processes not in (1, 2):
+        raise ValueError(f"processes: 1 or 2, not {processes}")
     import redis
     host, _, port = addr.rpartition(":")
     admin = redis.Redis(host=host, port=int(port))
@@ -159,9 +161,9 @@ def run(addr: str, rate: float = 1000.0, duration_s: float = 10.0, warmup_s: flo
         child.start()
         if not parent.poll(60) or parent.recv() != "ready":
             child.kill()
+            admin.delete(stream)
+            admin.close()
             raise RuntimeError("the producer process did not start")
-    elif processes != 1:
-        raise ValueError(f"processes: 1 or 2, not {processes}")
     start_ns = time.time_ns() + 200_000_000   # both sides are running by then
     window0 = start_ns + int(warmup_s * 1e9)
     end_ns = window0 + int(duration_s * 1e9)
@@ -237,8 +239,9 @@ def run(addr: str, rate: float = 1000.0, duration_s: float = 10.0, warmup_s: flo
     pct = (lambda q: round(float(np.percentile(a, q)), 1)) if len(a) else (lambda q: None)
     where = "one process" if processes == 1 else "two processes"
     return {"tool": "benchmarks/redis_reference.py", "shape": "1 producer thread XADD, 1 consumer thread "
-            f"XREADGROUP BLOCK + XACK, {where}", "processes": processes, "rate": rate, "duration_s": duration_s, "warmup_s": warmup_s,
-            "message_size": size, "xreadgroup_count": count, "sent": sent[0], "received": received[0],
+            f"XREADGROUP BLOCK + XACK, {where}", "processes": processes, "rate": rate, "duration_s": duration_s,
+            "warmup_s": warmup_s, "message_size": size, "xreadgroup_count": count, "sent": sent[0],
+            "received": received[0],
             "measured": len(lat), "received_msgs_per_s": round(len(lat) / duration_s, 1),
             "e2e_us": {"p50": pct(50), "p99": pct(99), "p99.9": pct(99.9), "max": pct(100)},
             "send_late_us_p50": round(float(np.percentile(np.array(late) / 1e3, 50)), 1) if late else None,
