@@ -7,11 +7,14 @@ ACL ignores the signature fields, so the two differ only in the check.
 
     python -m pytest benchmarks/test_acl_benchmarks.py --benchmark-only -s -p no:cacheprovider
 
-Client and brokers share the 2-core machine.
+Client and brokers share the 2-core machine. The interleaved test also counts each broker's own
+CPU per send (from /proc), which other processes on the machine move less than the wall clock.
 """
 from __future__ import annotations
 
 import asyncio
+import glob
+import os
 import statistics
 import time
 
@@ -129,6 +132,19 @@ def test_one_in_flight_signed_sends(benchmark, brokers, acl: str) -> None:
 
 
 
+def _cpu(server) -> float:
+    """The process's CPU seconds so far, all its threads, to the nanosecond where the kernel keeps
+    scheduler statistics (/proc/<pid>/task/*/schedstat); clock ticks (10 ms) otherwise."""
+    total = 0
+    for stat in glob.glob(f"/proc/{server.pid}/task/*/schedstat"):
+        try:
+            with open(stat) as f:
+                total += int(f.read().split()[0])
+        except (OSError, ValueError, IndexError):  # a thread that ended meanwhile
+            continue
+    return total / 1e9 if total else server.cpu_seconds()
+
+
 @pytest.mark.parametrize("mode", ["pipelined", "one_in_flight"])
 def test_interleaved_on_and_off(benchmark, brokers, mode: str) -> None:
     """Both brokers in every round, in alternating order, so the machine's load swings (other
@@ -140,19 +156,31 @@ def test_interleaved_on_and_off(benchmark, brokers, mode: str) -> None:
         lone, n = _signed_frames(LONE, 128), LONE
         arm = {k: (lambda b=b: run(_one_at_a_time(b.port, lone))) for k, b in brokers.items()}
     times: dict[str, list[float]] = {"off": [], "on": []}
+    # each broker's own CPU (all its threads) over its rounds: what the check costs the broker,
+    # less moved than the wall clock by other processes taking turns on the 2 cores
+    cpu = {"off": 0.0, "on": 0.0}
     rounds = [0]
 
     def pair() -> None:
         order = ("off", "on") if rounds[0] % 2 == 0 else ("on", "off")
         rounds[0] += 1
         for k in order:
+            c0 = _cpu(brokers[k])
             times[k].append(arm[k]())
+            cpu[k] += _cpu(brokers[k]) - c0
     pair()  # warm up
     times = {"off": [], "on": []}
+    cpu = {"off": 0.0, "on": 0.0}
     rounds[0] = 0
     benchmark.pedantic(pair, rounds=20, iterations=1)
     off, on = statistics.median(times["off"]), statistics.median(times["on"])
+    sent = n * len(times["off"])
+    cpu_off, cpu_on = cpu["off"] / sent * 1e6, cpu["on"] / sent * 1e6
     benchmark.extra_info.update(mode=mode, size=128, msgs_per_round=n, off_us_per_send=round(off / n * 1e6, 2),
-                                on_us_per_send=round(on / n * 1e6, 2), on_over_off=round(on / off, 3))
+                                on_us_per_send=round(on / n * 1e6, 2), on_over_off=round(on / off, 3),
+                                off_cpu_us_per_send=round(cpu_off, 2), on_cpu_us_per_send=round(cpu_on, 2),
+                                cpu_on_over_off=round(cpu_on / cpu_off, 3) if cpu_off else None,
+                                load=round(os.getloadavg()[0], 2))
     print(f"\nsigned sends {mode}, interleaved: ACL off {off / n * 1e6:.2f} us, on {on / n * 1e6:.2f} us "
-          f"per send (on/off {on / off:.2f})")
+          f"per send (on/off {on / off:.2f}); broker CPU off {cpu_off:.2f} us, on {cpu_on:.2f} us per send "
+          f"(on/off {cpu_on / cpu_off if cpu_off else float('nan'):.2f}); load {os.getloadavg()[0]:.2f}")

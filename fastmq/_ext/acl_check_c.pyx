@@ -19,7 +19,9 @@ sort, a join, the body copied behind the header bytes and three calls into ``hma
 cimport cython
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
-from cpython.dict cimport PyDict_GetItem, PyDict_Next
+from cpython.dict cimport PyDict_GetItemWithError, PyDict_Next
+from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE
+from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_GET_SIZE
 from cpython.object cimport PyObject
 from libc.string cimport memcpy, memset
 
@@ -142,7 +144,7 @@ cdef class HmacKey:
         return 0
 
     cdef bint _matches(self, dict fields, object body) except -1:
-        cdef PyObject *g = PyDict_GetItem(fields, SIGNATURE)
+        cdef PyObject *g = PyDict_GetItemWithError(fields, SIGNATURE)
         cdef char mine[B64_LEN]
         cdef const unsigned char *theirs
         cdef unsigned char diff = 0
@@ -229,14 +231,18 @@ cdef int _update_fields(SHA_CTX *c, dict fields, bint broker_side) except -1:
     return 0
 
 
+@cython.boundscheck(False)
+@cython.wraparound(False)
 cdef int _gather_fields(Feed *c, dict fields, bint broker_side) except -1:
     global _orders
     cdef PyObject *keys[MAX_FIELDS]
     cdef PyObject *values[MAX_FIELDS]
     cdef PyObject *pk = NULL
     cdef PyObject *pv = NULL
+    cdef PyObject *entry
+    cdef PyObject *known
+    cdef PyObject *k
     cdef Py_ssize_t pos = 0, i = 0, j, m, n = len(fields)
-    cdef tuple entry, known
     cdef bytes perm
     cdef const unsigned char *order
     cdef bint same
@@ -249,23 +255,29 @@ cdef int _gather_fields(Feed *c, dict fields, bint broker_side) except -1:
         values[i] = pv
         i += 1
     # a field set seen before, its keys in the same order (every send of one producer): the
-    # remembered permutation gives the sorted order without a sort or a lookup
-    m = len(_orders)
+    # remembered permutation gives the sorted order without a sort or a lookup. The entries are
+    # read in place (borrowed: no Python code runs while they are held)
+    m = PyList_GET_SIZE(_orders)
     for j in range(m - 1, -1, -1):
-        entry = <tuple>_orders[j]
-        known = <tuple>entry[1]
-        if <bint>entry[0] != broker_side or len(known) != n:
+        entry = PyList_GET_ITEM(_orders, j)
+        known = PyTuple_GET_ITEM(<object>entry, 1)
+        if <bint>(<object>PyTuple_GET_ITEM(<object>entry, 0)) != broker_side \
+                or PyTuple_GET_SIZE(<object>known) != n:
             continue
         same = True
         for i in range(n):
-            if <PyObject *>known[i] != keys[i] and not (<object>keys[i] == known[i]):
+            k = PyTuple_GET_ITEM(<object>known, i)
+            # keys are the codec's interned strings: identity nearly always decides
+            if k != keys[i] and not (type(<object>keys[i]) is str and type(<object>k) is str
+                                     and (<str>(<object>keys[i])) == (<str>(<object>k))):
                 same = False
                 break
         if same:
-            perm = <bytes>entry[2]
-            order = <const unsigned char *>PyBytes_AS_STRING(perm)
-            for i in range(PyBytes_GET_SIZE(perm)):
+            order = <const unsigned char *>PyBytes_AS_STRING(<object>PyTuple_GET_ITEM(<object>entry, 2))
+            for i in range(PyBytes_GET_SIZE(<object>PyTuple_GET_ITEM(<object>entry, 2))):
                 _update_str(c, <object>values[order[i]])
+            if j != m - 1:  # the newest first next time (several producers' field sets alternate)
+                _orders.append(_orders.pop(j))
             return 0
     where = {<object>keys[i]: i for i in range(n)}
     ordered = _signed_keys(fields, broker_side)
@@ -288,13 +300,13 @@ cdef inline int _perm_of(object perms, object resource, int default) except? -2:
     cdef PyObject *p
     if perms is None:
         return default
-    p = PyDict_GetItem(<dict>perms, resource)
+    p = PyDict_GetItemWithError(<dict>perms, resource)
     return default if p == NULL else <int>(<object>p)
 
 
 cdef inline object _plain_topic(dict ext, str key):
     """The topic in ``key``, or None when absent, not a str or a retry topic (a group's)."""
-    cdef PyObject *p = PyDict_GetItem(ext, key)
+    cdef PyObject *p = PyDict_GetItemWithError(ext, key)
     if p == NULL or type(<object>p) is not str or (<str>(<object>p)).startswith(RETRY_PREFIX):
         return None
     return <object>p
@@ -308,10 +320,10 @@ cdef bint _passes(RemotingCommand req, int code, object ip, dict accounts) excep
     cdef int mine
     if type(ext) is not dict:
         return False
-    p = PyDict_GetItem(<dict>ext, ACCESS_KEY)
+    p = PyDict_GetItemWithError(<dict>ext, ACCESS_KEY)
     if p == NULL or type(<object>p) is not str:
         return False
-    p = PyDict_GetItem(accounts, <object>p)
+    p = PyDict_GetItemWithError(accounts, <object>p)
     if p == NULL:
         return False
     acc = <tuple>p
@@ -326,7 +338,7 @@ cdef bint _passes(RemotingCommand req, int code, object ip, dict accounts) excep
             return False
     elif code == PULL_MESSAGE:
         topic = _plain_topic(<dict>ext, "topic")
-        p = PyDict_GetItem(<dict>ext, "consumerGroup")
+        p = PyDict_GetItemWithError(<dict>ext, "consumerGroup")
         if topic is None or p == NULL or type(<object>p) is not str:
             return False
         group = RETRY_PREFIX + <str>(<object>p)
@@ -357,11 +369,12 @@ def fast_pass(list requests, Py_ssize_t start, str ip, dict accounts):
     ``ip``, whose signature is right and whose permissions allow it. Every other request, and one
     whose fields cannot be hashed, stops the pass. The caller has checked the global white
     addresses."""
-    cdef Py_ssize_t i, n = len(requests)
+    cdef Py_ssize_t i = start
     cdef object r
     cdef int code
-    for i in range(start, n):
-        r = requests[i]
+    # the size is read each time: a white-address matcher is Python code and could change the list
+    while i < PyList_GET_SIZE(requests):
+        r = <object>PyList_GET_ITEM(requests, i)
         if type(r) is not RemotingCommand:
             return i
         code = command_code(<RemotingCommand>r)
@@ -372,4 +385,5 @@ def fast_pass(list requests, Py_ssize_t start, str ip, dict accounts):
                 return i
         except (TypeError, ValueError):  # a field that cannot be hashed: the general check words it
             return i
-    return max(start, n)
+        i += 1
+    return max(start, PyList_GET_SIZE(requests))

@@ -554,7 +554,7 @@ class AccessGate:
             if len(self._ips) >= 4096:  # bounded: connections come and go
                 self._ips.clear()
             ip = self._ips[addr] = _peer_ip(addr)
-        if manager.white_listed(ip):
+        if manager.global_white and manager.white_listed(ip):  # (no call when there are none)
             self.handler(conn, requests)
             return
         # the compiled check passes the plainly allowed run of requests at once; the first it

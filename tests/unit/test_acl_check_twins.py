@@ -106,3 +106,18 @@ def test_both_twins_pass_the_same_requests(s) -> None:
         table = {ak: (mod.HmacKey(secrets_of[ak]),) + acc[1:] for ak, acc in accounts.items()}
         got.append([mod.fast_pass(reqs, start, ip, table) for start in range(len(reqs) + 1)])
     assert got[0] == got[1]
+
+
+def test_remembered_key_orders_stay_right_as_field_sets_alternate() -> None:
+    """More field sets than the compiled twin remembers, in turn and reordered (each hit moves its
+    order to the front): every signature still agrees with the reference."""
+    base = {k: f"v{i}" for i, k in enumerate(["a", "b", "c", "d", "AccessKey", "_UNIQUE_KEY_QUERY"])}
+    sets = []
+    for n in range(12):
+        keys = sorted(base, key=lambda k: hash((k, n)))[: 3 + n % 4] + [f"x{n}"]
+        sets.append({k: base.get(k, "extra") for k in keys})
+    key = acl_check_c.HmacKey(b"SecretKey9")
+    for turn in range(3):
+        for fields in sets[:: 1 if turn % 2 == 0 else -1] + sets[:3]:
+            for broker_side in (True, False):
+                assert key.sign(fields, b"body", broker_side) == _reference(fields, b"body", b"SecretKey9", broker_side)
