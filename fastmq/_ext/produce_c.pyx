@@ -242,6 +242,10 @@ cdef class AsyncSend:
     cdef public bint batch
     cdef public bint fault
     cdef public bint trace  # the producer traces its sends: keep the answer's TRACE_ON
+    # an asynchronous send of a traced producer: its dispatcher, told of the answer as the send
+    # ends (``append_pub``), and the wall clock ms it started at
+    cdef public object tracer
+    cdef public int64_t trace_begin_ms
     cdef public double begin
     cdef public double deadline
     cdef bint _answered
@@ -339,6 +343,9 @@ cdef class AsyncSend:
             self.timer = None
         if self._state != _PENDING:  # the caller cancelled it
             return
+        if self.tracer is not None and result is not None:
+            # (its fields only: the record is made later, a batch at a time)
+            self.tracer.append_pub(self, result, self.trace_begin_ms)
         if self.callback is not None:
             try:
                 self.callback(result, exc)
@@ -487,6 +494,8 @@ cdef class SendFastPath:
     cdef public bint send_latency_fault_enable
     # set by a producer with trace on: its sends keep the answer's TRACE_ON in their results
     cdef public bint trace
+    # set by a producer with trace on: the dispatcher its asynchronous sends tell as they end
+    cdef public object tracer
     # set by the producer while a broker is marked unreachable (see produce_py.SendFastPath)
     cdef public bint avoid_unreachable
     cdef public int64_t send_msg_timeout
@@ -608,6 +617,9 @@ cdef class SendFastPath:
         entry.batch = batch_ids is not None
         entry.fault = self.send_latency_fault_enable or self.avoid_unreachable
         entry.trace = self.trace
+        if self.tracer is not None and batch_ids is None and not awaited:
+            entry.tracer = self.tracer
+            entry.trace_begin_ms = _now_ms()
         entry.begin = now
         entry.deadline = now + tmo / 1000.0
         conn.start_frame(opaque, frame, entry)

@@ -24,7 +24,7 @@ from typing import Any, Callable, Protocol
 
 from .._ext.produce import SendResult
 from ..protocol.message import Message, MessageConst
-from .trace_data import DEFAULT_TRACE_TOPIC, PUB_ROW, TraceContext, encode_context, encode_pub_rows, pub_row, trace_keys
+from .trace_data import DEFAULT_TRACE_TOPIC, PUB_ROW, SentMessage, TraceContext, encode_context, encode_pub_rows, pub_row, trace_keys
 
 __all__ = ["TraceDispatcher", "TraceProducer", "QUEUE_SIZE", "MAX_MSG_SIZE"]
 
@@ -88,8 +88,9 @@ class TraceDispatcher:
 
     # ------------------------------------------------------------ the host's side
 
-    def append_pub(self, msg: Message, r: SendResult, begin_ms: int) -> None:
-        """An answered send (SendMessageTraceHookImpl.sendMessageAfter): its fields only, as
+    def append_pub(self, msg: SentMessage, r: SendResult, begin_ms: int) -> None:
+        """An answered send (SendMessageTraceHookImpl.sendMessageAfter) of ``msg`` (a Message, or
+        the compiled fast path's entry of an asynchronous send as it ends): its fields only, as
         strings and numbers; the record is made later, a batch at a time. Counted as dropped
         beyond the queue's bound, as :meth:`append`."""
         rows = self.pub_rows
