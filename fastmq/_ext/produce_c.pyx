@@ -86,6 +86,10 @@ _MSG_ID, _QUEUE_ID, _QUEUE_OFFSET = declared(SendMessageResponseHeader, "msgId",
 cdef str _MSG_REGION = MessageConst.MSG_REGION
 cdef str _TRACE_SWITCH = MessageConst.TRACE_SWITCH
 cdef str _FALSE = "false"
+cdef str _TAGS = MessageConst.TAGS
+cdef str _KEYS = MessageConst.KEYS
+cdef str _PREPARED = MessageConst.TRANSACTION_PREPARED
+cdef str _TRUE = "true"
 # the fixed pieces between a request's variable header values; the letters are the declaration's
 # (protocol/headers.py), laid out once here
 cdef bytes _F = _letter_key(b'","', "sysFlag")
@@ -179,6 +183,29 @@ cdef inline SendResult _result(object status, object msg_id, object offset_msg_i
     r.region_id = region
     r.trace_switch = trace_switch
     return r
+
+
+cdef _trace_row(AsyncSend e, object result):
+    """An answered asynchronous send of a traced producer: its Pub fields appended to its
+    dispatcher's ``pub_rows`` as ``client/trace_data.pub_row`` lays them out, straight while the
+    list is below the dispatcher's ``ROWS_QUIET`` (no drop, no wake to decide); otherwise, or for
+    anything unusual, by the dispatcher's ``append_pub`` (what the pure twin always calls)."""
+    cdef SendResult r
+    tracer = e.tracer
+    rows = tracer.pub_rows
+    props = e.properties
+    if (type(result) is not SendResult or type(rows) is not list or type(props) is not dict
+            or type(e.body) is not bytes or len(<list>rows) >= tracer.ROWS_QUIET):
+        tracer.append_pub(e, result, e.trace_begin_ms)
+        return
+    r = <SendResult>result
+    t = r.trace_switch
+    if r.region_id is None or not (t is None or t is True or (t is not False and t != _FALSE)):
+        return  # (pub_row's: a broker that does not know traces, or says TRACE_ON=false)
+    mtype = 1 if props.get(_PREPARED) == _TRUE else 3 if props.get(_DELAY) else 0
+    (<list>rows).extend((e.trace_begin_ms, _now_ms(), e.topic, r.msg_id, props.get(_TAGS), props.get(_KEYS),
+                         r.message_queue.broker_name, PyBytes_GET_SIZE(e.body), mtype, r.offset_msg_id, r.status,
+                         r.region_id))
 
 
 cdef bint _plain_int(object s, int64_t* out) noexcept:
@@ -345,7 +372,7 @@ cdef class AsyncSend:
             return
         if self.tracer is not None and result is not None:
             # (its fields only: the record is made later, a batch at a time)
-            self.tracer.append_pub(self, result, self.trace_begin_ms)
+            _trace_row(self, result)
         if self.callback is not None:
             try:
                 self.callback(result, exc)
@@ -564,7 +591,7 @@ cdef class SendFastPath:
         n = PyBytes_GET_SIZE(body)
         if n == 0 or n > self.max_message_size:
             return None
-        if batch_ids is None and n > self.compress_over:
+        if batch_ids is None and n >= self.compress_over:  # (tryToCompressMessage: >=)
             body = zlib.compress(body, 5)
             sys_flag = 1  # MessageSysFlag.COMPRESSED
         p = PyDict_GetItem(self._publish, topic)

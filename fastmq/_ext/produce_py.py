@@ -449,7 +449,7 @@ class SendFastPath:
                 or len(body) > self.max_message_size or type(props) is not dict):
             return None
         sys_flag = 0
-        if batch_ids is None and len(body) > self.compress_over:
+        if batch_ids is None and len(body) >= self.compress_over:  # (tryToCompressMessage: >=)
             body = zlib.compress(body, 5)
             sys_flag = 1  # MessageSysFlag.COMPRESSED
         info = self._publish.get(topic)

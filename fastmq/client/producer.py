@@ -135,7 +135,7 @@ class Producer:
             retry_times_when_send_failed: extra tries of a failed ``send``, each on another broker when there is one.
             retry_times_when_send_async_failed: the same for ``send_async``, whose callback runs once at the end.
             retry_another_broker_when_not_store_ok: also retry a send answered with a status other than SEND_OK.
-            compress_msg_body_over_howmuch: bodies larger than this many bytes are sent zlib-compressed.
+            compress_msg_body_over_howmuch: bodies of this many bytes or more are sent zlib-compressed.
             max_message_size: largest body accepted, in bytes; a larger one raises MessageValidationError.
             send_latency_fault_enable: avoid for a while a broker that answered slowly.
             default_topic_queue_nums: queues asked for when a send creates its topic on the broker.
