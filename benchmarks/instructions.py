@@ -522,11 +522,43 @@ def _client_aio(kind: str, asyncs: int, sends: int) -> Callable[[], Any]:
     return once
 
 
-async def _make_aio_producer() -> Any:
+async def _make_aio_producer(enable_trace: bool = False) -> Any:
     from fastmq.client.producer import Producer
-    p = Producer("PG_INSTR", namesrv_addr="127.0.0.1:9")
+    p = Producer("PG_INSTR", namesrv_addr="127.0.0.1:9", enable_trace=enable_trace)
     await p.start()
     return p
+
+
+def _client_aio_traced(kind: str, asyncs: int) -> Callable[[], Any]:
+    """:func:`_client_aio`'s ``asyncs`` send_async with a callback, the producer's trace on: the
+    sends, then its dispatcher's drain (the records made, batched into one trace message and sent
+    by its inner producer, whose broker answers as the producer's does), awaited. The
+    dispatcher's timer task is stopped: its drains happen here, once per call."""
+    loop = asyncio.new_event_loop()
+    p = loop.run_until_complete(_make_aio_producer(enable_trace=True))
+    close_far = loop.run_until_complete(_answered_producer(p))
+    d = p.trace_dispatcher
+    d._task.cancel()
+    inner_conn, inner_far = loop.run_until_complete(_routed_producer(d._producer, topic=d.trace_topic))
+    inner_conn.transport = _AnsweringTransport(inner_conn.transport, inner_far)
+    message = _client_messages()
+    acked, on_sent = _acks()
+
+    async def go() -> None:
+        target = acked[0] + asyncs
+        for _ in range(asyncs):
+            await p.send_async(message(), on_sent)
+        while acked[0] < target:
+            await asyncio.sleep(0)
+        await d.flush()
+
+    def cleanup() -> None:
+        close_far()
+        inner_far.close()
+
+    once = _looped(loop, go, p.shutdown, cleanup)
+    once()
+    return once
 
 
 def _client_answerer(kind: str) -> Callable[[], Any]:
@@ -580,6 +612,7 @@ WORKLOADS: dict[str, tuple[Callable[[str], Callable[[], Any]], int]] = {
     "client blocking_send_async_x100": (lambda kind: _client_blocking(kind, 100), 30),
     "client aio_send_x10": (lambda kind: _client_aio(kind, 0, 10), 10),
     "client aio_send_async_x100": (lambda kind: _client_aio(kind, 100, 0), 30),
+    "client aio_traced_send_async_x100": (lambda kind: _client_aio_traced(kind, 100), 30),
     "client answerer_x100": (_client_answerer, 10),
 }
 KINDS = ("c", "py")

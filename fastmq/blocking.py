@@ -104,7 +104,7 @@ class Producer:
         retry_times_when_send_async_failed: the same for ``send_async`` / ``send_batch_async``.
         retry_another_broker_when_not_store_ok: retry an answer other than SEND_OK (a flush or
             slave timeout) on another broker.
-        compress_msg_body_over_howmuch: bodies longer than this many bytes are zlib-compressed.
+        compress_msg_body_over_howmuch: bodies of this many bytes or more are zlib-compressed.
         max_message_size: the largest body (or encoded batch) a send takes, in bytes.
         send_latency_fault_enable: keep away from brokers in their latency penalty.
         default_topic_queue_nums: queues of a topic the broker creates on its first send.

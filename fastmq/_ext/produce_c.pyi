@@ -68,6 +68,8 @@ class AsyncSend:
     batch: bool
     fault: bool
     trace: bool
+    tracer: Any
+    trace_begin_ms: int
     timeout_ms: int
     begin: float
     deadline: float
@@ -113,6 +115,7 @@ class SendFastPath:
     compress_over: int
     send_latency_fault_enable: bool
     trace: bool
+    tracer: Any
     avoid_unreachable: bool
     send_msg_timeout: int
     retry_times_when_send_failed: int

@@ -86,6 +86,10 @@ _MSG_ID, _QUEUE_ID, _QUEUE_OFFSET = declared(SendMessageResponseHeader, "msgId",
 cdef str _MSG_REGION = MessageConst.MSG_REGION
 cdef str _TRACE_SWITCH = MessageConst.TRACE_SWITCH
 cdef str _FALSE = "false"
+cdef str _TAGS = MessageConst.TAGS
+cdef str _KEYS = MessageConst.KEYS
+cdef str _PREPARED = MessageConst.TRANSACTION_PREPARED
+cdef str _TRUE = "true"
 # the fixed pieces between a request's variable header values; the letters are the declaration's
 # (protocol/headers.py), laid out once here
 cdef bytes _F = _letter_key(b'","', "sysFlag")
@@ -181,6 +185,29 @@ cdef inline SendResult _result(object status, object msg_id, object offset_msg_i
     return r
 
 
+cdef _trace_row(AsyncSend e, object result):
+    """An answered asynchronous send of a traced producer: its Pub fields appended to its
+    dispatcher's ``pub_rows`` as ``client/trace_data.pub_row`` lays them out, straight while the
+    list is below the dispatcher's ``ROWS_QUIET`` (no drop, no wake to decide); otherwise, or for
+    anything unusual, by the dispatcher's ``append_pub`` (what the pure twin always calls)."""
+    cdef SendResult r
+    tracer = e.tracer
+    rows = tracer.pub_rows
+    props = e.properties
+    if (type(result) is not SendResult or type(rows) is not list or type(props) is not dict
+            or type(e.body) is not bytes or len(<list>rows) >= tracer.ROWS_QUIET):
+        tracer.append_pub(e, result, e.trace_begin_ms)
+        return
+    r = <SendResult>result
+    t = r.trace_switch
+    if r.region_id is None or not (t is None or t is True or (t is not False and t != _FALSE)):
+        return  # (pub_row's: a broker that does not know traces, or says TRACE_ON=false)
+    mtype = 1 if props.get(_PREPARED) == _TRUE else 3 if props.get(_DELAY) else 0
+    (<list>rows).extend((e.trace_begin_ms, _now_ms(), e.topic, r.msg_id, props.get(_TAGS), props.get(_KEYS),
+                         r.message_queue.broker_name, PyBytes_GET_SIZE(e.body), mtype, r.offset_msg_id, r.status,
+                         r.region_id))
+
+
 cdef bint _plain_int(object s, int64_t* out) noexcept:
     """A decimal integer written plainly (what a broker sends); False for anything else."""
     cdef Py_ssize_t n, i = 0
@@ -242,6 +269,10 @@ cdef class AsyncSend:
     cdef public bint batch
     cdef public bint fault
     cdef public bint trace  # the producer traces its sends: keep the answer's TRACE_ON
+    # an asynchronous send of a traced producer: its dispatcher, told of the answer as the send
+    # ends (``append_pub``), and the wall clock ms it started at
+    cdef public object tracer
+    cdef public int64_t trace_begin_ms
     cdef public double begin
     cdef public double deadline
     cdef bint _answered
@@ -339,6 +370,9 @@ cdef class AsyncSend:
             self.timer = None
         if self._state != _PENDING:  # the caller cancelled it
             return
+        if self.tracer is not None and result is not None:
+            # (its fields only: the record is made later, a batch at a time)
+            _trace_row(self, result)
         if self.callback is not None:
             try:
                 self.callback(result, exc)
@@ -487,6 +521,8 @@ cdef class SendFastPath:
     cdef public bint send_latency_fault_enable
     # set by a producer with trace on: its sends keep the answer's TRACE_ON in their results
     cdef public bint trace
+    # set by a producer with trace on: the dispatcher its asynchronous sends tell as they end
+    cdef public object tracer
     # set by the producer while a broker is marked unreachable (see produce_py.SendFastPath)
     cdef public bint avoid_unreachable
     cdef public int64_t send_msg_timeout
@@ -555,7 +591,7 @@ cdef class SendFastPath:
         n = PyBytes_GET_SIZE(body)
         if n == 0 or n > self.max_message_size:
             return None
-        if batch_ids is None and n > self.compress_over:
+        if batch_ids is None and n >= self.compress_over:  # (tryToCompressMessage: >=)
             body = zlib.compress(body, 5)
             sys_flag = 1  # MessageSysFlag.COMPRESSED
         p = PyDict_GetItem(self._publish, topic)
@@ -608,6 +644,9 @@ cdef class SendFastPath:
         entry.batch = batch_ids is not None
         entry.fault = self.send_latency_fault_enable or self.avoid_unreachable
         entry.trace = self.trace
+        if self.tracer is not None and batch_ids is None and not awaited:
+            entry.tracer = self.tracer
+            entry.trace_begin_ms = _now_ms()
         entry.begin = now
         entry.deadline = now + tmo / 1000.0
         conn.start_frame(opaque, frame, entry)

@@ -278,8 +278,8 @@ class AsyncSend(asyncio.Future[SendResult]):
     soon as the caller drops it."""
 
     __slots__ = ("context", "topic", "body", "flag", "properties", "mq", "uniq", "callback", "permits",
-                 "timeout_ms", "begin", "deadline", "error", "retries", "batch", "fault", "timer", "_answered",
-                 "_released")
+                 "timeout_ms", "begin", "deadline", "error", "retries", "batch", "fault", "trace", "tracer",
+                 "trace_begin_ms", "timer", "_answered", "_released")
 
     def __init__(self, context: ProduceContextProto, msg: Any, mq: Any, uniq: str, loop: Any,
                  callback: Callable[..., Any] | None, permits: Any, timeout_ms: int, begin: float,
@@ -302,6 +302,10 @@ class AsyncSend(asyncio.Future[SendResult]):
         self.batch = False
         self.fault = False
         self.trace = False  # the producer traces its sends: keep the answer's TRACE_ON
+        # an asynchronous send of a traced producer: its dispatcher, told of the answer as the
+        # send ends (``append_pub``), and the wall clock ms it started at
+        self.tracer: Any = None
+        self.trace_begin_ms = 0
         self.timer: Any = None
         self._answered = False
         self._released = False
@@ -353,6 +357,9 @@ class AsyncSend(asyncio.Future[SendResult]):
             self.timer = None
         if self.done():  # the caller cancelled it
             return
+        if self.tracer is not None and result is not None:
+            # (its fields only: the record is made later, a batch at a time)
+            self.tracer.append_pub(self, result, self.trace_begin_ms)
         if self.callback is not None:
             try:
                 self.callback(result, exc)
@@ -410,6 +417,7 @@ class SendFastPath:
         self.retry_times_when_send_failed = self.retry_times_when_send_async_failed = 0
         self.send_latency_fault_enable = False
         self.trace = False  # set by a producer with trace on (see AsyncSend.trace)
+        self.tracer: Any = None  # set by a producer with trace on (see AsyncSend.tracer)
         self.avoid_unreachable = False
         self._good_topics = context.good_topics
         self._publish = context.publish
@@ -441,7 +449,7 @@ class SendFastPath:
                 or len(body) > self.max_message_size or type(props) is not dict):
             return None
         sys_flag = 0
-        if batch_ids is None and len(body) > self.compress_over:
+        if batch_ids is None and len(body) >= self.compress_over:  # (tryToCompressMessage: >=)
             body = zlib.compress(body, 5)
             sys_flag = 1  # MessageSysFlag.COMPRESSED
         info = self._publish.get(topic)
@@ -479,6 +487,9 @@ class SendFastPath:
         entry.batch = batch_ids is not None
         entry.fault = self.send_latency_fault_enable or self.avoid_unreachable
         entry.trace = self.trace
+        if self.tracer is not None and batch_ids is None and not awaited:
+            entry.tracer = self.tracer
+            entry.trace_begin_ms = int(time.time() * 1000)
         conn.start_frame(opaque, frame, entry)
         if awaited:
             conn.expire_at(opaque, entry.deadline)

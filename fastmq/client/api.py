@@ -95,10 +95,10 @@ def _refused(resp: RemotingCommand) -> BrokerError:
 def send_request(msg: Message, mq: MessageQueue, group: str, default_topic_queue_nums: int, compress_over: int,
                  batch: bool = False) -> RemotingCommand:
     """SEND_MESSAGE_V2 (``batch``: SEND_BATCH_MESSAGE, ``msg.body`` the encoded batch) of ``msg``
-    to ``mq``; a body over ``compress_over`` bytes is compressed (a batch never is)."""
+    to ``mq``; a body of ``compress_over`` bytes or more is compressed (a batch never is, as 4.9.8)."""
     body = bytes(msg.body)
     sys_flag = 0
-    if not batch and len(body) > compress_over:
+    if not batch and len(body) >= compress_over:
         body = zlib.compress(body, 5)
         sys_flag |= MessageSysFlag.COMPRESSED
     # a transaction's half (sendKernelImpl: TRAN_MSG parsed as Java's Boolean.parseBoolean)

@@ -21,7 +21,7 @@ import functools
 import logging
 import time
 import uuid
-from typing import Any, Callable, Coroutine, Iterable, Iterator, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 from .._ext._protocols import ProduceContextProto
 from .._ext.fault import FaultTable
@@ -135,7 +135,7 @@ class Producer:
             retry_times_when_send_failed: extra tries of a failed ``send``, each on another broker when there is one.
             retry_times_when_send_async_failed: the same for ``send_async``, whose callback runs once at the end.
             retry_another_broker_when_not_store_ok: also retry a send answered with a status other than SEND_OK.
-            compress_msg_body_over_howmuch: bodies larger than this many bytes are sent zlib-compressed.
+            compress_msg_body_over_howmuch: bodies of this many bytes or more are sent zlib-compressed.
             max_message_size: largest body accepted, in bytes; a larger one raises MessageValidationError.
             send_latency_fault_enable: avoid for a while a broker that answered slowly.
             default_topic_queue_nums: queues asked for when a send creates its topic on the broker.
@@ -493,7 +493,9 @@ class Producer:
                        timeout_ms: int | None, permits: Permits | None, batch_ids: str | None = None
                        ) -> "asyncio.Future[SendResult]":
         """An asynchronous send the fast path did not take: a task on the general path, which
-        gives the permit back when it is over."""
+        gives the permit back when it is over (a traced producer's send traced by its callback)."""
+        if self.trace_dispatcher is not None and batch_ids is None:
+            callback = self._traced_callback(msg, now_ms(), callback)
         fut = asyncio.ensure_future(self._send_async_slow(msg, callback, timeout_ms, batch_ids))
         if permits is not None:
             fut.add_done_callback(self._release_in_flight)
@@ -693,8 +695,10 @@ class Producer:
         self.trace_dispatcher = TraceDispatcher(self.group, "PRODUCER", trace_topic, self._make_trace_producer)
         self.trace_dispatcher.store_host = self.instance.master_addr
         self._fast.trace = True  # (its results keep the answers' TRACE_ON)
+        # the fast path's asynchronous sends tell the dispatcher themselves as they end, and
+        # _start_general wraps the callbacks of those it does not take: send_async needs no twin
+        self._fast.tracer = self.trace_dispatcher
         self.send = self._send_traced  # type: ignore[method-assign]
-        self.send_async = self._send_async_traced  # type: ignore[method-assign]
         self.start_send = self._start_send_traced  # type: ignore[method-assign]
         self.send_to_queue = self._send_to_queue_traced  # type: ignore[method-assign]
         self.send_batch = self._send_batch_traced  # type: ignore[method-assign]
@@ -737,16 +741,11 @@ class Producer:
         self._trace_pub(msg, r, begin)
         return r
 
-    def _send_async_traced(self, msg: Message, callback: Callable[[SendResult | None, BaseException | None],
-                                                                  None] | None = None,
-                           timeout_ms: int | None = None, *, wait: bool = True
-                           ) -> Coroutine[Any, Any, "asyncio.Future[SendResult]"]:
-        # (send_async's own coroutine, handed back: no second coroutine frame per send)
-        return Producer.send_async(self, msg, self._traced_callback(msg, now_ms(), callback), timeout_ms, wait=wait)
-
     def _start_send_traced(self, msg: Message, callback: Callable[[SendResult | None, BaseException | None], None],
                            timeout_ms: int | None = None, awaited: bool = True) -> None:
-        Producer.start_send(self, msg, self._traced_callback(msg, now_ms(), callback), timeout_ms, awaited)
+        # (an asynchronous one is traced as send_async's: by the fast path, else _start_general)
+        Producer.start_send(self, msg, self._traced_callback(msg, now_ms(), callback) if awaited else callback,
+                            timeout_ms, awaited)
 
     async def _send_to_queue_traced(self, msg: Message, mq: MessageQueue, timeout_ms: int | None = None) -> SendResult:
         begin = now_ms()

@@ -21,7 +21,7 @@ import enum
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Protocol, Sequence
 
 from .._ext.produce import SendResult
 from ..protocol.message import Message
@@ -29,7 +29,7 @@ from ..protocol.message_const import NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR, M
 
 __all__ = ["TraceType", "MessageType", "ConsumeReturnType", "TraceBean", "TraceContext", "encode_context",
            "trace_keys", "decode_trace", "CONTENT_SPLITOR", "FIELD_SPLITOR", "DEFAULT_TRACE_TOPIC",
-           "DEFAULT_REGION", "pub_row", "encode_pub_rows", "PUB_ROW"]
+           "DEFAULT_REGION", "pub_row", "encode_pub_rows", "PUB_ROW", "SentMessage"]
 
 log = logging.getLogger("fastmq.client")
 
@@ -141,7 +141,20 @@ _TAGS, _KEYS, _PREPARED, _DELAY = (MessageConst.TAGS, MessageConst.KEYS, Message
                                    MessageConst.DELAY_TIME_LEVEL)
 
 
-def pub_row(rows: list[Any], msg: Message, r: SendResult, begin_ms: int) -> None:
+class SentMessage(Protocol):
+    """What a Pub record reads of a sent message: a Message, or the fast path's entry of its send."""
+
+    @property
+    def topic(self) -> Any: ...
+
+    @property
+    def body(self) -> Any: ...
+
+    @property
+    def properties(self) -> Any: ...
+
+
+def pub_row(rows: list[Any], msg: SentMessage, r: SendResult, begin_ms: int) -> None:
     """SendMessageTraceHookImpl.sendMessageAfter, as little as a send can do: the answered
     send's fields, appended flat to ``rows`` (strings and numbers only, so neither the message
     nor the result outlives its send, and no object is made for the cycle collector to scan).

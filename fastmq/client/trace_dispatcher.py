@@ -24,7 +24,7 @@ from typing import Any, Callable, Protocol
 
 from .._ext.produce import SendResult
 from ..protocol.message import Message, MessageConst
-from .trace_data import DEFAULT_TRACE_TOPIC, PUB_ROW, TraceContext, encode_context, encode_pub_rows, pub_row, trace_keys
+from .trace_data import DEFAULT_TRACE_TOPIC, PUB_ROW, SentMessage, TraceContext, encode_context, encode_pub_rows, pub_row, trace_keys
 
 __all__ = ["TraceDispatcher", "TraceProducer", "QUEUE_SIZE", "MAX_MSG_SIZE"]
 
@@ -62,6 +62,10 @@ class TraceProducer(Protocol):
 class TraceDispatcher:
     """Queues trace events and sends them, batched, to the trace topic."""
 
+    #: below this many fields in :attr:`pub_rows` one more row needs neither a drop nor a wake:
+    #: the compiled fast path appends an answered send's row itself (else it calls append_pub)
+    ROWS_QUIET = _ROWS_WAKE - PUB_ROW
+
     def __init__(self, group: str, kind: str, trace_topic: str | None,
                  make_producer: Callable[[str, str], TraceProducer]) -> None:
         """``kind``: PRODUCER or CONSUMER (in the inner group's name); ``make_producer(group,
@@ -88,8 +92,9 @@ class TraceDispatcher:
 
     # ------------------------------------------------------------ the host's side
 
-    def append_pub(self, msg: Message, r: SendResult, begin_ms: int) -> None:
-        """An answered send (SendMessageTraceHookImpl.sendMessageAfter): its fields only, as
+    def append_pub(self, msg: SentMessage, r: SendResult, begin_ms: int) -> None:
+        """An answered send (SendMessageTraceHookImpl.sendMessageAfter) of ``msg`` (a Message, or
+        the compiled fast path's entry of an asynchronous send as it ends): its fields only, as
         strings and numbers; the record is made later, a batch at a time. Counted as dropped
         beyond the queue's bound, as :meth:`append`."""
         rows = self.pub_rows

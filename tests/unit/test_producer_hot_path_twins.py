@@ -340,3 +340,46 @@ async def test_async_send_failure_nobody_retrieved_is_logged(produce) -> None:
         assert reported == []
     finally:
         loop.set_exception_handler(None)
+
+
+_trace_props = st.fixed_dictionaries({}, optional={
+    "TAGS": texts, "KEYS": texts, "TRAN_MSG": st.sampled_from(["true", "TRUE", "false", ""]),
+    "DELAY": st.sampled_from(["", "0", "3"])})
+
+
+@settings(max_examples=examples(100), deadline=None)
+@given(properties=_trace_props, body=st.binary(min_size=1, max_size=40),
+       region=st.sampled_from([None, "DefaultRegion"]), trace_on=st.sampled_from([None, "true", "false", "TRUE"]),
+       status=st.sampled_from(["SEND_OK", "FLUSH_DISK_TIMEOUT"]), filled=st.sampled_from([0, 1, 2]))
+def test_a_traced_async_send_leaves_pub_row_s_fields(produce, properties: dict[str, str], body: bytes,
+                                                     region: str | None, trace_on: str | None, status: str,
+                                                     filled: int) -> None:
+    """An asynchronous send of a traced producer, as it ends, leaves in its dispatcher the fields
+    trace_data.pub_row gives for its message and result (the compiled twin writes them itself while
+    the list is below ROWS_QUIET; at and past it, and in the pure twin, append_pub does, with its
+    drop and its wake)."""
+    from fastmq.client.trace_data import PUB_ROW, pub_row
+    from fastmq.client.trace_dispatcher import TraceDispatcher
+    loop = asyncio.new_event_loop()
+    try:
+        d = TraceDispatcher("PG", "PRODUCER", None, lambda g, i: None)  # type: ignore[arg-type, return-value]
+        # below the quiet bound, just at it (a wake), and full (a drop)
+        d.pub_rows = [0] * ((0, TraceDispatcher.ROWS_QUIET, 1024 * PUB_ROW)[filled])
+        before = list(d.pub_rows)
+        mq = MessageQueue("T", "broker-a", 2)
+        msg = Message("T", body, 0, dict(properties))
+        entry = produce.AsyncSend(_Owner(), msg, mq, "UNIQ", loop, None, None, 3000, 0.0, 3.0)
+        entry.tracer, entry.trace_begin_ms = d, 1_700_000_000_000
+        result = produce.SendResult(status, "UNIQ", "OFF", mq, 41, region, trace_on)
+        entry.finish(result, None)
+        want: list[object] = list(before)
+        if filled < 2:
+            pub_row(want, msg, result, 1_700_000_000_000)
+        got = d.pub_rows
+        assert len(got) == len(want) and d.discarded == (1 if filled == 2 else 0)
+        for i in range(len(before), len(want), PUB_ROW):  # (the answer's wall clock ms apart)
+            assert got[i:i + 1] + got[i + 2:i + PUB_ROW] == want[i:i + 1] + want[i + 2:i + PUB_ROW]
+            assert abs(got[i + 1] - want[i + 1]) < 10_000
+        assert entry.result() is result
+    finally:
+        loop.close()

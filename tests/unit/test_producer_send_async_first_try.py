@@ -266,10 +266,13 @@ async def test_settings_changed_after_start_reach_the_next_send(cluster) -> None
         with pytest.raises(MessageValidationError, match="MAX: 8"):
             await (await p.send_async(Message("T", b"123456789")))
         p.max_message_size = 4 * 1024 * 1024
-        p.compress_over = 16  # a body over it now leaves compressed (sysflag bit 0)
-        r = await p.send(Message("T", b"c" * 100))
+        p.compress_over = 16  # a body of 16 bytes or more now leaves compressed (sysflag bit 0), as
+        r = await p.send(Message("T", b"c" * 16))  # 4.9.8's tryToCompressMessage (>=) on every path
+        await (await p.send_async(Message("T", b"d" * 16)))
+        await p.send(Message("T", b"e" * 15))
         sent = [s for s in b0.sends() + b1.sends() if s.ext_fields.get("f") == "1"]
-        assert r.status == SendStatus.SEND_OK and len(sent) == 1
+        assert r.status == SendStatus.SEND_OK and len(sent) == 2
+        assert p._request(Message("T", b"c" * 16), r.message_queue, False).ext_fields["f"] == "1"
         p.send_msg_timeout = 1500.7  # a float is taken as the integer both paths then read
         assert p.send_msg_timeout == 1500 and p._fast.send_msg_timeout == 1500
         for name, bad in [("send_msg_timeout", "soon"), ("retry_times_when_send_failed", None),
