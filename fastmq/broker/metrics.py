@@ -105,6 +105,8 @@ class BrokerMetrics:
         self.rpc = rpc
         #: (topic, queue id, queue offset) -> store time of the message there (see _lag_rows)
         self._lag_ts: dict[tuple[str, int, int], int] = {}
+        #: the same for the first unpulled message of each queue (see _flight_rows)
+        self._flight_ts: dict[tuple[str, int, int], int] = {}
 
     def store_totals(self) -> dict[str, dict[str, int]]:
         """The stats items read from the store (:meth:`BrokerStatsManager.feed`)."""
@@ -178,11 +180,10 @@ class BrokerMetrics:
         queues fills its latencies in over a few scrapes, its loop never stalled by one. A queue
         not yet read counts in the lag in messages only."""
         b = self.broker
-        queues = b.store.queues
         bounds = self.in_bytes.bounds  # (read by _traffic, earlier in this scrape)
-        commit_log = b.store.commit_log
         now = int(time.time() * 1000)
-        known, kept = self._lag_ts, {}
+        known = self._lag_ts
+        kept: dict[tuple[str, int, int], int] = {}
         stop = time.perf_counter() + LAG_READ_BUDGET_S
         for key, offsets in sorted(b.offsets.table.items()):
             topic, group = _group_topic(key)
@@ -198,22 +199,77 @@ class BrokerMetrics:
                 if behind <= 0:
                     continue
                 lag += behind
-                qkey = (topic, qid, first)
-                ts = known.get(qkey, 0)
-                if not ts and time.perf_counter() < stop:
-                    try:
-                        cq = queues.get(topic, qid)
-                        assert cq is not None  # (seen by per_topic in this scrape)
-                        phys, size, _ = cq.get_entry(first)
-                        ts = commit_log.store_timestamp_at(phys, size)
-                    except Exception:  # removed by retention meanwhile, or unreadable
-                        ts = 0
-                if ts > 0:
-                    kept[qkey] = ts
-                    if oldest == 0 or ts < oldest:
-                        oldest = ts
+                ts = self._store_ts(topic, qid, first, known, kept, stop)
+                if ts > 0 and (oldest == 0 or ts < oldest):
+                    oldest = ts
             yield _group_labels(key), lag, now - oldest if oldest else 0
         self._lag_ts = kept  # (the queues of this scrape only: deleted ones drop out)
+
+    def _store_ts(self, topic: str, qid: int, offset: int, known: dict[tuple[str, int, int], int],
+                  kept: dict[tuple[str, int, int], int], stop: float) -> int:
+        """The store time of the message at ``offset`` (0: not read, see :meth:`_lag_rows`):
+        taken from ``known``, else read while the scrape's budget lasts; kept in ``kept``."""
+        qkey = (topic, qid, offset)
+        ts = known.get(qkey, 0)
+        if not ts and time.perf_counter() < stop:
+            try:
+                cq = self.broker.store.queues.get(topic, qid)
+                assert cq is not None  # (seen by per_topic in this scrape)
+                phys, size, _ = cq.get_entry(offset)
+                ts = self.broker.store.commit_log.store_timestamp_at(phys, size)
+            except Exception:  # removed by retention meanwhile, or unreadable
+                ts = 0
+        if ts > 0:
+            kept[qkey] = ts
+        return ts
+
+    def _subscribed(self) -> Iterator[tuple[str, str, int]]:
+        """(group, topic, write queues) per subscription group with consumers online and each
+        topic they subscribe to, as 5.x's lag calculator walks them: retry topics left out, and
+        topics neither readable nor writable (with the broker's permission)."""
+        b = self.broker
+        perm = b.config.brokerPermission
+        topics = b.topic_config.table
+        online = b.consumer_manager.groups
+        for group in sorted(b.subscription_groups.table):
+            g = online.get(group)
+            if g is None:
+                continue
+            for topic in sorted(g.subscriptions):
+                if tv.is_retry_topic(topic):
+                    continue
+                tc = topics.get(topic)
+                if tc is None or not tc.perm & perm & (tv.PERM_READ | tv.PERM_WRITE):
+                    continue
+                yield group, topic, tc.write_queue_nums
+
+    def _flight_rows(self) -> Iterator[tuple[str, int, int, int]]:
+        """(labels, in flight, ready, ms since the first unpulled message was stored) per group
+        and subscribed topic: in flight is pulled but not committed (pull offset - committed
+        offset), ready is stored but not pulled (max offset - pull offset), as 5.x counts them."""
+        bounds = self.in_bytes.bounds  # (read by _traffic, earlier in this scrape)
+        offsets = self.broker.offsets
+        now = int(time.time() * 1000)
+        known = self._flight_ts
+        kept: dict[tuple[str, int, int], int] = {}
+        stop = time.perf_counter() + LAG_READ_BUDGET_S
+        for group, topic, nqueues in self._subscribed():
+            flight = ready = 0
+            oldest = 0
+            for qid in range(nqueues):
+                hi = bounds.get((topic, qid), (0, 0))[1]
+                commit = offsets.query(group, topic, qid)
+                pulled = offsets.pulled.get((group, topic, qid), commit)
+                if pulled >= 0:
+                    flight += max(0, pulled - (commit if commit >= 0 else pulled))
+                    ready += max(0, hi - pulled)
+                first = max(pulled, 0)  # (a group that never pulled waits from offset 0, as in 5.x)
+                if first < hi:
+                    ts = self._store_ts(topic, qid, first, known, kept, stop)
+                    if ts > 0 and (oldest == 0 or ts < oldest):
+                        oldest = ts
+            yield _group_labels(f"{topic}@{group}"), flight, ready, now - oldest if oldest else 0
+        self._flight_ts = kept
 
     def _lag(self, out: Exposition) -> None:
         rows = list(self._lag_rows())
@@ -221,6 +277,13 @@ class BrokerMetrics:
                   ((labels, lag) for labels, lag, _ in rows))
         out.gauge("rocketmq_consumer_lag_latency", "Milliseconds since the oldest unconsumed message was stored",
                   ((labels, ms) for labels, _, ms in rows))
+        flights = list(self._flight_rows())
+        out.gauge("rocketmq_consumer_inflight_messages", "Messages pulled but not yet committed, per group and "
+                  "subscribed topic", ((labels, n) for labels, n, _, _ in flights))
+        out.gauge("rocketmq_consumer_ready_messages", "Messages stored but not yet pulled, per group and "
+                  "subscribed topic", ((labels, n) for labels, _, n, _ in flights))
+        out.gauge("rocketmq_consumer_queueing_latency", "Milliseconds since the first message not yet pulled "
+                  "was stored", ((labels, ms) for labels, _, _, ms in flights))
 
     def _clients(self, out: Exposition) -> None:
         b = self.broker

@@ -20,6 +20,7 @@ import pytest
 
 from fastmq.protocol.codes import RequestCode, ResponseCode
 from fastmq.protocol.command import create_request
+from fastmq.protocol.heartbeat import ConsumerData, HeartbeatData, build_subscription
 from fastmq.protocol.message import decode_offset_msg_id
 from fastmq.remoting import RemotingClient
 from fastmq.remoting.metrics_http import HEAD_TIMEOUT_S, MAX_CONNECTIONS
@@ -106,11 +107,27 @@ async def test_traffic_lag_and_labels_move_with_sends_and_pulls(servers: Servers
         assert value(after, "rocketmq_consumer_lag_messages", **g) == 3  # queue 0's three, none consumed
         assert value(after, "rocketmq_consumer_lag_latency", **g) >= 0
 
+        # in flight and ready count for a group online (a heartbeat), on the topics it subscribes to
+        subs = [build_subscription(TOPIC, "*"), build_subscription(f"%RETRY%{GROUP}", "*")]
+        hb = HeartbeatData("10.0.0.9@metrics", [], [ConsumerData(GROUP, subscriptions=subs)])
+        assert (await client.invoke(addr, create_request(RequestCode.HEART_BEAT, body=hb.to_json()), 5)).code == 0
+        online = scrape(servers.broker_url)
+        assert value(online, "rocketmq_consumer_ready_messages", **g) == 3  # queue 0 (queue 1: no offset yet)
+        assert value(online, "rocketmq_consumer_inflight_messages", **g) == 0
+        assert value(online, "rocketmq_consumer_queueing_latency", **g) >= 0
+
         p = await client.invoke(addr, pull_request(TOPIC, 0, 0, group=GROUP), 5)
         assert p.code == ResponseCode.SUCCESS
         await client.invoke(addr, create_request(RequestCode.UPDATE_CONSUMER_OFFSET, {
             "consumerGroup": GROUP, "topic": TOPIC, "queueId": 0, "commitOffset": 2}), 5)
         later = scrape(servers.broker_url)
+        assert value(later, "rocketmq_consumer_inflight_messages", **g) == 1  # pulled to 3, committed 2
+        assert value(later, "rocketmq_consumer_ready_messages", **g) == 0
+        # queue 1, never pulled, waits from offset 0 (as in 5.x); its first message is that old
+        assert value(later, "rocketmq_consumer_queueing_latency", **g) > 0
+        # retry topics are not walked (5.x's lag calculator skips them for pull consumers)
+        assert not [ls for n, ls in later if n == "rocketmq_consumer_inflight_messages"
+                    and ("topic", f"%RETRY%{GROUP}") in ls]
         assert value(later, "rocketmq_messages_out_total", **g) == 3
         assert value(later, "rocketmq_throughput_out_total", **g) == len(p.body)
         assert value(later, "rocketmq_consumer_lag_messages", **g) == 1
@@ -130,7 +147,9 @@ async def test_traffic_lag_and_labels_move_with_sends_and_pulls(servers: Servers
                      "rocketmq_throughput_out_total", "rocketmq_consumer_lag_messages",
                      "rocketmq_consumer_lag_latency", "rocketmq_storage_flush_behind_bytes",
                      "rocketmq_storage_dispatch_behind_bytes", "rocketmq_storage_message_reserve_time",
-                     "rocketmq_rpc_latency_sum", "rocketmq_consumer_group_number"):
+                     "rocketmq_rpc_latency_sum", "rocketmq_consumer_group_number",
+                     "rocketmq_consumer_inflight_messages", "rocketmq_consumer_ready_messages",
+                     "rocketmq_consumer_queueing_latency"):
             assert name in names, name
         documented = set(re.findall(r"`((?:rocketmq|fastmq)_[a-z_]+)`", DOC.read_text()))
         undocumented = {re.sub(r"_(bucket|sum|count)$", "", n) for n in names} - documented
