@@ -190,6 +190,13 @@ class BrokerMetrics:
                   (({"topic": t}, n) for (kind, t), n in ends if kind == "commit"), "counter")
         out.gauge("rocketmq_rollback_messages_total", "Transactional messages rolled back, per topic",
                   (({"topic": t}, n) for (kind, t), n in ends if kind == "rollback"), "counter")
+        # halves stored less those ended or given up (RocketMQ 5's count, kept since the start)
+        ended: dict[str, int] = dict(self.broker.transactions.check_service.stats.discarded_topics)
+        for (_, t), n in ends:
+            ended[t] = ended.get(t, 0) + n
+        out.gauge("rocketmq_half_messages", "Half messages not yet committed, rolled back or given up, per topic",
+                  (({"topic": t}, max(0, n - ended.get(t, 0)))
+                   for (t,), n in sorted(self.broker.half_puts.counts.items())))
 
     def _lag_rows(self) -> Iterator[tuple[str, int, int]]:
         """(labels, messages behind, ms since the oldest unconsumed message was stored) per

@@ -84,13 +84,16 @@ class Exposition:
         The ``_bucket`` lines are cumulative, as the format asks."""
         self.family(name, "histogram", help_text)
         les = [_number(float(b)) for b in bounds] + ["+Inf"]
+        bucket = f"{name}_bucket"
         for extra, counts, total in rows:
+            text = _pairs(extra)  # (rendered once a row: a broker's scrape may hold 10^4 rows)
+            prefix = f"{text}," if text else ""
             running = 0
             for le, n in zip(les, counts):
                 running += n
-                self.sample(f"{name}_bucket", running, {**extra, "le": le})
-            self.sample(f"{name}_sum", float(total), extra)
-            self.sample(f"{name}_count", running, extra)
+                self.sample(bucket, running, f'{prefix}le="{le}"')
+            self.sample(f"{name}_sum", float(total), text)
+            self.sample(f"{name}_count", running, text)
 
     def text(self) -> bytes:
         return "".join(self._lines).encode("utf-8")
