@@ -84,16 +84,20 @@ class Exposition:
         The ``_bucket`` lines are cumulative, as the format asks."""
         self.family(name, "histogram", help_text)
         les = [_number(float(b)) for b in bounds] + ["+Inf"]
-        bucket = f"{name}_bucket"
+        lines = self._lines
+        common = self._prefix
         for extra, counts, total in rows:
-            text = _pairs(extra)  # (rendered once a row: a broker's scrape may hold 10^4 rows)
-            prefix = f"{text}," if text else ""
+            # each row's labels rendered once, its lines written here: a broker's scrape may
+            # hold a row per topic, 10^4 of them
+            text = _pairs(extra)
+            inner = f"{common},{text}" if common and text else common or text
+            head = f"{name}_bucket{{{inner}," if inner else f"{name}_bucket{{"
             running = 0
             for le, n in zip(les, counts):
                 running += n
-                self.sample(bucket, running, f'{prefix}le="{le}"')
-            self.sample(f"{name}_sum", float(total), text)
-            self.sample(f"{name}_count", running, text)
+                lines.append(f'{head}le="{le}"}} {running}\n')
+            tail = f"{{{inner}}}" if inner else ""
+            lines.append(f"{name}_sum{tail} {_number(float(total))}\n{name}_count{tail} {running}\n")
 
     def text(self) -> bytes:
         return "".join(self._lines).encode("utf-8")
