@@ -21,6 +21,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from fastmq.common.progress import on_terminal
 from fastmq.version import add_version_option
 
 __all__ = ["main"]
@@ -38,6 +39,8 @@ def _run_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--redis", help="host:port of a Redis for redis-streams; default: start a local redis-server")
     p.add_argument("--tasks", type=int, help="Spark tasks per run (default: every task slot, at most one per client)")
     p.add_argument("--interval", type=float, default=1.0, help="seconds per reporting interval (default 1)")
+    p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                   help="print a line per interval while a run goes on (default: only when stdout is a terminal)")
     p.add_argument("--allow-pure", action="store_true",
                    help="run even where fastmq's compiled extensions are missing (the report says so)")
     p.add_argument("--keep-topics", action="store_true", help="leave the run's topics on the cluster")
@@ -195,7 +198,7 @@ def run(a: argparse.Namespace, spark: Any = None) -> int:
                                 f"{(str(exc).strip().splitlines() or [''])[0][:300]}")
         ctx = RunContext(spark=spark, run_id=run_id, started_at=started_at, master=a.master, target=target,
                          admin=admin, tasks=a.tasks, interval_s=a.interval, allow_pure=a.allow_pure,
-                         keep_topics=a.keep_topics)
+                         keep_topics=a.keep_topics, progress=on_terminal(sys.stdout, a.progress))
         for w in workloads:
             for d in drivers:
                 try:

@@ -198,6 +198,7 @@ class BrokerController:
         self.stats = BrokerStatsManager(feed=self.metrics.store_totals)
         self.dlq_sends = Tally()  # (group, original topic): rocketmq_send_to_dlq_messages_total
         self.tx_ends = Tally()  # ("commit" | "rollback", topic): the transaction counters
+        self.half_puts = Tally()  # (real topic,): halves stored, for rocketmq_half_messages
         self.metrics_server: MetricsHttpServer | None = None
         if self.metrics_on:
             self.metrics_server = MetricsHttpServer(c.metricsPromExporterHost or "127.0.0.1",

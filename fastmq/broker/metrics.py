@@ -6,8 +6,9 @@ anyway: the stats items of VIEW_BROKER_STATS_DATA (messages in per topic, out pe
 group), the consumer offsets and consume queues (lag), the store's counters and files (sizes,
 flush behind), the client tables (connections), the DLQ and transaction tallies, and the RPC
 latency histograms (kept only while metrics are on, see :mod:`fastmq.remoting.rpc_latency`).
-Bytes in per topic are summed from the consume queues' entry sizes: each scrape (and each stats
-snapshot) reads only the entries written since the one before, so the send path pays nothing.
+Bytes in per topic, and the message-size histogram, are read from the consume queues' entry
+sizes: each scrape (and each stats snapshot) reads only the entries written since the one
+before, so the send path pays nothing.
 
 Names RocketMQ 5 does not have start with ``fastmq_``.
 """
@@ -17,7 +18,9 @@ import os
 import time
 from typing import TYPE_CHECKING, Iterator
 
-from ..common.prometheus import Exposition, pairs
+import numpy as np
+
+from ..common.prometheus import Exposition, bucket_bounds, pairs
 from ..protocol import topic as tv
 from ..protocol.codes import LANGUAGE_NAMES
 from ..remoting.rpc_latency import BUCKETS_MS, RpcLatency
@@ -27,15 +30,20 @@ if TYPE_CHECKING:
     from ..store.consume_queue import ConsumeQueueTable
     from .processors.base import BrokerContext
 
-__all__ = ["BrokerMetrics", "InBytes", "LAG_READ_BUDGET_S"]
+__all__ = ["BrokerMetrics", "InBytes", "LAG_READ_BUDGET_S", "MESSAGE_SIZE_BUCKETS"]
 
 #: seconds of one scrape's reads of lag timestamps (see BrokerMetrics._lag_rows)
 LAG_READ_BUDGET_S = 0.01
+#: rocketmq_message_size's bucket bounds in bytes, RocketMQ 5's: 1 KiB, 4 KiB, 512 KiB, 1, 2, 4 MiB
+MESSAGE_SIZE_BUCKETS = (1024, 4096, 512 * 1024, 1 << 20, 2 << 20, 4 << 20)
+_SIZE_EDGES = np.array(MESSAGE_SIZE_BUCKETS, dtype=np.int64)
+_SIZE_LES = bucket_bounds(MESSAGE_SIZE_BUCKETS)
 
 
 class InBytes:
     """Bytes put into each topic since the broker started, summed from its consume queues'
-    entry sizes; each call reads only the entries written since the last call."""
+    entry sizes, and how many of the messages fell in each size bucket; each call reads only
+    the entries written since the last call."""
 
     def __init__(self, queues: "ConsumeQueueTable") -> None:
         self.queues = queues
@@ -45,6 +53,8 @@ class InBytes:
         #: the entries they hold: the scrape's other readers take them instead of a pass of their own
         self.bounds: dict[tuple[str, int], tuple[int, int]] = {}
         self.entries = 0
+        #: topic -> messages per MESSAGE_SIZE_BUCKETS bucket (the last: larger), then their bytes
+        self.sizes: dict[str, np.ndarray] = {}
 
     def start(self) -> None:
         """Count from here on (called once the store has loaded its queues)."""
@@ -62,13 +72,22 @@ class InBytes:
             entries += hi - lo
             if s is None or hi < s[0]:  # a queue made since the start (or deleted and made again)
                 s = seen[key] = [lo, 0]
-            if hi > s[0]:
-                for arr in cq.iter_entries(max(s[0], lo), hi):
-                    s[1] += int(arr["size"].sum(dtype="int64"))
-                s[0] = hi
             topic = key[0]
+            if hi > s[0]:
+                hist = self.sizes.get(topic)
+                if hist is None:
+                    hist = self.sizes[topic] = np.zeros(len(MESSAGE_SIZE_BUCKETS) + 2, dtype=np.int64)
+                for arr in cq.iter_entries(max(s[0], lo), hi):
+                    sizes = arr["size"]
+                    n = int(sizes.sum(dtype="int64"))
+                    s[1] += n
+                    hist[:-1] += np.bincount(np.searchsorted(_SIZE_EDGES, sizes), minlength=len(hist) - 1)
+                    hist[-1] += n
+                s[0] = hi
             totals[topic] = totals.get(topic, 0) + s[1]
         self.entries = entries
+        for gone in [t for t in self.sizes if t not in totals]:  # deleted topics
+            del self.sizes[gone]
         return totals
 
 
@@ -105,6 +124,10 @@ class BrokerMetrics:
         self.rpc = rpc
         #: (topic, queue id, queue offset) -> store time of the message there (see _lag_rows)
         self._lag_ts: dict[tuple[str, int, int], int] = {}
+        #: the same for the first unpulled message of each queue (see _flight_rows)
+        self._flight_ts: dict[tuple[str, int, int], int] = {}
+        #: topic -> (its bytes put, its rocketmq_message_size lines) of the last scrape
+        self._size_rows: dict[str, tuple[int, str]] = {}
 
     def store_totals(self) -> dict[str, dict[str, int]]:
         """The stats items read from the store (:meth:`BrokerStatsManager.feed`)."""
@@ -146,6 +169,21 @@ class BrokerMetrics:
                   ((topic_labels(t), item.value) for t, item in sorted(puts.items())), "counter")
         out.gauge("rocketmq_throughput_in_total", "Bytes put, per topic, since the broker started",
                   ((topic_labels(t), n) for t, n in sorted(sizes.items()) if n or t in puts), "counter")
+        # a row per topic (10^4 lines a scrape with 10^3 topics): a topic's text is kept while
+        # its byte total, and so its counts, stay the same
+        out.family("rocketmq_message_size", "histogram", "Sizes of the messages put (stored bytes), per topic, "
+                   "since the broker started")
+        kept, fresh = self._size_rows, {}
+        for t, h in sorted(self.in_bytes.sizes.items()):
+            total = int(h[-1])
+            row = kept.get(t)
+            if row is None or row[0] != total:
+                row = (total, out.histogram_row("rocketmq_message_size", _SIZE_LES, {
+                    "topic": t, "message_type": _message_type(t), "is_system": tv.is_system_topic(t)},
+                    [int(c) for c in h[:-1]], total))
+            fresh[t] = row
+            out.raw(row[1])
+        self._size_rows = fresh
         gets = stats[GROUP_GET_NUMS]
 
         def group_labels(key: str) -> str:
@@ -166,6 +204,13 @@ class BrokerMetrics:
                   (({"topic": t}, n) for (kind, t), n in ends if kind == "commit"), "counter")
         out.gauge("rocketmq_rollback_messages_total", "Transactional messages rolled back, per topic",
                   (({"topic": t}, n) for (kind, t), n in ends if kind == "rollback"), "counter")
+        # halves stored less those ended or given up (RocketMQ 5's count, kept since the start)
+        ended: dict[str, int] = dict(self.broker.transactions.check_service.stats.discarded_topics)
+        for (_, t), n in ends:
+            ended[t] = ended.get(t, 0) + n
+        out.gauge("rocketmq_half_messages", "Half messages not yet committed, rolled back or given up, per topic",
+                  (({"topic": t}, max(0, n - ended.get(t, 0)))
+                   for (t,), n in sorted(self.broker.half_puts.counts.items())))
 
     def _lag_rows(self) -> Iterator[tuple[str, int, int]]:
         """(labels, messages behind, ms since the oldest unconsumed message was stored) per
@@ -178,11 +223,10 @@ class BrokerMetrics:
         queues fills its latencies in over a few scrapes, its loop never stalled by one. A queue
         not yet read counts in the lag in messages only."""
         b = self.broker
-        queues = b.store.queues
         bounds = self.in_bytes.bounds  # (read by _traffic, earlier in this scrape)
-        commit_log = b.store.commit_log
         now = int(time.time() * 1000)
-        known, kept = self._lag_ts, {}
+        known = self._lag_ts
+        kept: dict[tuple[str, int, int], int] = {}
         stop = time.perf_counter() + LAG_READ_BUDGET_S
         for key, offsets in sorted(b.offsets.table.items()):
             topic, group = _group_topic(key)
@@ -198,22 +242,77 @@ class BrokerMetrics:
                 if behind <= 0:
                     continue
                 lag += behind
-                qkey = (topic, qid, first)
-                ts = known.get(qkey, 0)
-                if not ts and time.perf_counter() < stop:
-                    try:
-                        cq = queues.get(topic, qid)
-                        assert cq is not None  # (seen by per_topic in this scrape)
-                        phys, size, _ = cq.get_entry(first)
-                        ts = commit_log.store_timestamp_at(phys, size)
-                    except Exception:  # removed by retention meanwhile, or unreadable
-                        ts = 0
-                if ts > 0:
-                    kept[qkey] = ts
-                    if oldest == 0 or ts < oldest:
-                        oldest = ts
+                ts = self._store_ts(topic, qid, first, known, kept, stop)
+                if ts > 0 and (oldest == 0 or ts < oldest):
+                    oldest = ts
             yield _group_labels(key), lag, now - oldest if oldest else 0
         self._lag_ts = kept  # (the queues of this scrape only: deleted ones drop out)
+
+    def _store_ts(self, topic: str, qid: int, offset: int, known: dict[tuple[str, int, int], int],
+                  kept: dict[tuple[str, int, int], int], stop: float) -> int:
+        """The store time of the message at ``offset`` (0: not read, see :meth:`_lag_rows`):
+        taken from ``known``, else read while the scrape's budget lasts; kept in ``kept``."""
+        qkey = (topic, qid, offset)
+        ts = known.get(qkey, 0)
+        if not ts and time.perf_counter() < stop:
+            try:
+                cq = self.broker.store.queues.get(topic, qid)
+                assert cq is not None  # (seen by per_topic in this scrape)
+                phys, size, _ = cq.get_entry(offset)
+                ts = self.broker.store.commit_log.store_timestamp_at(phys, size)
+            except Exception:  # removed by retention meanwhile, or unreadable
+                ts = 0
+        if ts > 0:
+            kept[qkey] = ts
+        return ts
+
+    def _subscribed(self) -> Iterator[tuple[str, str, int]]:
+        """(group, topic, write queues) per subscription group with consumers online and each
+        topic they subscribe to, as 5.x's lag calculator walks them: retry topics left out, and
+        topics neither readable nor writable (with the broker's permission)."""
+        b = self.broker
+        perm = b.config.brokerPermission
+        topics = b.topic_config.table
+        online = b.consumer_manager.groups
+        for group in sorted(b.subscription_groups.table):
+            g = online.get(group)
+            if g is None:
+                continue
+            for topic in sorted(g.subscriptions):
+                if tv.is_retry_topic(topic):
+                    continue
+                tc = topics.get(topic)
+                if tc is None or not tc.perm & perm & (tv.PERM_READ | tv.PERM_WRITE):
+                    continue
+                yield group, topic, tc.write_queue_nums
+
+    def _flight_rows(self) -> Iterator[tuple[str, int, int, int]]:
+        """(labels, in flight, ready, ms since the first unpulled message was stored) per group
+        and subscribed topic: in flight is pulled but not committed (pull offset - committed
+        offset), ready is stored but not pulled (max offset - pull offset), as 5.x counts them."""
+        bounds = self.in_bytes.bounds  # (read by _traffic, earlier in this scrape)
+        offsets = self.broker.offsets
+        now = int(time.time() * 1000)
+        known = self._flight_ts
+        kept: dict[tuple[str, int, int], int] = {}
+        stop = time.perf_counter() + LAG_READ_BUDGET_S
+        for group, topic, nqueues in self._subscribed():
+            flight = ready = 0
+            oldest = 0
+            for qid in range(nqueues):
+                hi = bounds.get((topic, qid), (0, 0))[1]
+                commit = offsets.query(group, topic, qid)
+                pulled = offsets.pulled.get((group, topic, qid), commit)
+                if pulled >= 0:
+                    flight += max(0, pulled - (commit if commit >= 0 else pulled))
+                    ready += max(0, hi - pulled)
+                first = max(pulled, 0)  # (a group that never pulled waits from offset 0, as in 5.x)
+                if first < hi:
+                    ts = self._store_ts(topic, qid, first, known, kept, stop)
+                    if ts > 0 and (oldest == 0 or ts < oldest):
+                        oldest = ts
+            yield _group_labels(f"{topic}@{group}"), flight, ready, now - oldest if oldest else 0
+        self._flight_ts = kept
 
     def _lag(self, out: Exposition) -> None:
         rows = list(self._lag_rows())
@@ -221,6 +320,13 @@ class BrokerMetrics:
                   ((labels, lag) for labels, lag, _ in rows))
         out.gauge("rocketmq_consumer_lag_latency", "Milliseconds since the oldest unconsumed message was stored",
                   ((labels, ms) for labels, _, ms in rows))
+        flights = list(self._flight_rows())
+        out.gauge("rocketmq_consumer_inflight_messages", "Messages pulled but not yet committed, per group and "
+                  "subscribed topic", ((labels, n) for labels, n, _, _ in flights))
+        out.gauge("rocketmq_consumer_ready_messages", "Messages stored but not yet pulled, per group and "
+                  "subscribed topic", ((labels, n) for labels, _, n, _ in flights))
+        out.gauge("rocketmq_consumer_queueing_latency", "Milliseconds since the first message not yet pulled "
+                  "was stored", ((labels, ms) for labels, _, _, ms in flights))
 
     def _clients(self, out: Exposition) -> None:
         b = self.broker

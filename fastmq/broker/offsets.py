@@ -6,6 +6,10 @@ broker crash loses at most a few seconds of commits — which consumers then re-
 at-least-once contract RocketMQ gives. The file format is RocketMQ's
 (``{"offsetTable": {"topic@group": {"0": 42}}}``); Java brokers write the queue ids unquoted, and
 we read that form too.
+
+Beside the committed offsets it keeps the pull offsets (:attr:`ConsumerOffsetManager.pulled`):
+where the last pull answer sent each group on, as RocketMQ 5's pullOffsetTable. They exist for
+the in-flight and ready gauges of the metrics, and like 5.x's they are not persisted.
 """
 from __future__ import annotations
 
@@ -32,6 +36,9 @@ class ConsumerOffsetManager:
         self.table: dict[str, dict[int, int]] = {}
         self._lock = threading.Lock()
         self._dirty = False
+        #: (group, topic, queue id) -> the next offset the last pull answer gave; written once per
+        #: answer by the pull processor, read at scrape time, never persisted (5.x keeps it so too)
+        self.pulled: dict[tuple[str, str, int], int] = {}
         self.file: JsonConfigFile[dict[str, dict[int, int]]] = JsonConfigFile(self.path, self._snapshot_obj)
 
     @staticmethod
@@ -60,6 +67,12 @@ class ConsumerOffsetManager:
             return -1
         return q.get(queue_id, -1)
 
+    def query_pull(self, group: str, topic: str, queue_id: int) -> int:
+        """The pull offset (5.x's queryPullOffset): where the last pull answer sent the group on,
+        else its committed offset, else -1."""
+        off = self.pulled.get((group, topic, queue_id))
+        return self.query(group, topic, queue_id) if off is None else off
+
     def query_all(self, group: str, topic: str) -> dict[int, int]:
         return dict(self.table.get(self.key(topic, group), {}))
 
@@ -74,10 +87,16 @@ class ConsumerOffsetManager:
     def remove_topic(self, topic: str) -> None:
         prefix = topic + TOPIC_GROUP_SEPARATOR
         self._remove(lambda k: k.startswith(prefix))
+        self._forget_pulls(lambda g, t: t == topic)
 
     def remove_group(self, group: str) -> None:
         suffix = TOPIC_GROUP_SEPARATOR + group
         self._remove(lambda k: k.endswith(suffix))
+        self._forget_pulls(lambda g, t: g == group)
+
+    def _forget_pulls(self, doomed: Callable[[str, str], bool]) -> None:
+        for k in [k for k in list(self.pulled) if doomed(k[0], k[1])]:
+            self.pulled.pop(k, None)
 
     def _remove(self, doomed: Callable[[str], bool]) -> None:
         with self._lock:

@@ -7,7 +7,16 @@ import sys
 import time
 from typing import TextIO
 
-__all__ = ["Progress"]
+__all__ = ["Progress", "on_terminal"]
+
+
+def on_terminal(stream: TextIO, force: bool | None = None) -> bool:
+    """Whether progress goes to ``stream``: ``force`` when given (a command's
+    ``--progress`` / ``--no-progress``), else whether ``stream`` is a terminal."""
+    if force is not None:
+        return force
+    isatty = getattr(stream, "isatty", None)
+    return bool(isatty and isatty())
 
 
 class Progress:
@@ -22,8 +31,7 @@ class Progress:
     def __init__(self, label: str, stream: TextIO | None = None, min_interval: float = 0.1) -> None:
         self.label = label
         self.stream = sys.stderr if stream is None else stream
-        isatty = getattr(self.stream, "isatty", None)
-        self.enabled = bool(isatty and isatty())
+        self.enabled = on_terminal(self.stream)
         self.min_interval = min_interval
         self._drawn_at = float("-inf")
         self._width = 0

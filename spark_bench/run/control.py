@@ -4,7 +4,7 @@ Tasks connect, set up, and send ``ready`` (with what they run on); once all have
 answers each with one ``plan`` (absolute start, measured window) or a ``refuse`` with the reason
 (a task failed to set up, or one lacks the compiled extensions without ``--allow-pure``). During
 the run tasks send an ``interval`` line as each interval closes; the driver merges them and
-prints one progress line per interval. A connection that ends without ``done`` is a task that
+prints one progress line per interval (unless ``show_intervals`` is off: output piped). A connection that ends without ``done`` is a task that
 died: the run is failed and the Spark job cancelled at once rather than left to time out.
 """
 from __future__ import annotations
@@ -27,10 +27,11 @@ class ControlServer:
 
     def __init__(self, tasks: int, *, consumers: bool = True, warmup_s: float, duration_s: float, interval_s: float, allow_pure: bool,
                  on_failure: Callable[[str], None], print_fn: Callable[[str], None] = print,
-                 bind: str = "0.0.0.0", advertise: str = "127.0.0.1") -> None:
+                 bind: str = "0.0.0.0", advertise: str = "127.0.0.1", show_intervals: bool = True) -> None:
         self.consumers = consumers
         self.tasks, self.warmup_s, self.duration_s, self.interval_s = tasks, warmup_s, duration_s, interval_s
         self.allow_pure, self.on_failure, self.print = allow_pure, on_failure, print_fn
+        self.show_intervals = show_intervals
         self.sock = socket.create_server((bind, 0))
         self.addr = f"{advertise}:{self.sock.getsockname()[1]}"
         self.lock = threading.Lock()
@@ -141,6 +142,8 @@ class ControlServer:
     def _interval(self, msg: dict[str, Any]) -> None:
         with self.lock:
             self.intervals.setdefault(msg["i"], {})[msg["task"]] = msg
+            if not self.show_intervals:
+                return
             ready = [i for i, per in self.intervals.items() if len(per) == self.tasks and i > self.printed]
         for i in sorted(ready):
             self._print(i)

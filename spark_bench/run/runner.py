@@ -47,6 +47,7 @@ class RunContext:
     allow_pure: bool = False
     keep_topics: bool = False
     print: Any = print
+    progress: bool = True           # print a line per interval while a run goes on
     notes: list[str] = field(default_factory=list)
 
 
@@ -246,7 +247,7 @@ def _run_stage(ctx: RunContext, w: Workload, driver: str, plan_tasks: list[dict[
     server = ControlServer(len(plan_tasks), consumers=bool(pairs), warmup_s=w.warmup_s, duration_s=w.duration_s, interval_s=ctx.interval_s,
                            allow_pure=ctx.allow_pure, on_failure=lambda r: (ctx.print(f"FAILED: {r}"),
                                                                             sc.cancelJobGroup(job_group)),
-                           print_fn=ctx.print, advertise=advertise)
+                           print_fn=ctx.print, advertise=advertise, show_intervals=ctx.progress)
     payload = base64.b64encode(w.payload or bytes(w.message_size)).decode()
     wj = w.to_json()
     specs = [{"task": i, **t, "workload": wj, "driver": driver, "target": ctx.target, "payload": payload,

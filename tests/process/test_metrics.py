@@ -20,6 +20,7 @@ import pytest
 
 from fastmq.protocol.codes import RequestCode, ResponseCode
 from fastmq.protocol.command import create_request
+from fastmq.protocol.heartbeat import ConsumerData, HeartbeatData, build_subscription
 from fastmq.protocol.message import decode_offset_msg_id
 from fastmq.remoting import RemotingClient
 from fastmq.remoting.metrics_http import HEAD_TIMEOUT_S, MAX_CONNECTIONS
@@ -102,15 +103,37 @@ async def test_traffic_lag_and_labels_move_with_sends_and_pulls(servers: Servers
         assert value(after, "rocketmq_messages_in_total", **t) - value(before, "rocketmq_messages_in_total", **t) == 6
         grown = value(after, "rocketmq_throughput_in_total", **t) - value(before, "rocketmq_throughput_in_total", **t)
         assert 6 * 100 < grown < 6 * 400  # the stored records: bodies plus headers and properties
+        # the size histogram is read from the same consume-queue entries: RocketMQ 5's buckets
+        for name, want in (("rocketmq_message_size_count", 6), ("rocketmq_message_size_sum", grown)):
+            assert value(after, name, **t) - value(before, name, **t) == want, name
+        le_1k = value(after, "rocketmq_message_size_bucket", **t, le="1024.0")
+        assert le_1k - value(before, "rocketmq_message_size_bucket", **t, le="1024.0") == 6
+        assert value(after, "rocketmq_message_size_bucket", **t, le="4194304.0") == le_1k
         g = {"topic": TOPIC, "consumer_group": GROUP, "is_retry": "false"}
         assert value(after, "rocketmq_consumer_lag_messages", **g) == 3  # queue 0's three, none consumed
         assert value(after, "rocketmq_consumer_lag_latency", **g) >= 0
+
+        # in flight and ready count for a group online (a heartbeat), on the topics it subscribes to
+        subs = [build_subscription(TOPIC, "*"), build_subscription(f"%RETRY%{GROUP}", "*")]
+        hb = HeartbeatData("10.0.0.9@metrics", [], [ConsumerData(GROUP, subscriptions=subs)])
+        assert (await client.invoke(addr, create_request(RequestCode.HEART_BEAT, body=hb.to_json()), 5)).code == 0
+        online = scrape(servers.broker_url)
+        assert value(online, "rocketmq_consumer_ready_messages", **g) == 3  # queue 0 (queue 1: no offset yet)
+        assert value(online, "rocketmq_consumer_inflight_messages", **g) == 0
+        assert value(online, "rocketmq_consumer_queueing_latency", **g) >= 0
 
         p = await client.invoke(addr, pull_request(TOPIC, 0, 0, group=GROUP), 5)
         assert p.code == ResponseCode.SUCCESS
         await client.invoke(addr, create_request(RequestCode.UPDATE_CONSUMER_OFFSET, {
             "consumerGroup": GROUP, "topic": TOPIC, "queueId": 0, "commitOffset": 2}), 5)
         later = scrape(servers.broker_url)
+        assert value(later, "rocketmq_consumer_inflight_messages", **g) == 1  # pulled to 3, committed 2
+        assert value(later, "rocketmq_consumer_ready_messages", **g) == 0
+        # queue 1, never pulled, waits from offset 0 (as in 5.x); its first message is that old
+        assert value(later, "rocketmq_consumer_queueing_latency", **g) > 0
+        # retry topics are not walked (5.x's lag calculator skips them for pull consumers)
+        assert not [ls for n, ls in later if n == "rocketmq_consumer_inflight_messages"
+                    and ("topic", f"%RETRY%{GROUP}") in ls]
         assert value(later, "rocketmq_messages_out_total", **g) == 3
         assert value(later, "rocketmq_throughput_out_total", **g) == len(p.body)
         assert value(later, "rocketmq_consumer_lag_messages", **g) == 1
@@ -130,7 +153,9 @@ async def test_traffic_lag_and_labels_move_with_sends_and_pulls(servers: Servers
                      "rocketmq_throughput_out_total", "rocketmq_consumer_lag_messages",
                      "rocketmq_consumer_lag_latency", "rocketmq_storage_flush_behind_bytes",
                      "rocketmq_storage_dispatch_behind_bytes", "rocketmq_storage_message_reserve_time",
-                     "rocketmq_rpc_latency_sum", "rocketmq_consumer_group_number"):
+                     "rocketmq_rpc_latency_sum", "rocketmq_consumer_group_number",
+                     "rocketmq_consumer_inflight_messages", "rocketmq_consumer_ready_messages",
+                     "rocketmq_consumer_queueing_latency", "rocketmq_message_size_bucket"):
             assert name in names, name
         documented = set(re.findall(r"`((?:rocketmq|fastmq)_[a-z_]+)`", DOC.read_text()))
         undocumented = {re.sub(r"_(bucket|sum|count)$", "", n) for n in names} - documented
@@ -180,7 +205,8 @@ async def test_dlq_sends_and_the_exporters_stats_items(servers: Servers) -> None
 
 async def test_transactions_counted_on_every_path(servers: Servers) -> None:
     """Commits and rollbacks are counted per real topic whether the end is answered or oneway
-    (the Java client's), which the broker serves on its batch path."""
+    (the Java client's), which the broker serves on its batch path; the halves still waiting
+    are what was stored less what was ended."""
     from fastmq.testing.txprobe import COMMIT, ROLLBACK, TxProbe
     topic = "MetricsTx"
     client = RemotingClient()
@@ -193,7 +219,9 @@ async def test_transactions_counted_on_every_path(servers: Servers) -> None:
             half = await probe.send_half(topic, b"tx")
             r = await probe.end(half, state, oneway=oneway)
             assert oneway or (r is not None and r.code == ResponseCode.SUCCESS), r
-        want = {"rocketmq_commit_messages_total": 3, "rocketmq_rollback_messages_total": 2}
+        await probe.send_half(topic, b"left open")
+        want = {"rocketmq_commit_messages_total": 3, "rocketmq_rollback_messages_total": 2,
+                "rocketmq_half_messages": 1}
         got: dict[str, float] = {}
         for _ in range(50):  # the oneway ends land shortly after they are sent (bounded: 5 s)
             after = scrape(servers.broker_url)

@@ -498,13 +498,15 @@ def test_puts_are_counted_per_topic_for_stats(send) -> None:
             _send("T1", 1, None, _batch_body(3), code=RequestCode.SEND_BATCH_MESSAGE)]
     b = send.encode_sends(reqs, TOPICS, BORN, STORE, CLUSTER, 4096)
     stats = BrokerStatsManager()
-    SendMessageProcessor._count_puts(SimpleNamespace(broker=SimpleNamespace(stats=stats)), b)
+    SendMessageProcessor._count_puts(SimpleNamespace(broker=SimpleNamespace(stats=stats)), b, reqs)
     t1, t2 = stats.get(TOPIC_PUT_NUMS, "T1"), stats.get(TOPIC_PUT_NUMS, "T2")
     assert (t1.value, t1.times, t2.value, t2.times) == (5, 3, 1, 1)
-    one = send.encode_sends([_send("T2", 3)], TOPICS, BORN, STORE, CLUSTER, 4096)
-    SendMessageProcessor._count_puts(SimpleNamespace(broker=SimpleNamespace(stats=stats)), one)
+    one_req = [_send("T2", 3)]
+    one = send.encode_sends(one_req, TOPICS, BORN, STORE, CLUSTER, 4096)
+    SendMessageProcessor._count_puts(SimpleNamespace(broker=SimpleNamespace(stats=stats)), one, one_req)
     assert (t2.value, t2.times) == (2, 2)
     # sends gathered from several connections, each to its own queue of one topic
-    spread = send.encode_sends([_send("T2", q) for q in range(8)], TOPICS, BORN, STORE, CLUSTER, 4096)
-    SendMessageProcessor._count_puts(SimpleNamespace(broker=SimpleNamespace(stats=stats)), spread)
+    spread_reqs = [_send("T2", q) for q in range(8)]
+    spread = send.encode_sends(spread_reqs, TOPICS, BORN, STORE, CLUSTER, 4096)
+    SendMessageProcessor._count_puts(SimpleNamespace(broker=SimpleNamespace(stats=stats)), spread, spread_reqs)
     assert (t2.value, t2.times) == (10, 10)

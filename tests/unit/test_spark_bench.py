@@ -256,3 +256,36 @@ def test_intervals_the_driver_cannot_see_fail_the_run(tmp_path: Path) -> None:
     write_outputs(_Spark(), tmp_path / "o", result, [{"task": 0}])
     r = json.loads((tmp_path / "o" / "result.json").read_text())
     assert r["status"] == "failed" and "intervals.parquet" in r["reason"] and "share" in r["reason"]
+
+
+@pytest.mark.parametrize("shown", [True, False])
+def test_interval_lines_show_on_a_terminal_only(shown: bool) -> None:
+    """Issue 30: a run prints its interval lines on a terminal and nothing when piped (the
+    command decides with on_terminal(sys.stdout, --progress/--no-progress))."""
+    import argparse
+    import io
+
+    from fastmq.common.progress import on_terminal
+    from spark_bench.run.control import ControlServer
+
+    class _Tty(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    assert on_terminal(_Tty()) and not on_terminal(io.StringIO())
+    assert on_terminal(io.StringIO(), True) and not on_terminal(_Tty(), False)
+    p = argparse.ArgumentParser()
+    cli._run_args(p)
+    assert p.parse_args(["w", "--out", "o"]).progress is None
+    assert p.parse_args(["w", "--out", "o", "--progress"]).progress is True
+    assert p.parse_args(["w", "--out", "o", "--no-progress"]).progress is False
+
+    lines: list[str] = []
+    server = ControlServer(1, consumers=False, warmup_s=0, duration_s=1, interval_s=1, allow_pure=False,
+                           on_failure=lines.append, print_fn=lines.append, bind="127.0.0.1", show_intervals=shown)
+    try:
+        server._interval({"type": "interval", "task": 0, "i": 0, "publish": 10, "e2e": 0, "errors": 0})
+    finally:
+        server.close()
+    assert len(server.intervals[0]) == 1  # kept either way
+    assert (len(lines) == 1 and lines[0].startswith("[   1.0s] publish")) if shown else lines == []

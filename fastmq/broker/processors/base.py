@@ -125,6 +125,7 @@ class BrokerContext(Protocol):
     stats: BrokerStatsManager
     dlq_sends: Tally  # (group, original topic)
     tx_ends: Tally  # ("commit" | "rollback", topic)
+    half_puts: Tally  # (real topic,)
     config_version: DataVersion
     schedule: ScheduleMessageService | None
     timer: TimerMessageService

@@ -268,6 +268,9 @@ class PullMessageProcessor(BrokerCodeDispatchProcessor):
         st = res.status
         if st is _OVERFLOW_ONE or st is _FOUND_NULL:  # nothing yet: the usual pull of a caught-up consumer
             return None
+        # the group's pull offset, once per answer (5.x's commitPullOffset): the in-flight and
+        # ready gauges read it at scrape time
+        self.broker.offsets.pulled[(h.consumerGroup, h.topic, h.queueId)] = res.next_begin_offset
         fields = self._fields(res)
         if st is _FOUND:
             self.broker.stats.group_get(h.consumerGroup, h.topic, res.msg_count, res.buffer_total_size)

@@ -11,7 +11,7 @@ import logging
 import random
 import time
 from bisect import bisect_right
-from typing import TYPE_CHECKING, Any, Awaitable
+from typing import TYPE_CHECKING, Any, Awaitable, Iterable
 
 import numpy as np
 
@@ -90,6 +90,8 @@ _WIRE_V1, _WIRE_V2 = send_wire_names(SEND_FIELDS)
 _FAST_FIELDS = 14
 _LATER_V1, _LATER_V2 = _WIRE_V1[_FAST_FIELDS:], _WIRE_V2[_FAST_FIELDS:]
 _I_GROUP, _I_TOPIC = SEND_FIELDS.index("producerGroup"), SEND_FIELDS.index("topic")
+#: the object _fast_state hands the fast path, and so the one its batches' keys hold
+_HALF_TOPIC = tv.TRANS_HALF_TOPIC
 _MSG_ID, _QUEUE_ID, _QUEUE_OFFSET = declared(SendMessageResponseHeader, "msgId", "queueId", "queueOffset")
 
 
@@ -213,7 +215,7 @@ class SendMessageProcessor(BrokerCodeDispatchProcessor):
                 res = run_eagerly(res)
             if type(res) is PutResult and res.status is PUT_OK:
                 # (the common answer, without _batch_answers's other cases)
-                self._count_puts(batch)
+                self._count_puts(batch, requests)
                 out.append(encode_answers(batch, requests, prefix, template, binary_template=binary))
             elif isinstance(res, PutResult):
                 answers = self._batch_answers(batch, requests, res)
@@ -304,7 +306,7 @@ class SendMessageProcessor(BrokerCodeDispatchProcessor):
         """:meth:`_batch_answers` of a gathered batch, one list per connection in ``owners``."""
         per: list[list[Any]] = [[] for _ in owners]
         if res.status is PUT_OK:
-            self._count_puts(batch)
+            self._count_puts(batch, requests)
             _, prefix, template, binary = self._fast_consts()
             for k, (_, lo, hi) in enumerate(owners):
                 frames = encode_answers(batch, requests, prefix, template, lo=lo, hi=hi, binary_template=binary)
@@ -320,19 +322,23 @@ class SendMessageProcessor(BrokerCodeDispatchProcessor):
         """One buffer of SUCCESS frames, or a response per request when the store said no."""
         if not res.ok:
             return [(requests[i], self._respond(requests[i], res, 0)) for i in batch.fast]
-        self._count_puts(batch)
+        self._count_puts(batch, requests)
         if res.status is not PUT_OK:
             return self._stored_answers(batch, requests, res)
         _, prefix, template, binary = self._fast_consts()
         return encode_answers(batch, requests, prefix, template, binary_template=binary)
 
-    def _count_puts(self, batch: SendBatch) -> None:
-        """TOPIC_PUT_NUMS: each topic's messages and requests in this batch (statsAll's InTPS)."""
+    def _count_puts(self, batch: SendBatch, requests: list[RemotingCommand]) -> None:
+        """TOPIC_PUT_NUMS: each topic's messages and requests in this batch (statsAll's InTPS);
+        and the halves among them per real topic (the half topic's key holds the very object
+        the fast path was given: one identity test a batch for plain sends)."""
         stats = self.broker.stats
         topic = batch.keys[0][0]
         if len(batch.keys) == 1 or all(t == topic for t, _ in batch.keys):
             # one topic (one queue, or sends to its queues gathered from many connections)
             stats.add(TOPIC_PUT_NUMS, topic, batch.n, len(batch.fast))
+            if topic is _HALF_TOPIC:
+                self._count_halves(requests, batch.fast)
             return
         cols = batch.cols  # (a view made per call: only when several topics need the columns)
         keys = cols[:, _C_KEY]
@@ -341,6 +347,17 @@ class SendMessageProcessor(BrokerCodeDispatchProcessor):
         calls = np.bincount(keys[first], minlength=len(batch.keys))
         for k, (topic, _qid) in enumerate(batch.keys):  # (a topic's queues add up in its item)
             stats.add(TOPIC_PUT_NUMS, topic, int(msgs[k]), int(calls[k]))
+            if topic is _HALF_TOPIC:
+                self._count_halves(requests, [int(i) for i in np.unique(cols[keys == k, _C_REQ])])
+
+    def _count_halves(self, requests: list[RemotingCommand], which: Iterable[int]) -> None:
+        """rocketmq_half_messages' part: a half stored, per real topic (its request's topic)."""
+        tally = self.broker.half_puts
+        for i in which:
+            req = requests[i]
+            topic = (req.ext_fields or {}).get((_WIRE_V1 if req.code == RequestCode.SEND_MESSAGE else _WIRE_V2)[_I_TOPIC])
+            if type(topic) is str:
+                tally.count(topic)
 
     def _stored_answers(self, batch: SendBatch, requests: list[RemotingCommand], res: PutResult) -> Any:
         """Stored but not SUCCESS (a flush or SYNC_MASTER wait that failed): RocketMQ still gives
@@ -467,6 +484,7 @@ class SendMessageProcessor(BrokerCodeDispatchProcessor):
         res = await tx.put_half(half)
         if res.ok:  # counted under the half topic, as 4.9 counts the rewritten message
             self.broker.stats.topic_put(half.topic, 1)
+            self.broker.half_puts.count(msg.topic)
         return self._respond(request, res, qid)
 
     def _msg_check(self, conn: Connection, h: SendMessageRequestHeader) -> TopicConfig:

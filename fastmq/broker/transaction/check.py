@@ -59,6 +59,7 @@ class CheckStats:
     checks_sent: int = 0
     checks_dropped: int = 0  # no live channel of the producer group
     discarded: int = 0       # moved to TRANS_CHECK_MAX_TIME_TOPIC
+    discarded_topics: dict[str, int] = field(default_factory=dict)  # the same, per real topic
     recovered: int = 0       # already committed, only the op message was missing
     last_round_ms: int = 0
     rr: dict[str, int] = field(default_factory=dict)  # round-robin position per producer group
@@ -271,6 +272,9 @@ class TransactionalMessageCheckService:
 
     async def _discard(self, half: MessageExt) -> None:
         res = await self.bridge.put_check_max(half)
+        # given up either way: no longer a half waiting (rocketmq_half_messages)
+        real = half.properties.get(MessageConst.REAL_TOPIC) or half.topic
+        self.stats.discarded_topics[real] = self.stats.discarded_topics.get(real, 0) + 1
         if res.ok:
             self.stats.discarded += 1
             log.info("half message %s (queue offset %d) checked %s times: moved to %s",
