@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Iterator
 
 import numpy as np
 
-from ..common.prometheus import Exposition, bucket_bounds, pairs
+from ..common.prometheus import Exposition, pairs
 from ..protocol import topic as tv
 from ..protocol.codes import LANGUAGE_NAMES
 from ..remoting.rpc_latency import BUCKETS_MS, RpcLatency
@@ -37,7 +37,6 @@ LAG_READ_BUDGET_S = 0.01
 #: rocketmq_message_size's bucket bounds in bytes, RocketMQ 5's: 1 KiB, 4 KiB, 512 KiB, 1, 2, 4 MiB
 MESSAGE_SIZE_BUCKETS = (1024, 4096, 512 * 1024, 1 << 20, 2 << 20, 4 << 20)
 _SIZE_EDGES = np.array(MESSAGE_SIZE_BUCKETS, dtype=np.int64)
-_SIZE_LES = bucket_bounds(MESSAGE_SIZE_BUCKETS)
 
 
 class InBytes:
@@ -126,8 +125,6 @@ class BrokerMetrics:
         self._lag_ts: dict[tuple[str, int, int], int] = {}
         #: the same for the first unpulled message of each queue (see _flight_rows)
         self._flight_ts: dict[tuple[str, int, int], int] = {}
-        #: topic -> (its bytes put, its rocketmq_message_size lines) of the last scrape
-        self._size_rows: dict[str, tuple[int, str]] = {}
 
     def store_totals(self) -> dict[str, dict[str, int]]:
         """The stats items read from the store (:meth:`BrokerStatsManager.feed`)."""
@@ -169,21 +166,10 @@ class BrokerMetrics:
                   ((topic_labels(t), item.value) for t, item in sorted(puts.items())), "counter")
         out.gauge("rocketmq_throughput_in_total", "Bytes put, per topic, since the broker started",
                   ((topic_labels(t), n) for t, n in sorted(sizes.items()) if n or t in puts), "counter")
-        # a row per topic (10^4 lines a scrape with 10^3 topics): a topic's text is kept while
-        # its byte total, and so its counts, stay the same
-        out.family("rocketmq_message_size", "histogram", "Sizes of the messages put (stored bytes), per topic, "
-                   "since the broker started")
-        kept, fresh = self._size_rows, {}
-        for t, h in sorted(self.in_bytes.sizes.items()):
-            total = int(h[-1])
-            row = kept.get(t)
-            if row is None or row[0] != total:
-                row = (total, out.histogram_row("rocketmq_message_size", _SIZE_LES, {
-                    "topic": t, "message_type": _message_type(t), "is_system": tv.is_system_topic(t)},
-                    [int(c) for c in h[:-1]], total))
-            fresh[t] = row
-            out.raw(row[1])
-        self._size_rows = fresh
+        out.histogram("rocketmq_message_size", "Sizes of the messages put (stored bytes), per topic, since the "
+                      "broker started", MESSAGE_SIZE_BUCKETS,
+                      (({"topic": t, "message_type": _message_type(t), "is_system": tv.is_system_topic(t)},
+                        [int(c) for c in h[:-1]], int(h[-1])) for t, h in sorted(self.in_bytes.sizes.items())))
         gets = stats[GROUP_GET_NUMS]
 
         def group_labels(key: str) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from typing import Iterable, Mapping
 
-__all__ = ["Exposition", "bucket_bounds", "labels", "pairs", "CONTENT_TYPE"]
+__all__ = ["Exposition", "labels", "pairs", "CONTENT_TYPE"]
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -48,11 +48,6 @@ def _number(value: float | int) -> str:
     return repr(float(value))
 
 
-def bucket_bounds(bounds: Iterable[float]) -> list[str]:
-    """A histogram's ``le`` values, ``+Inf`` last."""
-    return [_number(float(b)) for b in bounds] + ["+Inf"]
-
-
 class Exposition:
     """One scrape's answer, built a metric family at a time."""
 
@@ -88,30 +83,21 @@ class Exposition:
         """A histogram family: each row is (labels, counts per bucket with the +Inf bucket last, sum).
         The ``_bucket`` lines are cumulative, as the format asks."""
         self.family(name, "histogram", help_text)
-        les = bucket_bounds(bounds)
-        for extra, counts, total in rows:
-            self._lines.append(self.histogram_row(name, les, extra, counts, total))
-
-    def histogram_row(self, name: str, les: list[str], extra: Mapping[str, object], counts: Iterable[int],
-                      total: float) -> str:
-        """One row's ``_bucket``, ``_sum`` and ``_count`` lines (``les``: :func:`bucket_bounds`),
-        its labels rendered once; a caller may keep the text while the row does not change."""
-        text = _pairs(extra)
+        les = [_number(float(b)) for b in bounds] + ["+Inf"]
+        lines = self._lines
         common = self._prefix
-        inner = f"{common},{text}" if common and text else common or text
-        head = f"{name}_bucket{{{inner}," if inner else f"{name}_bucket{{"
-        out = []
-        running = 0
-        for le, n in zip(les, counts):
-            running += n
-            out.append(f'{head}le="{le}"}} {running}\n')
-        tail = f"{{{inner}}}" if inner else ""
-        out.append(f"{name}_sum{tail} {_number(float(total))}\n{name}_count{tail} {running}\n")
-        return "".join(out)
-
-    def raw(self, text: str) -> None:
-        """Lines rendered before (by :meth:`histogram_row`), as they are."""
-        self._lines.append(text)
+        for extra, counts, total in rows:
+            # each row's labels rendered once, its lines written here: a broker's scrape may
+            # hold a row per topic, 10^4 of them
+            text = _pairs(extra)
+            inner = f"{common},{text}" if common and text else common or text
+            head = f"{name}_bucket{{{inner}," if inner else f"{name}_bucket{{"
+            running = 0
+            for le, n in zip(les, counts):
+                running += n
+                lines.append(f'{head}le="{le}"}} {running}\n')
+            tail = f"{{{inner}}}" if inner else ""
+            lines.append(f"{name}_sum{tail} {_number(float(total))}\n{name}_count{tail} {running}\n")
 
     def text(self) -> bytes:
         return "".join(self._lines).encode("utf-8")
