@@ -6,9 +6,8 @@ anyway: the stats items of VIEW_BROKER_STATS_DATA (messages in per topic, out pe
 group), the consumer offsets and consume queues (lag), the store's counters and files (sizes,
 flush behind), the client tables (connections), the DLQ and transaction tallies, and the RPC
 latency histograms (kept only while metrics are on, see :mod:`fastmq.remoting.rpc_latency`).
-Bytes in per topic, and the message-size histogram, are read from the consume queues' entry
-sizes: each scrape (and each stats snapshot) reads only the entries written since the one
-before, so the send path pays nothing.
+Bytes in per topic are summed from the consume queues' entry sizes: each scrape (and each stats
+snapshot) reads only the entries written since the one before, so the send path pays nothing.
 
 Names RocketMQ 5 does not have start with ``fastmq_``.
 """
@@ -17,8 +16,6 @@ from __future__ import annotations
 import os
 import time
 from typing import TYPE_CHECKING, Iterator
-
-import numpy as np
 
 from ..common.prometheus import Exposition, pairs
 from ..protocol import topic as tv
@@ -30,19 +27,15 @@ if TYPE_CHECKING:
     from ..store.consume_queue import ConsumeQueueTable
     from .processors.base import BrokerContext
 
-__all__ = ["BrokerMetrics", "InBytes", "LAG_READ_BUDGET_S", "MESSAGE_SIZE_BUCKETS"]
+__all__ = ["BrokerMetrics", "InBytes", "LAG_READ_BUDGET_S"]
 
 #: seconds of one scrape's reads of lag timestamps (see BrokerMetrics._lag_rows)
 LAG_READ_BUDGET_S = 0.01
-#: rocketmq_message_size's bucket bounds in bytes, RocketMQ 5's: 1 KiB, 4 KiB, 512 KiB, 1, 2, 4 MiB
-MESSAGE_SIZE_BUCKETS = (1024, 4096, 512 * 1024, 1 << 20, 2 << 20, 4 << 20)
-_SIZE_EDGES = np.array(MESSAGE_SIZE_BUCKETS, dtype=np.int64)
 
 
 class InBytes:
     """Bytes put into each topic since the broker started, summed from its consume queues'
-    entry sizes, and how many of the messages fell in each size bucket; each call reads only
-    the entries written since the last call."""
+    entry sizes; each call reads only the entries written since the last call."""
 
     def __init__(self, queues: "ConsumeQueueTable") -> None:
         self.queues = queues
@@ -52,8 +45,6 @@ class InBytes:
         #: the entries they hold: the scrape's other readers take them instead of a pass of their own
         self.bounds: dict[tuple[str, int], tuple[int, int]] = {}
         self.entries = 0
-        #: topic -> messages per MESSAGE_SIZE_BUCKETS bucket (the last: larger), then their bytes
-        self.sizes: dict[str, np.ndarray] = {}
 
     def start(self) -> None:
         """Count from here on (called once the store has loaded its queues)."""
@@ -71,22 +62,13 @@ class InBytes:
             entries += hi - lo
             if s is None or hi < s[0]:  # a queue made since the start (or deleted and made again)
                 s = seen[key] = [lo, 0]
-            topic = key[0]
             if hi > s[0]:
-                hist = self.sizes.get(topic)
-                if hist is None:
-                    hist = self.sizes[topic] = np.zeros(len(MESSAGE_SIZE_BUCKETS) + 2, dtype=np.int64)
                 for arr in cq.iter_entries(max(s[0], lo), hi):
-                    sizes = arr["size"]
-                    n = int(sizes.sum(dtype="int64"))
-                    s[1] += n
-                    hist[:-1] += np.bincount(np.searchsorted(_SIZE_EDGES, sizes), minlength=len(hist) - 1)
-                    hist[-1] += n
+                    s[1] += int(arr["size"].sum(dtype="int64"))
                 s[0] = hi
+            topic = key[0]
             totals[topic] = totals.get(topic, 0) + s[1]
         self.entries = entries
-        for gone in [t for t in self.sizes if t not in totals]:  # deleted topics
-            del self.sizes[gone]
         return totals
 
 
@@ -166,10 +148,6 @@ class BrokerMetrics:
                   ((topic_labels(t), item.value) for t, item in sorted(puts.items())), "counter")
         out.gauge("rocketmq_throughput_in_total", "Bytes put, per topic, since the broker started",
                   ((topic_labels(t), n) for t, n in sorted(sizes.items()) if n or t in puts), "counter")
-        out.histogram("rocketmq_message_size", "Sizes of the messages put (stored bytes), per topic, since the "
-                      "broker started", MESSAGE_SIZE_BUCKETS,
-                      (({"topic": t, "message_type": _message_type(t), "is_system": tv.is_system_topic(t)},
-                        [int(c) for c in h[:-1]], int(h[-1])) for t, h in sorted(self.in_bytes.sizes.items())))
         gets = stats[GROUP_GET_NUMS]
 
         def group_labels(key: str) -> str:
