@@ -519,7 +519,9 @@ class Producer:
             if permits is not None and not permits.try_acquire():
                 # every permit is out: a task waits for one, as send / send_async would
                 if awaited:
-                    asyncio.ensure_future(self.send(msg, timeout_ms)).add_done_callback(
+                    # Producer.send, not self.send: a traced producer's callback is traced already,
+                    # and its traced send would write a second Pub record
+                    asyncio.ensure_future(Producer.send(self, msg, timeout_ms)).add_done_callback(
                         functools.partial(relay_outcome, callback))
                 else:
                     # (its task ends once the send has started; that send calls back itself)

@@ -227,6 +227,29 @@ def test_blocking_producer_and_lite_pull_consumer(cluster: EmbeddedCluster) -> N
     assert "Pub" in [r.trace_type for r in fastmq.query_trace(done[0].msg_id, namesrv_addr=ns)]
 
 
+async def test_a_send_that_waits_for_a_permit_is_traced_once(cluster: EmbeddedCluster) -> None:
+    """The blocking facade's awaited send (``start_send``) finding every in-flight permit taken
+    waits for one on a task: its callback is traced, so the send it waits on must not be too."""
+    ns, topic = cluster.namesrv_addr, _name("TraceWait")
+    async with Producer(_name("PG_WAIT"), namesrv_addr=ns, enable_trace=True, max_in_flight=1) as producer:
+        await producer.send(Message(topic, b"route"))  # (the route, out of the way)
+        permits = producer._in_flight
+        assert permits is not None and permits.try_acquire()  # every permit is out
+        got: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        producer.start_send(Message(topic, b"waited"), lambda r, e: got.set_result(r or e), None, True)
+        await asyncio.sleep(0.05)
+        assert not got.done()  # it waits for the permit
+        permits.release()
+        sent = await asyncio.wait_for(got, 10)
+        assert not isinstance(sent, BaseException)
+        assert producer.trace_dispatcher is not None
+        await producer.trace_dispatcher.flush()
+    trace = await _trace_until(ns, sent.msg_id, ["Pub"])
+    await asyncio.sleep(0.5)  # (a second record, were there one, would be sent with the first)
+    trace = await query_trace(sent.msg_id, namesrv_addr=ns)
+    assert [r.trace_type for r in trace] == ["Pub"]
+
+
 async def test_every_key_of_a_trace_message_is_indexed(cluster: EmbeddedCluster) -> None:
     """A trace message carries a key per traced message: all of them are indexed, not the first 63."""
     ns = cluster.namesrv_addr
