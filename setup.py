@@ -13,6 +13,9 @@ from setuptools import setup
 
 NO_EXTENSIONS = bool(os.environ.get("FASTMQ_NO_EXTENSIONS"))
 DEBUG = bool(os.environ.get("FASTMQ_DEBUG"))
+# Cython and the C compiler run once per extension, each on one core: a fresh install (CI's
+# first step) waits for all of them, so they run side by side, one per core.
+JOBS = os.cpu_count() or 1
 
 ext_modules = []
 if NO_EXTENSIONS:
@@ -53,7 +56,7 @@ else:
         )
         for src in sources
     ]
-    ext_modules = cythonize(extensions, compiler_directives=directives, annotate=DEBUG)
+    ext_modules = cythonize(extensions, compiler_directives=directives, annotate=DEBUG, nthreads=JOBS)
     print(f"*** fastmq: building accelerated ({len(ext_modules)} extensions) ***")
 
-setup(ext_modules=ext_modules)
+setup(ext_modules=ext_modules, options={"build_ext": {"parallel": JOBS}})

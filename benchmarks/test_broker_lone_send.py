@@ -31,6 +31,7 @@ SENDS = 3000           # round trips a round, one connection
 ROUNDS = 5
 THREADS = 16
 SENDS_PER_THREAD = 600
+SMOKE_DIVISOR = 15     # a smoke run (timing disabled, scripts/test.sh) sends a fifteenth: the path, not the figure
 _EXT = {"a": "PG_LONE", "b": "LoneTopic", "c": "TBW102", "d": "4", "e": "0", "f": "0", "g": "1700000000000",
         "h": "0", "i": "KEYS\x01OrderID188\x02UNIQ_KEY\x017F0000010B5C18B4AAC2512F4B6F0000\x02WAIT\x01true\x02"
         "TAGS\x01TagA\x02", "j": "0", "k": "false", "m": "false", "n": "bench"}
@@ -48,8 +49,9 @@ def _frames(n: int, serialize_type: int, queue: int = 0) -> list[bytes]:
 def test_lone_send(benchmark, async_broker, header: str) -> None:
     """One connection, one SEND_MESSAGE_V2 in flight: p50 round trip and broker CPU per send."""
     st = 1 if header == "binary" else 0
-    frames = _frames(SENDS, st)
-    _one_in_flight(async_broker.port, frames[:300])  # topic creation, the fast path's caches
+    sends = SENDS // SMOKE_DIVISOR if benchmark.disabled else SENDS
+    frames = _frames(sends, st)
+    _one_in_flight(async_broker.port, frames[:sends // 10])  # topic creation, the fast path's caches
     p50s: list[float] = []
     cpus: list[float] = []
 
@@ -61,7 +63,7 @@ def test_lone_send(benchmark, async_broker, header: str) -> None:
 
     benchmark.pedantic(one_round, rounds=ROUNDS, iterations=1)
     p50, cpu = statistics.median(p50s), statistics.median(cpus)
-    benchmark.extra_info.update(header=header, sends_per_round=SENDS, p50_us=round(p50, 1),
+    benchmark.extra_info.update(header=header, sends_per_round=sends, p50_us=round(p50, 1),
                                 broker_cpu_us_per_send=round(cpu, 1), p50_us_rounds=[round(x, 1) for x in p50s],
                                 broker_cpu_us_rounds=[round(x, 1) for x in cpus])
     print(f"\nlone SEND_MESSAGE_V2 ({header} header): p50 {p50:.0f} us, broker CPU {cpu:.0f} us/send")
@@ -69,8 +71,9 @@ def test_lone_send(benchmark, async_broker, header: str) -> None:
 
 def test_many_senders(benchmark, async_broker) -> None:
     """16 connections, one send in flight each (binary header, RocketMQ's benchmark Producer's shape)."""
-    per_thread = [_frames(SENDS_PER_THREAD, 1, queue=k % 4) for k in range(THREADS)]
-    _one_in_flight(async_broker.port, per_thread[0][:100])
+    per_sender = SENDS_PER_THREAD // SMOKE_DIVISOR if benchmark.disabled else SENDS_PER_THREAD
+    per_thread = [_frames(per_sender, 1, queue=k % 4) for k in range(THREADS)]
+    _one_in_flight(async_broker.port, per_thread[0][:per_sender // 6])
     cpus: list[float] = []
     rates: list[float] = []
 
@@ -91,13 +94,13 @@ def test_many_senders(benchmark, async_broker) -> None:
             t.join(120)
         elapsed = time.perf_counter() - t0
         assert not errors, errors[0]
-        n = THREADS * SENDS_PER_THREAD
+        n = THREADS * per_sender
         cpus.append((async_broker.cpu_seconds() - c0) / n * 1e6)
         rates.append(n / elapsed)
 
     benchmark.pedantic(one_round, rounds=ROUNDS, iterations=1)
     cpu, rate = statistics.median(cpus), statistics.median(rates)
-    benchmark.extra_info.update(threads=THREADS, sends_per_round=THREADS * SENDS_PER_THREAD,
+    benchmark.extra_info.update(threads=THREADS, sends_per_round=THREADS * per_sender,
                                 broker_cpu_us_per_send=round(cpu, 1), sends_per_s=round(rate),
                                 broker_cpu_us_rounds=[round(x, 1) for x in cpus])
     print(f"\n{THREADS} senders, one in flight each: {rate:,.0f} sends/s, broker CPU {cpu:.1f} us/send")

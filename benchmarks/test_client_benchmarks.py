@@ -28,6 +28,9 @@ from fastmq.remoting.loop import run
 from fastmq.testing import EmbeddedCluster
 
 N_SYNC, N_ASYNC, N_BATCH = 2000, 20000, 100
+#: A smoke run (timing disabled, as scripts/test.sh runs benchmarks) runs each path once, at a
+#: tenth of the counts and one round: it checks that the benchmark runs, not its figures.
+SMOKE_DIVISOR = 10
 
 
 class Cluster(NamedTuple):
@@ -58,12 +61,13 @@ async def _sync_sends(ns: str, n: int) -> np.ndarray:
 
 def test_sync_send_latency(benchmark, cluster) -> None:
     ns = cluster.ns
+    n = N_SYNC // SMOKE_DIVISOR if benchmark.disabled else N_SYNC
     out: list[np.ndarray] = []
-    benchmark.pedantic(lambda: out.append(run(_sync_sends(ns, N_SYNC))), rounds=1, iterations=1)
+    benchmark.pedantic(lambda: out.append(run(_sync_sends(ns, n))), rounds=1, iterations=1)
     lat = out[0] * 1e6
     p50, p99 = np.percentile(lat, 50), np.percentile(lat, 99)
     benchmark.extra_info.update(p50_us=round(p50, 1), p99_us=round(p99, 1))
-    print(f"\nsync send, one in flight, 128 B: p50 {p50:.0f} us, p99 {p99:.0f} us over {N_SYNC}")
+    print(f"\nsync send, one in flight, 128 B: p50 {p50:.0f} us, p99 {p99:.0f} us over {n}")
 
 
 async def _side_by_side(ns: str, tmp: Path, blocks: int, per_block: int) -> dict[str, np.ndarray]:
@@ -103,11 +107,12 @@ async def _side_by_side(ns: str, tmp: Path, blocks: int, per_block: int) -> dict
 @pytest.mark.parametrize("placement", ["scheduler", "one vCPU"])
 def test_sync_send_latency_side_by_side(benchmark, cluster, placement: str) -> None:
     out: list[dict[str, np.ndarray]] = []
+    blocks, per_block = (1, 300 // SMOKE_DIVISOR) if benchmark.disabled else (10, 300)
 
     def go() -> None:
         with pinned([0, cluster.broker_pid], min(os.sched_getaffinity(0))) if placement == "one vCPU" \
                 else contextlib.nullcontext():
-            out.append(run(_side_by_side(cluster.ns, cluster.tmp, 10, 300)))
+            out.append(run(_side_by_side(cluster.ns, cluster.tmp, blocks, per_block)))
     benchmark.pedantic(go, rounds=1, iterations=1)
     p50 = {name: float(np.percentile(v, 50)) for name, v in out[0].items()}
     benchmark.extra_info.update({f"{name} p50_us": round(v, 1) for name, v in p50.items()})
@@ -153,7 +158,8 @@ async def _async_sends(ns: str, n: int, rounds: int, with_callback: bool) -> lis
 def test_async_pipelined_sends(benchmark, cluster, style: str) -> None:
     ns = cluster.ns
     rates: list[float] = []
-    benchmark.pedantic(lambda: rates.extend(run(_async_sends(ns, N_ASYNC, 7, style == "callback"))), rounds=1,
+    rounds = 1 if benchmark.disabled else 7
+    benchmark.pedantic(lambda: rates.extend(run(_async_sends(ns, N_ASYNC, rounds, style == "callback"))), rounds=1,
                        iterations=1)
     med = sorted(rates)[len(rates) // 2]
     benchmark.extra_info["msgs_per_s"] = round(med)
@@ -228,8 +234,9 @@ async def _batch_sends(ns: str, batches: int, rounds: int, pipelined: bool = Fal
 def test_batch_sends(benchmark, cluster, style: str) -> None:
     ns = cluster.ns
     rates: list[float] = []
-    benchmark.pedantic(lambda: rates.extend(run(_batch_sends(ns, 200, 7, style == "send_batch_async"))), rounds=1,
-                       iterations=1)
+    rounds = 1 if benchmark.disabled else 7
+    benchmark.pedantic(lambda: rates.extend(run(_batch_sends(ns, 200, rounds, style == "send_batch_async"))),
+                       rounds=1, iterations=1)
     med = sorted(rates)[len(rates) // 2]
     benchmark.extra_info["msgs_per_s"] = round(med)
     print(f"\nbatch sends ({style}), {N_BATCH} x 128 B per batch, 200 in flight: median of {len(rates)} rounds "
@@ -308,7 +315,8 @@ def test_push_consumption(benchmark, cluster, listener: str) -> None:
     rates: list[tuple[float, float]] = []
     plain, orderly = listener.startswith("plain"), listener.endswith("orderly")
     suffix = listener.title().replace(" ", "") if plain else ""
-    benchmark.pedantic(lambda: rates.extend(run(_produce_then_consume(ns, N_CONSUME, suffix, plain, orderly))),
+    n = N_CONSUME // SMOKE_DIVISOR if benchmark.disabled else N_CONSUME
+    benchmark.pedantic(lambda: rates.extend(run(_produce_then_consume(ns, n, suffix, plain, orderly))),
                        rounds=1, iterations=1)
     (rate, steady), (_, again) = rates
     benchmark.extra_info.update(msgs_per_s=round(rate), steady_msgs_per_s=round(steady),

@@ -8,7 +8,9 @@
 
 Each figure is measured once per round (``benchmark.pedantic``) and lands in ``extra_info``;
 run ``python -m pytest benchmarks/test_hostile_stalls.py --benchmark-only -s`` to see them.
-FASTMQ_STALL_TOPICS / _CREATE_SECONDS / _GROUPS / _KEYS shrink the shapes for a quick look.
+FASTMQ_STALL_TOPICS / _CREATE_SECONDS / _GROUPS / _KEYS shrink the shapes for a quick look; a
+smoke run (``--benchmark-disable``, as scripts/test.sh runs benchmarks) takes ``SMOKE``'s shapes:
+every path runs, nothing is measured.
 """
 from __future__ import annotations
 
@@ -33,6 +35,13 @@ TOPICS = int(os.environ.get("FASTMQ_STALL_TOPICS", 20_000))
 GROUPS = int(os.environ.get("FASTMQ_STALL_GROUPS", 2_000))
 CREATE_PER_S = 100
 CREATE_SECONDS = float(os.environ.get("FASTMQ_STALL_CREATE_SECONDS", 5.0))
+#: The shapes of a smoke run (above 256 keys: the query window holds the first 256).
+SMOKE = {"topics": 500, "create_seconds": 1.0, "groups": 100, "keys": 1_000, "query_seconds": 1.0}
+
+
+def _shape(config: pytest.Config, name: str, full: float) -> Any:
+    """``full``, or ``SMOKE[name]`` in a smoke run (timing disabled)."""
+    return SMOKE[name] if config.getoption("benchmark_disable", False) else full
 
 
 def _pct(xs: list[float], q: float) -> float:
@@ -54,14 +63,15 @@ def _write_topics(store: Path, n: int) -> None:
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Any:
+def cluster(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Any:
     tmp = tmp_path_factory.mktemp("stalls")
-    _write_topics(tmp / "store", TOPICS)
+    topics = _shape(request.config, "topics", TOPICS)
+    _write_topics(tmp / "store", topics)
     ns = namesrv_process(tmp).start()
     b = broker_process(tmp, ns.addr, brokerName="stall").start(timeout=120)
     try:
-        if TOPICS:
-            run(_settled(ns.addr, f"T{TOPICS - 1:06d}"))
+        if topics:
+            run(_settled(ns.addr, f"T{topics - 1:06d}"))
         yield ns, b
     finally:
         b.stop()
@@ -108,7 +118,7 @@ async def _lookups_while(client: RemotingClient, ns_addr: str, work: Callable[[]
     return lat
 
 
-async def _create_topics(ns_addr: str, broker_addr: str, round_no: int) -> dict[str, float]:
+async def _create_topics(ns_addr: str, broker_addr: str, round_no: int, seconds: float) -> dict[str, float]:
     looker, creator = RemotingClient(), RemotingClient()
     create_lat: list[float] = []
     try:
@@ -129,7 +139,7 @@ async def _create_topics(ns_addr: str, broker_addr: str, round_no: int) -> dict[
                 tasks.append(asyncio.ensure_future(create(i)))
             await asyncio.gather(*tasks)
             elapsed = time.monotonic() - t0
-        n = int(CREATE_PER_S * CREATE_SECONDS)
+        n = int(CREATE_PER_S * seconds)
         elapsed = float("nan")
         lookups = await _lookups_while(looker, ns_addr, work)
     finally:
@@ -140,14 +150,15 @@ async def _create_topics(ns_addr: str, broker_addr: str, round_no: int) -> dict[
             "creations_per_s_done": round(n / elapsed, 1)}
 
 
-def test_topic_creation_on_a_big_broker(benchmark: Any, cluster: Any) -> None:
+def test_topic_creation_on_a_big_broker(benchmark: Any, cluster: Any, request: pytest.FixtureRequest) -> None:
     ns, b = cluster
+    topics, seconds = _shape(request.config, "topics", TOPICS), _shape(request.config, "create_seconds", CREATE_SECONDS)
     rounds = iter(range(100))
     out: dict[str, float] = {}
-    benchmark.pedantic(lambda: out.update(run(_create_topics(ns.addr, b.addr, next(rounds)))), rounds=1,
+    benchmark.pedantic(lambda: out.update(run(_create_topics(ns.addr, b.addr, next(rounds), seconds))), rounds=1,
                        iterations=1)
-    benchmark.extra_info.update(topics=TOPICS, creations_per_s=CREATE_PER_S, **out)
-    print(f"\n{TOPICS} topics, {CREATE_PER_S} creations/s: {out}")
+    benchmark.extra_info.update(topics=topics, creations_per_s=CREATE_PER_S, **out)
+    print(f"\n{topics} topics, {CREATE_PER_S} creations/s: {out}")
 
 
 async def _heartbeats(broker_addr: str, groups: int) -> dict[str, float]:
@@ -170,12 +181,13 @@ async def _heartbeats(broker_addr: str, groups: int) -> dict[str, float]:
             "last_100_p99_ms": _ms(_pct(lat[-100:], 0.99))}
 
 
-def test_heartbeat_of_a_new_group(benchmark: Any, cluster: Any) -> None:
+def test_heartbeat_of_a_new_group(benchmark: Any, cluster: Any, request: pytest.FixtureRequest) -> None:
     _ns, b = cluster
+    groups = _shape(request.config, "groups", GROUPS)
     out: dict[str, float] = {}
-    benchmark.pedantic(lambda: out.update(run(_heartbeats(b.addr, GROUPS))), rounds=1, iterations=1)
-    benchmark.extra_info.update(groups=GROUPS, **out)
-    print(f"\nheartbeat naming a new group, {GROUPS} groups: {out}")
+    benchmark.pedantic(lambda: out.update(run(_heartbeats(b.addr, groups))), rounds=1, iterations=1)
+    benchmark.extra_info.update(groups=groups, **out)
+    print(f"\nheartbeat naming a new group, {groups} groups: {out}")
 
 
 KEYS = int(os.environ.get("FASTMQ_STALL_KEYS", 100_000))
@@ -184,10 +196,11 @@ QUERY_SECONDS = 5.0
 
 
 @pytest.fixture(scope="module")
-def indexed(tmp_path_factory: pytest.TempPathFactory) -> Any:
+def indexed(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Any:
     """A broker whose topic holds KEYS messages under the one key "hot"; (broker, begin, end) of a
     window holding only the oldest of them, so each query walks the whole chain."""
     from fastmq.aio import Message, Producer
+    keys = _shape(request.config, "keys", KEYS)
     tmp = tmp_path_factory.mktemp("query")
     ns = namesrv_process(tmp).start()
     b = broker_process(tmp, ns.addr, brokerName="query", mappedFileSizeCommitLog=64 * 1024 * 1024).start()
@@ -203,8 +216,8 @@ def indexed(tmp_path_factory: pytest.TempPathFactory) -> Any:
             await p.start()
             begin = int(time.time() * 1000) - 1000
             sent = 0
-            while sent < KEYS:
-                n = min(256, KEYS - sent)
+            while sent < keys:
+                n = min(256, keys - sent)
                 await p.send_batch([Message("QTopic", b"q", properties={"KEYS": "hot"}) for _ in range(n)])
                 sent += n
                 if sent == 256:
@@ -222,7 +235,7 @@ def indexed(tmp_path_factory: pytest.TempPathFactory) -> Any:
         ns.stop()
 
 
-async def _others_while_queries(addr: str, begin: int, end: int, heavy: int) -> dict[str, float]:
+async def _others_while_queries(addr: str, begin: int, end: int, heavy: int, seconds: float) -> dict[str, float]:
     """``heavy`` clients repeating the long query; one other client's send and pull round trips."""
     lat: list[float] = []
     query_lat: list[float] = []
@@ -243,7 +256,7 @@ async def _others_while_queries(addr: str, begin: int, end: int, heavy: int) -> 
     try:
         tasks = [asyncio.ensure_future(query(c)) for c in heavy_clients]
         await asyncio.sleep(0.5)
-        t_end = time.monotonic() + QUERY_SECONDS
+        t_end = time.monotonic() + seconds
         while time.monotonic() < t_end:
             lat.append(await _timed(other.invoke(addr, create_request(RequestCode.SEND_MESSAGE, fields, b"o"), 10)))
             lat.append(await _timed(other.invoke(addr, create_request(RequestCode.PULL_MESSAGE, pull), 10)))
@@ -256,10 +269,11 @@ async def _others_while_queries(addr: str, begin: int, end: int, heavy: int) -> 
             "others_max_ms": _ms(max(lat)), "query_p50_ms": _ms(_pct(query_lat, 0.5)), "queries": len(query_lat)}
 
 
-def test_sends_and_pulls_while_heavy_queries_run(benchmark: Any, indexed: Any) -> None:
+def test_sends_and_pulls_while_heavy_queries_run(benchmark: Any, indexed: Any, request: pytest.FixtureRequest) -> None:
     b, begin, end = indexed
+    keys, seconds = _shape(request.config, "keys", KEYS), _shape(request.config, "query_seconds", QUERY_SECONDS)
     out: dict[str, float] = {}
-    benchmark.pedantic(lambda: out.update(run(_others_while_queries(b.addr, begin, end, HEAVY_QUERIES))),
+    benchmark.pedantic(lambda: out.update(run(_others_while_queries(b.addr, begin, end, HEAVY_QUERIES, seconds))),
                        rounds=1, iterations=1)
-    benchmark.extra_info.update(keys=KEYS, heavy_queries=HEAVY_QUERIES, **out)
-    print(f"\n{HEAVY_QUERIES} queries walking {KEYS} entries of one key: {out}")
+    benchmark.extra_info.update(keys=keys, heavy_queries=HEAVY_QUERIES, **out)
+    print(f"\n{HEAVY_QUERIES} queries walking {keys} entries of one key: {out}")

@@ -37,7 +37,14 @@ from fastmq.store.message_store import MessageStore
 HELD = 1_000_000
 BURST = 100_000
 DELIVER = 10_000
+#: A smoke run (timing disabled, as scripts/test.sh runs benchmarks) takes a tenth of each count:
+#: every path runs and its checks hold, nothing is measured.
+SMOKE_DIVISOR = 10
 TOPIC = "BenchTimer"
+
+
+def _count(benchmark, full: int) -> int:
+    return full // SMOKE_DIVISOR if benchmark.disabled else full
 
 
 @contextlib.contextmanager
@@ -69,8 +76,9 @@ def _fill_queue(s: MessageStore, n: int) -> None:
 
 
 def test_hold_million(benchmark, tmp_path) -> None:
+    held = _count(benchmark, HELD)
     with _store(tmp_path) as s:
-        _fill_queue(s, HELD)
+        _fill_queue(s, held)
         peak = [0]
 
         def setup():
@@ -84,19 +92,20 @@ def test_hold_million(benchmark, tmp_path) -> None:
                 peak[0] = max(peak[0], tracemalloc.get_traced_memory()[1])
             finally:
                 tracemalloc.stop()
-            assert svc.held == HELD
+            assert svc.held == held
             benchmark.extra_info["index_bytes"] = svc.index_bytes
             return svc.held
 
-        assert benchmark.pedantic(ingest_all, setup=setup, rounds=3, iterations=1) == HELD
-    benchmark.extra_info["msgs_per_round"] = HELD
-    benchmark.extra_info["bytes_per_held"] = benchmark.extra_info["index_bytes"] / HELD
+        assert benchmark.pedantic(ingest_all, setup=setup, rounds=3, iterations=1) == held
+    benchmark.extra_info["msgs_per_round"] = held
+    benchmark.extra_info["bytes_per_held"] = benchmark.extra_info["index_bytes"] / held
     benchmark.extra_info["peak_bytes"] = peak[0]
 
 
 def test_restart_rebuild_million(benchmark, tmp_path) -> None:
+    held = _count(benchmark, HELD)
     with _store(tmp_path) as s:
-        _fill_queue(s, HELD)
+        _fill_queue(s, held)
         first = TimerMessageService(s, path=str(tmp_path / "timercheck.json"))
         while first.ingest():
             pass
@@ -107,8 +116,8 @@ def test_restart_rebuild_million(benchmark, tmp_path) -> None:
             svc.load()
             return svc.held
 
-        assert benchmark.pedantic(rebuild, rounds=3, iterations=1) == HELD
-    benchmark.extra_info["msgs_per_round"] = HELD
+        assert benchmark.pedantic(rebuild, rounds=3, iterations=1) == held
+    benchmark.extra_info["msgs_per_round"] = held
 
 
 def _held_messages(n: int, slot: int, start: int = 0) -> list[MessageExt]:
@@ -136,6 +145,7 @@ def _deliver_all(loop: asyncio.AbstractEventLoop, svc: TimerMessageService, n: i
 
 
 def test_burst_due_together(benchmark, tmp_path) -> None:
+    burst = _count(benchmark, BURST)
     loop = asyncio.new_event_loop()
     try:
         with _store(tmp_path) as s:
@@ -143,22 +153,23 @@ def test_burst_due_together(benchmark, tmp_path) -> None:
             made = [0]
 
             def setup():
-                _put(loop, s, _held_messages(BURST, slot, made[0]))
-                made[0] += BURST
+                _put(loop, s, _held_messages(burst, slot, made[0]))
+                made[0] += burst
                 svc = TimerMessageService(s, path=str(tmp_path / "timercheck.json"))
-                svc._read = s.queues.get(TIMER_TOPIC, 0).max_offset - BURST  # this round's burst only
+                svc._read = s.queues.get(TIMER_TOPIC, 0).max_offset - burst  # this round's burst only
                 return (svc,), {}
 
-            got = benchmark.pedantic(lambda svc: _deliver_all(loop, svc, BURST), setup=setup, rounds=3,
+            got = benchmark.pedantic(lambda svc: _deliver_all(loop, svc, burst), setup=setup, rounds=3,
                                      iterations=1)
-            assert got == BURST
+            assert got == burst
     finally:
         loop.close()
-    benchmark.extra_info["msgs_per_round"] = BURST
+    benchmark.extra_info["msgs_per_round"] = burst
 
 
 @pytest.mark.parametrize("path", ["timer", "delay-level"])
 def test_deliver_cpu(benchmark, tmp_path, path: str) -> None:
+    deliver = _count(benchmark, DELIVER)
     loop = asyncio.new_event_loop()
     try:
         with _store(tmp_path, messageDelayLevel="1ms") as s:
@@ -166,10 +177,10 @@ def test_deliver_cpu(benchmark, tmp_path, path: str) -> None:
 
             def setup_timer():
                 slot = int(time.time() * 1000) // 1000 * 1000 - 2000
-                _put(loop, s, _held_messages(DELIVER, slot, made[0]))
-                made[0] += DELIVER
+                _put(loop, s, _held_messages(deliver, slot, made[0]))
+                made[0] += deliver
                 svc = TimerMessageService(s, path=str(tmp_path / "timercheck.json"))
-                svc._read = s.queues.get(TIMER_TOPIC, 0).max_offset - DELIVER
+                svc._read = s.queues.get(TIMER_TOPIC, 0).max_offset - deliver
                 return (svc,), {}
 
             sched = ScheduleMessageService(s, path=str(tmp_path / "delayOffset.json"))
@@ -179,26 +190,26 @@ def test_deliver_cpu(benchmark, tmp_path, path: str) -> None:
                 msgs = [MessageExt(TOPIC, b"x" * 64, properties={
                     "DELAY": "1", "TAGS": "t", MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX: f"{i:032X}"},
                     queue_id=i % 4, born_host=("127.0.0.1", 50000), born_timestamp=1_700_000_000_000)
-                    for i in range(made[0], made[0] + DELIVER)]
+                    for i in range(made[0], made[0] + deliver)]
                 _put(loop, s, msgs)
-                made[0] += DELIVER
+                made[0] += deliver
                 time.sleep(0.01)  # the 1 ms level is due
                 return (), {}
 
             def deliver_delay() -> int:
                 before = sched.delivered
-                for _ in range(10 * DELIVER):
+                for _ in range(10 * deliver):
                     loop.run_until_complete(sched.deliver_due(1))
-                    if sched.delivered - before >= DELIVER:
+                    if sched.delivered - before >= deliver:
                         break
                 return sched.delivered - before
 
             if path == "timer":
-                got = benchmark.pedantic(lambda svc: _deliver_all(loop, svc, DELIVER), setup=setup_timer,
+                got = benchmark.pedantic(lambda svc: _deliver_all(loop, svc, deliver), setup=setup_timer,
                                          rounds=5, iterations=1)
             else:
                 got = benchmark.pedantic(deliver_delay, setup=setup_delay, rounds=5, iterations=1)
-            assert got == DELIVER
+            assert got == deliver
     finally:
         loop.close()
-    benchmark.extra_info["msgs_per_round"] = DELIVER
+    benchmark.extra_info["msgs_per_round"] = deliver

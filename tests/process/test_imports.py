@@ -8,6 +8,7 @@ knot. These tests keep the floors of docs/ARCHITECTURE.md honest at import time.
 from __future__ import annotations
 
 import ast
+import functools
 import json
 import re
 import subprocess
@@ -26,12 +27,36 @@ TIMEOUT = 300
 
 # Imports each module named on stdin in a forked child of an interpreter that has loaded nothing
 # from fastmq, so every module starts from a clean slate without paying for a new interpreter.
-# The standard library's heavy modules load once, before the forks: they cannot hide a fastmq circle.
+# The standard library's heavy modules and numpy load once, before the forks: modules from outside
+# fastmq cannot hide a fastmq circle. One child per core runs at a time; each child's report (at
+# most 60,000 bytes) fits in its pipe, so a child never waits for the parent to read it.
 _ISOLATED_IMPORTS = r'''
 import json, os, sys, traceback
 import argparse, asyncio, concurrent.futures, dataclasses, hashlib, hmac, logging, mmap, socket, struct, typing, zlib
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # no BLAS threads in the parent the children fork from
+try:
+    import numpy
+except ImportError:
+    pass
 results = {}
+running = {}
+
+def reap():
+    pid, status = os.waitpid(-1, 0)
+    name, r = running.pop(pid)
+    chunks = []
+    while True:
+        chunk = os.read(r, 65536)
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(r)
+    err = b"".join(chunks).decode(errors="replace")
+    results[name] = err or ("" if status == 0 else f"child exited with status {status}")
+
 for name in sys.stdin.read().split():
+    if len(running) >= (os.cpu_count() or 1):
+        reap()
     r, w = os.pipe()
     pid = os.fork()
     if pid == 0:
@@ -44,16 +69,9 @@ for name in sys.stdin.read().split():
         os.write(w, msg.encode()[:60000])
         os._exit(0)
     os.close(w)
-    chunks = []
-    while True:
-        chunk = os.read(r, 65536)
-        if not chunk:
-            break
-        chunks.append(chunk)
-    os.close(r)
-    _, status = os.waitpid(pid, 0)
-    err = b"".join(chunks).decode(errors="replace")
-    results[name] = err or ("" if status == 0 else f"child exited with status {status}")
+    running[pid] = (name, r)
+while running:
+    reap()
 print(json.dumps(results))
 '''
 
@@ -189,7 +207,14 @@ def import_graph(with_annotations: bool = False,
                  find: Callable[[list[ast.stmt], bool], list[ast.Import | ast.ImportFrom]] = _runtime_imports,
                  ) -> dict[str, set[str]]:
     """fastmq module -> the fastmq modules it imports at load time (parents' implicit loads aside);
-    ``find`` picks which of a module's import statements count."""
+    ``find`` picks which of a module's import statements count. Built once per arguments (several
+    tests ask for the same graph); each caller gets its own copy."""
+    return {name: set(deps) for name, deps in _import_graph(with_annotations, find).items()}
+
+
+@functools.lru_cache(maxsize=None)
+def _import_graph(with_annotations: bool,
+                  find: Callable[[list[ast.stmt], bool], list[ast.Import | ast.ImportFrom]]) -> dict[str, set[str]]:
     modules = {}
     for path in PACKAGE.rglob("*.py"):
         name, is_pkg = _module_name(path)

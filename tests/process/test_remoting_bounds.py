@@ -66,13 +66,22 @@ def _closed_by_peer(s: socket.socket, seconds: float, max_bytes: int = 512 * MiB
     return False, got
 
 
-@pytest.fixture
-def ns(tmp_path: Path):
-    n = namesrv_process(tmp_path).start()
+@pytest.fixture(scope="module")
+def ns(tmp_path_factory: pytest.TempPathFactory):
+    """One NameServer for the module: the brokers each test starts (with the bound under test in
+    their config) register with it; the NameServer's own bounds are tested on it too."""
+    n = namesrv_process(tmp_path_factory.mktemp("bounds-ns")).start()
     try:
         yield n
     finally:
         n.stop()
+
+
+def _wait_logged(server, text: str, seconds: float) -> None:
+    """Wait (bounded) until ``server`` has logged ``text``; the test's own assertions follow."""
+    deadline = time.monotonic() + seconds
+    while text not in server.output() and time.monotonic() < deadline:
+        time.sleep(0.1)
 
 
 def _broker(tmp_path: Path, ns_addr: str, **conf: object):
@@ -216,7 +225,8 @@ def test_peer_that_does_not_read_is_closed_past_the_unsent_limit(tmp_path: Path,
             s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)
             # 256 pulls of 1 MiB messages in one write: 256 MiB of answers if it kept them
             s.sendall(b"".join(_pull("BoundsBig", q % 4, 0, suspend=False) for q in range(256)))
-            time.sleep(2)
+            # not reading until the broker has given up on us (bounded)
+            _wait_logged(b, "does not read, and", 15)
             closed, got = _closed_by_peer(s, 10)
         assert closed and got < 128 * MiB, got
         _answers(b.addr)  # any answer: it is up and serving
@@ -236,7 +246,8 @@ def test_idle_peer_that_does_not_read_is_closed(tmp_path: Path, ns) -> None:
             s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)
             # 12 MiB of answers: more than the socket buffers, less than the unsent limit
             s.sendall(b"".join(_pull("BoundsIdle", q % 4, 0, suspend=False) for q in range(12)))
-            time.sleep(6)  # idle timeout 2 s, scanned every 0.5 s
+            # not reading until the broker closes us (idle timeout 2 s, scanned every 0.5 s; bounded)
+            _wait_logged(b, "closing idle connection", 15)
             closed, got = _closed_by_peer(s, 10)
         assert closed and got < 12 * MiB, got
         assert "closing idle connection" in b.output()
