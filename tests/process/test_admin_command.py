@@ -3,16 +3,21 @@ fastmq.admin_cli``): its tables, its ``--json``, its exit codes and one-line err
 blocking :class:`fastmq.blocking.Admin` the command is built on."""
 from __future__ import annotations
 
+import contextlib
+import functools
+import io
 import json
 import os
 import subprocess
 import sys
 import time
+import traceback
 from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
 
+from fastmq import admin_cli
 from fastmq.blocking import Admin, Producer, PushConsumer
 from fastmq.client.admin import SubscriptionGroupConfig, TopicNotFoundError
 from fastmq.errors import ClientError
@@ -34,9 +39,27 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ServerPr
             yield ns, b
 
 
-def admin(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "fastmq.admin_cli", *args], capture_output=True, text=True,
-                          timeout=60, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})})
+def _admin(*args: str, env: dict[str, str] | None = None, process: bool = False) -> subprocess.CompletedProcess[str]:
+    """``fastmq-admin ARGS``: in a process of its own, as a user runs it, when ``process`` or
+    ``env`` says so (the exit-code tests); otherwise its ``main`` in this process with its output
+    captured, which tests the same code without a Python start-up per command."""
+    if process or env is not None:
+        return subprocess.run([sys.executable, "-m", "fastmq.admin_cli", *args], capture_output=True, text=True,
+                              timeout=60, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})})
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            admin_cli.main(list(args))
+            code = 0
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        except Exception:  # what the interpreter would print and exit 1 for
+            traceback.print_exc()
+            code = 1
+    return subprocess.CompletedProcess(["fastmq-admin", *args], code, out.getvalue(), err.getvalue())
+
+
+admin = _admin
 
 
 def ok_json(*args: str) -> Any:
@@ -162,6 +185,7 @@ def test_sub_group_and_consumer_progress(servers: tuple[ServerProcess, ServerPro
 
 def test_errors_and_exit_codes(servers: tuple[ServerProcess, ServerProcess]) -> None:
     ns, _b = servers
+    admin = functools.partial(_admin, process=True)  # exit codes as a user meets them
     r = admin("topicRoute", "-n", ns.addr, "-t", "NoSuchTopic")
     assert r.returncode == 4 and r.stdout == ""
     assert r.stderr.count("\n") == 1 and "NoSuchTopic" in r.stderr and "not exist" in r.stderr
