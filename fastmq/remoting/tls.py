@@ -7,6 +7,9 @@ opens a TLS handshake record. The sniffed bytes are then handed on, never droppe
 ``start_tls`` discards what the old protocol had already read (python/cpython#142352), so for TLS
 the sniffer builds asyncio's SSL protocol itself over the same transport and feeds it the bytes it
 read. That works on asyncio's loop and on uvloop alike, since it only uses the transport interface.
+The one reach past a documented API is that protocol class: ``asyncio.sslproto.SSLProtocol`` on
+asyncio's loop, uvloop's compiled ``uvloop.loop.SSLProtocol`` on uvloop (what their own
+``start_tls`` builds; both take the same arguments), chosen in :func:`_ssl_protocol`.
 
 The keys are 4.9.8's, read from the ``-c`` properties file and from the file ``tls.config.file``
 names (``tls.server.mode``, ``tls.enable`` and ``tls.config.file`` only from the ``-c`` file, as
@@ -198,6 +201,13 @@ def client_context(cfg: TlsConfig | None = None) -> ssl.SSLContext:
     return ctx
 
 
+try:  # (uvloop's SSLProtocol is not in its documented API; its signature matches asyncio's)
+    import uvloop as _uvloop
+    _UVLOOP_SSL: tuple[type, Callable[..., asyncio.BufferedProtocol]] | None = (
+        _uvloop.Loop, _uvloop.loop.SSLProtocol)  # type: ignore[attr-defined]
+except (ImportError, AttributeError):
+    _UVLOOP_SSL = None
+
 _SELF_SIGNED: list[ssl.SSLContext | None] = []
 
 
@@ -229,6 +239,15 @@ def _self_signed_context() -> ssl.SSLContext | None:
             log.error("TLS test mode: cannot make a self-signed certificate (%s); TLS connections are closed", exc)
         _SELF_SIGNED.append(ctx)
     return _SELF_SIGNED[0]
+
+
+def _ssl_protocol(loop: asyncio.AbstractEventLoop) -> Callable[..., asyncio.BufferedProtocol]:
+    """The SSL protocol class the loop's own ``start_tls`` would use: uvloop's compiled one on a
+    uvloop loop (asyncio's is pure Python: on the broker it was most of what a TLS round trip
+    cost beyond a plaintext one), asyncio's otherwise. Both take the same arguments."""
+    if _UVLOOP_SSL is not None and isinstance(loop, _UVLOOP_SSL[0]):
+        return _UVLOOP_SSL[1]
+    return sslproto.SSLProtocol
 
 
 def _feed(proto: asyncio.BufferedProtocol, data: bytes) -> None:
@@ -311,8 +330,8 @@ class TlsSniffer(asyncio.Protocol):
             # asyncio's own SSL protocol, built here rather than by start_tls so that the bytes
             # already read reach it; the waiter says how the handshake ended
             waiter = loop.create_future()
-            tls = sslproto.SSLProtocol(loop, self.app, ctx, waiter, server_side=True,
-                                       ssl_handshake_timeout=self.timeout)  # type: ignore[arg-type]
+            tls = _ssl_protocol(loop)(loop, self.app, ctx, waiter, server_side=True,
+                                      ssl_handshake_timeout=self.timeout)
             waiter.add_done_callback(self._handshake_over)
             self._handed = True
             t.set_protocol(tls)
