@@ -32,7 +32,7 @@ from ..common.properties import load_properties
 from ..errors import ConfigError
 
 __all__ = ["TlsConfig", "TlsSniffer", "TLS_MODES", "load_tls_config", "load_tls_file", "make_self_signed", "split_tls_keys", "client_context",
-           "TLS_RECORD_HANDSHAKE", "DEFAULT_HANDSHAKE_TIMEOUT"]
+           "TLS_RECORD_HANDSHAKE", "DEFAULT_HANDSHAKE_TIMEOUT", "ReloadingContext", "switching_server_context"]
 
 log = logging.getLogger("fastmq.remoting")
 
@@ -207,6 +207,69 @@ try:  # (uvloop's SSLProtocol is not in its documented API; its signature matche
         _uvloop.Loop, _uvloop.loop.SSLProtocol)  # type: ignore[attr-defined]
 except (ImportError, AttributeError):
     _UVLOOP_SSL = None
+
+class ReloadingContext:
+    """An SSLContext remade when one of its files changes, for the connections made after.
+
+    ``make`` builds the context (raising ConfigError, OSError or ssl.SSLError); ``files`` says
+    which files it reads (none: made once). Calling the object returns the current context; a
+    changed file that fails to load keeps the last good one, with an error in the log (the first
+    load's error is raised).
+    """
+
+    def __init__(self, make: Callable[[], ssl.SSLContext | None], files: Callable[[], tuple[str, ...]],
+                 what: str = "TLS certificate") -> None:
+        self.make = make
+        self.files = files
+        self.what = what
+        self.context: ssl.SSLContext | None = None
+        self._stamp: tuple[float, ...] | None = None
+
+    def __call__(self) -> ssl.SSLContext | None:
+        files = self.files()
+        try:
+            stamp = tuple(os.stat(f).st_mtime for f in files)
+        except OSError as exc:
+            if self._stamp is None:
+                raise ConfigError(f"{self.what}: {exc}") from exc
+            log.error("%s files: %s; keeping the loaded certificate", self.what, exc)
+            return self.context
+        if stamp != self._stamp:
+            try:
+                self.context = self.make()
+                if self._stamp is not None:
+                    log.info("%s reloaded from %s", self.what, ", ".join(files))
+            except (ConfigError, OSError, ssl.SSLError) as exc:
+                if self._stamp is None:
+                    raise ConfigError(f"{self.what}: {exc}") if not isinstance(exc, ConfigError) else exc
+                log.error("%s: %s; keeping the loaded certificate", self.what, exc)
+            self._stamp = stamp
+        return self.context
+
+
+def switching_server_context(current: Callable[[], ssl.SSLContext | None]) -> ssl.SSLContext | None:
+    """A server SSLContext for a listener that takes one context for good (``start_server``'s
+    ``ssl``): each handshake switches to what ``current`` returns then (through the SNI callback,
+    which OpenSSL calls on every ClientHello, with or without a server name), so a rotated
+    certificate serves new connections without a restart. None when ``current`` has none."""
+    first = current()
+    if first is None:
+        return None
+    base = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)  # (its own object: the callback is set on it only)
+    base.verify_mode = first.verify_mode
+    made = [first]
+
+    def pick(sock: ssl.SSLObject | ssl.SSLSocket, name: str | None, ctx: ssl.SSLContext) -> None:
+        try:
+            now = current() or made[0]
+        except ConfigError as exc:  # (only on a first load, which ``first`` already did)
+            log.error("%s", exc)
+            now = made[0]
+        made[0] = now
+        sock.context = now
+    base.sni_callback = pick
+    return base
+
 
 _SELF_SIGNED: list[ssl.SSLContext | None] = []
 
