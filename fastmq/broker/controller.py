@@ -26,7 +26,7 @@ import os
 import ssl
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from ..common.properties import bind, check_storable, config_items, write_properties
 from ..errors import ConfigError
@@ -34,7 +34,7 @@ from ..protocol.bodies import DataVersion, TopicConfig
 from ..protocol.codes import RequestCode
 from ..protocol.command import create_request
 from ..remoting import Connection, ConnectionGoneListener, RemotingClient, RemotingServer
-from ..remoting.tls import TlsConfig, client_context
+from ..remoting.tls import ReloadingContext, TlsConfig, client_context, switching_server_context
 from ..remoting.address import is_loopback
 from ..remoting.loop import every
 from ..remoting.metrics_http import MetricsHttpServer, exporter_type
@@ -216,14 +216,24 @@ class BrokerController:
 
     def _ha_server_tls(self) -> ssl.SSLContext | None:
         """With haTlsEnable, the master's replication port serves the remoting server's
-        certificate (as loaded at start). Raises ConfigError when there is none to serve."""
+        certificate, as reloaded when its files change (each new HA connection takes the current
+        one). Raises ConfigError when there is none to serve."""
         if not self.store_config.haTlsEnable:
             return None
-        ctx = self.tls.server_context() if self.tls is not None else None
+        ctx = switching_server_context(self.server.ssl_context) if self.tls is not None else None
         if ctx is None:
             raise ConfigError("haTlsEnable=true needs a server certificate: tls.server.certPath and "
                               "tls.server.keyPath, or tls.test.mode.enable=true")
         return ctx
+
+    def _ha_client_tls(self) -> Callable[[], ssl.SSLContext | None] | None:
+        """With haTlsEnable, the slave's HA connection context, remade when the client
+        certificate, key or trust file changes (the next connection to the master uses it)."""
+        if not self.store_config.haTlsEnable:
+            return None
+        tls = self.tls or TlsConfig()
+        files = tuple(f for f in (tls.client_cert_path, tls.client_key_path, tls.client_trust_cert_path) if f)
+        return ReloadingContext(functools.partial(client_context, tls), lambda: files, "HA client TLS certificate")
 
     # ------------------------------------------------------------------ callbacks
     def _on_arrival(self, topic: str, queue_id: int, max_offset: int, tags_code: int | None) -> None:
@@ -355,7 +365,7 @@ class BrokerController:
         ]
         if self.is_slave:
             self.ha_client = HAClient(self.store, lambda: self.ha_master_addr,
-                                      ssl_context=client_context(self.tls) if self.store_config.haTlsEnable else None)
+                                      ssl_context=self._ha_client_tls())
             self.ha_client.start()
             assert self.slave_sync is not None
             await self.slave_sync.sync_all()

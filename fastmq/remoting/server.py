@@ -2,8 +2,8 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
-import os
 import ssl
 import time
 from concurrent.futures import Executor
@@ -13,7 +13,7 @@ from .._ext._protocols import DEFAULT_MAX_FRAME_SIZE
 from ..errors import ConfigError
 from .connection import MAX_INFLIGHT, Connection, ConnectionListener, FrameBudget
 from .processor import Dispatcher, RequestProcessor
-from .tls import TlsConfig, TlsSniffer
+from .tls import ReloadingContext, TlsConfig, TlsSniffer
 
 __all__ = ["RemotingServer", "check_server_limits"]
 
@@ -99,8 +99,7 @@ class RemotingServer:
         self.tls = tls
         #: accepted connections whose first bytes or TLS handshake are awaited
         self._sniffing: set[TlsSniffer] = set()
-        self._ssl: ssl.SSLContext | None = None
-        self._ssl_stamp: tuple[float, float] | None = None
+        self._ssl = None if tls is None else ReloadingContext(tls.server_context, functools.partial(_cert_files, tls))
 
     def register_processor(self, code: int, processor: RequestProcessor, executor: Executor | None = None) -> None:
         """Route request ``code`` to ``processor`` (on ``executor`` when given, else on the loop)."""
@@ -145,30 +144,7 @@ class RemotingServer:
     def ssl_context(self) -> ssl.SSLContext | None:
         """The server's SSLContext, reloaded when its certificate or key file changes (a file
         that fails to load keeps the last good context, with an error in the log)."""
-        tls = self.tls
-        if tls is None:
-            return None
-        if tls.server_cert_path and tls.server_key_path:
-            try:
-                stamp = (os.stat(tls.server_cert_path).st_mtime, os.stat(tls.server_key_path).st_mtime)
-            except OSError as exc:
-                log.error("TLS certificate files: %s; keeping the loaded certificate", exc)
-                return self._ssl
-            if stamp != self._ssl_stamp:
-                try:
-                    self._ssl = tls.server_context()
-                    if self._ssl_stamp is not None:
-                        log.info("TLS certificate reloaded from %s", tls.server_cert_path)
-                except ConfigError as exc:
-                    if self._ssl is None:
-                        raise
-                    log.error("%s; keeping the loaded certificate", exc)
-                self._ssl_stamp = stamp
-            return self._ssl
-        if self._ssl_stamp is None:
-            self._ssl = tls.server_context()
-            self._ssl_stamp = (0.0, 0.0)
-        return self._ssl
+        return self._ssl() if self._ssl is not None else None
 
     async def start(self, *, serve: bool = True) -> None:
         """Bind and start accepting; :attr:`port` then holds the real port.
@@ -259,3 +235,10 @@ class RemotingServer:
         if self._server is not None:
             await self._server.wait_closed()
             self._server = None
+
+
+def _cert_files(tls: TlsConfig) -> tuple[str, ...]:
+    # (the certificate is reloaded only when both files are named; else made once)
+    if tls.server_cert_path and tls.server_key_path:
+        return tls.server_cert_path, tls.server_key_path
+    return ()

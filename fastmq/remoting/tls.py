@@ -7,6 +7,9 @@ opens a TLS handshake record. The sniffed bytes are then handed on, never droppe
 ``start_tls`` discards what the old protocol had already read (python/cpython#142352), so for TLS
 the sniffer builds asyncio's SSL protocol itself over the same transport and feeds it the bytes it
 read. That works on asyncio's loop and on uvloop alike, since it only uses the transport interface.
+The one reach past a documented API is that protocol class: ``asyncio.sslproto.SSLProtocol`` on
+asyncio's loop, uvloop's compiled ``uvloop.loop.SSLProtocol`` on uvloop (what their own
+``start_tls`` builds; both take the same arguments), chosen in :func:`_ssl_protocol`.
 
 The keys are 4.9.8's, read from the ``-c`` properties file and from the file ``tls.config.file``
 names (``tls.server.mode``, ``tls.enable`` and ``tls.config.file`` only from the ``-c`` file, as
@@ -29,7 +32,7 @@ from ..common.properties import load_properties
 from ..errors import ConfigError
 
 __all__ = ["TlsConfig", "TlsSniffer", "TLS_MODES", "load_tls_config", "load_tls_file", "make_self_signed", "split_tls_keys", "client_context",
-           "TLS_RECORD_HANDSHAKE", "DEFAULT_HANDSHAKE_TIMEOUT"]
+           "TLS_RECORD_HANDSHAKE", "DEFAULT_HANDSHAKE_TIMEOUT", "ReloadingContext", "switching_server_context"]
 
 log = logging.getLogger("fastmq.remoting")
 
@@ -198,6 +201,76 @@ def client_context(cfg: TlsConfig | None = None) -> ssl.SSLContext:
     return ctx
 
 
+try:  # (uvloop's SSLProtocol is not in its documented API; its signature matches asyncio's)
+    import uvloop as _uvloop
+    _UVLOOP_SSL: tuple[type, Callable[..., asyncio.BufferedProtocol]] | None = (
+        _uvloop.Loop, _uvloop.loop.SSLProtocol)  # type: ignore[attr-defined]
+except (ImportError, AttributeError):
+    _UVLOOP_SSL = None
+
+class ReloadingContext:
+    """An SSLContext remade when one of its files changes, for the connections made after.
+
+    ``make`` builds the context (raising ConfigError, OSError or ssl.SSLError); ``files`` says
+    which files it reads (none: made once). Calling the object returns the current context; a
+    changed file that fails to load keeps the last good one, with an error in the log (the first
+    load's error is raised).
+    """
+
+    def __init__(self, make: Callable[[], ssl.SSLContext | None], files: Callable[[], tuple[str, ...]],
+                 what: str = "TLS certificate") -> None:
+        self.make = make
+        self.files = files
+        self.what = what
+        self.context: ssl.SSLContext | None = None
+        self._stamp: tuple[float, ...] | None = None
+
+    def __call__(self) -> ssl.SSLContext | None:
+        files = self.files()
+        try:
+            stamp = tuple(os.stat(f).st_mtime for f in files)
+        except OSError as exc:
+            if self._stamp is None:
+                raise ConfigError(f"{self.what}: {exc}") from exc
+            log.error("%s files: %s; keeping the loaded certificate", self.what, exc)
+            return self.context
+        if stamp != self._stamp:
+            try:
+                self.context = self.make()
+                if self._stamp is not None:
+                    log.info("%s reloaded from %s", self.what, ", ".join(files))
+            except (ConfigError, OSError, ssl.SSLError) as exc:
+                if self._stamp is None:
+                    raise ConfigError(f"{self.what}: {exc}") if not isinstance(exc, ConfigError) else exc
+                log.error("%s: %s; keeping the loaded certificate", self.what, exc)
+            self._stamp = stamp
+        return self.context
+
+
+def switching_server_context(current: Callable[[], ssl.SSLContext | None]) -> ssl.SSLContext | None:
+    """A server SSLContext for a listener that takes one context for good (``start_server``'s
+    ``ssl``): each handshake switches to what ``current`` returns then (through the SNI callback,
+    which OpenSSL calls on every ClientHello, with or without a server name), so a rotated
+    certificate serves new connections without a restart. None when ``current`` has none."""
+    first = current()
+    if first is None:
+        return None
+    base = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)  # (its own object: the callback is set on it only)
+    base.verify_mode = first.verify_mode
+    made = [first]
+
+    def pick(sock: ssl.SSLObject | ssl.SSLSocket, name: str | None, ctx: ssl.SSLContext) -> None:
+        try:
+            now = current() or made[0]
+        except ConfigError as exc:  # (only on a first load, which ``first`` already did)
+            log.error("%s", exc)
+            now = made[0]
+        made[0] = now
+        sock.context = now
+    base.sni_callback = pick
+    return base
+
+
 _SELF_SIGNED: list[ssl.SSLContext | None] = []
 
 
@@ -229,6 +302,15 @@ def _self_signed_context() -> ssl.SSLContext | None:
             log.error("TLS test mode: cannot make a self-signed certificate (%s); TLS connections are closed", exc)
         _SELF_SIGNED.append(ctx)
     return _SELF_SIGNED[0]
+
+
+def _ssl_protocol(loop: asyncio.AbstractEventLoop) -> Callable[..., asyncio.BufferedProtocol]:
+    """The SSL protocol class the loop's own ``start_tls`` would use: uvloop's compiled one on a
+    uvloop loop (asyncio's is pure Python: on the broker it was most of what a TLS round trip
+    cost beyond a plaintext one), asyncio's otherwise. Both take the same arguments."""
+    if _UVLOOP_SSL is not None and isinstance(loop, _UVLOOP_SSL[0]):
+        return _UVLOOP_SSL[1]
+    return sslproto.SSLProtocol
 
 
 def _feed(proto: asyncio.BufferedProtocol, data: bytes) -> None:
@@ -311,8 +393,8 @@ class TlsSniffer(asyncio.Protocol):
             # asyncio's own SSL protocol, built here rather than by start_tls so that the bytes
             # already read reach it; the waiter says how the handshake ended
             waiter = loop.create_future()
-            tls = sslproto.SSLProtocol(loop, self.app, ctx, waiter, server_side=True,
-                                       ssl_handshake_timeout=self.timeout)  # type: ignore[arg-type]
+            tls = _ssl_protocol(loop)(loop, self.app, ctx, waiter, server_side=True,
+                                      ssl_handshake_timeout=self.timeout)
             waiter.add_done_callback(self._handshake_over)
             self._handed = True
             t.set_protocol(tls)

@@ -251,9 +251,9 @@ class HAService:
 
     def __init__(self, store: "MessageStore", port: int, host: str = "0.0.0.0",
                  ssl_context: ssl.SSLContext | None = None) -> None:
-        """``ssl_context``: with it, the port takes TLS only (the context is the one at start: a
-        certificate changed later serves replication after a restart); a peer that does not
-        complete the handshake is closed."""
+        """``ssl_context``: with it, the port takes TLS only (see
+        :func:`fastmq.remoting.tls.switching_server_context` for one that follows certificate
+        changes); a peer that does not complete the handshake is closed."""
         self.store = store
         self.host = host
         self.port = port
@@ -387,8 +387,10 @@ class HAClient:
     """
 
     def __init__(self, store: "MessageStore", master_addr: Callable[[], str | None],
-                 reput: ReputService | None = None, ssl_context: ssl.SSLContext | None = None) -> None:
-        """``ssl_context``: dial the master's replication port with TLS."""
+                 reput: ReputService | None = None,
+                 ssl_context: ssl.SSLContext | Callable[[], ssl.SSLContext | None] | None = None) -> None:
+        """``ssl_context``: dial the master's replication port with TLS (a callable: asked before
+        each connection, so changed client certificate files serve the next one)."""
         self.store = store
         self.ssl_context = ssl_context
         self.master_addr = master_addr
@@ -461,7 +463,7 @@ class HAClient:
 
     async def _follow(self, addr: str) -> None:
         host, _, port = addr.rpartition(":")
-        ctx = self.ssl_context
+        ctx = self.ssl_context() if callable(self.ssl_context) else self.ssl_context
         reader, writer = await asyncio.wait_for(
             asyncio.open_connection(host, int(port), ssl=ctx, server_hostname=host if ctx is not None else None),
             _CONNECT_TIMEOUT + (_HANDSHAKE_TIMEOUT if ctx is not None else 0))

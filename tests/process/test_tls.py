@@ -236,11 +236,19 @@ def test_slave_syncs_from_its_master_over_tls(tmp_path: Path, certs) -> None:
     """Everything enforcing: the slave's registration and its pulls of the master's tables go
     over TLS with tls.enable=true, and with haTlsEnable=true the commit log's HA link too (beyond
     4.9.8, whose HA link is plain TCP): a SYNC_MASTER's sends are acknowledged by its slave over
-    it, and a plaintext peer on the replication port is closed."""
+    it, and a plaintext peer on the replication port is closed. Then the master's certificate
+    files are replaced: the replication port serves the new certificate to new connections
+    without a restart, and a slave that connects again replicates over it."""
+    live = tmp_path / "live"
+    live.mkdir()
+    cert, key = live / "server.crt", live / "server.key"
+    shutil.copy(certs["server_cert"], cert)
+    shutil.copy(certs["server_key"], key)
     keys = {"tls.server.mode": "enforcing", "tls.enable": "true", "tls.server.certPath": certs["server_cert"],
             "tls.server.keyPath": certs["server_key"], "tls.config.file": tmp_path / "absent", "haTlsEnable": "true"}
     with _namesrv(tmp_path, certs, "enforcing") as ns:
-        master = broker_process(tmp_path, ns.addr, brokerRole="SYNC_MASTER", **keys).start()
+        master = broker_process(tmp_path, ns.addr, brokerRole="SYNC_MASTER",
+                                **{**keys, "tls.server.certPath": cert, "tls.server.keyPath": key}).start()
         try:
             with Producer("TlsSlaveP", client_config=ClientConfig(namesrv_addr=ns.addr, tls=True)) as p:
                 assert p.send(Message("TlsSlaveTopic", b"x")).status == "SLAVE_NOT_AVAILABLE"  # no slave yet
@@ -265,6 +273,26 @@ def test_slave_syncs_from_its_master_over_tls(tmp_path: Path, certs) -> None:
                         status = p.send(Message("TlsSlaveTopic", b"y")).status
                     assert status == "SEND_OK", (master.output()[-2500:], slave.output()[-2500:])
                     assert "HA connected to master" in slave.output()
+                    # rotation: new files, picked up by the next connection to the replication port
+                    first = _served_cert(int(ha))
+                    time.sleep(0.02)  # (a new mtime)
+                    shutil.copy(certs["other_cert"], cert)
+                    shutil.copy(certs["other_key"], key)
+                    deadline = time.monotonic() + 10
+                    while _served_cert(int(ha)) == first and time.monotonic() < deadline:
+                        time.sleep(0.05)
+                    assert _served_cert(int(ha)) != first
+                    assert slave.stop() == 0  # its HA connection closes; the next one meets the new certificate
+                    deadline = time.monotonic() + 15
+                    while status == "SEND_OK" and time.monotonic() < deadline:
+                        status = p.send(Message("TlsSlaveTopic", b"z")).status
+                    assert status != "SEND_OK"
+                    slave.start()
+                    deadline = time.monotonic() + 20
+                    while status != "SEND_OK" and time.monotonic() < deadline:
+                        status = p.send(Message("TlsSlaveTopic", b"w")).status
+                    assert status == "SEND_OK", (master.output()[-2500:], slave.output()[-2500:])
+                    assert "TLS certificate reloaded" in master.output()
         finally:
             assert master.stop() == 0
 

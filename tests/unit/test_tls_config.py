@@ -3,13 +3,16 @@ stand-in transport)."""
 from __future__ import annotations
 
 import asyncio
+import os
+import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from fastmq.errors import ConfigError
-from fastmq.remoting.tls import TlsSniffer, load_tls_config, split_tls_keys
+from fastmq.remoting.tls import (ReloadingContext, TlsConfig, TlsSniffer, client_context, load_tls_config,
+                                 make_self_signed, split_tls_keys)
 
 
 def test_defaults_are_4_9_8s(tmp_path: Path) -> None:
@@ -101,3 +104,27 @@ async def test_sniffer_closes_a_silent_peer() -> None:
     assert t.aborted
     s.connection_lost(None)
     assert outcome == [False]
+
+
+@pytest.mark.skipif(shutil.which("openssl") is None, reason="the openssl command is not installed")
+def test_reloading_context_follows_its_files(tmp_path: Path) -> None:
+    """A slave's HA client context: remade when its certificate files change, the last good one
+    kept (with an error logged) when a changed file does not load."""
+    cfg = TlsConfig()
+    cfg.client_cert_path, cfg.client_key_path = make_self_signed(str(tmp_path), "one")
+    made = ReloadingContext(lambda: client_context(cfg), lambda: (cfg.client_cert_path or "", cfg.client_key_path or ""))
+    first = made()
+    assert first is not None and made() is first  # unchanged files: the same context
+    os.utime(cfg.client_cert_path, (1, 1))
+    second = made()
+    assert second is not None and second is not first
+    Path(cfg.client_key_path).write_text("not a key")
+    assert made() is second
+    os.remove(cfg.client_key_path)
+    assert made() is second
+
+
+def test_reloading_context_first_load_errors_raise(tmp_path: Path) -> None:
+    made = ReloadingContext(lambda: None, lambda: (str(tmp_path / "absent.crt"),))
+    with pytest.raises(ConfigError, match="absent.crt"):
+        made()
