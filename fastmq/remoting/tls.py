@@ -208,6 +208,7 @@ try:  # (uvloop's SSLProtocol is not in its documented API; its signature matche
 except (ImportError, AttributeError):
     _UVLOOP_SSL = None
 
+
 class ReloadingContext:
     """An SSLContext remade when one of its files changes, for the connections made after.
 
