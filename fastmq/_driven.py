@@ -16,7 +16,9 @@ Who runs the loop (the *driver*) at any moment:
   background thread to give it up and waits for that (one hand-over, as a call used to cost);
 - this loop's background thread, when no user thread has driven for GRACE_S (so timers,
   heartbeats and answers to sends already made go on while the program does other things), or
-  at once when a thread waits for work another thread's drive is running.
+  at once when a thread waits for work another thread's drive is running. While sends wait for
+  answers (``awaiting``) it looks as that grace ends, not at its backed-off pace: a sender
+  waiting for its own sends' callbacks (a semaphore they release) has nobody else to read them.
 
 A user thread that finds another user thread driving hands its work over as before (the driver's
 loop runs it) and waits; whoever stops driving while such threads wait wakes the background
@@ -93,7 +95,8 @@ class Closed(RuntimeError):
 class Callbacks:
     """One thread running user callbacks in the order they were put. Callbacks put during one
     turn of the loop reach that thread together, at the end of the turn: one wake-up of it per
-    turn, not per callback (each wake-up is a thread asking for the GIL)."""
+    turn, not per callback (each wake-up is a thread asking for the GIL). A sending thread's own
+    turns (``defer``) gather up to CALLBACK_BATCH before they wake it."""
 
     def __init__(self, name: str, loop: asyncio.AbstractEventLoop) -> None:
         self._name = name
@@ -302,11 +305,10 @@ class DrivenLoop:
                 take = not self._wanted and (self._waiters or idle >= self.grace_s)
                 if not take or not self._drive.acquire(blocking=False):
                     awaiting = self.awaiting
-                    if awaiting is not None and self._driver == 0 and awaiting():
-                        # Nobody drives, and sends wait for answers only a drive reads: a
-                        # sender that stopped (waiting for those sends' callbacks, say) would
-                        # otherwise wait for the backed-off look below. Look again as the
-                        # grace ends.
+                    if awaiting is not None and awaiting():
+                        # Sends wait for answers only a drive reads: a sender that stops
+                        # (waiting for those sends' callbacks, say) would otherwise wait for
+                        # the backed-off look below. Look again as the grace ends.
                         interval = max(self.grace_s - idle, self.grace_s / 8)
                     else:
                         # A user thread drives: look again later, less often the longer it
