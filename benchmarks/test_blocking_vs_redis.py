@@ -18,6 +18,7 @@ Real figures: ``.venv/bin/python -m pytest benchmarks/test_blocking_vs_redis.py 
 """
 from __future__ import annotations
 
+import os
 import statistics
 import threading
 import time
@@ -106,6 +107,8 @@ def _say_peers(benchmark: Any, peers: Peers) -> None:
     if not benchmark.disabled:
         check_hiredis(info)
     benchmark.extra_info.update(info)
+    # the machine's load as the pair starts (RESULTS.md prints it beside the ratio)
+    benchmark.extra_info["loadavg_1m"] = round(os.getloadavg()[0], 2)
 
 
 def _p(values: list[float], q: float) -> float:

@@ -16,7 +16,9 @@ Who runs the loop (the *driver*) at any moment:
   background thread to give it up and waits for that (one hand-over, as a call used to cost);
 - this loop's background thread, when no user thread has driven for GRACE_S (so timers,
   heartbeats and answers to sends already made go on while the program does other things), or
-  at once when a thread waits for work another thread's drive is running.
+  at once when a thread waits for work another thread's drive is running. While sends wait for
+  answers (``awaiting``) it looks as that grace ends, not at its backed-off pace: a sender
+  waiting for its own sends' callbacks (a semaphore they release) has nobody else to read them.
 
 A user thread that finds another user thread driving hands its work over as before (the driver's
 loop runs it) and waits; whoever stops driving while such threads wait wakes the background
@@ -59,7 +61,7 @@ from typing import Any, Callable, Coroutine, Iterator, TypeVar
 from .remoting.connection import LONE_WRITE, Connection
 from .remoting.loop import relay_outcome
 
-__all__ = ["DrivenLoop", "Callbacks", "Closed", "LOOP_ITSELF", "GRACE_S", "POLL_MAX_S", "TURN_EVERY"]
+__all__ = ["DrivenLoop", "Callbacks", "Closed", "LOOP_ITSELF", "GRACE_S", "POLL_MAX_S", "TURN_EVERY", "CALLBACK_BATCH"]
 
 log = logging.getLogger("fastmq")
 T = TypeVar("T")
@@ -75,6 +77,8 @@ GRACE_S = 0.001
 POLL_MAX_S = 0.01
 #: Calls a driving ``post`` queues before it runs one turn of the loop (writes, reads, answers).
 TURN_EVERY = 32
+#: Callbacks a sender's turns gather before they wake the callback thread (see Callbacks._hand_over).
+CALLBACK_BATCH = 256
 #: Calls the loop runs per turn from other threads' hand-overs (as _blocking.SUBMIT_BATCH).
 CROSS_BATCH = 256
 #: The longest a lone call waits on its one connection's socket (see DrivenLoop._await_lone)
@@ -91,7 +95,8 @@ class Closed(RuntimeError):
 class Callbacks:
     """One thread running user callbacks in the order they were put. Callbacks put during one
     turn of the loop reach that thread together, at the end of the turn: one wake-up of it per
-    turn, not per callback (each wake-up is a thread asking for the GIL)."""
+    turn, not per callback (each wake-up is a thread asking for the GIL). A sending thread's own
+    turns (``defer``) gather up to CALLBACK_BATCH before they wake it."""
 
     def __init__(self, name: str, loop: asyncio.AbstractEventLoop) -> None:
         self._name = name
@@ -104,6 +109,8 @@ class Callbacks:
         self._held = 0
         self.release: Callable[[int], None] | None = None
         self._ran = 0
+        #: set by the loop's driver while a sender's turn runs (see _hand_over)
+        self.defer = False
         self._cond = threading.Condition()
         self._thread: threading.Thread | None = None
 
@@ -125,6 +132,12 @@ class Callbacks:
             self._loop.call_soon(self._hand_over)
 
     def _hand_over(self) -> None:
+        if self.defer and len(self._batch) < CALLBACK_BATCH:
+            # a sender's own turn (DrivenLoop.post): it turns again after its next posts, so
+            # the batch waits for more rather than waking the callback thread (and handing it
+            # the GIL) every turn; any other drive hands it over
+            self._loop.call_soon(self._hand_over)
+            return
         batch, self._batch = self._batch, []
         if not batch:  # handed over already by flush()
             return
@@ -209,6 +222,11 @@ class DrivenLoop:
         #: the module's would stall every other loop of the process)
         self.grace_s = GRACE_S
         self.poll_max_s = POLL_MAX_S
+        #: True while calls handed to the loop wait for answers that only a drive reads (set by
+        #: the owner, e.g. the blocking Producer's send window); the background thread then
+        #: looks as soon as a stopped driver's grace ends instead of backing off
+        self.awaiting: Callable[[], bool] | None = None
+        self.defer_callbacks = True
         #: socket reads run by the direct wait of lone calls (see _await_lone)
         self.lone_reads = 0
         # the selector's table of registered descriptors (the direct wait runs a socket's reader
@@ -283,11 +301,19 @@ class DrivenLoop:
             if self._closed:
                 return
             with self._mutex:
-                take = not self._wanted and (self._waiters or time.monotonic() - self._released >= self.grace_s)
+                idle = time.monotonic() - self._released
+                take = not self._wanted and (self._waiters or idle >= self.grace_s)
                 if not take or not self._drive.acquire(blocking=False):
-                    # A user thread drives: look again later, less often the longer it goes on
-                    # (each look asks the driver for the GIL).
-                    interval = min(interval * 2, self.poll_max_s)
+                    awaiting = self.awaiting
+                    if awaiting is not None and awaiting():
+                        # Sends wait for answers only a drive reads: a sender that stops
+                        # (waiting for those sends' callbacks, say) would otherwise wait for
+                        # the backed-off look below. Look again as the grace ends.
+                        interval = max(self.grace_s - idle, self.grace_s / 8)
+                    else:
+                        # A user thread drives: look again later, less often the longer it
+                        # goes on (each look asks the driver for the GIL).
+                        interval = min(interval * 2, self.poll_max_s)
                     continue
                 self._bg_driving, self._driver = True, me
             interval = self.grace_s
@@ -520,7 +546,12 @@ class DrivenLoop:
             if len(posted) == 1:
                 self.loop.call_soon(self._run_posted)
             if len(posted) >= TURN_EVERY:
-                self._turn()
+                callbacks = self.callbacks
+                callbacks.defer = self.defer_callbacks
+                try:
+                    self._turn()
+                finally:
+                    callbacks.defer = False
         finally:
             self._give_back()
 

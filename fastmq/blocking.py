@@ -53,10 +53,10 @@ class _Window:
     lock: threading.BoundedSemaphore is Python code around a Condition, and its acquire and
     release stood out in send_async's profile; the Condition is used only while the window is full."""
 
-    __slots__ = ("_free", "_lock", "_cond", "_waiting")
+    __slots__ = ("_free", "_size", "_lock", "_cond", "_waiting")
 
     def __init__(self, size: int) -> None:
-        self._free = size
+        self._free = self._size = size
         self._lock = threading.Lock()
         self._cond = threading.Condition(self._lock)
         self._waiting = 0
@@ -77,6 +77,10 @@ class _Window:
                 self._waiting -= 1
             self._free -= 1
             return True
+
+    def busy(self) -> bool:
+        """Places are out: sends handed to the loop whose callbacks it has not yet passed on."""
+        return self._free < self._size
 
     def release(self, n: int = 1) -> None:
         """Give ``n`` places back."""
@@ -147,6 +151,7 @@ class Producer:
             raise
         self._window = _Window(max_in_flight or 65535)
         self._driven.callbacks.release = self._window.release
+        self._driven.awaiting = self._window.busy
 
     @staticmethod
     async def _make(group: str, kwargs: dict[str, Any]) -> _producer.Producer:

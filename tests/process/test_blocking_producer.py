@@ -236,6 +236,22 @@ def test_window_places_come_back_once_per_hand_over_after_their_callbacks_are_qu
     assert "user callback 294 failed" in caplog.text
 
 
+def test_a_senders_own_turns_gather_callbacks_and_any_other_drive_hands_them_over(
+        driven: _driven.DrivenLoop) -> None:
+    """Callbacks of a sending thread's own turns (post) wait for more rather than waking the
+    callback thread each turn; a call's drive hands them over, in order, places given back."""
+    driven.grace_s = driven.poll_max_s = 3600.0  # the background thread never takes the loop here
+    got: list[int] = []
+    releases: list[int] = []
+    driven.callbacks.release = releases.append
+    n = 3 * _driven.TURN_EVERY  # three turns of the sender's own
+    for i in range(n):
+        driven.post(driven.callbacks.put_releasing, lambda r, e: got.append(r), i, None)
+    assert releases == [] and got == []  # nothing crossed to the callback thread yet
+    driven.call(lambda done: done(None, None), 5)
+    assert got == list(range(n)) and releases == [n]
+
+
 def test_a_window_place_is_given_back_even_when_the_callback_thread_cannot_start(
         driven: _driven.DrivenLoop, monkeypatch: pytest.MonkeyPatch) -> None:
     """A hand-over that fails (no thread for the callbacks) still gives its places back: a
