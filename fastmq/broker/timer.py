@@ -9,12 +9,12 @@ the real topic and queue in ``REAL_TOPIC`` / ``REAL_QID`` and moves the message 
 reads it back from the record on recovery and on a slave, so the index never depends on memory).
 
 :class:`TimerMessageService` is the delivering half, on a master only. Instead of 5.x's timer
-wheel and timer log files it keeps the held messages as three numpy arrays -- slot, commit-log
-offset and size, 20 bytes a message, no Python object each -- sorted by (slot, offset), fed from
-the timer topic's consume queue. A message of slot ``s`` is delivered once the clock reaches
-``s + timerPrecisionMs`` (5.x delivers a slot when its write time has passed it), so never before
-the time the sender asked for. Due messages are re-put in batches as 5.x's ``convertMessage``
-builds them: real topic and queue back, REAL_TOPIC / REAL_QID removed, TIMER_ENQUEUE_MS and
+wheel and timer log files it keeps the held messages as four numpy arrays -- slot, commit-log
+offset, size and real topic id, 24 bytes a message, no Python object each -- sorted by (slot,
+offset), fed from the timer topic's consume queue. A message of slot ``s`` is delivered once the
+clock reaches ``s + timerPrecisionMs`` (5.x delivers a slot when its write time has passed it), so
+never before the time the sender asked for. Due messages are re-put in batches as 5.x's
+``convertMessage`` builds them: real topic and queue back, REAL_TOPIC / REAL_QID removed, TIMER_ENQUEUE_MS and
 TIMER_DEQUEUE_MS added, WAIT=false.
 
 Progress is checkpointed to ``<storePathRootDir>/config/timercheck.json`` every
@@ -184,7 +184,7 @@ class TimerMessageService:
         self.flush_interval = max(store.config.timerFlushIntervalMs, 10) / 1000
         packed = pack_host(*store.store_host)
         self._store_host = packed if len(packed) == 8 else b""  # IPv6: the object path only
-        # the held messages, sorted by (slot, commit-log offset); 20 bytes each
+        # the held messages, sorted by (slot, commit-log offset); 24 bytes each with _topic
         self._slot = np.empty(0, np.int64)
         self._phys = np.empty(0, np.int64)
         self._size = np.empty(0, np.int32)
