@@ -284,9 +284,11 @@ class TimerMessageService:
             lo = int(p.min())
             try:
                 view = self.store.commit_log.get_data(lo, int((p + n).max()) - lo)
+                out[sel] = real_topic_ids(view, (p - lo).astype(np.int64), n, self._topic_ids)
             except StoreError:
                 continue  # (gone with an expired file: counted nowhere)
-            out[sel] = real_topic_ids(view, (p - lo).astype(np.int64), n, self._topic_ids)
+            except Exception:  # a figure for the metrics must never stop delivery
+                log.exception("timer: reading the topics of %d held messages failed", len(sel))
         return out
 
     def _count(self, acc: np.ndarray, ids: np.ndarray) -> np.ndarray:

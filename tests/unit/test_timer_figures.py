@@ -79,3 +79,21 @@ def test_counts_per_topic_bands_and_restart(store: MessageStore, tmp_path: Path)
         assert t == {"A": 10, "B": 400} and again.enqueued == 0
     finally:
         loop.close()
+
+
+def test_a_failed_topic_read_never_stops_holding(store: MessageStore, tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    import fastmq.broker.timer as timer_mod
+
+    def broken(*args: object) -> None:
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(timer_mod, "real_topic_ids", broken)
+    loop = asyncio.new_event_loop()
+    try:
+        assert loop.run_until_complete(store.put_messages([_held("A", int(time.time() * 1000) + 60_000, 1)])).ok
+        svc = TimerMessageService(store, path=str(tmp_path / "timercheck.json"))
+        assert svc.ingest() == 1 and svc.held == 1 and svc.enqueued == 1
+        assert svc.timing_by_topic().tolist() == []  # in the lags, in no per-topic figure
+    finally:
+        loop.close()
