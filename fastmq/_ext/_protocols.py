@@ -253,6 +253,7 @@ class EndTransactionModule(Protocol):
 class TimerDeliverModule(Protocol):
     def delivered_records(self, records: Sequence[bytes | memoryview], timer_topic: bytes, now: int,
                           store_host: bytes, max_size: int) -> tuple[Any, list[int]]: ...
+    def real_topic_ids(self, buf: bytes | memoryview, starts: Any, sizes: Any, ids: dict[str, int]) -> Any: ...
 
 
 # ------------------------------------------------------------------ record_writer: the store's record writer

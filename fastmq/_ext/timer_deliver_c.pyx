@@ -6,7 +6,9 @@ cimport cython
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from libc.stdio cimport snprintf
-from libc.string cimport memcpy
+from libc.string cimport memcmp, memcpy
+
+import numpy as np
 
 from fastmq.protocol.message_const import MessageConst
 
@@ -20,7 +22,7 @@ from .wire_facts cimport *
 
 include "property_pairs.pxi"
 
-__all__ = ["delivered_records"]
+__all__ = ["delivered_records", "real_topic_ids"]
 
 cdef enum:
     FIXED = REC_MIN_LEN_V4
@@ -261,3 +263,71 @@ def delivered_records(records, bytes timer_topic, long long now, bytes store_hos
         i += 1
     b.finish()
     return b, left
+
+
+@cython.boundscheck(False)
+@cython.wraparound(False)
+cdef Py_ssize_t _real_topic(const uint8_t* rec, Py_ssize_t n, const uint8_t** out) noexcept:
+    """The length of the held record's REAL_TOPIC (its bytes at ``out``); -1 when it has no usable one."""
+    cdef int32_t sys_flag
+    cdef int64_t body_len
+    cdef Py_ssize_t p, tl, pl, props_at, i
+    cdef HeldProps pr
+    if n < FIXED:
+        return -1
+    sys_flag = <int32_t>_get32(rec + REC_SYSFLAG_POS)
+    body_len = <int32_t>_get32(rec + REC_BODYLEN_POS)
+    if (<int32_t>_get32(rec + REC_TOTALSIZE_POS) != n or _get32(rec + REC_MAGICCODE_POS) != <uint32_t>MAGIC
+            or sys_flag & HOST_V6_BITS or body_len < 0 or FIXED + body_len > n):
+        return -1
+    p = REC_BODY_POS + body_len
+    tl = rec[p]
+    if p + 3 + tl > n:
+        return -1
+    pl = (<Py_ssize_t>rec[p + 1 + tl] << 8) | rec[p + 2 + tl]
+    props_at = p + 3 + tl
+    if props_at + pl != n:
+        return -1
+    pr = _scan(rec + props_at, pl)
+    if not pr.ok or pr.real_topic.count != 1 or pr.real_topic.n == 0 or pr.real_topic.n > MAX_TOPIC:
+        return -1
+    for i in range(pr.real_topic.n):
+        if not topic_char(pr.real_topic.p[i]):
+            return -1
+    out[0] = pr.real_topic.p
+    return pr.real_topic.n
+
+
+@cython.boundscheck(False)
+@cython.wraparound(False)
+def real_topic_ids(buf, const int64_t[::1] starts, const int32_t[::1] sizes, dict ids):
+    """The id in ``ids`` of each held record's REAL_TOPIC (timer_deliver_py's contract)."""
+    cdef Py_ssize_t n = starts.shape[0], i, tn, last_n = -1, blen
+    cdef const uint8_t[::1] view = buf
+    cdef const uint8_t* t = NULL
+    cdef const uint8_t* last_t = NULL
+    cdef int32_t last_id = -1
+    cdef int64_t s
+    cdef str name
+    out = np.full(n, -1, np.int32)
+    cdef int32_t[::1] o = out
+    blen = view.shape[0]
+    if sizes.shape[0] != n:
+        raise ValueError("starts and sizes differ in length")
+    for i in range(n):
+        s = starts[i]
+        if s < 0 or sizes[i] <= 0 or s + sizes[i] > blen:
+            continue
+        tn = _real_topic(&view[0] + s, sizes[i], &t)
+        if tn < 0:
+            continue
+        if tn == last_n and memcmp(t, last_t, tn) == 0:  # (a batch is mostly one topic)
+            o[i] = last_id
+            continue
+        name = (<const char*>t)[:tn].decode("ascii")
+        got = ids.get(name)
+        if got is None:
+            got = ids[name] = len(ids)
+        last_t, last_n, last_id = t, tn, <int32_t>got
+        o[i] = last_id
+    return out

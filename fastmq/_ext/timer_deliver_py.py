@@ -18,6 +18,11 @@ the records it left to the caller's general path. A delivered record is the held
 Its row: the (topic, queue) key (one per distinct queue, in first-seen order), the tag code of its
 TAGS (Java's String.hashCode, 0 without), F_INDEX when KEYS or UNIQ_KEY is non-empty, no F_WAIT.
 
+:func:`real_topic_ids` reads only the ``REAL_TOPIC`` of held records (the timer service's
+per-topic figures): given one buffer and each record's start and size in it, it returns each
+record's id in ``ids`` (a topic first seen gets the next id, ``len(ids)``), -1 where the record is
+not a well-formed IPv4 record or has no single usable REAL_TOPIC (its topic is not checked).
+
 Left to the caller: a record that is not a well-formed IPv4 record of ``timer_topic``,
 properties that are not ``k\\x01v\\x02`` pairs, REAL_TOPIC / REAL_QID missing, repeated or
 unusable (a topic the store refuses, a queue that is not a non-negative int32), or a delivered
@@ -26,6 +31,8 @@ record over ``max_size``.
 from __future__ import annotations
 
 import struct
+
+import numpy as np
 from typing import Sequence
 
 from ..protocol.message_const import NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR, MessageConst
@@ -33,7 +40,7 @@ from ..protocol.record_layout import HOST_V6_BITS, MAX_TOPIC_LEN, MESSAGE_MAGIC_
 from .javahash import jhash
 from .send_batch_py import F_INDEX, SendBatch
 
-__all__ = ["delivered_records"]
+__all__ = ["delivered_records", "real_topic_ids"]
 
 FIXED = MIN_RECORD_LEN_V4
 _NAME_SEP, _PROP_SEP = NAME_VALUE_SEPARATOR.encode(), PROPERTY_SEPARATOR.encode()
@@ -134,3 +141,58 @@ def delivered_records(records: Sequence[bytes | memoryview], timer_topic: bytes,
         b.add(i, rec, k, tag, flags, qid)
     b.finish()
     return b, left
+
+
+def _real_topic(rec: bytes) -> bytes | None:
+    """The REAL_TOPIC of one held record; None when it has no usable one."""
+    n = len(rec)
+    if n < FIXED:
+        return None
+    size, magic, sys_flag, body_len = (struct.unpack_from(">i", rec, 0)[0], struct.unpack_from(">i", rec, 4)[0],
+                                       struct.unpack_from(">i", rec, 36)[0], struct.unpack_from(">i", rec, 84)[0])
+    if size != n or magic != MESSAGE_MAGIC_CODE - (1 << 32) or sys_flag & HOST_V6_BITS or body_len < 0 \
+            or FIXED + body_len > n:
+        return None
+    p = _HEAD.size + body_len
+    tl = rec[p]
+    if p + 3 + tl > n:
+        return None
+    props_at = p + 3 + tl
+    if props_at + _U16.unpack_from(rec, p + 1 + tl)[0] != n:
+        return None
+    pb = rec[props_at:]
+    if not pb or pb[-1:] != _PROP_SEP:
+        return None
+    rt = None
+    for item in pb[:-1].split(_PROP_SEP):
+        k, sep, v = item.partition(_NAME_SEP)
+        if not sep or not k or _NAME_SEP in v:
+            return None
+        if k == _REAL_TOPIC:
+            if rt is not None:
+                return None
+            rt = v
+    if not rt or len(rt) > MAX_TOPIC_LEN or not _TOPIC_CHARS.issuperset(rt):
+        return None
+    return rt
+
+
+def real_topic_ids(buf: bytes | memoryview, starts: np.ndarray, sizes: np.ndarray, ids: dict[str, int]) -> np.ndarray:
+    """The id in ``ids`` of each held record's REAL_TOPIC (module doc); ``starts`` int64 and
+    ``sizes`` int32, one per record, into ``buf``."""
+    if len(starts) != len(sizes):
+        raise ValueError("starts and sizes differ in length")
+    out = np.full(len(starts), -1, np.int32)
+    mv = memoryview(buf).cast("B")
+    for i, (s, n) in enumerate(zip(starts.tolist(), sizes.tolist())):
+        if s < 0 or n <= 0 or s + n > len(mv):
+            continue
+        rt = _real_topic(bytes(mv[s:s + n]))
+        if rt is None:
+            continue
+        name = rt.decode("ascii")
+        got = ids.get(name)
+        if got is None:
+            got = ids[name] = len(ids)
+        out[i] = got
+    return out

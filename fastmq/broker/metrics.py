@@ -22,6 +22,7 @@ from ..protocol import topic as tv
 from ..protocol.codes import LANGUAGE_NAMES
 from ..remoting.rpc_latency import BUCKETS_MS, RpcLatency
 from .stats import BROKER_GET_NUMS, BROKER_PUT_NUMS, GROUP_GET_NUMS, TOPIC_PUT_NUMS, TOPIC_PUT_SIZE
+from .timer import SNAPSHOT_BOUNDS_S
 
 if TYPE_CHECKING:
     from ..store.consume_queue import ConsumeQueueTable
@@ -125,6 +126,7 @@ class BrokerMetrics:
         self._lag(out)
         self._clients(out)
         self._store(out)
+        self._timer(out)
         out.histogram("rocketmq_rpc_latency", "RPC latency in milliseconds, per request and response code",
                       BUCKETS_MS, self.rpc.rows())
         return out.text()
@@ -351,4 +353,34 @@ class BrokerMetrics:
         out.gauge("fastmq_get_messages_total", "Messages pulls took from the store since the broker started",
                   [(None, rt["getMessageTransferedMsgCount"])], "counter")
 
-
+    def _timer(self, out: Exposition) -> None:
+        """RocketMQ 5's timer figures (with timerWheelEnable, on a master: the service that holds
+        timer messages runs there only), read from the held set the timer service keeps."""
+        b = self.broker
+        timer = b.timer
+        if not b.store.config.timerWheelEnable or not timer.running:
+            return
+        local = {"storage_type": "local", "storage_medium": "disk"}
+        now = int(time.time() * 1000)
+        behind, behind_ms = timer.enqueue_behind()
+        out.gauge("rocketmq_timer_enqueue_lag", "Timer messages stored but not yet read into the held set",
+                  [(local, behind)])
+        out.gauge("rocketmq_timer_enqueue_latency", "Milliseconds since the first timer message not yet read "
+                  "into the held set was stored", [(local, behind_ms)])
+        out.gauge("rocketmq_timer_dequeue_lag", "Timer messages held, not yet delivered", [(local, timer.held)])
+        out.gauge("rocketmq_timer_dequeue_latency", "Seconds since the earliest held timer message fell due "
+                  "(seconds, as RocketMQ 5 records it)", [(local, timer.dequeue_behind_ms(now) // 1000)])
+        names = timer.topic_names()
+        if names:
+            timing = timer.timing_by_topic().tolist()
+            enq, deq = timer.enqueued_by_topic.tolist(), timer.dequeued_by_topic.tolist()
+            rows = sorted(range(len(names)), key=names.__getitem__)
+            out.gauge("rocketmq_timing_messages", "Timer messages held, per real topic",
+                      (({**local, "topic": names[i]}, timing[i]) for i in rows))
+            out.gauge("rocketmq_timer_enqueue_total", "Timer messages read into the held set, per real topic",
+                      (({**local, "topic": names[i]}, enq[i] if i < len(enq) else 0) for i in rows), "counter")
+            out.gauge("rocketmq_timer_dequeue_total", "Timer messages gone out of the held set, per real topic",
+                      (({**local, "topic": names[i]}, deq[i] if i < len(deq) else 0) for i in rows), "counter")
+        out.gauge("rocketmq_timer_message_snapshot", "Timer messages held, per band of deliver time ahead (24 h)",
+                  (({**local, "timer_bound_s": bound}, n)
+                   for bound, n in zip(SNAPSHOT_BOUNDS_S, timer.distribution(now))))

@@ -9,12 +9,12 @@ the real topic and queue in ``REAL_TOPIC`` / ``REAL_QID`` and moves the message 
 reads it back from the record on recovery and on a slave, so the index never depends on memory).
 
 :class:`TimerMessageService` is the delivering half, on a master only. Instead of 5.x's timer
-wheel and timer log files it keeps the held messages as three numpy arrays -- slot, commit-log
-offset and size, 20 bytes a message, no Python object each -- sorted by (slot, offset), fed from
-the timer topic's consume queue. A message of slot ``s`` is delivered once the clock reaches
-``s + timerPrecisionMs`` (5.x delivers a slot when its write time has passed it), so never before
-the time the sender asked for. Due messages are re-put in batches as 5.x's ``convertMessage``
-builds them: real topic and queue back, REAL_TOPIC / REAL_QID removed, TIMER_ENQUEUE_MS and
+wheel and timer log files it keeps the held messages as four numpy arrays -- slot, commit-log
+offset, size and real topic id, 24 bytes a message, no Python object each -- sorted by (slot,
+offset), fed from the timer topic's consume queue. A message of slot ``s`` is delivered once the
+clock reaches ``s + timerPrecisionMs`` (5.x delivers a slot when its write time has passed it), so
+never before the time the sender asked for. Due messages are re-put in batches as 5.x's
+``convertMessage`` builds them: real topic and queue back, REAL_TOPIC / REAL_QID removed, TIMER_ENQUEUE_MS and
 TIMER_DEQUEUE_MS added, WAIT=false.
 
 Progress is checkpointed to ``<storePathRootDir>/config/timercheck.json`` every
@@ -40,13 +40,14 @@ from typing import Any
 import numpy as np
 
 from ..common.json_file import load_json, write_json_atomic
-from .._ext.timer_deliver import delivered_records
+from .._ext.timer_deliver import delivered_records, real_topic_ids
 from ..protocol.codes import ResponseCode
 from ..protocol.java_number import JavaNumberFormatError, parse_int, parse_long
 from ..protocol.message import (BLANK_MAGIC, MAGIC_V1, MessageConst, MessageExt, MessageSysFlag, decode_record,
                                 pack_host)
 from ..protocol.topic import TIMER_TOPIC
 from ..store.config import MessageStoreConfig
+from ..store import StoreError
 from ..store.message_store import MessageStore, PutStatus
 
 __all__ = ["TIMER_TOPIC", "TimerMessageService", "check_timer_message", "timer_precision"]
@@ -64,6 +65,9 @@ _RETRY_AFTER_FAILURE = 1.0  # seconds before a failed re-put is tried again
 _NEVER_STORABLE = frozenset((PutStatus.MESSAGE_ILLEGAL, PutStatus.PROPERTIES_SIZE_EXCEEDED))
 _SIZE_MAGIC = struct.Struct(">iI")
 _TIMER_TOPIC_B = TIMER_TOPIC.encode()
+_UNREAD = -2                # a held message's topic id before its REAL_TOPIC was read (-1: none usable)
+#: upper bounds in seconds of RocketMQ 5's timer distribution snapshot (TimerMetrics.timerDist)
+SNAPSHOT_BOUNDS_S = (5, 60, 300, 900, 3600, 14400, 28800, 86400)
 
 
 def timer_precision(value: int) -> int:
@@ -180,16 +184,24 @@ class TimerMessageService:
         self.flush_interval = max(store.config.timerFlushIntervalMs, 10) / 1000
         packed = pack_host(*store.store_host)
         self._store_host = packed if len(packed) == 8 else b""  # IPv6: the object path only
-        # the held messages, sorted by (slot, commit-log offset); 20 bytes each
+        # the held messages, sorted by (slot, commit-log offset); 24 bytes each with _topic
         self._slot = np.empty(0, np.int64)
         self._phys = np.empty(0, np.int64)
         self._size = np.empty(0, np.int32)
+        # and each one's real topic, an id into _topic_ids (4 bytes more; see _topics_of)
+        self._topic = np.empty(0, np.int32)
+        self._topic_ids: dict[str, int] = {}
+        self._unread_topics = 0  # held messages whose topic is still _UNREAD (rebuilt at start)
+        #: per topic id: messages read into the held set / gone out of it since the start
+        self.enqueued_by_topic = np.zeros(0, np.int64)
+        self.dequeued_by_topic = np.zeros(0, np.int64)
         self._read = 0                        # next timer consume-queue offset to read
         self._mark = (-1, -1)                 # (slot, offset): delivered at and below, but _below
         self._done_before: collections.Counter[tuple[str, int, str]] = collections.Counter()
         self._dedupe_until = 0  # no slot above this went out before the last start
         self.delivered = 0
         self.skipped = 0
+        self.enqueued = 0  # messages read into the held set since the start
         self._persist_lock = threading.Lock()
         self._task: asyncio.Task[None] | None = None
         self._wake: asyncio.Event | None = None
@@ -205,7 +217,94 @@ class TimerMessageService:
     @property
     def index_bytes(self) -> int:
         """Bytes the held messages' arrays take."""
-        return int(self._slot.nbytes + self._phys.nbytes + self._size.nbytes)
+        return int(self._slot.nbytes + self._phys.nbytes + self._size.nbytes + self._topic.nbytes)
+
+    @property
+    def running(self) -> bool:
+        """Started and not stopped (a master's service)."""
+        return self._started
+
+    def topic_names(self) -> list[str]:
+        """The topics the per-topic figures count, indexed by topic id."""
+        names = [""] * len(self._topic_ids)
+        for name, i in self._topic_ids.items():
+            names[i] = name
+        return names
+
+    def timing_by_topic(self) -> np.ndarray:
+        """Held messages per topic id (RocketMQ 5's timing count); one pass over the held set."""
+        t = self._topic
+        return np.bincount(t[t >= 0], minlength=len(self._topic_ids)) if len(t) else np.zeros(
+            len(self._topic_ids), np.int64)
+
+    def enqueue_behind(self) -> tuple[int, int]:
+        """(timer consume-queue entries not yet read into the held set, ms since the first of them
+        was stored; 0 when none)."""
+        cq = self._queue()
+        if cq is None or not self._started:
+            return 0, 0
+        behind = cq.max_offset - max(self._read, cq.min_offset)
+        if behind <= 0:
+            return 0, 0
+        try:
+            phys, size, _ = cq.get_entry(max(self._read, cq.min_offset))
+            ts = self.store.commit_log.store_timestamp_at(phys, size)
+        except Exception:  # removed by retention meanwhile
+            return behind, 0
+        return behind, max(0, int(time.time() * 1000) - ts) if ts > 0 else 0
+
+    def dequeue_behind_ms(self, now: int) -> int:
+        """How far delivery is behind the clock: ms since the earliest held message fell due (0
+        when none is due)."""
+        if not len(self._slot):
+            return 0
+        return max(0, now - (int(self._slot[0]) + self.precision))
+
+    def distribution(self, now: int, bounds_s: tuple[int, ...] = SNAPSHOT_BOUNDS_S) -> list[int]:
+        """Held messages per band of deliver time ahead of ``now``, as RocketMQ 5's snapshot bands
+        them: [0, 5 s), [5 s, 60 s), ... of slot time from the current slot; due ones not counted."""
+        if not len(self._slot):
+            return [0] * len(bounds_s)
+        cur = now // self.precision * self.precision
+        edges = cur + np.array((0,) + tuple(bounds_s), np.int64) * 1000
+        at = np.searchsorted(self._slot, edges, side="left")
+        return [int(x) for x in np.diff(at)]
+
+    def _topics_of(self, phys: np.ndarray, size: np.ndarray) -> np.ndarray:
+        """The topic ids of held messages (-1: no usable REAL_TOPIC or unreadable), read from
+        their stored records one commit-log file at a time by the compiled stage."""
+        out = np.full(len(phys), -1, np.int32)
+        if not len(phys):
+            return out
+        fsize = self.store.config.mappedFileSizeCommitLog
+        files = phys // fsize
+        for f in np.unique(files).tolist():
+            sel = np.flatnonzero(files == f)
+            p, n = phys[sel], size[sel].astype(np.int32)
+            lo = int(p.min())
+            try:
+                view = self.store.commit_log.get_data(lo, int((p + n).max()) - lo)
+                out[sel] = real_topic_ids(view, (p - lo).astype(np.int64), n, self._topic_ids)
+            except StoreError:
+                continue  # (gone with an expired file: counted nowhere)
+            except Exception:  # a figure for the metrics must never stop delivery
+                log.exception("timer: reading the topics of %d held messages failed", len(sel))
+        return out
+
+    def _count(self, acc: np.ndarray, ids: np.ndarray) -> np.ndarray:
+        """``acc`` plus the messages of each topic id in ``ids`` (grown to the known topics)."""
+        if len(acc) < len(self._topic_ids):
+            acc = np.concatenate((acc, np.zeros(len(self._topic_ids) - len(acc), np.int64)))
+        known = ids[ids >= 0]
+        if len(known):
+            acc[:] += np.bincount(known, minlength=len(acc))
+        return acc
+
+    def _read_unread_topics(self) -> None:
+        """Read the topics of up to a look's worth of the held messages rebuilt at start."""
+        at = np.flatnonzero(self._topic == _UNREAD)[:_INGEST]
+        self._topic[at] = self._topics_of(self._phys[at], self._size[at])
+        self._unread_topics = int(np.count_nonzero(self._topic == _UNREAD)) if len(at) == _INGEST else 0
 
     # ------------------------------------------------------------------ checkpoint
     def _queue(self) -> Any:
@@ -288,6 +387,10 @@ class TimerMessageService:
             order = np.lexsort((phys, slot))
             self._slot, self._phys = slot[order], phys[order]
             self._size = np.concatenate(sizes)[order]
+            # their topics are read a look at a time by the loop (a large held set on a cold disk
+            # would otherwise hold up the start)
+            self._topic = np.full(len(slot), _UNREAD, np.int32)
+            self._unread_topics = len(slot)
         self._read = hi if cq is not None else read
         self._mark = (mark_s, mark_p)
         after = ck.get("commitLogOffset")
@@ -405,6 +508,8 @@ class TimerMessageService:
     # ------------------------------------------------------------------ holding
     def ingest(self) -> int:
         """Add the timer queue's new entries to the held arrays; returns how many."""
+        if self._unread_topics:
+            self._read_unread_topics()
         cq = self._queue()
         if cq is None or self._read >= cq.max_offset:
             return 0
@@ -419,13 +524,17 @@ class TimerMessageService:
         slot = arr["tags_code"].astype(np.int64)
         phys = arr["offset"].astype(np.int64)
         size = arr["size"].astype(np.int32)
+        topic = self._topics_of(phys, size)
+        self.enqueued_by_topic = self._count(self.enqueued_by_topic, topic)
+        self.enqueued += n
         order = np.argsort(slot, kind="stable")  # offsets grow along the queue: ties stay in order
-        slot, phys, size = slot[order], phys[order], size[order]
+        slot, phys, size, topic = slot[order], phys[order], size[order], topic[order]
         # every new entry's offset is above every held one's: after its equals keeps the order
         at = np.searchsorted(self._slot, slot, side="right")
         self._slot = np.insert(self._slot, at, slot)
         self._phys = np.insert(self._phys, at, phys)
         self._size = np.insert(self._size, at, size)
+        self._topic = np.insert(self._topic, at, topic)
         return n
 
     # ------------------------------------------------------------------ delivery
@@ -517,7 +626,9 @@ class TimerMessageService:
         last = (int(self._slot[n - 1]), int(self._phys[n - 1]))
         if last > self._mark:
             self._mark = last
+        self.dequeued_by_topic = self._count(self.dequeued_by_topic, self._topic[:n])
         self._slot, self._phys, self._size = self._slot[n:], self._phys[n:], self._size[n:]
+        self._topic = self._topic[n:]
 
     def _read_held(self, phys: int, size: int) -> MessageExt | None:
         try:

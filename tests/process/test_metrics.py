@@ -50,7 +50,8 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Servers]:
     ns_port, broker_port = free_port(), free_port()
     with namesrv_process(root / "ns", metricsExporterType="PROM", metricsPromExporterPort=ns_port) as ns:
         with broker_process(root / "b", ns.addr, brokerClusterName="MetricsCluster", metricsExporterType="PROM",
-                            metricsPromExporterPort=broker_port, autoCreateTopicEnable="false") as b:
+                            metricsPromExporterPort=broker_port, autoCreateTopicEnable="false",
+                            timerPrecisionMs=100) as b:
             yield Servers(ns, b, ns_port, broker_port)
 
 
@@ -226,6 +227,48 @@ async def test_transactions_counted_on_every_path(servers: Servers) -> None:
         assert got == want
     finally:
         await probe.close()
+        await client.close()
+
+
+async def test_timer_figures_follow_held_and_delivered_messages(servers: Servers) -> None:
+    client = RemotingClient()
+    addr = servers.broker.addr
+    topic = "MetricsTimerTopic"
+    local = {"storage_type": "local", "storage_medium": "disk"}
+    t = {**local, "topic": topic}
+    try:
+        await create_topic(client, addr, topic, queues=1)
+        for props in ({"TIMER_DELAY_MS": "1500"}, {"TIMER_DELAY_MS": "1500"}, {"TIMER_DELAY_SEC": "3600"}):
+            r = await client.invoke(addr, send_request(topic, b"t", props), 5)
+            assert r.code == ResponseCode.SUCCESS, r.remark
+        deadline = time.monotonic() + 10
+        held = scrape(servers.broker_url)
+        while value(held, "rocketmq_timer_enqueue_total", **t) < 3 and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+            held = scrape(servers.broker_url)
+        assert value(held, "rocketmq_timer_enqueue_total", **t) == 3
+        assert value(held, "rocketmq_timer_enqueue_lag", **local) == 0
+        out = value(held, "rocketmq_timer_dequeue_total", **t)
+        assert value(held, "rocketmq_timing_messages", **t) == 3 - out
+        if not out:  # (read before the two short ones fell due, as it should be on any sane machine)
+            assert value(held, "rocketmq_timer_dequeue_lag", **local) == 3
+            assert value(held, "rocketmq_timer_message_snapshot", **local, timer_bound_s="5") == 2
+        assert value(held, "rocketmq_timer_message_snapshot", **local, timer_bound_s="3600") == 1
+        assert value(held, "rocketmq_timer_message_snapshot", **local, timer_bound_s="86400") == 0
+
+        done = held
+        while value(done, "rocketmq_timer_dequeue_total", **t) < 2 and time.monotonic() < deadline:
+            await asyncio.sleep(0.1)
+            done = scrape(servers.broker_url)
+        assert value(done, "rocketmq_timer_dequeue_total", **t) == 2
+        assert value(done, "rocketmq_timing_messages", **t) == 1
+        assert value(done, "rocketmq_timer_dequeue_lag", **local) == 1  # the hour-long one
+        assert value(done, "rocketmq_timer_dequeue_latency", **local) == 0
+        assert value(done, "rocketmq_timer_enqueue_latency", **local) == 0
+        assert value(done, "rocketmq_timer_message_snapshot", **local, timer_bound_s="5") == 0
+        p = await client.invoke(addr, pull_request(topic, 0, 0, group=GROUP), 5)
+        assert p.code == ResponseCode.SUCCESS  # delivered to the real topic
+    finally:
         await client.close()
 
 

@@ -88,3 +88,23 @@ def test_twins_agree(extra, body, topics, qids) -> None:
         out.append((bytes(b.records if hasattr(b, "records") else b.staging)[:int(sum(r[2] for r in _rows(b)))],
                     _rows(b), list(b.keys), left))
     assert out[0] == out[1]
+
+
+@pytest.mark.parametrize("kind", TWINS)
+def test_real_topic_ids_from_one_buffer(kind: str) -> None:
+    fn = importlib.import_module(f"fastmq._ext.timer_deliver_{kind}").real_topic_ids
+    recs = [_held(BASE), _held({**BASE, "REAL_TOPIC": "Bills"}), _held(BASE),
+            _held({k: v for k, v in BASE.items() if k != "REAL_TOPIC"}), _held({**BASE, "REAL_TOPIC": "a b"}),
+            _held(BASE)[:-1], _held({**BASE, "REAL_TOPIC": "Bills"})]
+    buf = b"".join(recs)
+    starts = np.cumsum([0] + [len(r) for r in recs[:-1]]).astype(np.int64)
+    sizes = np.array([len(r) for r in recs], np.int32)
+    sizes[5] += 1  # a size that does not match the record's own
+    ids = {"Known": 0}
+    got = fn(buf, starts, sizes, ids)
+    assert got.dtype == np.int32 and got.tolist() == [1, 2, 1, -1, -1, -1, 2]
+    assert ids == {"Known": 0, "Orders": 1, "Bills": 2}
+    out_of_buf = fn(buf, np.array([len(buf) - 10, -1], np.int64), np.array([100, 10], np.int32), ids)
+    assert out_of_buf.tolist() == [-1, -1]
+    with pytest.raises(ValueError):
+        fn(buf, starts, sizes[:2], ids)
