@@ -63,7 +63,7 @@ def test_fastmq_and_raw_run_agree_with_the_broker(spark, tmp_path: Path, capsys)
     out = tmp_path / "out"
     wl = workload(tmp_path, rate=400, consumers=2)   # two consumers of one group in one task
     rc = cli.main(["run", str(wl), "--out", str(out), "--master", "local[2]", "--driver", "fastmq",
-                   "--driver", "fastmq-raw", *PURE], spark=spark)
+                   "--driver", "fastmq-raw", "--progress", *PURE], spark=spark)  # (captured: not a terminal)
     cap = capsys.readouterr()
     text = cap.out
     assert rc == 0, text + cap.err   # (the reason of a failed run is on stderr)
@@ -165,8 +165,8 @@ def test_broker_gone_mid_run_is_not_ok(spark, tmp_path: Path, capsys) -> None:
         killer = threading.Thread(target=kill_later, daemon=True)
         killer.start()
         out = tmp_path / "out"
-        rc = cli.main(["run", str(workload(tmp_path, duration=4)), "--out", str(out), "--namesrv", ns.addr, *PURE],
-                      spark=spark)
+        rc = cli.main(["run", str(workload(tmp_path, duration=4)), "--out", str(out), "--namesrv", ns.addr,
+                       "--progress", *PURE], spark=spark)  # (the killer waits for a progress line)
         killer.join(10)
         r = _result(out, "small", "fastmq")
         assert rc == 1 and r["status"] in ("failed", "partial") and r["reason"], r
@@ -197,7 +197,8 @@ def test_a_broker_killed_mid_run_is_named_not_reported_as_loss(spark, tmp_path: 
     monkeypatch.setattr(cluster, "start_fastmq", start_and_keep)
     monkeypatch.setattr(control.ControlServer, "_print", kill_at_first_interval)
     out = tmp_path / "out"
-    rc = cli.main(["run", str(workload(tmp_path, duration=4)), "--out", str(out), *PURE], spark=spark)
+    rc = cli.main(["run", str(workload(tmp_path, duration=4)), "--out", str(out), "--progress", *PURE],
+                  spark=spark)  # (the kill rides on the first progress line)
     assert rc == 1
     r = _result(out, "small", "fastmq")
     assert r["status"] == "failed" and "broker 127.0.0.1:" in r["reason"] and "unreachable since t=" in r["reason"], \
