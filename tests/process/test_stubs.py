@@ -1,12 +1,17 @@
 """The compiled twins' ``.pyi`` stubs match the modules (mypy.stubtest), and Cython warnings stay errors.
 
 Both checks need the compiled modules or the Cython compiler, so they are ``c_ext`` and a pure run
-(``--no-extensions``) skips them.
+(``--no-extensions``) skips them. The stubtest and the Cython compiler's runs (one process per
+``.pyx``, each on one core) start together when the first of their tests asks, side by side in a
+pool of one per core; each test then waits for its own.
 """
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -15,6 +20,7 @@ ROOT = Path(__file__).resolve().parents[2]
 EXT = ROOT / "fastmq" / "_ext"
 ALLOWLIST = Path(__file__).with_name("stubtest_allowlist.txt")
 COMPILED = sorted(f"fastmq._ext.{p.stem}" for p in EXT.glob("*_c.pyx"))
+PYX = sorted(p.name for p in EXT.glob("*_c.pyx"))
 # The flags setup.py builds with (Options.warning_errors and its directives), as the cython command line has them.
 CYTHON_FLAGS = ["-3", "-Werror", "-X", "embedsignature=True", "-X", "warn.unused=True", "-X", "warn.unreachable=True",
                 "-X", "warn.maybe_uninitialized=True"]
@@ -22,6 +28,23 @@ CYTHON_FLAGS = ["-3", "-Werror", "-X", "embedsignature=True", "-X", "warn.unused
 
 def _run(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, *args], cwd=cwd, capture_output=True, text=True, timeout=600)
+
+
+@pytest.fixture(scope="module")
+def checks(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Future[subprocess.CompletedProcess[str]]]]:
+    """The slow checks' processes, started at once: the stubtest (the longest, first) and one
+    Cython run per ``.pyx``, by key ("stubtest" or the .pyx's name)."""
+    out = tmp_path_factory.mktemp("cython")
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+        runs = {"stubtest": pool.submit(_run, ["-m", "mypy.stubtest", "--allowlist", str(ALLOWLIST), *COMPILED], ROOT)}
+        for pyx in PYX:
+            runs[pyx] = pool.submit(_run, ["-m", "cython", *CYTHON_FLAGS, "-o", str(out / f"{pyx}.c"),
+                                           f"fastmq/_ext/{pyx}"], ROOT)
+        try:
+            yield runs
+        finally:
+            for f in runs.values():  # (those not yet started, when a test stopped the module)
+                f.cancel()
 
 
 @pytest.mark.c_ext
@@ -32,9 +55,9 @@ def test_every_compiled_module_has_a_stub() -> None:
 
 @pytest.mark.c_ext
 @pytest.mark.slow
-def test_stubtest_passes_on_the_compiled_modules() -> None:
+def test_stubtest_passes_on_the_compiled_modules(checks: dict[str, Future[subprocess.CompletedProcess[str]]]) -> None:
     pytest.importorskip("mypy.stubtest")
-    res = _run(["-m", "mypy.stubtest", "--allowlist", str(ALLOWLIST), *COMPILED], ROOT)
+    res = checks["stubtest"].result()
     assert res.returncode == 0, res.stdout[-8000:] + res.stderr[-2000:]
 
 
@@ -57,10 +80,10 @@ def test_stubtest_catches_a_stub_that_drifted(tmp_path: Path) -> None:
 
 @pytest.mark.c_ext
 @pytest.mark.slow
-@pytest.mark.parametrize("pyx", sorted(p.name for p in EXT.glob("*_c.pyx")))
-def test_cython_compiles_without_a_warning(pyx: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize("pyx", PYX)
+def test_cython_compiles_without_a_warning(pyx: str, checks: dict[str, Future[subprocess.CompletedProcess[str]]]) -> None:
     pytest.importorskip("Cython")
-    res = _run(["-m", "cython", *CYTHON_FLAGS, "-o", str(tmp_path / "out.c"), f"fastmq/_ext/{pyx}"], ROOT)
+    res = checks[pyx].result()
     assert res.returncode == 0 and "warning:" not in res.stderr, res.stderr[-4000:]
 
 
