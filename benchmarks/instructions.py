@@ -338,6 +338,82 @@ def _broker_transactions(kind: str, turns: int) -> Callable[[], Any]:
     return tx
 
 
+class _KeepingTransport(_NullTransport):
+    """A :class:`_NullTransport` that keeps what is written (to check a workload's answers)."""
+
+    def __init__(self, port: int) -> None:
+        super().__init__(port)
+        self.data = bytearray()
+
+    def write(self, data: bytes) -> None:
+        self.data += data
+
+
+def _broker_pulls(kind: str, pulls: int, batch: int = 32) -> Callable[[], Any]:
+    """:func:`_broker_sends`' broker and connection, its consumer group registered on that
+    connection (as benchmarks/pull_round_instructions.py registers its consumer) and one queue
+    filled once with ``pulls * batch`` messages by sends through it. Each call: ``pulls``
+    PULL_MESSAGE requests (a push consumer's: JSON header, commit offset and suspend flags, no
+    subscription), one per loop turn, reading the queue from its start ``batch`` messages at a
+    time: each answered at once from the store (FOUND, ``batch`` messages). The set-up checks
+    every answer of one call; ``close`` fails when the queue's content was lost."""
+    from fastmq._ext.codec import FrameDecoder, RemotingCommand, encode_frame, encode_frames
+    from fastmq.broker.consumer_manager import ClientChannelInfo
+    from fastmq.protocol.heartbeat import ConsumerData, SubscriptionData
+    once = _broker_sends(kind, 1, 0)  # the broker and its connection, no sends of its own
+    loop, broker, conn = once.loop, once.broker, once.conn  # type: ignore[attr-defined]
+    topic, queue, group, total = _SEND_V2_EXT["b"], 0, "PullBenchGroup", pulls * batch
+    broker.consumer_manager.register(ClientChannelInfo(conn, "pull-bench"),
+                                     ConsumerData(group, subscriptions=[SubscriptionData(topic)]))
+    send = RemotingCommand(310, language=0, version=409, opaque=1, ext_fields=dict(_SEND_V2_EXT, n="bench",
+                                                                                   e=str(queue)),
+                           body=b"x" * 128, serialize_type=1)
+    store = broker.store
+
+    async def fill() -> None:
+        for _ in range(total // batch):
+            conn.data_received(encode_frames([send] * batch))
+            await asyncio.sleep(0)
+        for _ in range(500):  # the consume queue is built behind the commit log: bounded wait
+            if store.max_offset_in_queue(topic, queue) >= total:
+                return
+            await asyncio.sleep(0.01)
+        raise RuntimeError(f"{store.max_offset_in_queue(topic, queue)} of {total} messages stored")
+    loop.run_until_complete(fill())
+    frames = [encode_frame(RemotingCommand(11, language=0, version=409, opaque=1000 + k, ext_fields={
+        "consumerGroup": group, "topic": topic, "queueId": str(queue), "queueOffset": str(k * batch),
+        "maxMsgNums": str(batch), "sysFlag": "3", "commitOffset": str(k * batch), "suspendTimeoutMillis": "15000",
+        "subVersion": "0", "expressionType": "TAG"})) for k in range(pulls)]
+
+    async def turn() -> None:
+        for frame in frames:
+            conn.data_received(frame)
+            await asyncio.sleep(0)
+
+    def check() -> None:  # one call's answers: every pull FOUND its batch, where it asked
+        null, conn.transport = conn.transport, _KeepingTransport(40000)
+        try:
+            loop.run_until_complete(turn())
+            answers = FrameDecoder().feed(bytes(conn.transport.data))
+        finally:
+            conn.transport = null
+        if len(answers) != pulls:
+            raise RuntimeError(f"{len(answers)} answers to {pulls} pulls")
+        for k, r in enumerate(answers):
+            f = r.ext_fields or {}
+            if r.code != 0 or f.get("nextBeginOffset") != str((k + 1) * batch) or len(r.body or b"") < batch * 128:
+                raise RuntimeError(f"pull {k}: code {r.code} {r.remark!r} {f}")
+
+    def shutdown() -> Any:
+        if store.max_offset_in_queue(topic, queue) < total:
+            raise RuntimeError("the pulled queue lost messages")
+        return broker.shutdown()
+
+    pull = _looped(loop, turn, shutdown, once.cleanup)  # type: ignore[attr-defined]
+    check()
+    return pull
+
+
 def _looped(loop: asyncio.AbstractEventLoop, go: Callable[[], Any], shutdown: Callable[[], Any],
             cleanup: Callable[[], Any]) -> Callable[[], Any]:
     """A workload's call: ``go()`` run on ``loop``; its ``close``: ``shutdown()`` run there, the
@@ -591,7 +667,7 @@ def _client_answerer(kind: str) -> Callable[[], Any]:
 
 
 #: name -> (set-up returning the call, calls per unit it counts). The store's calls are fewer: each
-#: is 100 messages; a broker call is 10 lone sends, or 16 gathered ones.
+#: is 100 messages; a broker call is 10 lone sends, or 16 gathered ones, or 10 pulls of 32 messages.
 WORKLOADS: dict[str, tuple[Callable[[str], Callable[[], Any]], int]] = {
     "codec decode_send_v2": (_decode_send_v2, 1),
     "codec encode_send_v2": (_encode_send_v2, 1),
@@ -608,6 +684,7 @@ WORKLOADS: dict[str, tuple[Callable[[str], Callable[[], Any]], int]] = {
     "broker half_and_commit_x10": (lambda kind: _broker_transactions(kind, 10), 10),
     "broker acl_lone_send_x10": (lambda kind: _broker_sends(kind, 1, 10, acl=True), 10),
     "broker acl_gathered_16_sends": (lambda kind: _broker_sends(kind, 16, 1, acl=True), 16),
+    "broker pull_x10": (lambda kind: _broker_pulls(kind, 10), 10),
     "client blocking_send": (lambda kind: _client_blocking(kind, 0), 1),
     "client blocking_send_async_x100": (lambda kind: _client_blocking(kind, 100), 30),
     "client aio_send_x10": (lambda kind: _client_aio(kind, 0, 10), 10),
