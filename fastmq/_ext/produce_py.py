@@ -24,15 +24,17 @@ A producer spends its time on five things per message; each is one call here:
 Both read nothing of the producer but the :class:`~fastmq._ext._protocols.ProduceContextProto`
 it hands them (``context``): its public attributes and calls. The connections come from
 ``context.open_connection``, which is the client API's ``connection_for_frames``: it gives none
-while an RPC hook (ACL signing) must see every request, and every send then takes the client
-API's general send.
+while an RPC hook must see every request, and every send then takes the client API's general
+send. The ACL signer alone is no such hook: the :class:`SendRequestWriter` is given its
+``RequestSigner`` and signs each frame as the hook would sign the request.
 
 Frame layout (RocketMQ RemotingCommand, JSON header)::
 
     int32 total = 4 + header_len + body_len | int32 header_len (serialize type 0 in the top byte)
     {"code":310,"extFields":{"a":group,"b":topic,"c":defaultTopic,"d":defaultTopicQueueNums,
      "e":queueId,"f":sysFlag,"g":bornTimestamp,"h":flag,"i":properties,"j":"0","k":"false",
-     ["l":"16" on a %RETRY% topic,] "m":batch},"flag":0,"language":LANG,"opaque":N,
+     ["l":"16" on a %RETRY% topic,] "m":batch[,"AccessKey":ak[,"SecurityToken":t],"Signature":s]},
+     "flag":0,"language":LANG,"opaque":N,
      "serializeTypeCurrentRPC":"JSON","version":V} | body
 """
 from __future__ import annotations
