@@ -22,6 +22,7 @@ from libc.string cimport memcpy
 from .bigendian cimport put32 as _put32
 from .bytebuf cimport ByteBuf, bytebuf_free, bytebuf_reserve
 from .properties cimport write_properties
+from .wire_facts cimport NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR
 from .codec_c cimport RemotingCommand, command_code
 
 import gc

@@ -84,10 +84,12 @@ cdef int _put_property(ByteBuf* b, const char* ks, Py_ssize_t kn, const char* vs
 
 cdef int _put_property_raw(ByteBuf* b, const char* ks, Py_ssize_t kn, const char* vs, Py_ssize_t vn) except -1:
     """``k\\x01v\\x02`` as the header field's value holds it (what a signature covers)."""
-    _put(b, ks, kn)
-    _put(b, b"\x01", 1)
-    _put(b, vs, vn)
-    _put(b, b"\x02", 1)
+    bytebuf_reserve(b, kn + vn + 2, 1024)
+    memcpy(b.p + b.n, ks, kn)
+    b.p[b.n + kn] = NAME_VALUE_SEPARATOR
+    memcpy(b.p + b.n + kn + 1, vs, vn)
+    b.p[b.n + kn + 1 + vn] = PROPERTY_SEPARATOR
+    b.n += kn + vn + 2
     return 0
 
 
