@@ -227,10 +227,7 @@ cdef class SendRequestWriter:
         if self._key is None:
             _put_bytes(b, _BATCH if batch else _SINGLE)
         else:
-            _put_bytes(b, _BATCH_SIGNED if batch else _SINGLE_SIGNED)
-            _put_bytes(b, self._signed_fields)
-            _put_utf8(b, self._signature(topic, v_qid, v_sys, born_ms, v_flag, properties, body, batch))
-            _put(b, b'"}', 2)
+            self._put_signed(topic, v_qid, v_sys, born_ms, v_flag, properties, body, batch)
         _put_bytes(b, self._tail)
         _put_int(b, v_opaque)
         _put_bytes(b, self._version)
@@ -252,8 +249,19 @@ cdef class SendRequestWriter:
         return out
 
 
+    cdef int _put_signed(self, str topic, int64_t qid, int64_t sys_flag, int64_t born_ms, int64_t flag,
+                         properties, body, bint batch) except -1:
+        """The end of the header's fields, then the signer's: AccessKey (SecurityToken) and the
+        Signature of them all and the body (kept out of ``frame``, which unsigned sends take)."""
+        cdef ByteBuf* b = &self._buf
+        _put_bytes(b, _BATCH_SIGNED if batch else _SINGLE_SIGNED)
+        _put_bytes(b, self._signed_fields)
+        _put_utf8(b, self._signature(topic, qid, sys_flag, born_ms, flag, properties, body, batch))
+        _put(b, b'"}', 2)
+        return 0
+
     cdef str _signature(self, str topic, int64_t qid, int64_t sys_flag, int64_t born_ms, int64_t flag,
-                          properties, body, bint batch):
+                        properties, body, bint batch):
         """The signature of the frame's fields: their values in key order (the signer's fields
         first, then the letters), as the general path's RequestSigner signs them, then the body."""
         cdef ByteBuf* s = &self._sig
