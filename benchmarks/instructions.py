@@ -574,12 +574,13 @@ def _client_blocking(kind: str, asyncs: int) -> Callable[[], Any]:
     return once
 
 
-def _client_aio(kind: str, asyncs: int, sends: int) -> Callable[[], Any]:
+def _client_aio(kind: str, asyncs: int, sends: int, signed: bool = False) -> Callable[[], Any]:
     """The asyncio Producer on asyncio's own loop (what ``asyncio.run`` gives), its broker an
     :class:`_AnsweringTransport`. Each call: ``sends`` awaited sends, or ``asyncs`` send_async
-    with a callback and a wait until every callback ran."""
+    with a callback and a wait until every callback ran. ``signed``: the producer has ACL
+    credentials, so every request it sends is signed (the answerer checks nothing)."""
     loop = asyncio.new_event_loop()
-    p = loop.run_until_complete(_make_aio_producer())
+    p = loop.run_until_complete(_make_aio_producer(signed=signed))
     close_far = loop.run_until_complete(_answered_producer(p))
     message = _client_messages()
     acked, on_sent = _acks()
@@ -598,9 +599,13 @@ def _client_aio(kind: str, asyncs: int, sends: int) -> Callable[[], Any]:
     return once
 
 
-async def _make_aio_producer(enable_trace: bool = False) -> Any:
+async def _make_aio_producer(enable_trace: bool = False, signed: bool = False) -> Any:
+    from fastmq.client.acl import SessionCredentials
+    from fastmq.client.instance import ClientConfig
     from fastmq.client.producer import Producer
-    p = Producer("PG_INSTR", namesrv_addr="127.0.0.1:9", enable_trace=enable_trace)
+    creds = SessionCredentials("RocketMQUser", "12345678user") if signed else None
+    p = Producer("PG_INSTR", client_config=ClientConfig(namesrv_addr="127.0.0.1:9", credentials=creds),
+                 enable_trace=enable_trace)
     await p.start()
     return p
 
@@ -690,6 +695,7 @@ WORKLOADS: dict[str, tuple[Callable[[str], Callable[[], Any]], int]] = {
     "client aio_send_x10": (lambda kind: _client_aio(kind, 0, 10), 10),
     "client aio_send_async_x100": (lambda kind: _client_aio(kind, 100, 0), 30),
     "client aio_traced_send_async_x100": (lambda kind: _client_aio_traced(kind, 100), 30),
+    "client aio_signed_send_async_x100": (lambda kind: _client_aio(kind, 100, 0, signed=True), 30),
     "client answerer_x100": (_client_answerer, 10),
 }
 KINDS = ("c", "py")

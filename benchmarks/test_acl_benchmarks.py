@@ -8,7 +8,10 @@ ACL ignores the signature fields, so the two differ only in the check.
     python -m pytest benchmarks/test_acl_benchmarks.py --benchmark-only -s -p no:cacheprovider
 
 Client and brokers share the 2-core machine. The interleaved test also counts each broker's own
-CPU per send (from /proc), which other processes on the machine move less than the wall clock.
+CPU per send (from /proc) and the client's (this process's), which other processes on the machine
+move less than the wall clock. Its ``producer`` mode sends with fastmq's asyncio Producer instead
+of frames signed in advance: with credentials to the broker with ACL on, without to the other, so
+the client's signing counts too.
 """
 from __future__ import annotations
 
@@ -21,7 +24,9 @@ import time
 import pytest
 
 from fastmq._ext.codec import FrameDecoder, encode_frame
+from fastmq.aio import Message, Producer
 from fastmq.client.acl import AclClientRPCHook, SessionCredentials
+from fastmq.client.instance import ClientConfig
 from fastmq.protocol.codes import RequestCode
 from fastmq.protocol.command import create_request
 from fastmq.protocol.headers import SendMessageRequestHeader
@@ -40,7 +45,7 @@ accounts:
     secretKey: BenchSecret1
     defaultTopicPerm: DENY
     defaultGroupPerm: SUB
-    topicPerms: [BenchAcl=PUB|SUB]
+    topicPerms: [BenchAcl=PUB|SUB, BenchAclOn=PUB|SUB]
   - accessKey: BenchAdmin1
     secretKey: BenchSecret1
     admin: true
@@ -48,36 +53,85 @@ accounts:
 
 
 @pytest.fixture(scope="module")
-def brokers(tmp_path_factory):
+def namesrv(tmp_path_factory):
+    ns = namesrv_process(tmp_path_factory.mktemp("acl-bench-ns")).start()
+    yield ns
+    ns.stop()
+
+
+@pytest.fixture(scope="module")
+def brokers(tmp_path_factory, namesrv):
     tmp = tmp_path_factory.mktemp("acl-bench")
-    (tmp / "ns").mkdir()
-    ns = namesrv_process(tmp / "ns").start()
     acl_file = tmp / "plain_acl.yml"
     acl_file.write_text(ACL_YML)
     started = []
     try:
         for name, conf in (("off", {}), ("on", {"aclEnable": "true", "aclFile": acl_file})):
             (tmp / name).mkdir()
-            started.append((name, broker_process(tmp / name, ns.addr, brokerName=f"bench-{name}",
+            started.append((name, broker_process(tmp / name, namesrv.addr, brokerName=f"bench-{name}",
                                                  mappedFileSizeCommitLog=268435456, **conf).start()))
-        run(_create_topics([b for _, b in started]))
+        run(_create_topics(dict(started)))
         yield dict(started)
     finally:
         for _, b in started:
             b.stop()
-        ns.stop()
+
+
+#: the producer mode's topic on each broker (BenchAcl is on both: a route to it names both)
+PRODUCER_TOPICS = {"off": "BenchAclOff", "on": "BenchAclOn"}
 
 
 async def _create_topics(brokers) -> None:
     client = RemotingClient(rpc_hook=AclClientRPCHook(SessionCredentials("BenchAdmin1", "BenchSecret1")))
     try:
-        for b in brokers:
-            r = await client.invoke(b.addr, create_request(RequestCode.UPDATE_AND_CREATE_TOPIC, {
-                "topic": "BenchAcl", "defaultTopic": "TBW102", "readQueueNums": 4, "writeQueueNums": 4,
-                "perm": 6, "topicFilterType": "SINGLE_TAG"}), 10)
-            assert r.code == 0, r.remark
+        for name, b in brokers.items():
+            for topic in ("BenchAcl", PRODUCER_TOPICS[name]):
+                r = await client.invoke(b.addr, create_request(RequestCode.UPDATE_AND_CREATE_TOPIC, {
+                    "topic": topic, "defaultTopic": "TBW102", "readQueueNums": 4, "writeQueueNums": 4,
+                    "perm": 6, "topicFilterType": "SINGLE_TAG"}), 10)
+                assert r.code == 0, r.remark
     finally:
         await client.close()
+
+
+class _Producers:
+    """An asyncio Producer per broker on one loop of its own: with credentials for the broker
+    with ACL on, without for the other. A round: ``n`` send_async of 128 bytes, all awaited."""
+
+    def __init__(self, namesrv_addr: str) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.producers = {
+            "off": Producer("PG_BENCH_OFF", namesrv_addr=namesrv_addr),
+            "on": Producer("PG_BENCH_ON", client_config=ClientConfig(namesrv_addr=namesrv_addr, credentials=CREDS))}
+        for k, p in self.producers.items():
+            self.loop.run_until_complete(p.start())
+            self.loop.run_until_complete(self._first(p, PRODUCER_TOPICS[k]))
+
+    @staticmethod
+    async def _first(p: Producer, topic: str) -> None:
+        for _ in range(50):  # the route appears with the brokers' registration of the topic
+            try:
+                await p.send(Message(topic, b"warm"))
+                return
+            except Exception:
+                await asyncio.sleep(0.2)
+        await p.send(Message(topic, b"warm"))
+
+    def round(self, key: str, n: int) -> float:
+        p, topic, body = self.producers[key], PRODUCER_TOPICS[key], b"x" * 128
+
+        async def go() -> float:
+            t0 = time.perf_counter()
+            futs = [await p.send_async(Message(topic, body)) for _ in range(n)]
+            for r in await asyncio.gather(*futs):
+                assert r.status == "SEND_OK", r
+            return time.perf_counter() - t0
+        return self.loop.run_until_complete(go())
+
+    def close(self) -> None:
+        for p in self.producers.values():
+            self.loop.run_until_complete(p.shutdown())
+        self.loop.close()
 
 
 def _signed_frames(n: int, size: int) -> list[bytes]:
@@ -145,11 +199,15 @@ def _cpu(server) -> float:
     return total / 1e9 if total else server.cpu_seconds()
 
 
-@pytest.mark.parametrize("mode", ["pipelined", "one_in_flight"])
-def test_interleaved_on_and_off(benchmark, brokers, mode: str) -> None:
+@pytest.mark.parametrize("mode", ["pipelined", "one_in_flight", "producer"])
+def test_interleaved_on_and_off(benchmark, namesrv, brokers, mode: str) -> None:
     """Both brokers in every round, in alternating order, so the machine's load swings (other
     processes on the 2 shared cores) fall on both arms alike; the ratio of the medians is the figure."""
-    if mode == "pipelined":
+    producers = None
+    if mode == "producer":
+        producers, n = _Producers(namesrv.addr), PIPELINE
+        arm = {k: (lambda k=k: producers.round(k, n)) for k in brokers}
+    elif mode == "pipelined":
         frames, n = b"".join(_signed_frames(PIPELINE, 128)), PIPELINE
         arm = {k: (lambda b=b: run(pipelined(b.port, frames, n))) for k, b in brokers.items()}
     else:
@@ -159,28 +217,41 @@ def test_interleaved_on_and_off(benchmark, brokers, mode: str) -> None:
     # each broker's own CPU (all its threads) over its rounds: what the check costs the broker,
     # less moved than the wall clock by other processes taking turns on the 2 cores
     cpu = {"off": 0.0, "on": 0.0}
+    # the client's CPU (this process: the sender, or the Producer and its loop) over its rounds
+    client = {"off": 0.0, "on": 0.0}
     rounds = [0]
 
     def pair() -> None:
         order = ("off", "on") if rounds[0] % 2 == 0 else ("on", "off")
         rounds[0] += 1
         for k in order:
-            c0 = _cpu(brokers[k])
+            c0, p0 = _cpu(brokers[k]), time.process_time()
             times[k].append(arm[k]())
+            client[k] += time.process_time() - p0
             cpu[k] += _cpu(brokers[k]) - c0
-    pair()  # warm up
-    times = {"off": [], "on": []}
-    cpu = {"off": 0.0, "on": 0.0}
-    rounds[0] = 0
-    benchmark.pedantic(pair, rounds=20, iterations=1)
+    try:
+        pair()  # warm up
+        times = {"off": [], "on": []}
+        cpu = {"off": 0.0, "on": 0.0}
+        client = {"off": 0.0, "on": 0.0}
+        rounds[0] = 0
+        benchmark.pedantic(pair, rounds=20, iterations=1)
+    finally:
+        if producers is not None:
+            producers.close()
     off, on = statistics.median(times["off"]), statistics.median(times["on"])
     sent = n * len(times["off"])
     cpu_off, cpu_on = cpu["off"] / sent * 1e6, cpu["on"] / sent * 1e6
+    cl_off, cl_on = client["off"] / sent * 1e6, client["on"] / sent * 1e6
     benchmark.extra_info.update(mode=mode, size=128, msgs_per_round=n, off_us_per_send=round(off / n * 1e6, 2),
                                 on_us_per_send=round(on / n * 1e6, 2), on_over_off=round(on / off, 3),
                                 off_cpu_us_per_send=round(cpu_off, 2), on_cpu_us_per_send=round(cpu_on, 2),
                                 cpu_on_over_off=round(cpu_on / cpu_off, 3) if cpu_off else None,
+                                off_client_cpu_us_per_send=round(cl_off, 2), on_client_cpu_us_per_send=round(cl_on, 2),
+                                client_cpu_on_over_off=round(cl_on / cl_off, 3) if cl_off else None,
                                 load=round(os.getloadavg()[0], 2))
     print(f"\nsigned sends {mode}, interleaved: ACL off {off / n * 1e6:.2f} us, on {on / n * 1e6:.2f} us "
           f"per send (on/off {on / off:.2f}); broker CPU off {cpu_off:.2f} us, on {cpu_on:.2f} us per send "
-          f"(on/off {cpu_on / cpu_off if cpu_off else float('nan'):.2f}); load {os.getloadavg()[0]:.2f}")
+          f"(on/off {cpu_on / cpu_off if cpu_off else float('nan'):.2f}); client CPU off {cl_off:.2f} us, "
+          f"on {cl_on:.2f} us per send (on/off {cl_on / cl_off if cl_off else float('nan'):.2f}); "
+          f"load {os.getloadavg()[0]:.2f}")

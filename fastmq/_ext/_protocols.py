@@ -229,6 +229,7 @@ class HmacKeyProto(Protocol):
     """HMAC-SHA1 keyed with one secret, ready for many messages."""
 
     def sign(self, fields: dict[str, str], body: Any, broker_side: bool = False) -> str: ...
+    def sign_content(self, content: bytes, body: Any) -> str: ...
 
 
 class AclCheckModule(Protocol):
@@ -306,6 +307,10 @@ class SendRequestWriterProto(Protocol):
     default_topic_queue_nums: int
     language: int
     version: int
+
+    @property
+    def signer(self) -> Any:
+        """Signs each frame as the ACL hook would (a RequestSigner), or None."""
 
     def frame(self, opaque: int, topic: str, queue_id: int, sys_flag: int, born_ms: int, flag: int,
               properties: Any, body: bytes, batch: bool) -> bytes: ...

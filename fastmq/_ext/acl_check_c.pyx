@@ -119,24 +119,40 @@ cdef class HmacKey:
         self._mac_b64(fields, body, broker_side, out)
         return out[:B64_LEN].decode("ascii")
 
+    def sign_content(self, bytes content, body):
+        """The base64 signature of ``content`` (the signed header values already joined, UTF-8:
+        the producer's frame writer gathers them as it writes the frame) and ``body``."""
+        cdef char out[B64_LEN]
+        cdef SHA_CTX c
+        memcpy(&c, &self.inner, sizeof(SHA_CTX))
+        if PyBytes_GET_SIZE(content):
+            SHA1_Update(&c, PyBytes_AS_STRING(content), <size_t>PyBytes_GET_SIZE(content))
+        self._finish(&c, body, out)
+        return out[:B64_LEN].decode("ascii")
+
     cdef int _mac_b64(self, dict fields, object body, bint broker_side, char *out) except -1:
+        cdef SHA_CTX c
+        memcpy(&c, &self.inner, sizeof(SHA_CTX))
+        _update_fields(&c, fields, broker_side)
+        return self._finish(&c, body, out)
+
+    cdef int _finish(self, SHA_CTX *cp, object body, char *out) except -1:
+        """Hash ``body`` after what ``cp`` holds, close the MAC and write it in base64 to ``out``."""
         cdef SHA_CTX c
         cdef unsigned char d[DIGEST]
         cdef Py_buffer view
-        memcpy(&c, &self.inner, sizeof(SHA_CTX))
-        _update_fields(&c, fields, broker_side)
         if body is not None:
             if type(body) is bytes:
                 if PyBytes_GET_SIZE(body):
-                    SHA1_Update(&c, PyBytes_AS_STRING(body), <size_t>PyBytes_GET_SIZE(body))
+                    SHA1_Update(cp, PyBytes_AS_STRING(body), <size_t>PyBytes_GET_SIZE(body))
             else:
                 PyObject_GetBuffer(body, &view, PyBUF_SIMPLE)
                 try:
                     if view.len:
-                        SHA1_Update(&c, view.buf, <size_t>view.len)
+                        SHA1_Update(cp, view.buf, <size_t>view.len)
                 finally:
                     PyBuffer_Release(&view)
-        SHA1_Final(d, &c)
+        SHA1_Final(d, cp)
         memcpy(&c, &self.outer, sizeof(SHA_CTX))
         SHA1_Update(&c, d, DIGEST)
         SHA1_Final(d, &c)

@@ -48,8 +48,15 @@ class HmacKey:
         for v in values:
             if type(v) is not str:
                 raise TypeError(f"a header field value must be a str, not {type(v).__name__}")
+        return self.sign_content("".join(values).encode("utf-8"), body)
+
+    def sign_content(self, content: bytes, body: Any) -> str:
+        """The base64 signature of ``content`` (the signed header values already joined, UTF-8:
+        the producer's frame writer gathers them as it writes the frame) and ``body``."""
+        if type(content) is not bytes:
+            raise TypeError(f"the content signed must be bytes, not {type(content).__name__}")
         mac = self._mac.copy()
-        mac.update("".join(values).encode("utf-8"))
+        mac.update(content)
         if body is not None and memoryview(body).nbytes:
             mac.update(body)
         return base64.b64encode(mac.digest()).decode("ascii")

@@ -22,6 +22,7 @@ from libc.string cimport memcpy
 from .bigendian cimport put32 as _put32
 from .bytebuf cimport ByteBuf, bytebuf_free, bytebuf_reserve
 from .properties cimport write_properties
+from .wire_facts cimport NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR
 from .codec_c cimport RemotingCommand, command_code
 
 import gc
@@ -101,6 +102,12 @@ cdef bytes _JKL = _JK + _letter_key(b'","', "maxReconsumeTimes") + b'16' + _lett
 _JK += _letter_key(b'","', "batch")
 cdef bytes _BATCH = b'true"}'
 cdef bytes _SINGLE = b'false"}'
+cdef bytes _BATCH_SIGNED = b'true"'
+cdef bytes _SINGLE_SIGNED = b'false"'
+# the fields 4.9.8's AclClientRPCHook adds (SessionCredentials' names), after the header's own
+cdef str _ACCESS_KEY = "AccessKey"
+cdef str _SECURITY_TOKEN = "SecurityToken"
+cdef str _SIGNATURE = "Signature"
 
 
 include "produce_uniq.pxi"

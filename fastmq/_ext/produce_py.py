@@ -24,15 +24,17 @@ A producer spends its time on five things per message; each is one call here:
 Both read nothing of the producer but the :class:`~fastmq._ext._protocols.ProduceContextProto`
 it hands them (``context``): its public attributes and calls. The connections come from
 ``context.open_connection``, which is the client API's ``connection_for_frames``: it gives none
-while an RPC hook (ACL signing) must see every request, and every send then takes the client
-API's general send.
+while an RPC hook must see every request, and every send then takes the client API's general
+send. The ACL signer alone is no such hook: the :class:`SendRequestWriter` is given its
+``RequestSigner`` and signs each frame as the hook would sign the request.
 
 Frame layout (RocketMQ RemotingCommand, JSON header)::
 
     int32 total = 4 + header_len + body_len | int32 header_len (serialize type 0 in the top byte)
     {"code":310,"extFields":{"a":group,"b":topic,"c":defaultTopic,"d":defaultTopicQueueNums,
      "e":queueId,"f":sysFlag,"g":bornTimestamp,"h":flag,"i":properties,"j":"0","k":"false",
-     ["l":"16" on a %RETRY% topic,] "m":batch},"flag":0,"language":LANG,"opaque":N,
+     ["l":"16" on a %RETRY% topic,] "m":batch[,"AccessKey":ak[,"SecurityToken":t],"Signature":s]},
+     "flag":0,"language":LANG,"opaque":N,
      "serializeTypeCurrentRPC":"JSON","version":V} | body
 """
 from __future__ import annotations
@@ -62,6 +64,8 @@ _MSG_ID, _QUEUE_ID, _QUEUE_OFFSET = declared(SendMessageResponseHeader, "msgId",
 _DELAY = MessageConst.DELAY_TIME_LEVEL
 _SUCCESS = 0
 _SEND_V2, _SEND_BATCH = int(RequestCode.SEND_MESSAGE_V2), int(RequestCode.SEND_BATCH_MESSAGE)
+# the fields 4.9.8's AclClientRPCHook adds (SessionCredentials' names), after the header's own
+_ACCESS_KEY, _SECURITY_TOKEN, _SIGNATURE = "AccessKey", "SecurityToken", "Signature"
 
 
 def month_bounds(ms: int) -> tuple[int, int]:
@@ -123,7 +127,13 @@ class SendRequestWriter:
     """SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE request frames of one producer group."""
 
     def __init__(self, group: str, default_topic: str, default_topic_queue_nums: int, language: int,
-                 version: int) -> None:
+                 version: int, *, signer: Any = None) -> None:
+        """``signer``: sign each frame as 4.9.8's AclClientRPCHook signs a request, or None. An
+        object with ``access_key``, ``security_token`` (or None) and ``key`` (an
+        ``acl_check.HmacKey`` of the secret): ``fastmq.remoting.request_signer.RequestSigner``,
+        whose frames these are byte for byte (its fields after the header's, then
+        ``Signature``)."""
+        self.signer = signer
         self.group = group
         self.default_topic = default_topic
         self.default_topic_queue_nums = default_topic_queue_nums
@@ -154,6 +164,12 @@ class SendRequestWriter:
         if topic.startswith("%RETRY%"):
             ext.append((n["maxReconsumeTimes"], "16"))
         ext.append((n["batch"], "true" if batch else "false"))
+        signer = self.signer
+        if signer is not None:
+            ext.append((_ACCESS_KEY, signer.access_key))
+            if signer.security_token is not None:
+                ext.append((_SECURITY_TOKEN, signer.security_token))
+            ext.append((_SIGNATURE, signer.key.sign(dict(ext), body)))
         fields = ",".join(f"{_json_str(k)}:{_json_str(v)}" for k, v in ext)
         header = (f'{{"code":{_SEND_BATCH if batch else _SEND_V2},"extFields":{{{fields}}}{self._tail}{opaque},'
                   f'"serializeTypeCurrentRPC":"JSON","version":{self.version}}}').encode("utf-8")

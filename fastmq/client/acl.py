@@ -6,10 +6,11 @@ field in key order, then the body. A 4.9 broker or NameServer with ``aclEnable=t
 it from what arrived (PlainAccessValidator) and refuses a request whose signature or permissions
 do not match.
 
-The client API (fastmq/client/api.py) gives this hook every request the client makes. With
-credentials set, the producer's compiled first try gets no connection to write its frames on
-(they are encoded in advance, with no header left to sign), so every send takes the API's
-``send_message``.
+The client API (fastmq/client/api.py) gives this hook every request the client makes. The
+producer's first try encodes its frames in advance, with no request for a hook to see: when this
+hook is the client's only one, the frame writer signs them itself with the hook's
+:class:`RequestSigner` (the same fields, byte for byte); with any other hook every send takes the
+API's ``send_message``.
 """
 from __future__ import annotations
 
@@ -45,7 +46,8 @@ class AclClientRPCHook:
 
     def __init__(self, credentials: SessionCredentials) -> None:
         self.credentials = credentials
-        self._sign = RequestSigner(credentials.access_key, credentials.secret_key, credentials.security_token)
+        #: signs each request; the producer's frame writer signs its frames with it too
+        self.signer = RequestSigner(credentials.access_key, credentials.secret_key, credentials.security_token)
 
     def before_request(self, addr: str | None, request: RemotingCommand) -> None:
         self(request)
@@ -54,4 +56,4 @@ class AclClientRPCHook:
         pass  # an answer carries nothing to check (the Java hook does nothing here either)
 
     def __call__(self, request: RemotingCommand) -> None:
-        self._sign(request)
+        self.signer(request)

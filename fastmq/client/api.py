@@ -10,9 +10,10 @@ every :class:`RPCHook` (the ACL signer among them), sends it with the configured
 and decodes what the answer carries.
 
 The producer's compiled first try writes frames already encoded, with no request object a hook
-could see; it gets its connections from :attr:`ClientAPI.connection_for_frames`, which gives
-none while a hook is configured, so with ACL or any other hook every send takes
-:meth:`ClientAPI.send_message` (see fastmq/_ext/produce_py.py). A SUCCESS answer of that first
+could see; it gets its connections from :attr:`ClientAPI.connection_for_frames`. With no hook,
+or with the ACL signer alone (:attr:`ClientAPI.frame_signer`, with which the frame writer signs
+each frame as the hook would), it gives them; with any other hook it gives none, so every send
+takes :meth:`ClientAPI.send_message` (see fastmq/_ext/produce_py.py). A SUCCESS answer of that first
 try is completed in compiled code; every other answer is judged by :func:`send_result` as here.
 
 Requests the client makes: GET_ROUTEINFO_BY_TOPIC, SEND_MESSAGE_V2 and SEND_BATCH_MESSAGE
@@ -47,6 +48,8 @@ from ..protocol.message import Message, MessageConst, MessageExt, MessageSysFlag
 from ..protocol.message_queue import MessageQueue
 from ..protocol.topic import AUTO_CREATE_TOPIC_KEY_TOPIC, is_retry_topic
 from ..remoting import Connection, RemotingClient
+from ..remoting.request_signer import RequestSigner
+from .acl import AclClientRPCHook
 
 __all__ = ["ClientAPI", "RPCHook", "SendStatus", "send_request", "send_result"]
 
@@ -157,12 +160,16 @@ class ClientAPI:
         self.remoting = remoting
         self.timeout = timeout
         self.hooks: tuple[RPCHook, ...] = tuple(hooks)
+        #: the ACL signer, when the only hook is the plain :class:`AclClientRPCHook`: requests
+        #: encoded in advance must then carry its fields and signature (the producer's frame
+        #: writer adds them); None otherwise
+        self.frame_signer: RequestSigner | None = _plain_signer(self.hooks)
         #: ``connection_for_frames(addr)``: the open connection to ``addr`` for a request already
         #: encoded (the producer's compiled first try), or None: not connected yet, or a hook must
         #: see every request (the caller then takes :meth:`send_message`). Chosen once, as the
         #: hooks are, so the first try pays no more per send than the remoting client's lookup.
         self.connection_for_frames: Callable[[str], Connection | None] = (
-            _no_connection if self.hooks else remoting.open_connection)
+            remoting.open_connection if self.writes_frames else _no_connection)
 
     # ------------------------------------------------------------ the one way out
 
@@ -193,8 +200,10 @@ class ClientAPI:
 
     @property
     def writes_frames(self) -> bool:
-        """True when a request may go out as a frame encoded in advance: no hook has to see it."""
-        return not self.hooks
+        """True when a request may go out as a frame encoded in advance: no hook has to see it,
+        or the one hook is the ACL signer, whose work the frame's writer does
+        (:attr:`frame_signer`)."""
+        return not self.hooks or self.frame_signer is not None
 
     # ------------------------------------------------------------ admin (fastmq-admin)
 
@@ -451,6 +460,14 @@ class ClientAPI:
         """
         header = UnregisterClientRequestHeader(client_id, producer_group, consumer_group)
         await self._call(addr, create_request(RequestCode.UNREGISTER_CLIENT, header.to_fields()), timeout)
+
+
+def _plain_signer(hooks: tuple[RPCHook, ...]) -> RequestSigner | None:
+    """The signer of ``hooks`` when they are just the plain ACL hook (not a subclass, which may
+    do more than sign), else None."""
+    if len(hooks) == 1 and type(hooks[0]) is AclClientRPCHook and type(hooks[0].signer) is RequestSigner:
+        return hooks[0].signer
+    return None
 
 
 def _no_connection(addr: str) -> None:

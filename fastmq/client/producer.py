@@ -181,8 +181,9 @@ class Producer:
             self._enable_trace(trace_topic)
 
     def _new_writer(self, default_topic_queue_nums: int) -> None:
+        # with ACL credentials (the client's only hook) the writer signs each frame as the hook would
         self._fast.writer = SendRequestWriter(self.group, AUTO_CREATE_TOPIC_KEY_TOPIC, default_topic_queue_nums,
-                                              _LANG, VERSION)
+                                              _LANG, VERSION, signer=self.instance.api.frame_signer)
 
     # -------------------------------------------------------- lifecycle
 
@@ -195,8 +196,9 @@ class Producer:
         await self.instance.start()
         self._state = "RUNNING"
         self._fast.loop = asyncio.get_running_loop()
-        # the compiled first try writes frames already encoded: with a hook to apply (the ACL
-        # signer...) every send takes the client API's general send
+        # the compiled first try writes frames already encoded: with a hook to apply (other than
+        # the ACL signer alone, whose work the frame writer does) every send takes the client
+        # API's general send
         self._fast.running = self.instance.api.writes_frames
         if self.trace_dispatcher is not None:
             await self.trace_dispatcher.start(_namesrv_text(self.instance.config.namesrv_addr))

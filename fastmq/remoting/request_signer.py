@@ -17,17 +17,18 @@ class RequestSigner:
     every value made a string, ``Signature`` computed over the rest and the body. The secret's
     HMAC key is prepared once (the compiled ``fastmq._ext.acl_check``)."""
 
-    __slots__ = ("access_key", "security_token", "_key")
+    __slots__ = ("access_key", "security_token", "key")
 
     def __init__(self, access_key: str, secret_key: str, security_token: str | None = None) -> None:
         self.access_key = access_key
         self.security_token = security_token
-        self._key = HmacKey(secret_key.encode("utf-8"))
+        #: the secret's prepared HMAC key (the producer's frame writer signs its frames with it)
+        self.key = HmacKey(secret_key.encode("utf-8"))
 
     def __call__(self, request: Any) -> None:
         fields = {k: str(v) for k, v in (request.ext_fields or {}).items() if k != SIGNATURE}
         fields[ACCESS_KEY] = self.access_key
         if self.security_token is not None:
             fields[SECURITY_TOKEN] = self.security_token
-        fields[SIGNATURE] = self._key.sign(fields, request.body)
+        fields[SIGNATURE] = self.key.sign(fields, request.body)
         request.ext_fields = fields

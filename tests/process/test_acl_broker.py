@@ -14,6 +14,7 @@ import pytest
 from fastmq.aio import Message, Producer
 from fastmq.client.acl import AclClientRPCHook, SessionCredentials
 from fastmq.client.instance import ClientConfig
+from fastmq.errors import SendFailedError
 from fastmq.protocol.codes import RequestCode, ResponseCode
 from fastmq.protocol.command import create_request
 from fastmq.remoting import RemotingClient
@@ -108,6 +109,42 @@ async def test_right_keys_send_and_wrong_ones_are_refused(acl_cluster) -> None:
     AclClientRPCHook(USER)(req)
     req.body = b"y"
     assert (await _invoke(None, addr, req)).code == ResponseCode.SYSTEM_ERROR
+
+
+async def test_first_try_frames_are_signed(acl_cluster) -> None:
+    """The producer's compiled first try signs the frames it writes: with the right keys the
+    broker stores them (none took the general path), with a wrong secret it refuses them."""
+    cluster, _ = acl_cluster
+    await _topics(cluster.broker_addr)
+    async with Producer("PG_ACL_FAST", client_config=ClientConfig(namesrv_addr=cluster.namesrv_addr,
+                                                                  credentials=USER)) as p:
+        for _ in range(30):  # the route appears with the broker's registration of the new topic
+            try:
+                await p.send(Message("AclOk", b"warm"))
+                break
+            except Exception:
+                await asyncio.sleep(0.3)
+        general = p.instance.api.send_message
+        calls = []
+        p.instance.api.send_message = lambda *a, **k: calls.append(a) or general(*a, **k)  # type: ignore[method-assign]
+        futs = [await p.send_async(Message("AclOk", b"fast %d" % i, properties={"KEYS": "k é"})) for i in range(20)]
+        results = await asyncio.gather(*futs, p.send(Message("AclOk", b"sync")))
+        assert [r.status for r in results] == ["SEND_OK"] * 21 and calls == []
+    wrong = SessionCredentials(USER.access_key, "wrong-secret")
+    async with Producer("PG_ACL_WRONG", client_config=ClientConfig(namesrv_addr=cluster.namesrv_addr,
+                                                                   credentials=wrong),
+                        retry_times_when_send_failed=0) as p:
+        assert p._fast.running
+        calls.clear()
+        for i in range(2):  # the first connects through the general path, the second is a first try's frame
+            if i == 1:
+                general = p.instance.api.send_message
+                p.instance.api.send_message = (  # type: ignore[method-assign]
+                    lambda *a, **k: calls.append(a) or general(*a, **k))
+            with pytest.raises(SendFailedError) as err:
+                await p.send(Message("AclOk", b"refused"))
+            assert "Check signature failed for accessKey=RocketMQUser" in str(err.value.__cause__)
+        assert calls == []
 
 
 async def test_permissions_admin_codes_and_oneway(acl_cluster) -> None:

@@ -9,9 +9,11 @@ import pytest
 
 from fastmq.aio import Message, Producer
 from fastmq.client.acl import AclClientRPCHook, SessionCredentials, signature
+from fastmq.client.api import ClientAPI
 from fastmq.client.instance import ClientConfig
 from fastmq.protocol.codes import RequestCode
 from fastmq.protocol.command import create_request
+from fastmq.remoting import RemotingClient
 from tests.support import ext_text as _ext_text, wire_vector_records as _records
 
 CREDS = SessionCredentials("ak-fastmq", "sk-secret")
@@ -43,13 +45,29 @@ def test_hook_signs_what_goes_on_the_wire() -> None:
     assert "sk" not in repr(SessionCredentials("ak", "sk"))
 
 
+class _LoggingHook(AclClientRPCHook):
+    """Signs, and may do more: the frame writer cannot do its work."""
+
+
+def test_only_the_plain_signer_signs_frames() -> None:
+    """The first try writes frames (signed) with no hook or the plain ACL hook alone; any other
+    hook, beside it or in its place, sends every request through the API's general path."""
+    plain = AclClientRPCHook(CREDS)
+    for hooks, signer in (((), None), ((plain,), plain.signer), ((plain, plain), None),
+                          ((_LoggingHook(CREDS),), None)):
+        api = ClientAPI(RemotingClient(), 3.0, hooks)
+        assert api.frame_signer is signer
+        assert api.writes_frames is (not hooks or signer is not None)
+        assert (api.connection_for_frames == api.remoting.open_connection) is api.writes_frames
+
+
 async def test_every_request_is_signed(cluster) -> None:  # noqa: F811
-    """A producer with credentials: its first try takes the general path (the compiled one writes
-    frames with nothing left to sign), and everything it sends, sends of every style included,
-    carries the access key and a signature that verifies under the secret."""
+    """A producer with credentials: its first try signs the frames it writes (the signer is the
+    client's only hook), and everything it sends, sends of every style included, carries the
+    access key and a signature that verifies under the secret."""
     addr, (b0, b1), _ = cluster
     async with Producer("PG_ACL", client_config=ClientConfig(namesrv_addr=addr, credentials=CREDS)) as p:
-        assert not p._fast.running
+        assert p._fast.running and p._fast.writer.signer is p.instance.api.frame_signer is not None
         await p.send(Message("T", b"sync"))
         await asyncio.gather(*[await p.send_async(Message("T", b"async")) for _ in range(4)])
         await p.send_batch([Message("T", b"batch") for _ in range(3)])

@@ -77,6 +77,25 @@ def test_request_frame(twins, group: str, opaque: int, topic: str, qid: int, sys
     assert outs[0] == outs[1]
 
 
+@_SETTINGS
+@given(group=_TEXT, topic=_TEXT, qid=_ANY_INT, flag=_ANY_INT, properties=_PROPS,
+       body=st.binary(max_size=64) | st.just("text"), batch=st.booleans(), access_key=_TEXT,
+       token=st.none() | _TEXT)
+def test_signed_request_frame(twins, group: str, topic: str, qid: int, flag: int, properties: Any, body: Any,
+                              batch: bool, access_key: str, token: str | None) -> None:
+    """Signed frames (each twin with its own twin's HMAC key) agree too, refusals included."""
+    from fastmq._ext import acl_check_c, acl_check_py
+
+    class Signer:
+        def __init__(self, key: Any) -> None:
+            self.access_key, self.security_token, self.key = access_key, token, key
+
+    outs = [_outcome(lambda m=m, k=k: m.SendRequestWriter(group, "TBW102", 4, 3, 409, signer=Signer(k.HmacKey(b"s")))
+                     .frame(7, topic, qid, 0, 1, flag, properties, body, batch))
+            for m, k in zip(twins, (acl_check_c, acl_check_py))]
+    assert outs[0] == outs[1]
+
+
 def _messages(draw: Any) -> list[Message]:
     n = draw(st.integers(0, 5))
     msgs = []

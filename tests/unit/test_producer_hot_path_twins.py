@@ -18,6 +18,7 @@ from fastmq._ext.codec import encode_frame
 from fastmq.client.producer import Producer
 from fastmq.protocol.message import Message
 from fastmq.protocol.message_queue import MessageQueue
+from fastmq.remoting.request_signer import RequestSigner
 from tests.support import examples
 
 PREFIX = "7F00000104D2CAFEBABE"
@@ -45,6 +46,33 @@ def test_frame_is_what_the_codec_encodes(produce, group: str, topic: str, qid: i
     req.ext_fields["f"] = str(sys_flag)  # _request only sets the compressed flag for big bodies
     w = produce.SendRequestWriter(p.group, "TBW102", queue_nums, req.language, req.version)
     got = w.frame(req.opaque, topic, qid, sys_flag, int(req.ext_fields["g"]), flag, msg.properties, req.body, batch)
+    assert got == encode_frame(req)
+
+
+@settings(max_examples=examples(150), deadline=None)
+@given(group=texts.filter(bool), topic=topics, qid=st.integers(0, 1000), flag=int32, properties=props,
+       body=st.binary(min_size=1, max_size=300), batch=st.booleans(), sys_flag=st.sampled_from([0, 1]),
+       access_key=texts.filter(bool), token=st.none() | texts, key_twin=st.sampled_from(["c", "py"]))
+@example(group="PG", topic="%RETRY%G", qid=0, flag=0, properties={"é": 'ü"\n'}, body=b"\x00", batch=True,
+         sys_flag=1, access_key='a"k', token="", key_twin="c")
+def test_signed_frame_is_what_the_signer_and_codec_make(produce, group: str, topic: str, qid: int, flag: int,
+                                                        properties: dict[str, str], body: bytes, batch: bool,
+                                                        sys_flag: int, access_key: str, token: str | None,
+                                                        key_twin: str) -> None:
+    """With a signer the frame carries AccessKey (SecurityToken) and Signature exactly as the
+    general path's request does after the ACL hook (RequestSigner) signed it, under either
+    twin's HMAC key."""
+    signer = RequestSigner(access_key, "sk-secret", token)
+    signer.key = importlib.import_module(f"fastmq._ext.acl_check_{key_twin}").HmacKey(b"sk-secret")
+    p = Producer("PG", namesrv_addr="127.0.0.1:1", default_topic_queue_nums=8)
+    p.group = group[:255]
+    msg = Message(topic, body, flag, dict(properties))
+    req = p._request(msg, MessageQueue(topic, "b", qid), batch)
+    req.ext_fields["f"] = str(sys_flag)
+    w = produce.SendRequestWriter(p.group, "TBW102", 8, req.language, req.version, signer=signer)
+    assert w.signer is signer
+    got = w.frame(req.opaque, topic, qid, sys_flag, int(req.ext_fields["g"]), flag, msg.properties, req.body, batch)
+    signer(req)
     assert got == encode_frame(req)
 
 
