@@ -13,7 +13,6 @@ CPU per send (from /proc), which other processes on the machine move less than t
 from __future__ import annotations
 
 import asyncio
-import glob
 import os
 import statistics
 import time
@@ -30,6 +29,7 @@ from fastmq.remoting.loop import run
 from fastmq.testing import broker_process, namesrv_process
 
 from benchmarks.pipelined import pipelined
+from benchmarks.server_cpu import server_cpu
 
 PIPELINE = 2000
 LONE = 200
@@ -132,19 +132,6 @@ def test_one_in_flight_signed_sends(benchmark, brokers, acl: str) -> None:
 
 
 
-def _cpu(server) -> float:
-    """The process's CPU seconds so far, all its threads, to the nanosecond where the kernel keeps
-    scheduler statistics (/proc/<pid>/task/*/schedstat); clock ticks (10 ms) otherwise."""
-    total = 0
-    for stat in glob.glob(f"/proc/{server.pid}/task/*/schedstat"):
-        try:
-            with open(stat) as f:
-                total += int(f.read().split()[0])
-        except (OSError, ValueError, IndexError):  # a thread that ended meanwhile
-            continue
-    return total / 1e9 if total else server.cpu_seconds()
-
-
 @pytest.mark.parametrize("mode", ["pipelined", "one_in_flight"])
 def test_interleaved_on_and_off(benchmark, brokers, mode: str) -> None:
     """Both brokers in every round, in alternating order, so the machine's load swings (other
@@ -165,9 +152,9 @@ def test_interleaved_on_and_off(benchmark, brokers, mode: str) -> None:
         order = ("off", "on") if rounds[0] % 2 == 0 else ("on", "off")
         rounds[0] += 1
         for k in order:
-            c0 = _cpu(brokers[k])
+            c0 = server_cpu(brokers[k])
             times[k].append(arm[k]())
-            cpu[k] += _cpu(brokers[k]) - c0
+            cpu[k] += server_cpu(brokers[k]) - c0
     pair()  # warm up
     times = {"off": [], "on": []}
     cpu = {"off": 0.0, "on": 0.0}

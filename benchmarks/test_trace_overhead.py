@@ -21,7 +21,6 @@ Run: ``PYTHONPATH=$PWD python -m pytest benchmarks/test_trace_overhead.py --benc
 from __future__ import annotations
 
 import asyncio
-import glob
 import statistics
 import time
 from typing import Iterator
@@ -30,6 +29,8 @@ import pytest
 
 from fastmq.aio import Message, Producer
 from fastmq.testing import EmbeddedCluster, ServerProcess
+
+from benchmarks.server_cpu import server_cpu
 
 N = 3000
 ROUNDS = 5
@@ -45,18 +46,6 @@ def trace_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Embedded
 
 # µs per message: wall, the process's CPU, the loop thread's CPU (then the broker's CPU)
 Row = tuple[float, ...]
-
-
-def _cpu(server: ServerProcess) -> float:
-    """The server's CPU seconds so far, all its threads (/proc/<pid>/task/*/schedstat, ns)."""
-    total = 0
-    for stat in glob.glob(f"/proc/{server.pid}/task/*/schedstat"):
-        try:
-            with open(stat) as f:
-                total += int(f.read().split()[0])
-        except (OSError, ValueError, IndexError):  # a thread that ended meanwhile
-            continue
-    return total / 1e9 if total else server.cpu_seconds()
 
 
 def _per_msg(t0: float, c0: float, l0: float) -> Row:
@@ -100,10 +89,10 @@ async def _round(ns: str, broker: ServerProcess, tag: int) -> dict[str, Row]:
         await on.trace_dispatcher.flush()
         for shape, run in (("sync", _sync), ("async", _async)):
             for side, p in (("off", off), ("on", on)):
-                b0 = _cpu(broker)
+                b0 = server_cpu(broker)
                 row = await run(p, topic)
                 await on.trace_dispatcher.flush()  # (its sends out of the next timing, in the broker's CPU)
-                out[f"{shape}_{side}"] = (*row, (_cpu(broker) - b0) / N * 1e6)
+                out[f"{shape}_{side}"] = (*row, (server_cpu(broker) - b0) / N * 1e6)
         out["discarded"] = (float(on.trace_dispatcher.discarded), 0.0, 0.0)  # reported, not failed on
     return out
 
