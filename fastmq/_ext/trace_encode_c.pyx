@@ -2,12 +2,18 @@
 """A trace dispatcher's Pub records made from its flat rows, compiled (see ``trace_encode_py``,
 the reference both are tested against)."""
 
+from .wire_facts cimport NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR, PROP_KEY_SEPARATOR
+
 __all__ = ["encode_pub_rows", "PUB_ROW"]
 
 PUB_ROW = 12
 cdef Py_ssize_t _ROW = 12
 cdef dict _TYPE_TEXT = {0: "0", 1: "1", 2: "2", 3: "3"}
 cdef str _NULL = "null"
+# (TraceConstants' CONTENT_SPLITOR and FIELD_SPLITOR are the two property separators)
+cdef str _S = chr(NAME_VALUE_SEPARATOR)
+cdef str _E = chr(PROPERTY_SEPARATOR)
+cdef str _KEY_SEP = (<bytes>PROP_KEY_SEPARATOR).decode("ascii")
 
 
 def encode_pub_rows(rows, str trace_topic, str group, store_host):
@@ -51,11 +57,11 @@ def encode_pub_rows(rows, str trace_topic, str group, store_host):
         ok = "true" if r[i + 10] == "SEND_OK" else "false"
         tags_s = _NULL if tags is None else tags
         keys_s = _NULL if keys is None else keys
-        data = (f"Pub\x01{begin}\x01{region}\x01{group}\x01{topic}\x01{msg_id}\x01{tags_s}\x01{keys_s}\x01{host}"
-                f"\x01{length}\x01{end_ms - begin}\x01{mtype}\x01{offset_id}\x01{ok}\x02")
+        data = (f"Pub{_S}{begin}{_S}{region}{_S}{group}{_S}{topic}{_S}{msg_id}{_S}{tags_s}{_S}{keys_s}{_S}{host}"
+                f"{_S}{length}{_S}{end_ms - begin}{_S}{mtype}{_S}{offset_id}{_S}{ok}{_E}")
         ks = [msg_id]
         if keys:
-            for k in keys.split(" "):
+            for k in keys.split(_KEY_SEP):
                 if k:
                     ks.append(k)
         out.append((data, ks))

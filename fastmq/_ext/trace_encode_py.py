@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Any, Callable, Sequence
 
+from ..protocol.message_const import NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR, MessageConst
+
 __all__ = ["encode_pub_rows", "PUB_ROW"]
 
 #: fields of one answered send in a row
@@ -24,7 +26,7 @@ def encode_pub_rows(rows: Sequence[Any], trace_topic: str, group: str,
     left out. ``store_host(broker name)``: the broker's address (``null`` when None), asked once
     per broker name."""
     out: list[tuple[str, list[str]]] = []
-    join = "\x01".join
+    join, end, sep = NAME_VALUE_SEPARATOR.join, PROPERTY_SEPARATOR, MessageConst.KEY_SEPARATOR
     hosts: dict[str, str] = {}
     for i in range(0, len(rows) - PUB_ROW + 1, PUB_ROW):
         (begin, end_ms, topic, msg_id, tags, keys, broker, length, mtype, offset_id, status,
@@ -37,6 +39,6 @@ def encode_pub_rows(rows: Sequence[Any], trace_topic: str, group: str,
             host = hosts[broker] = "null" if addr is None else str(addr)
         data = join(("Pub", str(begin), region, group, topic, msg_id, "null" if tags is None else tags,
                      "null" if keys is None else keys, host, str(length), str(end_ms - begin), _TYPE_TEXT[mtype],
-                     "null" if offset_id is None else str(offset_id), "true" if status == "SEND_OK" else "false")) + "\x02"
-        out.append((data, [msg_id, *(k for k in keys.split(" ") if k)] if keys else [msg_id]))
+                     "null" if offset_id is None else str(offset_id), "true" if status == "SEND_OK" else "false")) + end
+        out.append((data, [msg_id, *(k for k in keys.split(sep) if k)] if keys else [msg_id]))
     return out
