@@ -16,7 +16,6 @@ the client's signing counts too.
 from __future__ import annotations
 
 import asyncio
-import glob
 import os
 import statistics
 import time
@@ -35,6 +34,7 @@ from fastmq.remoting.loop import run
 from fastmq.testing import broker_process, namesrv_process
 
 from benchmarks.pipelined import pipelined
+from benchmarks.server_cpu import server_cpu
 
 PIPELINE = 2000
 LONE = 200
@@ -186,19 +186,6 @@ def test_one_in_flight_signed_sends(benchmark, brokers, acl: str) -> None:
 
 
 
-def _cpu(server) -> float:
-    """The process's CPU seconds so far, all its threads, to the nanosecond where the kernel keeps
-    scheduler statistics (/proc/<pid>/task/*/schedstat); clock ticks (10 ms) otherwise."""
-    total = 0
-    for stat in glob.glob(f"/proc/{server.pid}/task/*/schedstat"):
-        try:
-            with open(stat) as f:
-                total += int(f.read().split()[0])
-        except (OSError, ValueError, IndexError):  # a thread that ended meanwhile
-            continue
-    return total / 1e9 if total else server.cpu_seconds()
-
-
 @pytest.mark.parametrize("mode", ["pipelined", "one_in_flight", "producer"])
 def test_interleaved_on_and_off(benchmark, namesrv, brokers, mode: str) -> None:
     """Both brokers in every round, in alternating order, so the machine's load swings (other
@@ -225,10 +212,10 @@ def test_interleaved_on_and_off(benchmark, namesrv, brokers, mode: str) -> None:
         order = ("off", "on") if rounds[0] % 2 == 0 else ("on", "off")
         rounds[0] += 1
         for k in order:
-            c0, p0 = _cpu(brokers[k]), time.process_time()
+            c0, p0 = server_cpu(brokers[k]), time.process_time()
             times[k].append(arm[k]())
             client[k] += time.process_time() - p0
-            cpu[k] += _cpu(brokers[k]) - c0
+            cpu[k] += server_cpu(brokers[k]) - c0
     try:
         pair()  # warm up
         times = {"off": [], "on": []}

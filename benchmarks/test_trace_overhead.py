@@ -9,9 +9,12 @@ Each round runs, alternately off then on, two shapes with 128 B bodies:
 - ``async``: N ``send_async`` with a callback each, up to the producer's window in flight, until
   the last callback.
 
-Reported per shape (``extra_info``, medians over rounds): µs per message wall time and client CPU
-(``time.process_time``, the process that also runs the dispatcher) for off and on, and
-``overhead_pct`` (on against off, wall). The issue's goal: a few percent.
+Reported per shape (``extra_info``, medians over rounds): µs per message wall time, client CPU
+(``time.process_time``: the process, the dispatcher's thread included) and the loop thread's CPU
+(``time.thread_time`` on the loop: what the user's sends share their thread with) and the
+broker's CPU (all its threads, from the shape's start until the trace messages it made are
+stored) for off and on, and ``overhead_pct`` (on against off, wall). The issue's goal: a few
+percent.
 
 Run: ``PYTHONPATH=$PWD python -m pytest benchmarks/test_trace_overhead.py --benchmark-only -s``
 """
@@ -25,7 +28,9 @@ from typing import Iterator
 import pytest
 
 from fastmq.aio import Message, Producer
-from fastmq.testing import EmbeddedCluster
+from fastmq.testing import EmbeddedCluster, ServerProcess
+
+from benchmarks.server_cpu import server_cpu
 
 N = 3000
 ROUNDS = 5
@@ -39,15 +44,24 @@ def trace_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Embedded
         yield cluster
 
 
-async def _sync(p: Producer, topic: str) -> tuple[float, float]:
+# µs per message: wall, the process's CPU, the loop thread's CPU (then the broker's CPU)
+Row = tuple[float, ...]
+
+
+def _per_msg(t0: float, c0: float, l0: float) -> Row:
+    return ((time.perf_counter() - t0) / N * 1e6, (time.process_time() - c0) / N * 1e6,
+            (time.thread_time() - l0) / N * 1e6)
+
+
+async def _sync(p: Producer, topic: str) -> Row:
     body = b"x" * 128
-    c0, t0 = time.process_time(), time.perf_counter()
+    l0, c0, t0 = time.thread_time(), time.process_time(), time.perf_counter()
     for _ in range(N):
         await p.send(Message(topic, body))
-    return (time.perf_counter() - t0) / N * 1e6, (time.process_time() - c0) / N * 1e6
+    return _per_msg(t0, c0, l0)
 
 
-async def _async(p: Producer, topic: str) -> tuple[float, float]:
+async def _async(p: Producer, topic: str) -> Row:
     body = b"x" * 128
     done = asyncio.get_running_loop().create_future()
     left = [N]
@@ -57,15 +71,15 @@ async def _async(p: Producer, topic: str) -> tuple[float, float]:
         left[0] -= 1
         if not left[0]:
             done.set_result(None)
-    c0, t0 = time.process_time(), time.perf_counter()
+    l0, c0, t0 = time.thread_time(), time.process_time(), time.perf_counter()
     for _ in range(N):
         await p.send_async(Message(topic, body), on_sent)
     await asyncio.wait_for(done, 60)
-    return (time.perf_counter() - t0) / N * 1e6, (time.process_time() - c0) / N * 1e6
+    return _per_msg(t0, c0, l0)
 
 
-async def _round(ns: str, tag: int) -> dict[str, tuple[float, float]]:
-    out: dict[str, tuple[float, float]] = {}
+async def _round(ns: str, broker: ServerProcess, tag: int) -> dict[str, Row]:
+    out: dict[str, Row] = {}
     async with Producer(f"PG_TRACE_OFF{tag}", namesrv_addr=ns) as off, \
             Producer(f"PG_TRACE_ON{tag}", namesrv_addr=ns, enable_trace=True) as on:
         topic = f"BenchTrace{tag}"
@@ -74,18 +88,20 @@ async def _round(ns: str, tag: int) -> dict[str, tuple[float, float]]:
         assert on.trace_dispatcher is not None
         await on.trace_dispatcher.flush()
         for shape, run in (("sync", _sync), ("async", _async)):
-            out[f"{shape}_off"] = await run(off, topic)
-            out[f"{shape}_on"] = await run(on, topic)
-            await on.trace_dispatcher.flush()  # (its sends out of the next timing)
-        out["discarded"] = (float(on.trace_dispatcher.discarded), 0.0)  # reported, not failed on
+            for side, p in (("off", off), ("on", on)):
+                b0 = server_cpu(broker)
+                row = await run(p, topic)
+                await on.trace_dispatcher.flush()  # (its sends out of the next timing, in the broker's CPU)
+                out[f"{shape}_{side}"] = (*row, (server_cpu(broker) - b0) / N * 1e6)
+        out["discarded"] = (float(on.trace_dispatcher.discarded), 0.0, 0.0)  # reported, not failed on
     return out
 
 
 def test_sends_with_trace_on_beside_trace_off(benchmark, trace_cluster: EmbeddedCluster) -> None:
-    rows: list[dict[str, tuple[float, float]]] = []
+    rows: list[dict[str, Row]] = []
 
     def one_round() -> None:
-        rows.append(asyncio.run(_round(trace_cluster.namesrv_addr, len(rows))))
+        rows.append(asyncio.run(_round(trace_cluster.namesrv_addr, trace_cluster.brokers[0], len(rows))))
 
     benchmark.pedantic(one_round, rounds=ROUNDS, iterations=1)
     info: dict[str, float] = {"messages_per_round": N}
@@ -94,13 +110,22 @@ def test_sends_with_trace_on_beside_trace_off(benchmark, trace_cluster: Embedded
         on_wall = statistics.median(r[f"{shape}_on"][0] for r in rows)
         off_cpu = statistics.median(r[f"{shape}_off"][1] for r in rows)
         on_cpu = statistics.median(r[f"{shape}_on"][1] for r in rows)
+        off_loop = statistics.median(r[f"{shape}_off"][2] for r in rows)
+        on_loop = statistics.median(r[f"{shape}_on"][2] for r in rows)
+        off_broker = statistics.median(r[f"{shape}_off"][3] for r in rows)
+        on_broker = statistics.median(r[f"{shape}_on"][3] for r in rows)
         # per round, on against the off run beside it: the drift of a noisy machine cancels out
         pct = statistics.median((r[f"{shape}_on"][0] / r[f"{shape}_off"][0] - 1) * 100 for r in rows)
         info.update({f"{shape}_off_us_per_msg": round(off_wall, 1), f"{shape}_on_us_per_msg": round(on_wall, 1),
                      f"{shape}_off_client_cpu_us_per_msg": round(off_cpu, 1),
                      f"{shape}_on_client_cpu_us_per_msg": round(on_cpu, 1),
+                     f"{shape}_off_loop_cpu_us_per_msg": round(off_loop, 1),
+                     f"{shape}_on_loop_cpu_us_per_msg": round(on_loop, 1),
+                     f"{shape}_off_broker_cpu_us_per_msg": round(off_broker, 1),
+                     f"{shape}_on_broker_cpu_us_per_msg": round(on_broker, 1),
                      f"{shape}_overhead_pct": round(pct, 1)})
-        print(f"\n{shape}: trace off {off_wall:.1f} us/msg (client CPU {off_cpu:.1f}), trace on {on_wall:.1f} "
-              f"us/msg (client CPU {on_cpu:.1f}): {pct:+.1f}% (median of per-round ratios)")
+        print(f"\n{shape}: trace off {off_wall:.1f} us/msg (client CPU {off_cpu:.1f}, loop {off_loop:.1f}), trace on "
+              f"{on_wall:.1f} us/msg (client CPU {on_cpu:.1f}, loop {on_loop:.1f}): {pct:+.1f}% (median of per-round "
+              f"ratios); broker CPU off {off_broker:.1f}, on {on_broker:.1f} us/msg")
     info["traces_dropped"] = sum(r["discarded"][0] for r in rows)
     benchmark.extra_info.update(info)

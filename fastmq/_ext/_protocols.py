@@ -239,6 +239,14 @@ class AclCheckModule(Protocol):
     def fast_pass(self, requests: list[Any], start: int, ip: str, accounts: dict[str, tuple[Any, ...]]) -> int: ...
 
 
+# ------------------------------------------------------------------ trace_encode: a trace dispatcher's Pub records
+class TraceEncodeModule(Protocol):
+    PUB_ROW: int
+
+    def encode_pub_rows(self, rows: Sequence[Any], trace_topic: str, group: str,
+                        store_host: Callable[[str], str | None]) -> list[tuple[str, list[str]]]: ...
+
+
 # ------------------------------------------------------------------ end_transaction: a commit's or rollback's records
 
 class EndTransactionModule(Protocol):
@@ -425,4 +433,5 @@ TWINS: dict[str, tuple[type, dict[str, type]]] = {
     "sql_filter": (SqlFilterModule, {"SqlProgram": SqlProgramProto}),
     "sync_wait": (SyncWaitModule, {}),
     "timer_deliver": (TimerDeliverModule, {}),
+    "trace_encode": (TraceEncodeModule, {}),
 }

@@ -51,7 +51,7 @@ from ..remoting import Connection, RemotingClient
 from ..remoting.request_signer import RequestSigner
 from .acl import AclClientRPCHook
 
-__all__ = ["ClientAPI", "RPCHook", "SendStatus", "send_request", "send_result"]
+__all__ = ["ClientAPI", "CompressedBody", "RPCHook", "SendStatus", "send_request", "send_result"]
 
 _LANG = int(LanguageCode.PYTHON)
 _MSG_TYPE, _REPLY = MessageConst.MESSAGE_TYPE, MessageConst.REPLY_MESSAGE_FLAG
@@ -95,13 +95,23 @@ def _refused(resp: RemotingCommand) -> BrokerError:
     return BrokerError.for_code(resp.code, resp.remark)
 
 
+class CompressedBody(bytes):
+    """A message body zlib-compressed already (as tryToCompressMessage would): sent as it is,
+    with MessageSysFlag.COMPRESSED, never compressed again. The compiled first try takes only
+    plain ``bytes``, so such a send goes through :func:`send_request`."""
+
+    __slots__ = ()
+
+
 def send_request(msg: Message, mq: MessageQueue, group: str, default_topic_queue_nums: int, compress_over: int,
                  batch: bool = False) -> RemotingCommand:
     """SEND_MESSAGE_V2 (``batch``: SEND_BATCH_MESSAGE, ``msg.body`` the encoded batch) of ``msg``
     to ``mq``; a body of ``compress_over`` bytes or more is compressed (a batch never is, as 4.9.8)."""
     body = bytes(msg.body)
     sys_flag = 0
-    if not batch and len(body) >= compress_over:
+    if type(msg.body) is CompressedBody:  # compressed already (a trace dispatcher's thread does)
+        sys_flag |= MessageSysFlag.COMPRESSED
+    elif not batch and len(body) >= compress_over:
         body = zlib.compress(body, 5)
         sys_flag |= MessageSysFlag.COMPRESSED
     # a transaction's half (sendKernelImpl: TRAN_MSG parsed as Java's Boolean.parseBoolean)

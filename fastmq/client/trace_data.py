@@ -21,8 +21,9 @@ import enum
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Protocol, Sequence
+from typing import Any, Protocol
 
+from .._ext import trace_encode as _trace_encode
 from .._ext.produce import SendResult
 from ..protocol.message import Message
 from ..protocol.message_const import NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR, MessageConst
@@ -134,9 +135,12 @@ def encode_context(ctx: TraceContext) -> str:
                    b.from_transaction_check)
 
 
-_TYPE_TEXT = {int(t): str(int(t)) for t in MessageType}
+#: :func:`pub_row`'s rows made Pub records, a batch at a time (the compiled twin unless
+#: FASTMQ_NO_EXTENSIONS): ``encode_pub_rows(rows, trace_topic, group, store_host)`` gives what
+#: ``encode_context(pub_context(...))`` and ``trace_keys`` give, without the objects
+encode_pub_rows = _trace_encode.encode_pub_rows
 #: fields of one answered send in a dispatcher's Pub rows (see :func:`pub_row`)
-PUB_ROW = 12
+PUB_ROW = _trace_encode.PUB_ROW
 _TAGS, _KEYS, _PREPARED, _DELAY = (MessageConst.TAGS, MessageConst.KEYS, MessageConst.TRANSACTION_PREPARED,
                                    MessageConst.DELAY_TIME_LEVEL)
 
@@ -166,29 +170,6 @@ def pub_row(rows: list[Any], msg: SentMessage, r: SendResult, begin_ms: int) -> 
     mtype = 1 if p.get(_PREPARED) == "true" else 3 if p.get(_DELAY) else 0
     rows.extend((begin_ms, int(time.time() * 1000), msg.topic, r.msg_id, p.get(_TAGS), p.get(_KEYS),
                  r.message_queue.broker_name, len(msg.body), mtype, r.offset_msg_id, r.status, r.region_id))
-
-
-def encode_pub_rows(rows: Sequence[Any], trace_topic: str, group: str,
-                    store_host: Callable[[str], str | None]) -> list[tuple[str, list[str]]]:
-    """The Pub records of ``rows`` (:func:`pub_row`'s) and each record's keys: what
-    ``encode_context(pub_context(...))`` and ``trace_keys`` give, without the objects. Sends to
-    the trace topic itself are left out."""
-    out: list[tuple[str, list[str]]] = []
-    join, sep, end = CONTENT_SPLITOR.join, MessageConst.KEY_SEPARATOR, FIELD_SPLITOR
-    hosts: dict[str, str] = {}
-    for i in range(0, len(rows) - PUB_ROW + 1, PUB_ROW):
-        (begin, end_ms, topic, msg_id, tags, keys, broker, length, mtype, offset_id, status,
-         region) = rows[i:i + PUB_ROW]
-        if topic.startswith(trace_topic):
-            continue
-        host = hosts.get(broker)
-        if host is None:
-            host = hosts[broker] = str(store_host(broker))
-        data = join(("Pub", str(begin), region, group, topic, msg_id, "null" if tags is None else tags,
-                     "null" if keys is None else keys, host, str(length), str(end_ms - begin), _TYPE_TEXT[mtype],
-                     str(offset_id), "true" if status == "SEND_OK" else "false")) + end
-        out.append((data, [msg_id, *(k for k in keys.split(sep) if k)] if keys else [msg_id]))
-    return out
 
 
 def _ordinal(t: MessageType | None) -> int:

@@ -3,14 +3,17 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import zlib
 from typing import Any
 
 from fastmq.client.trace_data import (ConsumeReturnType, MessageType, TraceBean, TraceContext, TraceType,
                                       decode_trace, encode_context, trace_keys)
-from fastmq.client.trace_dispatcher import MAX_MSG_SIZE, QUEUE_SIZE, TraceDispatcher
+from fastmq.client.api import CompressedBody, send_request
+from fastmq.client.trace_dispatcher import COMPRESS_OVER, JOBS_MAX, MAX_MSG_SIZE, QUEUE_SIZE, TraceDispatcher
 from fastmq.client.trace_hooks import pub_context, sub_after, sub_before, traced_listener
 from fastmq.client.trace_query import trace_records
 from fastmq.protocol.message import Message, MessageExt
+from fastmq.protocol.message_queue import MessageQueue
 
 S, E = "\x01", "\x02"
 
@@ -97,6 +100,15 @@ def test_hooks_build_events_and_skip_trace_off_messages() -> None:
     assert after.request_id == before.request_id and after.success and after.beans == before.beans
 
 
+def _text(m: Message) -> bytes:
+    """A trace message's records: its thread compresses a body of 4096 bytes or more, and the
+    inner producer sends it as it is (with the COMPRESSED flag, tests/unit: send_request)."""
+    if type(m.body) is CompressedBody:
+        return zlib.decompress(m.body)
+    assert len(m.body) < COMPRESS_OVER
+    return m.body
+
+
 class _Sink:
     def __init__(self) -> None:
         self.sent: list[Message] = []
@@ -128,7 +140,8 @@ async def test_dispatcher_batches_keys_and_drops_when_full(caplog: Any) -> None:
     await d.flush()
     assert sink.sent and all(m.topic == "RMQ_SYS_TRACE_TOPIC" for m in sink.sent)
     assert all(len(m.body) < MAX_MSG_SIZE for m in sink.sent)
-    records = [c for m in sink.sent for c in decode_trace(m.body)]
+    assert any(type(m.body) is CompressedBody for m in sink.sent)  # (1024 records: over 4096 bytes)
+    records = [c for m in sink.sent for c in decode_trace(_text(m))]
     assert [c.beans[0].msg_id for c in records] == [f"M{i}" for i in range(QUEUE_SIZE)]
     keys = {k for m in sink.sent for k in m.properties["KEYS"].split(" ")}
     assert keys == {f"M{i}" for i in range(QUEUE_SIZE)} | {"k"}
@@ -149,7 +162,7 @@ async def test_answered_sends_are_bounded_and_sent_as_pub_records() -> None:
         d.append_pub(Message("T", b"body", properties={"KEYS": f"k{i}"}), r, 1000)
     assert d.discarded == 3  # (the worker had no turn: the loop never ran)
     await d.flush()
-    records = [c for m in sink.sent for c in decode_trace(m.body)]
+    records = [c for m in sink.sent for c in decode_trace(_text(m))]
     assert [c.beans[0].msg_id for c in records] == [f"U{i}" for i in range(QUEUE_SIZE)]
     assert {c.beans[0].store_host for c in records} == {"10.0.0.1:10911"} and d.pub_rows == []
     keys = {k for m in sink.sent for k in m.properties["KEYS"].split(" ")}
@@ -218,3 +231,29 @@ def test_the_fast_pub_record_is_the_encoders_text() -> None:
     assert rows == []
     pub_row(rows, Message("T", b""), SendResult("SEND_OK", "U", "O", MessageQueue("T", "b", 1), 7, "R"), 1)
     assert len(rows) == PUB_ROW and encode_pub_rows(rows, "T", "pg", hosts) == []
+
+
+def test_a_compressed_body_is_sent_as_it_is_with_the_compressed_flag() -> None:
+    text = b"Pub" * 2000
+    mq = MessageQueue("RMQ_SYS_TRACE_TOPIC", "b", 0)
+    done = send_request(Message(mq.topic, CompressedBody(zlib.compress(text, 5))), mq, "g", 4, 4096)
+    plain = send_request(Message(mq.topic, text), mq, "g", 4, 4096)  # compressed by the producer
+    small = send_request(Message(mq.topic, b"Pub"), mq, "g", 4, 4096)
+    assert type(done.body) is bytes and done.body == plain.body and zlib.decompress(done.body) == text
+    assert [int(r.ext_fields["f"]) for r in (done, plain, small)] == [1, 1, 0]  # MessageSysFlag.COMPRESSED
+
+
+async def test_a_thread_behind_drops_whole_batches_counted_and_a_flush_sends_the_rest() -> None:
+    sink = _Sink()
+    d = TraceDispatcher("pg", "PRODUCER", None, lambda group, name: sink)
+    for i in range(JOBS_MAX + 2):  # handed on before the thread runs: as if it were stuck
+        d.append(TraceContext(TraceType.Pub, i, "R", "pg", beans=[TraceBean(msg_id=f"M{i}")]))
+        d.append(TraceContext(TraceType.Pub, i, "R", "pg", beans=[TraceBean(msg_id=f"N{i}")]))
+        d._drain(flush=False)
+    assert d.discarded == 4 and d._jobs.qsize() == JOBS_MAX  # the last two batches, two events each
+    await d.start("ns:9876")
+    await d.flush()
+    records = [c.beans[0].msg_id for m in sink.sent for c in decode_trace(_text(m))]
+    assert records == [f"{x}{i}" for i in range(JOBS_MAX) for x in "MN"]
+    await d.shutdown()
+    assert d._thread is None and sink.stopped
