@@ -269,7 +269,7 @@ def test_multi_host_cluster_in_network_namespaces(tmp_path: Path) -> None:
         bench = [str(Path(sys.executable).with_name("fastmq-bench")), "run", str(wl),
                  "--master", f"spark://10.200.0.1:{mport}", "--namesrv", f"10.200.0.1:{nport}",
                  "--conf", "spark.driver.host=10.200.0.1", "--conf", "spark.executor.memory=512m",
-                 "--executor-wait", "90"]
+                 "--executor-wait", "90", "--progress"]  # (read from a pipe: asked for)
 
         wl.write_text(MULTI.format(duration=5))
         rc, text = _bench_until([*bench, "--out", str(tmp_path / "ok")], env, tmp_path)
