@@ -29,7 +29,7 @@ from .record_layout import (BATCH_HEAD_FORMAT, BLANK_MAGIC_CODE, BORN_HOST_POS, 
 __all__ = [
     "MessageFormatError", "MessageConst", "MessageSysFlag",
     "MAGIC_V1", "BLANK_MAGIC", "QUEUE_OFFSET_POS", "PHYS_OFFSET_POS",
-    "Message", "MessageExt",
+    "Message", "MessageExt", "CompressedBody",
     "encode_properties", "decode_properties", "java_string_hash", "tags_code",
     "create_offset_msg_id", "decode_offset_msg_id", "body_crc",
     "record_length", "store_timestamp_pos", "encode_record", "decode_record",
@@ -197,6 +197,14 @@ def body_crc(body: bytes | bytearray | memoryview) -> int:
 #: a broker configured otherwise answers MESSAGE_ILLEGAL beyond its own limit.
 TIMER_MAX_DELAY_MS = 3 * 86_400_000
 _TIMER_SENDER_KEYS = (MessageConst.TIMER_DELIVER_MS, MessageConst.TIMER_DELAY_SEC, MessageConst.TIMER_DELAY_MS)
+
+
+class CompressedBody(bytes):
+    """A message body zlib-compressed already (as tryToCompressMessage would): sent as it is,
+    with MessageSysFlag.COMPRESSED, never compressed again, on the producer's compiled first try
+    as on its general path (a trace dispatcher's thread compresses its trace messages so)."""
+
+    __slots__ = ()
 
 
 @dataclass(init=False)
