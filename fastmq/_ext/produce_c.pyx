@@ -14,7 +14,7 @@ between them a direct C call, as in one file.
 cimport cython
 from cpython.buffer cimport PyBUF_SIMPLE, PyObject_GetBuffer, PyBuffer_Release
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
-from cpython.dict cimport PyDict_GetItem, PyDict_SetItem
+from cpython.dict cimport PyDict_GetItem, PyDict_GetItemWithError, PyDict_SetItem
 from cpython.object cimport PyObject
 from libc.stdint cimport int64_t, uint8_t, uint32_t, uint64_t
 from libc.string cimport memcpy
@@ -216,19 +216,20 @@ cdef _trace_row(AsyncSend e, object result):
     t = r.trace_switch
     if r.region_id is None or not (t is None or t is True or (t is not False and t != _FALSE)):
         return  # (pub_row's: a broker that does not know traces, or says TRACE_ON=false)
-    p = PyDict_GetItem(props, _PREPARED)
-    if p != NULL and <object>p == _TRUE:
-        mtype = 1
-    else:
-        p = PyDict_GetItem(props, _DELAY)
-        if p != NULL and <object>p:
-            mtype = 3
-    p = PyDict_GetItem(props, _TAGS)
-    tags = <object>p if p != NULL else None
-    p = PyDict_GetItem(props, _KEYS)
-    keys = <object>p if p != NULL else None
     status = r.status
     try:
+        # (lookups that keep no error state to save and restore, unlike PyDict_GetItem)
+        p = PyDict_GetItemWithError(props, _PREPARED)
+        if p != NULL and <object>p == _TRUE:
+            mtype = 1
+        else:
+            p = PyDict_GetItemWithError(props, _DELAY)
+            if p != NULL and <object>p:
+                mtype = 3
+        p = PyDict_GetItemWithError(props, _TAGS)
+        tags = <object>p if p != NULL else None
+        p = PyDict_GetItemWithError(props, _KEYS)
+        keys = <object>p if p != NULL else None
         code = rows.add_row(e.trace_begin_ms, _now_ms(), e.topic, r.msg_id, tags, keys, r.message_queue.broker_name,
                             PyBytes_GET_SIZE(e.body), mtype, r.offset_msg_id, status is _SEND_OK or status == _SEND_OK,
                             r.region_id)

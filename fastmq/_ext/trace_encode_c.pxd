@@ -21,6 +21,9 @@ cdef class PubRows:
     cdef dict hosts                # broker name -> its address as UTF-8 (or b"null"), until taken
     cdef object last_broker        # the broker name of the last record, and its address
     cdef bytes last_host
+    cdef int64_t last_ms           # the last record's timestamp, and its digits (sends of one
+    cdef Py_ssize_t ms_len         # millisecond share them)
+    cdef char ms_text[24]
 
     cdef int add_row(self, int64_t begin_ms, int64_t end_ms, object topic, object msg_id, object tags, object keys,
                      object broker, int64_t length, int mtype, object offset_id, bint ok, object region) except -2

@@ -71,21 +71,41 @@ cdef inline int _put_text_or_null(ByteBuf* b, object s) except -1:
     return _put_str(b, <str>s)
 
 
+cdef const char* _PAIRS = (b"00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+                           b"40414243444546474849505152535455565758596061626364656667686970717273747576777879"
+                           b"8081828384858687888990919293949596979899")
+
+
 @cython.cdivision(True)
-cdef int _put_int(ByteBuf* b, int64_t v) except -1:
+cdef Py_ssize_t _int_text(int64_t v, char* out) noexcept:
+    """``v`` in decimal into ``out`` (24 bytes at least); returns its length."""
     cdef char tmp[24]
     cdef int i = 24
     cdef uint64_t u = (<uint64_t>(-(v + 1)) + 1) if v < 0 else <uint64_t>v
-    while True:
+    cdef uint64_t d
+    while u >= 100:  # two digits a step
+        d = u % 100
+        u = u // 100
+        i -= 2
+        tmp[i] = _PAIRS[2 * d]
+        tmp[i + 1] = _PAIRS[2 * d + 1]
+    if u >= 10:
+        i -= 2
+        tmp[i] = _PAIRS[2 * u]
+        tmp[i + 1] = _PAIRS[2 * u + 1]
+    else:
         i -= 1
-        tmp[i] = <char>(48 + u % 10)
-        u = u // 10
-        if u == 0:
-            break
+        tmp[i] = <char>(48 + u)
     if v < 0:
         i -= 1
         tmp[i] = 45  # '-'
-    return _put(b, &tmp[i], 24 - i)
+    memcpy(out, &tmp[i], 24 - i)
+    return 24 - i
+
+
+cdef inline int _put_int(ByteBuf* b, int64_t v) except -1:
+    cdef char tmp[24]
+    return _put(b, tmp, _int_text(v, tmp))
 
 
 @cython.final
@@ -148,7 +168,10 @@ cdef class PubRows:
         try:
             _put(t, b"Pub", 3)
             _put_byte(t, _S)
-            _put_int(t, begin_ms)
+            if begin_ms != self.last_ms or self.ms_len == 0:
+                self.ms_len = _int_text(begin_ms, self.ms_text)
+                self.last_ms = begin_ms
+            _put(t, self.ms_text, self.ms_len)
             _put_byte(t, _S)
             _put_str(t, <str>region)
             _put_byte(t, _S)

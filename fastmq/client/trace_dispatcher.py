@@ -222,20 +222,27 @@ class TraceDispatcher:
 
     async def _flush(self, timeout: float) -> None:
         loop = asyncio.get_running_loop()
-        done = loop.create_future()
+        done: asyncio.Future[None] = loop.create_future()
 
-        def finished() -> None:  # (on the loop, once the bodies the thread handed back before it are sent)
-            if not done.done():
+        def finished() -> None:
+            # (on the loop, once the thread has handed back all it held and those sends are
+            # started): done when no trace send is left unanswered
+            if self._sending:
+                self._idle.append(done)
+            elif not done.done():
                 done.set_result(None)
-        self._drain(flush=True, done=finished)
+
+        def late() -> None:
+            if not done.done():
+                log.warning("trace dispatcher of %s: not all sent within %.1f s", self.group, timeout)
+                done.set_result(None)
+        # (one future and one timer: a flush costs the loop few turns of its own)
+        timer = loop.call_later(timeout, late)
         try:
-            await asyncio.wait_for(asyncio.shield(done), timeout)
-        except asyncio.TimeoutError:
-            log.warning("trace dispatcher of %s: its thread did not finish within %.1f s", self.group, timeout)
-        if self._sending:
-            idle = loop.create_future()
-            self._idle.append(idle)
-            await asyncio.wait([idle], timeout=timeout)
+            self._drain(flush=True, done=finished)
+            await done
+        finally:
+            timer.cancel()
 
     # ------------------------------------------------------------ the worker
 
