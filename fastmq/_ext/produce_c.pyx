@@ -35,8 +35,7 @@ from contextvars import copy_context
 
 from fastmq.protocol.codes import RequestCode
 from fastmq.protocol.headers import SEND_V2_NAMES, SendMessageResponseHeader, declared
-from fastmq.protocol.message import CompressedBody
-from fastmq.protocol.message_const import MessageConst
+from fastmq.protocol.message_const import CompressedBody, MessageConst
 
 from .batch_c import encode_batch_body
 from .codec_c import LANGUAGE_NAMES, MAX_HEADER_LENGTH

@@ -51,8 +51,7 @@ from typing import Any, Callable, Sequence
 
 from ..protocol.codes import RequestCode
 from ..protocol.headers import SEND_V2_NAMES, SendMessageResponseHeader, declared
-from ..protocol.message import CompressedBody
-from ..protocol.message_const import MessageConst
+from ..protocol.message_const import CompressedBody, MessageConst
 from ._protocols import ProduceContextProto
 from .batch_py import _properties, encode_batch_body
 from .codec_py import LANGUAGE_NAMES, MAX_HEADER_LENGTH

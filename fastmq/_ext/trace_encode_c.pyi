@@ -1,8 +1,9 @@
 """Type stub of the compiled Pub record buffer (same contract as ``trace_encode_py``)."""
-from typing import Any, Callable
+from typing import Any, Callable, final
 
 __all__ = ["PubRows", "join_keys"]
 
+@final
 class PubRows:
     @property
     def trace_topic(self) -> str: ...

@@ -21,7 +21,7 @@ from typing import Iterable, Iterator, Mapping
 from .._ext.batch import encode_batch_body as _encode_batch_body
 from ..errors import FastMQError, TimerMessageError
 from .java_number import parse_int
-from .message_const import NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR, MessageConst, MessageSysFlag
+from .message_const import NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR, CompressedBody, MessageConst, MessageSysFlag
 from .record_layout import (BATCH_HEAD_FORMAT, BLANK_MAGIC_CODE, BORN_HOST_POS, HEAD_FORMAT, IPV4_HOST_LEN, IPV6_HOST_LEN,
                             MAX_PROPERTIES_LEN, MAX_TOPIC_LEN, MESSAGE_MAGIC_CODE, PHYS_OFFSET_POS, QUEUE_OFFSET_POS,
                             host_len, record_length, store_timestamp_pos)
@@ -197,14 +197,6 @@ def body_crc(body: bytes | bytearray | memoryview) -> int:
 #: a broker configured otherwise answers MESSAGE_ILLEGAL beyond its own limit.
 TIMER_MAX_DELAY_MS = 3 * 86_400_000
 _TIMER_SENDER_KEYS = (MessageConst.TIMER_DELIVER_MS, MessageConst.TIMER_DELAY_SEC, MessageConst.TIMER_DELAY_MS)
-
-
-class CompressedBody(bytes):
-    """A message body zlib-compressed already (as tryToCompressMessage would): sent as it is,
-    with MessageSysFlag.COMPRESSED, never compressed again, on the producer's compiled first try
-    as on its general path (a trace dispatcher's thread compresses its trace messages so)."""
-
-    __slots__ = ()
 
 
 @dataclass(init=False)
