@@ -14,7 +14,7 @@ between them a direct C call, as in one file.
 cimport cython
 from cpython.buffer cimport PyBUF_SIMPLE, PyObject_GetBuffer, PyBuffer_Release
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
-from cpython.dict cimport PyDict_GetItem, PyDict_GetItemWithError, PyDict_SetItem
+from cpython.dict cimport PyDict_GetItem, PyDict_GetItemWithError, PyDict_Next, PyDict_SetItem
 from cpython.object cimport PyObject
 from libc.stdint cimport int64_t, uint8_t, uint32_t, uint64_t
 from libc.string cimport memcpy
@@ -41,6 +41,9 @@ from .batch_c import encode_batch_body
 from .codec_c import LANGUAGE_NAMES, MAX_HEADER_LENGTH
 
 cdef extern from "Python.h":
+    Py_ssize_t PyDict_GET_SIZE(object o)
+    int PyUnicode_CheckExact(object o)
+    int PyUnicode_CHECK_INTERNED(object o)
     void PyObject_GC_Track(object o)
     void PyObject_GC_UnTrack(object o)
     int PyObject_GC_IsTracked(object o)
@@ -193,6 +196,36 @@ cdef inline SendResult _result(object status, object msg_id, object offset_msg_i
     return r
 
 
+# the property names a Pub record reads are interned (names in fastmq's source): an interned key
+# of a message's properties that is none of them is no other spelling of them either
+cdef bint _TRACE_NAMES_INTERNED = all(PyUnicode_CHECK_INTERNED(n) for n in (_TAGS, _KEYS, _PREPARED, _DELAY))
+
+
+cdef bint _trace_props(dict props, PyObject** prepared, PyObject** delay, PyObject** tags,
+                       PyObject** keys) noexcept:
+    """The four properties a Pub record reads, found in one pass over a small dict whose keys
+    are all interned (what fastmq's own Message and send path put there); False when that
+    cannot tell (the caller looks them up)."""
+    cdef Py_ssize_t pos = 0
+    cdef PyObject* k = NULL
+    cdef PyObject* v = NULL
+    if not _TRACE_NAMES_INTERNED or PyDict_GET_SIZE(props) > 8:
+        return False
+    while PyDict_Next(props, &pos, &k, &v):
+        if k == <PyObject*>_TAGS:
+            tags[0] = v
+        elif k == <PyObject*>_KEYS:
+            keys[0] = v
+        elif k == <PyObject*>_PREPARED:
+            prepared[0] = v
+        elif k == <PyObject*>_DELAY:
+            delay[0] = v
+        elif not (PyUnicode_CheckExact(<object>k) and PyUnicode_CHECK_INTERNED(<object>k)):
+            prepared[0] = delay[0] = tags[0] = keys[0] = NULL
+            return False
+    return True
+
+
 cdef _trace_row(AsyncSend e, object result):
     """An answered asynchronous send of a traced producer: its Pub record written into its
     dispatcher's ``pub_rows`` (trace_encode_c.PubRows) by a C call, with what
@@ -200,7 +233,10 @@ cdef _trace_row(AsyncSend e, object result):
     dispatcher is called (``append_pub``, what the pure twin always calls, or ``pub_added``)."""
     cdef SendResult r
     cdef PubRows rows = e._trace_rows
-    cdef PyObject* p
+    cdef PyObject* prepared = NULL
+    cdef PyObject* delay = NULL
+    cdef PyObject* tags_p = NULL
+    cdef PyObject* keys_p = NULL
     cdef int code = 0, mtype = 0
     tracer = e.tracer
     if rows is None:  # (an entry the fast path did not start: its tracer's, when it has them)
@@ -217,18 +253,18 @@ cdef _trace_row(AsyncSend e, object result):
         return  # (pub_row's: a broker that does not know traces, or says TRACE_ON=false)
     status = r.status
     try:
-        # (lookups that keep no error state to save and restore, unlike PyDict_GetItem)
-        p = PyDict_GetItemWithError(props, _PREPARED)
-        if p != NULL and <object>p == _TRUE:
+        if not _trace_props(<dict>props, &prepared, &delay, &tags_p, &keys_p):
+            # (lookups that keep no error state to save and restore, unlike PyDict_GetItem)
+            prepared = PyDict_GetItemWithError(props, _PREPARED)
+            delay = PyDict_GetItemWithError(props, _DELAY)
+            tags_p = PyDict_GetItemWithError(props, _TAGS)
+            keys_p = PyDict_GetItemWithError(props, _KEYS)
+        if prepared != NULL and <object>prepared == _TRUE:
             mtype = 1
-        else:
-            p = PyDict_GetItemWithError(props, _DELAY)
-            if p != NULL and <object>p:
-                mtype = 3
-        p = PyDict_GetItemWithError(props, _TAGS)
-        tags = <object>p if p != NULL else None
-        p = PyDict_GetItemWithError(props, _KEYS)
-        keys = <object>p if p != NULL else None
+        elif delay != NULL and <object>delay:
+            mtype = 3
+        tags = <object>tags_p if tags_p != NULL else None
+        keys = <object>keys_p if keys_p != NULL else None
         code = rows.add_row(e.trace_begin_ms, _now_ms(), e.topic, r.msg_id, tags, keys, r.message_queue.broker_name,
                             PyBytes_GET_SIZE(e.body), mtype, r.offset_msg_id, status is _SEND_OK or status == _SEND_OK,
                             r.region_id)

@@ -378,10 +378,11 @@ _trace_props = st.fixed_dictionaries({}, optional={
 @settings(max_examples=examples(100), deadline=None)
 @given(properties=_trace_props, body=st.binary(min_size=1, max_size=40),
        region=st.sampled_from([None, "DefaultRegion"]), trace_on=st.sampled_from([None, "true", "false", "TRUE"]),
-       status=st.sampled_from(["SEND_OK", "FLUSH_DISK_TIMEOUT"]), filled=st.sampled_from([0, 1, 2]))
+       status=st.sampled_from(["SEND_OK", "FLUSH_DISK_TIMEOUT"]), filled=st.sampled_from([0, 1, 2]),
+       spelled=st.booleans())
 def test_a_traced_async_send_leaves_pub_row_s_fields(produce, properties: dict[str, str], body: bytes,
                                                      region: str | None, trace_on: str | None, status: str,
-                                                     filled: int) -> None:
+                                                     filled: int, spelled: bool) -> None:
     """An asynchronous send of a traced producer, as it ends, leaves in its dispatcher's pub_rows
     the record trace_data.pub_row writes for its message and result (the compiled twin writes it
     by a C call; the pure twin through append_pub), with the drop when they are full and the
@@ -402,7 +403,8 @@ def test_a_traced_async_send_leaves_pub_row_s_fields(produce, properties: dict[s
         filler = produce.SendResult("SEND_OK", "F", "O", mq, 1, "R")
         for _ in range(before):
             pub_row(d.pub_rows, Message("T", b"x"), filler, 1)
-        msg = Message("T", body, 0, dict(properties))
+        # ``spelled``: property names built at run time (not interned: the compiled twin looks them up)
+        msg = Message("T", body, 0, {("".join(list(k)) if spelled else k): v for k, v in properties.items()})
         entry = produce.AsyncSend(_Owner(), msg, mq, "UNIQ", loop, None, None, 3000, 0.0, 3.0)
         entry.tracer, entry.trace_begin_ms = d, 1_700_000_000_000
         result = produce.SendResult(status, "UNIQ", "OFF", mq, 41, region, trace_on)
