@@ -259,12 +259,15 @@ cdef _trace_row(AsyncSend e, object result):
             delay = PyDict_GetItemWithError(props, _DELAY)
             tags_p = PyDict_GetItemWithError(props, _TAGS)
             keys_p = PyDict_GetItemWithError(props, _KEYS)
-        if prepared != NULL and <object>prepared == _TRUE:
-            mtype = 1
-        elif delay != NULL and <object>delay:
-            mtype = 3
+        # (references of our own first: a comparison below may run a value's own code)
         tags = <object>tags_p if tags_p != NULL else None
         keys = <object>keys_p if keys_p != NULL else None
+        tran = <object>prepared if prepared != NULL else None
+        level = <object>delay if delay != NULL else None
+        if tran is not None and tran == _TRUE:
+            mtype = 1
+        elif level is not None and level:
+            mtype = 3
         code = rows.add_row(e.trace_begin_ms, _now_ms(), e.topic, r.msg_id, tags, keys, r.message_queue.broker_name,
                             PyBytes_GET_SIZE(e.body), mtype, r.offset_msg_id, status is _SEND_OK or status == _SEND_OK,
                             r.region_id)
