@@ -239,12 +239,27 @@ class AclCheckModule(Protocol):
     def fast_pass(self, requests: list[Any], start: int, ip: str, accounts: dict[str, tuple[Any, ...]]) -> int: ...
 
 
-# ------------------------------------------------------------------ trace_encode: a trace dispatcher's Pub records
-class TraceEncodeModule(Protocol):
-    PUB_ROW: int
+# ------------------------------------------------------------------ trace_encode: a traced producer's Pub records
+class PubRowsProto(Protocol):
+    """Answered sends of a traced producer as 4.9.8's Pub records (UTF-8, back to back) and each
+    record's keys, at most ``limit``; cut into trace messages by the dispatcher's thread."""
+    trace_topic: str
+    group: str
+    store_host: Callable[[Any], str | None]
+    limit: int
+    wake_at: int
 
-    def encode_pub_rows(self, rows: Sequence[Any], trace_topic: str, group: str,
-                        store_host: Callable[[str], str | None]) -> list[tuple[str, list[str]]]: ...
+    def __len__(self) -> int: ...
+    def add(self, begin_ms: int, end_ms: int, topic: str, msg_id: str, tags: str | None, keys: str | None,
+            broker: Any, length: int, mtype: int, offset_id: Any, ok: bool, region: str) -> int: ...
+    def take(self) -> Any: ...
+    def chunk(self, start: int, room: int) -> tuple[bytes, bytes, int]: ...
+
+
+class TraceEncodeModule(Protocol):
+    PubRows: type
+
+    def join_keys(self, raw: bytes) -> str: ...
 
 
 # ------------------------------------------------------------------ end_transaction: a commit's or rollback's records
@@ -433,5 +448,5 @@ TWINS: dict[str, tuple[type, dict[str, type]]] = {
     "sql_filter": (SqlFilterModule, {"SqlProgram": SqlProgramProto}),
     "sync_wait": (SyncWaitModule, {}),
     "timer_deliver": (TimerDeliverModule, {}),
-    "trace_encode": (TraceEncodeModule, {}),
+    "trace_encode": (TraceEncodeModule, {"PubRows": PubRowsProto}),
 }

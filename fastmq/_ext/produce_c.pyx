@@ -14,7 +14,7 @@ between them a direct C call, as in one file.
 cimport cython
 from cpython.buffer cimport PyBUF_SIMPLE, PyObject_GetBuffer, PyBuffer_Release
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
-from cpython.dict cimport PyDict_GetItem, PyDict_SetItem
+from cpython.dict cimport PyDict_GetItem, PyDict_GetItemWithError, PyDict_Next, PyDict_SetItem
 from cpython.object cimport PyObject
 from libc.stdint cimport int64_t, uint8_t, uint32_t, uint64_t
 from libc.string cimport memcpy
@@ -24,6 +24,7 @@ from .bytebuf cimport ByteBuf, bytebuf_free, bytebuf_reserve
 from .properties cimport write_properties
 from .wire_facts cimport NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR
 from .codec_c cimport RemotingCommand, command_code
+from .trace_encode_c cimport PubRows
 
 import gc
 import random
@@ -34,12 +35,15 @@ from contextvars import copy_context
 
 from fastmq.protocol.codes import RequestCode
 from fastmq.protocol.headers import SEND_V2_NAMES, SendMessageResponseHeader, declared
-from fastmq.protocol.message_const import MessageConst
+from fastmq.protocol.message_const import CompressedBody, MessageConst
 
 from .batch_c import encode_batch_body
 from .codec_c import LANGUAGE_NAMES, MAX_HEADER_LENGTH
 
 cdef extern from "Python.h":
+    Py_ssize_t PyDict_GET_SIZE(object o)
+    int PyUnicode_CheckExact(object o)
+    int PyUnicode_CHECK_INTERNED(object o)
     void PyObject_GC_Track(object o)
     void PyObject_GC_UnTrack(object o)
     int PyObject_GC_IsTracked(object o)
@@ -192,27 +196,86 @@ cdef inline SendResult _result(object status, object msg_id, object offset_msg_i
     return r
 
 
+# the property names a Pub record reads are interned (names in fastmq's source): an interned key
+# of a message's properties that is none of them is no other spelling of them either
+cdef bint _TRACE_NAMES_INTERNED = all(PyUnicode_CHECK_INTERNED(n) for n in (_TAGS, _KEYS, _PREPARED, _DELAY))
+
+
+cdef bint _trace_props(dict props, PyObject** prepared, PyObject** delay, PyObject** tags,
+                       PyObject** keys) noexcept:
+    """The four properties a Pub record reads, found in one pass over a small dict whose keys
+    are all interned (what fastmq's own Message and send path put there); False when that
+    cannot tell (the caller looks them up)."""
+    cdef Py_ssize_t pos = 0
+    cdef PyObject* k = NULL
+    cdef PyObject* v = NULL
+    if not _TRACE_NAMES_INTERNED or PyDict_GET_SIZE(props) > 8:
+        return False
+    while PyDict_Next(props, &pos, &k, &v):
+        if k == <PyObject*>_TAGS:
+            tags[0] = v
+        elif k == <PyObject*>_KEYS:
+            keys[0] = v
+        elif k == <PyObject*>_PREPARED:
+            prepared[0] = v
+        elif k == <PyObject*>_DELAY:
+            delay[0] = v
+        elif not (PyUnicode_CheckExact(<object>k) and PyUnicode_CHECK_INTERNED(<object>k)):
+            prepared[0] = delay[0] = tags[0] = keys[0] = NULL
+            return False
+    return True
+
+
 cdef _trace_row(AsyncSend e, object result):
-    """An answered asynchronous send of a traced producer: its Pub fields appended to its
-    dispatcher's ``pub_rows`` as ``client/trace_data.pub_row`` lays them out, straight while the
-    list is below the dispatcher's ``ROWS_QUIET`` (no drop, no wake to decide); otherwise, or for
-    anything unusual, by the dispatcher's ``append_pub`` (what the pure twin always calls)."""
+    """An answered asynchronous send of a traced producer: its Pub record written into its
+    dispatcher's ``pub_rows`` (trace_encode_c.PubRows) by a C call, with what
+    ``client/trace_data.pub_row`` reads; for anything unusual, and for a drop or a wake, the
+    dispatcher is called (``append_pub``, what the pure twin always calls, or ``pub_added``)."""
     cdef SendResult r
+    cdef PubRows rows = e._trace_rows
+    cdef PyObject* prepared = NULL
+    cdef PyObject* delay = NULL
+    cdef PyObject* tags_p = NULL
+    cdef PyObject* keys_p = NULL
+    cdef int code = 0, mtype = 0
     tracer = e.tracer
-    rows = tracer.pub_rows
+    if rows is None:  # (an entry the fast path did not start: its tracer's, when it has them)
+        held = getattr(tracer, "pub_rows", None)
+        if type(held) is PubRows:
+            rows = <PubRows>held
     props = e.properties
-    if (type(result) is not SendResult or type(rows) is not list or type(props) is not dict
-            or type(e.body) is not bytes or len(<list>rows) >= tracer.ROWS_QUIET):
+    if rows is None or type(result) is not SendResult or type(props) is not dict or type(e.body) is not bytes:
         tracer.append_pub(e, result, e.trace_begin_ms)
         return
     r = <SendResult>result
     t = r.trace_switch
     if r.region_id is None or not (t is None or t is True or (t is not False and t != _FALSE)):
         return  # (pub_row's: a broker that does not know traces, or says TRACE_ON=false)
-    mtype = 1 if props.get(_PREPARED) == _TRUE else 3 if props.get(_DELAY) else 0
-    (<list>rows).extend((e.trace_begin_ms, _now_ms(), e.topic, r.msg_id, props.get(_TAGS), props.get(_KEYS),
-                         r.message_queue.broker_name, PyBytes_GET_SIZE(e.body), mtype, r.offset_msg_id, r.status,
-                         r.region_id))
+    status = r.status
+    try:
+        if not _trace_props(<dict>props, &prepared, &delay, &tags_p, &keys_p):
+            # (lookups that keep no error state to save and restore, unlike PyDict_GetItem)
+            prepared = PyDict_GetItemWithError(props, _PREPARED)
+            delay = PyDict_GetItemWithError(props, _DELAY)
+            tags_p = PyDict_GetItemWithError(props, _TAGS)
+            keys_p = PyDict_GetItemWithError(props, _KEYS)
+        # (references of our own first: a comparison below may run a value's own code)
+        tags = <object>tags_p if tags_p != NULL else None
+        keys = <object>keys_p if keys_p != NULL else None
+        tran = <object>prepared if prepared != NULL else None
+        level = <object>delay if delay != NULL else None
+        if tran is not None and tran == _TRUE:
+            mtype = 1
+        elif level is not None and level:
+            mtype = 3
+        code = rows.add_row(e.trace_begin_ms, _now_ms(), e.topic, r.msg_id, tags, keys, r.message_queue.broker_name,
+                            PyBytes_GET_SIZE(e.body), mtype, r.offset_msg_id, status is _SEND_OK or status == _SEND_OK,
+                            r.region_id)
+    except Exception:  # (a field it refuses: append_pub says what, and counts the send's record dropped)
+        tracer.append_pub(e, result, e.trace_begin_ms)
+        return
+    if code != 0:
+        tracer.pub_added(code)
 
 
 cdef bint _plain_int(object s, int64_t* out) noexcept:
@@ -279,6 +342,7 @@ cdef class AsyncSend:
     # an asynchronous send of a traced producer: its dispatcher, told of the answer as the send
     # ends (``append_pub``), and the wall clock ms it started at
     cdef public object tracer
+    cdef PubRows _trace_rows  # the tracer's pub_rows, when the fast path started the send
     cdef public int64_t trace_begin_ms
     cdef public double begin
     cdef public double deadline
@@ -528,8 +592,10 @@ cdef class SendFastPath:
     cdef public bint send_latency_fault_enable
     # set by a producer with trace on: its sends keep the answer's TRACE_ON in their results
     cdef public bint trace
-    # set by a producer with trace on: the dispatcher its asynchronous sends tell as they end
-    cdef public object tracer
+    # set by a producer with trace on (``tracer``): the dispatcher its asynchronous sends tell as
+    # they end, and its pub_rows, which they write their records into
+    cdef object _tracer
+    cdef PubRows _trace_rows
     # set by the producer while a broker is marked unreachable (see produce_py.SendFastPath)
     cdef public bint avoid_unreachable
     cdef public int64_t send_msg_timeout
@@ -566,6 +632,18 @@ cdef class SendFastPath:
         _FAST_PATHS.add(self)
 
     @property
+    def tracer(self):
+        """The trace dispatcher of a producer with trace on (its asynchronous sends tell it as
+        they end), or None."""
+        return self._tracer
+
+    @tracer.setter
+    def tracer(self, tracer):
+        self._tracer = tracer
+        rows = getattr(tracer, "pub_rows", None)
+        self._trace_rows = <PubRows>rows if type(rows) is PubRows else None
+
+    @property
     def loop(self):
         """The loop the producer's connections live on (None when it is not running)."""
         return self._loop
@@ -593,12 +671,16 @@ cdef class SendFastPath:
         topic = msg.topic
         body = msg.body
         props = msg.properties
-        if type(body) is not bytes or type(props) is not dict or topic not in self._good_topics:
+        if type(body) is not bytes:
+            if type(body) is not CompressedBody or batch_ids is not None:
+                return None
+            sys_flag = 1  # compressed already (a trace dispatcher's thread does): sent as it is
+        if type(props) is not dict or topic not in self._good_topics:
             return None
         n = PyBytes_GET_SIZE(body)
         if n == 0 or n > self.max_message_size:
             return None
-        if batch_ids is None and n >= self.compress_over:  # (tryToCompressMessage: >=)
+        if sys_flag == 0 and batch_ids is None and n >= self.compress_over:  # (tryToCompressMessage: >=)
             body = zlib.compress(body, 5)
             sys_flag = 1  # MessageSysFlag.COMPRESSED
         p = PyDict_GetItem(self._publish, topic)
@@ -651,8 +733,9 @@ cdef class SendFastPath:
         entry.batch = batch_ids is not None
         entry.fault = self.send_latency_fault_enable or self.avoid_unreachable
         entry.trace = self.trace
-        if self.tracer is not None and batch_ids is None and not awaited:
-            entry.tracer = self.tracer
+        if self._tracer is not None and batch_ids is None and not awaited:
+            entry.tracer = self._tracer
+            entry._trace_rows = self._trace_rows
             entry.trace_begin_ms = _now_ms()
         entry.begin = now
         entry.deadline = now + tmo / 1000.0

@@ -51,7 +51,7 @@ from typing import Any, Callable, Sequence
 
 from ..protocol.codes import RequestCode
 from ..protocol.headers import SEND_V2_NAMES, SendMessageResponseHeader, declared
-from ..protocol.message_const import MessageConst
+from ..protocol.message_const import CompressedBody, MessageConst
 from ._protocols import ProduceContextProto
 from .batch_py import _properties, encode_batch_body
 from .codec_py import LANGUAGE_NAMES, MAX_HEADER_LENGTH
@@ -461,11 +461,15 @@ class SendFastPath:
         if not self.running:
             return None
         topic, body, props = msg.topic, msg.body, msg.properties
-        if (topic not in self._good_topics or type(body) is not bytes or not body
-                or len(body) > self.max_message_size or type(props) is not dict):
-            return None
         sys_flag = 0
-        if batch_ids is None and len(body) >= self.compress_over:  # (tryToCompressMessage: >=)
+        if type(body) is not bytes:
+            if type(body) is not CompressedBody or batch_ids is not None:
+                return None
+            sys_flag = 1  # compressed already (a trace dispatcher's thread does): sent as it is
+        if (topic not in self._good_topics or not body or len(body) > self.max_message_size
+                or type(props) is not dict):
+            return None
+        if not sys_flag and batch_ids is None and len(body) >= self.compress_over:  # (tryToCompressMessage: >=)
             body = zlib.compress(body, 5)
             sys_flag = 1  # MessageSysFlag.COMPRESSED
         info = self._publish.get(topic)

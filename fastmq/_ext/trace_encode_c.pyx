@@ -1,69 +1,315 @@
 # cython: boundscheck=False, wraparound=False
-"""A trace dispatcher's Pub records made from its flat rows, compiled (see ``trace_encode_py``,
-the reference both are tested against)."""
+"""A traced producer's answered sends kept as Pub records, compiled (see ``trace_encode_py``, the
+reference both are tested against).
 
-from .wire_facts cimport NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR, PROP_KEY_SEPARATOR
+The send path (produce_c) calls :meth:`PubRows.add_row` directly: the record is written from the
+strings' own bytes (ASCII ones read in place) into one growing C buffer, with no Python object
+made per send. The dispatcher's thread cuts the buffer into trace messages (:meth:`chunk`) and
+makes each message's KEYS with :func:`join_keys`, whose scan runs with the GIL released.
+"""
+cimport cython
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
+from cpython.exc cimport PyErr_Clear
+from libc.stdint cimport int64_t, uint8_t, uint64_t
+from libc.stdlib cimport calloc, free, malloc
+from libc.string cimport memcmp, memcpy
 
-__all__ = ["encode_pub_rows", "PUB_ROW"]
+from .bytebuf cimport ByteBuf, bytebuf_free, bytebuf_reserve
+from .wire_facts cimport NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR
 
-PUB_ROW = 12
-cdef Py_ssize_t _ROW = 12
-cdef dict _TYPE_TEXT = {0: "0", 1: "1", 2: "2", 3: "3"}
-cdef str _NULL = "null"
-# (TraceConstants' CONTENT_SPLITOR and FIELD_SPLITOR are the two property separators)
-cdef str _S = chr(NAME_VALUE_SEPARATOR)
-cdef str _E = chr(PROPERTY_SEPARATOR)
-cdef str _KEY_SEP = (<bytes>PROP_KEY_SEPARATOR).decode("ascii")
+cdef extern from "Python.h":
+    bint PyUnicode_IS_ASCII(object o)
+    Py_ssize_t PyUnicode_GET_LENGTH(object o)
+    void* PyUnicode_DATA(object o)
+    # (no ``except``: a NULL is checked and its error cleared here)
+    const char* PyUnicode_AsUTF8AndSize(object o, Py_ssize_t* size)
+    object PyUnicode_DecodeUTF8(const char* s, Py_ssize_t size, const char* errors)
+
+__all__ = ["PubRows", "join_keys"]
+
+cdef Py_ssize_t _MIN_CAP = 1 << 16
+cdef uint8_t _S = NAME_VALUE_SEPARATOR   # TraceConstants' CONTENT_SPLITOR
+cdef uint8_t _E = PROPERTY_SEPARATOR     # and FIELD_SPLITOR
+cdef uint8_t _SP = 32                    # MessageConst.KEY_SEPARATOR
+cdef uint64_t _FNV_OFFSET = 0xcbf29ce484222325
+cdef uint64_t _FNV_PRIME = 0x100000001b3
 
 
-def encode_pub_rows(rows, str trace_topic, str group, store_host):
-    """The Pub records of ``rows`` and each record's keys (see ``trace_encode_py``)."""
-    cdef list out = []
-    cdef dict hosts = {}
-    cdef list ks
-    cdef Py_ssize_t i, n
-    cdef long long begin, end_ms, length
-    cdef object host
-    if type(rows) is not list:
-        rows = list(rows)
-    cdef list r = <list>rows
-    n = len(r)
-    i = 0
-    while i + _ROW <= n:
-        topic = r[i + 2]
-        if topic.startswith(trace_topic):
-            i += _ROW
-            continue
-        msg_id = r[i + 3]
-        tags = r[i + 4]
-        keys = r[i + 5]
-        region = r[i + 11]
-        # (as the reference's join refuses them: a text field that is not text)
-        if (type(msg_id) is not str or type(region) is not str or type(topic) is not str
+cdef inline int _put(ByteBuf* b, const char* p, Py_ssize_t n) except -1:
+    if b.n + n > b.cap:
+        bytebuf_reserve(b, n, _MIN_CAP)
+    memcpy(b.p + b.n, p, n)
+    b.n += n
+    return 0
+
+
+cdef inline int _put_byte(ByteBuf* b, uint8_t c) except -1:
+    if b.n + 1 > b.cap:
+        bytebuf_reserve(b, 1, _MIN_CAP)
+    b.p[b.n] = c
+    b.n += 1
+    return 0
+
+
+cdef int _put_str(ByteBuf* b, str s) except -1:
+    """``s`` in UTF-8; a lone surrogate as ``?`` (Java's getBytes writes that)."""
+    cdef const char* p
+    cdef Py_ssize_t n = 0
+    if PyUnicode_IS_ASCII(s):
+        return _put(b, <const char*>PyUnicode_DATA(s), PyUnicode_GET_LENGTH(s))
+    p = PyUnicode_AsUTF8AndSize(s, &n)
+    if p != NULL:
+        return _put(b, p, n)
+    PyErr_Clear()
+    u = s.encode("utf-8", "replace")
+    return _put(b, PyBytes_AS_STRING(u), PyBytes_GET_SIZE(u))
+
+
+cdef inline int _put_text_or_null(ByteBuf* b, object s) except -1:
+    if s is None:
+        return _put(b, b"null", 4)
+    return _put_str(b, <str>s)
+
+
+cdef const char* _PAIRS = (b"00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+                           b"40414243444546474849505152535455565758596061626364656667686970717273747576777879"
+                           b"8081828384858687888990919293949596979899")
+
+
+@cython.cdivision(True)
+cdef Py_ssize_t _int_text(int64_t v, char* out) noexcept:
+    """``v`` in decimal into ``out`` (24 bytes at least); returns its length."""
+    cdef char tmp[24]
+    cdef int i = 24
+    cdef uint64_t u = (<uint64_t>(-(v + 1)) + 1) if v < 0 else <uint64_t>v
+    cdef uint64_t d
+    while u >= 100:  # two digits a step
+        d = u % 100
+        u = u // 100
+        i -= 2
+        tmp[i] = _PAIRS[2 * d]
+        tmp[i + 1] = _PAIRS[2 * d + 1]
+    if u >= 10:
+        i -= 2
+        tmp[i] = _PAIRS[2 * u]
+        tmp[i + 1] = _PAIRS[2 * u + 1]
+    else:
+        i -= 1
+        tmp[i] = <char>(48 + u)
+    if v < 0:
+        i -= 1
+        tmp[i] = 45  # '-'
+    memcpy(out, &tmp[i], 24 - i)
+    return 24 - i
+
+
+cdef inline int _put_int(ByteBuf* b, int64_t v) except -1:
+    cdef char tmp[24]
+    return _put(b, tmp, _int_text(v, tmp))
+
+
+@cython.final
+@cython.auto_pickle(False)
+cdef class PubRows:
+    """Pub records of answered sends, at most ``limit`` of them (see ``trace_encode_py.PubRows``)."""
+
+    def __init__(self, str trace_topic, str group, store_host, Py_ssize_t limit, Py_ssize_t wake_at):
+        if limit < 0:
+            raise ValueError(f"limit {limit}")
+        free(self.ends)
+        self.ends = <Py_ssize_t*>malloc((limit + 1) * 2 * sizeof(Py_ssize_t))
+        if self.ends == NULL:
+            raise MemoryError()
+        self.n = 0
+        self.text.n = self.keys.n = 0
+        self.trace_topic = trace_topic
+        self.group = group
+        self.store_host = store_host
+        self.limit = limit
+        self.wake_at = wake_at
+        self.group_text = group.encode("utf-8", "replace")
+        self.hosts = {}
+        self.last_broker = self.last_host = None
+
+    def __dealloc__(self):
+        bytebuf_free(&self.text)
+        bytebuf_free(&self.keys)
+        free(self.ends)
+
+    def __len__(self):
+        return self.n
+
+    def add(self, int64_t begin_ms, int64_t end_ms, topic, msg_id, tags, keys, broker, int64_t length, int mtype,
+            offset_id, bint ok, region) -> int:
+        """Record one answered send: 0, 1 (the count reached ``wake_at``) or -1 (full: dropped)."""
+        return self.add_row(begin_ms, end_ms, topic, msg_id, tags, keys, broker, length, mtype, offset_id, ok, region)
+
+    cdef int add_row(self, int64_t begin_ms, int64_t end_ms, object topic, object msg_id, object tags, object keys,
+                     object broker, int64_t length, int mtype, object offset_id, bint ok, object region) except -2:
+        cdef Py_ssize_t n = self.n
+        cdef Py_ssize_t t0 = self.text.n, k0 = self.keys.n
+        cdef ByteBuf* t = &self.text
+        cdef bytes host
+        if n >= self.limit:
+            return -1
+        if (type(topic) is not str or type(msg_id) is not str or type(region) is not str
                 or (tags is not None and type(tags) is not str) or (keys is not None and type(keys) is not str)):
-            raise TypeError("a Pub row's text field is not a str")
-        begin = r[i]
-        end_ms = r[i + 1]
-        length = r[i + 7]
-        broker = r[i + 6]
-        host = hosts.get(broker)
-        if host is None:
-            host = store_host(broker)
-            host = _NULL if host is None else str(host)
-            hosts[broker] = host
-        mtype = _TYPE_TEXT[r[i + 8]]
-        offset_id = r[i + 9]
-        offset_id = _NULL if offset_id is None else str(offset_id)
-        ok = "true" if r[i + 10] == "SEND_OK" else "false"
-        tags_s = _NULL if tags is None else tags
-        keys_s = _NULL if keys is None else keys
-        data = (f"Pub{_S}{begin}{_S}{region}{_S}{group}{_S}{topic}{_S}{msg_id}{_S}{tags_s}{_S}{keys_s}{_S}{host}"
-                f"{_S}{length}{_S}{end_ms - begin}{_S}{mtype}{_S}{offset_id}{_S}{ok}{_E}")
-        ks = [msg_id]
-        if keys:
-            for k in keys.split(_KEY_SEP):
-                if k:
-                    ks.append(k)
-        out.append((data, ks))
-        i += _ROW
-    return out
+            raise TypeError("a Pub record's text field is not a str")
+        if mtype < 0 or mtype > 3:
+            raise ValueError(f"message type ordinal {mtype!r}")
+        if (<str>topic).startswith(self.trace_topic):
+            return 0
+        if broker is self.last_broker and self.last_host is not None:
+            host = self.last_host
+        else:
+            host = self._host(broker)
+        if offset_id is not None and type(offset_id) is not str:
+            offset_id = str(offset_id)
+        try:
+            _put(t, b"Pub", 3)
+            _put_byte(t, _S)
+            if begin_ms != self.last_ms or self.ms_len == 0:
+                self.ms_len = _int_text(begin_ms, self.ms_text)
+                self.last_ms = begin_ms
+            _put(t, self.ms_text, self.ms_len)
+            _put_byte(t, _S)
+            _put_str(t, <str>region)
+            _put_byte(t, _S)
+            _put(t, PyBytes_AS_STRING(self.group_text), PyBytes_GET_SIZE(self.group_text))
+            _put_byte(t, _S)
+            _put_str(t, <str>topic)
+            _put_byte(t, _S)
+            _put_str(t, <str>msg_id)
+            _put_byte(t, _S)
+            _put_text_or_null(t, tags)
+            _put_byte(t, _S)
+            _put_text_or_null(t, keys)
+            _put_byte(t, _S)
+            _put(t, PyBytes_AS_STRING(host), PyBytes_GET_SIZE(host))
+            _put_byte(t, _S)
+            _put_int(t, length)
+            _put_byte(t, _S)
+            _put_int(t, end_ms - begin_ms)
+            _put_byte(t, _S)
+            _put_byte(t, <uint8_t>(48 + mtype))
+            _put_byte(t, _S)
+            _put_text_or_null(t, offset_id)
+            _put_byte(t, _S)
+            if ok:
+                _put(t, b"true", 4)
+            else:
+                _put(t, b"false", 5)
+            _put_byte(t, _E)
+            _put_str(&self.keys, <str>msg_id)
+            _put_byte(&self.keys, _SP)
+            if keys:
+                _put_str(&self.keys, <str>keys)
+                _put_byte(&self.keys, _SP)
+        except BaseException:
+            self.text.n, self.keys.n = t0, k0  # (no part of a record is left behind)
+            raise
+        self.ends[2 * n] = self.text.n
+        self.ends[2 * n + 1] = self.keys.n
+        self.n = n + 1
+        return 1 if n + 1 == self.wake_at else 0
+
+    cdef bytes _host(self, object broker):
+        h = self.hosts.get(broker)
+        if h is None:
+            addr = self.store_host(broker)
+            h = b"null" if addr is None else str(addr).encode("utf-8", "replace")
+            self.hosts[broker] = h
+        self.last_broker = broker
+        self.last_host = <bytes>h
+        return <bytes>h
+
+    def take(self):
+        """Everything held, moved to a new PubRows of the same settings; this one is left empty
+        and asks ``store_host`` again."""
+        cdef PubRows out = PubRows(self.trace_topic, self.group, self.store_host, self.limit, self.wake_at)
+        cdef ByteBuf b = out.text
+        cdef Py_ssize_t* e = out.ends
+        out.text = self.text
+        self.text = b
+        b = out.keys
+        out.keys = self.keys
+        self.keys = b
+        out.ends = self.ends
+        self.ends = e
+        out.n = self.n
+        self.n = 0
+        self.hosts = {}
+        self.last_broker = self.last_host = None
+        return out
+
+    def chunk(self, Py_ssize_t start, Py_ssize_t room):
+        """Records ``start`` onwards while their text stays below ``room`` bytes, and the one that
+        reaches it: their text, their keys and the index after them."""
+        cdef Py_ssize_t j, t0 = 0, k0 = 0, t1 = 0, k1 = 0
+        if start < 0 or start > self.n:
+            raise IndexError(f"record {start} of {self.n}")
+        if start:
+            t0, k0 = self.ends[2 * start - 2], self.ends[2 * start - 1]
+        j = start
+        while j < self.n:
+            j += 1
+            if self.ends[2 * j - 2] - t0 >= room:
+                break
+        if j:
+            t1, k1 = self.ends[2 * j - 2], self.ends[2 * j - 1]
+        text = PyBytes_FromStringAndSize(<char*>self.text.p + t0, t1 - t0) if t1 > t0 else b""
+        keys = PyBytes_FromStringAndSize(<char*>self.keys.p + k0, k1 - k0) if k1 > k0 else b""
+        return text, keys, j
+
+
+cdef Py_ssize_t _unique_words(const uint8_t* p, Py_ssize_t n, uint8_t* out, Py_ssize_t* slots,
+                              Py_ssize_t mask) noexcept nogil:
+    """The words of ``p`` each once into ``out``, space-separated; returns the bytes written.
+    ``slots``: an empty open-addressed set of ``mask + 1`` (start + 1, length) pairs."""
+    cdef Py_ssize_t i = 0, s, w, m = 0, at
+    cdef uint64_t h
+    while i < n:
+        if p[i] == _SP:
+            i += 1
+            continue
+        s = i
+        h = _FNV_OFFSET
+        while i < n and p[i] != _SP:
+            h = (h ^ p[i]) * _FNV_PRIME
+            i += 1
+        w = i - s
+        at = <Py_ssize_t>(h & <uint64_t>mask)
+        while slots[2 * at] != 0:
+            if slots[2 * at + 1] == w and memcmp(p + slots[2 * at] - 1, p + s, w) == 0:
+                break  # seen
+            at = (at + 1) & mask
+        else:
+            slots[2 * at] = s + 1
+            slots[2 * at + 1] = w
+            if m:
+                out[m] = _SP
+                m += 1
+            memcpy(out + m, p + s, w)
+            m += w
+    return m
+
+
+def join_keys(bytes raw) -> str:
+    """The words of ``raw`` each once, first seen first, joined by spaces (see ``trace_encode_py``)."""
+    cdef const uint8_t* p = <const uint8_t*>PyBytes_AS_STRING(raw)
+    cdef Py_ssize_t n = PyBytes_GET_SIZE(raw), cap = 16, m = 0
+    cdef Py_ssize_t* slots
+    cdef uint8_t* out
+    while cap < n + 2:  # (more than twice the words there can be)
+        cap <<= 1
+    slots = <Py_ssize_t*>calloc(cap * 2, sizeof(Py_ssize_t))
+    out = <uint8_t*>malloc(n + 1)
+    try:
+        if slots == NULL or out == NULL:
+            raise MemoryError()
+        with nogil:
+            m = _unique_words(p, n, out, slots, cap - 1)
+        return PyUnicode_DecodeUTF8(<const char*>out, m, b"replace")
+    finally:
+        free(slots)
+        free(out)

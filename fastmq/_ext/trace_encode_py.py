@@ -1,44 +1,120 @@
-"""A trace dispatcher's Pub records made from its flat rows: the pure-Python reference of
-``trace_encode_c``.
+"""A traced producer's answered sends kept as RocketMQ 4.9.8's Pub records until its trace
+dispatcher sends them: the pure-Python reference of ``trace_encode_c``.
 
-A row is an answered send's fields, ``PUB_ROW`` of them laid end to end in one list
-(``fastmq.client.trace_data.pub_row``): begin ms, end ms, topic, msgId, tags, keys, broker name,
-body length, message type ordinal, offsetMsgId, send status, region. A record is RocketMQ
-4.9.8's ``Pub`` text (TraceDataEncoder): its fields joined by ``\\x01``, ended by ``\\x02``;
-its keys are the msgId and the message's keys (split on spaces), what a broker indexes it by.
+:class:`PubRows` takes each answered send's fields as it ends (on the client's loop) and writes
+its record at once, as UTF-8 text in one growing buffer: 4.9.8's ``Pub`` text
+(TraceDataEncoder), its fields joined by ``\\x01`` and ended by ``\\x02``::
+
+    Pub, timeStamp, regionId, groupName, topic, msgId, tags, keys, storeHost, bodyLength,
+    costTime, msgType ordinal, offsetMsgId, success
+
+``null`` stands for a missing string, as Java's StringBuilder writes it. Beside the text it keeps
+each record's keys (its msgId, then its message's keys split on spaces), what a broker indexes
+the trace message by. No object is kept per send: the dispatcher's thread later cuts the buffer
+into trace messages (:meth:`PubRows.chunk`) and :func:`join_keys` makes a message's KEYS.
+
+Text that UTF-8 cannot encode (a lone surrogate) is written as ``?``, as Java's
+``String.getBytes`` writes it.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from typing import Any, Callable
 
 from ..protocol.message_const import NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR, MessageConst
 
-__all__ = ["encode_pub_rows", "PUB_ROW"]
+__all__ = ["PubRows", "join_keys"]
 
-#: fields of one answered send in a row
-PUB_ROW = 12
-_TYPE_TEXT = {0: "0", 1: "1", 2: "2", 3: "3"}  # MessageType's ordinals
+_TYPE_TEXT = ("0", "1", "2", "3")  # MessageType's ordinals
+_SEP = MessageConst.KEY_SEPARATOR.encode("ascii")
 
 
-def encode_pub_rows(rows: Sequence[Any], trace_topic: str, group: str,
-                    store_host: Callable[[str], str | None]) -> list[tuple[str, list[str]]]:
-    """The Pub records of ``rows`` and each record's keys; sends to the trace topic itself are
-    left out. ``store_host(broker name)``: the broker's address (``null`` when None), asked once
-    per broker name."""
-    out: list[tuple[str, list[str]]] = []
-    join, end, sep = NAME_VALUE_SEPARATOR.join, PROPERTY_SEPARATOR, MessageConst.KEY_SEPARATOR
-    hosts: dict[str, str] = {}
-    for i in range(0, len(rows) - PUB_ROW + 1, PUB_ROW):
-        (begin, end_ms, topic, msg_id, tags, keys, broker, length, mtype, offset_id, status,
-         region) = rows[i:i + PUB_ROW]
-        if topic.startswith(trace_topic):
-            continue
-        host = hosts.get(broker)
+def _utf8(s: str) -> bytes:
+    return s.encode("utf-8", "replace")
+
+
+class PubRows:
+    """Pub records of answered sends, at most ``limit`` of them (see the module's notes).
+
+    ``trace_topic``: sends to it (or a topic it begins) are not recorded; ``group``: the
+    producer's group, in every record; ``store_host(broker name)``: the broker's address, or
+    None (``null``), asked once per broker name until the rows are taken; ``wake_at``: the count
+    at which :meth:`add` says so.
+    """
+
+    __slots__ = ("trace_topic", "group", "store_host", "limit", "wake_at", "_text", "_keys", "_ends", "_hosts")
+
+    def __init__(self, trace_topic: str, group: str, store_host: Callable[[Any], str | None], limit: int,
+                 wake_at: int) -> None:
+        self.trace_topic = trace_topic
+        self.group = group
+        self.store_host = store_host
+        self.limit = limit
+        self.wake_at = wake_at
+        self._text = bytearray()
+        self._keys = bytearray()
+        self._ends: list[tuple[int, int]] = []  # per record: its end in _text, in _keys
+        self._hosts: dict[Any, str] = {}
+
+    def __len__(self) -> int:
+        return len(self._ends)
+
+    def add(self, begin_ms: int, end_ms: int, topic: str, msg_id: str, tags: str | None, keys: str | None,
+            broker: Any, length: int, mtype: int, offset_id: Any, ok: bool, region: str) -> int:
+        """Record one answered send (``ok``: its status was SEND_OK; ``mtype``: MessageType's
+        ordinal). Returns 0, or 1 when this record made the count ``wake_at``, or -1 when
+        ``limit`` records are held already (nothing recorded: the caller counts the drop).
+        A send to the trace topic is not recorded (0). TypeError when a text field is not a
+        str (tags and keys: or None), ValueError for an unknown ``mtype``."""
+        n = len(self._ends)
+        if n >= self.limit:
+            return -1
+        if (type(topic) is not str or type(msg_id) is not str or type(region) is not str
+                or (tags is not None and type(tags) is not str) or (keys is not None and type(keys) is not str)):
+            raise TypeError("a Pub record's text field is not a str")
+        if not 0 <= mtype <= 3:
+            raise ValueError(f"message type ordinal {mtype!r}")
+        if topic.startswith(self.trace_topic):
+            return 0
+        host = self._hosts.get(broker)
         if host is None:
-            addr = store_host(broker)
-            host = hosts[broker] = "null" if addr is None else str(addr)
-        data = join(("Pub", str(begin), region, group, topic, msg_id, "null" if tags is None else tags,
-                     "null" if keys is None else keys, host, str(length), str(end_ms - begin), _TYPE_TEXT[mtype],
-                     "null" if offset_id is None else str(offset_id), "true" if status == "SEND_OK" else "false")) + end
-        out.append((data, [msg_id, *(k for k in keys.split(sep) if k)] if keys else [msg_id]))
-    return out
+            addr = self.store_host(broker)
+            host = self._hosts[broker] = "null" if addr is None else str(addr)
+        self._text += _utf8(NAME_VALUE_SEPARATOR.join((
+            "Pub", str(begin_ms), region, self.group, topic, msg_id, "null" if tags is None else tags,
+            "null" if keys is None else keys, host, str(length), str(end_ms - begin_ms), _TYPE_TEXT[mtype],
+            "null" if offset_id is None else str(offset_id), "true" if ok else "false")) + PROPERTY_SEPARATOR)
+        self._keys += _utf8(msg_id) + _SEP
+        if keys:
+            self._keys += _utf8(keys) + _SEP
+        self._ends.append((len(self._text), len(self._keys)))
+        return 1 if n + 1 == self.wake_at else 0
+
+    def take(self) -> PubRows:
+        """Everything held, moved to a new PubRows of the same settings; this one is left empty
+        and asks ``store_host`` again."""
+        out = PubRows(self.trace_topic, self.group, self.store_host, self.limit, self.wake_at)
+        out._text, out._keys, out._ends = self._text, self._keys, self._ends
+        self._text, self._keys, self._ends, self._hosts = bytearray(), bytearray(), [], {}
+        return out
+
+    def chunk(self, start: int, room: int) -> tuple[bytes, bytes, int]:
+        """Records ``start`` onwards as long as their text stays below ``room`` bytes, and the
+        one that reaches it (at least one record when there is one): their text, their keys
+        (space-separated) and the index after them."""
+        ends = self._ends
+        if not 0 <= start <= len(ends):
+            raise IndexError(f"record {start} of {len(ends)}")
+        t0, k0 = ends[start - 1] if start else (0, 0)
+        j = start
+        while j < len(ends):
+            j += 1
+            if ends[j - 1][0] - t0 >= room:
+                break
+        t1, k1 = ends[j - 1] if j else (0, 0)
+        return bytes(self._text[t0:t1]), bytes(self._keys[k0:k1]), j
+
+
+def join_keys(raw: bytes) -> str:
+    """The words of ``raw`` (separated by spaces), each once, in the order first seen, joined by
+    spaces: a trace message's KEYS."""
+    return _SEP.join(dict.fromkeys(w for w in raw.split(_SEP) if w)).decode("utf-8", "replace")

@@ -44,7 +44,8 @@ from ..protocol.headers import (ConsumerSendMsgBackRequestHeader, EndTransaction
                                 SendMessageResponseHeader, UnregisterClientRequestHeader,
                                 UpdateConsumerOffsetRequestHeader, declared, send_wire_names)
 from ..protocol.heartbeat import SubscriptionData
-from ..protocol.message import Message, MessageConst, MessageExt, MessageSysFlag, decode_records, encode_properties
+from ..protocol.message import (CompressedBody, Message, MessageConst, MessageExt, MessageSysFlag, decode_records,
+                                encode_properties)
 from ..protocol.message_queue import MessageQueue
 from ..protocol.topic import AUTO_CREATE_TOPIC_KEY_TOPIC, is_retry_topic
 from ..remoting import Connection, RemotingClient
@@ -93,14 +94,6 @@ _STATUS_BY_CODE: dict[int, str] = {
 
 def _refused(resp: RemotingCommand) -> BrokerError:
     return BrokerError.for_code(resp.code, resp.remark)
-
-
-class CompressedBody(bytes):
-    """A message body zlib-compressed already (as tryToCompressMessage would): sent as it is,
-    with MessageSysFlag.COMPRESSED, never compressed again. The compiled first try takes only
-    plain ``bytes``, so such a send goes through :func:`send_request`."""
-
-    __slots__ = ()
 
 
 def send_request(msg: Message, mq: MessageQueue, group: str, default_topic_queue_nums: int, compress_over: int,

@@ -23,14 +23,14 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from .._ext import trace_encode as _trace_encode
 from .._ext.produce import SendResult
+from .._ext.trace_encode import PubRows
 from ..protocol.message import Message
 from ..protocol.message_const import NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR, MessageConst
 
 __all__ = ["TraceType", "MessageType", "ConsumeReturnType", "TraceBean", "TraceContext", "encode_context",
            "trace_keys", "decode_trace", "CONTENT_SPLITOR", "FIELD_SPLITOR", "DEFAULT_TRACE_TOPIC",
-           "DEFAULT_REGION", "pub_row", "encode_pub_rows", "PUB_ROW", "SentMessage"]
+           "DEFAULT_REGION", "pub_row", "SentMessage"]
 
 log = logging.getLogger("fastmq.client")
 
@@ -135,12 +135,6 @@ def encode_context(ctx: TraceContext) -> str:
                    b.from_transaction_check)
 
 
-#: :func:`pub_row`'s rows made Pub records, a batch at a time (the compiled twin unless
-#: FASTMQ_NO_EXTENSIONS): ``encode_pub_rows(rows, trace_topic, group, store_host)`` gives what
-#: ``encode_context(pub_context(...))`` and ``trace_keys`` give, without the objects
-encode_pub_rows = _trace_encode.encode_pub_rows
-#: fields of one answered send in a dispatcher's Pub rows (see :func:`pub_row`)
-PUB_ROW = _trace_encode.PUB_ROW
 _TAGS, _KEYS, _PREPARED, _DELAY = (MessageConst.TAGS, MessageConst.KEYS, MessageConst.TRANSACTION_PREPARED,
                                    MessageConst.DELAY_TIME_LEVEL)
 
@@ -158,18 +152,20 @@ class SentMessage(Protocol):
     def properties(self) -> Any: ...
 
 
-def pub_row(rows: list[Any], msg: SentMessage, r: SendResult, begin_ms: int) -> None:
+def pub_row(rows: PubRows, msg: SentMessage, r: SendResult, begin_ms: int) -> int:
     """SendMessageTraceHookImpl.sendMessageAfter, as little as a send can do: the answered
-    send's fields, appended flat to ``rows`` (strings and numbers only, so neither the message
-    nor the result outlives its send, and no object is made for the cycle collector to scan).
-    :func:`encode_pub_rows` makes the records later, a batch at a time. Nothing for an answer
-    without ``MSG_REGION`` (a broker that does not know traces) or with ``TRACE_ON=false``."""
+    send's Pub record written into ``rows`` (its text only, so neither the message nor the
+    result outlives its send, and no object is made for the cycle collector to scan); the
+    dispatcher's thread makes trace messages of them later, a batch at a time. Nothing for an
+    answer without ``MSG_REGION`` (a broker that does not know traces) or with
+    ``TRACE_ON=false``. Returns what :meth:`PubRows.add` returns (0 for nothing written)."""
     if r.region_id is None or not r.trace_on:
-        return
+        return 0
     p = msg.properties
     mtype = 1 if p.get(_PREPARED) == "true" else 3 if p.get(_DELAY) else 0
-    rows.extend((begin_ms, int(time.time() * 1000), msg.topic, r.msg_id, p.get(_TAGS), p.get(_KEYS),
-                 r.message_queue.broker_name, len(msg.body), mtype, r.offset_msg_id, r.status, r.region_id))
+    return rows.add(begin_ms, int(time.time() * 1000), msg.topic, r.msg_id, p.get(_TAGS), p.get(_KEYS),
+                    r.message_queue.broker_name, len(msg.body), mtype, r.offset_msg_id, r.status == "SEND_OK",
+                    r.region_id)
 
 
 def _ordinal(t: MessageType | None) -> int:

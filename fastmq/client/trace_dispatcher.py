@@ -4,18 +4,22 @@ Producers and consumers made with ``enable_trace=True`` hand each trace event (a
 :class:`~fastmq.client.trace_data.TraceContext`) to their dispatcher with :meth:`append`, from
 the loop or from a consume thread. ``append`` never waits: a full queue (1024 contexts, as
 4.9.8's) drops the event and counts it in :attr:`discarded`, with a warning at most every 10 s.
-A traced producer hands each answered send to :meth:`append_pub` instead: only its fields, kept
-flat in :attr:`pub_rows` (the same bound), made into Pub records a batch at a time.
+A traced producer's answered sends are written straight into :attr:`pub_rows` (a
+:class:`~fastmq._ext.trace_encode.PubRows`: each send's Pub record as UTF-8 text, no object per
+send; the compiled send path writes it by a C call), with the same bound.
 A task on the client's loop wakes every 100 ms and hands what is queued, a batch at a time, to
 the dispatcher's thread (``fastmq-trace-<group>``; at most 16 batches wait for it, beyond which a
-batch is dropped and counted as above). The thread encodes the records and makes trace messages
-of them, a message once its records reach 118 000 bytes or its first record is 500 ms old, its
-body zlib-compressed at level 5 from 4096 bytes (as 4.9.8's trace producer sends it; the
-compression releases the GIL, so it runs beside the loop), and hands each finished body back to
-the loop, where an inner producer of its own (group ``_INNER_TRACE_PRODUCER-<group>-<type>-<n>``,
-instance ``PID_CLIENT_INNER_TRACE_PRODUCER_<namesrv>``) sends it as it is; sends are asynchronous
-(``send_async``, 5 s) and a failed one is logged, not retried by the host. Each trace message's
-keys are the traced messages' ids and keys, so a broker's index finds them by message id.
+batch is dropped and counted as above). The thread cuts the records into trace messages, a
+message once its records reach 118 000 bytes or its first record is 500 ms old, makes their
+KEYS, and zlib-compresses a body at level 5 from 4096 bytes (as 4.9.8's trace producer sends
+it); the Pub records' text is made already, and their keys and the compression run with the GIL
+released, so the thread hardly competes with the loop. It hands the messages of a batch back to
+the loop at once (one ``call_soon_threadsafe``), where an inner producer of its own (group
+``_INNER_TRACE_PRODUCER-<group>-<type>-<n>``, instance
+``PID_CLIENT_INNER_TRACE_PRODUCER_<namesrv>``) sends each as it is, without a task
+(``start_send``, 5 s, the compressed body on its compiled first try); a failed send is logged,
+not retried by the host. Each trace message's keys are the traced messages' ids and keys, each
+once, so a broker's index finds them by message id.
 :meth:`TraceDispatcher.flush` and the shutdown send everything handed to the thread.
 """
 from __future__ import annotations
@@ -31,9 +35,9 @@ import zlib
 from typing import Any, Callable, Protocol
 
 from .._ext.produce import SendResult
-from ..protocol.message import Message, MessageConst
-from .api import CompressedBody
-from .trace_data import DEFAULT_TRACE_TOPIC, PUB_ROW, SentMessage, TraceContext, encode_context, encode_pub_rows, pub_row, trace_keys
+from .._ext.trace_encode import PubRows, join_keys
+from ..protocol.message import CompressedBody, Message, MessageConst
+from .trace_data import DEFAULT_TRACE_TOPIC, SentMessage, TraceContext, encode_context, pub_row, trace_keys
 
 __all__ = ["TraceDispatcher", "TraceProducer", "QUEUE_SIZE", "MAX_MSG_SIZE"]
 
@@ -48,9 +52,8 @@ POLL_S = 0.1
 #: queued events that make the worker drain at once rather than at its next tick
 WAKE_AT = QUEUE_SIZE // 4
 WAIT_S = 0.5
-# the same bounds for answered sends, kept flat (PUB_ROW fields each)
-_ROWS_MAX = QUEUE_SIZE * PUB_ROW
-_ROWS_WAKE = WAKE_AT * PUB_ROW
+#: a trace message is sent once its records reach this many bytes
+_FILL = MAX_MSG_SIZE - 10_000
 #: batches waiting for the dispatcher's thread; one more is dropped (and its events counted)
 JOBS_MAX = 16
 #: a trace message's body of this many bytes or more is compressed (the inner producer's default
@@ -70,16 +73,12 @@ class TraceProducer(Protocol):
 
     async def shutdown(self) -> None: ...
 
-    async def send_async(self, msg: Message, callback: Callable[[SendResult | None, BaseException | None], None]
-                         | None = None, timeout_ms: int | None = None, *, wait: bool = True) -> Any: ...
+    def start_send(self, msg: Message, callback: Callable[[SendResult | None, BaseException | None], None],
+                   timeout_ms: int | None = None, awaited: bool = True) -> None: ...
 
 
 class TraceDispatcher:
     """Queues trace events and sends them, batched, to the trace topic."""
-
-    #: below this many fields in :attr:`pub_rows` one more row needs neither a drop nor a wake:
-    #: the compiled fast path appends an answered send's row itself (else it calls append_pub)
-    ROWS_QUIET = _ROWS_WAKE - PUB_ROW
 
     def __init__(self, group: str, kind: str, trace_topic: str | None,
                  make_producer: Callable[[str, str], TraceProducer]) -> None:
@@ -95,34 +94,57 @@ class TraceDispatcher:
         self._warned_at = -_WARN_INTERVAL_S
         self._producer: TraceProducer | None = None
         self._task: asyncio.Task[None] | None = None
-        # the thread's side: batches handed to it; its records not yet sent, their size, the age
-        # of the first (only the thread touches these three)
+        # the thread's side: batches handed to it; the records of its next trace message, their
+        # keys, their size, the age of the first, and the messages made (only the thread touches
+        # these five)
         self._jobs: queue.Queue[_Job | None] = queue.Queue(JOBS_MAX)
         self._thread: threading.Thread | None = None
-        self._pending: list[tuple[str, list[str]]] = []  # encoded records, their keys
+        self._pending: list[bytes] = []  # records (UTF-8) of the next trace message
+        self._pending_keys: list[bytes] = []  # their keys, space-separated
         self._pending_size = 0
         self._first_at = 0.0
-        self._sends: set[Any] = set()
+        self._ready: list[tuple[Message, bytes]] = []  # messages made, not yet handed to the loop
+        # the loop's side: trace messages handed to the inner producer and not answered, and the
+        # flushes waiting for none to be left
+        self._sending = 0
+        self._idle: list[asyncio.Future[None]] = []
         self._loop: asyncio.AbstractEventLoop | None = None
-        #: answered sends not yet encoded, flat (:func:`~fastmq.client.trace_data.pub_row`), and
-        #: what names a broker's address for their records (the producer sets it)
-        self.pub_rows: list[Any] = []
-        self.store_host: Callable[[str], str | None] = lambda _broker: None
+        #: answered sends as Pub records (:func:`~fastmq.client.trace_data.pub_row`); never
+        #: rebound (the producer's compiled send path holds it), emptied by each drain
+        self.pub_rows = PubRows(self.trace_topic, group, lambda _broker: None, QUEUE_SIZE, WAKE_AT)
+
+    @property
+    def store_host(self) -> Callable[[Any], str | None]:
+        """What names a broker's address (``null`` when None) for the Pub records; the producer
+        sets it. Asked once per broker name per batch."""
+        return self.pub_rows.store_host
+
+    @store_host.setter
+    def store_host(self, store_host: Callable[[Any], str | None]) -> None:
+        self.pub_rows.store_host = store_host
 
     # ------------------------------------------------------------ the host's side
 
     def append_pub(self, msg: SentMessage, r: SendResult, begin_ms: int) -> None:
         """An answered send (SendMessageTraceHookImpl.sendMessageAfter) of ``msg`` (a Message, or
-        the compiled fast path's entry of an asynchronous send as it ends): its fields only, as
-        strings and numbers; the record is made later, a batch at a time. Counted as dropped
-        beyond the queue's bound, as :meth:`append`."""
-        rows = self.pub_rows
-        n = len(rows)
-        if n >= _ROWS_MAX:
+        the compiled fast path's entry of an asynchronous send as it ends): its Pub record
+        written into :attr:`pub_rows`. Counted as dropped beyond the queue's bound, as
+        :meth:`append`; a record that cannot be made is logged and counted so too (the send
+        is never failed for its trace)."""
+        try:
+            code = pub_row(self.pub_rows, msg, r, begin_ms)
+        except Exception:
+            log.exception("trace record of %s not made", getattr(r, "msg_id", None))
+            code = -1
+        if code:
+            self.pub_added(code)
+
+    def pub_added(self, code: int) -> None:
+        """What :meth:`PubRows.add <fastmq._ext.trace_encode.PubRows.add>` said of a record:
+        1, the rows reached the wake band (drain now); -1, they were full (the record dropped)."""
+        if code < 0:
             self._discard()
-            return
-        pub_row(rows, msg, r, begin_ms)
-        if n < _ROWS_WAKE <= len(rows) and self._loop is not None:
+        elif self._loop is not None:
             self._wake()
 
     def append(self, ctx: TraceContext) -> bool:
@@ -200,18 +222,27 @@ class TraceDispatcher:
 
     async def _flush(self, timeout: float) -> None:
         loop = asyncio.get_running_loop()
-        done = loop.create_future()
+        done: asyncio.Future[None] = loop.create_future()
 
-        def finished() -> None:  # (on the loop, after the bodies the thread handed back before it)
-            if not done.done():
+        def finished() -> None:
+            # (on the loop, once the thread has handed back all it held and those sends are
+            # started): done when no trace send is left unanswered
+            if self._sending:
+                self._idle.append(done)
+            elif not done.done():
                 done.set_result(None)
-        self._drain(flush=True, done=lambda: loop.call_soon_threadsafe(finished))
+
+        def late() -> None:
+            if not done.done():
+                log.warning("trace dispatcher of %s: not all sent within %.1f s", self.group, timeout)
+                done.set_result(None)
+        # (one future and one timer: a flush costs the loop few turns of its own)
+        timer = loop.call_later(timeout, late)
         try:
-            await asyncio.wait_for(asyncio.shield(done), timeout)
-        except asyncio.TimeoutError:
-            log.warning("trace dispatcher of %s: its thread did not finish within %.1f s", self.group, timeout)
-        if self._sends:
-            await asyncio.wait([asyncio.ensure_future(s) for s in list(self._sends)], timeout=timeout)
+            self._drain(flush=True, done=finished)
+            await done
+        finally:
+            timer.cancel()
 
     # ------------------------------------------------------------ the worker
 
@@ -224,22 +255,21 @@ class TraceDispatcher:
                 log.exception("trace dispatch failed")
 
     def _drain(self, flush: bool, done: Callable[[], Any] | None = None) -> None:
-        """Hand what is queued to the thread (``done``: to call on the thread once it has sent
-        everything it holds, after it; ``flush``: hand even nothing, so that it does)."""
-        rows: list[Any] = []
+        """Hand what is queued to the thread (``done``: to call on the loop once the thread has
+        handed back everything it holds and those sends are started; ``flush``: hand even
+        nothing, so that it does)."""
+        rows = self.pub_rows.take() if len(self.pub_rows) else None
         ctxs: list[TraceContext] = []
-        if self.pub_rows:
-            rows, self.pub_rows = self.pub_rows, []
         q = self._queue
         while q:
             ctxs.append(q.popleft())
-        if not (rows or ctxs or flush):
+        if rows is None and not ctxs and not flush:
             return
         try:
             # (a flush, asked for by the host, may wait a moment for the thread to take it)
             self._jobs.put(_Job(rows, ctxs, done), done is not None, 1.0)
         except queue.Full:  # the thread is behind: drop the batch, not the host's time
-            self._discard(len(rows) // PUB_ROW + len(ctxs))
+            self._discard((len(rows) if rows is not None else 0) + len(ctxs))
 
     # ------------------------------------------------------------ the thread
 
@@ -251,35 +281,39 @@ class TraceDispatcher:
                 job = jobs.get(timeout=wait)
             except queue.Empty:  # the first record waited long enough
                 self._pack_safely()
+                self._hand_back(None)
                 continue
             if job is None:
                 self._pack_safely()
+                self._hand_back(None)
                 return
             try:
                 self._encode(job)
             except Exception:  # a bad event, not the dispatcher: the thread goes on
                 log.exception("trace events not encoded")
             if job.done is not None:
-                try:
-                    self._pack()
-                    job.done()
-                except RuntimeError:  # the loop is closed
-                    pass
+                self._pack_safely()
+            self._hand_back(job.done)
 
     def _encode(self, job: _Job) -> None:
-        if job.rows:
-            for data, keys in encode_pub_rows(job.rows, self.trace_topic, self.group, self.store_host):
+        rows = job.rows
+        if rows is not None:
+            i, n = 0, len(rows)
+            while i < n:
+                data, keys, i = rows.chunk(i, _FILL - self._pending_size)
                 self._add(data, keys)
         for ctx in job.contexts:
             if ctx.beans:
-                self._add(encode_context(ctx), trace_keys(ctx))
+                self._add(encode_context(ctx).encode("utf-8", "replace"),
+                          " ".join(trace_keys(ctx)).encode("utf-8", "replace"))
 
-    def _add(self, data: str, keys: list[str]) -> None:
+    def _add(self, data: bytes, keys: bytes) -> None:
         if not self._pending:
             self._first_at = time.monotonic()
-        self._pending.append((data, keys))
+        self._pending.append(data)
+        self._pending_keys.append(keys)
         self._pending_size += len(data)
-        if self._pending_size >= MAX_MSG_SIZE - 10_000:
+        if self._pending_size >= _FILL:
             self._pack()
 
     def _pack_safely(self) -> None:
@@ -289,52 +323,65 @@ class TraceDispatcher:
             log.exception("trace dispatch failed")
 
     def _pack(self) -> None:
-        """A trace message of the records held, handed to the loop to send."""
+        """A trace message of the records held, to be handed to the loop (:meth:`_hand_back`)."""
         if not self._pending:
             return
-        pending, self._pending, self._pending_size = self._pending, [], 0
-        keys: dict[str, None] = {}
-        for _, ks in pending:
-            keys.update(dict.fromkeys(ks))
-        text = "".join(d for d, _ in pending)
-        data = text.encode("utf-8")
+        pending, keys = self._pending, self._pending_keys
+        self._pending, self._pending_keys, self._pending_size = [], [], 0
+        data = b"".join(pending)
         body = CompressedBody(zlib.compress(data, COMPRESS_LEVEL)) if len(data) >= COMPRESS_OVER else data
-        msg = Message(self.trace_topic, body, properties={MessageConst.KEYS: MessageConst.KEY_SEPARATOR.join(keys)})
+        msg = Message(self.trace_topic, body, properties={MessageConst.KEYS: join_keys(b" ".join(keys))})
+        self._ready.append((msg, data[:500]))
+
+    def _hand_back(self, done: Callable[[], Any] | None) -> None:
+        """The messages made since the last call, and ``done`` (run on the loop after they are
+        started), to the loop in one call."""
+        if not self._ready and done is None:
+            return
+        ready, self._ready = self._ready, []
         assert self._loop is not None
         try:
-            self._loop.call_soon_threadsafe(self._send_soon, msg, text[:500])
-        except RuntimeError:  # the loop is closed: nothing can send it any more
-            log.error("send trace data failed, the traceData is %r: the client's loop is closed", text[:500])
+            self._loop.call_soon_threadsafe(self._send_all, ready, done)
+        except RuntimeError:  # the loop is closed: nothing can send them any more
+            for _msg, head in ready:
+                log.error("send trace data failed, the traceData is %r: the client's loop is closed",
+                          head.decode("utf-8", "replace"))
 
-    def _send_soon(self, msg: Message, text: str) -> None:
-        fut = asyncio.ensure_future(self._send(msg, text))
-        self._sends.add(fut)
-        fut.add_done_callback(self._sends.discard)
+    # ------------------------------------------------------------ the loop's sends
 
-    async def _send(self, msg: Message, body: str) -> None:
-        """Sends ``msg`` (``body``: the start of its text, for the log)."""
+    def _send_all(self, ready: list[tuple[Message, bytes]], done: Callable[[], Any] | None) -> None:
+        for msg, head in ready:
+            self._send(msg, head)
+        if done is not None:
+            done()
+
+    def _send(self, msg: Message, head: bytes) -> None:
+        """Start the send of ``msg`` (``head``: the start of its text, for the log)."""
         assert self._producer is not None
+        self._sending += 1
 
-        def done(_r: SendResult | None, exc: BaseException | None) -> None:
+        def sent(_r: SendResult | None, exc: BaseException | None) -> None:
             if exc is not None:
-                log.error("send trace data failed, the traceData is %r: %s", body[:500], exc)
+                log.error("send trace data failed, the traceData is %r: %s", head.decode("utf-8", "replace"), exc)
+            self._sending -= 1
+            if not self._sending and self._idle:
+                idle, self._idle = self._idle, []
+                for f in idle:
+                    if not f.done():
+                        f.set_result(None)
         try:
-            sent = await self._producer.send_async(msg, done, 5000)
-        except Exception as exc:  # refused before it was sent
-            log.error("send trace data failed, the traceData is %r: %s", body[:500], exc)
-            return
-        try:
-            await sent
-        except Exception:
-            pass  # (told to ``done`` above)
+            self._producer.start_send(msg, sent, 5000, False)
+        except Exception as exc:  # (start_send tells its callback of a refusal; this is anything else)
+            sent(None, exc)
 
 
 class _Job:
-    """A batch handed to the dispatcher's thread: Pub rows, trace events, what to call when sent."""
+    """A batch handed to the dispatcher's thread: Pub records, trace events, what to call (on the
+    loop) once it is sent."""
 
     __slots__ = ("rows", "contexts", "done")
 
-    def __init__(self, rows: list[Any], contexts: list[TraceContext], done: Callable[[], Any] | None) -> None:
+    def __init__(self, rows: PubRows | None, contexts: list[TraceContext], done: Callable[[], Any] | None) -> None:
         self.rows = rows
         self.contexts = contexts
         self.done = done

@@ -21,7 +21,7 @@ from typing import Iterable, Iterator, Mapping
 from .._ext.batch import encode_batch_body as _encode_batch_body
 from ..errors import FastMQError, TimerMessageError
 from .java_number import parse_int
-from .message_const import NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR, MessageConst, MessageSysFlag
+from .message_const import NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR, CompressedBody, MessageConst, MessageSysFlag
 from .record_layout import (BATCH_HEAD_FORMAT, BLANK_MAGIC_CODE, BORN_HOST_POS, HEAD_FORMAT, IPV4_HOST_LEN, IPV6_HOST_LEN,
                             MAX_PROPERTIES_LEN, MAX_TOPIC_LEN, MESSAGE_MAGIC_CODE, PHYS_OFFSET_POS, QUEUE_OFFSET_POS,
                             host_len, record_length, store_timestamp_pos)
@@ -29,7 +29,7 @@ from .record_layout import (BATCH_HEAD_FORMAT, BLANK_MAGIC_CODE, BORN_HOST_POS, 
 __all__ = [
     "MessageFormatError", "MessageConst", "MessageSysFlag",
     "MAGIC_V1", "BLANK_MAGIC", "QUEUE_OFFSET_POS", "PHYS_OFFSET_POS",
-    "Message", "MessageExt",
+    "Message", "MessageExt", "CompressedBody",
     "encode_properties", "decode_properties", "java_string_hash", "tags_code",
     "create_offset_msg_id", "decode_offset_msg_id", "body_crc",
     "record_length", "store_timestamp_pos", "encode_record", "decode_record",

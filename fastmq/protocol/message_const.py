@@ -8,7 +8,7 @@ their pure twins from here (docs/ARCHITECTURE.md, "Where each wire fact is decla
 """
 from __future__ import annotations
 
-__all__ = ["MessageConst", "MessageSysFlag", "NAME_VALUE_SEPARATOR", "PROPERTY_SEPARATOR"]
+__all__ = ["MessageConst", "MessageSysFlag", "CompressedBody", "NAME_VALUE_SEPARATOR", "PROPERTY_SEPARATOR"]
 
 #: Between a property's name and its value (MessageDecoder.NAME_VALUE_SEPARATOR).
 NAME_VALUE_SEPARATOR = "\x01"
@@ -63,6 +63,15 @@ class MessageConst:
     TIMER_DEL_UNIQKEY = "TIMER_DEL_UNIQKEY"
     #: Every timer property name starts so: the send fast path hands such a message to the processor.
     TIMER_PREFIX = "TIMER_"
+
+
+class CompressedBody(bytes):
+    """A message body zlib-compressed already (as tryToCompressMessage would): sent as it is,
+    with ``MessageSysFlag.COMPRESSED``, never compressed again, on the producer's compiled first
+    try as on its general path (a trace dispatcher's thread compresses its trace messages so).
+    Also exported by ``fastmq.protocol.message`` and ``fastmq.client.api``."""
+
+    __slots__ = ()
 
 
 class MessageSysFlag:

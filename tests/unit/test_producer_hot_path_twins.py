@@ -378,36 +378,48 @@ _trace_props = st.fixed_dictionaries({}, optional={
 @settings(max_examples=examples(100), deadline=None)
 @given(properties=_trace_props, body=st.binary(min_size=1, max_size=40),
        region=st.sampled_from([None, "DefaultRegion"]), trace_on=st.sampled_from([None, "true", "false", "TRUE"]),
-       status=st.sampled_from(["SEND_OK", "FLUSH_DISK_TIMEOUT"]), filled=st.sampled_from([0, 1, 2]))
+       status=st.sampled_from(["SEND_OK", "FLUSH_DISK_TIMEOUT"]), filled=st.sampled_from([0, 1, 2]),
+       spelled=st.booleans())
 def test_a_traced_async_send_leaves_pub_row_s_fields(produce, properties: dict[str, str], body: bytes,
                                                      region: str | None, trace_on: str | None, status: str,
-                                                     filled: int) -> None:
-    """An asynchronous send of a traced producer, as it ends, leaves in its dispatcher the fields
-    trace_data.pub_row gives for its message and result (the compiled twin writes them itself while
-    the list is below ROWS_QUIET; at and past it, and in the pure twin, append_pub does, with its
-    drop and its wake)."""
-    from fastmq.client.trace_data import PUB_ROW, pub_row
-    from fastmq.client.trace_dispatcher import TraceDispatcher
+                                                     filled: int, spelled: bool) -> None:
+    """An asynchronous send of a traced producer, as it ends, leaves in its dispatcher's pub_rows
+    the record trace_data.pub_row writes for its message and result (the compiled twin writes it
+    by a C call; the pure twin through append_pub), with the drop when they are full and the
+    wake when they reach the wake band."""
+    from fastmq._ext.trace_encode import PubRows
+    from fastmq.client.trace_data import pub_row
+    from fastmq.client.trace_dispatcher import QUEUE_SIZE, WAKE_AT, TraceDispatcher
     loop = asyncio.new_event_loop()
     try:
         d = TraceDispatcher("PG", "PRODUCER", None, lambda g, i: None)  # type: ignore[arg-type, return-value]
-        # below the quiet bound, just at it (a wake), and full (a drop)
-        d.pub_rows = [0] * ((0, TraceDispatcher.ROWS_QUIET, 1024 * PUB_ROW)[filled])
-        before = list(d.pub_rows)
+        d.store_host = {"broker-a": "10.0.0.1:10911"}.get
+        woken: list[int] = []
+        d._loop = loop
+        d._wake = lambda: woken.append(1)  # type: ignore[method-assign]
+        # below the wake band, one below it (this send wakes), and full (a drop)
+        before = (0, WAKE_AT - 1, QUEUE_SIZE)[filled]
         mq = MessageQueue("T", "broker-a", 2)
-        msg = Message("T", body, 0, dict(properties))
+        filler = produce.SendResult("SEND_OK", "F", "O", mq, 1, "R")
+        for _ in range(before):
+            pub_row(d.pub_rows, Message("T", b"x"), filler, 1)
+        # ``spelled``: property names built at run time (not interned: the compiled twin looks them up)
+        msg = Message("T", body, 0, {("".join(list(k)) if spelled else k): v for k, v in properties.items()})
         entry = produce.AsyncSend(_Owner(), msg, mq, "UNIQ", loop, None, None, 3000, 0.0, 3.0)
         entry.tracer, entry.trace_begin_ms = d, 1_700_000_000_000
         result = produce.SendResult(status, "UNIQ", "OFF", mq, 41, region, trace_on)
         entry.finish(result, None)
-        want: list[object] = list(before)
-        if filled < 2:
-            pub_row(want, msg, result, 1_700_000_000_000)
-        got = d.pub_rows
-        assert len(got) == len(want) and d.discarded == (1 if filled == 2 else 0)
-        for i in range(len(before), len(want), PUB_ROW):  # (the answer's wall clock ms apart)
-            assert got[i:i + 1] + got[i + 2:i + PUB_ROW] == want[i:i + 1] + want[i + 2:i + PUB_ROW]
-            assert abs(got[i + 1] - want[i + 1]) < 10_000
+        want = PubRows(d.trace_topic, "PG", d.store_host, QUEUE_SIZE, WAKE_AT)
+        recorded = filled < 2 and pub_row(want, msg, result, 1_700_000_000_000) == 0 and len(want) == 1
+        assert len(d.pub_rows) == before + recorded
+        assert d.discarded == (1 if filled == 2 and region is not None and result.trace_on else 0)
+        assert woken == ([1] if filled == 1 and recorded else [])
+        got = d.pub_rows.chunk(before, 1 << 30)[:2]
+        wanted = want.chunk(0, 1 << 30)[:2]
+        cut = [t.split(b"\x01") for t in (got[0], wanted[0])]  # (the answer's wall clock ms apart)
+        assert [f[:10] + f[11:] for f in cut[0]] == [f[:10] + f[11:] for f in cut[1]] and got[1] == wanted[1]
+        if recorded:
+            assert abs(int(cut[0][10]) - int(cut[1][10])) < 10_000
         assert entry.result() is result
     finally:
         loop.close()

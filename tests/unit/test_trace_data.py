@@ -120,12 +120,10 @@ class _Sink:
     async def shutdown(self) -> None:
         self.stopped = True
 
-    async def send_async(self, msg: Message, callback: Any = None, timeout_ms: int | None = None, *,
-                         wait: bool = True) -> "asyncio.Future[None]":
+    def start_send(self, msg: Message, callback: Any, timeout_ms: int | None = None, awaited: bool = True) -> None:
+        assert not awaited
         self.sent.append(msg)
-        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        fut.set_result(None)
-        return fut
+        asyncio.get_running_loop().call_soon(callback, None, None)  # (answered on a later turn, as a send)
 
 
 async def test_dispatcher_batches_keys_and_drops_when_full(caplog: Any) -> None:
@@ -164,7 +162,7 @@ async def test_answered_sends_are_bounded_and_sent_as_pub_records() -> None:
     await d.flush()
     records = [c for m in sink.sent for c in decode_trace(_text(m))]
     assert [c.beans[0].msg_id for c in records] == [f"U{i}" for i in range(QUEUE_SIZE)]
-    assert {c.beans[0].store_host for c in records} == {"10.0.0.1:10911"} and d.pub_rows == []
+    assert {c.beans[0].store_host for c in records} == {"10.0.0.1:10911"} and len(d.pub_rows) == 0
     keys = {k for m in sink.sent for k in m.properties["KEYS"].split(" ")}
     assert keys == {f"U{i}" for i in range(QUEUE_SIZE)} | {f"k{i}" for i in range(QUEUE_SIZE)}
     await d.shutdown()
@@ -206,31 +204,37 @@ def test_reader_keeps_the_records_of_the_message_and_skips_bad_bodies() -> None:
     assert [r.trace_type for r in got] == ["Pub"] and got[0].client_host == "1.2.3.4:5"
 
 
+def _cost_apart(text: bytes) -> list[list[str]]:
+    """The records of ``text``, each record's costTime (the answer's wall clock) left out."""
+    return [f[:10] + f[11:] for f in (r.split(S) for r in text.decode().split(E) if r)]
+
+
 def test_the_fast_pub_record_is_the_encoders_text() -> None:
+    from fastmq._ext.trace_encode import PubRows, join_keys
     from fastmq.client.producer import SendResult
-    from fastmq.client.trace_data import PUB_ROW, encode_pub_rows, pub_row
+    from fastmq.client.trace_data import pub_row
     from fastmq.protocol.message_queue import MessageQueue
     hosts = {"b": "10.0.0.1:10911"}.get
-    rows: list[object] = []
-    want = []
+    rows = PubRows("RMQ_SYS_TRACE_TOPIC", "pg", hosts, 1024, 256)
+    want, want_keys = [], []
     for props in ({"TAGS": "t", "KEYS": "k1 k2"}, {}, {"TRAN_MSG": "true", "KEYS": " k "}, {"DELAY": "2"}):
         msg = Message("T", b"body", properties=dict(props))
         for status in ("SEND_OK", "FLUSH_DISK_TIMEOUT"):
             r = SendResult(status, "UNIQ", "OFFID", MessageQueue("T", "b", 1), 7, "DefaultRegion")
             ctx = pub_context("pg", msg, "UNIQ", "OFFID", status == "SEND_OK", "DefaultRegion", "10.0.0.1:10911", 100)
             assert ctx is not None
-            ctx.cost_time = 5
-            pub_row(rows, msg, r, 100)
-            rows[-PUB_ROW + 1] = 105  # (the answer's time, fixed for the comparison)
-            want.append((encode_context(ctx), trace_keys(ctx)))
-    assert encode_pub_rows(rows, "RMQ_SYS_TRACE_TOPIC", "pg", hosts) == want
-    # no row without MSG_REGION or with TRACE_ON=false; none encoded for the trace topic itself
-    rows.clear()
+            assert pub_row(rows, msg, r, 100) == 0
+            want.append(encode_context(ctx))
+            want_keys += trace_keys(ctx)
+    text, keys, n = rows.chunk(0, 1 << 20)
+    assert n == len(want) and _cost_apart(text) == _cost_apart("".join(want).encode())
+    assert join_keys(keys) == " ".join(dict.fromkeys(k.strip() for k in want_keys))
+    # no record without MSG_REGION or with TRACE_ON=false; none for the trace topic itself
+    rows = PubRows("T", "pg", hosts, 1024, 256)
     pub_row(rows, Message("T", b""), SendResult("SEND_OK", "U", "O", MessageQueue("T", "b", 1), 7, None), 1)
     pub_row(rows, Message("T", b""), SendResult("SEND_OK", "U", "O", MessageQueue("T", "b", 1), 7, "R", False), 1)
-    assert rows == []
     pub_row(rows, Message("T", b""), SendResult("SEND_OK", "U", "O", MessageQueue("T", "b", 1), 7, "R"), 1)
-    assert len(rows) == PUB_ROW and encode_pub_rows(rows, "T", "pg", hosts) == []
+    assert len(rows) == 0
 
 
 def test_a_compressed_body_is_sent_as_it_is_with_the_compressed_flag() -> None:

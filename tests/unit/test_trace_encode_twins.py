@@ -1,5 +1,6 @@
-"""The trace dispatcher's Pub record encoder: both twins give the same records and keys, and those
-are what the object encoder (``encode_context`` of a Pub context, ``trace_keys``) gives."""
+"""A traced producer's Pub record buffer (``PubRows``) and a trace message's keys (``join_keys``):
+both twins give the same text and keys, and those are what the object encoder
+(``encode_context`` of a Pub context, ``trace_keys``) gives."""
 from __future__ import annotations
 
 import importlib
@@ -17,10 +18,11 @@ _row = st.tuples(st.integers(0, 2**62), st.integers(0, 10**6), st.sampled_from([
                  _text, st.none() | _text, st.none() | st.text(" ak", max_size=8), st.sampled_from(["b1", "b2"]),
                  st.integers(0, 2**31), st.sampled_from([0, 1, 3]), st.none() | _text,
                  st.sampled_from(["SEND_OK", "FLUSH_DISK_TIMEOUT", "SLAVE_NOT_AVAILABLE"]), _text)
+TOPIC = "RMQ_SYS_TRACE_TOPIC"
 
 
-def _twin(kind: str) -> Any:
-    return importlib.import_module(f"fastmq._ext.trace_encode_{kind}").encode_pub_rows
+def _mod(kind: str) -> Any:
+    return importlib.import_module(f"fastmq._ext.trace_encode_{kind}")
 
 
 def _host(broker: str) -> str | None:
@@ -35,20 +37,74 @@ def _want(row: tuple[Any, ...], group: str) -> tuple[str, list[str]]:
     return encode_context(ctx), trace_keys(ctx)
 
 
+def _add(rows: Any, row: tuple[Any, ...]) -> int:
+    begin, cost, topic, msg_id, tags, keys, broker, length, mtype, offset_id, status, region = row
+    return rows.add(begin, begin + cost, topic, msg_id, tags, keys, broker, length, mtype, offset_id,
+                    status == "SEND_OK", region)  # type: ignore[no-any-return]
+
+
+def _words(keys: list[str]) -> str:
+    """What a broker indexes of a trace message's keys: its space-separated words, each once."""
+    return " ".join(dict.fromkeys(w for k in keys for w in k.split(" ") if w))
+
+
 @pytest.mark.parametrize("kind", TWINS)
 @settings(max_examples=40, deadline=None)
-@given(rows=st.lists(_row, max_size=6), group=_text)
-def test_both_twins_write_the_object_encoders_records(kind: str, rows: list[tuple[Any, ...]], group: str) -> None:
-    flat: list[Any] = []
-    for begin, cost, *rest in rows:
-        flat.extend((begin, begin + cost, *rest))
-    want = [_want(r, group) for r in rows if not r[2].startswith("RMQ_SYS_TRACE_TOPIC")]
-    assert _twin(kind)(flat, "RMQ_SYS_TRACE_TOPIC", group, _host) == want
-    assert _twin(kind)(tuple(flat) + (1, 2), "RMQ_SYS_TRACE_TOPIC", group, _host) == want  # (a part row: none)
+@given(rows=st.lists(_row, max_size=8), group=_text, room=st.integers(1, 400))
+def test_both_twins_write_the_object_encoders_records(kind: str, rows: list[tuple[Any, ...]], group: str,
+                                                      room: int) -> None:
+    buf = _mod(kind).PubRows(TOPIC, group, _host, 1024, 3)
+    codes = [_add(buf, r) for r in rows]
+    kept = [r for r in rows if not r[2].startswith(TOPIC)]
+    want = [_want(r, group) for r in kept]
+    assert codes.count(1) == (1 if len(kept) >= 3 else 0) and set(codes) <= {0, 1} and len(buf) == len(kept)
+    text, keys, end = buf.chunk(0, 1 << 40)
+    assert end == len(kept) and text == "".join(d for d, _ in want).encode()
+    assert _mod(kind).join_keys(keys) == _words([k for _, ks in want for k in ks])
+    # cut at ``room`` bytes: each piece reaches it with its last record only (the last piece may not)
+    i, pieces = 0, []
+    while i < len(kept):
+        piece, _, j = buf.chunk(i, room)
+        assert j > i and piece == "".join(d for d, _ in want[i:j]).encode()
+        assert len(piece) - len(want[j - 1][0].encode()) < room and (len(piece) >= room or j == len(kept))
+        pieces.append(piece)
+        i = j
+    assert b"".join(pieces) == text and buf.chunk(len(kept), room) == (b"", b"", len(kept))
+
+
+@pytest.mark.parametrize("kind", TWINS)
+def test_take_moves_the_records_and_asks_the_host_again(kind: str) -> None:
+    asked: list[str] = []
+
+    def host(broker: str) -> str:
+        asked.append(broker)
+        return "h:1"
+    buf = _mod(kind).PubRows(TOPIC, "g", host, 2, 2)
+    row = (5, 2, "T", "M", "t", "k1 k1 k2", "b1", 3, 0, "O", "SEND_OK", "R")
+    assert [_add(buf, row), _add(buf, row), _add(buf, row)] == [0, 1, -1]  # (the third: full, dropped)
+    taken = buf.take()
+    assert len(buf) == 0 and len(taken) == 2 and asked == ["b1"]
+    text, keys, end = taken.chunk(0, 1 << 20)
+    one = "\x01".join(["Pub", "5", "R", "g", "T", "M", "t", "k1 k1 k2", "h:1", "3", "2", "0", "O", "true"]) + "\x02"
+    assert end == 2 and text == 2 * one.encode() and _mod(kind).join_keys(keys) == "M k1 k2"
+    assert _add(buf, row) == 0 and asked == ["b1", "b1"] and buf.chunk(0, 1 << 20)[0] == text[:len(text) // 2]
 
 
 @pytest.mark.parametrize("kind", TWINS)
 def test_a_row_whose_text_is_not_text_is_refused_by_both(kind: str) -> None:
-    row = [1, 2, "T", None, None, None, "b1", 3, 0, "O", "SEND_OK", "R"]  # (no msgId)
+    buf = _mod(kind).PubRows(TOPIC, "g", _host, 8, 4)
     with pytest.raises(TypeError):
-        _twin(kind)(row, "RMQ_SYS_TRACE_TOPIC", "g", _host)
+        buf.add(1, 2, "T", None, None, None, "b1", 3, 0, "O", True, "R")  # (no msgId)
+    with pytest.raises(ValueError):
+        buf.add(1, 2, "T", "M", None, None, "b1", 3, 7, "O", True, "R")  # (no such message type)
+    assert len(buf) == 0 and buf.chunk(0, 10) == (b"", b"", 0)
+
+
+@pytest.mark.parametrize("kind", TWINS)
+def test_text_utf8_cannot_hold_is_written_as_java_writes_it(kind: str) -> None:
+    buf = _mod(kind).PubRows(TOPIC, "gé", _host, 8, 4)
+    buf.add(1, 3, "T", "M\ud800", "ü", None, "b2", 3, 3, None, False, "R")
+    text, keys, _ = buf.chunk(0, 1 << 20)
+    assert text == "\x01".join(["Pub", "1", "R", "gé", "T", "M?", "ü", "null", "null", "3", "2", "3", "null",
+                                "false"]).encode() + b"\x02"
+    assert keys == b"M? " and _mod(kind).join_keys(b"  a b  a \xc3\xbc ") == "a b ü"
