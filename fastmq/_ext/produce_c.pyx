@@ -226,26 +226,26 @@ cdef bint _trace_props(dict props, PyObject** prepared, PyObject** delay, PyObje
     return True
 
 
-cdef _trace_row(AsyncSend e, object result):
+cdef _trace_row(AsyncSend entry, object result):
     """An answered asynchronous send of a traced producer: its Pub record written into its
     dispatcher's ``pub_rows`` (trace_encode_c.PubRows) by a C call, with what
     ``client/trace_data.pub_row`` reads; for anything unusual, and for a drop or a wake, the
     dispatcher is called (``append_pub``, what the pure twin always calls, or ``pub_added``)."""
     cdef SendResult r
-    cdef PubRows rows = e._trace_rows
+    cdef PubRows rows = entry._trace_rows
     cdef PyObject* prepared = NULL
     cdef PyObject* delay = NULL
     cdef PyObject* tags_p = NULL
     cdef PyObject* keys_p = NULL
     cdef int code = 0, mtype = 0
-    tracer = e.tracer
+    tracer = entry.tracer
     if rows is None:  # (an entry the fast path did not start: its tracer's, when it has them)
         held = getattr(tracer, "pub_rows", None)
         if type(held) is PubRows:
             rows = <PubRows>held
-    props = e.properties
-    if rows is None or type(result) is not SendResult or type(props) is not dict or type(e.body) is not bytes:
-        tracer.append_pub(e, result, e.trace_begin_ms)
+    props = entry.properties
+    if rows is None or type(result) is not SendResult or type(props) is not dict or type(entry.body) is not bytes:
+        tracer.append_pub(entry, result, entry.trace_begin_ms)
         return
     r = <SendResult>result
     t = r.trace_switch
@@ -268,11 +268,11 @@ cdef _trace_row(AsyncSend e, object result):
             mtype = 1
         elif level is not None and level:
             mtype = 3
-        code = rows.add_row(e.trace_begin_ms, _now_ms(), e.topic, r.msg_id, tags, keys, r.message_queue.broker_name,
-                            PyBytes_GET_SIZE(e.body), mtype, r.offset_msg_id, status is _SEND_OK or status == _SEND_OK,
+        code = rows.add_row(entry.trace_begin_ms, _now_ms(), entry.topic, r.msg_id, tags, keys,
+                            r.message_queue.broker_name, PyBytes_GET_SIZE(entry.body), mtype, r.offset_msg_id, status is _SEND_OK or status == _SEND_OK,
                             r.region_id)
     except Exception:  # (a field it refuses: append_pub says what, and counts the send's record dropped)
-        tracer.append_pub(e, result, e.trace_begin_ms)
+        tracer.append_pub(entry, result, entry.trace_begin_ms)
         return
     if code != 0:
         tracer.pub_added(code)
