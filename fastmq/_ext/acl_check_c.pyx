@@ -27,7 +27,7 @@ from libc.string cimport memcpy, memset
 
 from .codec_c cimport RemotingCommand, command_code
 
-__all__ = ["HmacKey", "signed", "fast_pass"]
+__all__ = ["HmacKey", "signed", "fast_pass", "Gate"]
 
 cdef extern from *:
     """
@@ -38,11 +38,17 @@ cdef extern from *:
     #endif
     #include <openssl/sha.h>
     """
+    ctypedef unsigned int SHA_LONG
+    # the state is public in sha.h: the MAC closes its two hashes itself (see _close)
     ctypedef struct SHA_CTX:
-        pass
+        SHA_LONG h0, h1, h2, h3, h4
+        SHA_LONG Nl, Nh
+        SHA_LONG data[16]
+        unsigned int num
     int SHA1_Init(SHA_CTX *c) nogil
     int SHA1_Update(SHA_CTX *c, const void *data, size_t length) nogil
     int SHA1_Final(unsigned char *md, SHA_CTX *c) nogil
+    void SHA1_Transform(SHA_CTX *c, const unsigned char *data) nogil
 
 cdef extern from "Python.h":
     const char *PyUnicode_AsUTF8AndSize(object s, Py_ssize_t *size) except NULL
@@ -56,6 +62,7 @@ DEF B64_LEN = 28
 DEF KEY_CACHE = 8
 DEF MAX_FIELDS = 64
 DEF FEED_BUF = 512
+DEF IP_CACHE = 4096
 
 cdef int SEND_MESSAGE_V2 = 310
 cdef int SEND_BATCH_MESSAGE = 320
@@ -140,6 +147,7 @@ cdef class HmacKey:
         """Hash ``body`` after what ``cp`` holds, close the MAC and write it in base64 to ``out``."""
         cdef SHA_CTX c
         cdef unsigned char d[DIGEST]
+        cdef unsigned char blk[BLOCK]
         cdef Py_buffer view
         if body is not None:
             if type(body) is bytes:
@@ -152,10 +160,17 @@ cdef class HmacKey:
                         SHA1_Update(cp, view.buf, <size_t>view.len)
                 finally:
                     PyBuffer_Release(&view)
-        SHA1_Final(d, cp)
+        # the outer hash is one block: the inner digest, its padding and the length of pad + digest
+        # in bits, run on a copy of the outer pad's state (SHA1_Update and SHA1_Final would copy
+        # it through the context's buffer and wipe that buffer after)
+        _close(cp, blk)
+        blk[DIGEST] = 0x80
+        memset(&blk[DIGEST + 1], 0, BLOCK - DIGEST - 1 - 2)
+        blk[BLOCK - 2] = ((BLOCK + DIGEST) * 8) >> 8
+        blk[BLOCK - 1] = ((BLOCK + DIGEST) * 8) & 0xff
         memcpy(&c, &self.outer, sizeof(SHA_CTX))
-        SHA1_Update(&c, d, DIGEST)
-        SHA1_Final(d, &c)
+        SHA1_Transform(&c, blk)
+        _put_digest(&c, d)
         _b64_digest(d, out)
         return 0
 
@@ -175,6 +190,41 @@ cdef class HmacKey:
         for i in range(B64_LEN):  # constant time: no early exit on the first difference
             diff |= (<unsigned char>mine[i]) ^ theirs[i]
         return diff == 0
+
+
+cdef inline void _put32(unsigned char *p, SHA_LONG v) noexcept:
+    p[0] = (v >> 24) & 0xff
+    p[1] = (v >> 16) & 0xff
+    p[2] = (v >> 8) & 0xff
+    p[3] = v & 0xff
+
+
+cdef inline void _put_digest(const SHA_CTX *c, unsigned char *d) noexcept:
+    _put32(d, c.h0)
+    _put32(d + 4, c.h1)
+    _put32(d + 8, c.h2)
+    _put32(d + 12, c.h3)
+    _put32(d + 16, c.h4)
+
+
+cdef void _close(SHA_CTX *c, unsigned char *d) noexcept:
+    """SHA1_Final, the digest written to ``d``: the padding (0x80, zeros, the length in bits,
+    big-endian) in the context's own buffer, as OpenSSL does, without its wipe of that buffer
+    afterwards (it holds the request's last bytes, no secret)."""
+    cdef unsigned char *p = <unsigned char *>c.data
+    cdef unsigned int n = c.num
+    p[n] = 0x80
+    n += 1
+    if n > BLOCK - 8:
+        memset(&p[n], 0, BLOCK - n)
+        SHA1_Transform(c, p)
+        n = 0
+    memset(&p[n], 0, BLOCK - 8 - n)
+    _put32(&p[BLOCK - 8], c.Nh)
+    _put32(&p[BLOCK - 4], c.Nl)
+    SHA1_Transform(c, p)
+    c.num = 0
+    _put_digest(c, d)
 
 
 cdef void _b64_digest(const unsigned char *d, char *out) noexcept:
@@ -385,6 +435,10 @@ def fast_pass(list requests, Py_ssize_t start, str ip, dict accounts):
     ``ip``, whose signature is right and whose permissions allow it. Every other request, and one
     whose fields cannot be hashed, stops the pass. The caller has checked the global white
     addresses."""
+    return _run(requests, start, ip, accounts)
+
+
+cdef Py_ssize_t _run(list requests, Py_ssize_t start, object ip, dict accounts) except -1:
     cdef Py_ssize_t i = start
     cdef object r
     cdef int code
@@ -403,3 +457,59 @@ def fast_pass(list requests, Py_ssize_t start, str ip, dict accounts):
             return i
         i += 1
     return max(start, PyList_GET_SIZE(requests))
+
+
+@cython.auto_pickle(False)  # a server's gate, never sent anywhere
+cdef class Gate:
+    """The per-read part of a server's ACL gate (the check in front of its dispatcher): one C call
+    per read, where a Python method cost as much as the signature check it leads to.
+
+    ``manager`` gives ``global_white`` (white-address matchers: a peer that matches one is let
+    through unchecked) and ``fast`` (the accounts as :func:`fast_pass` reads them), both read at
+    each call (a reload replaces them). A read whose requests are all plainly allowed goes to
+    ``handler(conn, requests)`` as it is; else :meth:`general` gets it with the index of the first
+    request :func:`fast_pass` could not pass. A subclass gives :meth:`general` and
+    :meth:`peer_ip` (a connection's ``remote_addr`` -> its IP, remembered per address)."""
+    cdef readonly object manager
+    cdef readonly object handler
+    cdef dict _ips
+
+    def __init__(self, manager, handler):
+        self.manager = manager
+        self.handler = handler
+        self._ips = {}
+
+    def __call__(self, conn, list requests not None):
+        cdef object addr = conn.remote_addr
+        cdef PyObject *p = PyDict_GetItemWithError(self._ips, addr)
+        cdef object ip, manager, white, fast
+        cdef Py_ssize_t i
+        if p != NULL:
+            ip = <object>p
+        else:
+            if len(self._ips) >= IP_CACHE:  # bounded: connections come and go
+                self._ips.clear()
+            ip = self.peer_ip(addr)
+            self._ips[addr] = ip
+        manager = self.manager
+        white = manager.global_white
+        if white:  # 4.9.8's first check: a globally white peer is not checked at all
+            for match in white:
+                if match(ip):
+                    self.handler(conn, requests)
+                    return
+        fast = manager.fast
+        i = _run(requests, 0, ip, <dict?>fast)
+        if i >= PyList_GET_SIZE(requests):
+            self.handler(conn, requests)
+        else:
+            self.general(conn, requests, i, ip)
+
+    def peer_ip(self, remote_addr):
+        """``remote_addr`` (``ip:port``) -> the peer's IP as the white addresses are matched against."""
+        raise NotImplementedError("the subclass normalises a peer's address")
+
+    def general(self, conn, list requests, Py_ssize_t start, ip):
+        """Decide ``requests[start:]`` (the first of them not plainly allowed) and pass on what is
+        allowed, with ``requests[:start]``."""
+        raise NotImplementedError("the subclass decides what the fast pass did not")
