@@ -10,7 +10,9 @@ sort, a join, the body copied behind the header bytes and three calls into ``hma
 * :class:`HmacKey` keeps SHA-1's state after the key's inner and outer pads, so a request costs
   one struct copy and OpenSSL's SHA-1 over the content (no key set-up, no copy of the body);
 * the sorted order of the last few field sets is kept, so a request whose fields are the same
-  keys in the same order (every send of one producer) costs one pass over its dict, no sort;
+  keys in the same order (every send of one producer) costs one pass over its dict, no sort; the
+  places of the fields the check reads (AccessKey, Signature, the topic) are kept with it, so
+  they are taken from that pass, not looked up;
 * :func:`fast_pass` takes a connection's requests of one read and passes the leading ones that
   are plainly allowed (signed sends, batch sends and pulls by an account that may), in 4.9.8's
   order of checks; it stops at the first it cannot pass, for the general check
@@ -20,10 +22,11 @@ cimport cython
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
 from cpython.dict cimport PyDict_GetItemWithError, PyDict_Next
-from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE
+from cpython.list cimport PyList_Append, PyList_GET_ITEM, PyList_GET_SIZE
+from cpython.sequence cimport PySequence_DelItem
 from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_GET_SIZE
 from cpython.object cimport PyObject
-from libc.string cimport memcpy, memset
+from libc.string cimport memcmp, memcpy, memset
 
 from .codec_c cimport RemotingCommand, command_code
 
@@ -53,8 +56,11 @@ cdef extern from *:
 cdef extern from "Python.h":
     const char *PyUnicode_AsUTF8AndSize(object s, Py_ssize_t *size) except NULL
     bint PyUnicode_IS_ASCII(object s)
+    bint PyUnicode_CheckExact(PyObject *o)
     void *PyUnicode_DATA(object s)
     Py_ssize_t PyUnicode_GET_LENGTH(object s)
+    int PyUnicode_KIND(object s)
+    Py_ssize_t PyDict_GET_SIZE(object d)
 
 DEF BLOCK = 64
 DEF DIGEST = 20
@@ -78,8 +84,17 @@ cdef str TRACE_TOPIC = "RMQ_SYS_TRACE_TOPIC"
 cdef const char *B64 = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
 
 # the last field sets seen, newest last: (broker side, keys in the dict's order, the positions of
-# the values to hash in that order as bytes)
+# the values to hash in that order as bytes, the positions of the fields the check reads as bytes,
+# 255 for an absent one, or None when a key is not an exact str)
 cdef list _orders = []
+# the fields the check reads, in the order of their positions in an _orders entry
+cdef enum:
+    AT_ACCESS_KEY = 0
+    AT_SIGNATURE = 1
+    AT_B = 2
+    AT_TOPIC = 3
+    AT_GROUP = 4
+    ABSENT = 255
 
 
 @cython.final
@@ -138,9 +153,29 @@ cdef class HmacKey:
         return out[:B64_LEN].decode("ascii")
 
     cdef int _mac_b64(self, dict fields, object body, bint broker_side, char *out) except -1:
+        cdef Walk w
+        return self._mac_walked(fields, &w if _walk(&w, fields) else NULL, NULL, body, broker_side, out)
+
+    cdef int _mac_walked(self, dict fields, Walk *w, PyObject *entry, object body, bint broker_side,
+                         char *out) except -1:
+        """:meth:`_mac_b64` of fields already walked (``w``, NULL when there are too many to
+        remember), with their remembered entry when known (``entry``, else NULL)."""
         cdef SHA_CTX c
+        cdef Feed f
         memcpy(&c, &self.inner, sizeof(SHA_CTX))
-        _update_fields(&c, fields, broker_side)
+        f.c = &c
+        f.used = 0
+        if w == NULL:  # hundreds of fields: not worth remembering, sorted each time
+            for key in _signed_keys(fields, broker_side):
+                _update_str(&f, fields[key])
+        else:
+            if entry == NULL:
+                entry = _recall(w, broker_side)
+            if entry == NULL:
+                entry = _remember(w, fields, broker_side)
+            _gather(&f, w, entry)
+        if f.used:
+            SHA1_Update(&c, f.buf, f.used)
         return self._finish(&c, body, out)
 
     cdef int _finish(self, SHA_CTX *cp, object body, char *out) except -1:
@@ -175,14 +210,19 @@ cdef class HmacKey:
         return 0
 
     cdef bint _matches(self, dict fields, object body) except -1:
-        cdef PyObject *g = PyDict_GetItemWithError(fields, SIGNATURE)
+        cdef Walk w
+        cdef Walk *wp = &w if _walk(&w, fields) else NULL
+        return self._matches_walked(fields, wp, _recall(wp, True) if wp != NULL else NULL, body)
+
+    cdef bint _matches_walked(self, dict fields, Walk *w, PyObject *entry, object body) except -1:
+        cdef PyObject *g = _spot(fields, w, entry, AT_SIGNATURE, SIGNATURE)
         cdef char mine[B64_LEN]
         cdef const unsigned char *theirs
         cdef unsigned char diff = 0
         cdef int i
         if g == NULL or type(<object>g) is not str:
             return False
-        self._mac_b64(fields, body, True, mine)
+        self._mac_walked(fields, w, entry, body, True, mine)
         # a signature that is not 28 ASCII characters cannot be base64 of 20 bytes
         if not PyUnicode_IS_ASCII(<object>g) or PyUnicode_GET_LENGTH(<object>g) != B64_LEN:
             return False
@@ -286,44 +326,44 @@ cdef list _signed_keys(dict fields, bint broker_side):
     return keys
 
 
-cdef int _update_fields(SHA_CTX *c, dict fields, bint broker_side) except -1:
-    """Hash the values of ``fields`` in key order, signature fields left out."""
-    cdef Feed f
-    f.c = c
-    f.used = 0
-    _gather_fields(&f, fields, broker_side)
-    if f.used:
-        SHA1_Update(c, f.buf, f.used)
-    return 0
+# a request's fields as its dict holds them, borrowed: no Python code runs while they are used
+cdef struct Walk:
+    Py_ssize_t n
+    bint plain  # every key an exact str
+    PyObject *keys[MAX_FIELDS]
+    PyObject *values[MAX_FIELDS]
+
+
+cdef bint _walk(Walk *w, dict fields) noexcept:
+    """``fields``' keys and values in its order into ``w``; False when there are more than
+    MAX_FIELDS (then they are not remembered: sorted each time, looked up in the dict)."""
+    cdef Py_ssize_t pos = 0, i = 0
+    cdef PyObject *pk = NULL
+    cdef PyObject *pv = NULL
+    if PyDict_GET_SIZE(fields) > MAX_FIELDS:
+        return False
+    w.plain = True
+    while PyDict_Next(fields, &pos, &pk, &pv):
+        w.keys[i] = pk
+        w.values[i] = pv
+        if not PyUnicode_CheckExact(pk):
+            w.plain = False
+        i += 1
+    w.n = i
+    return True
 
 
 @cython.boundscheck(False)
 @cython.wraparound(False)
-cdef int _gather_fields(Feed *c, dict fields, bint broker_side) except -1:
-    global _orders
-    cdef PyObject *keys[MAX_FIELDS]
-    cdef PyObject *values[MAX_FIELDS]
-    cdef PyObject *pk = NULL
-    cdef PyObject *pv = NULL
+cdef PyObject *_recall(Walk *w, bint broker_side) noexcept:
+    """The remembered entry (borrowed) of a field set seen before, its keys in the same order
+    (every send of one producer), else NULL. The entries are read in place."""
     cdef PyObject *entry
     cdef PyObject *known
     cdef PyObject *k
-    cdef Py_ssize_t pos = 0, i = 0, j, m, n = len(fields)
-    cdef bytes perm
-    cdef const unsigned char *order
+    cdef PyObject **keys = w.keys
+    cdef Py_ssize_t i, j, m = PyList_GET_SIZE(_orders), n = w.n
     cdef bint same
-    if n > MAX_FIELDS:  # hundreds of fields: not worth remembering, sorted each time
-        for key in _signed_keys(fields, broker_side):
-            _update_str(c, fields[key])
-        return 0
-    while PyDict_Next(fields, &pos, &pk, &pv):
-        keys[i] = pk
-        values[i] = pv
-        i += 1
-    # a field set seen before, its keys in the same order (every send of one producer): the
-    # remembered permutation gives the sorted order without a sort or a lookup. The entries are
-    # read in place (borrowed: no Python code runs while they are held)
-    m = PyList_GET_SIZE(_orders)
     for j in range(m - 1, -1, -1):
         entry = PyList_GET_ITEM(_orders, j)
         known = PyTuple_GET_ITEM(<object>entry, 1)
@@ -333,27 +373,66 @@ cdef int _gather_fields(Feed *c, dict fields, bint broker_side) except -1:
         same = True
         for i in range(n):
             k = PyTuple_GET_ITEM(<object>known, i)
-            # keys are the codec's interned strings: identity nearly always decides
-            if k != keys[i] and not (type(<object>keys[i]) is str and type(<object>k) is str
-                                     and (<str>(<object>keys[i])) == (<str>(<object>k))):
+            # keys are the codec's cached strings: identity nearly always decides
+            if k != keys[i] and not (PyUnicode_CheckExact(keys[i]) and PyUnicode_CheckExact(k)
+                                     and _same_str(keys[i], k)):
                 same = False
                 break
         if same:
-            order = <const unsigned char *>PyBytes_AS_STRING(<object>PyTuple_GET_ITEM(<object>entry, 2))
-            for i in range(PyBytes_GET_SIZE(<object>PyTuple_GET_ITEM(<object>entry, 2))):
-                _update_str(c, <object>values[order[i]])
             if j != m - 1:  # the newest first next time (several producers' field sets alternate)
-                _orders.append(_orders.pop(j))
-            return 0
-    where = {<object>keys[i]: i for i in range(n)}
-    ordered = _signed_keys(fields, broker_side)
-    perm = bytes([where[key] for key in ordered])
-    for i in range(len(ordered)):
-        _update_str(c, <object>values[(<const unsigned char *>PyBytes_AS_STRING(perm))[i]])
-    if m >= KEY_CACHE:
+                PyList_Append(_orders, <object>entry)  # (the list holds it twice for a moment)
+                PySequence_DelItem(_orders, j)
+            return PyList_GET_ITEM(_orders, PyList_GET_SIZE(_orders) - 1)
+    return NULL
+
+
+cdef inline bint _same_str(PyObject *a, PyObject *b) noexcept:
+    """Two exact str equal as str.__eq__ finds them (same length, kind and code points)."""
+    cdef Py_ssize_t n = PyUnicode_GET_LENGTH(<object>a)
+    cdef int kind = PyUnicode_KIND(<object>a)
+    return (n == PyUnicode_GET_LENGTH(<object>b) and kind == PyUnicode_KIND(<object>b)
+            and memcmp(PyUnicode_DATA(<object>a), PyUnicode_DATA(<object>b), <size_t>(n * kind)) == 0)
+
+
+cdef PyObject *_remember(Walk *w, dict fields, bint broker_side) except NULL:
+    """Remember a new field set (the oldest of KEY_CACHE goes): its entry, borrowed."""
+    cdef Py_ssize_t n = w.n
+    keys = [<object>w.keys[i] for i in range(n)]
+    where = {keys[i]: i for i in range(n)}
+    perm = bytes([where[key] for key in _signed_keys(fields, broker_side)])
+    spots = None
+    if w.plain:
+        spots = bytes([where.get(name, ABSENT) for name in (ACCESS_KEY, SIGNATURE, "b", "topic", "consumerGroup")])
+    if PyList_GET_SIZE(_orders) >= KEY_CACHE:
         del _orders[0]
-    _orders.append((broker_side, tuple([<object>keys[i] for i in range(n)]), perm))
+    _orders.append((broker_side, tuple(keys), perm, spots))
+    return PyList_GET_ITEM(_orders, PyList_GET_SIZE(_orders) - 1)
+
+
+@cython.boundscheck(False)
+@cython.wraparound(False)
+cdef int _gather(Feed *c, Walk *w, PyObject *entry) except -1:
+    """Feed the walked values in the remembered entry's order."""
+    cdef object perm = <object>PyTuple_GET_ITEM(<object>entry, 2)
+    cdef const unsigned char *order = <const unsigned char *>PyBytes_AS_STRING(perm)
+    cdef Py_ssize_t i
+    for i in range(PyBytes_GET_SIZE(perm)):
+        _update_str(c, <object>w.values[order[i]])
     return 0
+
+
+cdef PyObject *_spot(dict fields, Walk *w, PyObject *entry, int at, str name) except? NULL:
+    """The value of the field ``name`` (``at`` its place among an entry's positions), NULL when
+    absent: from the walk where the entry knows where it is (a lookup in the decoder's dict, made
+    for any keys, compares our key with its own by a rich comparison), else from the dict."""
+    cdef object spots
+    cdef unsigned char k
+    if entry != NULL:
+        spots = <object>PyTuple_GET_ITEM(<object>entry, 3)
+        if spots is not None:
+            k = (<const unsigned char *>PyBytes_AS_STRING(spots))[at]
+            return NULL if k == ABSENT else w.values[k]
+    return PyDict_GetItemWithError(fields, name)
 
 
 def signed(HmacKey key, dict fields, body):
@@ -370,9 +449,9 @@ cdef inline int _perm_of(object perms, object resource, int default) except? -2:
     return default if p == NULL else <int>(<object>p)
 
 
-cdef inline object _plain_topic(dict ext, str key):
+cdef inline object _plain_topic(dict ext, Walk *w, PyObject *entry, int at, str key):
     """The topic in ``key``, or None when absent, not a str or a retry topic (a group's)."""
-    cdef PyObject *p = PyDict_GetItemWithError(ext, key)
+    cdef PyObject *p = _spot(ext, w, entry, at, key)
     if p == NULL or type(<object>p) is not str or (<str>(<object>p)).startswith(RETRY_PREFIX):
         return None
     return <object>p
@@ -384,9 +463,16 @@ cdef bint _passes(RemotingCommand req, int code, object ip, dict accounts) excep
     cdef tuple acc
     cdef object topic, group, white, perms
     cdef int mine
+    cdef Walk walk
+    cdef Walk *w
+    cdef PyObject *e
     if type(ext) is not dict:
         return False
-    p = PyDict_GetItemWithError(<dict>ext, ACCESS_KEY)
+    # the fields are walked once: a field set seen before says where the fields the check reads
+    # are, and in which order the MAC hashes them
+    w = &walk if _walk(&walk, <dict>ext) else NULL
+    e = _recall(w, True) if w != NULL else NULL
+    p = _spot(<dict>ext, w, e, AT_ACCESS_KEY, ACCESS_KEY)
     if p == NULL or type(<object>p) is not str:
         return False
     p = PyDict_GetItemWithError(accounts, <object>p)
@@ -395,20 +481,24 @@ cdef bint _passes(RemotingCommand req, int code, object ip, dict accounts) excep
     acc = <tuple>p
     # (key, white, admin, default topic perm, default group perm, perms)
     white = acc[1]
-    if white is not None and white(ip):
-        return False  # allowed unsigned: the general check says so
+    if white is not None:
+        if white(ip):
+            return False  # allowed unsigned: the general check says so
+        # the matcher is Python code: nothing borrowed before it is trusted after it
+        w = &walk if _walk(&walk, <dict>ext) else NULL
+        e = _recall(w, True) if w != NULL else NULL
     topic = group = None
     if code == SEND_MESSAGE_V2:
-        topic = _plain_topic(<dict>ext, "b")
+        topic = _plain_topic(<dict>ext, w, e, AT_B, "b")
         if topic is None:
             return False
     elif code == PULL_MESSAGE:
-        topic = _plain_topic(<dict>ext, "topic")
-        p = PyDict_GetItemWithError(<dict>ext, "consumerGroup")
+        topic = _plain_topic(<dict>ext, w, e, AT_TOPIC, "topic")
+        p = _spot(<dict>ext, w, e, AT_GROUP, "consumerGroup")
         if topic is None or p == NULL or type(<object>p) is not str:
             return False
         group = RETRY_PREFIX + <str>(<object>p)
-    if not (<HmacKey>acc[0])._matches(<dict>ext, req.body):
+    if not (<HmacKey>acc[0])._matches_walked(<dict>ext, w, e, req.body):
         return False
     if code == SEND_BATCH_MESSAGE:  # 4.9.8 names no resource for it: signed is enough
         return True
