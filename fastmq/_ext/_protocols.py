@@ -232,8 +232,17 @@ class HmacKeyProto(Protocol):
     def sign_content(self, content: bytes, body: Any) -> str: ...
 
 
+class GateProto(Protocol):
+    """The per-read part of a server's ACL gate; a subclass gives ``peer_ip`` and ``general``."""
+
+    def __call__(self, conn: Any, requests: list[Any]) -> None: ...
+    def peer_ip(self, remote_addr: str) -> str: ...
+    def general(self, conn: Any, requests: list[Any], start: int, ip: str) -> None: ...
+
+
 class AclCheckModule(Protocol):
     HmacKey: type
+    Gate: type
 
     def signed(self, key: Any, fields: dict[str, str], body: Any) -> bool: ...
     def fast_pass(self, requests: list[Any], start: int, ip: str, accounts: dict[str, tuple[Any, ...]]) -> int: ...
@@ -430,7 +439,7 @@ class ProduceModule(Protocol):
 
 #: stem -> (protocol of the module, {class name: protocol of its instances}) for every compiled module.
 TWINS: dict[str, tuple[type, dict[str, type]]] = {
-    "acl_check": (AclCheckModule, {"HmacKey": HmacKeyProto}),
+    "acl_check": (AclCheckModule, {"HmacKey": HmacKeyProto, "Gate": GateProto}),
     "batch": (BatchModule, {}),
     "codec": (CodecModule, {"RemotingCommand": RemotingCommandProto, "FrameDecoder": FrameDecoderProto}),
     "end_transaction": (EndTransactionModule, {}),

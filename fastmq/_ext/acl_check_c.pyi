@@ -1,7 +1,9 @@
 """Type stub of the compiled ACL check (same contract as ``acl_check_py``)."""
-from typing import Any, final
+from typing import Any, Callable, final
 
-__all__ = ["HmacKey", "signed", "fast_pass"]
+from typing_extensions import disjoint_base
+
+__all__ = ["HmacKey", "signed", "fast_pass", "Gate"]
 
 @final
 class HmacKey:
@@ -11,3 +13,14 @@ class HmacKey:
 
 def signed(key: HmacKey, fields: dict[str, str], body: Any) -> bool: ...
 def fast_pass(requests: list[Any], start: int, ip: str, accounts: dict[str, tuple[Any, ...]]) -> int: ...
+
+@disjoint_base  # a C layout of its own: a subclass cannot also derive from another such class
+class Gate:
+    @property
+    def manager(self) -> Any: ...
+    @property
+    def handler(self) -> Callable[[Any, list[Any]], None]: ...
+    def __init__(self, manager: Any, handler: Callable[[Any, list[Any]], None]) -> None: ...
+    def __call__(self, conn: Any, requests: list[Any]) -> None: ...
+    def peer_ip(self, remote_addr: str) -> str: ...
+    def general(self, conn: Any, requests: list[Any], start: int, ip: str) -> None: ...

@@ -10,7 +10,9 @@ sort, a join, the body copied behind the header bytes and three calls into ``hma
 * :class:`HmacKey` keeps SHA-1's state after the key's inner and outer pads, so a request costs
   one struct copy and OpenSSL's SHA-1 over the content (no key set-up, no copy of the body);
 * the sorted order of the last few field sets is kept, so a request whose fields are the same
-  keys in the same order (every send of one producer) costs one pass over its dict, no sort;
+  keys in the same order (every send of one producer) costs one pass over its dict, no sort; the
+  places of the fields the check reads (AccessKey, Signature, the topic) are kept with it, so
+  they are taken from that pass, not looked up;
 * :func:`fast_pass` takes a connection's requests of one read and passes the leading ones that
   are plainly allowed (signed sends, batch sends and pulls by an account that may), in 4.9.8's
   order of checks; it stops at the first it cannot pass, for the general check
@@ -20,14 +22,15 @@ cimport cython
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
 from cpython.dict cimport PyDict_GetItemWithError, PyDict_Next
-from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE
+from cpython.list cimport PyList_Append, PyList_GET_ITEM, PyList_GET_SIZE
+from cpython.sequence cimport PySequence_DelItem
 from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_GET_SIZE
 from cpython.object cimport PyObject
-from libc.string cimport memcpy, memset
+from libc.string cimport memcmp, memcpy, memset
 
 from .codec_c cimport RemotingCommand, command_code
 
-__all__ = ["HmacKey", "signed", "fast_pass"]
+__all__ = ["HmacKey", "signed", "fast_pass", "Gate"]
 
 cdef extern from *:
     """
@@ -38,17 +41,26 @@ cdef extern from *:
     #endif
     #include <openssl/sha.h>
     """
+    ctypedef unsigned int SHA_LONG
+    # the state is public in sha.h: the MAC closes its two hashes itself (see _close)
     ctypedef struct SHA_CTX:
-        pass
+        SHA_LONG h0, h1, h2, h3, h4
+        SHA_LONG Nl, Nh
+        SHA_LONG data[16]
+        unsigned int num
     int SHA1_Init(SHA_CTX *c) nogil
     int SHA1_Update(SHA_CTX *c, const void *data, size_t length) nogil
     int SHA1_Final(unsigned char *md, SHA_CTX *c) nogil
+    void SHA1_Transform(SHA_CTX *c, const unsigned char *data) nogil
 
 cdef extern from "Python.h":
     const char *PyUnicode_AsUTF8AndSize(object s, Py_ssize_t *size) except NULL
     bint PyUnicode_IS_ASCII(object s)
+    bint PyUnicode_CheckExact(PyObject *o)
     void *PyUnicode_DATA(object s)
     Py_ssize_t PyUnicode_GET_LENGTH(object s)
+    int PyUnicode_KIND(object s)
+    Py_ssize_t PyDict_GET_SIZE(object d)
 
 DEF BLOCK = 64
 DEF DIGEST = 20
@@ -56,6 +68,7 @@ DEF B64_LEN = 28
 DEF KEY_CACHE = 8
 DEF MAX_FIELDS = 64
 DEF FEED_BUF = 512
+DEF IP_CACHE = 4096
 
 cdef int SEND_MESSAGE_V2 = 310
 cdef int SEND_BATCH_MESSAGE = 320
@@ -71,8 +84,17 @@ cdef str TRACE_TOPIC = "RMQ_SYS_TRACE_TOPIC"
 cdef const char *B64 = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
 
 # the last field sets seen, newest last: (broker side, keys in the dict's order, the positions of
-# the values to hash in that order as bytes)
+# the values to hash in that order as bytes, the positions of the fields the check reads as bytes,
+# 255 for an absent one, or None when a key is not an exact str)
 cdef list _orders = []
+# the fields the check reads, in the order of their positions in an _orders entry
+cdef enum:
+    AT_ACCESS_KEY = 0
+    AT_SIGNATURE = 1
+    AT_B = 2
+    AT_TOPIC = 3
+    AT_GROUP = 4
+    ABSENT = 255
 
 
 @cython.final
@@ -131,15 +153,36 @@ cdef class HmacKey:
         return out[:B64_LEN].decode("ascii")
 
     cdef int _mac_b64(self, dict fields, object body, bint broker_side, char *out) except -1:
+        cdef Walk w
+        return self._mac_walked(fields, &w if _walk(&w, fields) else NULL, NULL, body, broker_side, out)
+
+    cdef int _mac_walked(self, dict fields, Walk *w, PyObject *entry, object body, bint broker_side,
+                         char *out) except -1:
+        """:meth:`_mac_b64` of fields already walked (``w``, NULL when there are too many to
+        remember), with their remembered entry when known (``entry``, else NULL)."""
         cdef SHA_CTX c
+        cdef Feed f
         memcpy(&c, &self.inner, sizeof(SHA_CTX))
-        _update_fields(&c, fields, broker_side)
+        f.c = &c
+        f.used = 0
+        if w == NULL:  # hundreds of fields: not worth remembering, sorted each time
+            for key in _signed_keys(fields, broker_side):
+                _update_str(&f, fields[key])
+        else:
+            if entry == NULL:
+                entry = _recall(w, broker_side)
+            if entry == NULL:
+                entry = _remember(w, fields, broker_side)
+            _gather(&f, w, entry)
+        if f.used:
+            SHA1_Update(&c, f.buf, f.used)
         return self._finish(&c, body, out)
 
     cdef int _finish(self, SHA_CTX *cp, object body, char *out) except -1:
         """Hash ``body`` after what ``cp`` holds, close the MAC and write it in base64 to ``out``."""
         cdef SHA_CTX c
         cdef unsigned char d[DIGEST]
+        cdef unsigned char blk[BLOCK]
         cdef Py_buffer view
         if body is not None:
             if type(body) is bytes:
@@ -152,22 +195,34 @@ cdef class HmacKey:
                         SHA1_Update(cp, view.buf, <size_t>view.len)
                 finally:
                     PyBuffer_Release(&view)
-        SHA1_Final(d, cp)
+        # the outer hash is one block: the inner digest, its padding and the length of pad + digest
+        # in bits, run on a copy of the outer pad's state (SHA1_Update and SHA1_Final would copy
+        # it through the context's buffer and wipe that buffer after)
+        _close(cp, blk)
+        blk[DIGEST] = 0x80
+        memset(&blk[DIGEST + 1], 0, BLOCK - DIGEST - 1 - 2)
+        blk[BLOCK - 2] = ((BLOCK + DIGEST) * 8) >> 8
+        blk[BLOCK - 1] = ((BLOCK + DIGEST) * 8) & 0xff
         memcpy(&c, &self.outer, sizeof(SHA_CTX))
-        SHA1_Update(&c, d, DIGEST)
-        SHA1_Final(d, &c)
+        SHA1_Transform(&c, blk)
+        _put_digest(&c, d)
         _b64_digest(d, out)
         return 0
 
     cdef bint _matches(self, dict fields, object body) except -1:
-        cdef PyObject *g = PyDict_GetItemWithError(fields, SIGNATURE)
+        cdef Walk w
+        cdef Walk *wp = &w if _walk(&w, fields) else NULL
+        return self._matches_walked(fields, wp, _recall(wp, True) if wp != NULL else NULL, body)
+
+    cdef bint _matches_walked(self, dict fields, Walk *w, PyObject *entry, object body) except -1:
+        cdef PyObject *g = _spot(fields, w, entry, AT_SIGNATURE, SIGNATURE)
         cdef char mine[B64_LEN]
         cdef const unsigned char *theirs
         cdef unsigned char diff = 0
         cdef int i
         if g == NULL or type(<object>g) is not str:
             return False
-        self._mac_b64(fields, body, True, mine)
+        self._mac_walked(fields, w, entry, body, True, mine)
         # a signature that is not 28 ASCII characters cannot be base64 of 20 bytes
         if not PyUnicode_IS_ASCII(<object>g) or PyUnicode_GET_LENGTH(<object>g) != B64_LEN:
             return False
@@ -175,6 +230,41 @@ cdef class HmacKey:
         for i in range(B64_LEN):  # constant time: no early exit on the first difference
             diff |= (<unsigned char>mine[i]) ^ theirs[i]
         return diff == 0
+
+
+cdef inline void _put32(unsigned char *p, SHA_LONG v) noexcept:
+    p[0] = (v >> 24) & 0xff
+    p[1] = (v >> 16) & 0xff
+    p[2] = (v >> 8) & 0xff
+    p[3] = v & 0xff
+
+
+cdef inline void _put_digest(const SHA_CTX *c, unsigned char *d) noexcept:
+    _put32(d, c.h0)
+    _put32(d + 4, c.h1)
+    _put32(d + 8, c.h2)
+    _put32(d + 12, c.h3)
+    _put32(d + 16, c.h4)
+
+
+cdef void _close(SHA_CTX *c, unsigned char *d) noexcept:
+    """SHA1_Final, the digest written to ``d``: the padding (0x80, zeros, the length in bits,
+    big-endian) in the context's own buffer, as OpenSSL does, without its wipe of that buffer
+    afterwards (it holds the request's last bytes, no secret)."""
+    cdef unsigned char *p = <unsigned char *>c.data
+    cdef unsigned int n = c.num
+    p[n] = 0x80
+    n += 1
+    if n > BLOCK - 8:
+        memset(&p[n], 0, BLOCK - n)
+        SHA1_Transform(c, p)
+        n = 0
+    memset(&p[n], 0, BLOCK - 8 - n)
+    _put32(&p[BLOCK - 8], c.Nh)
+    _put32(&p[BLOCK - 4], c.Nl)
+    SHA1_Transform(c, p)
+    c.num = 0
+    _put_digest(c, d)
 
 
 cdef void _b64_digest(const unsigned char *d, char *out) noexcept:
@@ -236,44 +326,44 @@ cdef list _signed_keys(dict fields, bint broker_side):
     return keys
 
 
-cdef int _update_fields(SHA_CTX *c, dict fields, bint broker_side) except -1:
-    """Hash the values of ``fields`` in key order, signature fields left out."""
-    cdef Feed f
-    f.c = c
-    f.used = 0
-    _gather_fields(&f, fields, broker_side)
-    if f.used:
-        SHA1_Update(c, f.buf, f.used)
-    return 0
+# a request's fields as its dict holds them, borrowed: no Python code runs while they are used
+cdef struct Walk:
+    Py_ssize_t n
+    bint plain  # every key an exact str
+    PyObject *keys[MAX_FIELDS]
+    PyObject *values[MAX_FIELDS]
+
+
+cdef bint _walk(Walk *w, dict fields) noexcept:
+    """``fields``' keys and values in its order into ``w``; False when there are more than
+    MAX_FIELDS (then they are not remembered: sorted each time, looked up in the dict)."""
+    cdef Py_ssize_t pos = 0, i = 0
+    cdef PyObject *pk = NULL
+    cdef PyObject *pv = NULL
+    if PyDict_GET_SIZE(fields) > MAX_FIELDS:
+        return False
+    w.plain = True
+    while PyDict_Next(fields, &pos, &pk, &pv):
+        w.keys[i] = pk
+        w.values[i] = pv
+        if not PyUnicode_CheckExact(pk):
+            w.plain = False
+        i += 1
+    w.n = i
+    return True
 
 
 @cython.boundscheck(False)
 @cython.wraparound(False)
-cdef int _gather_fields(Feed *c, dict fields, bint broker_side) except -1:
-    global _orders
-    cdef PyObject *keys[MAX_FIELDS]
-    cdef PyObject *values[MAX_FIELDS]
-    cdef PyObject *pk = NULL
-    cdef PyObject *pv = NULL
+cdef PyObject *_recall(Walk *w, bint broker_side) noexcept:
+    """The remembered entry (borrowed) of a field set seen before, its keys in the same order
+    (every send of one producer), else NULL. The entries are read in place."""
     cdef PyObject *entry
     cdef PyObject *known
     cdef PyObject *k
-    cdef Py_ssize_t pos = 0, i = 0, j, m, n = len(fields)
-    cdef bytes perm
-    cdef const unsigned char *order
+    cdef PyObject **keys = w.keys
+    cdef Py_ssize_t i, j, m = PyList_GET_SIZE(_orders), n = w.n
     cdef bint same
-    if n > MAX_FIELDS:  # hundreds of fields: not worth remembering, sorted each time
-        for key in _signed_keys(fields, broker_side):
-            _update_str(c, fields[key])
-        return 0
-    while PyDict_Next(fields, &pos, &pk, &pv):
-        keys[i] = pk
-        values[i] = pv
-        i += 1
-    # a field set seen before, its keys in the same order (every send of one producer): the
-    # remembered permutation gives the sorted order without a sort or a lookup. The entries are
-    # read in place (borrowed: no Python code runs while they are held)
-    m = PyList_GET_SIZE(_orders)
     for j in range(m - 1, -1, -1):
         entry = PyList_GET_ITEM(_orders, j)
         known = PyTuple_GET_ITEM(<object>entry, 1)
@@ -283,27 +373,66 @@ cdef int _gather_fields(Feed *c, dict fields, bint broker_side) except -1:
         same = True
         for i in range(n):
             k = PyTuple_GET_ITEM(<object>known, i)
-            # keys are the codec's interned strings: identity nearly always decides
-            if k != keys[i] and not (type(<object>keys[i]) is str and type(<object>k) is str
-                                     and (<str>(<object>keys[i])) == (<str>(<object>k))):
+            # keys are the codec's cached strings: identity nearly always decides
+            if k != keys[i] and not (PyUnicode_CheckExact(keys[i]) and PyUnicode_CheckExact(k)
+                                     and _same_str(keys[i], k)):
                 same = False
                 break
         if same:
-            order = <const unsigned char *>PyBytes_AS_STRING(<object>PyTuple_GET_ITEM(<object>entry, 2))
-            for i in range(PyBytes_GET_SIZE(<object>PyTuple_GET_ITEM(<object>entry, 2))):
-                _update_str(c, <object>values[order[i]])
             if j != m - 1:  # the newest first next time (several producers' field sets alternate)
-                _orders.append(_orders.pop(j))
-            return 0
-    where = {<object>keys[i]: i for i in range(n)}
-    ordered = _signed_keys(fields, broker_side)
-    perm = bytes([where[key] for key in ordered])
-    for i in range(len(ordered)):
-        _update_str(c, <object>values[(<const unsigned char *>PyBytes_AS_STRING(perm))[i]])
-    if m >= KEY_CACHE:
+                PyList_Append(_orders, <object>entry)  # (the list holds it twice for a moment)
+                PySequence_DelItem(_orders, j)
+            return PyList_GET_ITEM(_orders, PyList_GET_SIZE(_orders) - 1)
+    return NULL
+
+
+cdef inline bint _same_str(PyObject *a, PyObject *b) noexcept:
+    """Two exact str equal as str.__eq__ finds them (same length, kind and code points)."""
+    cdef Py_ssize_t n = PyUnicode_GET_LENGTH(<object>a)
+    cdef int kind = PyUnicode_KIND(<object>a)
+    return (n == PyUnicode_GET_LENGTH(<object>b) and kind == PyUnicode_KIND(<object>b)
+            and memcmp(PyUnicode_DATA(<object>a), PyUnicode_DATA(<object>b), <size_t>(n * kind)) == 0)
+
+
+cdef PyObject *_remember(Walk *w, dict fields, bint broker_side) except NULL:
+    """Remember a new field set (the oldest of KEY_CACHE goes): its entry, borrowed."""
+    cdef Py_ssize_t n = w.n
+    keys = [<object>w.keys[i] for i in range(n)]
+    where = {keys[i]: i for i in range(n)}
+    perm = bytes([where[key] for key in _signed_keys(fields, broker_side)])
+    spots = None
+    if w.plain:
+        spots = bytes([where.get(name, ABSENT) for name in (ACCESS_KEY, SIGNATURE, "b", "topic", "consumerGroup")])
+    if PyList_GET_SIZE(_orders) >= KEY_CACHE:
         del _orders[0]
-    _orders.append((broker_side, tuple([<object>keys[i] for i in range(n)]), perm))
+    _orders.append((broker_side, tuple(keys), perm, spots))
+    return PyList_GET_ITEM(_orders, PyList_GET_SIZE(_orders) - 1)
+
+
+@cython.boundscheck(False)
+@cython.wraparound(False)
+cdef int _gather(Feed *c, Walk *w, PyObject *entry) except -1:
+    """Feed the walked values in the remembered entry's order."""
+    cdef object perm = <object>PyTuple_GET_ITEM(<object>entry, 2)
+    cdef const unsigned char *order = <const unsigned char *>PyBytes_AS_STRING(perm)
+    cdef Py_ssize_t i
+    for i in range(PyBytes_GET_SIZE(perm)):
+        _update_str(c, <object>w.values[order[i]])
     return 0
+
+
+cdef PyObject *_spot(dict fields, Walk *w, PyObject *entry, int at, str name) except? NULL:
+    """The value of the field ``name`` (``at`` its place among an entry's positions), NULL when
+    absent: from the walk where the entry knows where it is (a lookup in the decoder's dict, made
+    for any keys, compares our key with its own by a rich comparison), else from the dict."""
+    cdef object spots
+    cdef unsigned char k
+    if entry != NULL:
+        spots = <object>PyTuple_GET_ITEM(<object>entry, 3)
+        if spots is not None:
+            k = (<const unsigned char *>PyBytes_AS_STRING(spots))[at]
+            return NULL if k == ABSENT else w.values[k]
+    return PyDict_GetItemWithError(fields, name)
 
 
 def signed(HmacKey key, dict fields, body):
@@ -320,9 +449,9 @@ cdef inline int _perm_of(object perms, object resource, int default) except? -2:
     return default if p == NULL else <int>(<object>p)
 
 
-cdef inline object _plain_topic(dict ext, str key):
+cdef inline object _plain_topic(dict ext, Walk *w, PyObject *entry, int at, str key):
     """The topic in ``key``, or None when absent, not a str or a retry topic (a group's)."""
-    cdef PyObject *p = PyDict_GetItemWithError(ext, key)
+    cdef PyObject *p = _spot(ext, w, entry, at, key)
     if p == NULL or type(<object>p) is not str or (<str>(<object>p)).startswith(RETRY_PREFIX):
         return None
     return <object>p
@@ -334,9 +463,16 @@ cdef bint _passes(RemotingCommand req, int code, object ip, dict accounts) excep
     cdef tuple acc
     cdef object topic, group, white, perms
     cdef int mine
+    cdef Walk walk
+    cdef Walk *w
+    cdef PyObject *e
     if type(ext) is not dict:
         return False
-    p = PyDict_GetItemWithError(<dict>ext, ACCESS_KEY)
+    # the fields are walked once: a field set seen before says where the fields the check reads
+    # are, and in which order the MAC hashes them
+    w = &walk if _walk(&walk, <dict>ext) else NULL
+    e = _recall(w, True) if w != NULL else NULL
+    p = _spot(<dict>ext, w, e, AT_ACCESS_KEY, ACCESS_KEY)
     if p == NULL or type(<object>p) is not str:
         return False
     p = PyDict_GetItemWithError(accounts, <object>p)
@@ -345,20 +481,24 @@ cdef bint _passes(RemotingCommand req, int code, object ip, dict accounts) excep
     acc = <tuple>p
     # (key, white, admin, default topic perm, default group perm, perms)
     white = acc[1]
-    if white is not None and white(ip):
-        return False  # allowed unsigned: the general check says so
+    if white is not None:
+        if white(ip):
+            return False  # allowed unsigned: the general check says so
+        # the matcher is Python code: nothing borrowed before it is trusted after it
+        w = &walk if _walk(&walk, <dict>ext) else NULL
+        e = _recall(w, True) if w != NULL else NULL
     topic = group = None
     if code == SEND_MESSAGE_V2:
-        topic = _plain_topic(<dict>ext, "b")
+        topic = _plain_topic(<dict>ext, w, e, AT_B, "b")
         if topic is None:
             return False
     elif code == PULL_MESSAGE:
-        topic = _plain_topic(<dict>ext, "topic")
-        p = PyDict_GetItemWithError(<dict>ext, "consumerGroup")
+        topic = _plain_topic(<dict>ext, w, e, AT_TOPIC, "topic")
+        p = _spot(<dict>ext, w, e, AT_GROUP, "consumerGroup")
         if topic is None or p == NULL or type(<object>p) is not str:
             return False
         group = RETRY_PREFIX + <str>(<object>p)
-    if not (<HmacKey>acc[0])._matches(<dict>ext, req.body):
+    if not (<HmacKey>acc[0])._matches_walked(<dict>ext, w, e, req.body):
         return False
     if code == SEND_BATCH_MESSAGE:  # 4.9.8 names no resource for it: signed is enough
         return True
@@ -385,6 +525,10 @@ def fast_pass(list requests, Py_ssize_t start, str ip, dict accounts):
     ``ip``, whose signature is right and whose permissions allow it. Every other request, and one
     whose fields cannot be hashed, stops the pass. The caller has checked the global white
     addresses."""
+    return _run(requests, start, ip, accounts)
+
+
+cdef Py_ssize_t _run(list requests, Py_ssize_t start, object ip, dict accounts) except -1:
     cdef Py_ssize_t i = start
     cdef object r
     cdef int code
@@ -403,3 +547,59 @@ def fast_pass(list requests, Py_ssize_t start, str ip, dict accounts):
             return i
         i += 1
     return max(start, PyList_GET_SIZE(requests))
+
+
+@cython.auto_pickle(False)  # a server's gate, never sent anywhere
+cdef class Gate:
+    """The per-read part of a server's ACL gate (the check in front of its dispatcher): one C call
+    per read, where a Python method cost as much as the signature check it leads to.
+
+    ``manager`` gives ``global_white`` (white-address matchers: a peer that matches one is let
+    through unchecked) and ``fast`` (the accounts as :func:`fast_pass` reads them), both read at
+    each call (a reload replaces them). A read whose requests are all plainly allowed goes to
+    ``handler(conn, requests)`` as it is; else :meth:`general` gets it with the index of the first
+    request :func:`fast_pass` could not pass. A subclass gives :meth:`general` and
+    :meth:`peer_ip` (a connection's ``remote_addr`` -> its IP, remembered per address)."""
+    cdef readonly object manager
+    cdef readonly object handler
+    cdef dict _ips
+
+    def __init__(self, manager, handler):
+        self.manager = manager
+        self.handler = handler
+        self._ips = {}
+
+    def __call__(self, conn, list requests not None):
+        cdef object addr = conn.remote_addr
+        cdef PyObject *p = PyDict_GetItemWithError(self._ips, addr)
+        cdef object ip, manager, white, fast
+        cdef Py_ssize_t i
+        if p != NULL:
+            ip = <object>p
+        else:
+            if len(self._ips) >= IP_CACHE:  # bounded: connections come and go
+                self._ips.clear()
+            ip = self.peer_ip(addr)
+            self._ips[addr] = ip
+        manager = self.manager
+        white = manager.global_white
+        if white:  # 4.9.8's first check: a globally white peer is not checked at all
+            for match in white:
+                if match(ip):
+                    self.handler(conn, requests)
+                    return
+        fast = manager.fast
+        i = _run(requests, 0, ip, <dict?>fast)
+        if i >= PyList_GET_SIZE(requests):
+            self.handler(conn, requests)
+        else:
+            self.general(conn, requests, i, ip)
+
+    def peer_ip(self, remote_addr):
+        """``remote_addr`` (``ip:port``) -> the peer's IP as the white addresses are matched against."""
+        raise NotImplementedError("the subclass normalises a peer's address")
+
+    def general(self, conn, list requests, Py_ssize_t start, ip):
+        """Decide ``requests[start:]`` (the first of them not plainly allowed) and pass on what is
+        allowed, with ``requests[:start]``."""
+        raise NotImplementedError("the subclass decides what the fast pass did not")

@@ -4,15 +4,16 @@ The signature is HMAC-SHA1 under the account's secret of the values of the reque
 fields in key order (``Signature`` left out, and on the broker ``_UNIQUE_KEY_QUERY`` too), UTF-8,
 then the body; ``Signature`` carries it in base64 (RocketMQ 4.9.8's AclUtils). :func:`fast_pass`
 passes the leading requests of one read that are plainly allowed; the general check in
-``fastmq.remoting.acl`` decides the rest and words the refusals.
+``fastmq.remoting.acl`` decides the rest and words the refusals; :class:`Gate` is the per-read
+part of that gate.
 """
 from __future__ import annotations
 
 import base64
 import hmac
-from typing import Any
+from typing import Any, Callable
 
-__all__ = ["HmacKey", "signed", "fast_pass"]
+__all__ = ["HmacKey", "signed", "fast_pass", "Gate"]
 
 _SIGNATURE = "Signature"
 _UNIQUE_MSG_QUERY_FLAG = "_UNIQUE_KEY_QUERY"
@@ -21,6 +22,7 @@ _RETRY_PREFIX = "%RETRY%"
 _TRACE_TOPIC = "RMQ_SYS_TRACE_TOPIC"
 _SEND_MESSAGE_V2, _SEND_BATCH_MESSAGE, _PULL_MESSAGE = 310, 320, 11
 _DENY, _PUB, _SUB = 1, 4, 8
+_IP_CACHE = 4096
 
 
 class HmacKey:
@@ -139,3 +141,50 @@ def fast_pass(requests: list[Any], start: int, ip: str, accounts: dict[str, tupl
         except (TypeError, ValueError):  # a field that cannot be hashed: the general check words it
             return i
     return max(start, n)
+
+
+class Gate:
+    """The per-read part of a server's ACL gate (the check in front of its dispatcher): one C call
+    per read in the compiled twin, where a Python method cost as much as the signature check it
+    leads to.
+
+    ``manager`` gives ``global_white`` (white-address matchers: a peer that matches one is let
+    through unchecked) and ``fast`` (the accounts as :func:`fast_pass` reads them), both read at
+    each call (a reload replaces them). A read whose requests are all plainly allowed goes to
+    ``handler(conn, requests)`` as it is; else :meth:`general` gets it with the index of the first
+    request :func:`fast_pass` could not pass. A subclass gives :meth:`general` and
+    :meth:`peer_ip` (a connection's ``remote_addr`` -> its IP, remembered per address)."""
+
+    def __init__(self, manager: Any, handler: Callable[[Any, list[Any]], None]) -> None:
+        self.manager = manager
+        self.handler = handler
+        self._ips: dict[str, str] = {}
+
+    def __call__(self, conn: Any, requests: list[Any]) -> None:
+        addr = conn.remote_addr
+        ip = self._ips.get(addr)
+        if ip is None:
+            if len(self._ips) >= _IP_CACHE:  # bounded: connections come and go
+                self._ips.clear()
+            ip = self._ips[addr] = self.peer_ip(addr)
+        manager = self.manager
+        white = manager.global_white
+        if white:  # 4.9.8's first check: a globally white peer is not checked at all
+            for match in white:
+                if match(ip):
+                    self.handler(conn, requests)
+                    return
+        i = fast_pass(requests, 0, ip, manager.fast)
+        if i >= len(requests):
+            self.handler(conn, requests)
+        else:
+            self.general(conn, requests, i, ip)
+
+    def peer_ip(self, remote_addr: str) -> str:
+        """``remote_addr`` (``ip:port``) -> the peer's IP as the white addresses are matched against."""
+        raise NotImplementedError("the subclass normalises a peer's address")
+
+    def general(self, conn: Any, requests: list[Any], start: int, ip: str) -> None:
+        """Decide ``requests[start:]`` (the first of them not plainly allowed) and pass on what is
+        allowed, with ``requests[:start]``."""
+        raise NotImplementedError("the subclass decides what the fast pass did not")

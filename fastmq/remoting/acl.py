@@ -38,7 +38,7 @@ from typing import Any, Callable
 
 import yaml  # type: ignore[import-untyped]  # no stubs in the venv; safe_load/safe_dump only
 
-from .._ext.acl_check import HmacKey, fast_pass, signed
+from .._ext.acl_check import Gate, HmacKey, fast_pass, signed
 from ..common.server_log import RepeatedLog
 from ..common.acl_signer import ACCESS_KEY
 from ..errors import ConfigError
@@ -534,37 +534,34 @@ class PlainPermissionManager:
         self._write(target, data)
 
 
-class AccessGate:
+class AccessGate(Gate):
     """The check in front of a server's dispatcher: requests that pass go on, the others are
-    answered SYSTEM_ERROR with 4.9.8's text (a oneway one is dropped)."""
+    answered SYSTEM_ERROR with 4.9.8's text (a oneway one is dropped).
 
-    def __init__(self, manager: PlainPermissionManager, handler: Callable[[Connection, list[RemotingCommand]], None]
-                 ) -> None:
-        self.manager = manager
-        self.handler = handler
+    A read's plainly allowed run of requests is passed by the compiled :class:`Gate` in one call
+    (peer IP, global white addresses, then ``fast_pass``); from the first request it cannot pass,
+    :meth:`general` decides each in turn with the general check."""
+
+    manager: PlainPermissionManager
+
+    def __init__(self, manager: PlainPermissionManager,
+                 handler: Callable[[Connection, list[RemotingCommand]], None]) -> None:
+        super().__init__(manager, handler)
         self.refused = 0
-        # peers' normalised IPs by "ip:port" (parsing one costs more than the rest of a check)
-        self._ips: dict[str, str] = {}
 
-    def __call__(self, conn: Connection, requests: list[RemotingCommand]) -> None:
+    def peer_ip(self, remote_addr: str) -> str:
+        """The peer's normalised IP (parsing one costs more than the rest of a check: the gate
+        remembers them per address)."""
+        return _peer_ip(remote_addr)
+
+    def general(self, conn: Connection, requests: list[RemotingCommand], start: int, ip: str) -> None:
+        """Decide ``requests[start:]`` one by one (after each, the compiled check passes the next
+        plainly allowed run at once); answer the refused, pass ``requests[:start]`` and the allowed on."""
         manager = self.manager
         addr = conn.remote_addr
-        ip = self._ips.get(addr)
-        if ip is None:
-            if len(self._ips) >= 4096:  # bounded: connections come and go
-                self._ips.clear()
-            ip = self._ips[addr] = _peer_ip(addr)
-        if manager.global_white and manager.white_listed(ip):  # (no call when there are none)
-            self.handler(conn, requests)
-            return
-        # the compiled check passes the plainly allowed run of requests at once; the first it
-        # cannot pass is decided (and a refusal worded) by the general check, then on again
         fast = manager.fast
         n = len(requests)
-        i = fast_pass(requests, 0, ip, fast)
-        if i == n:
-            self.handler(conn, requests)
-            return
+        i = start
         passed = requests[:i]
         answers: list[RemotingCommand] = []
         while i < n:

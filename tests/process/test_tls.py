@@ -297,6 +297,53 @@ def test_slave_syncs_from_its_master_over_tls(tmp_path: Path, certs) -> None:
             assert master.stop() == 0
 
 
+def test_slave_reads_its_client_certificate_again_for_each_ha_connection(tmp_path: Path, certs) -> None:
+    """A master that needs client certificates (``tls.server.need.client.auth=require``, trusting
+    one certificate) and a slave whose ``tls.client.*`` files hold another at start: its HA
+    connections are refused and the master's sends wait for a slave in vain. The slave's files
+    are then replaced by the trusted certificate, without a restart: its next HA connection
+    presents it, and the sends are acknowledged by the slave."""
+    live = tmp_path / "live"
+    live.mkdir()
+    cert, key = live / "client.crt", live / "client.key"
+    shutil.copy(certs["other_cert"], cert)
+    shutil.copy(certs["other_key"], key)
+    server = {"tls.server.mode": "enforcing", "tls.enable": "true", "tls.server.certPath": certs["server_cert"],
+              "tls.server.keyPath": certs["server_key"], "tls.config.file": tmp_path / "absent", "haTlsEnable": "true"}
+    trusted = client_context()
+    trusted.load_cert_chain(str(certs["client_cert"]), str(certs["client_key"]))
+    with _namesrv(tmp_path, certs, "enforcing") as ns:
+        master = broker_process(tmp_path, ns.addr, brokerRole="SYNC_MASTER",
+                                **{**server, "tls.server.need.client.auth": "require",
+                                   "tls.server.trustCertPath": certs["client_cert"]}).start()
+        try:
+            with Producer("TlsSlaveCertP", client_config=ClientConfig(namesrv_addr=ns.addr, tls=trusted)) as p:
+                assert p.send(Message("TlsSlaveCertTopic", b"x")).status == "SLAVE_NOT_AVAILABLE"  # no slave yet
+                d = tmp_path / "slave"
+                d.mkdir()
+                conf = (master.workdir / "broker.conf").read_text()
+                ha = next(line.split("=", 1)[1] for line in conf.splitlines() if line.startswith("haListenPort="))
+                with broker_process(d, ns.addr, brokerId=1, brokerRole="SLAVE", haMasterAddress=f"127.0.0.1:{ha}",
+                                    **server, **{"tls.client.certPath": cert, "tls.client.keyPath": key}) as slave:
+                    # refused while it presents the untrusted certificate (a few attempts, 1 s apart)
+                    deadline = time.monotonic() + 4
+                    while time.monotonic() < deadline:
+                        status = p.send(Message("TlsSlaveCertTopic", b"y")).status
+                        assert status != "SEND_OK", (master.output()[-2500:], slave.output()[-2500:])
+                        time.sleep(0.2)
+                    assert slave.alive()
+                    time.sleep(0.02)  # (a new mtime)
+                    shutil.copy(certs["client_cert"], cert)
+                    shutil.copy(certs["client_key"], key)
+                    deadline = time.monotonic() + 30
+                    while status != "SEND_OK" and time.monotonic() < deadline:
+                        status = p.send(Message("TlsSlaveCertTopic", b"z")).status
+                    assert status == "SEND_OK", (master.output()[-2500:], slave.output()[-2500:])
+                    assert "HA client TLS certificate reloaded" in slave.output()
+        finally:
+            assert master.stop() == 0
+
+
 async def test_config_rewrite_keeps_the_tls_keys(tmp_path: Path, certs) -> None:
     """UPDATE_BROKER_CONFIG rewrites the -c file: its tls.* keys stay in it (the next start is
     still TLS), and GET_BROKER_CONFIG does not show the key password."""

@@ -121,3 +121,65 @@ def test_remembered_key_orders_stay_right_as_field_sets_alternate() -> None:
         for fields in sets[:: 1 if turn % 2 == 0 else -1] + sets[:3]:
             for broker_side in (True, False):
                 assert key.sign(fields, b"body", broker_side) == _reference(fields, b"body", b"SecretKey9", broker_side)
+
+
+def _gate_class(mod):
+    class Recording(mod.Gate):
+        """A gate whose general check only records where the fast pass stopped."""
+
+        def __init__(self, manager, handler) -> None:
+            super().__init__(manager, handler)
+            self.seen: list = []
+            self.normalised: list = []
+
+        def peer_ip(self, remote_addr):
+            self.normalised.append(remote_addr)
+            return remote_addr.rpartition(":")[0]
+
+        def general(self, conn, requests, start, ip):
+            self.seen.append(("general", start, ip, len(requests)))
+    return Recording
+
+
+class _Manager:
+    def __init__(self, fast, white) -> None:
+        self.fast = fast
+        self.global_white = white
+
+
+class _Conn:
+    def __init__(self, addr: str) -> None:
+        self.remote_addr = addr
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(scenario(), st.sampled_from([[], [lambda ip: False], [lambda ip: ip == "10.0.0.1"]]))
+def test_both_gates_hand_a_read_on_alike(s, white) -> None:
+    """The per-read gate: a globally white peer goes straight to the handler; else the fast pass
+    decides, the whole read to the handler or the rest to ``general`` from the same index."""
+    accounts, secrets_of, reqs, ip = s
+    got = []
+    for mod in (acl_check_c, acl_check_py):
+        table = {ak: (mod.HmacKey(secrets_of[ak]),) + acc[1:] for ak, acc in accounts.items()}
+        handed: list = []
+        gate = _gate_class(mod)(_Manager(table, white), lambda conn, r: handed.append(("handler", len(r))))
+        for _ in range(2):  # the second read finds the peer's IP remembered
+            gate(_Conn(f"{ip}:4000"), reqs)
+        assert gate.normalised == [f"{ip}:4000"]
+        got.append((handed, gate.seen))
+    assert got[0] == got[1]
+    handed, seen = got[0]
+    white_listed = any(m(ip) for m in white)
+    want = len(reqs) if white_listed else acl_check_py.fast_pass(reqs, 0, ip, {
+        ak: (acl_check_py.HmacKey(secrets_of[ak]),) + acc[1:] for ak, acc in accounts.items()})
+    if want == len(reqs):
+        assert handed == [("handler", len(reqs))] * 2 and seen == []
+    else:
+        assert handed == [] and seen == [("general", want, ip, len(reqs))] * 2
+
+
+@pytest.mark.parametrize("mod", [acl_check_c, acl_check_py], ids=["c", "py"])
+def test_a_gate_needs_its_subclass(mod) -> None:
+    gate = mod.Gate(_Manager({}, []), lambda conn, r: None)
+    with pytest.raises(NotImplementedError):
+        gate(_Conn("127.0.0.1:1"), [])
