@@ -206,6 +206,9 @@ class DrivenLoop:
         self._wanted = 0  # user threads asking the background thread to give the loop up
         self._waiters = 0  # user threads waiting on work another thread's drive runs
         self._released = time.monotonic()
+        # when the caller's post runs a turn for the calls in _posted, whatever their number
+        # (_released plus grace_s, as the first of them was posted: see post)
+        self._turn_by = self._released
         self._posted: list[tuple[Callable[..., Any], tuple[Any, ...]]] = []  # by drivers, for the next turn
         self._crossed: list[tuple[Callable[..., Any], tuple[Any, ...]]] = []
         self._cross_scheduled = False
@@ -529,8 +532,18 @@ class DrivenLoop:
 
     def post(self, fn: Callable[..., Any], *args: Any) -> None:
         """Have the loop call ``fn(*args)`` soon, in order, without waiting for it. The driving
-        caller runs a turn of the loop every TURN_EVERY posts; the rest wait for the next turn
-        (a user's next call, or the background thread within GRACE_S)."""
+        caller runs a turn of the loop once TURN_EVERY posts have gathered, or once the first of
+        them has waited ``grace_s``; the rest wait for the next turn (a user's next call, or the
+        background thread within GRACE_S).
+
+        The time bound is for a caller that posts more often than ``grace_s`` but fewer than
+        TURN_EVERY in it (a send_async every 100 µs, say): the background thread never finds
+        the loop idle for its grace, so without it a send waited for the TURN_EVERY-th post
+        after it (3.2 ms at 10,000 a second, 29 ms at 1,100), and its frame for the turn after
+        that (issue 33: 4.7 ms from send_async to the socket at 10,000 a second, measured by
+        benchmarks/probes/e2e_hops.py; 0.8 ms with the bound). The clock read is the one
+        ``_give_back`` already made (when the caller's previous call gave the loop back): no
+        clock read of its own per post."""
         if not self._take():
             self.cross(fn, *args)
             return
@@ -545,10 +558,20 @@ class DrivenLoop:
             posted.append((fn, args))  # (a list append: a Handle a call cost more than the call)
             if len(posted) == 1:
                 self.loop.call_soon(self._run_posted)
-            if len(posted) >= TURN_EVERY:
+                # (_released: about now for a caller posting on; see above)
+                self._turn_by = self._released + self.grace_s
+            if len(posted) >= TURN_EVERY or self._released >= self._turn_by:
                 callbacks = self.callbacks
                 callbacks.defer = self.defer_callbacks
                 try:
+                    # The posted calls run before the turn's pass, not in it: what they schedule
+                    # (a connection's flush of the frames they queued) then runs in this pass,
+                    # where it used to wait for the next turn (another TURN_EVERY posts)
+                    asyncio._set_running_loop(self.loop)
+                    try:
+                        self._run_posted()
+                    finally:
+                        asyncio._set_running_loop(None)
                     self._turn()
                 finally:
                     callbacks.defer = False
