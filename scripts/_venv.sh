@@ -15,7 +15,9 @@ inputs="$(ls pyproject.toml setup.py fastmq/_ext/*.pyx fastmq/_ext/*.pxd fastmq/
 want="$(cat $inputs | sha1sum | cut -c1-40)-${FASTMQ_NO_EXTENSIONS:-}"
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
     echo "fastmq: installing into $VENV (builds the extensions)" >&2
-    "$VENV/bin/python" -m pip install -q --upgrade pip >&2
+    # setuptools too: the one venv bundles (65 on Python 3.11) cannot read pyproject.toml's license
+    # expression, and CONTRIBUTING's and bench_ab.sh's `setup.py build_ext --inplace` use the venv's own
+    "$VENV/bin/python" -m pip install -q --upgrade pip "setuptools>=77" >&2
     "$VENV/bin/python" -m pip install -q -e ".[test,spark]" >&2
     echo "$want" > "$stamp"
 fi
