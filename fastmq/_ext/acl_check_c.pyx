@@ -554,9 +554,9 @@ cdef class Gate:
     """The per-read part of a server's ACL gate (the check in front of its dispatcher): one C call
     per read, where a Python method cost as much as the signature check it leads to.
 
-    ``manager`` gives ``global_white`` (white-address matchers: a peer that matches one is let
-    through unchecked) and ``fast`` (the accounts as :func:`fast_pass` reads them), both read at
-    each call (a reload replaces them). A read whose requests are all plainly allowed goes to
+    ``manager`` gives ``global_white`` (white-address matchers) with ``white_listed(ip)`` (a peer
+    that matches one is let through unchecked: called only when there are any) and ``fast`` (the
+    accounts as :func:`fast_pass` reads them), read at each call (a reload replaces them). A read whose requests are all plainly allowed goes to
     ``handler(conn, requests)`` as it is; else :meth:`general` gets it with the index of the first
     request :func:`fast_pass` could not pass. A subclass gives :meth:`general` and
     :meth:`peer_ip` (a connection's ``remote_addr`` -> its IP, remembered per address)."""
@@ -572,7 +572,7 @@ cdef class Gate:
     def __call__(self, conn, list requests not None):
         cdef object addr = conn.remote_addr
         cdef PyObject *p = PyDict_GetItemWithError(self._ips, addr)
-        cdef object ip, manager, white, fast
+        cdef object ip, manager, fast
         cdef Py_ssize_t i
         if p != NULL:
             ip = <object>p
@@ -582,12 +582,10 @@ cdef class Gate:
             ip = self.peer_ip(addr)
             self._ips[addr] = ip
         manager = self.manager
-        white = manager.global_white
-        if white:  # 4.9.8's first check: a globally white peer is not checked at all
-            for match in white:
-                if match(ip):
-                    self.handler(conn, requests)
-                    return
+        # 4.9.8's first check: a globally white peer is not checked at all (no call when none)
+        if manager.global_white and manager.white_listed(ip):
+            self.handler(conn, requests)
+            return
         fast = manager.fast
         i = _run(requests, 0, ip, <dict?>fast)
         if i >= PyList_GET_SIZE(requests):

@@ -148,9 +148,9 @@ class Gate:
     per read in the compiled twin, where a Python method cost as much as the signature check it
     leads to.
 
-    ``manager`` gives ``global_white`` (white-address matchers: a peer that matches one is let
-    through unchecked) and ``fast`` (the accounts as :func:`fast_pass` reads them), both read at
-    each call (a reload replaces them). A read whose requests are all plainly allowed goes to
+    ``manager`` gives ``global_white`` (white-address matchers) with ``white_listed(ip)`` (a peer
+    that matches one is let through unchecked: called only when there are any) and ``fast`` (the
+    accounts as :func:`fast_pass` reads them), read at each call (a reload replaces them). A read whose requests are all plainly allowed goes to
     ``handler(conn, requests)`` as it is; else :meth:`general` gets it with the index of the first
     request :func:`fast_pass` could not pass. A subclass gives :meth:`general` and
     :meth:`peer_ip` (a connection's ``remote_addr`` -> its IP, remembered per address)."""
@@ -168,12 +168,10 @@ class Gate:
                 self._ips.clear()
             ip = self._ips[addr] = self.peer_ip(addr)
         manager = self.manager
-        white = manager.global_white
-        if white:  # 4.9.8's first check: a globally white peer is not checked at all
-            for match in white:
-                if match(ip):
-                    self.handler(conn, requests)
-                    return
+        # 4.9.8's first check: a globally white peer is not checked at all (no call when none)
+        if manager.global_white and manager.white_listed(ip):
+            self.handler(conn, requests)
+            return
         i = fast_pass(requests, 0, ip, manager.fast)
         if i >= len(requests):
             self.handler(conn, requests)
