@@ -139,6 +139,18 @@ def test_client_certificate_required(tmp_path: Path, certs) -> None:
         assert ns.alive()
 
 
+def _ha_tls_keys(tmp: Path, certs: dict[str, Path]) -> dict[str, object]:
+    """A broker's keys for enforcing TLS on every port, its HA link's included."""
+    return {"tls.server.mode": "enforcing", "tls.enable": "true", "tls.server.certPath": certs["server_cert"],
+            "tls.server.keyPath": certs["server_key"], "tls.config.file": tmp / "absent", "haTlsEnable": "true"}
+
+
+def _ha_port(broker) -> int:
+    """The replication port a started broker listens on, from its ``-c`` file."""
+    conf = (broker.workdir / "broker.conf").read_text()
+    return int(next(line.split("=", 1)[1] for line in conf.splitlines() if line.startswith("haListenPort=")))
+
+
 def _served_cert(port: int) -> bytes:
     ctx = client_context()
     with socket.create_connection(("127.0.0.1", port), timeout=5) as raw:
@@ -244,8 +256,7 @@ def test_slave_syncs_from_its_master_over_tls(tmp_path: Path, certs) -> None:
     cert, key = live / "server.crt", live / "server.key"
     shutil.copy(certs["server_cert"], cert)
     shutil.copy(certs["server_key"], key)
-    keys = {"tls.server.mode": "enforcing", "tls.enable": "true", "tls.server.certPath": certs["server_cert"],
-            "tls.server.keyPath": certs["server_key"], "tls.config.file": tmp_path / "absent", "haTlsEnable": "true"}
+    keys = _ha_tls_keys(tmp_path, certs)
     with _namesrv(tmp_path, certs, "enforcing") as ns:
         master = broker_process(tmp_path, ns.addr, brokerRole="SYNC_MASTER",
                                 **{**keys, "tls.server.certPath": cert, "tls.server.keyPath": key}).start()
@@ -254,9 +265,8 @@ def test_slave_syncs_from_its_master_over_tls(tmp_path: Path, certs) -> None:
                 assert p.send(Message("TlsSlaveTopic", b"x")).status == "SLAVE_NOT_AVAILABLE"  # no slave yet
                 d = tmp_path / "slave"
                 d.mkdir()
-                conf = (master.workdir / "broker.conf").read_text()
-                ha = next(line.split("=", 1)[1] for line in conf.splitlines() if line.startswith("haListenPort="))
-                with socket.create_connection(("127.0.0.1", int(ha)), timeout=5) as plain:
+                ha = _ha_port(master)
+                with socket.create_connection(("127.0.0.1", ha), timeout=5) as plain:
                     plain.sendall(b"\0" * 8)  # a slave's offset report, in plaintext
                     assert _closed_within(plain, 15)
                 with broker_process(d, ns.addr, brokerId=1, brokerRole="SLAVE", haMasterAddress=f"127.0.0.1:{ha}",
@@ -274,14 +284,14 @@ def test_slave_syncs_from_its_master_over_tls(tmp_path: Path, certs) -> None:
                     assert status == "SEND_OK", (master.output()[-2500:], slave.output()[-2500:])
                     assert "HA connected to master" in slave.output()
                     # rotation: new files, picked up by the next connection to the replication port
-                    first = _served_cert(int(ha))
+                    first = _served_cert(ha)
                     time.sleep(0.02)  # (a new mtime)
                     shutil.copy(certs["other_cert"], cert)
                     shutil.copy(certs["other_key"], key)
                     deadline = time.monotonic() + 10
-                    while _served_cert(int(ha)) == first and time.monotonic() < deadline:
+                    while _served_cert(ha) == first and time.monotonic() < deadline:
                         time.sleep(0.05)
-                    assert _served_cert(int(ha)) != first
+                    assert _served_cert(ha) != first
                     assert slave.stop() == 0  # its HA connection closes; the next one meets the new certificate
                     deadline = time.monotonic() + 15
                     while status == "SEND_OK" and time.monotonic() < deadline:
@@ -308,8 +318,7 @@ def test_slave_reads_its_client_certificate_again_for_each_ha_connection(tmp_pat
     cert, key = live / "client.crt", live / "client.key"
     shutil.copy(certs["other_cert"], cert)
     shutil.copy(certs["other_key"], key)
-    server = {"tls.server.mode": "enforcing", "tls.enable": "true", "tls.server.certPath": certs["server_cert"],
-              "tls.server.keyPath": certs["server_key"], "tls.config.file": tmp_path / "absent", "haTlsEnable": "true"}
+    server = _ha_tls_keys(tmp_path, certs)
     trusted = client_context()
     trusted.load_cert_chain(str(certs["client_cert"]), str(certs["client_key"]))
     with _namesrv(tmp_path, certs, "enforcing") as ns:
@@ -321,8 +330,7 @@ def test_slave_reads_its_client_certificate_again_for_each_ha_connection(tmp_pat
                 assert p.send(Message("TlsSlaveCertTopic", b"x")).status == "SLAVE_NOT_AVAILABLE"  # no slave yet
                 d = tmp_path / "slave"
                 d.mkdir()
-                conf = (master.workdir / "broker.conf").read_text()
-                ha = next(line.split("=", 1)[1] for line in conf.splitlines() if line.startswith("haListenPort="))
+                ha = _ha_port(master)
                 with broker_process(d, ns.addr, brokerId=1, brokerRole="SLAVE", haMasterAddress=f"127.0.0.1:{ha}",
                                     **server, **{"tls.client.certPath": cert, "tls.client.keyPath": key}) as slave:
                     # refused while it presents the untrusted certificate (a few attempts, 1 s apart)
