@@ -13,7 +13,7 @@ import base64
 import hmac
 from typing import Any, Callable
 
-__all__ = ["HmacKey", "signed", "fast_pass", "Gate"]
+__all__ = ["HmacKey", "signed", "fast_pass", "Rules", "Gate"]
 
 _SIGNATURE = "Signature"
 _UNIQUE_MSG_QUERY_FLAG = "_UNIQUE_KEY_QUERY"
@@ -143,19 +143,41 @@ def fast_pass(requests: list[Any], start: int, ip: str, accounts: dict[str, tupl
     return max(start, n)
 
 
+class Rules:
+    """What a gate reads of its manager at each read: ``global_white``, the global white-address
+    matchers, and ``fast``, the accounts as :func:`fast_pass` reads them (slots in the compiled
+    twin, read without a lookup). The manager (a subclass) replaces them on a reload, so a gate
+    sees new rules from its next read; ``fast`` is replaced, never changed in place (the compiled
+    fast pass remembers answers by its identity)."""
+
+    global_white: list[Callable[[str], bool]]
+    fast: dict[str, tuple[Any, ...]]
+
+    def __init__(self) -> None:
+        self.global_white = []
+        self.fast = {}
+
+    def white_listed(self, ip: str) -> bool:
+        """True when ``ip`` matches a global white address (the subclass says how)."""
+        raise NotImplementedError("the subclass matches the global white addresses")
+
+
 class Gate:
     """The per-read part of a server's ACL gate (the check in front of its dispatcher): one C call
     per read in the compiled twin, where a Python method cost as much as the signature check it
     leads to.
 
-    ``manager`` gives ``global_white`` (white-address matchers) with ``white_listed(ip)`` (a peer
-    that matches one is let through unchecked: called only when there are any) and ``fast`` (the
-    accounts as :func:`fast_pass` reads them), read at each call (a reload replaces them). A read whose requests are all plainly allowed goes to
+    ``manager`` (a :class:`Rules`) gives ``global_white`` (white-address matchers) with
+    ``white_listed(ip)`` (a peer that matches one is let through unchecked: called only when there
+    are any) and ``fast`` (the accounts as :func:`fast_pass` reads them), read at each call (a
+    reload replaces them). A read whose requests are all plainly allowed goes to
     ``handler(conn, requests)`` as it is; else :meth:`general` gets it with the index of the first
     request :func:`fast_pass` could not pass. A subclass gives :meth:`general` and
     :meth:`peer_ip` (a connection's ``remote_addr`` -> its IP, remembered per address)."""
 
-    def __init__(self, manager: Any, handler: Callable[[Any, list[Any]], None]) -> None:
+    def __init__(self, manager: Rules, handler: Callable[[Any, list[Any]], None]) -> None:
+        if not isinstance(manager, Rules):
+            raise TypeError(f"a gate's manager must be a Rules, not {type(manager).__name__}")
         self.manager = manager
         self.handler = handler
         self._ips: dict[str, str] = {}
@@ -172,11 +194,18 @@ class Gate:
         if manager.global_white and manager.white_listed(ip):
             self.handler(conn, requests)
             return
+        if type(manager.fast) is not dict:
+            raise TypeError("the manager's fast accounts must be a dict")
         i = fast_pass(requests, 0, ip, manager.fast)
         if i >= len(requests):
             self.handler(conn, requests)
         else:
             self.general(conn, requests, i, ip)
+
+    def take(self, conn: Any, requests: list[Any]) -> None:
+        """The gate called (what a server hands its connections: a bound method is called
+        without the argument tuple a call of the gate itself makes)."""
+        self(conn, requests)
 
     def peer_ip(self, remote_addr: str) -> str:
         """``remote_addr`` (``ip:port``) -> the peer's IP as the white addresses are matched against."""

@@ -155,7 +155,7 @@ class BrokerController:
         if c.aclEnable:
             self.acl = PlainPermissionManager(c.rocketmqHome, c.aclFile)
             acl = self.acl
-            self.server.guard(lambda handler: AccessGate(acl, handler))
+            self.server.guard(lambda handler: AccessGate(acl, handler).take)
         acl_admin = AclAdminProcessor(self.acl, c)
         for code in acl_admin.codes:
             self.server.register_processor(code, acl_admin)

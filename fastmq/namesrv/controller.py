@@ -72,7 +72,7 @@ class NamesrvController:
         self.acl: PlainPermissionManager | None = None
         if self.config.aclEnable:
             acl = self.acl = namesrv_acl(self.config.rocketmqHome, self.config.aclFile)
-            self.server.guard(lambda handler: AccessGate(acl, handler))
+            self.server.guard(lambda handler: AccessGate(acl, handler).take)
         self._tasks: list[asyncio.Task[Any]] = []
 
     @property

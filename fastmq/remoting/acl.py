@@ -38,7 +38,7 @@ from typing import Any, Callable
 
 import yaml  # type: ignore[import-untyped]  # no stubs in the venv; safe_load/safe_dump only
 
-from .._ext.acl_check import Gate, HmacKey, fast_pass, signed
+from .._ext.acl_check import Gate, HmacKey, Rules, fast_pass, signed
 from ..common.server_log import RepeatedLog
 from ..common.acl_signer import ACCESS_KEY
 from ..errors import ConfigError
@@ -288,8 +288,11 @@ def _no_resources(request: RemotingCommand) -> dict[str, int] | None:
 
 
 # ------------------------------------------------------------------ the manager
-class PlainPermissionManager:
+class PlainPermissionManager(Rules):
     """The ACL files, their compiled rules, the check of each request and the admin updates.
+
+    Its ``global_white`` and ``fast`` are the :class:`~fastmq._ext.acl_check.Rules` slots its
+    gates read at each read; a reload replaces both (``fast`` is never changed in place).
 
     Args:
         home: ``rocketmqHome`` (``$ROCKETMQ_HOME``).
@@ -305,6 +308,7 @@ class PlainPermissionManager:
         if not home and not (acl_file and os.path.isabs(acl_file)):
             raise ConfigError("aclEnable=true needs the ACL file: set rocketmqHome (or ROCKETMQ_HOME) so "
                               "conf/plain_acl.yml is found, or aclFile to its absolute path")
+        super().__init__()
         self.home = home
         self.acl_file = acl_file
         self.admin_codes = admin_codes

@@ -142,13 +142,14 @@ def _gate_class(mod):
     return Recording
 
 
-class _Manager:
-    # the rule the gates call is the manager's own (it reads only global_white)
-    white_listed = PlainPermissionManager.white_listed
-
-    def __init__(self, fast, white) -> None:
-        self.fast = fast
-        self.global_white = white
+def _manager(mod, fast, white):
+    """A manager of ``mod``'s Rules whose white_listed is the real manager's own (it reads only
+    global_white)."""
+    class Manager(mod.Rules):
+        white_listed = PlainPermissionManager.white_listed
+    m = Manager()
+    m.fast, m.global_white = fast, white
+    return m
 
 
 class _Conn:
@@ -166,7 +167,7 @@ def test_both_gates_hand_a_read_on_alike(s, white) -> None:
     for mod in (acl_check_c, acl_check_py):
         table = {ak: (mod.HmacKey(secrets_of[ak]),) + acc[1:] for ak, acc in accounts.items()}
         handed: list = []
-        gate = _gate_class(mod)(_Manager(table, white), lambda conn, r: handed.append(("handler", len(r))))
+        gate = _gate_class(mod)(_manager(mod, table, white), lambda conn, r: handed.append(("handler", len(r))))
         for _ in range(2):  # the second read finds the peer's IP remembered
             gate(_Conn(f"{ip}:4000"), reqs)
         assert gate.normalised == [f"{ip}:4000"]
@@ -184,6 +185,6 @@ def test_both_gates_hand_a_read_on_alike(s, white) -> None:
 
 @pytest.mark.parametrize("mod", [acl_check_c, acl_check_py], ids=["c", "py"])
 def test_a_gate_needs_its_subclass(mod) -> None:
-    gate = mod.Gate(_Manager({}, []), lambda conn, r: None)
+    gate = mod.Gate(_manager(mod, {}, []), lambda conn, r: None)
     with pytest.raises(NotImplementedError):
         gate(_Conn("127.0.0.1:1"), [])

@@ -239,3 +239,64 @@ def test_the_compiled_fast_pass_agrees_with_the_general_check(manager) -> None:
     assert _refusal(m, "127.0.0.1:1", cases[0]) is None
     assert _refusal(m, "127.0.0.1:1", unique) is None
     assert "Check signature failed" in _refusal(m, "127.0.0.1:1", tampered)
+
+
+def test_a_permission_change_takes_effect_at_the_next_read_after_a_reload(tmp_path) -> None:
+    """The compiled fast pass remembers lately allowed (account, topic, group, code) by identity;
+    a reload replaces the accounts table, so the same request objects read after a permission
+    change get the new answer (sends, pulls and batch sends; an account's removal too)."""
+    from fastmq.broker.acl import AccessGate
+
+    rules = """\
+accounts:
+  - accessKey: PlainUser9
+    secretKey: "12345678"
+    defaultTopicPerm: DENY
+    defaultGroupPerm: DENY
+    topicPerms: [topicA={topic}]
+    groupPerms: [groupA={group}]
+"""
+    f = tmp_path / "plain_acl.yml"
+    f.write_text(rules.format(topic="PUB|SUB", group="SUB"))
+    m = PlainPermissionManager(str(tmp_path), str(f))
+    creds = SessionCredentials("PlainUser9", "12345678")
+    passed: list = []
+    sent: list = []
+
+    class Conn:
+        remote_addr = "127.0.0.1:4000"
+
+        def send_many(self, cmds):
+            sent.extend(cmds)
+
+    gate = AccessGate(m, lambda conn, reqs: passed.extend(reqs))
+    send = _signed(RequestCode.SEND_MESSAGE_V2, {"a": "PG", "b": "topicA"}, creds)
+    pull = _signed(RequestCode.PULL_MESSAGE, {"consumerGroup": "groupA", "topic": "topicA", "queueId": "0"}, creds)
+    batch = _signed(RequestCode.SEND_BATCH_MESSAGE, {"a": "PG", "b": "topicA"}, creds, body=b"")
+
+    def verdicts() -> list[bool]:
+        out = []
+        for req in (send, pull, batch):
+            passed.clear()
+            sent.clear()
+            for _ in range(3):  # the later reads find the answer remembered
+                gate(Conn(), [req])
+            assert len(passed) + len(sent) == 3
+            out.append(len(passed) == 3)
+        return out
+
+    def change(text: str) -> None:
+        f.write_text(text)
+        os.utime(f, ns=(time.time_ns(), time.time_ns() + 10**9))  # a new stamp even within one tick
+        assert m.reload() is True
+
+    assert verdicts() == [True, True, True]
+    change(rules.format(topic="SUB", group="SUB"))
+    assert verdicts() == [False, True, True]
+    change(rules.format(topic="PUB|SUB", group="DENY"))
+    assert verdicts() == [True, False, True]
+    change(rules.format(topic="PUB|SUB", group="SUB"))
+    assert verdicts() == [True, True, True]
+    change("accounts: []\n")
+    assert verdicts() == [False, False, False]
+    assert "No acl config for PlainUser9" in sent[0].remark
