@@ -8,7 +8,9 @@ In Python the check cost more than the rest of a send's handling on the broker: 
 sort, a join, the body copied behind the header bytes and three calls into ``hmac``. Here:
 
 * :class:`HmacKey` keeps SHA-1's state after the key's inner and outer pads, so a request costs
-  one struct copy and OpenSSL's SHA-1 over the content (no key set-up, no copy of the body);
+  one struct copy and OpenSSL's SHA-1 over the content (no key set-up); the header values, a
+  small body and the padding are gathered and hashed in one call of SHA-1's block function, the
+  outer hash in one more;
 * the sorted order of the last few field sets is kept, so a request whose fields are the same
   keys in the same order (every send of one producer) costs one pass over its dict, no sort; the
   places of the fields the check reads (AccessKey, Signature, the topic) are kept with it, so
@@ -16,7 +18,10 @@ sort, a join, the body copied behind the header bytes and three calls into ``hma
 * :func:`fast_pass` takes a connection's requests of one read and passes the leading ones that
   are plainly allowed (signed sends, batch sends and pulls by an account that may), in 4.9.8's
   order of checks; it stops at the first it cannot pass, for the general check
-  (``fastmq.broker.acl``) to decide and word.
+  (``fastmq.broker.acl``) to decide and word. An allowed (account, topic, group, code) is
+  remembered by identity with the accounts table (see ``_grants``), so a producer's next send
+  skips the account and permission lookups; its signature is still checked;
+* :class:`Gate` reads its manager's rules from the C slots of :class:`Rules`.
 """
 cimport cython
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
