@@ -11,9 +11,9 @@ A task on the client's loop wakes every 100 ms and hands what is queued, a batch
 the dispatcher's thread (``fastmq-trace-<group>``; at most 16 batches wait for it, beyond which a
 batch is dropped and counted as above). The thread cuts the records into trace messages, a
 message once its records reach 118 000 bytes or its first record is 500 ms old, makes their
-KEYS, and zlib-compresses a body at level 5 from 4096 bytes (as 4.9.8's trace producer sends
-it); the Pub records' text is made already, and their keys and the compression run with the GIL
-released, so the thread hardly competes with the loop. It hands the messages of a batch back to
+KEYS, and zlib-compresses a body from 4096 bytes (as 4.9.8's trace producer sends it, though at
+level 1, not 5: see COMPRESS_LEVEL); the Pub records' text is made already, and their keys and
+the compression run with the GIL released, so the thread hardly competes with the loop. It hands the messages of a batch back to
 the loop at once (one ``call_soon_threadsafe``), where an inner producer of its own (group
 ``_INNER_TRACE_PRODUCER-<group>-<type>-<n>``, instance
 ``PID_CLIENT_INNER_TRACE_PRODUCER_<namesrv>``) sends each as it is, without a task
@@ -57,9 +57,12 @@ _FILL = MAX_MSG_SIZE - 10_000
 #: batches waiting for the dispatcher's thread; one more is dropped (and its events counted)
 JOBS_MAX = 16
 #: a trace message's body of this many bytes or more is compressed (the inner producer's default
-#: compressMsgBodyOverHowmuch), at tryToCompressMessage's level
+#: compressMsgBodyOverHowmuch)
 COMPRESS_OVER = 4096
-COMPRESS_LEVEL = 5
+#: at zlib's fastest level, not 4.9.8's 5 (rocketmq.message.compressLevel): any level inflates
+#: the same on every reader, and on trace text level 1 takes well under half the dispatcher
+#: thread's instructions for a body about 10% larger (docs/trace.md); user messages keep 5
+COMPRESS_LEVEL = 1
 GROUP_NAME_PREFIX = "_INNER_TRACE_PRODUCER"
 TRACE_INSTANCE_NAME = "PID_CLIENT_INNER_TRACE_PRODUCER"
 _WARN_INTERVAL_S = 10.0
