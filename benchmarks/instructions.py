@@ -2,6 +2,7 @@
 
     python -m benchmarks.instructions compare BASE_REV [--base-tree DIR] [--kinds c py] [--only NAME ...]
     python -m benchmarks.instructions run KIND NAME=N ...   (what compare runs under valgrind)
+    python -m benchmarks.instructions threads NAME [--kind c|py]   (per thread, this checkout)
 
 On this shared 2-vCPU VM wall-clock benchmarks of unchanged code move by 20% and more between runs
 (whole runs flip between two speeds), so a "no more than 5% slower" claim cannot be read from
@@ -758,6 +759,44 @@ def per_call(tree: Path, kind: str, names: list[str], python: str) -> dict[str, 
 _REGION = "_CallPythonObject"
 
 
+def per_thread(tree: Path, kind: str, name: str, python: str, n: int = 10) -> dict[int, float]:
+    """Instructions per call of ``name`` in each thread (callgrind's thread number: 1 is the one
+    that calls, the loop's; a workload's own threads, a trace dispatcher's, come after). ``compare``
+    counts the calling thread only (callgrind's collection is toggled per thread). Here every
+    thread collects from the start: the calling thread's count is its dump of the region, each
+    other thread's is the difference of its whole-run counts between a run of ``2n`` calls and one
+    of ``n``, divided by ``n`` (so its start, its shutdown and the warm call fall out)."""
+    # (numpy's OpenBLAS starts idle threads of its own, whose spinning is no workload's)
+    env = {**os.environ, "PYTHONPATH": str(tree), "PYTHONHASHSEED": "0", "OPENBLAS_NUM_THREADS": "1"}
+    env.pop("FASTMQ_NO_EXTENSIONS", None)
+    if kind == "py":
+        env["FASTMQ_NO_EXTENSIONS"] = "1"
+    totals: list[dict[int, int]] = []
+    region: dict[int, int] = {}
+    for calls in (n, 2 * n):
+        with tempfile.TemporaryDirectory() as d:
+            proc = subprocess.run(["valgrind", "--tool=callgrind", "--separate-threads=yes", f"--dump-before={_REGION}",
+                                   f"--dump-after={_REGION}", f"--callgrind-out-file={d}/cg.out", python, "-m",
+                                   "benchmarks.instructions", "run", kind, f"{name}={calls}"],
+                                  cwd=tree, env=env, capture_output=True, text=True, timeout=1800)
+            if proc.returncode != 0:
+                raise RuntimeError(f"[{kind}] in {tree} exited {proc.returncode}:\n{proc.stderr[-3000:]}")
+            whole: dict[int, int] = {}
+            for dump in Path(d).glob("cg.out*"):
+                text = dump.read_text()
+                m, t, part = (re.search(rf"^{k}:\s+(\d+)", text, re.M) for k in ("totals", "thread", "part"))
+                if m is None or t is None or part is None:
+                    continue
+                whole[int(t.group(1))] = whole.get(int(t.group(1)), 0) + int(m.group(1))
+                if int(t.group(1)) == 1 and int(part.group(1)) == 2:  # (part 1: up to the region)
+                    region[calls] = int(m.group(1))
+            totals.append(whole)
+    got = {1: region[2 * n] / (2 * n)}
+    for t in sorted(set(totals[1]) - {1}):
+        got[t] = max(0.0, (totals[1][t] - totals[0].get(t, 0)) / n)
+    return got
+
+
 def _git(*args: str, cwd: Path = ROOT) -> str:
     return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True).stdout.strip()
 
@@ -840,7 +879,18 @@ def main(argv: list[str] | None = None) -> int:
     r = sub.add_parser("run", help="workloads with their call counts (run under valgrind by compare)")
     r.add_argument("kind", choices=KINDS)
     r.add_argument("counts", nargs="+", metavar="NAME=N")
+    t = sub.add_parser("threads", help="one workload's instructions per call in each thread, this checkout")
+    t.add_argument("name")
+    t.add_argument("--kind", default="c", choices=KINDS)
     args = p.parse_args(argv)
+    if args.command == "threads":
+        if args.name not in WORKLOADS:
+            p.error(f"{args.name!r}: expected one of {sorted(WORKLOADS)}")
+        n = max(1, CALLS // WORKLOADS[args.name][1])
+        for thread, value in per_thread(ROOT, args.kind, args.name, sys.executable, n).items():
+            print(f"{args.name} [{args.kind}] thread {thread}{' (the caller: the loop)' if thread == 1 else ''}: "
+                  f"{value:,.0f} instructions per call")
+        return 0
     if args.command == "run":
         counts = {}
         for spec in args.counts:

@@ -50,6 +50,7 @@ cdef extern from "Python.h":
     const char* PyUnicode_AsUTF8AndSize(object o, Py_ssize_t *size) except NULL
     object PyUnicode_New(Py_ssize_t size, Py_UCS4 maxchar)
     void* PyUnicode_DATA(object o)
+    Py_ssize_t PyUnicode_GET_LENGTH(object o)
 
 cdef extern from "<time.h>" nogil:
     ctypedef long time_t
@@ -249,7 +250,9 @@ cdef _trace_row(AsyncSend entry, object result):
         return
     r = <SendResult>result
     t = r.trace_switch
-    if r.region_id is None or not (t is None or t is True or (t is not False and t != _FALSE)):
+    # (a text of another length than "false"'s is not it: no comparison for the usual "true")
+    if r.region_id is None or not (t is None or t is True or (t is not False and (
+            (type(t) is str and PyUnicode_GET_LENGTH(t) != 5) or t != _FALSE))):
         return  # (pub_row's: a broker that does not know traces, or says TRACE_ON=false)
     status = r.status
     try:

@@ -27,4 +27,7 @@ cdef class PubRows:
 
     cdef int add_row(self, int64_t begin_ms, int64_t end_ms, object topic, object msg_id, object tags, object keys,
                      object broker, int64_t length, int mtype, object offset_id, bint ok, object region) except -2
+    cdef int _add_general(self, Py_ssize_t n, int64_t begin_ms, int64_t end_ms, object topic, object msg_id,
+                          object tags, object keys, bytes host, int64_t length, int mtype, object offset_id, bint ok,
+                          object region) except -2
     cdef bytes _host(self, object broker)

@@ -83,6 +83,13 @@ cdef Py_ssize_t _int_text(int64_t v, char* out) noexcept:
     cdef int i = 24
     cdef uint64_t u = (<uint64_t>(-(v + 1)) + 1) if v < 0 else <uint64_t>v
     cdef uint64_t d
+    if u < 100 and v >= 0:  # (a body's length under 100 bytes, a send's cost in ms: the usual)
+        if u < 10:
+            out[0] = <char>(48 + u)
+            return 1
+        out[0] = _PAIRS[2 * u]
+        out[1] = _PAIRS[2 * u + 1]
+        return 2
     while u >= 100:  # two digits a step
         d = u % 100
         u = u // 100
@@ -101,6 +108,32 @@ cdef Py_ssize_t _int_text(int64_t v, char* out) noexcept:
         tmp[i] = 45  # '-'
     memcpy(out, &tmp[i], 24 - i)
     return 24 - i
+
+
+cdef inline const char* _utf8_view(str s, Py_ssize_t* n) noexcept:
+    """``s``'s UTF-8, held by ``s`` itself (its ASCII data, or its cached UTF-8); NULL when it has
+    a lone surrogate (no error left set)."""
+    cdef const char* p
+    if PyUnicode_IS_ASCII(s):
+        n[0] = PyUnicode_GET_LENGTH(s)
+        return <const char*>PyUnicode_DATA(s)
+    p = PyUnicode_AsUTF8AndSize(s, n)
+    if p == NULL:
+        PyErr_Clear()
+    return p
+
+
+cdef inline char* _field(char* w, const char* p, Py_ssize_t n) noexcept:
+    """``p`` and a field separator at ``w`` (room made); returns where the next field starts."""
+    memcpy(w, p, n)
+    w[n] = _S
+    return w + n + 1
+
+
+cdef inline char* _field_sp(char* w, const char* p, Py_ssize_t n) noexcept:
+    memcpy(w, p, n)
+    w[n] = _SP
+    return w + n + 1
 
 
 cdef inline int _put_int(ByteBuf* b, int64_t v) except -1:
@@ -147,8 +180,14 @@ cdef class PubRows:
     cdef int add_row(self, int64_t begin_ms, int64_t end_ms, object topic, object msg_id, object tags, object keys,
                      object broker, int64_t length, int mtype, object offset_id, bint ok, object region) except -2:
         cdef Py_ssize_t n = self.n
-        cdef Py_ssize_t t0 = self.text.n, k0 = self.keys.n
-        cdef ByteBuf* t = &self.text
+        cdef Py_ssize_t rn = 0, tn = 0, mn = 0, gn, hn, tgn = 4, kn = 4, on = 4, need
+        cdef const char* rp
+        cdef const char* tp
+        cdef const char* mp
+        cdef const char* tgp = b"null"
+        cdef const char* kp = b"null"
+        cdef const char* op = b"null"
+        cdef char* w
         cdef bytes host
         if n >= self.limit:
             return -1
@@ -165,13 +204,74 @@ cdef class PubRows:
             host = self._host(broker)
         if offset_id is not None and type(offset_id) is not str:
             offset_id = str(offset_id)
+        # every field's UTF-8 in place (ASCII text is its own), so the record is written with
+        # one reserve and plain copies; text UTF-8 cannot encode takes the general writer
+        rp = _utf8_view(<str>region, &rn)
+        tp = _utf8_view(<str>topic, &tn)
+        mp = _utf8_view(<str>msg_id, &mn)
+        if tags is not None:
+            tgp = _utf8_view(<str>tags, &tgn)
+        if keys is not None:
+            kp = _utf8_view(<str>keys, &kn)
+        if offset_id is not None:
+            op = _utf8_view(<str>offset_id, &on)
+        if rp == NULL or tp == NULL or mp == NULL or tgp == NULL or kp == NULL or op == NULL:
+            return self._add_general(n, begin_ms, end_ms, topic, msg_id, tags, keys, host, length, mtype,
+                                     offset_id, ok, region)
+        if begin_ms != self.last_ms or self.ms_len == 0:
+            self.ms_len = _int_text(begin_ms, self.ms_text)
+            self.last_ms = begin_ms
+        gn = PyBytes_GET_SIZE(self.group_text)
+        hn = PyBytes_GET_SIZE(host)
+        # "Pub", 13 separators and the end, two numbers of at most 20 digits, the type, "false"
+        need = 3 + 14 + 2 * 24 + 1 + 5 + self.ms_len + rn + gn + tn + mn + tgn + kn + hn + on
+        bytebuf_reserve(&self.text, need, _MIN_CAP)
+        bytebuf_reserve(&self.keys, mn + kn + 2, _MIN_CAP)
+        w = <char*>self.text.p + self.text.n
+        memcpy(w, b"Pub", 3)
+        w[3] = _S
+        w = _field(w + 4, self.ms_text, self.ms_len)
+        w = _field(w, rp, rn)
+        w = _field(w, PyBytes_AS_STRING(self.group_text), gn)
+        w = _field(w, tp, tn)
+        w = _field(w, mp, mn)
+        w = _field(w, tgp, tgn)
+        w = _field(w, kp, kn)
+        w = _field(w, PyBytes_AS_STRING(host), hn)
+        w += _int_text(length, w)
+        w[0] = _S
+        w += 1 + _int_text(end_ms - begin_ms, w + 1)
+        w[0] = _S
+        w[1] = <char>(48 + mtype)
+        w[2] = _S
+        w = _field(w + 3, op, on)
+        if ok:
+            memcpy(w, b"true", 4)
+            w += 4
+        else:
+            memcpy(w, b"false", 5)
+            w += 5
+        w[0] = _E
+        self.text.n = (w + 1) - <char*>self.text.p
+        w = _field_sp(<char*>self.keys.p + self.keys.n, mp, mn)
+        if keys:  # (a non-empty str: its text is viewed above)
+            w = _field_sp(w, kp, kn)
+        self.keys.n = w - <char*>self.keys.p
+        self.ends[2 * n] = self.text.n
+        self.ends[2 * n + 1] = self.keys.n
+        self.n = n + 1
+        return 1 if n + 1 == self.wake_at else 0
+
+    cdef int _add_general(self, Py_ssize_t n, int64_t begin_ms, int64_t end_ms, object topic, object msg_id,
+                          object tags, object keys, bytes host, int64_t length, int mtype, object offset_id, bint ok,
+                          object region) except -2:
+        """:meth:`add_row`'s record when a field is text UTF-8 cannot encode (written as ``?``)."""
+        cdef Py_ssize_t t0 = self.text.n, k0 = self.keys.n
+        cdef ByteBuf* t = &self.text
         try:
             _put(t, b"Pub", 3)
             _put_byte(t, _S)
-            if begin_ms != self.last_ms or self.ms_len == 0:
-                self.ms_len = _int_text(begin_ms, self.ms_text)
-                self.last_ms = begin_ms
-            _put(t, self.ms_text, self.ms_len)
+            _put_int(t, begin_ms)
             _put_byte(t, _S)
             _put_str(t, <str>region)
             _put_byte(t, _S)

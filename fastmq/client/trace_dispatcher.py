@@ -11,9 +11,9 @@ A task on the client's loop wakes every 100 ms and hands what is queued, a batch
 the dispatcher's thread (``fastmq-trace-<group>``; at most 16 batches wait for it, beyond which a
 batch is dropped and counted as above). The thread cuts the records into trace messages, a
 message once its records reach 118 000 bytes or its first record is 500 ms old, makes their
-KEYS, and zlib-compresses a body at level 5 from 4096 bytes (as 4.9.8's trace producer sends
-it); the Pub records' text is made already, and their keys and the compression run with the GIL
-released, so the thread hardly competes with the loop. It hands the messages of a batch back to
+KEYS, and zlib-compresses a body from 4096 bytes (as 4.9.8's trace producer sends it, though at
+level 1, not 5: see COMPRESS_LEVEL); the Pub records' text is made already, and their keys and
+the compression run with the GIL released, so the thread hardly competes with the loop. It hands the messages of a batch back to
 the loop at once (one ``call_soon_threadsafe``), where an inner producer of its own (group
 ``_INNER_TRACE_PRODUCER-<group>-<type>-<n>``, instance
 ``PID_CLIENT_INNER_TRACE_PRODUCER_<namesrv>``) sends each as it is, without a task
@@ -28,7 +28,6 @@ import asyncio
 import collections
 import itertools
 import logging
-import queue
 import threading
 import time
 import zlib
@@ -57,9 +56,12 @@ _FILL = MAX_MSG_SIZE - 10_000
 #: batches waiting for the dispatcher's thread; one more is dropped (and its events counted)
 JOBS_MAX = 16
 #: a trace message's body of this many bytes or more is compressed (the inner producer's default
-#: compressMsgBodyOverHowmuch), at tryToCompressMessage's level
+#: compressMsgBodyOverHowmuch)
 COMPRESS_OVER = 4096
-COMPRESS_LEVEL = 5
+#: at zlib's fastest level, not 4.9.8's 5 (rocketmq.message.compressLevel): any level inflates
+#: the same on every reader, and on trace text level 1 takes well under half the dispatcher
+#: thread's instructions for a body about 10% larger (docs/trace.md); user messages keep 5
+COMPRESS_LEVEL = 1
 GROUP_NAME_PREFIX = "_INNER_TRACE_PRODUCER"
 TRACE_INSTANCE_NAME = "PID_CLIENT_INNER_TRACE_PRODUCER"
 _WARN_INTERVAL_S = 10.0
@@ -97,7 +99,11 @@ class TraceDispatcher:
         # the thread's side: batches handed to it; the records of its next trace message, their
         # keys, their size, the age of the first, and the messages made (only the thread touches
         # these five)
-        self._jobs: queue.Queue[_Job | None] = queue.Queue(JOBS_MAX)
+        # (a deque and a lock released to wake the thread: handing a batch on costs the loop two
+        # C calls, where a queue.Queue's put runs a dozen Python ones under a condition)
+        self._jobs: collections.deque[_Job | None] = collections.deque()
+        self._jobs_wake = threading.Lock()
+        self._jobs_wake.acquire()  # held while there is nothing new; released to wake the thread
         self._thread: threading.Thread | None = None
         self._pending: list[bytes] = []  # records (UTF-8) of the next trace message
         self._pending_keys: list[bytes] = []  # their keys, space-separated
@@ -207,10 +213,8 @@ class TraceDispatcher:
         self._task = None
         await self._flush(1.0)
         assert self._thread is not None
-        try:
-            self._jobs.put(None, True, 1.0)  # (the thread holds nothing now: it ends at once)
-        except queue.Full:
-            pass
+        self._jobs.append(None)  # (the thread holds nothing now: it ends at once)
+        self._wake_thread()
         self._thread.join(1.0)
         self._thread = None
         assert self._producer is not None
@@ -265,24 +269,32 @@ class TraceDispatcher:
             ctxs.append(q.popleft())
         if rows is None and not ctxs and not flush:
             return
+        if done is None and len(self._jobs) >= JOBS_MAX:  # the thread is behind: drop the batch,
+            self._discard((len(rows) if rows is not None else 0) + len(ctxs))  # not the host's time
+            return
+        # (a flush, asked for by the host, is handed on even beyond the bound: it never waits)
+        self._jobs.append(_Job(rows, ctxs, done))
+        self._wake_thread()
+
+    def _wake_thread(self) -> None:
         try:
-            # (a flush, asked for by the host, may wait a moment for the thread to take it)
-            self._jobs.put(_Job(rows, ctxs, done), done is not None, 1.0)
-        except queue.Full:  # the thread is behind: drop the batch, not the host's time
-            self._discard((len(rows) if rows is not None else 0) + len(ctxs))
+            self._jobs_wake.release()
+        except RuntimeError:  # released already, not taken yet: the thread wakes anyway
+            pass
 
     # ------------------------------------------------------------ the thread
 
     def _work(self) -> None:
-        jobs = self._jobs
+        jobs, wake = self._jobs, self._jobs_wake
         while True:
-            wait = None if not self._pending else max(0.0, self._first_at + WAIT_S - time.monotonic())
-            try:
-                job = jobs.get(timeout=wait)
-            except queue.Empty:  # the first record waited long enough
-                self._pack_safely()
-                self._hand_back(None)
+            if not jobs:
+                # (a wake whose batch was taken already finds none: it only goes round again)
+                wait = -1.0 if not self._pending else max(0.0, self._first_at + WAIT_S - time.monotonic())
+                if not wake.acquire(True, wait):  # the first record waited long enough
+                    self._pack_safely()
+                    self._hand_back(None)
                 continue
+            job = jobs.popleft()
             if job is None:
                 self._pack_safely()
                 self._hand_back(None)

@@ -77,6 +77,21 @@ def test_request_frame(twins, group: str, opaque: int, topic: str, qid: int, sys
     assert outs[0] == outs[1]
 
 
+# Long texts of what JSON escapes among plain bytes: the compiled escaper passes over 8 plain
+# bytes at a time, so the bytes to escape land at every offset of a word and across words.
+_ESCAPED = st.text(st.sampled_from(["a", "Z", " ", "~", '"', "\\", "\x00", "\x1f", "\n", "\x7f", "\x01", "\x02", "é",
+                                    "\u4e2d"]), max_size=40)
+
+
+@_SETTINGS
+@given(properties=st.dictionaries(_ESCAPED, _ESCAPED, max_size=4), topic=_ESCAPED)
+def test_request_frame_escapes(twins, properties: dict[str, str], topic: str) -> None:
+    c, py = twins
+    outs = [_outcome(lambda m=m: m.SendRequestWriter("g", "TBW102", 4, 3, 409).frame(
+        7, topic, 1, 0, 1, 0, properties, b"x", False)) for m in (c, py)]
+    assert outs[0] == outs[1]
+
+
 @_SETTINGS
 @given(group=_TEXT, topic=_TEXT, qid=_ANY_INT, flag=_ANY_INT, properties=_PROPS,
        body=st.binary(max_size=64) | st.just("text"), batch=st.booleans(), access_key=_TEXT,
