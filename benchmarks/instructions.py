@@ -643,6 +643,82 @@ def _client_aio_traced(kind: str, asyncs: int) -> Callable[[], Any]:
     return once
 
 
+def _client_push_consume(kind: str, pulls: int) -> Callable[[], Any]:
+    """The asyncio PushConsumer's pull loop for one queue with a plain listener (on its consume
+    threads), its broker a stand-in whose pulls are answered at once with one 128 B message each,
+    as a consumer keeping up with a steady rate is mostly answered. Each call: ``pulls`` answers
+    decoded, handed to the consume threads, settled back on the loop and their offsets committed.
+    Only the loop thread's instructions are counted (callgrind collects in the calling thread):
+    the consume threads' own work (the listener call, the hand-back) is outside the count, the
+    loop's side of each hand-off (the submit, the wake, the settling) inside it."""
+    from fastmq.client.process_queue import ProcessQueue
+    from fastmq.client.push_consumer import ConsumeStatus, PushConsumer
+    from fastmq.protocol.codes import ResponseCode
+    from fastmq.protocol.command import RemotingCommand
+    from fastmq.protocol.message import encode_record
+    from fastmq.protocol.message_queue import MessageQueue
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    c = PushConsumer("CG_INSTR", namesrv_addr="127.0.0.1:9")
+    c.register_message_listener(lambda msgs: ConsumeStatus.CONSUME_SUCCESS)
+    c.subscribe(_CLIENT_TOPIC, "*")
+    mq = MessageQueue(_CLIENT_TOPIC, "broker-a", 0)
+    # answers made before the counted region: one per pull of every call (and the warm one)
+    total = pulls * (CALLS + 2)
+    answers = [RemotingCommand(int(ResponseCode.SUCCESS), opaque=0, flag=1,
+                               ext_fields={"nextBeginOffset": str(i + 1), "suggestWhichBrokerId": "0",
+                                           "minOffset": "0", "maxOffset": str(i + 1)},
+                               body=encode_record(topic=_CLIENT_TOPIC, body=_BODY, queue_offset=i,
+                                                  phys_offset=i * 200, born_timestamp=NOW, store_timestamp=NOW))
+               for i in range(total)]
+    state = {"next": 0, "limit": 0, "done": None}
+    held: list[Any] = []
+
+    def pull_message(addr: str, fields: dict[str, str], timeout_ms: int) -> tuple[Any, Any, int]:
+        fut = loop.create_future()
+        if state["next"] < state["limit"]:
+            fut.set_result(answers[state["next"]])
+            state["next"] += 1
+        else:
+            held.append(fut)  # the call's last pull: held, as the broker holds a pull at the queue's end
+        return fut, None, 0
+
+    c.instance.api.pull_message = pull_message  # type: ignore[method-assign]
+    c.instance.find_broker_addr_in_subscribe = lambda name, broker_id: (_CLIENT_BROKER, False)  # type: ignore[method-assign]
+    for task in c.instance._tasks:
+        task.cancel()
+    commit = c._commit
+
+    def committed(pq: Any, msgs: Any) -> None:
+        commit(pq, msgs)
+        done = state["done"]
+        if done is not None and not pq.msgs and pq.max_seen + 1 >= state["limit"]:
+            state["done"] = None
+            done.set_result(None)
+    c._commit = committed  # type: ignore[method-assign]
+    c._running = True
+    c._workers.prestart()
+    pq = ProcessQueue(mq)
+    c.process_queues[mq] = pq
+
+    async def go() -> None:
+        state["limit"] = state["next"] + pulls
+        state["done"] = loop.create_future()
+        task = loop.create_task(c._pull_loop(pq))
+        await state["done"]
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        held.clear()
+
+    async def shutdown() -> None:
+        c._running = False
+        c._workers.shutdown()
+        await c.instance.shutdown()
+    once = _looped(loop, go, shutdown, lambda: None)
+    once()
+    return once
+
+
 def _client_answerer(kind: str) -> Callable[[], Any]:
     """What :class:`_AnsweringTransport` itself costs per 100 requests (the client workloads' counts include it)."""
     import socket
@@ -698,6 +774,7 @@ WORKLOADS: dict[str, tuple[Callable[[str], Callable[[], Any]], int]] = {
     "client aio_traced_send_async_x100": (lambda kind: _client_aio_traced(kind, 100), 30),
     "client aio_signed_send_async_x100": (lambda kind: _client_aio(kind, 100, 0, signed=True), 30),
     "client answerer_x100": (_client_answerer, 10),
+    "client push_consume_x10": (lambda kind: _client_push_consume(kind, 10), 10),
 }
 KINDS = ("c", "py")
 

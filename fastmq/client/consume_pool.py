@@ -43,7 +43,11 @@ class ConsumePool:
         if self._closed:
             raise RuntimeError(f"{self.name}: the consume pool is shut down")
         self._queue.put((fn, args, done, asyncio.get_running_loop()))
-        if not self._idle.acquire(blocking=False) and len(self._threads) < self.max_threads:
+        # idle threads are counted only while the pool may still grow: once every thread is
+        # started, the count would buy nothing and cost the loop a Python-level Condition per
+        # batch, whose lock it may have to wait for while a pool thread that holds it waits for
+        # the interpreter lock
+        if len(self._threads) < self.max_threads and not self._idle.acquire(blocking=False):
             self._start_thread()
 
     def prestart(self) -> int:
@@ -103,4 +107,5 @@ class ConsumePool:
                 loop.call_soon_threadsafe(done, result, error)
             except RuntimeError:  # the loop is closed: nobody is left to tell
                 return
-            self._idle.release()
+            if len(self._threads) < self.max_threads:
+                self._idle.release()

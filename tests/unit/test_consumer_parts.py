@@ -332,6 +332,29 @@ async def test_consume_pool_prestart_starts_every_thread_once() -> None:
         assert not t.is_alive()
 
 
+async def test_a_full_consume_pool_leaves_its_idle_count_alone() -> None:
+    """Once every thread is started, neither the loop's submit nor a thread's end touches the idle
+    count: its Python-level Condition cost every batch a lock the loop could stall on while a pool
+    thread holding it waited for the interpreter lock."""
+    from fastmq.client.consume_pool import ConsumePool
+
+    class Untouchable:
+        def acquire(self, *a: object, **k: object) -> bool:
+            raise AssertionError("idle count taken by a full pool")
+
+        def release(self, *a: object, **k: object) -> None:
+            raise AssertionError("idle count given back in a full pool")
+
+    pool = ConsumePool(2, "F")
+    try:
+        pool.prestart()
+        pool._idle = Untouchable()  # type: ignore[assignment]
+        assert await asyncio.gather(*(pool.run(lambda i=i: i + 1) for i in range(20))) == list(range(1, 21))
+        assert len(pool._threads) == 2
+    finally:
+        pool.shutdown()
+
+
 async def test_resume_passes_results_and_cancellation_on() -> None:
     log = []
     fut = asyncio.get_running_loop().create_future()
