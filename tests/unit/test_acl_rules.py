@@ -163,10 +163,11 @@ def test_conf_acl_directory_is_read(tmp_path) -> None:
     assert set(m.accounts) == {"RocketMQUser", "RocketMQAdmin"}
 
 
-def test_the_gate_answers_refusals_drops_oneway_and_passes_the_rest(manager) -> None:
+def _recording_gate(m):
+    """An AccessGate over ``m`` whose passed requests and sent answers are recorded, and the
+    connection class it is handed."""
     from fastmq.broker.acl import AccessGate
 
-    m, _ = manager
     passed: list = []
     sent: list = []
 
@@ -176,7 +177,12 @@ def test_the_gate_answers_refusals_drops_oneway_and_passes_the_rest(manager) -> 
         def send_many(self, cmds):
             sent.extend(cmds)
 
-    gate = AccessGate(m, lambda conn, reqs: passed.extend(reqs))
+    return AccessGate(m, lambda conn, reqs: passed.extend(reqs)), Conn, passed, sent
+
+
+def test_the_gate_answers_refusals_drops_oneway_and_passes_the_rest(manager) -> None:
+    m, _ = manager
+    gate, Conn, passed, sent = _recording_gate(m)
     good = _signed(RequestCode.SEND_MESSAGE_V2, {"a": "PG", "b": "topicA"})
     bad = create_request(RequestCode.SEND_MESSAGE_V2, {"b": "topicA"})
     oneway = create_request(RequestCode.SEND_MESSAGE_V2, {"b": "topicA"})
@@ -245,8 +251,6 @@ def test_a_permission_change_takes_effect_at_the_next_read_after_a_reload(tmp_pa
     """The compiled fast pass remembers lately allowed (account, topic, group, code) by identity;
     a reload replaces the accounts table, so the same request objects read after a permission
     change get the new answer (sends, pulls and batch sends; an account's removal too)."""
-    from fastmq.broker.acl import AccessGate
-
     rules = """\
 accounts:
   - accessKey: PlainUser9
@@ -260,16 +264,7 @@ accounts:
     f.write_text(rules.format(topic="PUB|SUB", group="SUB"))
     m = PlainPermissionManager(str(tmp_path), str(f))
     creds = SessionCredentials("PlainUser9", "12345678")
-    passed: list = []
-    sent: list = []
-
-    class Conn:
-        remote_addr = "127.0.0.1:4000"
-
-        def send_many(self, cmds):
-            sent.extend(cmds)
-
-    gate = AccessGate(m, lambda conn, reqs: passed.extend(reqs))
+    gate, Conn, passed, sent = _recording_gate(m)
     send = _signed(RequestCode.SEND_MESSAGE_V2, {"a": "PG", "b": "topicA"}, creds)
     pull = _signed(RequestCode.PULL_MESSAGE, {"consumerGroup": "groupA", "topic": "topicA", "queueId": "0"}, creds)
     batch = _signed(RequestCode.SEND_BATCH_MESSAGE, {"a": "PG", "b": "topicA"}, creds, body=b"")
