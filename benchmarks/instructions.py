@@ -805,13 +805,20 @@ def run(kind: str, counts: dict[str, int]) -> None:
                 close()
 
 
-def per_call(tree: Path, kind: str, names: list[str], python: str) -> dict[str, float]:
-    """Instructions per call of each of ``names`` in ``tree``, from one callgrind process."""
-    counts = {n: CALLS // WORKLOADS[n][1] for n in names}
+def _tree_env(tree: Path, kind: str) -> dict[str, str]:
+    """The environment a workload process of ``tree`` runs in: that tree's code, fixed hashing,
+    and the pure twins for ``py``."""
     env = {**os.environ, "PYTHONPATH": str(tree), "PYTHONHASHSEED": "0"}
     env.pop("FASTMQ_NO_EXTENSIONS", None)
     if kind == "py":
         env["FASTMQ_NO_EXTENSIONS"] = "1"
+    return env
+
+
+def per_call(tree: Path, kind: str, names: list[str], python: str) -> dict[str, float]:
+    """Instructions per call of each of ``names`` in ``tree``, from one callgrind process."""
+    counts = {n: CALLS // WORKLOADS[n][1] for n in names}
+    env = _tree_env(tree, kind)
     with tempfile.TemporaryDirectory() as d:
         proc = subprocess.run(["valgrind", "--tool=callgrind", "--collect-atstart=no",
                                f"--toggle-collect={_REGION}", f"--dump-after={_REGION}",
@@ -844,10 +851,7 @@ def per_thread(tree: Path, kind: str, name: str, python: str, n: int = 10) -> di
     other thread's is the difference of its whole-run counts between a run of ``2n`` calls and one
     of ``n``, divided by ``n`` (so its start, its shutdown and the warm call fall out)."""
     # (numpy's OpenBLAS starts idle threads of its own, whose spinning is no workload's)
-    env = {**os.environ, "PYTHONPATH": str(tree), "PYTHONHASHSEED": "0", "OPENBLAS_NUM_THREADS": "1"}
-    env.pop("FASTMQ_NO_EXTENSIONS", None)
-    if kind == "py":
-        env["FASTMQ_NO_EXTENSIONS"] = "1"
+    env = {**_tree_env(tree, kind), "OPENBLAS_NUM_THREADS": "1"}
     totals: list[dict[int, int]] = []
     region: dict[int, int] = {}
     for calls in (n, 2 * n):
