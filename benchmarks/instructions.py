@@ -199,12 +199,28 @@ accounts:
 """
 
 
-def _broker_sends(kind: str, conns: int, turns: int, acl: bool = False) -> Callable[[], Any]:
+def _trace_send() -> tuple[dict[str, str], bytes]:
+    """A trace message as a traced producer's dispatcher sends it: 300 Pub records (zlib level 1,
+    sysFlag compressed) to RMQ_SYS_TRACE_TOPIC, its KEYS the 300 message ids, and its own UNIQ_KEY."""
+    import zlib
+    ids = [f"7F0000010B5C18B4AAC2512F{i:08X}" for i in range(300)]
+    text = "".join(f"Pub\x011700000000000\x01DefaultRegion\x01PG_BENCH\x01TopicTest\x01{m}\x01null\x01null"
+                   f"\x01127.0.0.1:10911\x01128\x011\x010\x017F00000100002A9F{i:016X}\x01true\x02"
+                   for i, m in enumerate(ids))
+    props = (f"KEYS\x01{' '.join(ids)}\x02UNIQ_KEY\x017F0000010B5C18B4AAC2512FFFFFFFFF\x02WAIT\x01true\x02"
+             f"TRACE_ON\x01true\x02")
+    ext = dict(_SEND_V2_EXT, a="_INNER_TRACE_PRODUCER-PG_BENCH-PRODUCER-1", b="RMQ_SYS_TRACE_TOPIC", d="1", e="0",
+               f="1", i=props)
+    return ext, zlib.compress(text.encode(), 1)
+
+
+def _broker_sends(kind: str, conns: int, turns: int, acl: bool = False, trace: bool = False) -> Callable[[], Any]:
     """A BrokerController (ASYNC_FLUSH) in this process; each call, ``turns`` times: one
     SEND_MESSAGE_V2 (binary header, 128 B) read on each of ``conns`` connections, then one turn
     of the loop, which stores and answers them. What the broker's Python does for a send, but
     the sockets (and the event loop's own polling). With ``acl`` the broker has ``aclEnable=true``
-    and every send is signed (AclClientRPCHook) by an account that may send to the topic."""
+    and every send is signed (AclClientRPCHook) by an account that may send to the topic. With
+    ``trace`` (``traceTopicEnable=true``) each send is :func:`_trace_send`'s trace message."""
     from fastmq._ext.codec import RemotingCommand, encode_frame
     from fastmq.broker.config import BrokerConfig
     from fastmq.broker.controller import BrokerController
@@ -218,6 +234,8 @@ def _broker_sends(kind: str, conns: int, turns: int, acl: bool = False) -> Calla
     if acl:
         Path(root, "plain_acl.yml").write_text(_ACL_YML)
         acl_keys = {"aclEnable": True, "aclFile": str(Path(root, "plain_acl.yml"))}
+    if trace:
+        acl_keys["traceTopicEnable"] = True
     broker = BrokerController(BrokerConfig(brokerName="bench", listenPort=0, namesrvAddr="", brokerIP1="127.0.0.1",
                                            **acl_keys),
                               MessageStoreConfig(storePathRootDir=root, mappedFileSizeCommitLog=1 << 30,
@@ -232,7 +250,10 @@ def _broker_sends(kind: str, conns: int, turns: int, acl: bool = False) -> Calla
     for task in asyncio.all_tasks(loop):
         task.cancel()
     loop.run_until_complete(asyncio.sleep(0))
-    ext = dict(_SEND_V2_EXT, n="bench")
+    ext, body = dict(_SEND_V2_EXT, n="bench"), b"x" * 128
+    if trace:
+        ext, body = _trace_send()
+        ext["n"] = "bench"
     peers = []
 
     async def connect(k: int) -> Any:
@@ -241,8 +262,9 @@ def _broker_sends(kind: str, conns: int, turns: int, acl: bool = False) -> Calla
         conn.connection_made(_NullTransport(40000 + k))  # type: ignore[arg-type]
         return conn
     for k in range(conns):
-        cmd = RemotingCommand(310, language=0, version=409, opaque=1, ext_fields=dict(ext, e=str(k % 4)),
-                              body=b"x" * 128, serialize_type=1)
+        cmd = RemotingCommand(310, language=0, version=409, opaque=1,
+                              ext_fields=dict(ext, e=str(k % 4)) if not trace else dict(ext),
+                              body=body, serialize_type=1)
         if acl:
             from fastmq.client.acl import AclClientRPCHook, SessionCredentials
             AclClientRPCHook(SessionCredentials("BenchUser1", "BenchSecret1"))(cmd)
@@ -749,7 +771,8 @@ def _client_answerer(kind: str) -> Callable[[], Any]:
 
 
 #: name -> (set-up returning the call, calls per unit it counts). The store's calls are fewer: each
-#: is 100 messages; a broker call is 10 lone sends, or 16 gathered ones, or 10 pulls of 32 messages.
+#: is 100 messages; a broker call is 10 lone sends, or 16 gathered ones, or 10 pulls of 32 messages
+#: (or 10 trace messages of 300 keys each).
 WORKLOADS: dict[str, tuple[Callable[[str], Callable[[], Any]], int]] = {
     "codec decode_send_v2": (_decode_send_v2, 1),
     "codec encode_send_v2": (_encode_send_v2, 1),
@@ -767,6 +790,7 @@ WORKLOADS: dict[str, tuple[Callable[[str], Callable[[], Any]], int]] = {
     "broker acl_lone_send_x10": (lambda kind: _broker_sends(kind, 1, 10, acl=True), 10),
     "broker acl_gathered_16_sends": (lambda kind: _broker_sends(kind, 16, 1, acl=True), 16),
     "broker pull_x10": (lambda kind: _broker_pulls(kind, 10), 10),
+    "broker trace_send_x10": (lambda kind: _broker_sends(kind, 1, 10, trace=True), 10),
     "client blocking_send": (lambda kind: _client_blocking(kind, 0), 1),
     "client blocking_send_async_x100": (lambda kind: _client_blocking(kind, 100), 30),
     "client aio_send_x10": (lambda kind: _client_aio(kind, 0, 10), 10),

@@ -13,7 +13,7 @@ layout comes from protocol's declarations through the generated ``wire_facts.pxd
 cimport cython
 from cpython.buffer cimport PyBUF_WRITABLE, PyObject_GetBuffer, PyBuffer_Release
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
-from libc.string cimport memcpy
+from libc.string cimport memchr, memcpy
 
 from .bigendian cimport get32 as _get32, put32 as _put32, put64 as _put64
 from .javahash cimport jhash
@@ -136,6 +136,23 @@ DEF MAX_RECORD_KEYS = 32768
 cdef const uint8_t* key_ptrs[MAX_RECORD_KEYS + 1]
 cdef Py_ssize_t key_lens[MAX_RECORD_KEYS + 1]
 
+cdef inline Py_ssize_t _find(const uint8_t* p, Py_ssize_t i, Py_ssize_t end, uint8_t c) noexcept nogil:
+    """The first ``c`` in ``p[i:end]``, or ``end``: a few bytes one at a time, then memchr (a trace
+    message's KEYS is one value of hundreds of ids, each of some 32 bytes)."""
+    cdef Py_ssize_t short_end = i + 12
+    cdef const uint8_t* at
+    if short_end > end:
+        short_end = end
+    while i < short_end:
+        if p[i] == c:
+            return i
+        i += 1
+    if i >= end:
+        return end
+    at = <const uint8_t*>memchr(p + i, c, end - i)
+    return end if at == NULL else at - p
+
+
 @cython.boundscheck(False)
 @cython.wraparound(False)
 cpdef Py_ssize_t index_records(SendBatch b, Py_ssize_t start, object mapping, Py_ssize_t slots, Py_ssize_t entries,
@@ -190,8 +207,7 @@ cpdef Py_ssize_t index_records(SendBatch b, Py_ssize_t start, object mapping, Py
                 kn = j - ks
                 j += 1
                 vs = j
-                while props[j] != PROP_SEP:
-                    j += 1
+                j = _find(props, j, n, PROP_SEP)
                 vn = j - vs
                 j += 1
                 if name_is(props + ks, kn, PROP_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, PROP_UNIQ_CLIENT_MESSAGE_ID_KEYIDX_LEN):
@@ -203,8 +219,7 @@ cpdef Py_ssize_t index_records(SendBatch b, Py_ssize_t start, object mapping, Py
                         while q < vs + vn and props[q] == <uint8_t>PROP_KEY_SEPARATOR[0]:
                             q += 1
                         ks = q
-                        while q < vs + vn and props[q] != <uint8_t>PROP_KEY_SEPARATOR[0]:
-                            q += 1
+                        q = _find(props, q, vs + vn, <uint8_t>PROP_KEY_SEPARATOR[0])
                         if q > ks:
                             key_ptrs[nkeys] = props + ks
                             key_lens[nkeys] = q - ks
