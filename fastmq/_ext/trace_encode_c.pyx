@@ -12,7 +12,7 @@ from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes
 from cpython.exc cimport PyErr_Clear
 from libc.stdint cimport int64_t, uint8_t, uint64_t
 from libc.stdlib cimport calloc, free, malloc
-from libc.string cimport memcmp, memcpy
+from libc.string cimport memchr, memcmp, memcpy
 
 from .bytebuf cimport ByteBuf, bytebuf_free, bytebuf_reserve
 from .wire_facts cimport NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR
@@ -33,6 +33,8 @@ cdef uint8_t _E = PROPERTY_SEPARATOR     # and FIELD_SPLITOR
 cdef uint8_t _SP = 32                    # MessageConst.KEY_SEPARATOR
 cdef uint64_t _FNV_OFFSET = 0xcbf29ce484222325
 cdef uint64_t _FNV_PRIME = 0x100000001b3
+cdef uint64_t _MIX_8 = 0x9e3779b97f4a7c15
+cdef uint64_t _MIX_FINISH = 0xff51afd7ed558ccd
 
 
 cdef inline int _put(ByteBuf* b, const char* p, Py_ssize_t n) except -1:
@@ -362,22 +364,51 @@ cdef class PubRows:
         return text, keys, j
 
 
+cdef Py_ssize_t _count_words(const uint8_t* p, Py_ssize_t n) noexcept nogil:
+    """How many words ``p`` holds at most (its separators plus one): what sizes the set below, so
+    that a message of a few records does not clear a table sized for its bytes."""
+    cdef Py_ssize_t c = 1
+    cdef const uint8_t* at = p
+    cdef const uint8_t* end = p + n
+    while at < end:
+        at = <const uint8_t*>memchr(at, _SP, end - at)
+        if at == NULL:
+            break
+        c += 1
+        at += 1
+    return c
+
+
 cdef Py_ssize_t _unique_words(const uint8_t* p, Py_ssize_t n, uint8_t* out, Py_ssize_t* slots,
                               Py_ssize_t mask) noexcept nogil:
     """The words of ``p`` each once into ``out``, space-separated; returns the bytes written.
-    ``slots``: an empty open-addressed set of ``mask + 1`` (start + 1, length) pairs."""
-    cdef Py_ssize_t i = 0, s, w, m = 0, at
-    cdef uint64_t h
+    ``slots``: an empty open-addressed set of ``mask + 1`` (start + 1, length) pairs. A word's
+    end is found by memchr and it is hashed eight bytes a step (the words are message ids of
+    some 32 bytes)."""
+    cdef Py_ssize_t i = 0, s, w, m = 0, at, k
+    cdef uint64_t h, x = 0
+    cdef const uint8_t* e
     while i < n:
         if p[i] == _SP:
             i += 1
             continue
         s = i
-        h = _FNV_OFFSET
-        while i < n and p[i] != _SP:
-            h = (h ^ p[i]) * _FNV_PRIME
-            i += 1
+        e = <const uint8_t*>memchr(p + i, _SP, n - i)
+        i = n if e == NULL else e - p
         w = i - s
+        h = _FNV_OFFSET
+        k = s
+        while k + 8 <= i:
+            memcpy(&x, p + k, 8)
+            h = (h ^ x) * _MIX_8
+            h ^= h >> 32  # (a product's high bits never reach the low ones, which pick the slot)
+            k += 8
+        while k < i:
+            h = (h ^ p[k]) * _FNV_PRIME
+            k += 1
+        h ^= h >> 33  # (MurmurHash3's finish: ids that differ in their last bytes spread)
+        h *= _MIX_FINISH
+        h ^= h >> 33
         at = <Py_ssize_t>(h & <uint64_t>mask)
         while slots[2 * at] != 0:
             if slots[2 * at + 1] == w and memcmp(p + slots[2 * at] - 1, p + s, w) == 0:
@@ -397,14 +428,16 @@ cdef Py_ssize_t _unique_words(const uint8_t* p, Py_ssize_t n, uint8_t* out, Py_s
 def join_keys(bytes raw) -> str:
     """The words of ``raw`` each once, first seen first, joined by spaces (see ``trace_encode_py``)."""
     cdef const uint8_t* p = <const uint8_t*>PyBytes_AS_STRING(raw)
-    cdef Py_ssize_t n = PyBytes_GET_SIZE(raw), cap = 16, m = 0
-    cdef Py_ssize_t* slots
-    cdef uint8_t* out
-    while cap < n + 2:  # (more than twice the words there can be)
+    cdef Py_ssize_t n = PyBytes_GET_SIZE(raw), cap = 16, m = 0, words
+    cdef Py_ssize_t* slots = NULL
+    cdef uint8_t* out = NULL
+    with nogil:
+        words = _count_words(p, n)
+    while cap < 2 * words + 2:  # (at most half full)
         cap <<= 1
-    slots = <Py_ssize_t*>calloc(cap * 2, sizeof(Py_ssize_t))
-    out = <uint8_t*>malloc(n + 1)
     try:
+        slots = <Py_ssize_t*>calloc(cap * 2, sizeof(Py_ssize_t))
+        out = <uint8_t*>malloc(n + 1)
         if slots == NULL or out == NULL:
             raise MemoryError()
         with nogil:
