@@ -129,6 +129,8 @@ def test_batch_request_becomes_one_record_per_entry(send) -> None:
     (_send(props="CLUSTER\x01x\x02"), "CLUSTER already set"),
     (_send(props="\x01a\x02"), "empty property name"),
     (_send(props="TAGS\x02"), "name without value separator"),
+    (_send(props="KEYS\x01" + "k" * 40 + "\x01x\x02"), "a second name separator deep in a long value"),
+    (_send(props="KEYS\x01" + "k" * 23 + "\x01x\x02"), "a second name separator just before the long scan"),
     (_send(sys_flag=0x4), "prepared transaction"),
     (_send(props="TRAN_MSG\x01true\x02"), "transaction property (a half: stored by the general path)"),
     (_send(body=b"x" * 5000), "over max_size"),
@@ -341,6 +343,37 @@ def test_index_entries_match_the_python_indexer(send, tmp_path) -> None:
     assert bytes(mapping) == want
     assert state[:4] == [ts, ts, 100, 200] and state[5] == 6
     svc.close()
+
+
+def test_a_trace_message_s_many_keys_are_indexed_as_the_python_indexer(send, tmp_path) -> None:
+    # a trace message's KEYS is one long value of hundreds of ids; keys of every length around
+    # the scans' byte-at-a-time prefixes, runs of spaces, non-ASCII, and properties after it
+    keys = [f"7F0000010B5C18B4AAC2512F{i:08X}" for i in range(300)]
+    keys += ["k" * n for n in range(1, 40)] + ["标签键", "😀k", "é" * 9, "x7"]
+    value = "  ".join(keys[:150]) + " " + " ".join(keys[150:]) + " "
+    reqs = [_send(props=f"TAGS\x01t\x02KEYS\x01{value}\x02UNIQ_KEY\x01U9\x02WAIT\x01true\x02"),
+            _send(props=f"KEYS\x01{value}")]  # (the Java client's form: no separator at the end)
+    b = send.encode_sends(reqs, TOPICS, BORN, STORE, CLUSTER, 4 << 20)
+    assert b.fast == [0, 1]
+    b.cols[:, COL["commit_log_offset"]] = [100, 200]
+    ts = 1_700_000_005_000
+    svc = IndexService(tmp_path / "py", slots=512, entries=800)
+    svc.put("T1", keys + ["U9"], 100, ts)
+    svc.put("T1", keys, 200, ts)
+    want = bytes(svc.files[0]._mm)
+    state = [0, 0, 0, 0, 0, 1]
+    mapping = bytearray(len(want))
+    assert send.index_records(b, 0, mapping, 512, 800, state, ts) == 2
+    assert bytes(mapping) == want
+    svc.close()
+
+
+def test_java_hash_of_long_mixed_text(send) -> None:
+    # (the compiled hash takes four ASCII bytes a step: non-ASCII at every offset of a step)
+    for n in range(0, 12):
+        for odd in ("é", "标", "😀"):
+            for text in ("a" * n + odd + "b" * (11 - n), odd * n + "abcdefgh"[: n % 8], "Ab1" * n + odd):
+                assert send.java_hash(text.encode()) == java_string_hash(text), text
 
 
 def test_full_index_file_stops_before_a_record(send) -> None:

@@ -108,3 +108,14 @@ def test_text_utf8_cannot_hold_is_written_as_java_writes_it(kind: str) -> None:
     assert text == "\x01".join(["Pub", "1", "R", "gé", "T", "M?", "ü", "null", "null", "3", "2", "3", "null",
                                 "false"]).encode() + b"\x02"
     assert keys == b"M? " and _mod(kind).join_keys(b"  a b  a \xc3\xbc ") == "a b ü"
+
+
+@pytest.mark.parametrize("kind", TWINS)
+def test_join_keys_of_a_full_message_s_ids(kind: str) -> None:
+    # hundreds of ids that differ only in their last bytes (the compiled set hashes eight bytes a
+    # step), repeated, with words of every length around a step and runs of spaces
+    ids = [f"7F0000010B5C18B4AAC2512F{i:08X}" for i in range(900)]
+    words = ids + ids[::3] + ["k" * n for n in range(1, 20)] + ["k" * 5, "é" * 7, "x"]
+    raw = "  ".join(words).encode() + b" "
+    assert _mod(kind).join_keys(raw) == " ".join(dict.fromkeys(words))
+    assert _mod(kind).join_keys(b"") == "" and _mod(kind).join_keys(b"   ") == ""
