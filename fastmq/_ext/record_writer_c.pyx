@@ -137,9 +137,9 @@ cdef const uint8_t* key_ptrs[MAX_RECORD_KEYS + 1]
 cdef Py_ssize_t key_lens[MAX_RECORD_KEYS + 1]
 
 cdef inline Py_ssize_t _find(const uint8_t* p, Py_ssize_t i, Py_ssize_t end, uint8_t c) noexcept nogil:
-    """The first ``c`` in ``p[i:end]``, or ``end``: a few bytes one at a time, then memchr (a trace
+    """The first ``c`` in ``p[i:end]``, or ``end``: four bytes one at a time, then memchr (a trace
     message's KEYS is one value of hundreds of ids, each of some 32 bytes)."""
-    cdef Py_ssize_t short_end = i + 12
+    cdef Py_ssize_t short_end = i + 4
     cdef const uint8_t* at
     if short_end > end:
         short_end = end
