@@ -369,10 +369,10 @@ def test_a_trace_message_s_many_keys_are_indexed_as_the_python_indexer(send, tmp
 
 
 def test_java_hash_of_long_mixed_text(send) -> None:
-    # (the compiled hash takes four ASCII bytes a step: non-ASCII at every offset of a step)
-    for n in range(0, 12):
+    # (the compiled hash takes eight, then four ASCII bytes a step: non-ASCII at every offset of a step)
+    for n in range(0, 20):
         for odd in ("é", "标", "😀"):
-            for text in ("a" * n + odd + "b" * (11 - n), odd * n + "abcdefgh"[: n % 8], "Ab1" * n + odd):
+            for text in ("a" * n + odd + "b" * (19 - n), odd * n + "abcdefgh"[: n % 8], "Ab1" * n + odd):
                 assert send.java_hash(text.encode()) == java_string_hash(text), text
 
 
