@@ -92,12 +92,13 @@ class RecordsModule(Protocol):
     def decode_v4(self, data: bytes, cls: Any) -> list[Any] | None: ...
 
 
-# ------------------------------------------------------------------ pull: the broker's pull-header decoder
+# ------------------------------------------------------------------ pull: the broker's pull-header decoder, the pull answer's numbers
 
 class PullModule(Protocol):
     PULL_NUMBERS: tuple[tuple[str, int, int], ...]
 
     def decode_pull_header(self, fields: dict[str, Any], cls: Any) -> Any: ...
+    def usual_longs(self, fields: dict[str, Any] | None, first: str, second: str) -> tuple[int, int] | None: ...
 
 
 # ------------------------------------------------------------------ sql_filter: SQL92 selectors on stored records

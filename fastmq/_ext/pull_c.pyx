@@ -4,11 +4,12 @@ the contract).
 
 Every pull decodes one: seven numbers parsed from their text and range-checked, as Python took
 several thousand instructions to do with ``int()`` per field; here each is read digit by digit
-from the string's own buffer, without a ``str`` or ``int`` made in between.
+from the string's own buffer, without a ``str`` or ``int`` made in between. A consumer's pull
+round reads two numbers of the answer the same way (``usual_longs``).
 """
 from libc.stdint cimport INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN, int64_t, uint64_t
 
-__all__ = ["decode_pull_header", "PULL_NUMBERS"]
+__all__ = ["decode_pull_header", "PULL_NUMBERS", "usual_longs"]
 
 cdef int64_t _INT_MIN = INT32_MIN
 cdef int64_t _INT_MAX = INT32_MAX
@@ -79,3 +80,15 @@ def decode_pull_header(dict fields, cls):
         return None
     return cls(group, topic, qid, qoff, most, flag, commit, wait, subv, fields.get("subscription"),
                fields.get("expressionType"))
+
+
+def usual_longs(fields, str first, str second):
+    """``(fields[first], fields[second])`` as Java longs when both are in the usual form, else
+    None (see ``pull_py``)."""
+    if not fields or type(fields) is not dict:
+        return None
+    cdef int64_t a = 0, b = 0
+    if not (_number((<dict>fields).get(first), _LONG_MIN, _LONG_MAX, &a)
+            and _number((<dict>fields).get(second), _LONG_MIN, _LONG_MAX, &b)):
+        return None
+    return a, b

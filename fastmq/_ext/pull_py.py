@@ -8,12 +8,16 @@ down to ``Header.from_fields``) decides: it accepts what these refuse only where
 (blanks around a number) and names the field it refuses. So both paths give the same header for
 what this one accepts. (The broker's pull processor calls it: the header declarations, a floor
 below ``_ext``, do not.)
+
+:func:`usual_longs` is the consumer's side: two numbers of a pull answer's header
+(``suggestWhichBrokerId``, ``nextBeginOffset``) in the same usual form, or None, and the caller's
+general parser (``ext_int``, ``Long.parseLong``'s rules) decides; every pull round reads both.
 """
 from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["decode_pull_header", "PULL_NUMBERS"]
+__all__ = ["decode_pull_header", "PULL_NUMBERS", "usual_longs"]
 
 INT_MIN, INT_MAX = -(1 << 31), (1 << 31) - 1
 LONG_MIN, LONG_MAX = -(1 << 63), (1 << 63) - 1
@@ -47,3 +51,18 @@ def decode_pull_header(fields: dict[str, Any], cls: Any) -> Any:
             return None
         nums.append(n)
     return cls(group, topic, *nums, fields.get("subscription"), fields.get("expressionType"))
+
+
+def usual_longs(fields: dict[str, Any] | None, first: str, second: str) -> tuple[int, int] | None:
+    """``(fields[first], fields[second])`` as Java longs when both are in the usual form (see the
+    module doc), else None: a field missing, None, not a string or in any other form (or
+    ``fields`` not a dict: a command without ext-fields has None)."""
+    if not fields or type(fields) is not dict:
+        return None
+    a = _number(fields.get(first), LONG_MIN, LONG_MAX)
+    if a is None:
+        return None
+    b = _number(fields.get(second), LONG_MIN, LONG_MAX)
+    if b is None:
+        return None
+    return a, b

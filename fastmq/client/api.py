@@ -55,6 +55,7 @@ from .acl import AclClientRPCHook
 __all__ = ["ClientAPI", "CompressedBody", "RPCHook", "SendStatus", "send_request", "send_result"]
 
 _LANG = int(LanguageCode.PYTHON)
+_PULL_MESSAGE = int(RequestCode.PULL_MESSAGE)  # (an IntEnum member costs a load per pull round)
 _MSG_TYPE, _REPLY = MessageConst.MESSAGE_TYPE, MessageConst.REPLY_MESSAGE_FLAG
 # The V2 letters of the send header fields the producer sets, from the declaration.
 (_H_GROUP, _H_TOPIC, _H_DEFAULT_TOPIC, _H_DEFAULT_QUEUES, _H_QUEUE, _H_SYS_FLAG, _H_BORN, _H_FLAG, _H_PROPERTIES,
@@ -303,9 +304,10 @@ class ClientAPI:
         The answer's code is the caller's to read: FOUND, NO_NEW_MSG, NO_MATCHED_MSG and
         OFFSET_ILLEGAL are all answers of a pull (processPullResponse).
         """
-        request = RemotingCommand(RequestCode.PULL_MESSAGE, language=_LANG, version=VERSION, opaque=next_opaque(),
+        request = RemotingCommand(_PULL_MESSAGE, language=_LANG, version=VERSION, opaque=next_opaque(),
                                   flag=0, ext_fields=fields, serialize_type=0, body=None)
-        self._before(addr, request)
+        if self.hooks:  # (every pull round comes here: no call when there is nothing to call)
+            self._before(addr, request)
         conn = self.remoting.open_connection(addr)
         fut: asyncio.Future[RemotingCommand]
         if conn is None:  # not connected yet: invoke connects (a task, so it starts now too)

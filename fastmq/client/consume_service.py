@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-import functools
 import itertools
 import logging
 import time
@@ -166,32 +165,63 @@ class ConsumeConcurrentlyService(ConsumeService):
     progress (ConsumeMessageConcurrentlyService)."""
 
     async def _deliver_concurrently(self, pq: ProcessQueue, msgs: list[MessageExt]) -> None:
-        n = self.consume_message_batch_max_size
         if not self._listener_is_async:
-            batches = [msgs[i:i + n] for i in range(0, len(msgs), n)] if n < len(msgs) else [msgs]
-            # To the consume threads. A listener that answers within microseconds gets the whole
-            # pull answer as one hand-off (a hand-off costs more than such a call); a slower one
-            # gets a hand-off per batch, so that the threads share the answer as RocketMQ's
-            # consumeExecutor would. What waits for the threads is bounded by the process queue's
-            # thresholds, which pause this queue's pulls.
-            z = pq.has_compressed
-            if self._listen_us * len(batches) < QUICK_HANDOFF_US:
-                self._workers.submit(self._listen, (batches, None, z), functools.partial(self._listened, pq, batches))
-            else:
-                for b in batches:
-                    self._workers.submit(self._listen, ([b], None, z), functools.partial(self._listened, pq, [b]))
+            self._hand_off(pq, msgs)
             return
+        n = self.consume_message_batch_max_size
         for i in range(0, len(msgs), n):
             batch = msgs[i:i + n] if i or n < len(msgs) else msgs
             await self._slots.acquire()
             self._consume_now(pq, batch)
 
-    def _listened(self, pq: ProcessQueue, batches: list[list[MessageExt]], outcomes: list[tuple[str, int]] | None,
+    def _hand_off(self, pq: ProcessQueue, msgs: list[MessageExt]) -> None:
+        """A pull answer's messages to the consume threads (a plain listener's): returns at once.
+        The pull loop calls it directly, with no coroutine of its own (``_hands_off``).
+
+        A listener that answers within microseconds gets the whole pull answer as one hand-off
+        (a hand-off costs more than such a call); a slower one gets a hand-off per batch, so
+        that the threads share the answer as RocketMQ's consumeExecutor would. What waits for
+        the threads is bounded by the process queue's thresholds, which pause this queue's
+        pulls."""
+        n = self.consume_message_batch_max_size
+        z = pq.has_compressed
+        if n >= len(msgs):  # one batch (one message an answer, at a steady rate, is the usual)
+            batch = [msgs]
+            self._workers.submit(self._listen, (batch, None, z), self._listened, (pq, batch))
+            return
+        batches = [msgs[i:i + n] for i in range(0, len(msgs), n)]
+        if self._listen_us * len(batches) < QUICK_HANDOFF_US:
+            self._workers.submit(self._listen, (batches, None, z), self._listened, (pq, batches))
+        else:
+            for b in batches:
+                self._workers.submit(self._listen, ([b], None, z), self._listened, (pq, [b]))
+
+    def _listened(self, handed: tuple[ProcessQueue, list[list[MessageExt]]], outcomes: list[tuple[str, int]] | None,
                   error: BaseException | None) -> None:
-        """Back on the loop from a consume thread: count, commit what was consumed, send back
-        the rest."""
+        """Back on the loop from a consume thread (``handed``: the queue and the batches handed
+        over): count, commit what was consumed, send back the rest."""
+        pq, batches = handed
         if outcomes is None or error is not None:
             outcomes = [(ConsumeStatus.RECONSUME_LATER, 0)] * len(batches)
+        elif len(outcomes) == 1:  # one batch, the usual hand-off: no list of what to commit
+            batch = batches[0]
+            (status, rt_ms), = outcomes
+            c = pq.counters
+            c.consumes += 1
+            c.consume_rt_ms += rt_ms
+            if status == ConsumeStatus.CONSUME_SUCCESS:
+                c.consumed_ok += len(batch)
+                if not pq.dropped:
+                    self._commit(pq, batch)
+                return
+            c.consumed_failed += len(batch)
+            if pq.dropped:
+                return
+            if self.message_model != "CLUSTERING":
+                self._commit(pq, batch)
+            else:  # sending back awaits the broker
+                asyncio.ensure_future(self._settle(pq, batch, status))
+            return
         done: list[MessageExt] = []
         for batch, (status, rt_ms) in zip(batches, outcomes):
             self._count(pq, len(batch), status, rt_ms)
@@ -332,7 +362,7 @@ class ConsumeOrderlyService(ConsumeService):
                 break
             done += batch
         if done:
-            pq.last_consume_timestamp = _now_ms()
+            pq.last_consume_time = time.time()
             off = pq.remove(done)
             if off >= 0:  # (_commit leaves a dropped queue's offset alone)
                 self.offset_store.update(pq.mq, off, increase_only=True)

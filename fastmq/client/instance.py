@@ -379,7 +379,8 @@ class ClientInstance:
         addresses, the master first. Returns ``(address, is_slave)``; ``(None, False)`` when none."""
         addrs = self.broker_addrs.get(broker_name) or {}
         addr = addrs.get(broker_id)
-        if addr is not None and (self._reachable(addr) or len(addrs) == 1):
+        # (every pull round asks: an address never marked unreachable is taken without a call)
+        if addr is not None and (addr not in self._unreachable or self._reachable(addr) or len(addrs) == 1):
             return addr, broker_id != MASTER_ID
         if only_this_broker:
             return None, False

@@ -15,6 +15,7 @@ import time
 import zlib
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
+from .._ext.pull import usual_longs
 from ..errors import FastMQError, RemotingConnectError
 from ..protocol.bodies import MASTER_ID
 from ..protocol.codes import ResponseCode
@@ -24,7 +25,7 @@ from ..protocol.heartbeat import SubscriptionData
 from ..protocol.message import MAX_INFLATED_BODY, MessageConst, MessageExt, MessageSysFlag, inflate_body
 from ..protocol.message_queue import MessageQueue
 from ..protocol.topic import retry_topic
-from .process_queue import ProcessQueue, _now_ms
+from .process_queue import ProcessQueue
 from .pull_body import decode_pull_body
 
 if TYPE_CHECKING:
@@ -50,6 +51,11 @@ _SYSFLAG_COMMIT, _SYSFLAG_SUSPEND, _SYSFLAG_SUBSCRIPTION = 1, 2, 4
     PullMessageRequestHeader, "consumerGroup", "topic", "queueId", "queueOffset", "maxMsgNums", "sysFlag",
     "commitOffset", "suspendTimeoutMillis", "subscription", "subVersion", "expressionType")
 _R_SUGGEST, _R_NEXT_BEGIN = declared(PullMessageResponseHeader, "suggestWhichBrokerId", "nextBeginOffset")
+_SYSFLAG_WITH_COMMIT = str(_SYSFLAG_SUSPEND | _SYSFLAG_SUBSCRIPTION | _SYSFLAG_COMMIT)
+_SYSFLAG_WITHOUT_COMMIT = str(_SYSFLAG_SUSPEND | _SYSFLAG_SUBSCRIPTION)
+# the answer codes as plain ints: an IntEnum member's load and compare cost ~1,300 instructions
+_SUCCESS, _OFFSET_MOVED, _NOT_FOUND, _RETRY_IMMEDIATELY = (int(c) for c in (
+    ResponseCode.SUCCESS, ResponseCode.PULL_OFFSET_MOVED, ResponseCode.PULL_NOT_FOUND, ResponseCode.PULL_RETRY_IMMEDIATELY))
 
 
 class _Pull:
@@ -147,19 +153,25 @@ class PullService:
     _commit: Callable[[ProcessQueue, Sequence[MessageExt]], None]
     _deliver: Callable[[ProcessQueue, list[MessageExt]], Any]
     _delivers_inline: bool  # True when _deliver runs the listener itself, False when it hands off
+    _hand_off: Callable[[ProcessQueue, list[MessageExt]], None]
+    _hands_off: bool  # True when _hand_off takes the answers (a plain listener's consume threads), not _deliver
 
     async def _pull_loop(self, pq: ProcessQueue) -> None:
         mq = pq.mq
         sub = self.subscriptions.get(mq.topic)
         # (the client's tag check, as PullAPIWrapper: only for tags; a SQL92 subscription has none)
         wanted = None if sub is None or sub.subscribes_all or not sub.tags_set else set(sub.tags_set)
-        from_retry = mq.topic == retry_topic(self.group)
+        group = self.group
+        from_retry = mq.topic == retry_topic(group)
         # the header fields no pull of this queue changes, stringified once (as create_request would)
-        template = {_H_GROUP: self.group, _H_TOPIC: mq.topic, _H_QUEUE_ID: str(mq.queue_id), _H_QUEUE_OFFSET: "",
+        template = {_H_GROUP: group, _H_TOPIC: mq.topic, _H_QUEUE_ID: str(mq.queue_id), _H_QUEUE_OFFSET: "",
                     _H_MAX_NUMS: str(self.pull_batch_size), _H_SYSFLAG: "", _H_COMMIT: "",
                     _H_SUSPEND: str(PULL_SUSPEND_MS), _H_SUB: sub.sub_string if sub else "*",
                     _H_SUB_VERSION: str(sub.sub_version if sub else 0),
                     _H_EXPR_TYPE: sub.expression_type if sub and sub.expression_type else "TAG"}
+        # the broker id the answers suggest: kept here and in pull_from_which (written when it
+        # changes), read by _start_pull from the process queue
+        pq.pull_from = suggested = self.pull_from_which.get(mq, MASTER_ID)
         pull: _Pull | float | None = None
         try:
             while not pq.dropped and self._running:
@@ -187,12 +199,23 @@ class PullService:
                     log.warning("pull %s failed: %s", mq, exc)
                     await asyncio.sleep(PULL_DELAY_ON_ERROR_S)
                     continue
-                suggest = ext_int(resp, _R_SUGGEST, MASTER_ID)
-                self.pull_from_which[mq] = MASTER_ID if suggest is None else suggest
-                next_offset = ext_int(resp, _R_NEXT_BEGIN, pq.next_offset)
-                if resp.code == ResponseCode.SUCCESS:
-                    msgs = decode_pull_body(resp.body or b"")
-                    if _unwrap_all(msgs, self.group, from_retry):
+                # both numbers in one compiled call when in the usual form (ext_int was ~5,000
+                # instructions each), else Long.parseLong's rules and errors through ext_int
+                numbers = usual_longs(resp.ext_fields, _R_SUGGEST, _R_NEXT_BEGIN)
+                if numbers is None:
+                    suggest = ext_int(resp, _R_SUGGEST, MASTER_ID)
+                    next_offset = ext_int(resp, _R_NEXT_BEGIN, pq.next_offset)
+                    if suggest is None:
+                        suggest = MASTER_ID
+                else:
+                    suggest, next_offset = numbers
+                if suggest != suggested:
+                    self.pull_from_which[mq] = pq.pull_from = suggested = suggest
+                code = resp.code
+                if code == _SUCCESS:
+                    body = resp.body
+                    msgs = decode_pull_body(body) if body else []
+                    if _unwrap_all(msgs, group, from_retry):
                         pq.has_compressed = True  # its batches are inflated on their way to the listener
                     if wanted is not None:
                         msgs = [m for m in msgs if m.tags in wanted]
@@ -204,16 +227,21 @@ class PullService:
                         pq.put(msgs)
                         if next_offset is not None:
                             pq.next_offset = next_offset
-                        if self._delivers_inline:
+                        if self._hands_off:
+                            # to the consume threads, synchronously (no coroutine per answer):
+                            # made first, the listener's thread wakes while the next pull is written
+                            self._hand_off(pq, msgs)
+                            nxt = self._start_pull(pq, template)
+                            pull = None if isinstance(nxt, float) else nxt  # flow control: checked again after
+                        elif self._delivers_inline:
                             # RocketMQ's order: the batch is in the process queue, the next pull
                             # leaves now, then the batch goes to the listener; pulling only after
                             # the listener had run left the broker without this queue's pull meanwhile.
                             nxt = self._start_pull(pq, template)
-                            pull = None if isinstance(nxt, float) else nxt  # flow control: checked again after
+                            pull = None if isinstance(nxt, float) else nxt
                             await self._deliver(pq, msgs)
                         else:
-                            # a hand-off (consume threads, a queue) returns at once: made first,
-                            # the listener's thread wakes while the next pull is being written
+                            # a hand-off (a task, a queue) returns at once: made first, as above
                             await self._deliver(pq, msgs)
                             nxt = self._start_pull(pq, template)
                             pull = None if isinstance(nxt, float) else nxt
@@ -224,12 +252,12 @@ class PullService:
                         if not pq.msgs:
                             pq.max_seen = max(pq.max_seen, next_offset - 1)
                             self.offset_store.update(mq, next_offset, increase_only=True)
-                elif resp.code == ResponseCode.PULL_OFFSET_MOVED:
+                elif code == _OFFSET_MOVED:
                     log.warning("the pull request offset illegal, %s offset %d -> %s", mq, pq.next_offset, next_offset)
                     if next_offset is not None:
                         self.offset_store.update(mq, next_offset)
-                elif resp.code not in (ResponseCode.PULL_NOT_FOUND, ResponseCode.PULL_RETRY_IMMEDIATELY):
-                    log.warning("pull %s answered %d %s", mq, resp.code, resp.remark)
+                elif code != _NOT_FOUND and code != _RETRY_IMMEDIATELY:
+                    log.warning("pull %s answered %d %s", mq, code, resp.remark)
                     await asyncio.sleep(PULL_DELAY_ON_ERROR_S)
                     continue
                 if next_offset is not None:
@@ -241,12 +269,12 @@ class PullService:
     def _start_pull(self, pq: ProcessQueue, template: dict[str, str]) -> _Pull | float:
         """The queue's next PULL_MESSAGE, written now; or how long to wait first (flow control, or
         no broker address for the queue)."""
-        mq = pq.mq
         if len(pq.msgs) > self.pull_threshold_for_queue or pq.size_bytes > self.pull_threshold_size_for_queue:
             return PULL_DELAY_FLOW_CONTROL_S
+        mq = pq.mq
         # the broker id the last answer suggested (RocketMQ's pullFromWhichNodeTable), else a
         # slave of the name when the master is gone from the route or unreachable
-        suggested = self.pull_from_which.get(mq, MASTER_ID)
+        suggested = pq.pull_from
         addr, is_slave = self.instance.find_broker_addr_in_subscribe(mq.broker_name, suggested)
         if addr is None:
             return PULL_DELAY_ON_ERROR_S
@@ -256,14 +284,18 @@ class PullService:
             # seconds rather than at the 30 s route poll (one NameServer request per topic at most)
             self.instance.refresh_route_soon(mq.topic, SLAVE_ROUTE_REFRESH_S)
         pq.pulling_from = addr
-        pq.last_pull_timestamp = _now_ms()
+        pq.last_pull_time = time.time()
         commit = self.offset_store.table.get(mq, -1) if self.message_model == "CLUSTERING" else -1
         fields = template.copy()
         fields[_H_QUEUE_OFFSET] = str(pq.next_offset)
         if slave_for_master:
             fields[_H_SUSPEND] = str(SLAVE_SUSPEND_MS)  # a held pull would pin us there
-        fields[_H_SYSFLAG] = str(_SYSFLAG_SUSPEND | _SYSFLAG_SUBSCRIPTION | (_SYSFLAG_COMMIT if commit > 0 else 0))
-        fields[_H_COMMIT] = str(max(commit, 0))
+        if commit > 0:
+            fields[_H_SYSFLAG] = _SYSFLAG_WITH_COMMIT
+            fields[_H_COMMIT] = str(commit)
+        else:
+            fields[_H_SYSFLAG] = _SYSFLAG_WITHOUT_COMMIT
+            fields[_H_COMMIT] = "0"
         # written and flushed at once, no timer of its own (see ClientAPI.pull_message)
         fut, conn, opaque = self.instance.api.pull_message(addr, fields, PULL_TIMEOUT_MS)
         return _Pull(fut, addr, suggested, conn, opaque)

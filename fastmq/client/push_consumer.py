@@ -104,6 +104,7 @@ class _ConsumerBase(Rebalance, PullService):
             raise MessageValidationError(f"messageModel must be CLUSTERING or BROADCASTING, not {message_model}")
         self.group = group
         self._delivers_inline = False  # _deliver hands the messages on (see PullService._pull_loop)
+        self._hands_off = False  # the pull loop calls _deliver, not _hand_off (see PullService._pull_loop)
         # plain strings, a MessageModel or ConsumeFromWhere passed or not: the pull and consume
         # paths compare them with str literals, fastest on an exact str
         self.message_model = str(message_model)
@@ -296,7 +297,7 @@ class _ConsumerBase(Rebalance, PullService):
             await self.offset_store.persist_all(set(self.process_queues))
 
     def _commit(self, pq: ProcessQueue, msgs: Sequence[MessageExt]) -> None:
-        pq.last_consume_timestamp = _now_ms()
+        pq.last_consume_time = time.time()
         off = pq.remove(msgs)
         if off >= 0 and not pq.dropped:
             self.offset_store.update(pq.mq, off, increase_only=True)
@@ -411,6 +412,8 @@ class PushConsumer(ConsumeConcurrentlyService, ConsumeOrderlyService, _ConsumerB
         self._listener_is_async = inspect.iscoroutinefunction(listener)
         # an async def's first step runs inside _deliver (ConsumeConcurrentlyService._consume_now)
         self._delivers_inline = self._listener_is_async and not self._orderly
+        # a plain one's answers go to the consume threads by _hand_off, a call and no coroutine
+        self._hands_off = not self._listener_is_async and not self._orderly
 
     async def start(self) -> None:
         if self._listener is None:

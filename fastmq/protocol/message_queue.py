@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from .java_number import json_int
 
@@ -16,6 +16,23 @@ class MessageQueue:
     topic: str
     broker_name: str
     queue_id: int
+    # (not a field: set by __hash__ on first use; ClassVar keeps it out of the dataclass's fields)
+    _hash: ClassVar[int]
+
+    def __hash__(self) -> int:
+        # The fields' hash, as the dataclass would make it, computed once: a consumer's pull
+        # round looks its queue up in a few dicts (offsets, the broker to pull from), and the
+        # tuple made and hashed for each lookup cost ~1,700 instructions
+        try:
+            return self._hash
+        except AttributeError:
+            h = hash((self.topic, self.broker_name, self.queue_id))
+            object.__setattr__(self, "_hash", h)
+            return h
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # only the fields: a str's hash differs between processes, so the cached one stays behind
+        return (type(self), (self.topic, self.broker_name, self.queue_id))
 
     def __str__(self) -> str:
         # The exact text matters: the consistent-hash allocator hashes it, as Java does.

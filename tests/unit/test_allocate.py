@@ -81,3 +81,17 @@ def test_message_queue_text_and_order() -> None:
     assert sorted([MessageQueue("T", "b", 2), MessageQueue("S", "z", 9), MessageQueue("T", "a", 5)]) == [
         MessageQueue("S", "z", 9), MessageQueue("T", "a", 5), MessageQueue("T", "b", 2)]
     assert MessageQueue.from_obj(mq.to_obj()) == mq
+
+
+def test_message_queue_hash_is_the_fields_and_stays_behind_in_a_pickle() -> None:
+    import copy
+    import dataclasses
+    import pickle
+    mq = MessageQueue("T", "b", 3)
+    assert hash(mq) == hash(mq) == hash(("T", "b", 3)) == hash(MessageQueue("T", "b", 3))  # (cached after the first)
+    assert {mq: 1}[MessageQueue("T", "b", 3)] == 1
+    assert [f.name for f in dataclasses.fields(mq)] == ["topic", "broker_name", "queue_id"]
+    assert dataclasses.asdict(mq) == {"topic": "T", "broker_name": "b", "queue_id": 3}
+    back = pickle.loads(pickle.dumps(mq))
+    assert back == mq and "_hash" not in vars(back)  # another process hashes str differently
+    assert copy.deepcopy(mq) == mq and dataclasses.replace(mq, queue_id=4) == MessageQueue("T", "b", 4)

@@ -355,6 +355,45 @@ async def test_a_full_consume_pool_leaves_its_idle_count_alone() -> None:
         pool.shutdown()
 
 
+async def test_consume_pool_outcomes_share_a_wake_up_of_the_loop(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Outcomes that finish while the loop is busy come back through one callback, in order, with
+    their ctx; one whose ``done`` raises is reported and the rest still run."""
+    from fastmq.client.consume_pool import ConsumePool
+
+    loop = asyncio.get_running_loop()
+    wakes = []
+    real = loop.call_soon_threadsafe
+
+    def counting(cb, *args, **kwargs):
+        wakes.append(cb)
+        return real(cb, *args, **kwargs)
+    monkeypatch.setattr(loop, "call_soon_threadsafe", counting)
+    reported = []
+    loop.set_exception_handler(lambda lp, ctx: reported.append(ctx["exception"]))
+    pool = ConsumePool(1, "O")
+    try:
+        got = []
+        gate = threading.Event()
+        pool.submit(gate.wait, (5,), lambda r, e: got.append(("first", r, e)))
+
+        def boom(ctx, r, e):
+            raise KeyError(ctx)
+        for i in range(5):
+            pool.submit(lambda i=i: i * 10, (), lambda ctx, r, e: got.append((ctx, r, e)), ("ctx", i))
+        pool.submit(lambda: None, (), boom, "bad")
+        pool.submit(lambda: 1 / 0, (), lambda r, e: got.append(("last", r, type(e))))
+        gate.set()
+        time.sleep(0.2)  # the loop busy: the thread finishes everything meanwhile
+        await _until(lambda: len(got) == 7)
+        assert got == [("first", True, None), *((("ctx", i), i * 10, None) for i in range(5)),
+                       ("last", None, ZeroDivisionError)]
+        assert len(wakes) == 1 and [type(e) for e in reported] == [KeyError]
+        assert await pool.run(lambda: 7) == 7 and len(wakes) == 2  # a later outcome wakes the loop again
+    finally:
+        loop.set_exception_handler(None)
+        pool.shutdown()
+
+
 async def test_resume_passes_results_and_cancellation_on() -> None:
     log = []
     fut = asyncio.get_running_loop().create_future()
@@ -467,8 +506,13 @@ async def test_pull_loop_pulls_again_before_an_inline_listener_and_after_a_hand_
 
         async def deliver(pq: ProcessQueue, msgs: list) -> None:
             events.append("deliver")
+
+        def hand_off(pq: ProcessQueue, msgs: list) -> None:
+            events.append("deliver")
+        assert c._hands_off is (kind == "plain" and not orderly)  # a plain listener's answers: a call, no coroutine
         monkeypatch.setattr(c, "_start_pull", start_pull)
         monkeypatch.setattr(c, "_deliver", deliver)
+        monkeypatch.setattr(c, "_hand_off", hand_off)
         c._running = True
         task = asyncio.ensure_future(c._pull_loop(ProcessQueue(MQ)))
         await _until(lambda: len(events) >= 3)

@@ -74,3 +74,39 @@ def test_the_twins_agree_on_random_text(pull) -> None:
         got = pull.decode_pull_header(fields, PullMessageRequestHeader)
         assert got == pull_py.decode_pull_header(fields, PullMessageRequestHeader), repr(value)
         assert got is None or got == _general(fields), repr(value)
+
+
+def _java_long(text: Any) -> Any:
+    from fastmq.protocol.java_number import JavaNumberFormatError, parse_long
+    try:
+        return parse_long(text)
+    except (JavaNumberFormatError, TypeError):
+        return None
+
+
+def test_usual_longs_reads_both_answer_numbers_or_leaves_them(pull) -> None:
+    """The consumer's side: a pull answer's two numbers, each taken only in the usual form
+    (the caller's ext_int decides the rest, as Long.parseLong)."""
+    for value in TAKEN_INT + TAKEN_LONG:
+        fields = {"suggestWhichBrokerId": "0", "nextBeginOffset": value, "minOffset": "0"}
+        assert pull.usual_longs(fields, "suggestWhichBrokerId", "nextBeginOffset") == (0, _java_long(value)), value
+        assert pull.usual_longs(fields, "nextBeginOffset", "suggestWhichBrokerId") == (_java_long(value), 0), value
+    for value in LEFT + [None, 5, b"1"]:
+        fields = {"suggestWhichBrokerId": "1", "nextBeginOffset": value}
+        assert pull.usual_longs(fields, "suggestWhichBrokerId", "nextBeginOffset") is None, repr(value)
+        assert pull.usual_longs(fields, "nextBeginOffset", "suggestWhichBrokerId") is None, repr(value)
+    assert pull.usual_longs({"suggestWhichBrokerId": "1"}, "suggestWhichBrokerId", "nextBeginOffset") is None
+    assert pull.usual_longs(None, "a", "b") is None
+    assert pull.usual_longs({}, "a", "b") is None
+
+
+def test_usual_longs_twins_agree_on_random_text(pull) -> None:
+    from fastmq._ext import pull_py
+    rnd = random.Random(33)
+    alphabet = "0123456789+- _x\u0663\t"
+    for _ in range(3000):
+        value = "".join(rnd.choice(alphabet if rnd.random() < 0.3 else "0123456789") for _ in range(rnd.randint(0, 21)))
+        fields = {"a": "7", "b": value}
+        got = pull.usual_longs(fields, "a", "b")
+        assert got == pull_py.usual_longs(fields, "a", "b"), repr(value)
+        assert got is None or got == (7, _java_long(value)), repr(value)
