@@ -770,6 +770,45 @@ def _client_answerer(kind: str) -> Callable[[], Any]:
     return once
 
 
+def _remoting_round_trips(kind: str, sends: int, tls: bool, fastmq_loop: bool) -> Callable[[], Any]:
+    """A RemotingServer (``tls.server.mode=permissive``, a certificate made by ``openssl`` at
+    set-up) and a RemotingClient on one loop in this process, over loopback TCP; each call:
+    ``sends`` awaited requests (100-byte body) answered SUCCESS by a processor that does nothing
+    else. Plaintext or TLS (TLS 1.3, the client's ``client_context()``), on fastmq's loop (uvloop
+    when installed) or asyncio's: beside each other, what TLS adds to a one-in-flight round trip, both ends' share of it
+    (issue 29)."""
+    from fastmq.protocol.command import RemotingCommand, create_request
+    from fastmq.remoting import RemotingClient, RemotingServer
+    from fastmq.remoting.loop import new_event_loop
+    from fastmq.remoting.processor import RequestProcessor
+
+    class Echo(RequestProcessor):
+        def process_request(self, conn: Any, request: Any) -> Any:
+            return RemotingCommand(0, opaque=request.opaque, flag=1)
+    from fastmq.remoting.tls import TlsConfig, client_context, make_self_signed
+    root = tempfile.mkdtemp(prefix="fastmq-instr-")
+    loop = new_event_loop() if fastmq_loop else asyncio.new_event_loop()
+    cert, key = make_self_signed(root)
+    server = RemotingServer("127.0.0.1", 0, tls=TlsConfig(server_cert_path=cert, server_key_path=key,
+                                                          config_file=str(Path(root, "absent"))))
+    server.register_default_processor(Echo())
+    loop.run_until_complete(server.start())
+    client = RemotingClient(ssl=client_context() if tls else None)
+    addr = f"127.0.0.1:{server.port}"
+
+    async def go() -> None:
+        for _ in range(sends):
+            r = await client.invoke(addr, create_request(14, {}, _BODY[:100]), 10)
+            assert r.code == 0, r.remark
+
+    async def shutdown() -> None:
+        await client.close()
+        await server.close()
+    once = _looped(loop, go, shutdown, lambda: shutil.rmtree(root, ignore_errors=True))
+    loop.run_until_complete(go())  # the connection and its handshake, outside the counts
+    return once
+
+
 #: name -> (set-up returning the call, calls per unit it counts). The store's calls are fewer: each
 #: is 100 messages; a broker call is 10 lone sends, or 16 gathered ones, or 10 pulls of 32 messages
 #: (or 10 trace messages of 300 keys each).
@@ -799,6 +838,10 @@ WORKLOADS: dict[str, tuple[Callable[[str], Callable[[], Any]], int]] = {
     "client aio_signed_send_async_x100": (lambda kind: _client_aio(kind, 100, 0, signed=True), 30),
     "client answerer_x100": (_client_answerer, 10),
     "client push_consume_x10": (lambda kind: _client_push_consume(kind, 10), 10),
+    "remoting plain_round_trip_x10": (lambda kind: _remoting_round_trips(kind, 10, False, True), 10),
+    "remoting tls_round_trip_x10": (lambda kind: _remoting_round_trips(kind, 10, True, True), 10),
+    "remoting asyncio_plain_round_trip_x10": (lambda kind: _remoting_round_trips(kind, 10, False, False), 10),
+    "remoting asyncio_tls_round_trip_x10": (lambda kind: _remoting_round_trips(kind, 10, True, False), 10),
 }
 KINDS = ("c", "py")
 

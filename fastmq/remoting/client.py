@@ -25,6 +25,7 @@ from ..protocol.codes import ResponseCode
 from ..protocol.command import response_for
 from .connection import Connection, ConnectionListener, RequestHook
 from .processor import Dispatcher, RequestProcessor
+from .tls_protocol import open_tls_connection
 
 __all__ = ["RemotingClient"]
 
@@ -119,8 +120,10 @@ class RemotingClient:
             async with asyncio.timeout(self.connect_timeout):
                 if self.ssl is None:
                     _, conn = await loop.create_connection(factory, host, port)
-                else:  # (the TLS handshake counts against the connect timeout)
-                    _, conn = await loop.create_connection(factory, host, port, ssl=self.ssl, server_hostname=host)
+                else:  # (the TLS handshake counts against the connect timeout; fastmq's lean TLS
+                    # layer, not asyncio's: see fastmq.remoting.tls_protocol)
+                    _, conn = await open_tls_connection(factory, host, port, self.ssl, server_hostname=host,
+                                                        handshake_timeout=self.connect_timeout)
         except TimeoutError:
             raise RemotingConnectError(addr, "connect timeout") from None
         except OSError as exc:

@@ -5,11 +5,11 @@ Servers run in one of three modes (``tls.server.mode``): ``disabled`` takes plai
 connection starts with :class:`TlsSniffer`, which looks at the first byte the peer sends: 0x16
 opens a TLS handshake record. The sniffed bytes are then handed on, never dropped: asyncio's
 ``start_tls`` discards what the old protocol had already read (python/cpython#142352), so for TLS
-the sniffer builds asyncio's SSL protocol itself over the same transport and feeds it the bytes it
-read. That works on asyncio's loop and on uvloop alike, since it only uses the transport interface.
-The one reach past a documented API is that protocol class: ``asyncio.sslproto.SSLProtocol`` on
-asyncio's loop, uvloop's compiled ``uvloop.loop.SSLProtocol`` on uvloop (what their own
-``start_tls`` builds; both take the same arguments), chosen in :func:`_ssl_protocol`.
+the sniffer puts fastmq's own TLS layer (:class:`fastmq.remoting.tls_protocol.TlsTransport`) over
+the same transport and feeds it the bytes it read. That works on asyncio's loop and on uvloop
+alike, since it only uses the transport interface. (asyncio's ``sslproto.SSLProtocol``, and
+uvloop's compiled copy of it, did this job before: per request they cost several times what
+OpenSSL's own work on the record does; see that module.)
 
 The keys are 4.9.8's, read from the ``-c`` properties file and from the file ``tls.config.file``
 names (``tls.server.mode``, ``tls.enable`` and ``tls.config.file`` only from the ``-c`` file, as
@@ -24,12 +24,12 @@ import shutil
 import ssl
 import subprocess
 import tempfile
-from asyncio import sslproto
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 from ..common.properties import load_properties
 from ..errors import ConfigError
+from .tls_protocol import TlsTransport
 
 __all__ = ["TlsConfig", "TlsSniffer", "TLS_MODES", "load_tls_config", "load_tls_file", "make_self_signed", "split_tls_keys", "client_context",
            "TLS_RECORD_HANDSHAKE", "DEFAULT_HANDSHAKE_TIMEOUT", "ReloadingContext", "switching_server_context"]
@@ -201,14 +201,6 @@ def client_context(cfg: TlsConfig | None = None) -> ssl.SSLContext:
     return ctx
 
 
-try:  # (uvloop's SSLProtocol is not in its documented API; its signature matches asyncio's)
-    import uvloop as _uvloop
-    _UVLOOP_SSL: tuple[type, Callable[..., asyncio.BufferedProtocol]] | None = (
-        _uvloop.Loop, _uvloop.loop.SSLProtocol)  # type: ignore[attr-defined]
-except (ImportError, AttributeError):
-    _UVLOOP_SSL = None
-
-
 class ReloadingContext:
     """An SSLContext remade when one of its files changes, for the connections made after.
 
@@ -305,15 +297,6 @@ def _self_signed_context() -> ssl.SSLContext | None:
     return _SELF_SIGNED[0]
 
 
-def _ssl_protocol(loop: asyncio.AbstractEventLoop) -> Callable[..., asyncio.BufferedProtocol]:
-    """The SSL protocol class the loop's own ``start_tls`` would use: uvloop's compiled one on a
-    uvloop loop (asyncio's is pure Python: on the broker it was most of what a TLS round trip
-    cost beyond a plaintext one), asyncio's otherwise. Both take the same arguments."""
-    if _UVLOOP_SSL is not None and isinstance(loop, _UVLOOP_SSL[0]):
-        return _UVLOOP_SSL[1]
-    return sslproto.SSLProtocol
-
-
 def _feed(proto: asyncio.BufferedProtocol, data: bytes) -> None:
     view = memoryview(data)
     while view:
@@ -391,16 +374,15 @@ class TlsSniffer(asyncio.Protocol):
             if ctx is None:
                 return self._refuse("a TLS hello and no certificate")
             loop = asyncio.get_running_loop()
-            # asyncio's own SSL protocol, built here rather than by start_tls so that the bytes
-            # already read reach it; the waiter says how the handshake ended
+            # the TLS layer built here rather than by start_tls so that the bytes already read
+            # reach it; the waiter says how the handshake ended
             waiter = loop.create_future()
-            tls = _ssl_protocol(loop)(loop, self.app, ctx, waiter, server_side=True,
-                                      ssl_handshake_timeout=self.timeout)
+            tls = TlsTransport(loop, self.app, ctx, waiter, server_side=True, handshake_timeout=self.timeout)
             waiter.add_done_callback(self._handshake_over)
             self._handed = True
             t.set_protocol(tls)
             tls.connection_made(t)
-            _feed(tls, data)
+            tls.feed(data)
             return None
         if self.mode == "enforcing":
             return self._refuse("plaintext to a TLS-only server")
