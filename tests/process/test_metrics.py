@@ -174,7 +174,7 @@ async def test_dlq_sends_and_the_exporters_stats_items(servers: Servers) -> None
         assert r.code == ResponseCode.SUCCESS, r.remark
         samples = scrape(servers.broker_url)
         assert value(samples, "rocketmq_send_to_dlq_messages_total", consumer_group=GROUP, topic=TOPIC) == 1
-        p = await client.invoke(addr, pull_request(TOPIC, 1, 0, group=GROUP), 5)
+        p = await client.invoke(addr, pull_request(TOPIC, 0, 0, group=GROUP), 5)  # (queue 0: _send put it there)
         assert p.code == ResponseCode.SUCCESS
 
         async def stats(name: str, key: str) -> dict:
