@@ -136,24 +136,19 @@ cdef tuple _host(const uint8_t* p):
 # The born and store hosts of the last record decoded, kept from one body to the next: a consumer
 # at a steady rate gets a message or two per pull answer, every one from the same producer and
 # broker, and formatting a host cost ~2,700 instructions a record (run under the GIL: no lock).
-cdef uint64_t _born_key = 0, _store_key = 0
-cdef object _born_host = None, _store_host = None
+cdef class _HostCache:
+    """One host (address and port) and its 8-byte key, remade only when the key changes."""
+    cdef uint64_t key
+    cdef object host
+
+    cdef tuple get(self, const uint8_t* p, uint64_t key):
+        if self.host is None or key != self.key:
+            self.host = _host(p)
+            self.key = key
+        return <tuple>self.host
 
 
-cdef tuple _born(const uint8_t* p, uint64_t key):
-    global _born_key, _born_host
-    if _born_host is None or key != _born_key:
-        _born_host = _host(p)
-        _born_key = key
-    return <tuple>_born_host
-
-
-cdef tuple _stored(const uint8_t* p, uint64_t key):
-    global _store_key, _store_host
-    if _store_host is None or key != _store_key:
-        _store_host = _host(p)
-        _store_key = key
-    return <tuple>_store_host
+cdef _HostCache _born = _HostCache(), _stored = _HostCache()
 
 
 @cython.boundscheck(False)
@@ -208,11 +203,11 @@ def decode_v4(bytes data not None, cls):
             # a host's 4 address bytes and its port, as one key
             born_key = <uint64_t>_get64(r + REC_BORNHOST_POS)
             if born is None or born_key != last_born:
-                born = _born(r + REC_BORNHOST_POS, born_key)
+                born = _born.get(r + REC_BORNHOST_POS, born_key)
                 last_born = born_key
             store_key = <uint64_t>_get64(r + REC_STOREHOST_POS)
             if store is None or store_key != last_store:
-                store = born if store_key == born_key else _stored(r + REC_STOREHOST_POS, store_key)
+                store = born if store_key == born_key else _stored.get(r + REC_STOREHOST_POS, store_key)
                 last_store = store_key
             obj = new(cls)
             setattr_(obj, "topic", topic)
