@@ -124,7 +124,12 @@ class AdminBrokerProcessor(BrokerCodeDispatchProcessor):
                          topic_filter_type=h.topicFilterType, topic_sys_flag=h.topicSysFlag or 0, order=h.order)
         self.broker.topic_config.update(tc)
         await self._on_disk(self.broker.topic_config.file)
-        self.broker.schedule_register(topic=tc)  # that topic alone, as 4.9.8's registerIncrementBrokerData
+        # That topic alone (4.9.8's registerIncrementBrokerData), answered once the NameServers
+        # have it, as 4.9.8 registers inside the request: a producer that looks the route up right
+        # after the answer must not get TBW102's default route and send to a queue id the new topic
+        # lacks (bounded by the register timeout; a NameServer down does not block the answer).
+        self.broker.schedule_register(topic=tc)
+        await self.broker.registered()
         return response_for(request, ResponseCode.SUCCESS)
 
     def _system_topic(self, topic: str) -> str | None:
