@@ -10,6 +10,7 @@ makes each message's KEYS with :func:`join_keys`, whose scan runs with the GIL r
 cimport cython
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.exc cimport PyErr_Clear
+from cpython.pyport cimport PY_SSIZE_T_MAX
 from libc.stdint cimport int64_t, uint8_t, uint64_t
 from libc.stdlib cimport calloc, free, malloc
 from libc.string cimport memchr, memcmp, memcpy
@@ -344,10 +345,12 @@ cdef class PubRows:
         self.last_broker = self.last_host = None
         return out
 
-    def chunk(self, Py_ssize_t start, Py_ssize_t room):
-        """Records ``start`` onwards while their text stays below ``room`` bytes, and the one that
-        reaches it: their text, their keys and the index after them."""
+    def chunk(self, Py_ssize_t start, Py_ssize_t room, keys_room=None):
+        """Records ``start`` onwards while their text stays below ``room`` bytes (and their keys
+        below ``keys_room``, when given), and the one that reaches it: their text, their keys and
+        the index after them."""
         cdef Py_ssize_t j, t0 = 0, k0 = 0, t1 = 0, k1 = 0
+        cdef Py_ssize_t kroom = PY_SSIZE_T_MAX if keys_room is None else <Py_ssize_t>keys_room
         if start < 0 or start > self.n:
             raise IndexError(f"record {start} of {self.n}")
         if start:
@@ -355,7 +358,7 @@ cdef class PubRows:
         j = start
         while j < self.n:
             j += 1
-            if self.ends[2 * j - 2] - t0 >= room:
+            if self.ends[2 * j - 2] - t0 >= room or self.ends[2 * j - 1] - k0 >= kroom:
                 break
         if j:
             t1, k1 = self.ends[2 * j - 2], self.ends[2 * j - 1]

@@ -97,10 +97,10 @@ class PubRows:
         self._text, self._keys, self._ends, self._hosts = bytearray(), bytearray(), [], {}
         return out
 
-    def chunk(self, start: int, room: int) -> tuple[bytes, bytes, int]:
-        """Records ``start`` onwards as long as their text stays below ``room`` bytes, and the
-        one that reaches it (at least one record when there is one): their text, their keys
-        (space-separated) and the index after them."""
+    def chunk(self, start: int, room: int, keys_room: int | None = None) -> tuple[bytes, bytes, int]:
+        """Records ``start`` onwards as long as their text stays below ``room`` bytes (and their
+        keys below ``keys_room``, when given), and the one that reaches it (at least one record
+        when there is one): their text, their keys (space-separated) and the index after them."""
         ends = self._ends
         if not 0 <= start <= len(ends):
             raise IndexError(f"record {start} of {len(ends)}")
@@ -108,7 +108,8 @@ class PubRows:
         j = start
         while j < len(ends):
             j += 1
-            if ends[j - 1][0] - t0 >= room:
+            t, k = ends[j - 1]
+            if t - t0 >= room or (keys_room is not None and k - k0 >= keys_room):
                 break
         t1, k1 = ends[j - 1] if j else (0, 0)
         return bytes(self._text[t0:t1]), bytes(self._keys[k0:k1]), j

@@ -10,8 +10,9 @@ send; the compiled send path writes it by a C call), with the same bound.
 A task on the client's loop wakes every 100 ms and hands what is queued, a batch at a time, to
 the dispatcher's thread (``fastmq-trace-<group>``; at most 16 batches wait for it, beyond which a
 batch is dropped and counted as above). The thread cuts the records into trace messages, a
-message once its records reach 118 000 bytes or its first record is 500 ms old, makes their
-KEYS, and zlib-compresses a body from 4096 bytes (as 4.9.8's trace producer sends it, though at
+message once its records reach 118 000 bytes, their keys 24 000 bytes (KEYS_FILL: beyond 4.9.8,
+whose broker refuses a trace message whose KEYS pass the properties' limit) or its first record
+is 500 ms old, makes their KEYS, and zlib-compresses a body from 4096 bytes (as 4.9.8's trace producer sends it, though at
 level 1, not 5: see COMPRESS_LEVEL); the Pub records' text is made already, and their keys and
 the compression run with the GIL released, so the thread hardly competes with the loop. It hands the messages of a batch back to
 the loop at once (one ``call_soon_threadsafe``), where an inner producer of its own (group
@@ -38,7 +39,7 @@ from .._ext.trace_encode import PubRows, join_keys
 from ..protocol.message import CompressedBody, Message, MessageConst
 from .trace_data import DEFAULT_TRACE_TOPIC, SentMessage, TraceContext, encode_context, pub_row, trace_keys
 
-__all__ = ["TraceDispatcher", "TraceProducer", "QUEUE_SIZE", "MAX_MSG_SIZE"]
+__all__ = ["TraceDispatcher", "TraceProducer", "QUEUE_SIZE", "MAX_MSG_SIZE", "KEYS_FILL", "KEYS_MAX"]
 
 log = logging.getLogger("fastmq.client")
 
@@ -53,6 +54,14 @@ WAKE_AT = QUEUE_SIZE // 4
 WAIT_S = 0.5
 #: a trace message is sent once its records reach this many bytes
 _FILL = MAX_MSG_SIZE - 10_000
+#: ... or once its records' keys (before each is kept once) reach this many: a broker refuses a
+#: message whose properties pass 32,767 bytes (4.9.8's PROPERTIES_SIZE_EXCEEDED), and records
+#: whose messages have long KEYS would pass it long before _FILL. (4.9.8's dispatcher cuts by
+#: size only, and its broker refuses such a trace message: the traces are lost.)
+KEYS_FILL = 24_000
+#: a trace message's KEYS never pass this many UTF-8 bytes: the words after it are left out of
+#: the index (only one record's very long keys can get there after KEYS_FILL)
+KEYS_MAX = 30_000
 #: batches waiting for the dispatcher's thread; one more is dropped (and its events counted)
 JOBS_MAX = 16
 #: a trace message's body of this many bytes or more is compressed (the inner producer's default
@@ -97,8 +106,8 @@ class TraceDispatcher:
         self._producer: TraceProducer | None = None
         self._task: asyncio.Task[None] | None = None
         # the thread's side: batches handed to it; the records of its next trace message, their
-        # keys, their size, the age of the first, and the messages made (only the thread touches
-        # these five)
+        # keys, their sizes, the age of the first, and the messages made (only the thread touches
+        # these six)
         # (a deque and a lock released to wake the thread: handing a batch on costs the loop two
         # C calls, where a queue.Queue's put runs a dozen Python ones under a condition)
         self._jobs: collections.deque[_Job | None] = collections.deque()
@@ -108,6 +117,7 @@ class TraceDispatcher:
         self._pending: list[bytes] = []  # records (UTF-8) of the next trace message
         self._pending_keys: list[bytes] = []  # their keys, space-separated
         self._pending_size = 0
+        self._pending_keys_size = 0
         self._first_at = 0.0
         self._ready: list[tuple[Message, bytes]] = []  # messages made, not yet handed to the loop
         # the loop's side: trace messages handed to the inner producer and not answered, and the
@@ -312,7 +322,7 @@ class TraceDispatcher:
         if rows is not None:
             i, n = 0, len(rows)
             while i < n:
-                data, keys, i = rows.chunk(i, _FILL - self._pending_size)
+                data, keys, i = rows.chunk(i, _FILL - self._pending_size, KEYS_FILL - self._pending_keys_size)
                 self._add(data, keys)
         for ctx in job.contexts:
             if ctx.beans:
@@ -325,7 +335,8 @@ class TraceDispatcher:
         self._pending.append(data)
         self._pending_keys.append(keys)
         self._pending_size += len(data)
-        if self._pending_size >= _FILL:
+        self._pending_keys_size += len(keys)
+        if self._pending_size >= _FILL or self._pending_keys_size >= KEYS_FILL:
             self._pack()
 
     def _pack_safely(self) -> None:
@@ -339,10 +350,10 @@ class TraceDispatcher:
         if not self._pending:
             return
         pending, keys = self._pending, self._pending_keys
-        self._pending, self._pending_keys, self._pending_size = [], [], 0
+        self._pending, self._pending_keys, self._pending_size, self._pending_keys_size = [], [], 0, 0
         data = b"".join(pending)
         body = CompressedBody(zlib.compress(data, COMPRESS_LEVEL)) if len(data) >= COMPRESS_OVER else data
-        msg = Message(self.trace_topic, body, properties={MessageConst.KEYS: join_keys(b" ".join(keys))})
+        msg = Message(self.trace_topic, body, properties={MessageConst.KEYS: _bounded(join_keys(b" ".join(keys)))})
         self._ready.append((msg, data[:500]))
 
     def _hand_back(self, done: Callable[[], Any] | None) -> None:
@@ -397,3 +408,14 @@ class _Job:
         self.rows = rows
         self.contexts = contexts
         self.done = done
+
+
+def _bounded(keys: str) -> str:
+    """``keys`` cut after the last whole word within KEYS_MAX UTF-8 bytes."""
+    if len(keys) * 4 <= KEYS_MAX:  # (the common case: no need to encode)
+        return keys
+    raw = keys.encode("utf-8")
+    if len(raw) <= KEYS_MAX:
+        return keys
+    cut = raw.rfind(b" ", 0, KEYS_MAX + 1)
+    return raw[:cut].decode("utf-8") if cut > 0 else ""

@@ -259,3 +259,17 @@ async def test_every_key_of_a_trace_message_is_indexed(cluster: EmbeddedCluster)
         for key in (keys[0], keys[62], keys[63], keys[-1]):
             found = await producer.instance.api.query_message(cluster.broker_addr, TRACE_TOPIC, key, 32, 0, 2**62)
             assert len(found) == 1, key
+
+
+async def test_messages_with_long_keys_are_all_traced(cluster: EmbeddedCluster) -> None:
+    """Sends whose KEYS are long: their trace messages are cut by the keys' length too, so none
+    passes the broker's 32,767-byte properties limit and is refused; every send is traced."""
+    ns, topic = cluster.namesrv_addr, _name("TraceLongKeys")
+    async with Producer(_name("PG_LONG_KEYS"), namesrv_addr=ns, enable_trace=True) as producer:
+        sent = [await producer.send(Message(topic, b"x", properties={"KEYS": f"key{i}-" + "k" * 500}))
+                for i in range(150)]
+        assert producer.trace_dispatcher is not None
+        await producer.trace_dispatcher.flush()
+    for r in (sent[0], sent[75], sent[-1]):
+        trace = await _trace_until(ns, r.msg_id, ["Pub"])
+        assert [t.trace_type for t in trace] == ["Pub"]

@@ -9,7 +9,8 @@ from typing import Any
 from fastmq.client.trace_data import (ConsumeReturnType, MessageType, TraceBean, TraceContext, TraceType,
                                       decode_trace, encode_context, trace_keys)
 from fastmq.client.api import CompressedBody, send_request
-from fastmq.client.trace_dispatcher import COMPRESS_OVER, JOBS_MAX, MAX_MSG_SIZE, QUEUE_SIZE, TraceDispatcher
+from fastmq.client.trace_dispatcher import (COMPRESS_OVER, JOBS_MAX, KEYS_MAX, MAX_MSG_SIZE, QUEUE_SIZE,
+                                           TraceDispatcher)
 from fastmq.client.trace_hooks import pub_context, sub_after, sub_before, traced_listener
 from fastmq.client.trace_query import trace_records
 from fastmq.protocol.message import Message, MessageExt
@@ -165,6 +166,42 @@ async def test_answered_sends_are_bounded_and_sent_as_pub_records() -> None:
     assert {c.beans[0].store_host for c in records} == {"10.0.0.1:10911"} and len(d.pub_rows) == 0
     keys = {k for m in sink.sent for k in m.properties["KEYS"].split(" ")}
     assert keys == {f"U{i}" for i in range(QUEUE_SIZE)} | {f"k{i}" for i in range(QUEUE_SIZE)}
+    await d.shutdown()
+
+
+async def test_long_keys_cut_trace_messages_below_the_properties_limit() -> None:
+    """Records whose messages carry long KEYS: every trace message's KEYS stays within KEYS_MAX
+    bytes (a broker refuses properties over 32,767), every record is sent, and each message id
+    is in the KEYS of the message holding its record; one record's keys longer than the limit
+    keep its id and lose the words that do not fit."""
+    from fastmq.client.producer import SendResult
+    from fastmq.protocol.message_queue import MessageQueue
+    sink = _Sink()
+    d = TraceDispatcher("pg", "PRODUCER", None, lambda group, name: sink)
+    d.store_host = {"b": "10.0.0.1:10911"}.get
+    await d.start("ns:9876")
+    n = 300
+    for i in range(n):  # the compiled buffer's path (answered sends)
+        r = SendResult("SEND_OK", f"U{i}", f"O{i}", MessageQueue("T", "b", 0), i, "DefaultRegion")
+        d.append_pub(Message("T", b"body", properties={"KEYS": f"k{i}-" + "x" * 700 + " é" * 100}), r, 1000)
+    for i in range(n):  # the contexts' path (consumers' and transactions' records)
+        d.append(TraceContext(TraceType.Pub, i, "R", "pg",
+                              beans=[TraceBean(msg_id=f"M{i}", keys=f"c{i}-" + "y" * 900)]))
+    r = SendResult("SEND_OK", "BIG", "OBIG", MessageQueue("T", "b", 0), 0, "DefaultRegion")
+    d.append_pub(Message("T", b"body", properties={"KEYS": " ".join(f"w{j}-" + "z" * 60 for j in range(600))}),
+                 r, 1000)
+    await d.flush()
+    assert len(sink.sent) > 2 * n * 800 // 24_000  # cut by keys, not by size
+    sent_ids: list[str] = []
+    for m in sink.sent:
+        keys = m.properties["KEYS"]
+        assert len(keys.encode("utf-8")) <= KEYS_MAX
+        ids = [c.beans[0].msg_id for c in decode_trace(_text(m))]
+        assert set(ids) <= set(keys.split(" "))
+        sent_ids += ids
+    assert sorted(sent_ids) == sorted([f"U{i}" for i in range(n)] + ["BIG"] + [f"M{i}" for i in range(n)])
+    big = next(m for m in sink.sent if "BIG" in m.properties["KEYS"].split(" "))
+    assert "w0-" + "z" * 60 in big.properties["KEYS"].split(" ") and "w599-" + "z" * 60 not in big.properties["KEYS"]
     await d.shutdown()
 
 

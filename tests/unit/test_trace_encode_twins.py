@@ -70,6 +70,17 @@ def test_both_twins_write_the_object_encoders_records(kind: str, rows: list[tupl
         pieces.append(piece)
         i = j
     assert b"".join(pieces) == text and buf.chunk(len(kept), room) == (b"", b"", len(kept))
+    # cut at ``room`` bytes of keys too (text unbounded): the same rule on the keys
+    i, cut_keys = 0, []
+    while i < len(kept):
+        piece, piece_keys, j = buf.chunk(i, 1 << 40, room)
+        assert j > i and piece == "".join(d for d, _ in want[i:j]).encode()
+        msg_id, row_keys = kept[j - 1][3], kept[j - 1][5]  # (each record's keys: its id, then its KEYS)
+        last = len(msg_id.encode()) + 1 + (len(row_keys.encode()) + 1 if row_keys else 0)
+        assert len(piece_keys) - last < room and (len(piece_keys) >= room or j == len(kept))
+        cut_keys.append(piece_keys)
+        i = j
+    assert b"".join(cut_keys) == keys
 
 
 @pytest.mark.parametrize("kind", TWINS)
