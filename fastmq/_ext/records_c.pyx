@@ -5,7 +5,10 @@ Building the record objects is the cost: a dataclass ``__init__`` of 16 argument
 microsecond. Here each object is ``cls.__new__(cls)`` whose 16 attributes are set from C in the
 order of ``FIELDS``, as ``__init__`` sets them (so CPython keeps them in the instance's inline
 values, shared keys and all: no dict per object, and its specialised attribute loads stay fast;
-a ready ``__dict__`` per object measured slower). The properties dict is read from the bytes in
+a ready ``__dict__`` per object measured slower). For a class that neither defines ``__new__``
+nor ``__setattr__`` (``MessageExt``) the object comes straight from its ``tp_new`` and the sets go
+to ``PyObject_GenericSetAttr``: the same object as ``cls.__new__(cls)`` and ``setattr``, ~850
+instructions a record less. The properties dict is read from the bytes in
 C; property names, a value that repeats its name's last value, a topic or a host that repeats
 the previous record's are the same ``str``/``tuple`` object.
 """
@@ -23,6 +26,25 @@ from .wire_facts cimport *
 
 cdef extern from "Python.h":
     int setattr_ "PyObject_SetAttr"(object o, object name, object value) except -1
+    int generic_setattr "PyObject_GenericSetAttr"(object o, object name, object value) except -1
+
+cdef extern from *:
+    """
+    /* A class whose objects object.__new__ makes and whose attributes object.__setattr__ sets
+       (a plain dataclass such as MessageExt): cls.__new__(cls) is then its tp_new called with
+       no arguments, and setattr() is PyObject_GenericSetAttr, called here without the lookup
+       of cls.__new__, the builtin's argument checks, or PyObject_SetAttr's re-interning. */
+    static int fastmq_records_plain_class(PyObject *cls) {
+        PyTypeObject *t = (PyTypeObject *)cls;
+        return PyType_Check(cls) && t->tp_new == PyBaseObject_Type.tp_new
+               && t->tp_setattro == PyObject_GenericSetAttr;
+    }
+    static PyObject *fastmq_records_new_plain(PyObject *cls, PyObject *no_args) {
+        return ((PyTypeObject *)cls)->tp_new((PyTypeObject *)cls, no_args, NULL);
+    }
+    """
+    bint plain_class "fastmq_records_plain_class"(object cls)
+    object new_plain "fastmq_records_new_plain"(object cls, object no_args)
 
 __all__ = ["decode_v4"]
 
@@ -151,6 +173,31 @@ cdef class _HostCache:
 cdef _HostCache _born = _HostCache(), _stored = _HostCache()
 
 
+ctypedef int (*Setter)(object, object, object) except -1
+
+
+cdef inline int _fill(object obj, Setter set_, const uint8_t* r, object topic, object body, object props,
+                      int32_t total, int32_t sys_flag, object born, object store) except -1:
+    """The record's 16 attributes, in the order of ``FIELDS`` (as ``__init__`` sets them)."""
+    set_(obj, "topic", topic)
+    set_(obj, "body", body)
+    set_(obj, "flag", <int32_t>_get32(r + REC_FLAG_POS))
+    set_(obj, "properties", props)
+    set_(obj, "queue_id", <int32_t>_get32(r + REC_QUEUEID_POS))
+    set_(obj, "store_size", total)
+    set_(obj, "queue_offset", _get64(r + REC_QUEUEOFFSET_POS))
+    set_(obj, "sys_flag", sys_flag)
+    set_(obj, "born_timestamp", _get64(r + REC_BORNTIMESTAMP_POS))
+    set_(obj, "born_host", born)
+    set_(obj, "store_timestamp", _get64(r + REC_STORETIMESTAMP_POS))
+    set_(obj, "store_host", store)
+    set_(obj, "commit_log_offset", _get64(r + REC_PHYSICALOFFSET_POS))
+    set_(obj, "body_crc", <int32_t>_get32(r + REC_BODYCRC_POS))
+    set_(obj, "reconsume_times", <int32_t>_get32(r + REC_RECONSUMETIMES_POS))
+    set_(obj, "prepared_transaction_offset", _get64(r + REC_PREPARED_TRANSACTION_OFFSET_POS))
+    return 0
+
+
 @cython.boundscheck(False)
 @cython.wraparound(False)
 def decode_v4(bytes data not None, cls):
@@ -163,7 +210,8 @@ def decode_v4(bytes data not None, cls):
     cdef uint64_t last_born = 0, last_store = 0
     cdef uint64_t born_key, store_key
     cdef list out = []
-    cdef object new = cls.__new__
+    cdef bint plain = plain_class(cls)
+    cdef object new = None if plain else cls.__new__
     cdef object topic = None, born = None, store = None, props, obj
     cdef _Cache cache = _Cache.__new__(_Cache)
     cache.base = base
@@ -209,23 +257,12 @@ def decode_v4(bytes data not None, cls):
             if store is None or store_key != last_store:
                 store = born if store_key == born_key else _stored.get(r + REC_STOREHOST_POS, store_key)
                 last_store = store_key
-            obj = new(cls)
-            setattr_(obj, "topic", topic)
-            setattr_(obj, "body", body)
-            setattr_(obj, "flag", <int32_t>_get32(r + REC_FLAG_POS))
-            setattr_(obj, "properties", props)
-            setattr_(obj, "queue_id", <int32_t>_get32(r + REC_QUEUEID_POS))
-            setattr_(obj, "store_size", total)
-            setattr_(obj, "queue_offset", _get64(r + REC_QUEUEOFFSET_POS))
-            setattr_(obj, "sys_flag", sys_flag)
-            setattr_(obj, "born_timestamp", _get64(r + REC_BORNTIMESTAMP_POS))
-            setattr_(obj, "born_host", born)
-            setattr_(obj, "store_timestamp", _get64(r + REC_STORETIMESTAMP_POS))
-            setattr_(obj, "store_host", store)
-            setattr_(obj, "commit_log_offset", _get64(r + REC_PHYSICALOFFSET_POS))
-            setattr_(obj, "body_crc", <int32_t>_get32(r + REC_BODYCRC_POS))
-            setattr_(obj, "reconsume_times", <int32_t>_get32(r + REC_RECONSUMETIMES_POS))
-            setattr_(obj, "prepared_transaction_offset", _get64(r + REC_PREPARED_TRANSACTION_OFFSET_POS))
+            if plain:
+                obj = new_plain(cls, ())
+                _fill(obj, generic_setattr, r, topic, body, props, total, sys_flag, born, store)
+            else:
+                obj = new(cls)
+                _fill(obj, setattr_, r, topic, body, props, total, sys_flag, born, store)
             PyList_Append(out, obj)
             pos = end
     except UnicodeDecodeError:
