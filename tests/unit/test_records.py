@@ -149,3 +149,29 @@ def test_more_property_names_than_the_compiled_cache_holds(records) -> None:
     out = _same(records, data)
     assert out == decode_records(data, verify_crc=False)
     assert len(out[5].properties) == 25
+
+
+class _Counted(MessageExt):
+    """A record class with a ``__setattr__`` of its own: the compiled twin's direct sets and
+    ``tp_new`` are only for a class without one (or a ``__new__``); this one goes through both."""
+
+    made = 0
+
+    def __new__(cls, *args: object, **kwargs: object) -> "_Counted":
+        _Counted.made += 1
+        return super().__new__(cls)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        object.__setattr__(self, name, value.upper() if name == "topic" and isinstance(value, str) else value)
+
+
+def test_a_class_with_its_own_new_and_setattr_gets_them(records) -> None:
+    recs = [encode_record(topic="t", body=b"x", properties={"A": "1"}, queue_offset=i) for i in range(2)]
+    data = b"".join(map(bytes, recs))
+    before = _Counted.made
+    out = records.decode_v4(data, _Counted)
+    assert _Counted.made - before == 2
+    assert [type(m) for m in out] == [_Counted, _Counted]
+    assert [m.topic for m in out] == ["T", "T"]
+    assert [m.queue_offset for m in out] == [0, 1]
+    assert [vars(m) for m in out] == [vars(m) for m in records_py.decode_v4(data, _Counted)]
