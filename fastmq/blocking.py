@@ -155,6 +155,7 @@ class Producer:
         # bound once: send_async hands these to the loop per send (a bound method made per call
         # is an allocation and attribute walk per send)
         self._start_send = self._core.start_send
+        self._passes = self._core.passes
         self._put_releasing = self._driven.callbacks.put_releasing
 
     @staticmethod
@@ -239,7 +240,8 @@ class Producer:
             RemotingTooMuchRequestError: ``max_in_flight`` sends stayed in flight for the send's
                 timeout (at once with ``wait=False``).
         """
-        self._core.check_message(msg)
+        if not self._passes(msg):  # (a C call: check_message's Python call only when it must judge)
+            self._core.check_message(msg)
         window = self._window
         # a place of the window: _Window.acquire's free case inline (a Python call less per send)
         lock = window._lock

@@ -676,6 +676,19 @@ cdef class SendFastPath:
         self.counter = (self.counter + 1) & COUNTER_MASK
         return self.counter
 
+    def passes(self, msg) -> bool:
+        """True when ``msg`` passes what a send checks before sending (the producer's
+        ``check_message``): the fast path runs, the topic passed validation before, and the
+        body is bytes, not empty and within ``max_message_size``. False says nothing: the
+        producer's own checks then decide (the blocking facade calls this per send_async, a C
+        call where check_message is a Python one)."""
+        if not self.running:
+            return False
+        body = msg.body
+        if type(body) is not bytes or PyBytes_GET_SIZE(body) == 0 or PyBytes_GET_SIZE(body) > self.max_message_size:
+            return False
+        return msg.topic in self._good_topics
+
     def start(self, msg, callback, timeout_ms, bint awaited=False, batch_ids=None, held=None):
         """The future of ``msg``'s send with its first try queued, or None (nothing queued)."""
         cdef Py_ssize_t n

@@ -167,6 +167,10 @@ class Producer:
         # no writer yet: assigning default_topic_queue_nums below makes it (the twins take None here)
         self._fast = SendFastPath(context, None, UNIQ_IDS, next_opaque)  # type: ignore[arg-type]
         self._reach = Reachability(self.instance, self._numbers, self._faults, self._publish, self._fast)
+        #: ``passes(msg)``: True when ``msg`` passes :meth:`check_message` as far as the compiled
+        #: first try tells at once (a C call); False: ask check_message (the blocking facade does
+        #: so per send_async)
+        self.passes: Callable[[Message], bool] = self._fast.passes
         self.default_topic_queue_nums = default_topic_queue_nums  # gives the fast path its writer
         self.send_msg_timeout = send_msg_timeout
         self.retry_times_when_send_failed = retry_times_when_send_failed
