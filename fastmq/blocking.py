@@ -152,6 +152,11 @@ class Producer:
         self._window = _Window(max_in_flight or 65535)
         self._driven.callbacks.release = self._window.release
         self._driven.awaiting = self._window.busy
+        # bound once: send_async hands these to the loop per send (a bound method made per call
+        # is an allocation and attribute walk per send)
+        self._start_send = self._core.start_send
+        self._passes = self._core.passes
+        self._put_releasing = self._driven.callbacks.put_releasing
 
     @staticmethod
     async def _make(group: str, kwargs: dict[str, Any]) -> _producer.Producer:
@@ -235,19 +240,28 @@ class Producer:
             RemotingTooMuchRequestError: ``max_in_flight`` sends stayed in flight for the send's
                 timeout (at once with ``wait=False``).
         """
-        self._core.check_message(msg)
+        if not self._passes(msg):  # (a C call: check_message's Python call only when it must judge)
+            self._core.check_message(msg)
         window = self._window
-        timeout = self._timeout if timeout_ms is None else timeout_ms / 1000
-        if not wait:
-            if not window.acquire(0):
-                raise RemotingTooMuchRequestError("send_async invoke too fast")
-        elif not window.acquire(timeout):
-            raise RemotingTooMuchRequestError(f"send_async tryAcquire semaphore timeout, {int(timeout * 1000)}ms")
+        # a place of the window: _Window.acquire's free case inline (a Python call less per send)
+        lock = window._lock
+        lock.acquire()
+        if window._free > 0:
+            window._free -= 1
+            lock.release()
+        else:
+            lock.release()
+            timeout = self._timeout if timeout_ms is None else timeout_ms / 1000
+            if not wait:
+                if not window.acquire(0):
+                    raise RemotingTooMuchRequestError("send_async invoke too fast")
+            elif not window.acquire(timeout):
+                raise RemotingTooMuchRequestError(f"send_async tryAcquire semaphore timeout, {int(timeout * 1000)}ms")
         # the callback thread is told, and the window's place given back with the batch's others
         # (callbacks.put_releasing): one locked release per hand-over rather than per send
-        done = functools.partial(self._driven.callbacks.put_releasing, callback)
+        done = functools.partial(self._put_releasing, callback)
         try:
-            self._driven.post(self._core.start_send, msg, done, timeout_ms, False)
+            self._driven.post(self._start_send, msg, done, timeout_ms, False)
         except BaseException as exc:
             window.release()
             if isinstance(exc, _driven.Closed):

@@ -28,11 +28,13 @@ from .trace_encode_c cimport PubRows
 
 import gc
 import random
+import time
 import weakref
 import zlib
-from asyncio import CancelledError, InvalidStateError
+from asyncio import BaseEventLoop, CancelledError, InvalidStateError
 from contextvars import copy_context
 
+from fastmq.protocol import command as _command
 from fastmq.protocol.codes import RequestCode
 from fastmq.protocol.headers import SEND_V2_NAMES, SendMessageResponseHeader, declared
 from fastmq.protocol.message_const import CompressedBody, MessageConst
@@ -74,6 +76,12 @@ __all__ = ["UniqIds", "SendRequestWriter", "encode_batch", "SendResult", "AsyncS
 cdef const char* _UHEX = b"0123456789ABCDEF"
 cdef uint64_t COUNTER_MASK = 0x3FFFFFFFFFFFFFFF  # the round-robin counter stays a positive int64
 cdef const char* _LHEX = b"0123456789abcdef"
+# the process's request ids (fastmq.protocol.command.next_opaque): when the fast path is given
+# that function it takes the next id from its counter itself, one Python call less per send
+cdef object _NEXT_OPAQUE = _command.next_opaque
+cdef object _OPAQUES = _command.OPAQUE_COUNTER
+# asyncio's own loop clock, which is time.monotonic(): read directly, one Python call less per send
+cdef object _LOOP_TIME = BaseEventLoop.time
 
 
 cdef bytes _letter_key(bytes before, str attr):
@@ -395,6 +403,7 @@ cdef class AsyncSend:
         cdef RemotingCommand cmd
         cdef int64_t qid = 0, qoff = 0
         cdef PyObject* p
+        cdef dict fields
         self._answered = True
         _track(self)
         if type(resp) is RemotingCommand:
@@ -403,12 +412,13 @@ cdef class AsyncSend:
         else:
             code, ext = resp.code, resp.ext_fields
         if code == 0 and type(ext) is dict:
-            p = PyDict_GetItem(ext, _MSG_ID)
+            fields = <dict>ext  # (typed: its gets below are C calls, not method lookups)
+            p = PyDict_GetItem(fields, _MSG_ID)
             msg_id = <object>p if p != NULL else None  # a reference of our own before any Python call
             mq = self.mq
             if type(msg_id) is str \
-                    and _plain_int(ext.get(_QUEUE_ID), &qid) and qid == mq.queue_id \
-                    and _plain_int(ext.get(_QUEUE_OFFSET), &qoff):
+                    and _plain_int(fields.get(_QUEUE_ID), &qid) and qid == mq.queue_id \
+                    and _plain_int(fields.get(_QUEUE_OFFSET), &qoff):
                 if self.fault:
                     self.context.update_fault(mq.broker_name, int((self._loop.time() - self.begin) * 1000), False)
                 trace_switch = None
@@ -416,7 +426,7 @@ cdef class AsyncSend:
                     p = PyDict_GetItem(ext, _TRACE_SWITCH)
                     if p != NULL:
                         trace_switch = <object>p
-                self.finish(_result(_SEND_OK, self.uniq, msg_id, mq, qoff, ext.get(_MSG_REGION), trace_switch),
+                self.finish(_result(_SEND_OK, self.uniq, msg_id, mq, qoff, fields.get(_MSG_REGION), trace_switch),
                             None)
                 return
         self.context.send_answered(self, resp)
@@ -429,14 +439,15 @@ cdef class AsyncSend:
 
     # ------------------------------------------------------------- the send's end
 
-    def release(self) -> None:
+    # (cpdef, both: finish and release are called from here per send, as C calls)
+    cpdef release(self):
         """Give the in-flight permit back (once)."""
         if not self._released:
             self._released = True
             if self.permits is not None:
                 self.permits.release()
 
-    def finish(self, result, exc) -> None:
+    cpdef finish(self, result, exc):
         """The send is over: permit back, timer off, ``callback(result, exc)``, then the future."""
         self.release()
         if self.timer is not None:
@@ -654,12 +665,29 @@ cdef class SendFastPath:
     @loop.setter
     def loop(self, loop):
         self._loop = loop
-        self._time = None if loop is None else loop.time
+        if loop is None:
+            self._time = None
+        else:
+            clock = loop.time
+            self._time = time.monotonic if getattr(clock, "__func__", None) is _LOOP_TIME else clock
 
     cpdef uint64_t next_counter(self):
         """The round-robin counter, one step on (it wraps, staying a positive int64)."""
         self.counter = (self.counter + 1) & COUNTER_MASK
         return self.counter
+
+    def passes(self, msg) -> bool:
+        """True when ``msg`` passes what a send checks before sending (the producer's
+        ``check_message``): the fast path runs, the topic passed validation before, and the
+        body is bytes, not empty and within ``max_message_size``. False says nothing: the
+        producer's own checks then decide (the blocking facade calls this per send_async, a C
+        call where check_message is a Python one)."""
+        if not self.running:
+            return False
+        body = msg.body
+        if type(body) is not bytes or PyBytes_GET_SIZE(body) == 0 or PyBytes_GET_SIZE(body) > self.max_message_size:
+            return False
+        return msg.topic in self._good_topics
 
     def start(self, msg, callback, timeout_ms, bint awaited=False, batch_ids=None, held=None):
         """The future of ``msg``'s send with its first try queued, or None (nothing queued)."""
@@ -712,7 +740,10 @@ cdef class SendFastPath:
             else:
                 uniq = self.ids.next()
                 PyDict_SetItem(props, _UNIQ_KEY, uniq)
-        opaque = self.next_opaque()
+        if self.next_opaque is _NEXT_OPAQUE:
+            opaque = next(_OPAQUES) & 0x7FFFFFFF  # (next_opaque's body)
+        else:
+            opaque = self.next_opaque()
         try:
             frame = self.writer.frame(opaque, topic, chosen.queue_id, sys_flag, _now_ms(), msg.flag, props, body,
                                       batch_ids is not None)

@@ -446,6 +446,16 @@ class SendFastPath:
         self.counter = (self.counter + 1) & 0x3FFFFFFFFFFFFFFF
         return self.counter
 
+    def passes(self, msg: Any) -> bool:
+        """True when ``msg`` passes what a send checks before sending (the producer's
+        ``check_message``): the fast path runs, the topic passed validation before, and the
+        body is bytes, not empty and within ``max_message_size``. False says nothing: the
+        producer's own checks then decide (the blocking facade calls this per send_async, a C
+        call where check_message is a Python one)."""
+        body = msg.body
+        return (self.running and type(body) is bytes and 0 < len(body) <= self.max_message_size
+                and msg.topic in self._good_topics)
+
     def start(self, msg: Any, callback: Callable[..., Any] | None, timeout_ms: int | None, awaited: bool = False,
               batch_ids: str | None = None, held: Any = None) -> Any:
         """The future of ``msg``'s send with its first try queued, or None (nothing queued).

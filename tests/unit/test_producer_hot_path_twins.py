@@ -179,6 +179,24 @@ def test_send_result_is_an_immutable_value(produce) -> None:
     assert pickle.loads(pickle.dumps(r)) == r
 
 
+def test_passes_says_yes_only_to_what_check_message_lets_through(produce) -> None:
+    """SendFastPath.passes (the blocking send_async's check before check_message): true only for
+    a running fast path, a topic validated before and a non-empty bytes body within the size
+    limit; everything else is left to check_message."""
+    from fastmq.client.produce_context import ProduceContext
+    from fastmq.protocol.command import next_opaque
+    ctx = ProduceContext({"T"}, {}, None, lambda addr: None, None, None, None, None)  # type: ignore[arg-type]
+    fast = produce.SendFastPath(ctx, None, None, next_opaque)
+    fast.max_message_size = 4
+    ok = Message("T", b"abcd")
+    assert not fast.passes(ok)  # not running (a producer not started, or one with RPC hooks)
+    fast.running = True
+    assert fast.passes(ok)
+    for refused in (Message("U", b"a"), Message("T", b""), Message("T", b"abcde"), Message("T", bytearray(b"a")),
+                    Message("T", memoryview(b"a")), Message("T", "text")):  # type: ignore[arg-type]
+        assert not fast.passes(refused), refused
+
+
 class _Resp:
     def __init__(self, code: int, ext: dict[str, str] | None) -> None:
         self.code, self.ext_fields, self.remark = code, ext, None
