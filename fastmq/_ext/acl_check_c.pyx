@@ -10,7 +10,10 @@ sort, a join, the body copied behind the header bytes and three calls into ``hma
 * :class:`HmacKey` keeps SHA-1's state after the key's inner and outer pads, so a request costs
   one struct copy and OpenSSL's SHA-1 over the content (no key set-up); the header values, a
   small body and the padding are gathered and hashed in one call of SHA-1's block function, the
-  outer hash in one more;
+  outer hash in one more; the state after a first block of content seen before is kept in the
+  key (a producer's requests begin with the same access key, group and topic), so that block
+  costs a compare and a copy (see ``_blocks``); compiled callers (the producer's frame writer)
+  sign through :meth:`HmacKey.mac_into` (``acl_check_c.pxd``) with no Python object between;
 * the sorted order of the last few field sets is kept, so a request whose fields are the same
   keys in the same order (every send of one producer) costs one pass over its dict, no sort; the
   places of the fields the check reads (AccessKey, Signature, the topic) are kept with it, so
@@ -39,21 +42,6 @@ from .codec_c cimport RemotingCommand, command_code
 __all__ = ["HmacKey", "signed", "fast_pass", "Rules", "Gate"]
 
 cdef extern from *:
-    """
-    /* SHA1_Init and friends are deprecated in OpenSSL 3 in favour of EVP, whose context cannot
-       be copied without an allocation; they stay in libcrypto and use the CPU's SHA extensions. */
-    #ifndef OPENSSL_SUPPRESS_DEPRECATED
-    #define OPENSSL_SUPPRESS_DEPRECATED 1
-    #endif
-    #include <openssl/sha.h>
-    """
-    ctypedef unsigned int SHA_LONG
-    # the state is public in sha.h: the MAC closes its two hashes itself (see _close)
-    ctypedef struct SHA_CTX:
-        SHA_LONG h0, h1, h2, h3, h4
-        SHA_LONG Nl, Nh
-        SHA_LONG data[16]
-        unsigned int num
     int SHA1_Init(SHA_CTX *c) nogil
     int SHA1_Update(SHA_CTX *c, const void *data, size_t length) nogil
     int SHA1_Final(unsigned char *md, SHA_CTX *c) nogil
@@ -68,12 +56,7 @@ cdef extern from "Python.h":
     int PyUnicode_KIND(object s)
     Py_ssize_t PyDict_GET_SIZE(object d)
 
-DEF BLOCK = 64
-DEF DIGEST = 20
-DEF B64_LEN = 28
 DEF KEY_CACHE = 8
-DEF MAX_FIELDS = 64
-DEF FEED_BUF = 1024  # a multiple of BLOCK
 DEF IP_CACHE = 4096
 DEF GRANTS = 16
 
@@ -111,9 +94,6 @@ cdef class HmacKey:
     Args:
         secret: the secret key's bytes (UTF-8 of the account's ``secretKey``).
     """
-    cdef SHA_CTX inner
-    cdef SHA_CTX outer
-
     def __init__(self, bytes secret):
         cdef unsigned char key[BLOCK]
         cdef unsigned char pad[BLOCK]
@@ -137,6 +117,7 @@ cdef class HmacKey:
         SHA1_Update(&self.outer, pad, BLOCK)
         memset(key, 0, BLOCK)
         memset(pad, 0, BLOCK)
+        memset(self.firsts, 0, sizeof(self.firsts))
 
     def sign(self, dict fields, body, bint broker_side=False):
         """The base64 signature of ``fields`` (``Signature`` left out; with ``broker_side`` also
@@ -152,14 +133,24 @@ cdef class HmacKey:
         """The base64 signature of ``content`` (the signed header values already joined, UTF-8:
         the producer's frame writer gathers them as it writes the frame) and ``body``."""
         cdef char out[B64_LEN]
+        self.mac_into(PyBytes_AS_STRING(content), <size_t>PyBytes_GET_SIZE(content), body, out)
+        return out[:B64_LEN].decode("ascii")
+
+    cdef int mac_into(self, const char *content, size_t n, object body, char *out) except -1:
+        """:meth:`sign_content` of the ``n`` bytes at ``content``, its 28 base64 characters
+        written to ``out`` (for compiled callers: no bytes object, call or str)."""
         cdef SHA_CTX c
         cdef Feed f
-        memcpy(&c, &self.inner, sizeof(SHA_CTX))
         f.c = &c
+        self._start(&f)
+        _feed(&f, content, n)
+        return self._finish(&f, body, out)
+
+    cdef void _start(self, Feed *f) noexcept:
+        """``f`` empty, its context (``f.c``) at the inner pad's state."""
+        memcpy(f.c, &self.inner, sizeof(SHA_CTX))
+        f.firsts = self.firsts
         f.used = f.hashed = 0
-        _feed(&f, PyBytes_AS_STRING(content), <size_t>PyBytes_GET_SIZE(content))
-        self._finish(&f, body, out)
-        return out[:B64_LEN].decode("ascii")
 
     cdef int _mac_b64(self, dict fields, object body, bint broker_side, char *out) except -1:
         cdef Walk w
@@ -171,9 +162,8 @@ cdef class HmacKey:
         remember), with their remembered entry when known (``entry``, else NULL)."""
         cdef SHA_CTX c
         cdef Feed f
-        memcpy(&c, &self.inner, sizeof(SHA_CTX))
         f.c = &c
-        f.used = f.hashed = 0
+        self._start(&f)
         if w == NULL:  # hundreds of fields: not worth remembering, sorted each time
             for key in _signed_keys(fields, broker_side):
                 _update_str(&f, fields[key])
@@ -275,7 +265,7 @@ cdef void _close(Feed *f, unsigned char *d) noexcept:
     n += 8
     # whole blocks and nothing pending in the context: SHA-1's block function runs on f.buf as it
     # is (the context's length count is not read after this)
-    SHA1_Update(f.c, f.buf, n)
+    _blocks(f, f.buf, n)
     f.used = 0
     _put_digest(f.c, d)
 
@@ -298,14 +288,41 @@ cdef void _b64_digest(const unsigned char *d, char *out) noexcept:
     out[27] = b"="
 
 
-# the header values are short: gathered in a buffer, with a small body and the padding, they
-# reach SHA-1 in one call, not one each; SHA-1 is given whole blocks only, so nothing waits in
-# the context's own buffer (a larger content goes to it in whole blocks straight from its place)
-cdef struct Feed:
-    SHA_CTX *c
-    size_t used  # bytes in buf
-    uint64_t hashed  # bytes given to SHA-1 before them (after the key pad)
-    unsigned char buf[FEED_BUF]
+cdef inline unsigned int _first_slot(const unsigned char *p) noexcept:
+    """A slot for the block at ``p`` among FIRSTS: its eight words summed, mixed by a multiply."""
+    cdef uint64_t x = 0, w = 0
+    cdef int i
+    for i in range(0, BLOCK, 8):
+        memcpy(&w, p + i, 8)
+        x += w
+    return <unsigned int>((x * <uint64_t>0x9E3779B97F4A7C15ULL) >> 60) & (FIRSTS - 1)
+
+
+cdef void _blocks(Feed *f, const unsigned char *p, size_t k) noexcept:
+    """SHA-1 over the ``k`` bytes (whole blocks) at ``p``, the content's next. The state after
+    the content's first block is a function of that block alone (the key is the HmacKey's): a
+    first block seen twice lately is remembered in the key with that state, by a hash of the
+    block, and from its third time on costs a copy and a compare instead of SHA-1's work (one
+    block in five or six of a send's MAC). Once seen it only costs the compare and a copy of
+    the block: the hash is not split in two calls for a block that may never come back."""
+    cdef First *e
+    if f.hashed == 0 and k >= BLOCK:
+        e = &f.firsts[_first_slot(p)]
+        if e.seen and memcmp(e.block, p, BLOCK) == 0:
+            if e.ready:
+                memcpy(f.c, &e.state, sizeof(SHA_CTX))
+            else:
+                SHA1_Update(f.c, p, BLOCK)
+                memcpy(&e.state, f.c, sizeof(SHA_CTX))
+                e.ready = True
+            p += BLOCK
+            k -= BLOCK
+        else:
+            memcpy(e.block, p, BLOCK)
+            e.seen = True
+            e.ready = False
+    if k:
+        SHA1_Update(f.c, p, k)
 
 
 cdef inline void _feed(Feed *f, const void *p, size_t n) noexcept:
@@ -320,7 +337,7 @@ cdef void _flush(Feed *f) noexcept:
     """Hash buf's whole blocks; the rest (under a block) moves to its start."""
     cdef size_t k = f.used & ~(<size_t>BLOCK - 1)
     if k:
-        SHA1_Update(f.c, f.buf, k)
+        _blocks(f, f.buf, k)
         f.hashed += k
         f.used -= k
         memmove(f.buf, &f.buf[k], f.used)
@@ -339,7 +356,7 @@ cdef void _feed_long(Feed *f, const unsigned char *p, size_t n) noexcept:
     _flush(f)
     k = n & ~(<size_t>BLOCK - 1)
     if k:
-        SHA1_Update(f.c, p, k)
+        _blocks(f, p, k)
         f.hashed += k
         p += k
         n -= k
@@ -367,14 +384,6 @@ cdef list _signed_keys(dict fields, bint broker_side):
     keys = [key for key in fields if key != SIGNATURE and not (broker_side and key == UNIQUE_MSG_QUERY_FLAG)]
     keys.sort()
     return keys
-
-
-# a request's fields as its dict holds them, borrowed: no Python code runs while they are used
-cdef struct Walk:
-    Py_ssize_t n
-    bint plain  # every key an exact str
-    PyObject *keys[MAX_FIELDS]
-    PyObject *values[MAX_FIELDS]
 
 
 cdef bint _walk(Walk *w, dict fields) noexcept:

@@ -25,6 +25,7 @@ from .properties cimport write_properties
 from .wire_facts cimport NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR
 from .codec_c cimport RemotingCommand, command_code
 from .trace_encode_c cimport PubRows
+from .acl_check_c cimport HmacKey, B64_LEN
 
 import gc
 import random

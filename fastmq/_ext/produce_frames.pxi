@@ -145,6 +145,7 @@ cdef class SendRequestWriter:
     # to the signature's value, and the constant parts of the content signed, UTF-8
     cdef readonly object signer
     cdef object _key
+    cdef HmacKey _hkey         # _key when it is the compiled HmacKey (signed in place), else None
     cdef bytes _signed_fields  # ,"AccessKey":"ak"[,"SecurityToken":"t"],"Signature":"
     cdef bytes _sig_head       # access key [security token] group
     cdef bytes _sig_mid        # defaultTopic defaultTopicQueueNums
@@ -191,6 +192,8 @@ cdef class SendRequestWriter:
             if signer.security_token is not None:
                 fields.append((_SECURITY_TOKEN, signer.security_token))
             self._key = signer.key
+            if type(signer.key) is HmacKey:
+                self._hkey = <HmacKey>signer.key
             b.p = NULL
             b.n = 0
             b.cap = 0
@@ -227,24 +230,30 @@ cdef class SendRequestWriter:
         cdef int64_t v_qid = _int32("queue_id", queue_id)
         cdef int64_t v_sys = _int32("sys_flag", sys_flag)
         cdef int64_t v_flag = _int32("flag", flag)
+        cdef Py_ssize_t at[5]  # where queueId's digits start, then where each number's end
         b.n = 0
         _put_bytes(b, head)
         _put_json_str(b, topic)
         _put_bytes(b, self._mid)
+        at[0] = b.n
         _put_int(b, v_qid)
+        at[1] = b.n
         _put_bytes(b, _F)
         _put_int(b, v_sys)
+        at[2] = b.n
         _put_bytes(b, _G)
         _put_int(b, born_ms)
+        at[3] = b.n
         _put_bytes(b, _H)
         _put_int(b, v_flag)
+        at[4] = b.n
         _put_bytes(b, _I)
         write_properties(b, properties, _put_property)
         _put_bytes(b, _JKL if topic.startswith("%RETRY%") else _JK)
         if self._key is None:
             _put_bytes(b, _BATCH if batch else _SINGLE)
         else:
-            self._put_signed(topic, v_qid, v_sys, born_ms, v_flag, properties, body, batch)
+            self._put_signed(topic, at, properties, body, batch)
         _put_bytes(b, self._tail)
         _put_int(b, v_opaque)
         _put_bytes(b, self._version)
@@ -266,30 +275,42 @@ cdef class SendRequestWriter:
         return out
 
 
-    cdef int _put_signed(self, str topic, int64_t qid, int64_t sys_flag, int64_t born_ms, int64_t flag,
-                         properties, body, bint batch) except -1:
+    cdef int _put_signed(self, str topic, const Py_ssize_t* at, properties, body, bint batch) except -1:
         """The end of the header's fields, then the signer's: AccessKey (SecurityToken) and the
-        Signature of them all and the body (kept out of ``frame``, which unsigned sends take)."""
+        Signature of them all and the body (kept out of ``frame``, which unsigned sends take).
+        ``at``: where the frame holds the numbers' digits (see :meth:`_content`)."""
         cdef ByteBuf* b = &self._buf
+        cdef ByteBuf* s
+        cdef char sig[B64_LEN]
         _put_bytes(b, _BATCH_SIGNED if batch else _SINGLE_SIGNED)
         _put_bytes(b, self._signed_fields)
-        _put_utf8(b, self._signature(topic, qid, sys_flag, born_ms, flag, properties, body, batch))
+        if self._hkey is None:  # a pure-Python key: its sign_content
+            _put_utf8(b, self._key.sign_content(self._content(topic, at, properties, batch), body))
+        else:
+            self._content(topic, at, properties, batch)
+            s = &self._sig
+            self._hkey.mac_into(<const char*>s.p, <size_t>s.n, body, sig)
+            _put(b, sig, B64_LEN)
         _put(b, b'"}', 2)
         return 0
 
-    cdef str _signature(self, str topic, int64_t qid, int64_t sys_flag, int64_t born_ms, int64_t flag,
-                        properties, body, bint batch):
-        """The signature of the frame's fields: their values in key order (the signer's fields
-        first, then the letters), as the general path's RequestSigner signs them, then the body."""
+    cdef bytes _content(self, str topic, const Py_ssize_t* at, properties, bint batch):
+        """What the signature covers before the body, in ``_sig``: the frame's field values in key
+        order (the signer's fields first, then the letters), as the general path's RequestSigner
+        signs them; as bytes only for a pure-Python key (else None). The numbers are copied from
+        the frame, not written again: ``at[0]`` is where queueId's digits start, ``at[1:5]``
+        where queueId's, sysFlag's, bornTimestamp's and flag's end, the fixed pieces ``_F``,
+        ``_G``, ``_H`` between them."""
         cdef ByteBuf* s = &self._sig
+        cdef const char* p = <const char*>self._buf.p
         s.n = 0
         _put_bytes(s, self._sig_head)
         _put_utf8(s, topic)
         _put_bytes(s, self._sig_mid)
-        _put_int(s, qid)
-        _put_int(s, sys_flag)
-        _put_int(s, born_ms)
-        _put_int(s, flag)
+        _put(s, p + at[0], at[1] - at[0])
+        _put(s, p + at[1] + PyBytes_GET_SIZE(_F), at[2] - at[1] - PyBytes_GET_SIZE(_F))
+        _put(s, p + at[2] + PyBytes_GET_SIZE(_G), at[3] - at[2] - PyBytes_GET_SIZE(_G))
+        _put(s, p + at[3] + PyBytes_GET_SIZE(_H), at[4] - at[3] - PyBytes_GET_SIZE(_H))
         write_properties(s, properties, _put_property_raw)
         _put(s, b"0false", 6)  # reconsumeTimes, unitMode
         if topic.startswith("%RETRY%"):
@@ -298,7 +319,9 @@ cdef class SendRequestWriter:
             _put(s, b"true", 4)
         else:
             _put(s, b"false", 5)
-        return self._key.sign_content(PyBytes_FromStringAndSize(<char*>s.p, s.n), body)
+        if self._hkey is not None:
+            return None
+        return PyBytes_FromStringAndSize(<char*>s.p, s.n)
 
 
 def encode_batch(messages, str topic, Py_ssize_t max_body, UniqIds ids):
