@@ -280,8 +280,11 @@ cdef _trace_row(AsyncSend entry, object result):
             mtype = 1
         elif level is not None and level:
             mtype = 3
-        code = rows.add_row(entry.trace_begin_ms, _now_ms(), entry.topic, r.msg_id, tags, keys,
-                            r.message_queue.broker_name, PyBytes_GET_SIZE(entry.body), mtype, r.offset_msg_id, status is _SEND_OK or status == _SEND_OK,
+        mq = r.message_queue
+        # (the queue the send started on, whose broker name start read: no attribute lookup)
+        broker = entry._trace_broker if mq is entry._trace_mq and mq is not None else mq.broker_name
+        code = rows.add_row(entry.trace_begin_ms, _now_ms(), entry.topic, r.msg_id, tags, keys, broker,
+                            PyBytes_GET_SIZE(entry.body), mtype, r.offset_msg_id, status is _SEND_OK or status == _SEND_OK,
                             r.region_id)
     except Exception:  # (a field it refuses: append_pub says what, and counts the send's record dropped)
         tracer.append_pub(entry, result, entry.trace_begin_ms)
@@ -355,6 +358,8 @@ cdef class AsyncSend:
     # ends (``append_pub``), and the wall clock ms it started at
     cdef public object tracer
     cdef PubRows _trace_rows  # the tracer's pub_rows, when the fast path started the send
+    cdef object _trace_mq  # the queue the fast path started the send on, and its broker name
+    cdef object _trace_broker
     cdef public int64_t trace_begin_ms
     cdef public double begin
     cdef public double deadline
@@ -423,8 +428,8 @@ cdef class AsyncSend:
                 if self.fault:
                     self.context.update_fault(mq.broker_name, int((self._loop.time() - self.begin) * 1000), False)
                 trace_switch = None
-                if self.trace:  # (a lookup only a traced send pays for)
-                    p = PyDict_GetItem(ext, _TRACE_SWITCH)
+                if self.trace:  # (a lookup only a traced send pays for; a str key cannot raise)
+                    p = PyDict_GetItemWithError(fields, _TRACE_SWITCH)
                     if p != NULL:
                         trace_switch = <object>p
                 self.finish(_result(_SEND_OK, self.uniq, msg_id, mq, qoff, fields.get(_MSG_REGION), trace_switch),
@@ -694,7 +699,7 @@ cdef class SendFastPath:
         """The future of ``msg``'s send with its first try queued, or None (nothing queued)."""
         cdef Py_ssize_t n
         cdef int sys_flag = 0
-        cdef int64_t tmo
+        cdef int64_t tmo, born
         cdef double now
         cdef PyObject* p
         cdef AsyncSend entry
@@ -726,7 +731,8 @@ cdef class SendFastPath:
             chosen = self._select(info)
         else:
             chosen = queues[info.table.select(self.next_counter(), -1)]
-        addr = info.masters.get(chosen.broker_name)
+        broker_name = chosen.broker_name
+        addr = info.masters.get(broker_name)
         if addr is None:
             return None
         conn = self._open(addr)
@@ -745,8 +751,9 @@ cdef class SendFastPath:
             opaque = next(_OPAQUES) & 0x7FFFFFFF  # (next_opaque's body)
         else:
             opaque = self.next_opaque()
+        born = _now_ms()
         try:
-            frame = self.writer.frame(opaque, topic, chosen.queue_id, sys_flag, _now_ms(), msg.flag, props, body,
+            frame = self.writer.frame(opaque, topic, chosen.queue_id, sys_flag, born, msg.flag, props, body,
                                       batch_ids is not None)
         except (ValueError, TypeError):
             return None  # the general path raises the typed error for it
@@ -771,7 +778,9 @@ cdef class SendFastPath:
         if self._tracer is not None and batch_ids is None and not awaited:
             entry.tracer = self._tracer
             entry._trace_rows = self._trace_rows
-            entry.trace_begin_ms = _now_ms()
+            entry._trace_mq = chosen
+            entry._trace_broker = broker_name
+            entry.trace_begin_ms = born  # (the born timestamp's clock read: both are the send's start)
         entry.begin = now
         entry.deadline = now + tmo / 1000.0
         conn.start_frame(opaque, frame, entry)

@@ -21,6 +21,7 @@ cdef class PubRows:
     cdef dict hosts                # broker name -> its address as UTF-8 (or b"null"), until taken
     cdef object last_broker        # the broker name of the last record, and its address
     cdef bytes last_host
+    cdef object last_topic         # the last record's topic (a str), known not the trace topic's
     cdef int64_t last_ms           # the last record's timestamp, and its digits (sends of one
     cdef Py_ssize_t ms_len         # millisecond share them)
     cdef char ms_text[24]

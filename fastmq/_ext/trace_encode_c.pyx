@@ -165,7 +165,7 @@ cdef class PubRows:
         self.wake_at = wake_at
         self.group_text = group.encode("utf-8", "replace")
         self.hosts = {}
-        self.last_broker = self.last_host = None
+        self.last_broker = self.last_host = self.last_topic = None
 
     def __dealloc__(self):
         bytebuf_free(&self.text)
@@ -199,8 +199,10 @@ cdef class PubRows:
             raise TypeError("a Pub record's text field is not a str")
         if mtype < 0 or mtype > 3:
             raise ValueError(f"message type ordinal {mtype!r}")
-        if (<str>topic).startswith(self.trace_topic):
-            return 0
+        if topic is not self.last_topic:  # (one producer's sends mostly share a topic's str)
+            if (<str>topic).startswith(self.trace_topic):
+                return 0
+            self.last_topic = topic
         if broker is self.last_broker and self.last_host is not None:
             host = self.last_host
         else:
@@ -434,17 +436,19 @@ def join_keys(bytes raw) -> str:
     cdef Py_ssize_t n = PyBytes_GET_SIZE(raw), cap = 16, m = 0, words
     cdef Py_ssize_t* slots = NULL
     cdef uint8_t* out = NULL
+    # one release of the GIL for the whole scan: each time this thread takes it back, the loop's
+    # thread is made to drop it, so the count, the allocations and the set share one
     with nogil:
         words = _count_words(p, n)
-    while cap < 2 * words + 2:  # (at most half full)
-        cap <<= 1
-    try:
+        while cap < 2 * words + 2:  # (at most half full)
+            cap <<= 1
         slots = <Py_ssize_t*>calloc(cap * 2, sizeof(Py_ssize_t))
         out = <uint8_t*>malloc(n + 1)
+        if slots != NULL and out != NULL:
+            m = _unique_words(p, n, out, slots, cap - 1)
+    try:
         if slots == NULL or out == NULL:
             raise MemoryError()
-        with nogil:
-            m = _unique_words(p, n, out, slots, cap - 1)
         return PyUnicode_DecodeUTF8(<const char*>out, m, b"replace")
     finally:
         free(slots)
