@@ -219,7 +219,6 @@ class DrivenLoop:
         self._turn_by = self._released
         # by drivers, for the next turn: (fn, args tuple) of post, (run, items list) of post_batched
         self._posted: list[tuple[Callable[..., Any], Any]] = []
-        self._npost = 0  # posts since the last _run_posted (items of post_batched each count)
         self._crossed: list[tuple[Callable[..., Any], tuple[Any, ...]]] = []
         self._cross_scheduled = False
         self._wake = threading.Event()
@@ -572,12 +571,11 @@ class DrivenLoop:
                 return
             posted = self._posted
             posted.append((fn, args))  # (a list append: a Handle a call cost more than the call)
-            self._npost += 1
             if len(posted) == 1:
                 self.loop.call_soon(self._run_posted)
                 # (_released: about now for a caller posting on; see above)
                 self._turn_by = self._released + self.grace_s
-            if self._npost >= TURN_EVERY or self._released >= self._turn_by:
+            if len(posted) >= TURN_EVERY or self._released >= self._turn_by:
                 self._sender_turn()
         finally:
             # (_give_back, inline)
@@ -590,7 +588,7 @@ class DrivenLoop:
     def post_batched(self, run: Callable[[list[Any]], None], item: Any) -> None:
         """:meth:`post` of ``run([item])``, except that items posted one after another for the
         same ``run`` (nothing else posted between them) share one call: ``run(items)``, in
-        posting order. Each counts as a post for TURN_EVERY. For a hot caller (the blocking
+        posting order. A batch's items count as posts for TURN_EVERY. For a hot caller (the blocking
         Producer's send_async): one Python call per batch on the loop, where ``post`` makes one
         per item. ``run`` handles each item's own errors; a BaseException it raises must leave in
         ``items`` those it did not run (they go back with a turn, as ``post``'s calls do)."""
@@ -607,15 +605,19 @@ class DrivenLoop:
                 return
             posted = self._posted
             if posted and posted[-1][0] is run:
-                posted[-1][1].append(item)
+                items = posted[-1][1]
+                items.append(item)
             else:
                 # (args a list, not post's tuple: _run_posted hands it over whole)
-                posted.append((run, [item]))
+                items = [item]
+                posted.append((run, items))
                 if len(posted) == 1:
                     self.loop.call_soon(self._run_posted)
                     self._turn_by = self._released + self.grace_s
-            self._npost += 1
-            if self._npost >= TURN_EVERY or self._released >= self._turn_by:
+            # (the batch's items count as TURN_EVERY's posts; not a counter of all posts: one
+            # more attribute would take this object's __dict__ past the 29 keys CPython shares
+            # between instances, and every attribute read here would be slower)
+            if len(items) >= TURN_EVERY or len(posted) >= TURN_EVERY or self._released >= self._turn_by:
                 self._sender_turn()
         finally:
             self._driver = 0
@@ -643,7 +645,6 @@ class DrivenLoop:
 
     def _run_posted(self) -> None:
         posted, self._posted = self._posted, []
-        self._npost = 0
         calls = iter(posted)
         fn: Any = None
         args: Any = ()
