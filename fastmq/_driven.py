@@ -58,6 +58,7 @@ import threading
 import time
 from typing import Any, Callable, Coroutine, Iterator, TypeVar
 
+from ._ext.produce import SendWindow
 from .remoting.connection import LONE_WRITE, Connection
 from .remoting.loop import relay_outcome
 
@@ -102,46 +103,53 @@ class Callbacks:
         self._name = name
         self._loop = loop
         self._q: queue.SimpleQueue[list[tuple[Callback, Any, BaseException | None]] | None] = queue.SimpleQueue()
-        self._batch: list[tuple[Callback, Any, BaseException | None]] = []
-        self._put = 0  # written by the loop's driver only (one at a time)
-        # places of a window (see put_releasing) held by callbacks of this batch, and what gives
-        # them back: once per hand-over rather than a locked release per callback
-        self._held = 0
+        #: the batch put since the last hand-over, its counters (queued, places of a window held
+        #: by its callbacks), and the owner's window of sends (opened by a blocking Producer): a
+        #: compiled object, so that a send's place and its callback's hand-back are one C call
+        #: each (see SendWindow.take, put_releasing)
+        self.window = SendWindow(self._first)
+        # what gives a window's places back: once per hand-over rather than a locked release per callback
         self.release: Callable[[int], None] | None = None
         self._ran = 0
         #: set by the loop's driver while a sender's turn runs (see _hand_over)
         self.defer = False
         self._cond = threading.Condition()
         self._thread: threading.Thread | None = None
+        #: ``put(fn, result, error)``: queue ``fn(result, error)``; called on the loop (by its driver)
+        self.put: Callable[[Callback, Any, BaseException | None], None] = self.window.put_plain
+        #: ``put_releasing(fn, result, error)``: :attr:`put`, for a send that holds a place of the
+        #: window ``release`` gives back: the place is given back once the callback is queued (so a
+        #: send it lets in calls back after this one), together with the batch's others
+        self.put_releasing: Callable[[Callback, Any, BaseException | None], None] = self.window.put_releasing
 
-    def put(self, fn: Callback, result: Any, error: BaseException | None) -> None:
-        """Queue ``fn(result, error)``; called on the loop (by its driver)."""
-        self._put += 1
-        self._batch.append((fn, result, error))
-        if len(self._batch) == 1:
-            self._loop.call_soon(self._hand_over)
+    # (read by tests and diagnostics: the batch and its counters live in the window)
+    @property
+    def _batch(self) -> list[tuple[Callback, Any, BaseException | None]]:
+        return self.window.batch
 
-    def put_releasing(self, fn: Callback, result: Any, error: BaseException | None) -> None:
-        """:meth:`put`, for a send that holds a place of the window ``release`` gives back: the
-        place is given back once the callback is queued (so a send it lets in calls back after
-        this one), together with the batch's others."""
-        self._put += 1
-        self._held += 1
-        self._batch.append((fn, result, error))
-        if len(self._batch) == 1:
-            self._loop.call_soon(self._hand_over)
+    @property
+    def _put(self) -> int:
+        return self.window.queued
+
+    @property
+    def _held(self) -> int:
+        return self.window.held
+
+    def _first(self) -> None:
+        # the batch's first callback: its hand-over gets a turn
+        self._loop.call_soon(self._hand_over)
 
     def _hand_over(self) -> None:
-        if self.defer and len(self._batch) < CALLBACK_BATCH:
+        window = self.window
+        if self.defer and len(window.batch) < CALLBACK_BATCH:
             # a sender's own turn (DrivenLoop.post): it turns again after its next posts, so
             # the batch waits for more rather than waking the callback thread (and handing it
             # the GIL) every turn; any other drive hands it over
             self._loop.call_soon(self._hand_over)
             return
-        batch, self._batch = self._batch, []
-        if not batch:  # handed over already by flush()
+        if not window.batch:  # handed over already by flush()
             return
-        held, self._held = self._held, 0
+        batch, held = window.swap()
         try:
             if self._thread is None:
                 self._thread = threading.Thread(target=self._work, name=f"{self._name}-callbacks", daemon=True)
@@ -153,13 +161,13 @@ class Callbacks:
 
     def flush(self) -> None:
         """Hand the callbacks put in this turn over now (by the loop's driver, as it stops)."""
-        if self._batch:
+        if self.window.batch:
             self._hand_over()
 
     def wait_drained(self, timeout: float) -> None:
         """Return once every callback put so far has run (at most ``timeout`` s): what completed
         before a blocking call's own send has been told before the call returns."""
-        target = self._put
+        target = self.window.queued
         if self._ran >= target or threading.current_thread() is self._thread:
             return
         with self._cond:
@@ -209,7 +217,8 @@ class DrivenLoop:
         # when the caller's post runs a turn for the calls in _posted, whatever their number
         # (_released plus grace_s, as the first of them was posted: see post)
         self._turn_by = self._released
-        self._posted: list[tuple[Callable[..., Any], tuple[Any, ...]]] = []  # by drivers, for the next turn
+        # by drivers, for the next turn: (fn, args tuple) of post, (run, items list) of post_batched
+        self._posted: list[tuple[Callable[..., Any], Any]] = []
         self._crossed: list[tuple[Callable[..., Any], tuple[Any, ...]]] = []
         self._cross_scheduled = False
         self._wake = threading.Event()
@@ -399,7 +408,7 @@ class DrivenLoop:
                     raise TimeoutError(f"fastmq call did not finish within {timeout}s")
         finally:
             self._calling = False
-        if self.callbacks._batch:
+        if self.callbacks.window.batch:
             self.callbacks.flush()
         return box[0]
 
@@ -567,20 +576,7 @@ class DrivenLoop:
                 # (_released: about now for a caller posting on; see above)
                 self._turn_by = self._released + self.grace_s
             if len(posted) >= TURN_EVERY or self._released >= self._turn_by:
-                callbacks = self.callbacks
-                callbacks.defer = self.defer_callbacks
-                try:
-                    # The posted calls run before the turn's pass, not in it: what they schedule
-                    # (a connection's flush of the frames they queued) then runs in this pass,
-                    # where it used to wait for the next turn (another TURN_EVERY posts)
-                    asyncio._set_running_loop(self.loop)
-                    try:
-                        self._run_posted()
-                    finally:
-                        asyncio._set_running_loop(None)
-                    self._turn()
-                finally:
-                    callbacks.defer = False
+                self._sender_turn()
         finally:
             # (_give_back, inline)
             self._driver = 0
@@ -589,15 +585,84 @@ class DrivenLoop:
             if self._waiters:
                 self._wake.set()
 
+    def post_batched(self, run: Callable[[list[Any]], None], item: Any) -> None:
+        """:meth:`post` of ``run([item])``, except that items posted one after another for the
+        same ``run`` (nothing else posted between them) share one call: ``run(items)``, in
+        posting order. A batch's items count as posts for TURN_EVERY. For a hot caller (the blocking
+        Producer's send_async): one Python call per batch on the loop, where ``post`` makes one
+        per item. ``run`` handles each item's own errors; a BaseException it raises must leave in
+        ``items`` those it did not run (they go back with a turn, as ``post``'s calls do)."""
+        drive = self._drive
+        # (post's lock handling, inline as there: see it)
+        if not self._closed and asyncio._get_running_loop() is None and drive.acquire(False):
+            self._driver = threading.get_ident()
+        elif not self._take():
+            self.cross(run, [item])
+            return
+        try:
+            if self._crossed:
+                self.cross(run, [item])  # behind handed-over calls, as post does
+                return
+            posted = self._posted
+            if posted and posted[-1][0] is run:
+                items = posted[-1][1]
+                items.append(item)
+            else:
+                # (args a list, not post's tuple: _run_posted hands it over whole)
+                items = [item]
+                posted.append((run, items))
+                if len(posted) == 1:
+                    self.loop.call_soon(self._run_posted)
+                    self._turn_by = self._released + self.grace_s
+            # (the batch's items count as TURN_EVERY's posts; not a counter of all posts: one
+            # more attribute would take this object's __dict__ past the 29 keys CPython shares
+            # between instances, and every attribute read here would be slower)
+            if len(items) >= TURN_EVERY or len(posted) >= TURN_EVERY or self._released >= self._turn_by:
+                self._sender_turn()
+        finally:
+            self._driver = 0
+            self._released = time.monotonic()
+            drive.release()
+            if self._waiters:
+                self._wake.set()
+
+    def _sender_turn(self) -> None:
+        """A posting driver's turn (see post): the posted calls, then one pass of the loop."""
+        callbacks = self.callbacks
+        callbacks.defer = self.defer_callbacks
+        try:
+            # The posted calls run before the turn's pass, not in it: what they schedule
+            # (a connection's flush of the frames they queued) then runs in this pass,
+            # where it used to wait for the next turn (another TURN_EVERY posts)
+            asyncio._set_running_loop(self.loop)
+            try:
+                self._run_posted()
+            finally:
+                asyncio._set_running_loop(None)
+            self._turn()
+        finally:
+            callbacks.defer = False
+
     def _run_posted(self) -> None:
         posted, self._posted = self._posted, []
         calls = iter(posted)
+        fn: Any = None
+        args: Any = ()
         try:
-            self._run_each(calls, "posted")
+            for fn, args in calls:
+                try:
+                    if type(args) is list:  # post_batched's: the batch, whole
+                        fn(args)
+                    else:
+                        fn(*args)
+                except Exception as exc:  # as the loop reports a failing callback; the rest still run
+                    self.loop.call_exception_handler({"message": f"fastmq posted call {fn!r} failed", "exception": exc})
         except BaseException:
             # (KeyboardInterrupt, SystemExit): what is left goes back first, with its turn
-            # scheduled, rather than lost with the batch
+            # scheduled, rather than lost with the batch (a batch's unrun items with it)
             rest = list(calls)
+            if type(args) is list and args:
+                rest.insert(0, (fn, args))
             if rest:
                 if not self._posted:
                     self.loop.call_soon(self._run_posted)

@@ -15,11 +15,11 @@ Import these from :mod:`fastmq`, which loads this module (and with it the client
 """
 from __future__ import annotations
 
-import functools
 import threading
 from typing import Any, Callable, Coroutine, Sequence, TypeVar
 
 from . import _blocking, _driven
+from ._ext.produce import SendWindow
 from .client import admin as _admin
 from .client import producer as _producer
 from .client import push_consumer as _consumer
@@ -49,44 +49,49 @@ _LOCAL_TRANSACTION_BOUND = 86400.0
 
 class _Window:
     """Sends handed to the loop and not yet over, at most ``size``: a thread sending faster than
-    the loop can go waits here instead of queueing calls without bound. A counter under one C
-    lock: threading.BoundedSemaphore is Python code around a Condition, and its acquire and
-    release stood out in send_async's profile; the Condition is used only while the window is full."""
+    the loop can go waits here instead of queueing calls without bound. The places are counted by
+    the loop's compiled :class:`~fastmq._ext.produce.SendWindow` (taken with the send's callback
+    hand-back in one C call, given back a batch at a time); this is the waiting for one when
+    none is free, under a Condition used only then."""
 
-    __slots__ = ("_free", "_size", "_lock", "_cond", "_waiting")
+    __slots__ = ("_w", "_lock", "_cond", "_waiting")
 
-    def __init__(self, size: int) -> None:
-        self._free = self._size = size
+    def __init__(self, w: SendWindow, size: int) -> None:
+        w.open(size)
+        self._w = w
         self._lock = threading.Lock()
         self._cond = threading.Condition(self._lock)
         self._waiting = 0
 
+    @property
+    def _free(self) -> int:
+        return self._w.free
+
     def acquire(self, timeout: float) -> bool:
         """Take a place, waiting at most ``timeout`` s for one (0: not at all)."""
+        w = self._w
+        if w.try_take():
+            return True
+        if timeout <= 0:
+            return False
         with self._lock:
-            if self._free > 0:
-                self._free -= 1
-                return True
-            if timeout <= 0:
-                return False
+            # (counted before the wait's first look: a release that finds nobody counted gave
+            # its places back before that look, which then takes one)
             self._waiting += 1
             try:
-                if not self._cond.wait_for(lambda: self._free > 0, timeout):
-                    return False
+                return self._cond.wait_for(w.try_take, timeout)
             finally:
                 self._waiting -= 1
-            self._free -= 1
-            return True
 
     def busy(self) -> bool:
         """Places are out: sends handed to the loop whose callbacks it has not yet passed on."""
-        return self._free < self._size
+        return self._w.busy()
 
     def release(self, n: int = 1) -> None:
         """Give ``n`` places back."""
-        with self._lock:
-            self._free += n
-            if self._waiting:
+        self._w.give(n)
+        if self._waiting:
+            with self._lock:
                 self._cond.notify(n)
 
 
@@ -149,14 +154,16 @@ class Producer:
         except BaseException:
             self._driven.close()
             raise
-        self._window = _Window(max_in_flight or 65535)
-        self._driven.callbacks.release = self._window.release
-        self._driven.awaiting = self._window.busy
+        callbacks = self._driven.callbacks
+        self._window = _Window(callbacks.window, max_in_flight or 65535)
+        callbacks.release = self._window.release
+        self._driven.awaiting = callbacks.window.busy
         # bound once: send_async hands these to the loop per send (a bound method made per call
         # is an allocation and attribute walk per send)
-        self._start_send = self._core.start_send
+        self._start_sends = self._core.start_sends  # (one object: post_batched batches by identity)
         self._passes = self._core.passes
-        self._put_releasing = self._driven.callbacks.put_releasing
+        self._take = callbacks.window.take
+        self._handback = callbacks.window.handback
 
     @staticmethod
     async def _make(group: str, kwargs: dict[str, Any]) -> _producer.Producer:
@@ -242,28 +249,23 @@ class Producer:
         """
         if not self._passes(msg):  # (a C call: check_message's Python call only when it must judge)
             self._core.check_message(msg)
-        window = self._window
-        # a place of the window: _Window.acquire's free case inline (a Python call less per send)
-        lock = window._lock
-        lock.acquire()
-        if window._free > 0:
-            window._free -= 1
-            lock.release()
-        else:
-            lock.release()
+        # a place of the window and the hand-back that tells the callback thread (the place goes
+        # back with the batch the callback is handed over in): one C call
+        done = self._take(callback)
+        if done is None:  # no place free: wait for one
+            window = self._window
             timeout = self._timeout if timeout_ms is None else timeout_ms / 1000
             if not wait:
                 if not window.acquire(0):
                     raise RemotingTooMuchRequestError("send_async invoke too fast")
             elif not window.acquire(timeout):
                 raise RemotingTooMuchRequestError(f"send_async tryAcquire semaphore timeout, {int(timeout * 1000)}ms")
-        # the callback thread is told, and the window's place given back with the batch's others
-        # (callbacks.put_releasing): one locked release per hand-over rather than per send
-        done = functools.partial(self._put_releasing, callback)
+            done = self._handback(callback)
         try:
-            self._driven.post(self._start_send, msg, done, timeout_ms, False)
+            # a batch per turn: the loop starts the sends gathered since its last turn in one call
+            self._driven.post_batched(self._start_sends, (msg, done, timeout_ms))
         except BaseException as exc:
-            window.release()
+            self._window.release()
             if isinstance(exc, _driven.Closed):
                 self._core.check_message(msg)
             raise

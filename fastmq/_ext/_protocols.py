@@ -429,12 +429,41 @@ class SendFastPathProto(Protocol):
     def retrack(self) -> int: ...
 
 
+class SendWindowProto(Protocol):
+    """A blocking producer's window of sends in flight and its callbacks' batch (produce_py.SendWindow)."""
+    batch: list[tuple[Any, Any, BaseException | None]]
+    queued: int
+    held: int
+    free: int
+    @property
+    def size(self) -> int: ...
+    on_first: Callable[[], object]
+    def __init__(self, on_first: Callable[[], object], size: int = 0) -> None: ...
+    def open(self, size: int) -> None: ...
+    def try_take(self) -> bool: ...
+    def take(self, fn: Callable[[Any, BaseException | None], object]) -> Any: ...
+    def handback(self, fn: Callable[[Any, BaseException | None], object]) -> Any: ...
+    def give(self, n: int) -> None: ...
+    def busy(self) -> bool: ...
+    def put_releasing(self, fn: Callable[[Any, BaseException | None], object], result: Any,
+                      error: BaseException | None) -> None: ...
+    def put_plain(self, fn: Callable[[Any, BaseException | None], object], result: Any,
+                  error: BaseException | None) -> None: ...
+    def swap(self) -> tuple[list[tuple[Any, Any, BaseException | None]], int]: ...
+
+
+class HandbackProto(Protocol):
+    def __call__(self, result: Any, error: BaseException | None) -> None: ...
+
+
 class ProduceModule(Protocol):
     UniqIds: type
     SendRequestWriter: type
     SendResult: type
     AsyncSend: type
     SendFastPath: type
+    SendWindow: type
+    Handback: type
 
     def month_bounds(self, ms: int) -> tuple[int, int]: ...
     def encode_batch(self, messages: Sequence[Any], topic: str, max_body: int, ids: Any) -> tuple[bytes, str] | None: ...
@@ -451,7 +480,8 @@ TWINS: dict[str, tuple[type, dict[str, type]]] = {
     "pull": (PullModule, {}),
     "produce": (ProduceModule, {"UniqIds": UniqIdsProto, "SendRequestWriter": SendRequestWriterProto,
                                 "SendResult": SendResultProto, "AsyncSend": AsyncSendProto,
-                                "SendFastPath": SendFastPathProto}),
+                                "SendFastPath": SendFastPathProto, "SendWindow": SendWindowProto,
+                                "Handback": HandbackProto}),
     "record_writer": (RecordWriterModule, {}),
     "records": (RecordsModule, {}),
     "selector": (SelectorModule, {"QueueTable": QueueTableProto}),

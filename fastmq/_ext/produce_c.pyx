@@ -72,7 +72,8 @@ cdef extern from "<time.h>" nogil:
     tm* gmtime_r(const time_t* t, tm* out)
     time_t timegm(tm* t)
 
-__all__ = ["UniqIds", "SendRequestWriter", "encode_batch", "SendResult", "AsyncSend", "SendFastPath", "month_bounds"]
+__all__ = ["UniqIds", "SendRequestWriter", "encode_batch", "SendResult", "AsyncSend", "SendFastPath", "month_bounds",
+           "SendWindow", "Handback"]
 
 cdef const char* _UHEX = b"0123456789ABCDEF"
 cdef uint64_t COUNTER_MASK = 0x3FFFFFFFFFFFFFFF  # the round-robin counter stays a positive int64
@@ -830,3 +831,98 @@ def _before_full_collection(phase, info):
 
 
 gc.callbacks.append(_before_full_collection)
+
+
+# ------------------------------------------------------------------ the blocking producer's window
+
+@cython.final
+cdef class SendWindow:
+    """A blocking producer's window of sends in flight and the batch of callbacks its loop hands
+    to the callback thread (see ``produce_py.SendWindow``). Taking a place and making the send's
+    hand-back is one C call; the counters change in C with the GIL held, so no lock guards them."""
+
+    cdef public list batch
+    cdef public Py_ssize_t queued  # callbacks queued, ever
+    cdef public Py_ssize_t held
+    cdef public Py_ssize_t free
+    cdef readonly Py_ssize_t size
+    cdef public object on_first
+
+    def __init__(self, on_first, Py_ssize_t size=0):
+        self.batch = []
+        self.queued = 0
+        self.held = 0
+        self.free = self.size = size
+        self.on_first = on_first
+
+    def open(self, Py_ssize_t size) -> None:
+        """Set the window's size, every place free (before any send)."""
+        self.free = self.size = size
+
+    def try_take(self) -> bool:
+        """Take a place if one is free."""
+        if self.free > 0:
+            self.free -= 1
+            return True
+        return False
+
+    def take(self, fn):
+        """A place and the hand-back of ``fn``: a :class:`Handback`, or None when no place is free."""
+        cdef Handback h
+        if self.free <= 0:
+            return None
+        self.free -= 1
+        h = Handback.__new__(Handback)
+        h.window = self
+        h.fn = fn
+        return h
+
+    def handback(self, fn):
+        """The hand-back of ``fn``, for a place taken already (``try_take``)."""
+        cdef Handback h = Handback.__new__(Handback)
+        h.window = self
+        h.fn = fn
+        return h
+
+    def give(self, Py_ssize_t n) -> None:
+        """Give ``n`` places back."""
+        self.free += n
+
+    def busy(self) -> bool:
+        """Places are out."""
+        return self.free < self.size
+
+    cpdef put_releasing(self, fn, result, error):
+        """Queue ``fn(result, error)`` for the callback thread, its place held until the batch's hand-over."""
+        self.queued += 1
+        self.held += 1
+        self.batch.append((fn, result, error))
+        if len(self.batch) == 1:
+            self.on_first()
+
+    cpdef put_plain(self, fn, result, error):
+        """Queue ``fn(result, error)`` for the callback thread (no place held)."""
+        self.queued += 1
+        self.batch.append((fn, result, error))
+        if len(self.batch) == 1:
+            self.on_first()
+
+    def swap(self):
+        """The batch and the places it holds, both reset: ``(batch, held)``."""
+        batch, held = self.batch, self.held
+        self.batch = []
+        self.held = 0
+        return batch, held
+
+
+@cython.final
+@cython.freelist(64)
+cdef class Handback:
+    """``fn``'s hand-back: called with a send's ``(result, error)`` on the loop, it queues
+    ``fn(result, error)`` for the callback thread (``SendWindow.put_releasing``)."""
+
+    cdef SendWindow window
+    cdef object fn
+
+    def __call__(self, result, error):
+        self.window.put_releasing(self.fn, result, error)

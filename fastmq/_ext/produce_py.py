@@ -56,7 +56,8 @@ from ._protocols import ProduceContextProto
 from .batch_py import _properties, encode_batch_body
 from .codec_py import LANGUAGE_NAMES, MAX_HEADER_LENGTH
 
-__all__ = ["UniqIds", "SendRequestWriter", "encode_batch", "SendResult", "AsyncSend", "SendFastPath", "month_bounds"]
+__all__ = ["UniqIds", "SendRequestWriter", "encode_batch", "SendResult", "AsyncSend", "SendFastPath", "month_bounds",
+           "SendWindow", "Handback"]
 
 _FRAME_HEAD = struct.Struct(">ii")
 _UNIQ_KEY = MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX
@@ -531,3 +532,96 @@ class SendFastPath:
         it (see the note at the end of ``produce_c``) and calls this before every full
         collection; Python code cannot untrack an object, so here there is never any."""
         return 0
+
+
+class SendWindow:
+    """A blocking producer's window of sends in flight, and the batch of callbacks its loop hands
+    to the callback thread (``fastmq._driven.Callbacks``).
+
+    The window: ``size`` places, one taken per ``send_async`` (``take``: None when none is free;
+    the caller waits for one in Python and then takes ``handback``) and given back ``give(n)``
+    when the callback thread is handed the batch that holds them. The batch: ``(fn, result,
+    error)`` tuples in the order the loop queued them, ``queued`` the count ever queued, ``held``
+    the places its entries hold; ``on_first()`` is called as the batch goes from empty to one
+    entry (it schedules the hand-over), ``swap()`` takes the batch.
+
+    The batch and its counters change only on the loop (by its driver, one thread at a time);
+    the places change from any thread: the compiled twin changes them in C with the GIL held,
+    this one under a lock (a Python ``-=`` is three steps another thread can come between)."""
+
+    def __init__(self, on_first: Callable[[], object], size: int = 0) -> None:
+        self.batch: list[tuple[Any, Any, BaseException | None]] = []
+        self.queued = 0
+        self.held = 0
+        self.free = self.size = size
+        self.on_first = on_first
+        self._lock = threading.Lock()
+
+    def open(self, size: int) -> None:
+        """Set the window's size, every place free (before any send)."""
+        self.free = self.size = size
+
+    def try_take(self) -> bool:
+        """Take a place if one is free."""
+        with self._lock:
+            if self.free > 0:
+                self.free -= 1
+                return True
+            return False
+
+    def take(self, fn: Callable[[Any, BaseException | None], object]) -> "Handback | None":
+        """A place and the hand-back of ``fn``: a :class:`Handback`, or None when no place is free."""
+        if not self.try_take():
+            return None
+        return Handback(self, fn)
+
+    def handback(self, fn: Callable[[Any, BaseException | None], object]) -> "Handback":
+        """The hand-back of ``fn``, for a place taken already (``try_take``)."""
+        return Handback(self, fn)
+
+    def give(self, n: int) -> None:
+        """Give ``n`` places back."""
+        with self._lock:
+            self.free += n
+
+    def busy(self) -> bool:
+        """Places are out."""
+        return self.free < self.size
+
+    def put_releasing(self, fn: Callable[[Any, BaseException | None], object], result: Any,
+                      error: BaseException | None) -> None:
+        """Queue ``fn(result, error)`` for the callback thread, its place held until the batch's hand-over."""
+        self.queued += 1
+        self.held += 1
+        self.batch.append((fn, result, error))
+        if len(self.batch) == 1:
+            self.on_first()
+
+    def put_plain(self, fn: Callable[[Any, BaseException | None], object], result: Any,
+                  error: BaseException | None) -> None:
+        """Queue ``fn(result, error)`` for the callback thread (no place held)."""
+        self.queued += 1
+        self.batch.append((fn, result, error))
+        if len(self.batch) == 1:
+            self.on_first()
+
+    def swap(self) -> tuple[list[tuple[Any, Any, BaseException | None]], int]:
+        """The batch and the places it holds, both reset: ``(batch, held)``."""
+        batch, held = self.batch, self.held
+        self.batch = []
+        self.held = 0
+        return batch, held
+
+
+class Handback:
+    """``fn``'s hand-back: called with a send's ``(result, error)`` on the loop, it queues
+    ``fn(result, error)`` for the callback thread (``SendWindow.put_releasing``)."""
+
+    __slots__ = ("window", "fn")
+
+    def __init__(self, window: SendWindow, fn: Callable[[Any, BaseException | None], object]) -> None:
+        self.window = window
+        self.fn = fn
+
+    def __call__(self, result: Any, error: BaseException | None) -> None:
+        self.window.put_releasing(self.fn, result, error)
