@@ -836,6 +836,7 @@ gc.callbacks.append(_before_full_collection)
 # ------------------------------------------------------------------ the blocking producer's window
 
 @cython.final
+@cython.auto_pickle(False)  # a producer's live window, never sent anywhere
 cdef class SendWindow:
     """A blocking producer's window of sends in flight and the batch of callbacks its loop hands
     to the callback thread (see ``produce_py.SendWindow``). Taking a place and making the send's
@@ -917,6 +918,7 @@ cdef class SendWindow:
 
 @cython.final
 @cython.freelist(64)
+@cython.auto_pickle(False)  # a send's hand-back, never sent anywhere
 cdef class Handback:
     """``fn``'s hand-back: called with a send's ``(result, error)`` on the loop, it queues
     ``fn(result, error)`` for the callback thread (``SendWindow.put_releasing``)."""
