@@ -99,7 +99,8 @@ def test_the_fast_path_reads_only_its_context() -> None:
     attributes: what it reads of the producer comes through ``context`` (ProduceContextProto).
     The private reads left are of its own classes' instances (``entry``, ``other``) and the
     codec's C field that codec_c.pxd declares for modules that cimport it (``cmd._code``)."""
-    allowed = {"entry._answered", "entry._loop", "entry._trace_rows", "other._fields", "cmd._code"}
+    allowed = {"entry._answered", "entry._loop", "entry._trace_rows", "entry._trace_mq", "entry._trace_broker",
+               "other._fields", "cmd._code"}
     for name in ("produce_c.pyx", "produce_py.py"):
         text = (ROOT / "fastmq" / "_ext" / name).read_text()
         private = set(re.findall(r"(?<![\w.])(?!self\b|fastmq\b)([A-Za-z_]\w*\._[A-Za-z]\w*)", text))
