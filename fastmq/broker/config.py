@@ -209,6 +209,10 @@ def check_configs(cfg: BrokerConfig, store: MessageStoreConfig) -> None:
     """BrokerStartup's checks. Raises ConfigError naming the key."""
     if not 0 <= cfg.listenPort <= 65535:
         raise ConfigError(f"listenPort={cfg.listenPort}: not a TCP port")
+    if cfg.listenPort and store.haListenPort == cfg.listenPort and not store.is_slave:
+        # a master binds both; two sockets bound before either listens can share a port, and
+        # clients would then reach the replication listener (4.9.8 fails to bind the second)
+        raise ConfigError(f"haListenPort={store.haListenPort}: the same port as listenPort")
     check_server_limits(cfg)
     check_exporter_keys(cfg)
     inner_credentials(cfg.innerClientAuthenticationCredentials)

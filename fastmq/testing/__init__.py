@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 from typing import IO, Iterator, Mapping, Sequence
 
-__all__ = ["EmbeddedCluster", "ServerProcess", "broker_process", "free_port", "live_processes", "namesrv_process",
+__all__ = ["EmbeddedCluster", "ServerProcess", "broker_process", "free_port", "free_ports", "live_processes", "namesrv_process",
            "running_cluster", "wait_port"]
 
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
@@ -49,10 +49,19 @@ def live_processes() -> list[ServerProcess]:
 
 def free_port() -> int:
     """A loopback TCP port that was free a moment ago."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
+    return free_ports(1)[0]
+
+
+def free_ports(n: int) -> list[int]:
+    """``n`` different loopback TCP ports that were free a moment ago (held together while
+    picked: two picks one after another may get the same port back)."""
+    with contextlib.ExitStack() as stack:
+        ports: list[int] = []
+        for _ in range(n):
+            s = stack.enter_context(socket.socket())
+            s.bind(("127.0.0.1", 0))
+            ports.append(s.getsockname()[1])
+        return ports
 
 
 def wait_port(port: int, timeout: float = 20.0, proc: subprocess.Popen[bytes] | None = None) -> None:
@@ -210,9 +219,12 @@ def broker_process(workdir: Path, namesrv: str, *, port: int | None = None, **co
 
 
 def _broker(workdir: Path, namesrv: str, port: int | None, conf: Mapping[str, object]) -> ServerProcess:
-    port = port or free_port()
     # haListenPort too: a master binds it, and listenPort + 1 (the default) may be another test's port
-    lines = {"brokerName": "broker-a", "namesrvAddr": namesrv, "listenPort": port, "haListenPort": free_port(),
+    ha_port, spare = free_ports(2)
+    port = port or spare
+    if ha_port == port:  # (a restart's own port, picked free now)
+        ha_port = spare
+    lines = {"brokerName": "broker-a", "namesrvAddr": namesrv, "listenPort": port, "haListenPort": ha_port,
              "brokerIP1": "127.0.0.1",
              "storePathRootDir": workdir / "store", "mappedFileSizeCommitLog": 4 * 1024 * 1024,
              "logPath": workdir / "broker.log", **conf}

@@ -473,6 +473,10 @@ def test_print_config_and_bad_config(tmp_path):
     (tmp_path / "bad.conf").write_text("listenPort=abc\n")
     out = subprocess.run(_broker_cmd("-c", str(tmp_path / "bad.conf")), capture_output=True, text=True, timeout=60)
     assert out.returncode == 2 and "listenPort" in out.stderr
+    # a master's replication port on its client port: refused, not shared
+    (tmp_path / "same.conf").write_text("listenPort=10999\nhaListenPort=10999\n")
+    out = subprocess.run(_broker_cmd("-c", str(tmp_path / "same.conf")), capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2 and "haListenPort=10999: the same port as listenPort" in out.stderr
 
 
 async def test_sigterm_exits_zero_and_store_checks_clean(tmp_path):
