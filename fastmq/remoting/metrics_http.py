@@ -26,6 +26,9 @@ log = logging.getLogger("fastmq.metrics")
 
 MAX_HEAD_BYTES = 8192
 HEAD_TIMEOUT_S = 5.0
+#: after a 431, how long and how much of what the peer still sends is read and dropped (_linger)
+LINGER_S = 1.0
+LINGER_BYTES = 4 * 1024 * 1024
 WRITE_TIMEOUT_S = 10.0
 MAX_CONNECTIONS = 16
 _EXPORTER_TYPES = ("DISABLE", "PROM")
@@ -95,6 +98,7 @@ class MetricsHttpServer:
             except asyncio.LimitOverrunError:
                 writer.write(_answer("431 Request Header Fields Too Large", b"request head too large\n"))
                 await asyncio.wait_for(writer.drain(), WRITE_TIMEOUT_S)
+                await _linger(reader, writer)
                 return
             except (asyncio.IncompleteReadError, asyncio.TimeoutError, ConnectionError, ValueError):
                 return  # gone, too slow, or too long without a line end: nothing to answer
@@ -128,3 +132,22 @@ class MetricsHttpServer:
             return _answer("500 Internal Server Error", b"collecting metrics failed\n")
         self.scrapes += 1
         return _answer("200 OK", body, CONTENT_TYPE, head_only=method == "HEAD")
+
+
+async def _linger(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    """After an answer to a head too large: no more to write, and what the peer still sends read
+    and dropped for a moment (at most LINGER_S and LINGER_BYTES). Closing with its bytes unread
+    makes the kernel reset the connection, and a reset can discard the answer before the peer
+    reads it."""
+    try:
+        if writer.can_write_eof():
+            writer.write_eof()
+        left = LINGER_BYTES
+        async with asyncio.timeout(LINGER_S):
+            while left > 0:
+                chunk = await reader.read(65536)
+                if not chunk:
+                    return
+                left -= len(chunk)
+    except (asyncio.TimeoutError, ConnectionError, OSError):
+        pass
