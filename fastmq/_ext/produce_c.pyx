@@ -869,17 +869,16 @@ cdef class SendWindow:
 
     def take(self, fn):
         """A place and the hand-back of ``fn``: a :class:`Handback`, or None when no place is free."""
-        cdef Handback h
         if self.free <= 0:
             return None
         self.free -= 1
-        h = Handback.__new__(Handback)
-        h.window = self
-        h.fn = fn
-        return h
+        return self._handback(fn)
 
     def handback(self, fn):
         """The hand-back of ``fn``, for a place taken already (``try_take``)."""
+        return self._handback(fn)
+
+    cdef inline Handback _handback(self, fn):
         cdef Handback h = Handback.__new__(Handback)
         h.window = self
         h.fn = fn

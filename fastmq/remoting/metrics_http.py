@@ -149,5 +149,5 @@ async def _linger(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) ->
                 if not chunk:
                     return
                 left -= len(chunk)
-    except (asyncio.TimeoutError, ConnectionError, OSError):
+    except (TimeoutError, OSError):  # (ConnectionError is an OSError)
         pass
