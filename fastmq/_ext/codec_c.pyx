@@ -26,7 +26,7 @@ from cpython.buffer cimport PyBUF_SIMPLE, PyObject_GetBuffer, PyBuffer_Release
 from cpython.dict cimport PyDict_DelItem, PyDict_GetItem, PyDict_SetItem
 from cpython.unicode cimport PyUnicode_DecodeUTF8, PyUnicode_AsUTF8String
 from libc.stdlib cimport malloc, realloc, free
-from libc.string cimport memcpy, memmove, memcmp
+from libc.string cimport memchr, memcpy, memmove, memcmp
 from libc.stdint cimport uint8_t, uint32_t, int64_t, uint64_t
 
 from fastmq.errors import FrameError, RemotingCommandError

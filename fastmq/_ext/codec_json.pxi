@@ -36,12 +36,37 @@ for _i in range(256):
     _SCLASS[_i] = 3 if _i < 0x20 else 1 if _i == 34 else 2 if _i == 92 else 4 if _i >= 0x80 else 0
 
 
-cdef inline bint _special8(uint64_t x) noexcept:
-    cdef uint64_t ones = 0x0101010101010101ULL
-    cdef uint64_t high = 0x8080808080808080ULL
-    cdef uint64_t q = x ^ 0x2222222222222222ULL
-    cdef uint64_t b = x ^ 0x5C5C5C5C5C5C5C5CULL
-    return ((x | ((q - ones) & ~q) | ((b - ones) & ~b) | ((x - 0x2020202020202020ULL) & ~x)) & high) != 0
+cdef extern from *:
+    """
+    /* The first byte at or after p (before end) that is a quote, a backslash, a control byte or
+       non-ASCII; end if none. Eight bytes at a time: where a word holds one, the lowest flagged
+       byte of the mask is exactly the first such byte (a borrow can only flag bytes above a true
+       one), so on a little-endian machine its index is the mask's trailing zero bits / 8. */
+    static inline const unsigned char *fastmq_json_special(const unsigned char *p, const unsigned char *end,
+                                                           const unsigned char *cls) {
+        const uint64_t ones = 0x0101010101010101ULL, high = 0x8080808080808080ULL;
+        while (end - p >= 8) {
+            uint64_t x, q, b, m;
+            memcpy(&x, p, 8);
+            q = x ^ 0x2222222222222222ULL;
+            b = x ^ 0x5C5C5C5C5C5C5C5CULL;
+            m = (x | ((q - ones) & ~q) | ((b - ones) & ~b) | ((x - 0x2020202020202020ULL) & ~x)) & high;
+            if (m) {
+    #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__ && defined(__GNUC__)
+                return p + (__builtin_ctzll(m) >> 3);
+    #else
+                break;
+    #endif
+            }
+            p += 8;
+        }
+        while (p < end && cls[*p] == 0)
+            p++;
+        return p;
+    }
+    """
+    const unsigned char* fastmq_json_special(const unsigned char* p, const unsigned char* end,
+                                             const unsigned char* cls) noexcept nogil
 
 
 cdef struct StrTok:
@@ -56,23 +81,14 @@ cdef int _scan_string(Scan* s, const unsigned char* base, StrTok* t) except -1:
     cdef const unsigned char* p = s.p + 1
     cdef const unsigned char* end = s.end
     cdef unsigned char c, k
-    cdef uint64_t x = 0
     t.start = p
     t.escaped = False
     t.non_ascii = False
     while p < end:
-        # Eight bytes at a time while none is a quote, a backslash, a control byte or non-ASCII.
-        while end - p >= 8:
-            memcpy(&x, p, 8)
-            if _special8(x):
-                break
-            p += 8
+        p = fastmq_json_special(p, end, _SCLASS)
         if p >= end:
             break
         k = _SCLASS[p[0]]
-        if k == 0:
-            p += 1
-            continue
         if k == 1:
             t.n = p - t.start
             s.p = p + 1
@@ -123,24 +139,31 @@ cdef inline Py_ssize_t _put_utf8(unsigned char* out, uint32_t cp) noexcept:
     return 4
 
 
-cdef Py_ssize_t _unescape(StrTok* t, unsigned char* out, bint allow_lone) except -1:
+cdef Py_ssize_t _unescape(StrTok* t, unsigned char* out, bint allow_lone, bint* wide=NULL) except -1:
     """Write the UTF-8 of an escaped string to ``out`` (never longer than the raw text).
 
     A lone surrogate escape is an error unless ``allow_lone`` (then it is written as its
-    3-byte form, which can never equal an ASCII name).
+    3-byte form, which can never equal an ASCII name). ``wide``, when given, is set if an
+    escape wrote a non-ASCII character (the raw bytes' own are in ``t.non_ascii``).
     """
     cdef const unsigned char* p = t.start
     cdef const unsigned char* end = t.start + t.n
+    cdef const unsigned char* bs
     cdef Py_ssize_t o = 0
     cdef int cp, lo
     cdef unsigned char c
     while p < end:
-        c = p[0]
-        if c != 92:
-            out[o] = c
-            o += 1
-            p += 1
-            continue
+        # the run up to the next backslash in one copy (escapes are sparse: a message's
+        # properties have two control-character separators per property)
+        bs = <const unsigned char*>memchr(p, 92, end - p)
+        if bs == NULL:
+            bs = end
+        if bs != p:
+            memcpy(out + o, p, bs - p)
+            o += bs - p
+            p = bs
+            if p >= end:
+                break
         c = p[1]
         if c == 117:
             cp = _hex4(p + 2)
@@ -152,6 +175,8 @@ cdef Py_ssize_t _unescape(StrTok* t, unsigned char* out, bint allow_lone) except
                     p += 6
             if 0xD800 <= cp <= 0xDFFF and not allow_lone:
                 raise FrameError("header has a lone UTF-16 surrogate escape")
+            if cp >= 0x80 and wide != NULL:
+                wide[0] = True
             o += _put_utf8(out + o, <uint32_t>cp)
             continue
         if c == 110:
@@ -235,8 +260,8 @@ cdef object _make_str(StrTok* t, bint* lone=NULL):
     as json.loads + a check of what survives would)."""
     cdef unsigned char stack[512]
     cdef unsigned char* tmp
-    cdef Py_ssize_t n, i
-    cdef bint ascii
+    cdef Py_ssize_t n
+    cdef bint wide = False
     if not t.escaped:
         if not t.non_ascii:
             return _ascii_str(t.start, t.n)
@@ -250,14 +275,8 @@ cdef object _make_str(StrTok* t, bint* lone=NULL):
     try:
         if lone != NULL and t.non_ascii:
             _check_utf8(t)  # raw bytes strictly: below, surrogatepass must only let escapes through
-        n = _unescape(t, tmp, lone != NULL)
-        ascii = not t.non_ascii
-        if ascii:
-            for i in range(n):
-                if tmp[i] >= 0x80:
-                    ascii = False
-                    break
-        if ascii:
+        n = _unescape(t, tmp, lone != NULL, &wide)
+        if not t.non_ascii and not wide:
             return _new_ascii(tmp, n)
         if lone == NULL:
             return _utf8_str(<const char*>tmp, n)

@@ -80,37 +80,63 @@ cdef inline bint _fast_int(const unsigned char** q, const unsigned char* end, in
 
 cdef object _fast_string(const unsigned char** q, const unsigned char* end):
     """A string (q is just past its opening quote) of printable ASCII with simple escapes and
-    \\u00XX below 0x80; None for anything else."""
+    \\u00XX below 0x80; None for anything else.
+
+    Plain runs are found eight bytes at a time and copied whole. An escaped string longer than
+    the stack buffer is unescaped into one taken from the heap (:func:`_fast_long_string`) rather
+    than sent to the general path, which would parse the whole header again (a trace message's
+    KEYS run to kilobytes; every message's properties are escaped, their separators being
+    control characters)."""
+    cdef unsigned char buf[512]
+    cdef const unsigned char* p = q[0]
+    cdef unsigned char c
+    if end - p >= 2 and p[1] == 34:  # one character (SEND_MESSAGE_V2's keys, many numbers)
+        c = p[0]
+        if _SCLASS[c] == 0:
+            q[0] = p + 2
+            return <object>_LETTER_P[c - 97] if 97 <= c <= 122 else _ascii_str(p, 1)
+    return _fast_unescape(q, end, buf, 512, True)
+
+
+cdef object _fast_long_string(const unsigned char** q, const unsigned char* end):
+    """:func:`_fast_string` of a string whose unescaped text passes 512 bytes."""
+    # the unescaped text is never longer than the raw text, which ends before ``end``
+    cdef unsigned char* buf = <unsigned char*>malloc(end - q[0])
+    if buf == NULL:
+        raise MemoryError()
+    try:
+        return _fast_unescape(q, end, buf, end - q[0], False)
+    finally:
+        free(buf)
+
+
+cdef inline object _fast_unescape(const unsigned char** q, const unsigned char* end, unsigned char* buf,
+                                  Py_ssize_t cap, bint may_grow):
     cdef const unsigned char* p = q[0]
     cdef const unsigned char* start = p
-    cdef unsigned char buf[512]
     cdef Py_ssize_t o = 0, run
     cdef unsigned char k, c
     cdef int cp
     cdef bint escaped = False
     while p < end:
+        p = fastmq_json_special(p, end, _SCLASS)
+        if p >= end:
+            return None
         k = _SCLASS[p[0]]
-        if k == 0:
-            p += 1
-            continue
         if k == 1:
             if not escaped:
                 q[0] = p + 1
                 return _ascii_str(start, p - start)
-            run = p - start
-            if o + run > 512:
-                return None
-            memcpy(buf + o, start, run)
-            o += run
-            q[0] = p + 1
-            return _new_ascii(buf, o)
-        if k != 2 or p + 1 >= end:
+        elif k != 2 or p + 1 >= end:
             return None
         run = p - start
-        if o + run + 1 > 512:
-            return None
+        if o + run + 1 > cap:
+            return _fast_long_string(q, end) if may_grow else None
         memcpy(buf + o, start, run)
         o += run
+        if k == 1:
+            q[0] = p + 1
+            return _new_ascii(buf, o)
         escaped = True
         c = p[1]
         if c == 117:

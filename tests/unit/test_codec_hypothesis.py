@@ -243,6 +243,29 @@ def test_twins_agree_on_the_java_layout(code, ext_, lang, remark, ser, tail, asc
     assert _outcome(py, f) == _outcome(c, f)
 
 
+# values of hundreds to thousands of characters: plain runs with hostile characters between them
+long_text = st.lists(st.one_of(st.text(st.sampled_from("abcXYZ019 _-#%"), min_size=1, max_size=90), nasty_text),
+                     min_size=1, max_size=120).map("".join)
+
+
+@pytest.mark.c_ext
+@settings(max_examples=examples(200), deadline=None)
+@given(values=st.lists(long_text, min_size=1, max_size=3), ascii_only=st.booleans())
+@example(values=["KEYS\x01" + " ".join(f"{i:032X}" for i in range(300)) + "\x02WAIT\x01true\x02"], ascii_only=True)
+@example(values=["x" * 511 + "\x01" + "y" * 600 + "\u00e9"], ascii_only=True)
+@example(values=["\x01" * 600], ascii_only=True)
+def test_twins_agree_on_long_escaped_values(values, ascii_only) -> None:
+    """Header values longer than the compiled fast path's stack buffer (a trace message's KEYS
+    run to kilobytes, escaped for their separators) read back alike, and as written."""
+    py, c = _twins()
+    ext_ = {chr(97 + i): v for i, v in enumerate(values)}
+    header = ('{"code":310,"extFields":' + json.dumps(ext_, ensure_ascii=ascii_only, separators=(",", ":"))
+              + ',"flag":0,"language":"JAVA","opaque":7,"serializeTypeCurrentRPC":"JSON","version":409}')
+    f = frame(header.encode("utf-8"))
+    assert _outcome(py, f) == _outcome(c, f)
+    assert c.decode_frame(f).ext_fields == ext_
+
+
 @pytest.mark.c_ext
 @settings(max_examples=examples(400), deadline=None)
 @given(data=st.data())
