@@ -133,7 +133,7 @@ def install_consumer_stamps() -> None:
                 _stamp(t, "store", m.store_timestamp * 1_000_000)
         return msgs
 
-    def stamped_submit(self: Any, fn: Any, args: tuple[Any, ...], done: Any) -> None:
+    def stamped_submit(self: Any, fn: Any, args: tuple[Any, ...], done: Any, *rest: Any) -> None:
         now = time.time_ns()
         batches = args[0] if args and isinstance(args[0], list) else []
         for b in batches:
@@ -141,7 +141,7 @@ def install_consumer_stamps() -> None:
                 t = _intended(m.body)
                 if t is not None:
                     _stamp(t, "submit", now)
-        submit(self, fn, args, done)
+        submit(self, fn, args, done, *rest)  # (rest: whatever else the pool takes, passed on as it came)
 
     pull_service.decode_pull_body = stamped_decode  # type: ignore[attr-defined]
     consume_pool.ConsumePool.submit = stamped_submit  # type: ignore[method-assign]
