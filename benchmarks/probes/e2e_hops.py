@@ -16,7 +16,10 @@ around fastmq's functions (nothing of the benchmark changes):
 
 Each hop's p50 / p99 (µs, over the window's messages) is printed, and the per-message stamps'
 medians may be written as JSON (``--out``). ``--shape one``: the producer is a thread of this
-process (as the benchmark's one_process); ``two``: a process of its own (two_processes). Run it
+process (as the benchmark's one_process); ``two``: a process of its own (two_processes).
+``--nap`` has the producer sleep to each slot instead of spinning its last 0.1 ms, and
+``--async-listener`` gives the consumer an ``async def`` listener: what each changes shows how
+much of a hop is waiting for the interpreter lock or for the consume thread. Run it
 with ``PYTHONPATH=<tree>`` to probe that tree::
 
     PYTHONPATH=$PWD python benchmarks/probes/e2e_hops.py --shape two --rate 10000 --seconds 3
@@ -147,6 +150,25 @@ def install_consumer_stamps() -> None:
     consume_pool.ConsumePool.submit = stamped_submit  # type: ignore[method-assign]
 
 
+def _nap(due_ns: int) -> None:
+    """``--nap``: the schedule's wait without its spin (a thread asleep holds no interpreter lock)."""
+    left = due_ns - time.time_ns()
+    if left > 0:
+        time.sleep(left / 1e9)
+
+
+def _async_listener(rec: Any) -> Any:
+    """``--async-listener``: the benchmark's listener as an ``async def``."""
+    plain = _plain_listener(rec)
+
+    async def listener(msgs: list[Any]) -> str:
+        return plain(msgs)
+    return listener
+
+
+_plain_listener = e2e_shapes._fastmq_listener
+
+
 def produce(args: argparse.Namespace) -> None:
     """The producer process of ``--shape two``: the benchmark's producer, stamped; its result
     and stamps as JSON in ``--stamps``."""
@@ -182,6 +204,7 @@ def one_run(ns: str, shape: str, rate: float, warmup: float, seconds: float, n: 
             out = tmp / f"stamps-{n}.json"
             env = {**os.environ}
             subprocess.run([sys.executable, str(Path(__file__).resolve()), "--produce", "--target", ns, "--topic", topic,
+                            *(["--nap"] if e2e_shapes._sleep_until is _nap else []),
                             "--rate", str(rate), "--warmup", str(warmup), "--seconds", str(seconds),
                             "--stamps", str(out)], env=env, check=True, timeout=warmup + seconds + 120)
             got = json.loads(out.read_text())
@@ -231,11 +254,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seconds", type=float, default=3.0)
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--out", help="write the hop figures of every round as JSON here")
+    ap.add_argument("--nap", action="store_true",
+                    help="the producer sleeps to each slot (time.sleep) instead of spinning its last 0.1 ms")
+    ap.add_argument("--async-listener", action="store_true",
+                    help="the consumer's listener is an async def (it runs on the consumer's loop)")
     ap.add_argument("--produce", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--target", help=argparse.SUPPRESS)
     ap.add_argument("--topic", help=argparse.SUPPRESS)
     ap.add_argument("--stamps", help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
+    if a.nap:
+        e2e_shapes._sleep_until = _nap  # type: ignore[attr-defined]
+    if a.async_listener:
+        e2e_shapes._fastmq_listener = _async_listener
     if a.produce:
         produce(a)
         return 0
