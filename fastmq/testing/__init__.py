@@ -21,6 +21,7 @@ Apache RocketMQ's Java client against a cluster.
 """
 from __future__ import annotations
 
+import collections
 import contextlib
 import os
 import signal
@@ -28,6 +29,7 @@ import socket
 import string
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import IO, Iterator, Mapping, Sequence
@@ -52,16 +54,27 @@ def free_port() -> int:
     return free_ports(1)[0]
 
 
+#: ports handed out lately by this process: a port picked but not yet bound by the server it was
+#: picked for is free to the kernel, which may hand it to the next pick (two servers on one port)
+_HANDED: collections.deque[int] = collections.deque(maxlen=512)
+_HANDED_LOCK = threading.Lock()
+
+
 def free_ports(n: int) -> list[int]:
-    """``n`` different loopback TCP ports that were free a moment ago (held together while
-    picked: two picks one after another may get the same port back)."""
-    with contextlib.ExitStack() as stack:
+    """``n`` different loopback TCP ports that were free a moment ago and that this process has
+    not handed out lately (held together while picked, so the kernel gives each once)."""
+    with contextlib.ExitStack() as stack, _HANDED_LOCK:
         ports: list[int] = []
-        for _ in range(n):
+        for _ in range(n + 64):  # (bounded: each socket stays bound, so each pick is a new port)
             s = stack.enter_context(socket.socket())
             s.bind(("127.0.0.1", 0))
-            ports.append(s.getsockname()[1])
-        return ports
+            port: int = s.getsockname()[1]
+            if port not in _HANDED:
+                ports.append(port)
+                if len(ports) == n:
+                    _HANDED.extend(ports)
+                    return ports
+        raise RuntimeError(f"no {n} free loopback ports found that were not handed out lately")
 
 
 def wait_port(port: int, timeout: float = 20.0, proc: subprocess.Popen[bytes] | None = None) -> None:
