@@ -7,11 +7,19 @@ The producer sends 128 B messages on a fixed schedule (the precise wait of
 inside the measured window (after the warm-up), so a blocking producer that falls behind shows
 in the figures; an asyncio producer sleeps on its loop's timer and stamps the time it sends
 (:func:`_loop_wait`). Up to :data:`ONE_IN_FLIGHT_MAX_RATE` msgs/s each producer sends one message at a time
-and waits for it (``send`` / ``XADD``); above it a waited send can cost more than a slot, so each
-does what its users do to keep up: fastmq's producer uses ``send_async``, and Redis's sends every
-message due by then in one pipeline (one ``XADD`` when it is on time), redis-py having no send
-that does not wait. The consumers: a ``PushConsumer`` (its defaults) and ``XREADGROUP BLOCK``
-(COUNT: fastmq's pull batch) + ``XACK``.
+and waits for it (``send`` / ``XADD``). Above it a waited send can cost more than a slot, and
+fastmq is measured two ways (the producer's ``peer``):
+
+- ``fastmq-waited`` does what Redis's producer does: a waited ``send`` when it is on time, and
+  every message due by then in one waited ``send_batch`` when it is behind (Redis: one ``XADD``,
+  or a pipeline of them; redis-py has no send that does not wait). Both peers run the same
+  program; this pair is the comparison.
+- ``fastmq`` uses ``send_async`` for every message, as a user after throughput does. It never
+  waits, so a producer that spins to its next slot holds the interpreter lock that a consumer
+  in the same process needs (docs/performance.md).
+
+The consumers: a ``PushConsumer`` (its defaults) and ``XREADGROUP BLOCK`` (COUNT: fastmq's pull
+batch) + ``XACK``.
 
 Two shapes: both ends in one process (a producer thread, or task, beside the consumer), or the
 producer in a process of its own, started as ``python -m benchmarks.e2e_shapes`` (it prints its
@@ -36,8 +44,10 @@ from benchmarks.redis_reference import _sleep_until
 from spark_bench.run.drivers import xreadgroup_count
 
 SIZE = 128
-#: fastmq's producer waits for each send up to this rate and uses ``send_async`` above it
+#: each producer waits for each send up to this rate; above it see the module's docstring
 ONE_IN_FLIGHT_MAX_RATE = 2_000
+#: the producers (``peer``): fastmq's two ways above ONE_IN_FLIGHT_MAX_RATE, and Redis's
+PEERS = ("fastmq", "fastmq-waited", "redis")
 READ_COUNT = xreadgroup_count({"consumer_kind": "push"})
 DRAIN_S = 10.0
 _ROOT = Path(__file__).resolve().parents[1]
@@ -87,6 +97,12 @@ def summary(lat: list[float], expected: int) -> dict[str, float]:
             "expected": expected}
 
 
+def _by_due(peer: str, rate: float) -> bool:
+    """Whether ``peer`` sends what is due at once (one waited send or batch) rather than one
+    message a slot."""
+    return rate > ONE_IN_FLIGHT_MAX_RATE and peer != "fastmq"
+
+
 def _due_batches(w: Window) -> Iterator[list[int]]:
     """The schedule's intended times, each time the caller comes back every one due by then
     (just the next when it is on time)."""
@@ -107,7 +123,7 @@ def produce_blocking(peer: str, target: str, topic: str, rate: float, warmup_s: 
                      ) -> dict[str, Any]:
     """Send on the schedule with the blocking API; ``{"window": [w0, end], "expected": n, "errors": k}``."""
     errors = [0]
-    if peer == "fastmq":
+    if peer != "redis":
         import fastmq
         p = fastmq.Producer(f"PG_{topic}", namesrv_addr=target)
         p.start()
@@ -117,7 +133,10 @@ def produce_blocking(peer: str, target: str, topic: str, rate: float, warmup_s: 
             over[0] += 1
             if error is not None:
                 errors[0] += 1
-        if rate <= ONE_IN_FLIGHT_MAX_RATE:
+
+        def send_due(ts: list[int]) -> None:
+            p.send_batch([fastmq.Message(topic, body(t)) for t in ts])
+        if rate <= ONE_IN_FLIGHT_MAX_RATE or peer == "fastmq-waited":
             def send(t: int) -> None:
                 p.send(fastmq.Message(topic, body(t)))
         else:
@@ -148,7 +167,7 @@ def produce_blocking(peer: str, target: str, topic: str, rate: float, warmup_s: 
             r.close()
     w = window(rate, warmup_s, duration_s)
     try:
-        if peer == "fastmq" or rate <= ONE_IN_FLIGHT_MAX_RATE:
+        if not _by_due(peer, rate):
             for i in w.slots():
                 t = w.due(i)
                 _sleep_until(t)
@@ -167,7 +186,7 @@ async def produce_asyncio(peer: str, target: str, topic: str, rate: float, warmu
                           ) -> dict[str, Any]:
     """The asyncio twin of :func:`produce_blocking`, on the running loop."""
     errors = [0]
-    if peer == "fastmq":
+    if peer != "redis":
         import fastmq.aio as aio
         p = aio.Producer(f"PG_{topic}", namesrv_addr=target)
         await p.start()
@@ -177,7 +196,10 @@ async def produce_asyncio(peer: str, target: str, topic: str, rate: float, warmu
             over[0] += 1
             if error is not None:
                 errors[0] += 1
-        one = rate <= ONE_IN_FLIGHT_MAX_RATE
+        one = rate <= ONE_IN_FLIGHT_MAX_RATE or peer == "fastmq-waited"
+
+        async def send_due(ts: list[int]) -> None:
+            await p.send_batch([aio.Message(topic, body(t)) for t in ts])
 
         async def send(t: int) -> None:
             if one:
@@ -210,7 +232,7 @@ async def produce_asyncio(peer: str, target: str, topic: str, rate: float, warmu
     w = window(rate, warmup_s, duration_s)
     stamped: list[int] = []   # the times the messages carry (when each was sent)
     try:
-        if peer == "fastmq" or rate <= ONE_IN_FLIGHT_MAX_RATE:
+        if not _by_due(peer, rate):
             for i in w.slots():
                 stamped.append(await _loop_wait(w.due(i)))
                 await send(stamped[-1])
@@ -274,7 +296,7 @@ class BlockingConsumer:
         self._consumer: Any = None
 
     def start(self) -> None:
-        if self.peer == "fastmq":
+        if self.peer != "redis":
             import fastmq
             # the topic exists (and the consumer is there) once this warm message is read
             with fastmq.Producer(f"PG_WARM_{self.topic}", namesrv_addr=self.target) as p:
@@ -336,7 +358,7 @@ class AsyncioConsumer:
         self._stopping = False
 
     async def start(self) -> None:
-        if self.peer == "fastmq":
+        if self.peer != "redis":
             import fastmq.aio as aio
             async with aio.Producer(f"PG_WARM_{self.topic}", namesrv_addr=self.target) as p:
                 await p.send(aio.Message(self.topic, body(0)))
@@ -439,7 +461,7 @@ async def run_asyncio(peer: str, target: str, topic: str, rate: float, warmup_s:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description="the producer of an e2e shape, in a process of its own")
     ap.add_argument("--api", choices=["blocking", "asyncio"], required=True)
-    ap.add_argument("--peer", choices=["fastmq", "redis"], required=True)
+    ap.add_argument("--peer", choices=PEERS, required=True)
     ap.add_argument("--target", required=True, help="fastmq NameServer or Redis host:port")
     ap.add_argument("--topic", required=True)
     ap.add_argument("--rate", type=float, required=True)

@@ -6,7 +6,10 @@ client) and the asyncio one (beside ``redis.asyncio``). What each side runs:
 Each test alternates fastmq and Redis runs (A B B A ...) on the servers of
 :mod:`benchmarks.redis_pair`, a new topic / stream and group each run, and keeps the p50 and p99 of
 every peer's pooled window latencies in ``extra_info`` as ``"<peer> e2e_<rate>_<p>_us"``, with the
-share of the window's messages received. Skipped when redis-server or redis-py is missing.
+share of the window's messages received. Above ``ONE_IN_FLIGHT_MAX_RATE`` fastmq runs twice
+beside each Redis run: ``fastmq waited`` sends as Redis's producer does (the comparison) and
+``fastmq`` with ``send_async`` (:mod:`benchmarks.e2e_shapes` says why both). Skipped when
+redis-server or redis-py is missing.
 
 Real figures: ``.venv/bin/python -m pytest benchmarks/test_e2e_vs_redis.py --benchmark-only -s``.
 """
@@ -35,7 +38,7 @@ def _measure(benchmark: Any, pair: RedisPair, client: str, run: Run, separate: b
         check_hiredis(info)
     benchmark.extra_info.update(info)
     blocks, warmup, duration = (1, 0.2, 0.3) if benchmark.disabled else (BLOCKS, WARMUP_S, DURATION_S)
-    targets = {"fastmq": pair.ns, client: f"127.0.0.1:{pair.redis_port}"}
+    targets = {"fastmq": pair.ns, "redis": f"127.0.0.1:{pair.redis_port}"}
     out: dict[tuple[str, int], tuple[list[float], int, int]] = {}
 
     # A smoke run: both ways of sending (one at a time, and above ONE_IN_FLIGHT_MAX_RATE) at rates
@@ -43,13 +46,17 @@ def _measure(benchmark: Any, pair: RedisPair, client: str, run: Run, separate: b
     rates: tuple[int, ...] = (RATES[0], 3 * e2e_shapes.ONE_IN_FLIGHT_MAX_RATE // 2) if benchmark.disabled else RATES
     rates = rates[1:] if benchmark.disabled and separate else rates
 
+    # the figures' peer names, and what each runs (e2e_shapes.PEERS)
+    runs = {"fastmq": "fastmq", "fastmq waited": "fastmq-waited", client: "redis"}
+
     def all_runs() -> None:
         for rate in rates:
+            arms = ["fastmq", client] if rate <= e2e_shapes.ONE_IN_FLIGHT_MAX_RATE else \
+                ["fastmq", "fastmq waited", client]
             for i in range(blocks):
-                order = ["fastmq", client] if i % 2 == 0 else [client, "fastmq"]
-                for peer in order:
-                    topic = f"E2E_{peer.split('.')[0].replace('-', '_')}_{next(_topics)}"
-                    lat, expected, errors = run("fastmq" if peer == "fastmq" else "redis", targets[peer], topic,
+                for peer in (arms if i % 2 == 0 else arms[::-1]):
+                    topic = f"E2E_{runs[peer].replace('-', '_')}_{next(_topics)}"
+                    lat, expected, errors = run(runs[peer], targets[runs[peer].partition('-')[0]], topic,
                                                 rate, warmup, duration)
                     got, exp, err = out.get((peer, rate), ([], 0, 0))
                     out[(peer, rate)] = (got + lat, exp + expected, err + errors)
