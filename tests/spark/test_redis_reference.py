@@ -14,11 +14,12 @@ CPU count at every run's start, and at most 5% of its CPU time stolen by the hos
 test): on a loaded one a ratio outside the margin is reported as an expected failure, naming the
 load and the steal, since there the ratio moves either way with the load (below).
 
-On 3 Dec 2026, quiet (load 0.7-1.6, steal under 3%): 0.93, 0.91 and 1.06 in a row, as a fresh-clone CI
-run's 1.00 the day before. Before that the test was an expected failure throughout: on 2 Dec 2026 the driver's median p50
-was 342 µs against the script's 267 (1.28x) at 8abb38d (load 3.4-3.8), and 308 against 268
-(1.15x, passed) at a9aea18 (load 3.2-4.8), its two runs 340 and 276 µs, and 338 against 321
-(1.05x, passed; p99 2,974-3,249 µs against 2,367-2,714) at 0a963ed (load 1.4-2.2).
+On 3 Dec 2026, quiet (load 0.7-1.6, steal under 3%): 0.93, 0.91 and 1.06 in a row, as a
+fresh-clone CI run's 1.00 earlier that day. Before that the test was an expected failure
+throughout: on 2 Dec 2026 the driver's median p50 was 342 µs against the script's 267 (1.28x)
+at 8abb38d (load 3.4-3.8), and 308 against 268 (1.15x, passed) at a9aea18 (load 3.2-4.8), its
+two runs 340 and 276 µs, and 338 against 321 (1.05x, passed; p99 2,974-3,249 µs against
+2,367-2,714) at 0a963ed (load 1.4-2.2).
 What was left then was not the Redis peer but the schedule every driver shares (spark_bench's
 ``task._produce``): it waited on the event loop's millisecond timers, so at 1,000 msgs/s each send
 started 137-188 µs after its intended time (p50), where the script's ``time.sleep`` woke 89-91 µs
