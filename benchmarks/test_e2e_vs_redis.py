@@ -38,7 +38,8 @@ def _measure(benchmark: Any, pair: RedisPair, client: str, run: Run, separate: b
         check_hiredis(info)
     benchmark.extra_info.update(info)
     blocks, warmup, duration = (1, 0.2, 0.3) if benchmark.disabled else (BLOCKS, WARMUP_S, DURATION_S)
-    targets = {"fastmq": pair.ns, "redis": f"127.0.0.1:{pair.redis_port}"}
+    # each program (e2e_shapes.PEERS) and the server it talks to
+    targets = {"fastmq": pair.ns, "fastmq-waited": pair.ns, "redis": f"127.0.0.1:{pair.redis_port}"}
     out: dict[tuple[str, int], tuple[list[float], int, int]] = {}
 
     # A smoke run: both ways of sending (one at a time, and above ONE_IN_FLIGHT_MAX_RATE) at rates
@@ -56,8 +57,7 @@ def _measure(benchmark: Any, pair: RedisPair, client: str, run: Run, separate: b
             for i in range(blocks):
                 for peer in (arms if i % 2 == 0 else arms[::-1]):
                     topic = f"E2E_{runs[peer].replace('-', '_')}_{next(_topics)}"
-                    lat, expected, errors = run(runs[peer], targets[runs[peer].partition('-')[0]], topic,
-                                                rate, warmup, duration)
+                    lat, expected, errors = run(runs[peer], targets[runs[peer]], topic, rate, warmup, duration)
                     got, exp, err = out.get((peer, rate), ([], 0, 0))
                     out[(peer, rate)] = (got + lat, exp + expected, err + errors)
     benchmark.pedantic(all_runs, rounds=1, iterations=1)
