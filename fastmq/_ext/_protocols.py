@@ -250,10 +250,11 @@ class AclCheckModule(Protocol):
     def fast_pass(self, requests: list[Any], start: int, ip: str, accounts: dict[str, tuple[Any, ...]]) -> int: ...
 
 
-# ------------------------------------------------------------------ trace_encode: a traced producer's Pub records
+# ------------------------------------------------------------------ trace_encode: a traced client's records
 class PubRowsProto(Protocol):
-    """Answered sends of a traced producer as 4.9.8's Pub records (UTF-8, back to back) and each
-    record's keys, at most ``limit``; cut into trace messages by the dispatcher's thread."""
+    """Answered sends of a traced producer as 4.9.8's Pub records (UTF-8, back to back), and
+    other events encoded already, with each record's keys, at most ``limit``; cut into trace
+    messages by the dispatcher's packer."""
     trace_topic: str
     group: str
     store_host: Callable[[Any], str | None]
@@ -263,12 +264,34 @@ class PubRowsProto(Protocol):
     def __len__(self) -> int: ...
     def add(self, begin_ms: int, end_ms: int, topic: str, msg_id: str, tags: str | None, keys: str | None,
             broker: Any, length: int, mtype: int, offset_id: Any, ok: bool, region: str) -> int: ...
+    def add_text(self, text: bytes, keys: bytes) -> int: ...
     def take(self) -> Any: ...
     def chunk(self, start: int, room: int, keys_room: int | None = None) -> tuple[bytes, bytes, int]: ...
 
 
+class TracePackerProto(Protocol):
+    """A trace dispatcher's worker: batches of records in, trace messages (and the tokens of
+    flushes done) out, made on its own thread."""
+    fill: int
+    keys_fill: int
+    keys_max: int
+    compress_over: int
+    level: int
+    wait_s: float
+    jobs_max: int
+    notify_fd: int
+    lost: int
+
+    @property
+    def jobs_waiting(self) -> int: ...
+    def submit(self, rows: Any, token: int = 0) -> bool: ...
+    def take_ready(self) -> list[tuple[bytes, bool, str, bytes] | int]: ...
+    def run(self) -> None: ...
+
+
 class TraceEncodeModule(Protocol):
     PubRows: type
+    TracePacker: type
 
     def join_keys(self, raw: bytes) -> str: ...
 
@@ -490,5 +513,5 @@ TWINS: dict[str, tuple[type, dict[str, type]]] = {
     "sql_filter": (SqlFilterModule, {"SqlProgram": SqlProgramProto}),
     "sync_wait": (SyncWaitModule, {}),
     "timer_deliver": (TimerDeliverModule, {}),
-    "trace_encode": (TraceEncodeModule, {"PubRows": PubRowsProto}),
+    "trace_encode": (TraceEncodeModule, {"PubRows": PubRowsProto, "TracePacker": TracePackerProto}),
 }

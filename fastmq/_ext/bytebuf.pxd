@@ -24,7 +24,7 @@ cdef inline int bytebuf_reserve(ByteBuf* b, Py_ssize_t extra, Py_ssize_t min_cap
     return 0
 
 
-cdef inline void bytebuf_free(ByteBuf* b) noexcept:
+cdef inline void bytebuf_free(ByteBuf* b) noexcept nogil:
     free(b.p)
     b.p = NULL
     b.n = 0

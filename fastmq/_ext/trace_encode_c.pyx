@@ -15,6 +15,12 @@ from libc.stdint cimport int64_t, uint8_t, uint64_t
 from libc.stdlib cimport calloc, free, malloc
 from libc.string cimport memchr, memcmp, memcpy
 
+from cpython.pythread cimport (NOWAIT_LOCK, WAIT_LOCK, PyThread_acquire_lock, PyThread_allocate_lock,
+                               PyThread_free_lock, PyThread_release_lock, PyThread_type_lock)
+from libc.stdlib cimport realloc
+from posix.time cimport CLOCK_MONOTONIC, clock_gettime, timespec
+from posix.unistd cimport write
+
 from .bytebuf cimport ByteBuf, bytebuf_free, bytebuf_reserve
 from .wire_facts cimport NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR
 
@@ -26,7 +32,12 @@ cdef extern from "Python.h":
     const char* PyUnicode_AsUTF8AndSize(object o, Py_ssize_t* size)
     object PyUnicode_DecodeUTF8(const char* s, Py_ssize_t size, const char* errors)
 
-__all__ = ["PubRows", "join_keys"]
+cdef extern from "pythread.h":
+    int PyThread_acquire_lock_timed(PyThread_type_lock lock, long long microseconds, int intr_flag) nogil
+
+import zlib
+
+__all__ = ["PubRows", "TracePacker", "join_keys"]
 
 cdef Py_ssize_t _MIN_CAP = 1 << 16
 cdef uint8_t _S = NAME_VALUE_SEPARATOR   # TraceConstants' CONTENT_SPLITOR
@@ -347,6 +358,19 @@ cdef class PubRows:
         self.last_broker = self.last_host = None
         return out
 
+    def add_text(self, bytes text, bytes keys) -> int:
+        """Record an event already encoded (its records' UTF-8 text, its keys each followed by a
+        space): as :meth:`add`, 0, 1 or -1."""
+        cdef Py_ssize_t n = self.n
+        if n >= self.limit:
+            return -1
+        _put(&self.text, PyBytes_AS_STRING(text), PyBytes_GET_SIZE(text))
+        _put(&self.keys, PyBytes_AS_STRING(keys), PyBytes_GET_SIZE(keys))
+        self.ends[2 * n] = self.text.n
+        self.ends[2 * n + 1] = self.keys.n
+        self.n = n + 1
+        return 1 if n + 1 == self.wake_at else 0
+
     def chunk(self, Py_ssize_t start, Py_ssize_t room, keys_room=None):
         """Records ``start`` onwards while their text stays below ``room`` bytes (and their keys
         below ``keys_room``, when given), and the one that reaches it: their text, their keys and
@@ -453,3 +477,432 @@ def join_keys(bytes raw) -> str:
     finally:
         free(slots)
         free(out)
+
+
+# ---------------------------------------------------------------- the dispatcher's packer
+
+# zlib's one-shot entry points, called through pointers found at run time (_zlib_entry_points):
+# the packer's thread compresses without the GIL, and the build needs no zlib headers
+ctypedef int (*_compress2_t)(uint8_t* dest, unsigned long* dest_len, const uint8_t* src,
+                             unsigned long src_len, int level) noexcept nogil
+ctypedef unsigned long (*_bound_t)(unsigned long n) noexcept nogil
+
+cdef Py_ssize_t _HEAD = 500  # bytes of a message's text kept for the log of a failed send
+cdef int _FREE_MAX = 4       # batch buffers kept for reuse
+
+
+cdef struct _Job:
+    ByteBuf text
+    ByteBuf keys
+    Py_ssize_t* ends
+    Py_ssize_t n
+    Py_ssize_t ends_cap      # pairs ``ends`` holds
+    int64_t token
+    _Packed* marker          # a token's report, made when it is handed over
+    _Job* next
+
+
+cdef struct _Packed:
+    uint8_t* body
+    Py_ssize_t body_n
+    bint compressed
+    uint8_t* keys
+    Py_ssize_t keys_n
+    Py_ssize_t head_n
+    int64_t token            # not 0: a marker (the flush or stop of that token is done), no message
+    char head[500]
+    _Packed* next
+
+
+_ZLIB: dict = {}
+
+
+def _zlib_entry_points():
+    """The addresses of ``compress2`` and ``compressBound`` in the system's zlib (the library
+    Python's ``zlib`` module wraps), or (0, 0) when none loads: the packer then compresses under
+    the GIL, with the ``zlib`` module. Looked up once."""
+    if "found" in _ZLIB:
+        return _ZLIB["found"]
+    import ctypes
+    _ZLIB["found"] = (0, 0)
+    for name in ("libz.so.1", "libz.1.dylib", "libz.so", "libz.dylib"):
+        try:
+            lib = ctypes.CDLL(name)
+            found = (ctypes.cast(lib.compress2, ctypes.c_void_p).value or 0,
+                     ctypes.cast(lib.compressBound, ctypes.c_void_p).value or 0)
+        except (OSError, AttributeError):
+            continue
+        if found[0] and found[1]:
+            _ZLIB["lib"], _ZLIB["found"] = lib, found  # (the library held: called by address)
+            break
+    return _ZLIB["found"]
+
+
+cdef inline double _monotonic() noexcept nogil:
+    cdef timespec ts
+    clock_gettime(CLOCK_MONOTONIC, &ts)
+    return ts.tv_sec + ts.tv_nsec * 1e-9
+
+
+cdef inline bint _grow(ByteBuf* b, Py_ssize_t extra) noexcept nogil:
+    """bytebuf_reserve without the GIL: False when memory is short."""
+    cdef Py_ssize_t cap
+    cdef uint8_t* grown
+    if b.n + extra <= b.cap:
+        return True
+    cap = max(b.n + extra, b.cap * 2, _MIN_CAP)
+    grown = <uint8_t*>realloc(b.p, cap)
+    if grown == NULL:
+        return False
+    b.p = grown
+    b.cap = cap
+    return True
+
+
+cdef inline void _lock(PyThread_type_lock m) noexcept:
+    """The packer's mutex, taken by a thread holding the GIL (held briefly by its other user,
+    which never waits for the GIL while it holds it)."""
+    if not PyThread_acquire_lock(m, NOWAIT_LOCK):
+        with nogil:
+            PyThread_acquire_lock(m, WAIT_LOCK)
+
+
+@cython.final
+@cython.auto_pickle(False)
+cdef class TracePacker:
+    """A trace dispatcher's worker (see ``trace_encode_py.TracePacker``, the reference): batches
+    of records handed over from the loop are cut into trace messages on the packer's own thread,
+    which never takes the GIL (its messages are picked up by the loop with :meth:`take_ready`)."""
+
+    cdef PyThread_type_lock mutex      # guards the job, ready and free lists and ``posted``
+    cdef PyThread_type_lock wake       # released to wake the thread (a binary semaphore)
+    cdef bint posted                   # wake released and not yet taken
+    cdef _Job* jobs
+    cdef _Job* jobs_tail
+    cdef Py_ssize_t jobs_n
+    cdef _Job* free_jobs
+    cdef int free_n
+    cdef _Packed* ready
+    cdef _Packed* ready_tail
+    # the thread's own: the next message's records and keys, and when its first record came
+    cdef ByteBuf ptext
+    cdef ByteBuf pkeys
+    cdef double first_at
+    cdef Py_ssize_t pn                 # records held
+    cdef readonly Py_ssize_t fill
+    cdef readonly Py_ssize_t keys_fill
+    cdef readonly Py_ssize_t keys_max
+    cdef readonly Py_ssize_t compress_over
+    cdef readonly int level
+    cdef readonly double wait_s
+    cdef readonly Py_ssize_t jobs_max
+    cdef public int notify_fd        # set before the thread runs
+    cdef readonly Py_ssize_t lost      # records lost for want of memory (added by the thread)
+    cdef _compress2_t compress2
+    cdef _bound_t bound
+
+    def __cinit__(self):
+        self.mutex = PyThread_allocate_lock()
+        self.wake = PyThread_allocate_lock()
+        if self.mutex == NULL or self.wake == NULL:
+            raise MemoryError()
+        PyThread_acquire_lock(self.wake, WAIT_LOCK)  # held while there is nothing to do
+
+    def __init__(self, Py_ssize_t fill, Py_ssize_t keys_fill, Py_ssize_t keys_max, Py_ssize_t compress_over,
+                 int level, double wait_s, Py_ssize_t jobs_max, int notify_fd=-1):
+        cdef size_t c2, cb
+        if fill <= 0 or keys_fill <= 0 or keys_max <= 0 or jobs_max <= 0:
+            raise ValueError("fill, keys_fill, keys_max and jobs_max must be positive")
+        self.fill, self.keys_fill, self.keys_max = fill, keys_fill, keys_max
+        self.compress_over, self.level, self.wait_s = compress_over, level, wait_s
+        self.jobs_max, self.notify_fd = jobs_max, notify_fd
+        c2, cb = _zlib_entry_points()
+        self.compress2 = <_compress2_t>c2
+        self.bound = <_bound_t>cb
+
+    def __dealloc__(self):
+        # (the thread is over: its ``run`` holds this object while it runs)
+        cdef _Packed* p
+        _free_jobs(self.jobs)
+        _free_jobs(self.free_jobs)
+        while self.ready != NULL:
+            p = self.ready
+            self.ready = p.next
+            _free_packed(p)
+        bytebuf_free(&self.ptext)
+        bytebuf_free(&self.pkeys)
+        if self.mutex != NULL:
+            PyThread_free_lock(self.mutex)
+        if self.wake != NULL:
+            PyThread_free_lock(self.wake)
+
+    @property
+    def jobs_waiting(self):
+        """Batches handed over and not yet taken by the thread."""
+        return self.jobs_n
+
+    def submit(self, PubRows rows not None, int64_t token=0):
+        """Hand everything ``rows`` holds to the thread, leaving ``rows`` empty (it asks its
+        ``store_host`` again). ``token``: 0 for a batch; above 0, the thread then packs what it
+        holds and reports the token back (:meth:`take_ready`) after its messages; -1, that, and
+        the thread ends. False (``rows`` untouched) for a batch when ``jobs_max`` are waiting."""
+        cdef _Job* job = NULL
+        cdef Py_ssize_t* ends
+        cdef _Packed* marker = NULL
+        cdef Py_ssize_t want = rows.limit + 1
+        if token:
+            marker = <_Packed*>calloc(1, sizeof(_Packed))
+            if marker == NULL:
+                raise MemoryError()
+            marker.token = token
+        _lock(self.mutex)
+        try:
+            if token == 0 and self.jobs_n >= self.jobs_max:
+                return False
+            # (no error can come between here and the job's hand-over but a MemoryError)
+            job = self.free_jobs
+            if job != NULL:
+                self.free_jobs = job.next
+                self.free_n -= 1
+        finally:
+            PyThread_release_lock(self.mutex)
+        if job == NULL:
+            job = <_Job*>calloc(1, sizeof(_Job))
+            if job == NULL:
+                free(marker)
+                raise MemoryError()
+        if job.ends == NULL or job.ends_cap != want:
+            ends = <Py_ssize_t*>malloc(want * 2 * sizeof(Py_ssize_t))
+            if ends == NULL:
+                _free_job(job)
+                free(marker)
+                raise MemoryError()
+            free(job.ends)
+            job.ends = ends
+            job.ends_cap = want
+        # the rows' buffers to the job, the job's (emptied) ones to the rows
+        job.text, rows.text = rows.text, job.text
+        job.keys, rows.keys = rows.keys, job.keys
+        job.ends, rows.ends = rows.ends, job.ends
+        job.n, rows.n = rows.n, 0
+        rows.text.n = rows.keys.n = 0
+        rows.hosts = {}
+        rows.last_broker = rows.last_host = None
+        job.token = token
+        job.marker = marker
+        job.next = NULL
+        _lock(self.mutex)
+        if self.jobs_tail == NULL:
+            self.jobs = job
+        else:
+            self.jobs_tail.next = job
+        self.jobs_tail = job
+        self.jobs_n += 1
+        if not self.posted:
+            self.posted = True
+            PyThread_release_lock(self.wake)
+        PyThread_release_lock(self.mutex)
+        return True
+
+    def take_ready(self):
+        """What the thread has made since the last call, in order: a message as ``(body,
+        compressed, keys, head)`` (``head``: the start of its text, for a log), or the token of
+        a flush or stop that is done."""
+        cdef _Packed* p
+        cdef _Packed* nxt
+        _lock(self.mutex)
+        p = self.ready
+        self.ready = self.ready_tail = NULL
+        PyThread_release_lock(self.mutex)
+        out = []
+        try:
+            while p != NULL:
+                if p.token:
+                    out.append(p.token)
+                else:
+                    out.append((PyBytes_FromStringAndSize(<char*>p.body, p.body_n), bool(p.compressed),
+                                PyUnicode_DecodeUTF8(<char*>p.keys, p.keys_n, b"replace"),
+                                PyBytes_FromStringAndSize(p.head, p.head_n)))
+                nxt = p.next
+                _free_packed(p)
+                p = nxt
+        finally:
+            while p != NULL:  # (what a failed object left)
+                nxt = p.next
+                _free_packed(p)
+                p = nxt
+        return out
+
+    def run(self):
+        """The thread's body: returns once a stop (token -1) is done."""
+        with nogil:
+            self._run()
+
+    cdef void _run(self) noexcept nogil:
+        cdef _Job* job
+        cdef _Job* nxt
+        cdef long long wait_us
+        cdef bint stop = False
+        while not stop:
+            PyThread_acquire_lock(self.mutex, WAIT_LOCK)
+            job = self.jobs
+            self.jobs = self.jobs_tail = NULL
+            self.jobs_n = 0
+            if job == NULL:
+                self.posted = False
+            PyThread_release_lock(self.mutex)
+            if job == NULL:
+                wait_us = -1
+                if self.ptext.n:
+                    wait_us = <long long>(max(0.0, self.first_at + self.wait_s - _monotonic()) * 1e6)
+                if PyThread_acquire_lock_timed(self.wake, wait_us, 0) != 1:
+                    self._pack()  # the first record waited long enough
+                continue
+            while job != NULL:
+                nxt = job.next
+                self._take(job)
+                if job.token:
+                    self._pack()
+                    self._push(job.marker)
+                    job.marker = NULL
+                    stop = job.token < 0
+                self._recycle(job)
+                job = nxt
+
+    cdef void _take(self, _Job* job) noexcept nogil:
+        """A batch's records into the next messages, a message packed once it is full."""
+        cdef Py_ssize_t i = 0, j, t0, k0, t1, k1, n = job.n
+        cdef Py_ssize_t* e = job.ends
+        while i < n:
+            t0 = e[2 * i - 2] if i else 0
+            k0 = e[2 * i - 1] if i else 0
+            j = i
+            while j < n:  # (as PubRows.chunk: up to the record that reaches the room)
+                j += 1
+                if e[2 * j - 2] - t0 >= self.fill - self.ptext.n or e[2 * j - 1] - k0 >= self.keys_fill - self.pkeys.n:
+                    break
+            t1, k1 = e[2 * j - 2], e[2 * j - 1]
+            if not _grow(&self.ptext, t1 - t0) or not _grow(&self.pkeys, k1 - k0):
+                self.lost += j - i
+                i = j
+                continue
+            if self.ptext.n == 0:
+                self.first_at = _monotonic()
+            self.pn += j - i
+            memcpy(self.ptext.p + self.ptext.n, job.text.p + t0, t1 - t0)
+            self.ptext.n += t1 - t0
+            memcpy(self.pkeys.p + self.pkeys.n, job.keys.p + k0, k1 - k0)
+            self.pkeys.n += k1 - k0
+            i = j
+            if self.ptext.n >= self.fill or self.pkeys.n >= self.keys_fill:
+                self._pack()
+
+    cdef void _pack(self) noexcept nogil:
+        """A message of the records held, onto the ready list."""
+        cdef Py_ssize_t n = self.ptext.n, words, cap = 16, cut
+        cdef unsigned long zn
+        cdef Py_ssize_t* slots
+        cdef _Packed* p
+        if n == 0:
+            return
+        p = <_Packed*>calloc(1, sizeof(_Packed))
+        if p != NULL:
+            p.head_n = min(n, _HEAD)
+            memcpy(p.head, self.ptext.p, p.head_n)
+            # the keys: each word once, first seen first, cut after the last whole word within keys_max
+            words = _count_words(self.pkeys.p, self.pkeys.n)
+            while cap < 2 * words + 2:
+                cap <<= 1
+            slots = <Py_ssize_t*>calloc(cap * 2, sizeof(Py_ssize_t))
+            p.keys = <uint8_t*>malloc(self.pkeys.n + 1)
+            if slots != NULL and p.keys != NULL:
+                p.keys_n = _unique_words(self.pkeys.p, self.pkeys.n, p.keys, slots, cap - 1)
+                if p.keys_n > self.keys_max:
+                    cut = self.keys_max
+                    while cut > 0 and p.keys[cut] != _SP:
+                        cut -= 1
+                    p.keys_n = cut
+            free(slots)
+            if slots == NULL or p.keys == NULL:
+                _free_packed(p)
+                p = NULL
+        if p != NULL and n >= self.compress_over:
+            if self.compress2 != NULL:
+                zn = self.bound(n)
+                p.body = <uint8_t*>malloc(zn)
+                if p.body != NULL and self.compress2(p.body, &zn, self.ptext.p, n, self.level) == 0:
+                    p.body_n = zn
+                    p.compressed = True
+                else:
+                    free(p.body)
+                    p.body = NULL
+            else:
+                self._compress_with_gil(p)
+        if p != NULL and not p.compressed:  # the text itself becomes the body
+            p.body, p.body_n = self.ptext.p, n
+            self.ptext.p, self.ptext.cap = NULL, 0
+        if p == NULL:
+            self.lost += self.pn
+        self.ptext.n = self.pkeys.n = self.pn = 0
+        if p != NULL:
+            self._push(p)
+
+    cdef void _compress_with_gil(self, _Packed* p) noexcept nogil:
+        with gil:
+            try:
+                z = zlib.compress(PyBytes_FromStringAndSize(<char*>self.ptext.p, self.ptext.n), self.level)
+                p.body = <uint8_t*>malloc(PyBytes_GET_SIZE(z))
+                if p.body != NULL:
+                    memcpy(p.body, PyBytes_AS_STRING(z), PyBytes_GET_SIZE(z))
+                    p.body_n = PyBytes_GET_SIZE(z)
+                    p.compressed = True
+            except MemoryError:
+                pass
+
+    cdef void _push(self, _Packed* p) noexcept nogil:
+        cdef bint was_empty
+        PyThread_acquire_lock(self.mutex, WAIT_LOCK)
+        was_empty = self.ready == NULL
+        if self.ready_tail == NULL:
+            self.ready = p
+        else:
+            self.ready_tail.next = p
+        self.ready_tail = p
+        PyThread_release_lock(self.mutex)
+        if was_empty and self.notify_fd >= 0:
+            write(self.notify_fd, b"x", 1)  # (a full pipe has told the loop already)
+
+    cdef void _recycle(self, _Job* job) noexcept nogil:
+        job.text.n = job.keys.n = 0
+        job.n = 0
+        PyThread_acquire_lock(self.mutex, WAIT_LOCK)
+        if self.free_n < _FREE_MAX:
+            job.next = self.free_jobs
+            self.free_jobs = job
+            self.free_n += 1
+            job = NULL
+        PyThread_release_lock(self.mutex)
+        if job != NULL:
+            _free_job(job)
+
+
+cdef void _free_job(_Job* job) noexcept nogil:
+    bytebuf_free(&job.text)
+    bytebuf_free(&job.keys)
+    free(job.ends)
+    free(job.marker)
+    free(job)
+
+
+cdef void _free_jobs(_Job* job) noexcept nogil:
+    cdef _Job* nxt
+    while job != NULL:
+        nxt = job.next
+        _free_job(job)
+        job = nxt
+
+
+cdef void _free_packed(_Packed* p) noexcept nogil:
+    free(p.body)
+    free(p.keys)
+    free(p)

@@ -18,11 +18,15 @@ Text that UTF-8 cannot encode (a lone surrogate) is written as ``?``, as Java's
 """
 from __future__ import annotations
 
+import os
+import threading
+import time
+import zlib
 from typing import Any, Callable
 
 from ..protocol.message_const import NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR, MessageConst
 
-__all__ = ["PubRows", "join_keys"]
+__all__ = ["PubRows", "TracePacker", "join_keys"]
 
 _TYPE_TEXT = ("0", "1", "2", "3")  # MessageType's ordinals
 _SEP = MessageConst.KEY_SEPARATOR.encode("ascii")
@@ -89,6 +93,17 @@ class PubRows:
         self._ends.append((len(self._text), len(self._keys)))
         return 1 if n + 1 == self.wake_at else 0
 
+    def add_text(self, text: bytes, keys: bytes) -> int:
+        """Record an event already encoded (its records' UTF-8 text, its keys each followed by a
+        space): as :meth:`add`, 0, 1 or -1."""
+        n = len(self._ends)
+        if n >= self.limit:
+            return -1
+        self._text += text
+        self._keys += keys
+        self._ends.append((len(self._text), len(self._keys)))
+        return 1 if n + 1 == self.wake_at else 0
+
     def take(self) -> PubRows:
         """Everything held, moved to a new PubRows of the same settings; this one is left empty
         and asks ``store_host`` again."""
@@ -119,3 +134,128 @@ def join_keys(raw: bytes) -> str:
     """The words of ``raw`` (separated by spaces), each once, in the order first seen, joined by
     spaces: a trace message's KEYS."""
     return _SEP.join(dict.fromkeys(w for w in raw.split(_SEP) if w)).decode("utf-8", "replace")
+
+
+#: bytes of a message's text kept for the log of a failed send
+_HEAD = 500
+
+#: what :meth:`TracePacker.take_ready` returns per message: body, compressed, KEYS, the text's start
+Packed = tuple[bytes, bool, str, bytes]
+
+
+class TracePacker:
+    """A trace dispatcher's worker: batches of records (:class:`PubRows`) handed over from the
+    loop are cut into trace messages on the packer's own thread (:meth:`run`).
+
+    A message is made once its records reach ``fill`` bytes, their keys ``keys_fill`` bytes, or its
+    first record is ``wait_s`` old. Its body is its records' text, zlib-compressed at ``level``
+    from ``compress_over`` bytes; its KEYS each record's keys once, cut after the last whole word
+    within ``keys_max`` bytes. The loop picks the messages up with :meth:`take_ready`; the thread
+    writes a byte to ``notify_fd`` (when not -1) whenever there were none waiting, so that a loop
+    watching it knows when to. At most ``jobs_max`` batches wait for the thread; :meth:`submit`
+    refuses one more. Records that cannot be packed for want of memory are counted in ``lost``.
+
+    (The compiled twin's thread never takes the GIL; this one's does, as any Python thread.)
+    """
+
+    def __init__(self, fill: int, keys_fill: int, keys_max: int, compress_over: int, level: int, wait_s: float,
+                 jobs_max: int, notify_fd: int = -1) -> None:
+        if fill <= 0 or keys_fill <= 0 or keys_max <= 0 or jobs_max <= 0:
+            raise ValueError("fill, keys_fill, keys_max and jobs_max must be positive")
+        self.fill, self.keys_fill, self.keys_max = fill, keys_fill, keys_max
+        self.compress_over, self.level, self.wait_s = compress_over, level, wait_s
+        self.jobs_max, self.notify_fd = jobs_max, notify_fd
+        self.lost = 0
+        self._mutex = threading.Lock()
+        self._wake = threading.Lock()
+        self._wake.acquire()  # held while there is nothing to do
+        self._posted = False
+        self._jobs: list[tuple[PubRows, int]] = []
+        self._ready: list[Packed | int] = []
+        # the thread's own: the next message's records and keys, and when its first record came
+        self._text = bytearray()
+        self._keys = bytearray()
+        self._first_at = 0.0
+
+    @property
+    def jobs_waiting(self) -> int:
+        """Batches handed over and not yet taken by the thread."""
+        return len(self._jobs)
+
+    def submit(self, rows: PubRows, token: int = 0) -> bool:
+        """Hand everything ``rows`` holds to the thread, leaving ``rows`` empty (it asks its
+        ``store_host`` again). ``token``: 0 for a batch; above 0, the thread then packs what it
+        holds and reports the token back (:meth:`take_ready`) after its messages; -1, that, and
+        the thread ends. False (``rows`` untouched) for a batch when ``jobs_max`` are waiting."""
+        with self._mutex:
+            if token == 0 and len(self._jobs) >= self.jobs_max:
+                return False
+            self._jobs.append((rows.take(), token))
+            if not self._posted:
+                self._posted = True
+                self._wake.release()
+        return True
+
+    def take_ready(self) -> list[Packed | int]:
+        """What the thread has made since the last call, in order: a message as ``(body,
+        compressed, keys, head)`` (``head``: the start of its text, for a log), or the token of
+        a flush or stop that is done."""
+        with self._mutex:
+            ready, self._ready = self._ready, []
+        return ready
+
+    def run(self) -> None:
+        """The thread's body: returns once a stop (token -1) is done."""
+        while True:
+            with self._mutex:
+                jobs, self._jobs = self._jobs, []
+                if not jobs:
+                    self._posted = False
+            if not jobs:
+                wait = -1.0 if not self._text else max(0.0, self._first_at + self.wait_s - time.monotonic())
+                if not self._wake.acquire(True, wait):
+                    self._pack()  # the first record waited long enough
+                continue
+            for rows, token in jobs:
+                self._take(rows)
+                if token:
+                    self._pack()
+                    self._push(token)
+                    if token < 0:
+                        return
+
+    def _take(self, rows: PubRows) -> None:
+        """A batch's records into the next messages, a message packed once it is full."""
+        i, n = 0, len(rows)
+        while i < n:
+            text, keys, i = rows.chunk(i, self.fill - len(self._text), self.keys_fill - len(self._keys))
+            if not self._text:
+                self._first_at = time.monotonic()
+            self._text += text
+            self._keys += keys
+            if len(self._text) >= self.fill or len(self._keys) >= self.keys_fill:
+                self._pack()
+
+    def _pack(self) -> None:
+        if not self._text:
+            return
+        data, raw = bytes(self._text), bytes(self._keys)
+        self._text.clear()
+        self._keys.clear()
+        keys = join_keys(raw).encode("utf-8")
+        if len(keys) > self.keys_max:
+            cut = keys.rfind(_SEP, 0, self.keys_max + 1)
+            keys = keys[:cut] if cut > 0 else b""
+        compressed = len(data) >= self.compress_over
+        body = zlib.compress(data, self.level) if compressed else data
+        self._push((body, compressed, keys.decode("utf-8", "replace"), data[:_HEAD]))
+
+    def _push(self, item: Packed | int) -> None:
+        with self._mutex:
+            was_empty = not self._ready
+            self._ready.append(item)
+        if was_empty and self.notify_fd >= 0:
+            try:
+                os.write(self.notify_fd, b"x")
+            except BlockingIOError:  # a full pipe has told the loop already
+                pass

@@ -2,26 +2,29 @@
 
 Producers and consumers made with ``enable_trace=True`` hand each trace event (a
 :class:`~fastmq.client.trace_data.TraceContext`) to their dispatcher with :meth:`append`, from
-the loop or from a consume thread. ``append`` never waits: a full queue (1024 contexts, as
-4.9.8's) drops the event and counts it in :attr:`discarded`, with a warning at most every 10 s.
-A traced producer's answered sends are written straight into :attr:`pub_rows` (a
-:class:`~fastmq._ext.trace_encode.PubRows`: each send's Pub record as UTF-8 text, no object per
-send; the compiled send path writes it by a C call), with the same bound.
-A task on the client's loop wakes every 100 ms and hands what is queued, a batch at a time, to
-the dispatcher's thread (``fastmq-trace-<group>``; at most 16 batches wait for it, beyond which a
-batch is dropped and counted as above). The thread cuts the records into trace messages, a
-message once its records reach 118 000 bytes, their keys 24 000 bytes (KEYS_FILL: beyond 4.9.8,
-whose broker refuses a trace message whose KEYS pass the properties' limit) or its first record
-is 500 ms old, makes their KEYS, and zlib-compresses a body from 4096 bytes (as 4.9.8's trace producer sends it, though at
-level 1, not 5: see COMPRESS_LEVEL); the Pub records' text is made already, and their keys and
-the compression run with the GIL released, so the thread hardly competes with the loop. It hands the messages of a batch back to
-the loop at once (one ``call_soon_threadsafe``), where an inner producer of its own (group
-``_INNER_TRACE_PRODUCER-<group>-<type>-<n>``, instance
-``PID_CLIENT_INNER_TRACE_PRODUCER_<namesrv>``) sends each as it is, without a task
-(``start_send``, 5 s, the compressed body on its compiled first try); a failed send is logged,
-not retried by the host. Each trace message's keys are the traced messages' ids and keys, each
-once, so a broker's index finds them by message id.
-:meth:`TraceDispatcher.flush` and the shutdown send everything handed to the thread.
+the loop or from a consume thread, which encodes it there. ``append`` never waits: a full queue
+(1024 events, as 4.9.8's) drops the event and counts it in :attr:`discarded`, with a warning at
+most every 10 s. A traced producer's answered sends are written straight into :attr:`pub_rows`
+(a :class:`~fastmq._ext.trace_encode.PubRows`: each send's Pub record as UTF-8 text, no object
+per send; the compiled send path writes it by a C call), with the same bound.
+
+A task on the client's loop wakes every 100 ms (and at once when 256 records wait) and hands what
+is held, a batch at a time, to the dispatcher's packer (a
+:class:`~fastmq._ext.trace_encode.TracePacker`) on its own thread (``fastmq-trace-<group>``; at
+most 16 batches wait for it, beyond which a batch is dropped and counted as above). The packer
+cuts the records into trace messages, a message once its records reach 118 000 bytes, their keys
+24 000 bytes (KEYS_FILL: beyond 4.9.8, whose broker refuses a trace message whose KEYS pass the
+properties' limit) or its first record is 500 ms old, makes their KEYS (the traced messages' ids
+and keys, each once, so that a broker's index finds them by message id), and zlib-compresses a
+body from 4096 bytes (as 4.9.8's trace producer sends it, though at level 1, not 5: see
+COMPRESS_LEVEL). The compiled packer's thread never takes the GIL, so it does not stop the loop
+(a Python thread's every return to the interpreter makes the loop's thread give the lock up).
+It tells the loop through a pipe the loop watches; the loop takes the messages made and sends
+each as it is through an inner producer of its own (group
+``_INNER_TRACE_PRODUCER-<group>-<type>-<n>``, instance ``PID_CLIENT_INNER_TRACE_PRODUCER_<namesrv>``),
+without a task (``start_send``, 5 s, the compressed body on its compiled first try); a failed send
+is logged, not retried by the host. :meth:`TraceDispatcher.flush` and the shutdown send everything
+handed over.
 """
 from __future__ import annotations
 
@@ -29,13 +32,13 @@ import asyncio
 import collections
 import itertools
 import logging
+import os
 import threading
 import time
-import zlib
 from typing import Any, Callable, Protocol
 
 from .._ext.produce import SendResult
-from .._ext.trace_encode import PubRows, join_keys
+from .._ext.trace_encode import PubRows, TracePacker
 from ..protocol.message import CompressedBody, Message, MessageConst
 from .trace_data import DEFAULT_TRACE_TOPIC, SentMessage, TraceContext, encode_context, pub_row, trace_keys
 
@@ -99,31 +102,24 @@ class TraceDispatcher:
         self.group = group
         self.kind = kind
         self._make = make_producer
-        self._queue: collections.deque[TraceContext] = collections.deque()
+        # events encoded by the thread that appended them (text, keys), moved into pub_rows on
+        # the loop (a deque: appended to from any thread)
+        self._queue: collections.deque[tuple[bytes, bytes]] = collections.deque()
         #: trace events dropped because the queue was full (4.9.8's discardCount)
         self.discarded = 0
         self._warned_at = -_WARN_INTERVAL_S
         self._producer: TraceProducer | None = None
         self._task: asyncio.Task[None] | None = None
-        # the thread's side: batches handed to it; the records of its next trace message, their
-        # keys, their sizes, the age of the first, and the messages made (only the thread touches
-        # these six)
-        # (a deque and a lock released to wake the thread: handing a batch on costs the loop two
-        # C calls, where a queue.Queue's put runs a dozen Python ones under a condition)
-        self._jobs: collections.deque[_Job | None] = collections.deque()
-        self._jobs_wake = threading.Lock()
-        self._jobs_wake.acquire()  # held while there is nothing new; released to wake the thread
+        self._packer = TracePacker(_FILL, KEYS_FILL, KEYS_MAX, COMPRESS_OVER, COMPRESS_LEVEL, WAIT_S, JOBS_MAX)
+        self._notify: tuple[int, int] | None = None  # the pipe the packer tells the loop through
         self._thread: threading.Thread | None = None
-        self._pending: list[bytes] = []  # records (UTF-8) of the next trace message
-        self._pending_keys: list[bytes] = []  # their keys, space-separated
-        self._pending_size = 0
-        self._pending_keys_size = 0
-        self._first_at = 0.0
-        self._ready: list[tuple[Message, bytes]] = []  # messages made, not yet handed to the loop
-        # the loop's side: trace messages handed to the inner producer and not answered, and the
-        # flushes waiting for none to be left
+        # the loop's side: trace messages handed to the inner producer and not answered, the
+        # flushes waiting for none to be left, and what to call when a flush's token comes back
         self._sending = 0
         self._idle: list[asyncio.Future[None]] = []
+        self._tokens: dict[int, Callable[[], Any]] = {}
+        self._token_ids = itertools.count(1)
+        self._lost_seen = 0  # the packer's records lost for want of memory, counted as dropped
         self._loop: asyncio.AbstractEventLoop | None = None
         #: answered sends as Pub records (:func:`~fastmq.client.trace_data.pub_row`); never
         #: rebound (the producer's compiled send path holds it), emptied by each drain
@@ -164,11 +160,21 @@ class TraceDispatcher:
             self._wake()
 
     def append(self, ctx: TraceContext) -> bool:
-        """Queue an event; False (and counted) when the queue is full. Safe from any thread."""
+        """Queue an event, encoded here; False (and counted) when the queue is full or the event
+        cannot be encoded (logged). Safe from any thread."""
         if len(self._queue) >= QUEUE_SIZE:  # (read across threads: at worst one over)
             self._discard()
             return False
-        self._queue.append(ctx)
+        if not ctx.beans:
+            return True
+        try:
+            event = (encode_context(ctx).encode("utf-8", "replace"),
+                     b"".join(k.encode("utf-8", "replace") + b" " for k in trace_keys(ctx)))
+        except Exception:  # a bad event, not the host's
+            log.exception("trace event not encoded")
+            self._discard()
+            return False
+        self._queue.append(event)
         if len(self._queue) == WAKE_AT and self._loop is not None:
             self._wake()
         return True
@@ -205,14 +211,30 @@ class TraceDispatcher:
         group = f"{GROUP_NAME_PREFIX}-{self.group}-{self.kind}-{next(_COUNTER)}"
         self._producer = self._make(group, f"{TRACE_INSTANCE_NAME}_{namesrv_addr}")
         await self._producer.start()
-        self._loop = asyncio.get_running_loop()
-        self._thread = threading.Thread(target=self._work, name=f"fastmq-trace-{self.group}", daemon=True)
+        self._loop = loop = asyncio.get_running_loop()
+        fd = -1
+        try:
+            r, w = os.pipe()
+        except OSError:
+            log.warning("trace dispatcher of %s: no pipe; its messages are sent at its ticks", self.group)
+        else:
+            os.set_blocking(r, False)
+            os.set_blocking(w, False)
+            try:
+                loop.add_reader(r, self._on_ready)
+            except NotImplementedError:  # (a loop that watches no file: the ticks take them)
+                os.close(r)
+                os.close(w)
+            else:
+                self._notify, fd = (r, w), w
+        self._packer.notify_fd = fd  # (before its thread runs, which reads it)
+        self._thread = threading.Thread(target=self._packer.run, name=f"fastmq-trace-{self.group}", daemon=True)
         self._thread.start()
         self._task = asyncio.ensure_future(self._run())
 
     async def shutdown(self) -> None:
-        """Send what is queued and what the thread holds (waiting at most about a second for the
-        sends), then stop the thread and the inner producer."""
+        """Send what is held and what the packer holds (waiting at most about a second for the
+        sends), then stop the packer's thread and the inner producer."""
         if self._task is None:
             return
         self._task.cancel()
@@ -222,16 +244,21 @@ class TraceDispatcher:
             pass
         self._task = None
         await self._flush(1.0)
-        assert self._thread is not None
-        self._jobs.append(None)  # (the thread holds nothing now: it ends at once)
-        self._wake_thread()
+        assert self._thread is not None and self._loop is not None
+        self._packer.submit(self.pub_rows, -1)  # (the thread holds nothing now: it ends at once)
         self._thread.join(1.0)
         self._thread = None
+        self._take_ready()  # (what was appended since the flush: its sends are not waited for)
+        if self._notify is not None:
+            self._loop.remove_reader(self._notify[0])
+            for fd in self._notify:
+                os.close(fd)
+            self._notify = None
         assert self._producer is not None
         await self._producer.shutdown()
 
     async def flush(self) -> None:
-        """Send what is queued and what the thread holds now (tests, and before a shutdown)."""
+        """Send what is held and what the packer holds now (tests, and before a shutdown)."""
         await self._flush(5.0)
 
     async def _flush(self, timeout: float) -> None:
@@ -239,8 +266,8 @@ class TraceDispatcher:
         done: asyncio.Future[None] = loop.create_future()
 
         def finished() -> None:
-            # (on the loop, once the thread has handed back all it held and those sends are
-            # started): done when no trace send is left unanswered
+            # (on the loop, once the packer has made all it held and those sends are started):
+            # done when no trace send is left unanswered
             if self._sending:
                 self._idle.append(done)
             elif not done.done():
@@ -265,118 +292,57 @@ class TraceDispatcher:
             await asyncio.sleep(POLL_S)
             try:
                 self._drain(flush=False)
+                if self._notify is None:
+                    self._take_ready()
             except Exception:  # a trace must never stop its host
                 log.exception("trace dispatch failed")
 
     def _drain(self, flush: bool, done: Callable[[], Any] | None = None) -> None:
-        """Hand what is queued to the thread (``done``: to call on the loop once the thread has
-        handed back everything it holds and those sends are started; ``flush``: hand even
-        nothing, so that it does)."""
-        rows = self.pub_rows.take() if len(self.pub_rows) else None
-        ctxs: list[TraceContext] = []
-        q = self._queue
+        """Hand what is held to the packer (``done``: to call on the loop once the packer has made
+        everything it holds and those sends are started; ``flush``: hand even nothing, so that
+        it does)."""
+        rows, q = self.pub_rows, self._queue
         while q:
-            ctxs.append(q.popleft())
-        if rows is None and not ctxs and not flush:
+            text, keys = q.popleft()
+            if rows.add_text(text, keys) < 0:
+                self._discard()
+        if not len(rows) and not flush:
             return
-        if done is None and len(self._jobs) >= JOBS_MAX:  # the thread is behind: drop the batch,
-            self._discard((len(rows) if rows is not None else 0) + len(ctxs))  # not the host's time
-            return
-        # (a flush, asked for by the host, is handed on even beyond the bound: it never waits)
-        self._jobs.append(_Job(rows, ctxs, done))
-        self._wake_thread()
-
-    def _wake_thread(self) -> None:
-        try:
-            self._jobs_wake.release()
-        except RuntimeError:  # released already, not taken yet: the thread wakes anyway
-            pass
-
-    # ------------------------------------------------------------ the thread
-
-    def _work(self) -> None:
-        jobs, wake = self._jobs, self._jobs_wake
-        while True:
-            if not jobs:
-                # (a wake whose batch was taken already finds none: it only goes round again)
-                wait = -1.0 if not self._pending else max(0.0, self._first_at + WAIT_S - time.monotonic())
-                if not wake.acquire(True, wait):  # the first record waited long enough
-                    self._pack_safely()
-                    self._hand_back(None)
-                continue
-            job = jobs.popleft()
-            if job is None:
-                self._pack_safely()
-                self._hand_back(None)
-                return
-            try:
-                self._encode(job)
-            except Exception:  # a bad event, not the dispatcher: the thread goes on
-                log.exception("trace events not encoded")
-            if job.done is not None:
-                self._pack_safely()
-            self._hand_back(job.done)
-
-    def _encode(self, job: _Job) -> None:
-        rows = job.rows
-        if rows is not None:
-            i, n = 0, len(rows)
-            while i < n:
-                data, keys, i = rows.chunk(i, _FILL - self._pending_size, KEYS_FILL - self._pending_keys_size)
-                self._add(data, keys)
-        for ctx in job.contexts:
-            if ctx.beans:
-                self._add(encode_context(ctx).encode("utf-8", "replace"),
-                          " ".join(trace_keys(ctx)).encode("utf-8", "replace"))
-
-    def _add(self, data: bytes, keys: bytes) -> None:
-        if not self._pending:
-            self._first_at = time.monotonic()
-        self._pending.append(data)
-        self._pending_keys.append(keys)
-        self._pending_size += len(data)
-        self._pending_keys_size += len(keys)
-        if self._pending_size >= _FILL or self._pending_keys_size >= KEYS_FILL:
-            self._pack()
-
-    def _pack_safely(self) -> None:
-        try:
-            self._pack()
-        except Exception:  # a trace must never stop its host
-            log.exception("trace dispatch failed")
-
-    def _pack(self) -> None:
-        """A trace message of the records held, to be handed to the loop (:meth:`_hand_back`)."""
-        if not self._pending:
-            return
-        pending, keys = self._pending, self._pending_keys
-        self._pending, self._pending_keys, self._pending_size, self._pending_keys_size = [], [], 0, 0
-        data = b"".join(pending)
-        body = CompressedBody(zlib.compress(data, COMPRESS_LEVEL)) if len(data) >= COMPRESS_OVER else data
-        msg = Message(self.trace_topic, body, properties={MessageConst.KEYS: _bounded(join_keys(b" ".join(keys)))})
-        self._ready.append((msg, data[:500]))
-
-    def _hand_back(self, done: Callable[[], Any] | None) -> None:
-        """The messages made since the last call, and ``done`` (run on the loop after they are
-        started), to the loop in one call."""
-        if not self._ready and done is None:
-            return
-        ready, self._ready = self._ready, []
-        assert self._loop is not None
-        try:
-            self._loop.call_soon_threadsafe(self._send_all, ready, done)
-        except RuntimeError:  # the loop is closed: nothing can send them any more
-            for _msg, head in ready:
-                log.error("send trace data failed, the traceData is %r: the client's loop is closed",
-                          head.decode("utf-8", "replace"))
+        if done is not None:
+            token = next(self._token_ids)
+            self._tokens[token] = done
+            # (a flush, asked for by the host, is handed on even beyond the bound: it never waits)
+            self._packer.submit(rows, token)
+        elif not self._packer.submit(rows):  # the thread is behind: drop the batch, not the host's time
+            self._discard(len(rows.take()))
+        lost = self._packer.lost
+        if lost > self._lost_seen:
+            self._discard(lost - self._lost_seen)
+            self._lost_seen = lost
 
     # ------------------------------------------------------------ the loop's sends
 
-    def _send_all(self, ready: list[tuple[Message, bytes]], done: Callable[[], Any] | None) -> None:
-        for msg, head in ready:
+    def _on_ready(self) -> None:
+        assert self._notify is not None
+        try:
+            while os.read(self._notify[0], 4096):
+                pass
+        except BlockingIOError:
+            pass
+        self._take_ready()
+
+    def _take_ready(self) -> None:
+        """Send the messages the packer has made; call what waited for a token that is back."""
+        for item in self._packer.take_ready():
+            if isinstance(item, int):
+                done = self._tokens.pop(item, None)
+                if done is not None:
+                    done()
+                continue
+            body, compressed, keys, head = item
+            msg = Message(self.trace_topic, CompressedBody(body) if compressed else body,
+                          properties={MessageConst.KEYS: keys})
             self._send(msg, head)
-        if done is not None:
-            done()
 
     def _send(self, msg: Message, head: bytes) -> None:
         """Start the send of ``msg`` (``head``: the start of its text, for the log)."""
@@ -396,26 +362,3 @@ class TraceDispatcher:
             self._producer.start_send(msg, sent, 5000, False)
         except Exception as exc:  # (start_send tells its callback of a refusal; this is anything else)
             sent(None, exc)
-
-
-class _Job:
-    """A batch handed to the dispatcher's thread: Pub records, trace events, what to call (on the
-    loop) once it is sent."""
-
-    __slots__ = ("rows", "contexts", "done")
-
-    def __init__(self, rows: PubRows | None, contexts: list[TraceContext], done: Callable[[], Any] | None) -> None:
-        self.rows = rows
-        self.contexts = contexts
-        self.done = done
-
-
-def _bounded(keys: str) -> str:
-    """``keys`` cut after the last whole word within KEYS_MAX UTF-8 bytes."""
-    if len(keys) * 4 <= KEYS_MAX:  # (the common case: no need to encode)
-        return keys
-    raw = keys.encode("utf-8")
-    if len(raw) <= KEYS_MAX:
-        return keys
-    cut = raw.rfind(b" ", 0, KEYS_MAX + 1)
-    return raw[:cut].decode("utf-8") if cut > 0 else ""

@@ -226,7 +226,8 @@ async def test_traced_listener_records_outcomes() -> None:
         traced_listener(boom, "cg", d)(msgs)
     except RuntimeError:
         pass
-    events = list(d._queue)
+    # (each event encoded by the thread that appended it: its text and its keys)
+    events = [decode_trace(text)[0] for text, _keys in d._queue]
     assert [e.trace_type for e in events] == [TraceType.SubBefore, TraceType.SubAfter] * 3
     assert [(e.success, e.context_code) for e in events[1::2]] == [(True, 0), (False, 4), (False, 2)]
 
@@ -291,7 +292,7 @@ async def test_a_thread_behind_drops_whole_batches_counted_and_a_flush_sends_the
         d.append(TraceContext(TraceType.Pub, i, "R", "pg", beans=[TraceBean(msg_id=f"M{i}")]))
         d.append(TraceContext(TraceType.Pub, i, "R", "pg", beans=[TraceBean(msg_id=f"N{i}")]))
         d._drain(flush=False)
-    assert d.discarded == 4 and len(d._jobs) == JOBS_MAX  # the last two batches, two events each
+    assert d.discarded == 4 and d._packer.jobs_waiting == JOBS_MAX  # the last two batches, two events each
     await d.start("ns:9876")
     await d.flush()
     records = [c.beans[0].msg_id for m in sink.sent for c in decode_trace(_text(m))]

@@ -1,9 +1,10 @@
-"""A traced producer's Pub record buffer (``PubRows``) and a trace message's keys (``join_keys``):
-both twins give the same text and keys, and those are what the object encoder
-(``encode_context`` of a Pub context, ``trace_keys``) gives."""
+"""A traced producer's Pub record buffer (``PubRows``), a trace message's keys (``join_keys``) and
+the dispatcher's packer (``TracePacker``): both twins give the same text, keys and messages, and
+those are what the object encoder (``encode_context`` of a Pub context, ``trace_keys``) gives."""
 from __future__ import annotations
 
 import importlib
+import zlib
 from typing import Any
 
 import pytest
@@ -130,3 +131,90 @@ def test_join_keys_of_a_full_message_s_ids(kind: str) -> None:
     raw = "  ".join(words).encode() + b" "
     assert _mod(kind).join_keys(raw) == " ".join(dict.fromkeys(words))
     assert _mod(kind).join_keys(b"") == "" and _mod(kind).join_keys(b"   ") == ""
+
+
+def _packed(kind: str, batches: list[list[tuple[Any, ...]]], fill: int, keys_fill: int, keys_max: int,
+            compress_over: int) -> list[Any]:
+    """What a packer of ``kind`` makes of ``batches`` (each handed over as one PubRows), then of a
+    flush (token 7) and a stop: its messages with their bodies inflated, and the tokens."""
+    mod = _mod(kind)
+    packer = mod.TracePacker(fill, keys_fill, keys_max, compress_over, 1, 60.0, 64)
+    rows = mod.PubRows(TOPIC, "pg", _host, 1024, 1024)
+    for batch in batches:
+        for r in batch:
+            _add(rows, r)
+        assert packer.submit(rows) and len(rows) == 0
+    assert packer.submit(rows, 7) and packer.submit(rows, -1) and packer.jobs_waiting == len(batches) + 2
+    packer.run()  # (on this thread: it returns after the stop)
+    out = []
+    for item in packer.take_ready():
+        if isinstance(item, int):
+            out.append(item)
+            continue
+        body, compressed, keys, head = item
+        text = zlib.decompress(body) if compressed else body
+        assert compressed == (len(text) >= compress_over) and head == text[:500]
+        out.append((text, keys))
+    assert packer.lost == 0 and packer.take_ready() == []
+    return out
+
+
+@pytest.mark.c_ext
+@settings(max_examples=40, deadline=None)
+@given(batches=st.lists(st.lists(_row, max_size=6), max_size=5), fill=st.integers(1, 600),
+       keys_fill=st.integers(1, 200), keys_max=st.integers(1, 120), compress_over=st.sampled_from([0, 300, 1 << 20]))
+def test_both_packers_cut_the_same_messages(batches: list[list[tuple[Any, ...]]], fill: int, keys_fill: int,
+                                            keys_max: int, compress_over: int) -> None:
+    got = _packed("c", batches, fill, keys_fill, keys_max, compress_over)
+    assert got == _packed("py", batches, fill, keys_fill, keys_max, compress_over)
+    kept = [r for b in batches for r in b if not r[2].startswith(TOPIC)]
+    assert got[-2:] == [7, -1] and b"".join(t for t, _ in got[:-2]) == "".join(_want(r, "pg")[0] for r in kept).encode()
+    for text, keys in got[:-2]:  # a message's records stop at the one that reaches either fill
+        raw = keys.encode()
+        assert len(raw) <= keys_max and (not raw or raw[-1:] != b" ")
+        assert len(text) < fill + max(len(_want(r, "pg")[0].encode()) for r in kept)
+
+
+@pytest.mark.parametrize("kind", TWINS)
+def test_a_packer_sends_a_message_whose_first_record_waited_and_tells_the_loop(kind: str) -> None:
+    import os
+    import threading
+    import time
+    mod = _mod(kind)
+    r, w = os.pipe()
+    os.set_blocking(r, False)
+    packer = mod.TracePacker(1 << 20, 1 << 20, 1 << 20, 1 << 20, 1, 0.05, 2, w)
+    rows = mod.PubRows(TOPIC, "pg", _host, 1024, 1024)
+    thread = threading.Thread(target=packer.run)
+    thread.start()
+    try:
+        _add(rows, (1, 2, "T", "M1", None, "k", "b1", 3, 0, None, "SEND_OK", "R"))
+        assert packer.submit(rows)
+        deadline = time.monotonic() + 10
+        got: list[Any] = []
+        while not got and time.monotonic() < deadline:  # (no flush: the record's age makes it)
+            time.sleep(0.01)
+            got = packer.take_ready()
+        assert [(keys, body.startswith(b"Pub\x011\x01R\x01pg\x01T\x01M1")) for body, _c, keys, _h in got] == [("M1 k", True)]
+        assert os.read(r, 16) == b"x"  # (told once: nothing was waiting before)
+    finally:
+        packer.submit(rows, -1)
+        thread.join(10)
+        os.close(r)
+        os.close(w)
+    assert not thread.is_alive() and packer.take_ready() == [-1]
+
+
+@pytest.mark.parametrize("kind", TWINS)
+def test_a_packer_refuses_a_batch_beyond_its_bound_but_never_a_flush(kind: str) -> None:
+    mod = _mod(kind)
+    packer = mod.TracePacker(1 << 20, 1 << 20, 1 << 20, 1 << 20, 1, 60.0, 2)
+    rows = mod.PubRows(TOPIC, "pg", _host, 1024, 1024)
+    for i in range(3):
+        _add(rows, (1, 2, "T", f"M{i}", None, None, "b1", 3, 0, None, "SEND_OK", "R"))
+        assert packer.submit(rows) == (i < 2)
+    assert len(rows) == 1 and packer.jobs_waiting == 2  # (refused: the rows keep their record)
+    assert packer.submit(rows, 3) and packer.submit(rows, -1) and packer.jobs_waiting == 4
+    packer.run()
+    got = packer.take_ready()
+    assert got[-2:] == [3, -1] and [k for _b, _c, k, _h in got[:-2]] == ["M0 M1 M2"]
