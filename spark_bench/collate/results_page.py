@@ -330,6 +330,36 @@ def _pair_rows(lines: list[dict[str, str]]) -> list[list[str]]:
     return rows
 
 
+#: what a feature costs fastmq, feature on beside off in one run: (suite, figure, what it says)
+_COSTS = (
+    ("test_trace_overhead", "test_sends_with_trace_on_beside_trace_off sync_overhead_pct",
+     "message trace, one send in flight: wall time per send, % over trace off (median of the rounds' ratios)"),
+    ("test_trace_overhead", "test_sends_with_trace_on_beside_trace_off async_overhead_pct",
+     "message trace, pipelined send_async: wall time per send, % over trace off (median of the rounds' ratios)"),
+    ("test_acl_benchmarks", "test_interleaved_on_and_off[producer] on_over_off",
+     "ACL, Producer sends: wall time, signed over unsigned"),
+    ("test_acl_benchmarks", "test_interleaved_on_and_off[one_in_flight] on_over_off",
+     "ACL, raw sends one in flight: wall time, signed over unsigned"),
+    ("test_acl_benchmarks", "test_interleaved_on_and_off[pipelined] on_over_off",
+     "ACL, raw sends pipelined: wall time, signed over unsigned"),
+    ("test_tls_benchmarks", "test_tls_sends_beside_plaintext tls/plain one in flight",
+     "TLS, one send in flight: p50, TLS over plaintext"),
+    ("test_tls_benchmarks", "test_tls_sends_beside_plaintext plain/tls 64 in flight",
+     "TLS, 64 in flight: sends/s, plaintext over TLS"),
+)
+
+
+def _cost_rows(lines: list[dict[str, str]]) -> list[list[str]]:
+    """The latest figure of each of :data:`_COSTS`."""
+    rows = []
+    for suite, figure, what in _COSTS:
+        got = [x for x in lines if x["suite"] == suite and x["figure"] == figure and not x["note"]]
+        if got:
+            x = max(got, key=lambda x: (x["date"], x["run"]))
+            rows.append([what, _digits(float(x["value"])), _measured(x["date"], x["commit"], x["load"])])
+    return rows
+
+
 def _shaped(lines: list[dict[str, str]]) -> list[dict[str, str]]:
     """The history with each Spark line's suite named with its shape (``workload [shape]``), so
     that everything grouped by suite groups a workload's runs by the shape they ran in."""
@@ -430,6 +460,9 @@ def render(history: list[dict[str, str]], root: Path, command: str) -> str:
            "The machine is a shared 2-core VM; its load moves wall-clock figures between runs, so read ratios "
            "within a run and trends over several. Peer figures marked *not quoted* were measured with a peer set-up "
            "since fixed; they stay in the history, marked, and are not compared.", "",
+           "## What a feature costs, latest run", "",
+           *_table(["feature and figure", "value", "measured on (UTC, commit, load)"], _cost_rows(history)), "",
+           "Each figure is the feature on beside off in one run, sides alternated within it.", "",
            "## Regressions", ""]
     if regs:
         out += ["Worse than the median of the runs before in each of the two latest runs, beyond the figure's "

@@ -115,3 +115,20 @@ def test_a_merged_history_of_both_widths_reads(tmp_path: Path) -> None:
     assert [x["shape"] for x in lines] == ["", "s"] and all(None not in x for x in lines)
     history.write(hist, lines)
     assert len(history.read(hist)) == 2
+
+
+def test_results_md_lists_what_a_feature_costs_from_its_latest_run() -> None:
+    def line(date: str, figure: str, value: str) -> dict[str, str]:
+        return {"date": date, "commit": "abc1234", "run": f"pytest-{date}", "suite": "test_trace_overhead",
+                "figure": f"test_sends_with_trace_on_beside_trace_off {figure}", "value": value, "unit": "",
+                "peer": "fastmq", "note": "", "load": "", "shape": ""}
+    rows = results_page._cost_rows([line("2026-12-01T00:00:00Z", "async_overhead_pct", "23.0"),
+                                    line("2026-12-04T00:00:00Z", "async_overhead_pct", "6.9"),
+                                    line("2026-12-04T00:00:00Z", "sync_overhead_pct", "3.8")])
+    assert [r[1] for r in rows] == ["3.80", "6.90"] and all("2026-12-04" in r[2] for r in rows)
+
+
+def test_a_suite_can_be_superseded_before_a_date() -> None:
+    assert history.superseded("fastmq", "2026-12-03T17:26:48Z", "test_trace_overhead").startswith("superseded")
+    assert history.superseded("fastmq", "2026-12-04T16:17:44Z", "test_trace_overhead") == ""
+    assert history.superseded("fastmq", "2026-12-03T17:26:48Z", "test_acl_benchmarks") == ""
