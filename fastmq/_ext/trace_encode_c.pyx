@@ -1,11 +1,12 @@
 # cython: boundscheck=False, wraparound=False
-"""A traced producer's answered sends kept as Pub records, compiled (see ``trace_encode_py``, the
+"""A traced client's records and its dispatcher's packer, compiled (see ``trace_encode_py``, the
 reference both are tested against).
 
 The send path (produce_c) calls :meth:`PubRows.add_row` directly: the record is written from the
 strings' own bytes (ASCII ones read in place) into one growing C buffer, with no Python object
-made per send. The dispatcher's thread cuts the buffer into trace messages (:meth:`chunk`) and
-makes each message's KEYS with :func:`join_keys`, whose scan runs with the GIL released.
+made per send. :class:`TracePacker` is the dispatcher's thread: it takes those buffers over
+whole, cuts them into trace messages, makes each message's KEYS (each word once, as
+:func:`join_keys`) and compresses it, all without the GIL.
 """
 cimport cython
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE

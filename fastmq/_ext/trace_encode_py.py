@@ -10,8 +10,9 @@ its record at once, as UTF-8 text in one growing buffer: 4.9.8's ``Pub`` text
 
 ``null`` stands for a missing string, as Java's StringBuilder writes it. Beside the text it keeps
 each record's keys (its msgId, then its message's keys split on spaces), what a broker indexes
-the trace message by. No object is kept per send: the dispatcher's thread later cuts the buffer
-into trace messages (:meth:`PubRows.chunk`) and :func:`join_keys` makes a message's KEYS.
+the trace message by (:meth:`PubRows.add_text` takes other events, encoded already). No object
+is kept per send: the dispatcher's thread, a :class:`TracePacker`, later cuts the buffer into
+trace messages (:meth:`PubRows.chunk`), makes their KEYS (:func:`join_keys`) and compresses them.
 
 Text that UTF-8 cannot encode (a lone surrogate) is written as ``?``, as Java's
 ``String.getBytes`` writes it.
