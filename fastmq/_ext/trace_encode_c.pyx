@@ -12,13 +12,11 @@ cimport cython
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.exc cimport PyErr_Clear
 from cpython.pyport cimport PY_SSIZE_T_MAX
-from libc.stdint cimport int64_t, uint8_t, uint64_t
-from libc.stdlib cimport calloc, free, malloc
-from libc.string cimport memchr, memcmp, memcpy
-
 from cpython.pythread cimport (NOWAIT_LOCK, WAIT_LOCK, PyThread_acquire_lock, PyThread_allocate_lock,
                                PyThread_free_lock, PyThread_release_lock, PyThread_type_lock)
-from libc.stdlib cimport realloc
+from libc.stdint cimport int64_t, uint8_t, uint64_t
+from libc.stdlib cimport calloc, free, malloc, realloc
+from libc.string cimport memchr, memcmp, memcpy
 from posix.time cimport CLOCK_MONOTONIC, clock_gettime, timespec
 from posix.unistd cimport write
 
@@ -359,12 +357,15 @@ cdef class PubRows:
         self.last_broker = self.last_host = None
         return out
 
-    def add_text(self, bytes text, bytes keys) -> int:
+    def add_text(self, bytes text not None, bytes keys not None) -> int:
         """Record an event already encoded (its records' UTF-8 text, its keys each followed by a
         space): as :meth:`add`, 0, 1 or -1."""
         cdef Py_ssize_t n = self.n
         if n >= self.limit:
             return -1
+        # (room for both first: a refusal leaves no half of an event behind)
+        bytebuf_reserve(&self.text, PyBytes_GET_SIZE(text), _MIN_CAP)
+        bytebuf_reserve(&self.keys, PyBytes_GET_SIZE(keys), _MIN_CAP)
         _put(&self.text, PyBytes_AS_STRING(text), PyBytes_GET_SIZE(text))
         _put(&self.keys, PyBytes_AS_STRING(keys), PyBytes_GET_SIZE(keys))
         self.ends[2 * n] = self.text.n
@@ -455,7 +456,7 @@ cdef Py_ssize_t _unique_words(const uint8_t* p, Py_ssize_t n, uint8_t* out, Py_s
     return m
 
 
-def join_keys(bytes raw) -> str:
+def join_keys(bytes raw not None) -> str:
     """The words of ``raw`` each once, first seen first, joined by spaces (see ``trace_encode_py``)."""
     cdef const uint8_t* p = <const uint8_t*>PyBytes_AS_STRING(raw)
     cdef Py_ssize_t n = PyBytes_GET_SIZE(raw), cap = 16, m = 0, words

@@ -97,6 +97,8 @@ class PubRows:
     def add_text(self, text: bytes, keys: bytes) -> int:
         """Record an event already encoded (its records' UTF-8 text, its keys each followed by a
         space): as :meth:`add`, 0, 1 or -1."""
+        if type(text) is not bytes or type(keys) is not bytes:
+            raise TypeError("an encoded event's text and keys are bytes")
         n = len(self._ends)
         if n >= self.limit:
             return -1

@@ -218,3 +218,16 @@ def test_a_packer_refuses_a_batch_beyond_its_bound_but_never_a_flush(kind: str) 
     packer.run()
     got = packer.take_ready()
     assert got[-2:] == [3, -1] and [k for _b, _c, k, _h in got[:-2]] == ["M0 M1 M2"]
+
+
+@pytest.mark.parametrize("kind", TWINS)
+def test_text_that_is_not_bytes_is_refused(kind: str) -> None:
+    mod = _mod(kind)
+    rows = mod.PubRows(TOPIC, "pg", _host, 4, 4)
+    for text, keys in ((None, b"k "), (b"Pub\x02", None)):
+        with pytest.raises(TypeError):
+            rows.add_text(text, keys)
+    with pytest.raises((TypeError, AttributeError)):
+        mod.join_keys(None)
+    assert len(rows) == 0 and rows.add_text(b"Pub\x02", b"k ") == 0
+    assert rows.chunk(0, 1 << 20) == (b"Pub\x02", b"k ", 1)  # (nothing of the refused ones left)
