@@ -9,18 +9,28 @@ cdef struct ByteBuf:
     Py_ssize_t cap    # bytes allocated
 
 
-cdef inline int bytebuf_reserve(ByteBuf* b, Py_ssize_t extra, Py_ssize_t min_cap) except -1:
-    """Room for ``extra`` more bytes: the buffer at least doubles, and is never below ``min_cap``."""
+cdef inline bint bytebuf_grow(ByteBuf* b, Py_ssize_t extra, Py_ssize_t min_cap) noexcept nogil:
+    """Room for ``extra`` more bytes: the buffer at least doubles, and is never below ``min_cap``.
+    False when memory is short (the buffer as it was); usable without the GIL."""
     cdef Py_ssize_t cap
     cdef uint8_t* grown
     if b.n + extra <= b.cap:
-        return 0
+        return True
     cap = max(b.n + extra, b.cap * 2, min_cap)
     grown = <uint8_t*>realloc(b.p, cap)
     if grown == NULL:
-        raise MemoryError()
+        return False
     b.p = grown
     b.cap = cap
+    return True
+
+
+cdef inline int bytebuf_reserve(ByteBuf* b, Py_ssize_t extra, Py_ssize_t min_cap) except -1:
+    """:func:`bytebuf_grow`, raising MemoryError when memory is short."""
+    if b.n + extra <= b.cap:
+        return 0
+    if not bytebuf_grow(b, extra, min_cap):
+        raise MemoryError()
     return 0
 
 

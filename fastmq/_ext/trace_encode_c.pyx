@@ -15,12 +15,12 @@ from cpython.pyport cimport PY_SSIZE_T_MAX
 from cpython.pythread cimport (NOWAIT_LOCK, WAIT_LOCK, PyThread_acquire_lock, PyThread_allocate_lock,
                                PyThread_free_lock, PyThread_release_lock, PyThread_type_lock)
 from libc.stdint cimport int64_t, uint8_t, uint64_t
-from libc.stdlib cimport calloc, free, malloc, realloc
+from libc.stdlib cimport calloc, free, malloc
 from libc.string cimport memchr, memcmp, memcpy
 from posix.time cimport CLOCK_MONOTONIC, clock_gettime, timespec
 from posix.unistd cimport write
 
-from .bytebuf cimport ByteBuf, bytebuf_free, bytebuf_reserve
+from .bytebuf cimport ByteBuf, bytebuf_free, bytebuf_grow, bytebuf_reserve
 from .wire_facts cimport NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR
 
 cdef extern from "Python.h":
@@ -456,28 +456,39 @@ cdef Py_ssize_t _unique_words(const uint8_t* p, Py_ssize_t n, uint8_t* out, Py_s
     return m
 
 
+cdef uint8_t* _unique_keys(const uint8_t* p, Py_ssize_t n, Py_ssize_t* m) noexcept nogil:
+    """The words of ``p`` each once, first seen first, space-separated, in a new buffer of ``m[0]``
+    bytes (the caller frees it); NULL when memory is short."""
+    cdef Py_ssize_t cap = 16, words = _count_words(p, n)
+    cdef Py_ssize_t* slots
+    cdef uint8_t* out
+    while cap < 2 * words + 2:  # (at most half full)
+        cap <<= 1
+    slots = <Py_ssize_t*>calloc(cap * 2, sizeof(Py_ssize_t))
+    out = <uint8_t*>malloc(n + 1)
+    if slots != NULL and out != NULL:
+        m[0] = _unique_words(p, n, out, slots, cap - 1)
+    else:
+        free(out)
+        out = NULL
+    free(slots)
+    return out
+
+
 def join_keys(bytes raw not None) -> str:
     """The words of ``raw`` each once, first seen first, joined by spaces (see ``trace_encode_py``)."""
     cdef const uint8_t* p = <const uint8_t*>PyBytes_AS_STRING(raw)
-    cdef Py_ssize_t n = PyBytes_GET_SIZE(raw), cap = 16, m = 0, words
-    cdef Py_ssize_t* slots = NULL
-    cdef uint8_t* out = NULL
+    cdef Py_ssize_t n = PyBytes_GET_SIZE(raw), m = 0
+    cdef uint8_t* out
     # one release of the GIL for the whole scan: each time this thread takes it back, the loop's
     # thread is made to drop it, so the count, the allocations and the set share one
     with nogil:
-        words = _count_words(p, n)
-        while cap < 2 * words + 2:  # (at most half full)
-            cap <<= 1
-        slots = <Py_ssize_t*>calloc(cap * 2, sizeof(Py_ssize_t))
-        out = <uint8_t*>malloc(n + 1)
-        if slots != NULL and out != NULL:
-            m = _unique_words(p, n, out, slots, cap - 1)
+        out = _unique_keys(p, n, &m)
+    if out == NULL:
+        raise MemoryError()
     try:
-        if slots == NULL or out == NULL:
-            raise MemoryError()
         return PyUnicode_DecodeUTF8(<const char*>out, m, b"replace")
     finally:
-        free(slots)
         free(out)
 
 
@@ -489,7 +500,8 @@ ctypedef int (*_compress2_t)(uint8_t* dest, unsigned long* dest_len, const uint8
                              unsigned long src_len, int level) noexcept nogil
 ctypedef unsigned long (*_bound_t)(unsigned long n) noexcept nogil
 
-cdef Py_ssize_t _HEAD = 500  # bytes of a message's text kept for the log of a failed send
+cdef enum:
+    _HEAD = 500              # bytes of a message's text kept for the log of a failed send
 cdef int _FREE_MAX = 4       # batch buffers kept for reuse
 
 
@@ -512,7 +524,7 @@ cdef struct _Packed:
     Py_ssize_t keys_n
     Py_ssize_t head_n
     int64_t token            # not 0: a marker (the flush or stop of that token is done), no message
-    char head[500]
+    char head[_HEAD]
     _Packed* next
 
 
@@ -544,21 +556,6 @@ cdef inline double _monotonic() noexcept nogil:
     cdef timespec ts
     clock_gettime(CLOCK_MONOTONIC, &ts)
     return ts.tv_sec + ts.tv_nsec * 1e-9
-
-
-cdef inline bint _grow(ByteBuf* b, Py_ssize_t extra) noexcept nogil:
-    """bytebuf_reserve without the GIL: False when memory is short."""
-    cdef Py_ssize_t cap
-    cdef uint8_t* grown
-    if b.n + extra <= b.cap:
-        return True
-    cap = max(b.n + extra, b.cap * 2, _MIN_CAP)
-    grown = <uint8_t*>realloc(b.p, cap)
-    if grown == NULL:
-        return False
-    b.p = grown
-    b.cap = cap
-    return True
 
 
 cdef inline void _lock(PyThread_type_lock m) noexcept:
@@ -784,7 +781,8 @@ cdef class TracePacker:
                 if e[2 * j - 2] - t0 >= self.fill - self.ptext.n or e[2 * j - 1] - k0 >= self.keys_fill - self.pkeys.n:
                     break
             t1, k1 = e[2 * j - 2], e[2 * j - 1]
-            if not _grow(&self.ptext, t1 - t0) or not _grow(&self.pkeys, k1 - k0):
+            if (not bytebuf_grow(&self.ptext, t1 - t0, _MIN_CAP)
+                    or not bytebuf_grow(&self.pkeys, k1 - k0, _MIN_CAP)):
                 self.lost += j - i
                 i = j
                 continue
@@ -801,33 +799,25 @@ cdef class TracePacker:
 
     cdef void _pack(self) noexcept nogil:
         """A message of the records held, onto the ready list."""
-        cdef Py_ssize_t n = self.ptext.n, words, cap = 16, cut
+        cdef Py_ssize_t n = self.ptext.n, cut
         cdef unsigned long zn
-        cdef Py_ssize_t* slots
         cdef _Packed* p
         if n == 0:
             return
         p = <_Packed*>calloc(1, sizeof(_Packed))
         if p != NULL:
-            p.head_n = min(n, _HEAD)
+            p.head_n = min(n, <Py_ssize_t>_HEAD)
             memcpy(p.head, self.ptext.p, p.head_n)
-            # the keys: each word once, first seen first, cut after the last whole word within keys_max
-            words = _count_words(self.pkeys.p, self.pkeys.n)
-            while cap < 2 * words + 2:
-                cap <<= 1
-            slots = <Py_ssize_t*>calloc(cap * 2, sizeof(Py_ssize_t))
-            p.keys = <uint8_t*>malloc(self.pkeys.n + 1)
-            if slots != NULL and p.keys != NULL:
-                p.keys_n = _unique_words(self.pkeys.p, self.pkeys.n, p.keys, slots, cap - 1)
-                if p.keys_n > self.keys_max:
-                    cut = self.keys_max
-                    while cut > 0 and p.keys[cut] != _SP:
-                        cut -= 1
-                    p.keys_n = cut
-            free(slots)
-            if slots == NULL or p.keys == NULL:
+            # the keys: each word once, cut after the last whole word within keys_max
+            p.keys = _unique_keys(self.pkeys.p, self.pkeys.n, &p.keys_n)
+            if p.keys == NULL:
                 _free_packed(p)
                 p = NULL
+            elif p.keys_n > self.keys_max:
+                cut = self.keys_max
+                while cut > 0 and p.keys[cut] != _SP:
+                    cut -= 1
+                p.keys_n = cut
         if p != NULL and n >= self.compress_over:
             if self.compress2 != NULL:
                 zn = self.bound(n)
