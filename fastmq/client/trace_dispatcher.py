@@ -197,7 +197,7 @@ class TraceDispatcher:
 
     def _drain_now(self) -> None:
         try:
-            self._drain(flush=False)
+            self._drain()
         except Exception:
             log.exception("trace dispatch failed")
 
@@ -280,7 +280,7 @@ class TraceDispatcher:
         # (one future and one timer: a flush costs the loop few turns of its own)
         timer = loop.call_later(timeout, late)
         try:
-            self._drain(flush=True, done=finished)
+            self._drain(finished)
             await done
         finally:
             timer.cancel()
@@ -291,22 +291,21 @@ class TraceDispatcher:
         while True:
             await asyncio.sleep(POLL_S)
             try:
-                self._drain(flush=False)
+                self._drain()
                 if self._notify is None:
                     self._take_ready()
             except Exception:  # a trace must never stop its host
                 log.exception("trace dispatch failed")
 
-    def _drain(self, flush: bool, done: Callable[[], Any] | None = None) -> None:
-        """Hand what is held to the packer (``done``: to call on the loop once the packer has made
-        everything it holds and those sends are started; ``flush``: hand even nothing, so that
-        it does)."""
+    def _drain(self, done: Callable[[], Any] | None = None) -> None:
+        """Hand what is held to the packer. ``done`` (a flush): hand even nothing, and call it on
+        the loop once the packer has made everything it holds and those sends are started."""
         rows, q = self.pub_rows, self._queue
         while q:
             text, keys = q.popleft()
             if rows.add_text(text, keys) < 0:
                 self._discard()
-        if not len(rows) and not flush:
+        if not len(rows) and done is None:
             return
         if done is not None:
             token = next(self._token_ids)

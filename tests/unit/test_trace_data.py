@@ -291,7 +291,7 @@ async def test_a_thread_behind_drops_whole_batches_counted_and_a_flush_sends_the
     for i in range(JOBS_MAX + 2):  # handed on before the thread runs: as if it were stuck
         d.append(TraceContext(TraceType.Pub, i, "R", "pg", beans=[TraceBean(msg_id=f"M{i}")]))
         d.append(TraceContext(TraceType.Pub, i, "R", "pg", beans=[TraceBean(msg_id=f"N{i}")]))
-        d._drain(flush=False)
+        d._drain()
     assert d.discarded == 4 and d._packer.jobs_waiting == JOBS_MAX  # the last two batches, two events each
     await d.start("ns:9876")
     await d.flush()
